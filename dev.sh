@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Set-up and entry points for roam on a fresh machine (Python 3.11 is all it needs).
+#   ./dev.sh app    install everything, then start the app on a planned sample graph
+#   ./dev.sh test   install everything (+ Debian chromium for browser tests), run the test suite
+set -euo pipefail
+cd "$(dirname "$0")"
+VENV=${ROAM_VENV:-.venv}
+PY="$VENV/bin/python"
+
+install() {
+  if [ ! -x "$PY" ]; then python3 -m venv "$VENV"; fi
+  "$PY" -m pip install -q --upgrade pip
+  # The CPU wheel of torch 2.13.0 lies on this machine's disk; install it first so that the
+  # project's torch range is already satisfied and pip never pulls a CUDA build.
+  "$PY" -c "import torch" 2>/dev/null || "$PY" -m pip install -q "torch==2.13.0"
+  "$PY" -m pip install -q -e ".[test]"
+}
+
+install_chromium() {
+  if command -v chromium >/dev/null 2>&1; then return; fi
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver
+  else
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver
+  fi
+}
+
+case "${1:-}" in
+  app)
+    install
+    shift
+    exec "$VENV/bin/roam" serve "$@"
+    ;;
+  test)
+    install
+    install_chromium
+    shift
+    "$VENV/bin/ruff" check roam_core app tests scripts benchmarks
+    set +e
+    "$PY" -m pytest "$@"
+    rc=$?
+    set -e
+    if [ "$rc" = 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi
+    exit "$rc"
+    ;;
+  *)
+    echo "usage: ./dev.sh app [roam serve options] | ./dev.sh test [pytest options]" >&2
+    exit 2
+    ;;
+esac
