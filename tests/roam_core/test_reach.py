@@ -1,0 +1,107 @@
+"""Reachability bitsets: hand-checked small graphs and properties on random DAGs."""
+
+from __future__ import annotations
+
+import itertools
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from roam_core.graph import ControlEdge, EdgeReason, Graph, Op, OpId, Phase, Tensor, TensorKind
+from roam_core.reach import iter_bits, reachability, topological_indices
+from roam_core.samples import chain3, diamond, tiny_train_step
+from tests.strategies import orders_of, random_graphs
+
+
+def _closure(graph: Graph) -> set[tuple[str, str]]:
+    """Naive transitive closure (Floyd–Warshall over op ids)."""
+    ids = list(graph.op_ids)
+    reach = {(s, d) for s, d, _ in graph.edges()}
+    for k, i, j in itertools.product(ids, ids, ids):
+        if (i, k) in reach and (k, j) in reach:
+            reach.add((i, j))
+    return reach
+
+
+def test_chain3_spans_and_key_points():
+    r = reachability(chain3())
+    assert r.ancestors == (0b000, 0b001, 0b011)
+    assert r.descendants == (0b110, 0b100, 0b000)
+    assert [(r.asap(o), r.alap(o)) for o in "abc"] == [(1, 1), (2, 2), (3, 3)]
+    assert r.key_points() == ("a", "b", "c")
+
+
+def test_diamond_bitsets():
+    r = reachability(diamond())
+    assert r.ancestors == (0b0000, 0b0001, 0b0001, 0b0111)
+    assert r.descendants == (0b1110, 0b1000, 0b1000, 0b0000)
+    assert not r.comparable("b", "c")
+    assert r.comparable("a", "d")
+    assert r.comparable("b", "b")
+    assert not r.is_ancestor("d", "a")
+    assert [(r.asap(o), r.alap(o)) for o in "abcd"] == [(1, 1), (2, 3), (2, 3), (4, 4)]
+    assert r.key_points() == ("a", "d")
+    assert r.ids(0b0110) == ("b", "c")
+    assert r.mask(["b", "c"]) == 0b0110
+
+
+def test_control_edges_count():
+    """A control edge b -> c makes the diamond a chain."""
+    g = diamond().with_control_edges([ControlEdge(OpId("b"), OpId("c"), EdgeReason.RNG)])
+    r = reachability(g)
+    assert r.is_ancestor("b", "c")
+    assert r.key_points() == ("a", "b", "c", "d")
+
+
+def test_tiny_train_step_update_after_forward():
+    g = tiny_train_step()
+    r = reachability(g)
+    assert r.is_ancestor("mm", "update")  # mutation control edge
+    assert r.is_ancestor("t", "grad_w")
+    assert not r.comparable("t", "mm")
+    assert r.alap("update") == len(g.ops)
+
+
+def test_non_topological_program_order():
+    """Program order need not be topological; bits still index program positions."""
+    f, act = Phase.FORWARD, TensorKind.ACTIVATION
+    g = Graph.build(
+        [Op(OpId("late"), "x", f, ("e",), ("l",)), Op(OpId("early"), "x", f, (), ("e",))],
+        [Tensor("e", 8, "f", (2,), act, OpId("early")), Tensor("l", 8, "f", (2,), act,
+                                                                  OpId("late"))],
+    )
+    assert topological_indices(g) == [1, 0]
+    r = reachability(g)
+    assert r.ancestors == (0b10, 0b00)
+    assert r.is_ancestor("early", "late")
+    assert r.key_points() == ("early", "late")
+
+
+def test_iter_bits_roundtrip():
+    assert list(iter_bits(0)) == []
+    assert list(iter_bits(1 << 200 | 5)) == [0, 2, 200]
+
+
+@given(random_graphs(max_ops=9))
+def test_matches_naive_closure(g):
+    r = reachability(g)
+    closure = _closure(g)
+    for a in g.op_ids:
+        for b in g.op_ids:
+            assert r.is_ancestor(a, b) == ((a, b) in closure), (a, b)
+            assert r.is_ancestor(a, b) == bool(r.descendants[r.index[a]] >> r.index[b] & 1)
+
+
+@given(st.data())
+def test_spans_bracket_random_orders(data):
+    g = data.draw(random_graphs(max_ops=12))
+    r = reachability(g)
+    keys = r.key_points()
+    for _ in range(3):
+        order = data.draw(orders_of(g))
+        for step, op in enumerate(order, start=1):
+            assert r.asap(op) <= step <= r.alap(op)
+        for op in keys:
+            assert order.index(op) + 1 == r.asap(op)
+    # program order is one valid order: key points sit where program order has them
+    assert [g.op_ids.index(k) + 1 for k in keys] == [r.asap(k) for k in keys]
