@@ -63,7 +63,7 @@ Order = tuple[OpId, ...]
 DEFAULT_ALIGNMENT_BYTES = 512
 
 
-class Phase(str, enum.Enum):
+class Phase(enum.StrEnum):
     """Which part of the training step an op belongs to (from tracing context)."""
 
     FORWARD = "forward"
@@ -73,7 +73,7 @@ class Phase(str, enum.Enum):
     OTHER = "other"
 
 
-class TensorKind(str, enum.Enum):
+class TensorKind(enum.StrEnum):
     """What a storage holds."""
 
     PARAMETER = "parameter"
@@ -86,7 +86,7 @@ class TensorKind(str, enum.Enum):
     OUTPUT = "output"
 
 
-class EdgeReason(str, enum.Enum):
+class EdgeReason(enum.StrEnum):
     """Why one op must run before another."""
 
     DATA = "data"  # the later op reads a value the earlier op produced
@@ -386,7 +386,7 @@ def _set(g: Graph, name: str, value: object) -> None:
     object.__setattr__(g, name, value)
 
 
-def _check_and_index(g: Graph) -> None:  # noqa: C901 - one linear pass per invariant
+def _check_and_index(g: Graph) -> None:
     # 1. unique op ids
     ops_by_id: dict[str, Op] = {}
     for op in g.ops:
