@@ -1,0 +1,184 @@
+"""Lower bounds: hand-computed values and soundness against simulated orders."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from roam_core.bounds import (
+    best_lower_bound,
+    forced_live_masks,
+    group_lower_bound,
+    live_set_lower_bound,
+    optimizer_groups,
+    update_group_lower_bound,
+)
+from roam_core.graph import (
+    Alias,
+    ControlEdge,
+    EdgeReason,
+    Graph,
+    Op,
+    OpId,
+    Phase,
+    Tensor,
+    TensorId,
+    TensorKind,
+)
+from roam_core.samples import chain3, diamond, tiny_train_step
+from roam_core.simulate import simulate
+from tests.strategies import orders_of, random_graphs
+
+
+def _all_orders(graph: Graph):
+    """Every valid order (small graphs only)."""
+    preds = {op: set(graph.predecessors(op)) for op in graph.op_ids}
+
+    def rec(done: list[str], left: set[str]):
+        if not left:
+            yield tuple(done)
+            return
+        for op in sorted(left):
+            if preds[op] <= set(done):
+                done.append(op)
+                yield from rec(done, left - {op})
+                done.pop()
+
+    yield from rec([], set(graph.op_ids))
+
+
+def _min_peak(graph: Graph, alignment_bytes: int) -> int:
+    return min(simulate(graph, o, alignment_bytes=alignment_bytes).peak_bytes
+               for o in _all_orders(graph))
+
+
+def test_chain3_exact():
+    lb = live_set_lower_bound(chain3(), alignment_bytes=1)
+    assert lb.forced_bytes == (100, 200, 200)
+    assert (lb.bound_bytes, lb.op_id, lb.storages) == (200, "b", ("a", "b"))
+    assert lb.bytes == 200
+
+
+def test_diamond_live_set_and_group():
+    g = diamond()
+    assert forced_live_masks(g) == {"a": 0b0111, "b": 0b1010, "c": 0b1100, "d": 0b1000}
+    lb = live_set_lower_bound(g, alignment_bytes=1)
+    # at b: a (read by b) and b; at c: a and c; at d: b, c, d
+    assert lb.forced_bytes == (100, 300, 150, 260)
+    assert (lb.bound_bytes, lb.op_id) == (300, "b")
+    # the exact bound of the whole graph is its true optimum, 350 (both orders reach it)
+    assert group_lower_bound(g, g.op_ids, alignment_bytes=1).bound_bytes == 350
+    assert _min_peak(g, 1) == 350
+
+
+def test_rounding_and_resident():
+    g = tiny_train_step()
+    lb = live_set_lower_bound(g)  # 512-byte rounding: every storage is one block
+    assert lb.resident_bytes == 1024
+    # at relu_bw: relu, loss (output), ones, relu_bw are forced: 4 blocks
+    assert (lb.bound_bytes, lb.op_id) == (1024 + 4 * 512, "relu_bw")
+    assert lb.bound_bytes <= simulate(g).peak_bytes
+
+
+def test_output_and_unused_storage():
+    """An unused storage is live at its producer only; an output until the end."""
+    f, k = Phase.FORWARD, TensorKind.ACTIVATION
+    g = Graph.build(
+        [Op(OpId("a"), "x", f, (), ("u", "o")), Op(OpId("b"), "x", f, (), ("w",)),
+         Op(OpId("c"), "x", f, ("w",), ("z",))],
+        [Tensor("u", 10, "f", (), k, OpId("a")), Tensor("o", 20, "f", (), k, OpId("a")),
+         Tensor("w", 40, "f", (), k, OpId("b")), Tensor("z", 80, "f", (), k, OpId("c"))],
+        outputs=[TensorId("o")],
+    )
+    lb = live_set_lower_bound(g, alignment_bytes=1)
+    # a: u+o; b: w (o is not forced: a may run after b); c: w+z
+    assert lb.forced_bytes == (30, 40, 120)
+    assert _min_peak(g, 1) == 120  # b, c, a: the output is made last
+
+
+def test_alias_and_mutation_extend_lifetime():
+    """Reading a storage through a view, or writing it in place, keeps it live."""
+    f, k = Phase.FORWARD, TensorKind.ACTIVATION
+    g = Graph.build(
+        [Op(OpId("p"), "x", f, (), ("s",)), Op(OpId("v"), "view", f, ("s",), ("sv",)),
+         Op(OpId("m"), "x", f, (), ("t",)), Op(OpId("use"), "x", f, ("sv", "t"), ("r",)),
+         Op(OpId("w"), "add_", f, ("s",), (), (TensorId("s"),))],
+        [Tensor("s", 100, "f", (), k, OpId("p")), Tensor("t", 10, "f", (), k, OpId("m")),
+         Tensor("r", 1, "f", (), k, OpId("use"))],
+        [Alias("sv", TensorId("s"), OpId("v"))],
+        [ControlEdge(OpId("use"), OpId("w"), EdgeReason.MUTATION)],
+    )
+    lb = live_set_lower_bound(g, alignment_bytes=1)
+    assert lb.forced_bytes == (100, 100, 10, 111, 100)
+
+
+def _adam_like() -> Graph:
+    """One parameter's Adam-like update: three storages of size E live at once somewhere.
+
+    g (grad, from backward) feeds the m-chain and the v-chain; m and v are created by
+    zero-fan-in ops; the v-chain makes a denominator d; the final update reads m and d.
+    The live-set bound sees only two of them (m and d at the update); every order has
+    three live at once (g with m and v, or g with v and d, ...), at different ops.
+    """
+    e, k, opt = 1000, TensorKind, Phase.OPTIMIZER
+    ops = [
+        Op(OpId("g"), "mm", Phase.BACKWARD, (), ("g",)),
+        Op(OpId("zm"), "zeros_like", opt, ("p",), ("m",)),
+        Op(OpId("lerp"), "lerp_", opt, ("m", "g"), (), (TensorId("m"),)),
+        Op(OpId("zv"), "zeros_like", opt, ("p",), ("v",)),
+        Op(OpId("addcmul"), "addcmul_", opt, ("v", "g"), (), (TensorId("v"),)),
+        Op(OpId("sqrt"), "sqrt", opt, ("v",), ("d",)),
+        Op(OpId("upd"), "addcdiv_", opt, ("p", "m", "d"), (), (TensorId("p"),)),
+    ]
+    tensors = [
+        Tensor("p", e, "f", (), k.PARAMETER, None),
+        Tensor("g", e, "f", (), k.GRADIENT, OpId("g")),
+        Tensor("m", e, "f", (), k.OPTIMIZER_STATE, OpId("zm")),
+        Tensor("v", e, "f", (), k.OPTIMIZER_STATE, OpId("zv")),
+        Tensor("d", e, "f", (), k.TEMPORARY, OpId("sqrt")),
+    ]
+    edges = [ControlEdge(OpId("zm"), OpId("upd"), EdgeReason.MUTATION),
+             ControlEdge(OpId("zv"), OpId("upd"), EdgeReason.MUTATION),
+             ControlEdge(OpId("sqrt"), OpId("upd"), EdgeReason.DATA)]
+    return Graph.build(ops, tensors, (), list(dict.fromkeys(edges)))
+
+
+def test_update_group_beats_live_set():
+    g = _adam_like()
+    ls = live_set_lower_bound(g, alignment_bytes=1)
+    ug = update_group_lower_bound(g, alignment_bytes=1)
+    assert optimizer_groups(g) == [("zm", "lerp", "zv", "addcmul", "sqrt", "upd")]
+    best = _min_peak(g, 1)
+    assert ls.bound_bytes == 1000 + 2000
+    assert ug.bound_bytes == best == 1000 + 3000
+    assert ug.method == "update_group"
+    assert best_lower_bound(g, alignment_bytes=1).bound_bytes == ug.bound_bytes
+
+
+def test_group_too_large_gives_none():
+    g = diamond()
+    assert group_lower_bound(g, g.op_ids, max_states=2) is None
+
+
+@given(st.data())
+def test_live_set_bound_below_random_orders(data):
+    g = data.draw(random_graphs(max_ops=12))
+    align = data.draw(st.sampled_from([1, 512]))
+    lb = live_set_lower_bound(g, alignment_bytes=align)
+    ub = update_group_lower_bound(g, alignment_bytes=align)
+    assert ub.bound_bytes >= lb.bound_bytes
+    assert lb.bound_bytes == lb.resident_bytes + max(lb.forced_bytes, default=0)
+    for _ in range(4):
+        order = data.draw(orders_of(g))
+        peak = simulate(g, order, alignment_bytes=align).peak_bytes
+        assert lb.bound_bytes <= peak
+        assert ub.bound_bytes <= peak
+
+
+@given(random_graphs(max_ops=6))
+def test_bounds_below_brute_force_min(g):
+    best = _min_peak(g, 1)
+    assert live_set_lower_bound(g, alignment_bytes=1).bound_bytes <= best
+    exact = group_lower_bound(g, g.op_ids, alignment_bytes=1)
+    assert exact is not None
+    assert exact.bound_bytes <= best
