@@ -1,0 +1,696 @@
+"""Trace one full training step (forward, loss, backward, optimizer update) into a Graph.
+
+How it works
+------------
+The model's parameters and buffers are swapped (temporarily) for ``FakeTensor`` copies and
+the step ``loss = loss_fn(model(*inputs)); loss.backward(); opt.step(); opt.zero_grad()`` is
+traced with ``make_fx(step, tracing_mode="real")`` while a ``FakeTensorMode`` is active.  The
+result is one aten-level FX graph; every node carries a fake value, so no real memory is
+used and even GPT2-XL traces in seconds.  The model may be an ordinary module or one built on
+the meta device; the example inputs may be real or meta (only shapes and dtypes matter).
+
+* **Storages** come from fake storage identity: the first node whose value lives in a storage
+  allocates it (:class:`~roam_core.graph.Tensor`, ``size_bytes = untyped_storage().nbytes()``);
+  every later value in the same storage (views, in-place results) is an
+  :class:`~roam_core.graph.Alias`.
+* **Per-parameter updates.**  The optimizer is always built with its *single-tensor*
+  implementation (``foreach=False, fused=False``).  Foreach and fused optimizers trace into
+  multi-tensor ops over all parameters at once, which would make it impossible to run one
+  parameter's update as soon as its gradient is ready (ROAM's weight-update rule).  With the
+  single-tensor implementation every update op reads and writes one parameter's storages.
+* **Phases** come from tracing context, never from node names: the step function records
+  the graph's nodes after the forward returns, after the loss is computed, after
+  ``backward()`` and after ``opt.step()``.  The op producing the returned loss is always
+  phase ``LOSS`` (also when ``loss_fn`` is ``None``).
+* **Kinds**: placeholders are ``parameter`` / ``buffer`` / ``optimizer_state`` / ``input``
+  (resident); the storage of each parameter's ``.grad`` is ``gradient``; storages held in the
+  optimizer state after the step are ``optimizer_state``; storages created in the forward or
+  loss phase and read in the backward are ``activation``; the loss is ``output``; everything
+  else is ``temporary``.  Tensor constants (``get_attr`` nodes, e.g. ``torch.tensor`` inside
+  the optimizer) are resident ``buffer`` storages.
+* **Ordering**: every in-place write is ordered after every earlier access and before every
+  later access of its storage (``MUTATION`` control edges, skipping edges already implied by
+  a direct data edge); random ops (``torch.Tag.nondeterministic_seeded``) are chained in
+  program order (``RNG``).  Any order honouring data and control edges is a correct program.
+
+Settings
+--------
+``steady`` (default): the optimizer state exists before the traced step (a warm step with
+zero gradients runs, on fake tensors, outside the graph), so it is resident.  ``roam`` (the
+ROAM paper's evaluation): the optimizer's *first* step is traced, so its state is created
+inside the step (``zeros_like`` ops), with ``Adam(lr=0.1, weight_decay=1e-4)`` by default.
+
+Ids and the FX graph (internal API for the executor)
+----------------------------------------------------
+:func:`trace_fx` returns a :class:`TracedStep` holding the ``GraphModule`` and the Graph.
+Op ids are FX node names.  Value ids are FX node names too: a single-output op's value has
+the op's name; an element of a multi-output op (``native_batch_norm``) is named after the
+``getitem`` node that reads it (the getitem nodes are folded into the producing op), and an
+element that no getitem reads is named ``"<op>.<i>"``.  ``TracedStep.values`` maps every
+value id to a :class:`ValueRef` ``(op, index, fx_node)``.  Placeholder ids are the
+placeholder node names (``params_1``, ``state_3``, ``inputs_1``...), described by
+``TracedStep.placeholders`` in graph order.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import nn
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from roam_core.errors import TraceError
+from roam_core.graph import (
+    Alias,
+    ControlEdge,
+    EdgeReason,
+    Graph,
+    Op,
+    OpId,
+    Phase,
+    Tensor,
+    TensorId,
+    TensorKind,
+)
+
+__all__ = [
+    "OPTIMIZERS",
+    "SETTINGS",
+    "PlaceholderRole",
+    "TracedStep",
+    "ValueRef",
+    "make_optimizer_factory",
+    "trace_fx",
+    "trace_training_step",
+]
+
+_logger = logging.getLogger(__name__)
+_getitem = operator.getitem
+
+#: Optimizer names accepted by :func:`trace_training_step`.
+OPTIMIZERS = ("adamw", "adam", "sgd")
+#: Tracing settings: optimizer state resident (``steady``) or created in the step (``roam``).
+SETTINGS = ("steady", "roam")
+
+OptimizerFactory = Callable[[list[nn.Parameter]], torch.optim.Optimizer]
+
+
+@dataclass(frozen=True, slots=True)
+class PlaceholderRole:
+    """What a graph input (resident storage) holds.
+
+    Parameters
+    ----------
+    node : str
+        The FX placeholder (or ``get_attr``) node name; also the graph value id.
+    kind : TensorKind
+        ``PARAMETER``, ``BUFFER``, ``OPTIMIZER_STATE`` or ``INPUT``.
+    name : str
+        ``"fc.weight"`` (parameter/buffer qualified name), ``"fc.weight:exp_avg"`` (optimizer
+        state of that parameter), ``"inputs[0]"`` (example input index) or the attribute name
+        of a tensor constant.
+    """
+
+    node: str
+    kind: TensorKind
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ValueRef:
+    """Where a graph value lives in the FX graph.
+
+    Parameters
+    ----------
+    op : str
+        The FX node that computes it (the graph op id, or the placeholder name).
+    index : int or None
+        Position in that node's output tuple/list, ``None`` for a single output.
+    fx_node : str or None
+        The FX node whose runtime value *is* this value (the op itself, or the ``getitem``
+        node that extracts it); ``None`` when no node extracts an unused element.
+    """
+
+    op: str
+    index: int | None
+    fx_node: str | None
+
+
+@dataclass(frozen=True)
+class TracedStep:
+    """The result of :func:`trace_fx`: the FX program and its memory graph.
+
+    Parameters
+    ----------
+    gm : torch.fx.GraphModule
+        The traced step (profiler nodes and dead code removed).  Called with the flat list
+        of placeholder tensors (order of ``placeholders``), it returns ``[loss]``.
+    graph : Graph
+        The memory graph (see the module docstring for how ids map to ``gm`` nodes).
+    placeholders : tuple of PlaceholderRole
+        Every placeholder node, in ``gm`` argument order (``get_attr`` constants excluded).
+    constants : tuple of PlaceholderRole
+        ``get_attr`` tensor constants (resident ``buffer`` storages).
+    values : Mapping of str to ValueRef
+        Every graph value id -> its FX location.
+    loss_value : str
+        Value id of the loss.
+    setting : str
+        ``"steady"`` or ``"roam"``.
+    optimizer : str
+        Optimizer name (``"custom"`` for a factory callable).
+    trace_time_s : float
+        Wall time of the trace and graph build.
+    """
+
+    gm: Any
+    graph: Graph
+    placeholders: tuple[PlaceholderRole, ...]
+    constants: tuple[PlaceholderRole, ...]
+    values: Mapping[str, ValueRef]
+    loss_value: str
+    setting: str
+    optimizer: str
+    trace_time_s: float
+
+
+# ----------------------------------------------------------------- optimizers
+def make_optimizer_factory(
+    optimizer: str | OptimizerFactory | None, setting: str = "steady", **hyper: Any
+) -> tuple[str, OptimizerFactory]:
+    """Resolve an optimizer spec to ``(name, factory)``; factories use single-tensor updates.
+
+    Parameters
+    ----------
+    optimizer : {"adamw", "adam", "sgd"}, callable or None
+        ``None`` means ``"adamw"`` in the ``steady`` setting and ``"adam"`` in ``roam``.
+        A callable ``params -> Optimizer`` is used as is (name ``"custom"``).
+    setting : {"steady", "roam"}
+        ``roam`` defaults to ``lr=0.1, weight_decay=1e-4`` (the ROAM paper).
+    **hyper
+        Extra keyword hyper-parameters for the torch optimizer (override the defaults).
+
+    Examples
+    --------
+    >>> make_optimizer_factory(None, "roam")[0], make_optimizer_factory("sgd")[0]
+    ('adam', 'sgd')
+    """
+    if setting not in SETTINGS:
+        raise TraceError(f"unknown setting {setting!r}; choose one of {', '.join(SETTINGS)}")
+    if callable(optimizer):
+        return "custom", optimizer
+    name = optimizer or ("adam" if setting == "roam" else "adamw")
+    if name not in OPTIMIZERS:
+        raise TraceError(f"unknown optimizer {name!r}; choose one of {', '.join(OPTIMIZERS)}")
+    kw: dict[str, Any] = {"foreach": False}
+    if setting == "roam":
+        kw.update(lr=0.1, weight_decay=1e-4)
+    if name == "sgd":
+        kw.setdefault("lr", 0.01)
+        kw["momentum"] = 0.9
+        cls: Any = torch.optim.SGD
+    else:
+        kw["fused"] = False
+        cls = torch.optim.AdamW if name == "adamw" else torch.optim.Adam
+    kw.update(hyper)
+    return name, lambda params: cls(params, **kw)
+
+
+# ----------------------------------------------------------------- fake model
+class _FakeSwap:
+    """Swap a module's parameters and buffers for fake tensors; restore on exit."""
+
+    def __init__(self, model: nn.Module, fm: FakeTensorMode, device: torch.device) -> None:
+        self.model, self.fm, self.device = model, fm, device
+        self.saved: list[tuple[dict[str, Any], str, Any]] = []
+        self.fake_of: dict[int, torch.Tensor] = {}
+
+    def _fake(self, t: torch.Tensor, param: bool) -> torch.Tensor:
+        if id(t) not in self.fake_of:
+            with self.fm:
+                e = torch.empty(t.shape, dtype=t.dtype, device=self.device)
+            self.fake_of[id(t)] = nn.Parameter(e, t.requires_grad) if param else e
+        return self.fake_of[id(t)]
+
+    def __enter__(self) -> _FakeSwap:
+        for m in self.model.modules():
+            for table, param in ((m._parameters, True), (m._buffers, False)):
+                for k, v in list(table.items()):
+                    if v is not None:
+                        self.saved.append((table, k, v))
+                        table[k] = self._fake(v, param)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for table, k, v in reversed(self.saved):
+            table[k] = v
+
+
+def _fake_input(x: Any, fm: FakeTensorMode, device: torch.device) -> Any:
+    if isinstance(x, torch.Tensor):
+        with fm:
+            return torch.empty(x.shape, dtype=x.dtype, device=device)
+    return x
+
+
+# ----------------------------------------------------------------- tracing
+def trace_training_step(
+    model: nn.Module,
+    example_inputs: Sequence[Any],
+    loss_fn: Callable[[Any], torch.Tensor] | None = None,
+    optimizer: str | OptimizerFactory | None = None,
+    *,
+    setting: str = "steady",
+    name: str | None = None,
+    origin: Mapping[str, Any] | None = None,
+    **optimizer_kwargs: Any,
+) -> Graph:
+    """Trace one training step of ``model`` into a :class:`~roam_core.graph.Graph`.
+
+    Parameters
+    ----------
+    model : nn.Module
+        Any module, with real or meta parameters (it is restored unchanged afterwards).
+    example_inputs : sequence
+        Positional inputs of ``model``; tensors may be real or meta (only shapes and dtypes
+        matter).  Non-tensor items are passed through unchanged.
+    loss_fn : callable, optional
+        ``loss = loss_fn(model(*example_inputs))``; ``None`` means the model returns the
+        scalar loss itself.
+    optimizer : {"adamw", "adam", "sgd"} or callable, optional
+        Default ``"adamw"`` (``"adam"`` with lr 0.1, weight decay 1e-4 in the ``roam``
+        setting).  SGD uses momentum 0.9.  A callable ``params -> Optimizer`` is used as is
+        (pass ``foreach=False`` to it to keep per-parameter update ops).
+    setting : {"steady", "roam"}
+        Optimizer state resident before the step, or created by the traced first step.
+    name : str, optional
+        Graph name (default: the model's class name).
+    origin : Mapping, optional
+        Stored as ``Graph.origin`` (default ``{"source": "custom", ...}``).
+    **optimizer_kwargs
+        Hyper-parameters forwarded to the torch optimizer.
+
+    Returns
+    -------
+    Graph
+
+    Raises
+    ------
+    TraceError
+        If tracing or graph construction fails (the message names the failing op).
+
+    Examples
+    --------
+    >>> import torch
+    >>> g = trace_training_step(torch.nn.Linear(4, 2), [torch.empty(3, 4)],
+    ...                         loss_fn=lambda y: y.sum(), optimizer="sgd")
+    >>> sorted({op.phase.value for op in g.ops})
+    ['backward', 'forward', 'loss', 'optimizer']
+    """
+    return trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting, name=name,
+                    origin=origin, **optimizer_kwargs).graph
+
+
+def trace_fx(
+    model: nn.Module,
+    example_inputs: Sequence[Any],
+    loss_fn: Callable[[Any], torch.Tensor] | None = None,
+    optimizer: str | OptimizerFactory | None = None,
+    *,
+    setting: str = "steady",
+    name: str | None = None,
+    origin: Mapping[str, Any] | None = None,
+    device: str | torch.device = "cpu",
+    **optimizer_kwargs: Any,
+) -> TracedStep:
+    """Trace a training step and keep the FX program (internal API for the executor).
+
+    Same parameters as :func:`trace_training_step`, plus ``device``: the device of the fake
+    tensors (``"cpu"``; ``"cuda"`` only works on a machine with a GPU).  Returns a
+    :class:`TracedStep`.  The placeholders of ``TracedStep.gm`` are, in order, the
+    deduplicated parameters, the buffers, the resident optimizer state (``steady`` only:
+    per parameter, the tensor entries of ``opt.state[p]`` in insertion order) and the tensor
+    example inputs, as listed in ``TracedStep.placeholders``.
+    """
+    t0 = time.perf_counter()
+    opt_name, factory = make_optimizer_factory(optimizer, setting, **optimizer_kwargs)
+    dev = torch.device(device)
+    fm = FakeTensorMode()
+    with _FakeSwap(model, fm, dev) as swap:
+        named_params = _dedup(model.named_parameters(remove_duplicate=False))
+        named_buffers = _dedup(model.named_buffers(remove_duplicate=False))
+        params = [p for _, p in named_params]
+        buffers = [b for _, b in named_buffers]
+        inputs = [_fake_input(x, fm, dev) for x in example_inputs]
+        tensor_pos = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
+        with fm:
+            opt = factory(params)
+            if setting == "steady":
+                for p in params:
+                    if p.requires_grad:
+                        p.grad = torch.zeros_like(p)
+                opt.step()
+                opt.zero_grad(set_to_none=True)
+        state_names: list[str] = []
+        state: list[torch.Tensor] = []
+        pname = {id(p): n for n, p in named_params}
+        for p in params:
+            for k, v in opt.state.get(p, {}).items():
+                if isinstance(v, torch.Tensor):
+                    state.append(v)
+                    state_names.append(f"{pname[id(p)]}:{k}")
+        ctx = _StepContext()
+
+        def step(params_: list, buffers_: list, state_: list, inputs_: list) -> torch.Tensor:
+            args = list(inputs)
+            for i, x in zip(tensor_pos, inputs_, strict=True):
+                args[i] = x
+            out = model(*args)
+            ctx.mark("forward")
+            loss = out if loss_fn is None else loss_fn(out)
+            if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                raise TraceError("the loss must be a tensor with one element")
+            ctx.mark("loss")
+            loss.backward()
+            ctx.mark("backward")
+            ctx.grads = [p.grad for p in params_ if p.grad is not None]
+            opt.step()
+            ctx.mark("optimizer")
+            ctx.state = [v for p in params_ for v in opt.state.get(p, {}).values()
+                         if isinstance(v, torch.Tensor)]
+            opt.zero_grad(set_to_none=True)
+            return loss
+
+        try:
+            with fm:
+                gm = make_fx(step, tracing_mode="real")(
+                    params, buffers, state, [inputs[i] for i in tensor_pos])
+        except TraceError:
+            raise
+        except Exception as e:
+            raise TraceError(f"tracing {type(model).__name__} failed: "
+                             f"{type(e).__name__}: {e}") from e
+        del swap
+    roles = (
+        [(TensorKind.PARAMETER, n) for n, _ in named_params]
+        + [(TensorKind.BUFFER, n) for n, _ in named_buffers]
+        + [(TensorKind.OPTIMIZER_STATE, n) for n in state_names]
+        + [(TensorKind.INPUT, f"inputs[{i}]") for i in tensor_pos]
+    )
+    phases = ctx.phases(gm.graph)
+    _strip(gm)
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    assert len(placeholders) == len(roles), (len(placeholders), len(roles))
+    ph_roles = tuple(PlaceholderRole(n.name, k, r) for n, (k, r) in
+                     zip(placeholders, roles, strict=True))
+    consts = tuple(PlaceholderRole(n.name, TensorKind.BUFFER, str(n.target))
+                   for n in gm.graph.nodes if n.op == "get_attr")
+    gname = name or type(model).__name__
+    if origin is None:
+        origin = {"source": "custom", "model": type(model).__name__, "setting": setting,
+                  "optimizer": opt_name, "torch": torch.__version__,
+                  "input_shapes": [list(x.shape) for x in example_inputs
+                                   if isinstance(x, torch.Tensor)]}
+    graph, values, loss_value = _build_graph(
+        gm, phases, {r.node: r.kind for r in ph_roles + consts}, ctx.grads, ctx.state,
+        name=gname, origin=origin)
+    dt = time.perf_counter() - t0
+    _logger.info("traced %s: %d ops, %d storages in %.2f s", gname, len(graph),
+                 len(graph.tensors), dt)
+    return TracedStep(gm, graph, ph_roles, consts, values, loss_value, setting, opt_name, dt)
+
+
+def _dedup(named: Any) -> list[tuple[str, torch.Tensor]]:
+    seen: dict[int, tuple[str, torch.Tensor]] = {}
+    for n, t in named:
+        seen.setdefault(id(t), (n, t))
+    return list(seen.values())
+
+
+class _StepContext:
+    """Records phase boundaries and grads/state seen inside the traced step."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, set[str]] = {}
+        self.grads: list[torch.Tensor] = []
+        self.state: list[torch.Tensor] = []
+
+    def mark(self, phase: str) -> None:
+        mode = get_proxy_mode()
+        assert mode is not None, "mark() called outside make_fx"
+        self.seen[phase] = {n.name for n in mode.tracer.graph.nodes}
+
+    def phases(self, graph: Any) -> dict[str, Phase]:
+        order = [("forward", Phase.FORWARD), ("loss", Phase.LOSS),
+                 ("backward", Phase.BACKWARD), ("optimizer", Phase.OPTIMIZER)]
+        out: dict[str, Phase] = {}
+        for n in graph.nodes:
+            out[n.name] = next((ph for key, ph in order if n.name in self.seen.get(key, ())),
+                               Phase.OTHER)
+        return out
+
+
+def _strip(gm: Any) -> None:
+    """Drop profiler nodes and dead code (mutating ops are kept by FX's DCE)."""
+    for n in reversed(list(gm.graph.nodes)):
+        if n.op == "call_function" and str(n.target).startswith("profiler.") and not n.users:
+            gm.graph.erase_node(n)
+    gm.graph.eliminate_dead_code()
+    gm.recompile()
+
+# ----------------------------------------------------------------- graph building
+class _Builder:
+    """Turns the FX graph into storages, aliases, ops and control edges."""
+
+    def __init__(self, resident_kind: Mapping[str, TensorKind]) -> None:
+        self.resident_kind = resident_kind
+        self.sref: dict[Any, str] = {}
+        self.tensors: dict[str, list[Any]] = {}  # id -> [size, dtype, shape, producer]
+        self.aliases: list[Alias] = []
+        self.storage_of: dict[str, str] = {}
+        self.values: dict[str, ValueRef] = {}
+        self.node_values: dict[str, tuple[str, ...]] = {}
+        self.ops: list[Op] = []
+
+    def value(self, vid: str, val: Any, producer: str | None, ref: ValueRef) -> str | None:
+        """Register a value; returns its id, or ``None`` when it is not a tensor/scalar."""
+        if isinstance(val, torch.Tensor):
+            key = StorageWeakRef(val.untyped_storage())
+            sid = self.sref.get(key)
+            if sid is None:
+                self.sref[key] = vid
+                self.tensors[vid] = [int(val.untyped_storage().nbytes()),
+                                     str(val.dtype).removeprefix("torch."),
+                                     tuple(int(d) for d in val.shape), producer]
+                self.storage_of[vid] = vid
+            else:
+                self.aliases.append(Alias(vid, TensorId(sid), OpId(producer) if producer else
+                                          None))
+                self.storage_of[vid] = sid
+        elif isinstance(val, (int, float, bool, torch.SymInt, torch.SymFloat)):
+            self.tensors[vid] = [0, "scalar", (), producer]
+            self.storage_of[vid] = vid
+        else:
+            return None
+        self.values[vid] = ref
+        return vid
+
+    def add_node(self, node: Any, phase: Phase) -> None:
+        val = node.meta.get("val")
+        outs: list[str] = []
+        if isinstance(val, (tuple, list)):
+            getitems = {u.args[1]: u for u in node.users if u.target is _getitem}
+            for i, v in enumerate(val):
+                g = getitems.get(i)
+                vid = g.name if g is not None else f"{node.name}.{i}"
+                got = self.value(vid, v, node.name,
+                                 ValueRef(node.name, i, g.name if g is not None else None))
+                if got is not None:
+                    outs.append(got)
+                if g is not None:
+                    self.node_values[g.name] = (got,) if got is not None else ()
+        elif node.users or val is not None:
+            got = self.value(node.name, val, node.name, ValueRef(node.name, None, node.name))
+            if got is not None:
+                outs.append(got)
+        self.node_values[node.name] = tuple(outs)
+        inputs: dict[str, None] = {}
+        for a in node.all_input_nodes:
+            for v in self.node_values.get(a.name, ()):
+                inputs[v] = None
+        target = node.target
+        mutates = _mutated_storages(node, self)
+        random = _is_random(node)
+        self.ops.append(Op(OpId(node.name), _target_name(target), phase, tuple(inputs),
+                           tuple(outs), tuple(mutates), bool(random)))
+
+
+def _is_random(node: Any) -> bool:
+    """Seeded-random op; attention kernels count only when their ``dropout_p`` is non-zero."""
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload) or (
+            torch.Tag.nondeterministic_seeded not in target.tags):
+        return False
+    schema_args = target._schema.arguments
+    for i, a in enumerate(schema_args):
+        if a.name == "dropout_p":
+            return _arg(node, schema_args, i) not in (0, 0.0)
+    return True
+
+
+def _target_name(target: Any) -> str:
+    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
+        return str(target)
+    return getattr(target, "__qualname__", None) or str(target)
+
+
+def _mutated_storages(node: Any, b: _Builder) -> list[TensorId]:
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return []
+    out: dict[TensorId, None] = {}
+    schema_args = target._schema.arguments
+    written = [i for i, a in enumerate(schema_args)
+               if a.alias_info is not None and a.alias_info.is_write]
+    if target.name() in _BATCH_NORM_STATS and _arg(node, schema_args, 5):
+        written += [3, 4]  # running_mean / running_var: updated in place, not in the schema
+    for i in written:
+        passed = _arg(node, schema_args, i)
+        nodes: list[Any] = []
+        torch.fx.node.map_arg(passed, nodes.append)
+        for n in nodes:
+            for v in b.node_values.get(n.name, ()):
+                out[TensorId(b.storage_of[v])] = None
+    return list(out)
+
+
+#: Ops that update their running statistics (args 3, 4) in place when ``training`` (arg 5)
+#: is true, although their schemas carry no write annotation.
+_BATCH_NORM_STATS = frozenset({"aten::native_batch_norm", "aten::cudnn_batch_norm",
+                               "aten::miopen_batch_norm"})
+
+
+def _arg(node: Any, schema_args: Any, i: int) -> Any:
+    if i < len(node.args):
+        return node.args[i]
+    return node.kwargs.get(schema_args[i].name, schema_args[i].default_value)
+
+
+def _build_graph(
+    gm: Any,
+    phases: Mapping[str, Phase],
+    resident_kind: Mapping[str, TensorKind],
+    grads: Sequence[torch.Tensor],
+    state: Sequence[torch.Tensor],
+    *,
+    name: str,
+    origin: Mapping[str, Any],
+) -> tuple[Graph, dict[str, ValueRef], str]:
+    b = _Builder(resident_kind)
+    out_node = next(n for n in gm.graph.nodes if n.op == "output")
+    loss_node = torch.fx.node.map_aggregate(out_node.args[0], lambda x: x)
+    while isinstance(loss_node, (list, tuple)):
+        loss_node = loss_node[0]
+    loss_producer = loss_node.args[0] if loss_node.target is _getitem else loss_node
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "get_attr"):
+            vid = b.value(node.name, node.meta.get("val"), None,
+                          ValueRef(node.name, None, node.name))
+            b.node_values[node.name] = (vid,) if vid is not None else ()
+            continue
+        if node.op == "output" or (node.target is _getitem and node.name in b.node_values):
+            continue
+        try:
+            phase = Phase.LOSS if node is loss_producer else phases.get(node.name, Phase.OTHER)
+            b.add_node(node, phase)
+        except Exception as e:
+            raise TraceError(f"op {node.name} ({node.target}): {type(e).__name__}: {e}") from e
+    loss_value = b.node_values[loss_node.name][0]
+    loss_sid = b.storage_of[loss_value]
+    kinds = _kinds(b, grads, state, loss_sid)
+    tensors = [Tensor(TensorId(sid), f[0], f[1], f[2], kinds[sid],
+                      OpId(f[3]) if f[3] else None) for sid, f in b.tensors.items()]
+    edges = _control_edges(b)
+    graph = Graph.build(b.ops, tensors, b.aliases, edges, outputs=[TensorId(loss_sid)],
+                        name=name, origin=origin)
+    return graph, b.values, loss_value
+
+
+def _kinds(b: _Builder, grads: Sequence[torch.Tensor], state: Sequence[torch.Tensor],
+           loss_sid: str) -> dict[str, TensorKind]:
+    def sids(ts: Sequence[torch.Tensor]) -> set[str]:
+        found = (b.sref.get(StorageWeakRef(t.untyped_storage())) for t in ts)
+        return {s for s in found if s is not None}
+
+    grad_s, state_s = sids(grads), sids(state)
+    phase_of = {op.id: op.phase for op in b.ops}
+    read_in_bwd: set[str] = set()
+    for op in b.ops:
+        if op.phase is Phase.BACKWARD:
+            read_in_bwd.update(b.storage_of[v] for v in op.inputs)
+    kinds: dict[str, TensorKind] = {}
+    for sid, (_, _, _, producer) in b.tensors.items():
+        if producer is None:
+            kinds[sid] = b.resident_kind.get(sid, TensorKind.INPUT)
+        elif sid == loss_sid:
+            kinds[sid] = TensorKind.OUTPUT
+        elif sid in grad_s:
+            kinds[sid] = TensorKind.GRADIENT
+        elif sid in state_s:
+            kinds[sid] = TensorKind.OPTIMIZER_STATE
+        elif phase_of[producer] in (Phase.FORWARD, Phase.LOSS) and sid in read_in_bwd:
+            kinds[sid] = TensorKind.ACTIVATION
+        else:
+            kinds[sid] = TensorKind.TEMPORARY
+    return kinds
+
+
+def _control_edges(b: _Builder) -> list[ControlEdge]:
+    """MUTATION edges around every in-place write, and the RNG chain."""
+    data_preds: dict[str, set[str]] = {}
+    accesses: dict[str, list[tuple[str, bool]]] = {}
+    mutated: set[str] = set()
+    for op in b.ops:
+        preds = {b.values[v].op for v in op.inputs}
+        data_preds[op.id] = preds
+        touched: dict[str, None] = {b.storage_of[v]: None for v in op.inputs}
+        touched.update(dict.fromkeys(op.mutates))
+        for s in touched:
+            if b.tensors[s][3] != op.id:
+                accesses.setdefault(s, []).append((op.id, s in op.mutates))
+        mutated.update(op.mutates)
+    edges: dict[tuple[str, str], EdgeReason] = {}
+
+    def add(src: str, dst: str, reason: EdgeReason) -> None:
+        if src != dst and src not in data_preds[dst] and (src, dst) not in edges:
+            edges[(src, dst)] = reason
+
+    for s in mutated:
+        last_write: str | None = None
+        reads: list[str] = []
+        for op_id, is_write in accesses.get(s, ()):
+            if is_write:
+                for r in reads:
+                    add(r, op_id, EdgeReason.MUTATION)
+                if last_write is not None and not reads:
+                    add(last_write, op_id, EdgeReason.MUTATION)
+                last_write, reads = op_id, []
+            else:
+                if last_write is not None:
+                    add(last_write, op_id, EdgeReason.MUTATION)
+                reads.append(op_id)
+    prev: str | None = None
+    for op in b.ops:
+        if op.random:
+            if prev is not None:
+                add(prev, op.id, EdgeReason.RNG)
+            prev = op.id
+    return [ControlEdge(OpId(s), OpId(d), r) for (s, d), r in edges.items()]
