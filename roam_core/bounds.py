@@ -22,9 +22,10 @@ live at once, but the ops where that happens differ between orders.
 full order to ``G`` (which is a linear extension of ``G`` under the transitive precedences),
 and for each op ``x`` of ``G`` counts
 
-* the storages touched by ``G`` that are live at ``x`` judging from ``G``'s ops alone
-  (created at or before ``x`` in ``G``, or created by an ancestor outside ``G``; and used at or
-  after ``x`` in ``G``, or a graph output), and
+* the storages touched by ``G`` that are live at ``x`` judging from ``G``'s ops alone: the
+  producer has provably run (it is ``x``, an ancestor of ``x``, or an ancestor of a group op
+  already run) and a group op that uses the storage has not run yet (or it is ``x``, or the
+  storage is a graph output), and
 * every other storage that the live-set argument forces at ``x``.
 
 Both are live at ``x`` in the full order, so the minimum over linear extensions of ``G`` of
@@ -267,8 +268,10 @@ def group_lower_bound(
             touched[s] = None
     if masks is None:
         masks = forced_live_masks(graph, r)
-    # (size, start, users, output, forced): ``start`` is the producer's local bit (0 when
-    # it is an outside ancestor), ``users`` and ``forced`` are local op masks
+    # (size, started, users, output, forced), all but size and output local op masks:
+    # ``started`` = group ops that are the producer or run after it in every order, so the
+    # storage exists while ``x`` runs once any of them is done or is ``x``; ``users`` = group
+    # ops that read or write it (it stays live until the last of them has run)
     items: list[tuple[int, int, int, bool, int]] = []
     other = [lb.forced_bytes[r.index[op]] for op in ops]
     for s in touched:
@@ -276,23 +279,22 @@ def group_lower_bound(
         size = round_size(t.size_bytes, alignment_bytes)
         if t.producer is None or size == 0:
             continue
+        p = r.index[t.producer]
+        started = 0
         users = 0
+        for j, op in enumerate(ops):
+            i = r.index[op]
+            if i == p or r.ancestors[i] >> p & 1:
+                started |= 1 << j
         for u in _users(graph, s):
             if u in local:
                 users |= 1 << local[u]
-        if t.producer in local:
-            start = 1 << local[t.producer]
-        else:
-            p = r.index[t.producer]
-            if not all(r.ancestors[r.index[ops[j]]] >> p & 1 for j in iter_bits(users)):
-                continue  # not provably created before its first use inside the group
-            start = 0
         forced_local = 0
         for j, op in enumerate(ops):
             if masks[s] >> r.index[op] & 1:
                 forced_local |= 1 << j
                 other[j] -= size  # counted through the item instead
-        items.append((size, start, users, s in outputs, forced_local))
+        items.append((size, started, users, s in outputs, forced_local))
     full = (1 << k) - 1
     best: dict[int, int] = {0: 0}
     frontier = [0]
@@ -307,9 +309,9 @@ def group_lower_bound(
                     continue
                 after = done | bit
                 live = other[j]
-                for size, start, users, is_out, forced_local in items:
+                for size, started, users, is_out, forced_local in items:
                     if forced_local & bit or (
-                        (start == 0 or start & after) and (is_out or users & ~done)
+                        started & after and (is_out or users & ~done)
                     ):
                         live += size
                 cand = max(val, live)
