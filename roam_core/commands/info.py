@@ -1,0 +1,173 @@
+"""``roam info FILE [--json]``: what a graph holds and what eager PyTorch would use for it.
+
+Prints the graph's size (ops by phase, storages, aliases, control edges by reason), bytes by
+tensor kind and by phase, the eager baseline peaks (program order and the moved-state
+variant; live-bytes oracle and caching-allocator model), the lower bound and the resident
+bytes.  ``--json`` prints one JSON object instead.  Progress goes to stderr for big graphs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import Any
+
+__all__ = ["format_bytes", "info_dict", "register"]
+
+#: Graphs with at least this many ops (or files this large) get progress lines on stderr.
+_PROGRESS_OPS = 1000
+_PROGRESS_FILE_BYTES = 1 << 20
+
+
+def format_bytes(n: int) -> str:
+    """Bytes in binary units (B, KiB, MiB, GiB, TiB).
+
+    Examples
+    --------
+    >>> format_bytes(512), format_bytes(1536), format_bytes(3 * 2**20), format_bytes(5 * 2**30)
+    ('512 B', '1.50 KiB', '3.00 MiB', '5.00 GiB')
+    """
+    units = ("B", "KiB", "MiB", "GiB", "TiB")
+    value, i = float(n), 0
+    while abs(value) >= 1024 and i < len(units) - 1:
+        value /= 1024
+        i += 1
+    return f"{n} B" if i == 0 else f"{value:.2f} {units[i]}"
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{v} is not a positive integer")
+    return v
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``info`` sub-command."""
+    p = subparsers.add_parser(
+        "info", help="summarise a graph file: sizes, bytes, eager peaks, lower bound",
+        description="Summarise a graph: ops, storages, aliases, control edges, bytes by kind "
+                    "and phase, the eager baseline (program order and optimizer state moved "
+                    "to first use) as the live-bytes simulation and the caching-allocator "
+                    "model see it, the lower bound on any order's peak, and resident bytes.")
+    p.add_argument("file", help="graph file (.json or .json.gz)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--alignment-bytes", type=_positive_int, default=512,
+                   help="round every storage up to this (default 512, like CUDA)")
+    p.set_defaults(func=_run)
+
+
+class _Progress:
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.t0 = time.perf_counter()
+
+    def __call__(self, msg: str) -> None:
+        if self.enabled:
+            dt = time.perf_counter() - self.t0
+            print(f"roam info: [{dt:5.1f} s] {msg} ...", file=sys.stderr, flush=True)
+
+
+def info_dict(graph: Any, alignment_bytes: int = 512, progress: Any = None) -> dict[str, Any]:
+    """The JSON object ``roam info --json`` prints for ``graph``."""
+    from roam_core.baseline import eager_report
+    from roam_core.graph import Phase
+
+    r = eager_report(graph, alignment_bytes, progress=progress)
+    ops_by_phase = {p.value: 0 for p in Phase}
+    for op in graph.ops:
+        ops_by_phase[op.phase.value] += 1
+    return {
+        "name": graph.name,
+        "origin": dict(graph.origin),
+        "fingerprint": graph.fingerprint(),
+        "ops": r.n_ops,
+        "ops_by_phase": ops_by_phase,
+        "storages": r.n_storages,
+        "resident_storages": len(graph.resident_ids),
+        "aliases": r.n_aliases,
+        "control_edges": len(graph.control_edges),
+        "control_edges_by_reason": dict(r.control_edges_by_reason),
+        "outputs": len(graph.outputs),
+        "alignment_bytes": r.alignment_bytes,
+        "bytes_by_kind": dict(r.bytes_by_kind),
+        "bytes_by_phase": dict(r.bytes_by_phase),
+        "resident_bytes": r.resident_bytes,
+        "eager_simulated_peak_bytes": r.simulated_peak_bytes,
+        "eager_peak_allocated_bytes": r.peak_allocated_bytes,
+        "eager_peak_reserved_bytes": r.peak_reserved_bytes,
+        "eager_peak_step": r.peak_step,
+        "eager_peak_op": r.peak_op,
+        "eager_peak_bytes_by_kind": dict(r.peak_bytes_by_kind),
+        "moved_state_ops": r.moved_state_ops,
+        "moved_state_simulated_peak_bytes": r.moved_state_simulated_peak_bytes,
+        "moved_state_peak_allocated_bytes": r.moved_state_peak_allocated_bytes,
+        "moved_state_peak_reserved_bytes": r.moved_state_peak_reserved_bytes,
+        "lower_bound_bytes": r.lower_bound_bytes,
+        "lower_bound_method": r.lower_bound_method,
+        "live_set_lower_bound_bytes": r.live_set_lower_bound_bytes,
+        "lower_bound_op": r.lower_bound_op,
+    }
+
+
+def _table(rows: dict[str, int], indent: str = "  ") -> list[str]:
+    width = max((len(k) for k in rows), default=0)
+    return [f"{indent}{k:<{width}}  {format_bytes(v):>12}" for k, v in rows.items()]
+
+
+def _human(d: dict[str, Any]) -> str:
+    fb = format_bytes
+    origin = ", ".join(f"{k}={v}" for k, v in d["origin"].items())
+    phases = ", ".join(f"{k} {v}" for k, v in d["ops_by_phase"].items() if v)
+    edges = ", ".join(f"{k} {v}" for k, v in d["control_edges_by_reason"].items() if v)
+    lines = [
+        f"graph          {d['name']}  ({origin})",
+        f"fingerprint    {d['fingerprint'][:16]}",
+        f"ops            {d['ops']}" + (f"  ({phases})" if phases else ""),
+        f"storages       {d['storages']}  ({d['resident_storages']} resident), "
+        f"{d['aliases']} aliases, {d['outputs']} outputs",
+        f"control edges  {d['control_edges']}" + (f"  ({edges})" if edges else ""),
+        f"bytes by kind (rounded to {d['alignment_bytes']} B):",
+        *_table(d["bytes_by_kind"]),
+        "bytes by phase (allocated by the phase's ops):",
+        *_table(d["bytes_by_phase"]),
+        f"resident       {fb(d['resident_bytes'])}",
+        "eager, program order:",
+        f"  simulated peak    {fb(d['eager_simulated_peak_bytes'])}  "
+        f"(step {d['eager_peak_step']}, op {d['eager_peak_op']})",
+        f"  allocator model   {fb(d['eager_peak_allocated_bytes'])} allocated, "
+        f"{fb(d['eager_peak_reserved_bytes'])} reserved",
+        f"eager, optimizer state created at first use ({d['moved_state_ops']} ops moved):",
+        f"  simulated peak    {fb(d['moved_state_simulated_peak_bytes'])}",
+        f"  allocator model   {fb(d['moved_state_peak_allocated_bytes'])} allocated, "
+        f"{fb(d['moved_state_peak_reserved_bytes'])} reserved",
+        f"lower bound    {fb(d['lower_bound_bytes'])} ({d['lower_bound_method']}; live-set "
+        f"{fb(d['live_set_lower_bound_bytes'])} at op {d['lower_bound_op']})",
+    ]
+    return "\n".join(lines)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from roam_core.graph_io import load_graph
+
+    try:
+        big_file = os.path.getsize(args.file) >= _PROGRESS_FILE_BYTES
+    except OSError:
+        big_file = False  # load_graph reports the problem
+    progress = _Progress(big_file)
+    progress(f"loading {args.file}")
+    graph = load_graph(args.file)
+    progress.enabled = progress.enabled or len(graph.ops) >= _PROGRESS_OPS
+    d = info_dict(graph, args.alignment_bytes, progress)
+    progress("done")
+    if args.json:
+        print(json.dumps(d, separators=(",", ":")))
+    else:
+        print(_human(d))
+    return 0
