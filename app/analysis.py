@@ -1,0 +1,331 @@
+"""View models: the numbers every view shows, computed from roam_core objects (no plotting).
+
+Arrays are NumPy so that the views stay fast for GPT-2-XL-sized plans (tens of thousands of
+storages).  Everything here is pure and unit-tested without Dash.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from roam_core.graph import EdgeReason, Graph, OpId, TensorKind, round_size
+from roam_core.plan import Plan
+from roam_core.simulate import Lifetime, lifetimes, simulate
+
+__all__ = [
+    "KINDS",
+    "LayoutView",
+    "Section",
+    "explain_op",
+    "explain_tensor",
+    "fmt_bytes",
+    "iter_tree",
+    "layout_from_blocks",
+    "layout_from_plan",
+    "live_rows",
+    "node_range",
+    "search",
+    "step_bytes",
+    "summary_rows",
+    "total_curve",
+]
+
+_logger = logging.getLogger(__name__)
+
+#: Kind codes used in the layout arrays (index into this tuple).
+KINDS: tuple[TensorKind, ...] = tuple(TensorKind)
+_KIND_CODE = {k: i for i, k in enumerate(KINDS)}
+_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
+
+
+def fmt_bytes(n: float | None) -> str:
+    """Binary units: ``fmt_bytes(1536) == '1.50 KiB'``.
+
+    Examples
+    --------
+    >>> fmt_bytes(512), fmt_bytes(1536), fmt_bytes(3 * 2**30), fmt_bytes(None)
+    ('512 B', '1.50 KiB', '3.00 GiB', 'n/a')
+    """
+    if n is None:
+        return "n/a"
+    x, i = float(n), 0
+    while abs(x) >= 1024 and i < len(_UNITS) - 1:
+        x, i = x / 1024, i + 1
+    return f"{int(x)} B" if i == 0 else f"{x:.2f} {_UNITS[i]}"
+
+
+@dataclass(frozen=True)
+class LayoutView:
+    """Rectangles of one layout: storage ``ids[i]`` occupies ``[offset, offset+size)`` bytes
+    during steps ``[start, end)``; ``kind`` holds codes into :data:`KINDS`."""
+
+    ids: np.ndarray  # object array of str
+    start: np.ndarray
+    end: np.ndarray
+    offset: np.ndarray
+    size: np.ndarray
+    kind: np.ndarray
+    n_steps: int
+    height_bytes: int
+    label: str = "layout"
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def visible(self, x0: float, x1: float) -> np.ndarray:
+        """Boolean mask of rectangles that intersect steps ``[x0, x1)``."""
+        return (self.start < x1) & (self.end > x0)
+
+
+def _arrays(rows: list[tuple[str, int, int, int, int, int]], n: int, height: int,
+            label: str) -> LayoutView:
+    if rows:
+        ids, s, e, o, z, k = zip(*rows)
+    else:
+        ids, s, e, o, z, k = (), (), (), (), (), ()
+    i64 = np.int64
+    return LayoutView(np.array(ids, dtype=object), np.array(s, i64), np.array(e, i64),
+                      np.array(o, i64), np.array(z, i64), np.array(k, np.int8), n, height,
+                      label)
+
+
+def layout_from_plan(graph: Graph, plan: Plan, *, label: str = "planned layout") -> LayoutView:
+    """Every storage of ``plan`` (resident ones span the whole step)."""
+    n = len(plan.order)
+    lts = lifetimes(graph, plan.order)
+    a = plan.alignment_bytes
+    rows = []
+    for tid, t in graph.tensors.items():
+        lt = lts.get(tid, Lifetime(0, max(n, 1)))
+        rows.append((tid, lt.start, lt.end, int(plan.offsets.get(tid, 0)),
+                     round_size(t.size_bytes, a), _KIND_CODE[t.kind]))
+    return _arrays(rows, n, int(plan.arena_bytes), label)
+
+
+def layout_from_blocks(graph: Graph, blocks: Sequence[Any], n_steps: int, *,
+                       label: str = "baseline layout") -> LayoutView:
+    """Blocks with ``tensor_id, address, size_bytes, start_step, end_step`` attributes."""
+    rows = [(b.tensor_id, b.start_step, b.end_step, b.address, b.size_bytes,
+             _KIND_CODE[graph.tensors[b.tensor_id].kind]) for b in blocks
+            if b.tensor_id in graph.tensors]
+    height = max((r[3] + r[4] for r in rows), default=0)
+    return _arrays(rows, n_steps, height, label)
+
+
+def total_curve(graph: Graph, order: Sequence[OpId], alignment_bytes: int = 512) -> np.ndarray:
+    """Bytes live while each step runs, resident bytes included."""
+    prof = simulate(graph, order, alignment_bytes=alignment_bytes)
+    return np.asarray(prof.live_bytes, dtype=np.int64) + prof.resident_bytes
+
+
+def step_bytes(graph: Graph, order: Sequence[OpId], alignment_bytes: int = 512
+               ) -> tuple[np.ndarray, np.ndarray]:
+    """Bytes allocated at and freed after each step of ``order``."""
+    n = len(order)
+    alloc = np.zeros(n + 1, np.int64)
+    freed = np.zeros(n + 1, np.int64)
+    for tid, lt in lifetimes(graph, order).items():
+        size = round_size(graph.tensors[tid].size_bytes, alignment_bytes)
+        alloc[lt.start] += size
+        freed[lt.end - 1] += size if lt.end < n else 0
+    return alloc[:n], freed[:n]
+
+
+def live_rows(graph: Graph, view: LayoutView, step: int, limit: int = 200
+              ) -> list[dict[str, Any]]:
+    """Storages live at ``step`` (largest first) as table rows."""
+    m = np.nonzero((view.start <= step) & (view.end > step))[0]
+    m = m[np.argsort(-view.size[m], kind="stable")][:limit]
+    rows = []
+    for i in m:
+        t = graph.tensors[view.ids[i]]
+        rows.append({"id": t.id, "kind": t.kind.value, "size": fmt_bytes(int(view.size[i])),
+                     "size_bytes": int(view.size[i]), "offset": int(view.offset[i]),
+                     "lifetime": f"[{view.start[i]}, {view.end[i]})",
+                     "producer": t.producer or "(resident)"})
+    return rows
+
+
+def search(graph: Graph, query: str, limit: int = 30) -> list[tuple[str, str, str]]:
+    """Ops and storages whose id (or op target) matches ``query`` (regex, case-insensitive;
+    a plain substring when it is not a valid regex).
+
+    Returns ``[(kind, id, label)]`` with ``kind`` in ``{"op", "tensor"}``.
+
+    Examples
+    --------
+    >>> from roam_core.samples import tiny_train_step
+    >>> [h[:2] for h in search(tiny_train_step(), "relu_bw")]
+    [('op', 'relu_bw'), ('tensor', 'relu_bw')]
+    """
+    q = query.strip()
+    if not q:
+        return []
+    try:
+        pat = re.compile(q, re.IGNORECASE)
+        match = pat.search
+    except re.error:
+        low = q.lower()
+        match = lambda s: low in s.lower()  # noqa: E731
+    hits: list[tuple[str, str, str]] = []
+    for op in graph.ops:
+        if match(op.id) or match(op.target):
+            hits.append(("op", op.id, f"op {op.id} ({op.target})"))
+            if len(hits) >= limit:
+                return hits
+    for t in graph.tensors.values():
+        if match(t.id):
+            hits.append(("tensor", t.id, f"tensor {t.id} ({t.kind.value}, "
+                                          f"{fmt_bytes(t.size_bytes)})"))
+            if len(hits) >= limit:
+                break
+    return hits
+
+
+# ------------------------------------------------------------------ task tree
+def iter_tree(node: Mapping[str, Any] | None, depth: int = 0
+              ) -> Iterator[tuple[Mapping[str, Any], int]]:
+    """Depth-first ``(node, depth)`` over a task-tree summary."""
+    if not node:
+        return
+    yield node, depth
+    for c in node.get("children") or ():
+        yield from iter_tree(c, depth + 1)
+
+
+def find_node(tree: Mapping[str, Any] | None, node_id: str) -> Mapping[str, Any] | None:
+    """The task-tree node with id ``node_id``."""
+    return next((n for n, _ in iter_tree(tree) if str(n.get("id")) == node_id), None)
+
+
+def node_range(node: Mapping[str, Any]) -> tuple[int, int] | None:
+    """The step range ``[min start, max end)`` covered by a task-tree node."""
+    steps = [s for s in node.get("steps") or () if len(s) == 2]
+    if not steps:
+        return None
+    return int(min(s[0] for s in steps)), int(max(s[1] for s in steps))
+
+
+# ------------------------------------------------------------------ explain
+@dataclass(frozen=True, slots=True)
+class Section:
+    """One titled block of the Explain panel."""
+
+    title: str
+    lines: tuple[str, ...]
+
+
+def _pred_reasons(graph: Graph, plan: Plan, op_id: str) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    op = graph.op(op_id)
+    for v in op.inputs:
+        p = graph.value_producer(v)
+        if p is not None and p != op_id:
+            out.setdefault(p, []).append(f"data: reads {v}")
+    for e in (*graph.control_edges, *plan.extra_edges):
+        if e.dst == op_id:
+            why = {EdgeReason.MUTATION: "mutation: in-place write ordered against a read",
+                   EdgeReason.RNG: "RNG order: random ops keep their relative order",
+                   EdgeReason.WEIGHT_UPDATE: "weight-update rule (planner rewrite)",
+                   EdgeReason.DATA: "data"}[e.reason]
+            out.setdefault(e.src, []).append(why)
+    return out
+
+
+def explain_op(graph: Graph, plan: Plan, before_order: Sequence[OpId], op_id: str,
+               limit: int = 8) -> list[Section]:
+    """Why op ``op_id`` runs where it does in ``plan``."""
+    op = graph.op(op_id)
+    pos = {o: i for i, o in enumerate(plan.order)}
+    bpos = {o: i for i, o in enumerate(before_order)}
+    s = pos[op_id]
+    a = plan.alignment_bytes
+    head = [f"target {op.target}, phase {op.phase.value}",
+            f"step {bpos.get(op_id)} before planning, {s} after",
+            f"sub-task: {plan.task_of_op.get(op_id, '(none: baseline plan)')}"]
+    made = graph.storages_created(op_id)
+    if made:
+        head.append("allocates " + ", ".join(
+            f"{t} ({fmt_bytes(round_size(graph.tensors[t].size_bytes, a))})" for t in made))
+    reasons = _pred_reasons(graph, plan, op_id)
+    preds = sorted(reasons, key=lambda p: -pos[p])
+    pins = [f"{p} (step {pos[p]}): " + "; ".join(reasons[p]) for p in preds[:limit]]
+    if not pins:
+        pins = ["none: it may run first (no predecessor)"]
+    prev = plan.order[s - 1] if s else None
+    if prev is not None and prev not in reasons:
+        pins.append(f"the op just before it ({prev}) is not a constraint: the planner chose "
+                    "this position")
+    return [Section(f"op {op_id}", tuple(head)),
+            Section("pinned by (immediate predecessors, latest first)", tuple(pins))]
+
+
+def explain_tensor(graph: Graph, plan: Plan, before_order: Sequence[OpId], tensor_id: str,
+                   limit: int = 8) -> list[Section]:
+    """Why storage ``tensor_id`` sits where it does (lifetime, neighbours at the peak)."""
+    t = graph.tensors[tensor_id]
+    a = plan.alignment_bytes
+    size = round_size(t.size_bytes, a)
+    off = plan.offsets.get(tensor_id)
+    lines = [f"{t.kind.value}, {t.dtype} {list(t.shape)}, {fmt_bytes(size)}",
+             f"offset {off} ({fmt_bytes(off)}) .. {fmt_bytes((off or 0) + size)}",
+             f"producer: {t.producer or '(resident: lives the whole step)'}",
+             "consumers: " + (", ".join(t.consumers[:limit]) or "(none)")
+             + (" …" if len(t.consumers) > limit else "")]
+    out = [Section(f"tensor {tensor_id}", tuple(lines))]
+    if t.producer is None:
+        return out
+    after = lifetimes(graph, plan.order)
+    before = lifetimes(graph, before_order)
+    la, lb = after[tensor_id], before[tensor_id]
+    out.append(Section("lifetime", (
+        f"before planning: steps [{lb.start}, {lb.end}) ({lb.end - lb.start} steps)",
+        f"after planning: steps [{la.start}, {la.end}) ({la.end - la.start} steps)",
+        f"sub-task of its producer: {plan.task_of_op.get(t.producer, '(none)')}")))
+    peak = int(np.argmax(plan.live_bytes)) if plan.live_bytes else 0
+    if la.start <= peak < la.end:
+        co = sorted((x for x, lt in after.items() if lt.start <= peak < lt.end and x != tensor_id),
+                    key=lambda x: -graph.tensors[x].size_bytes)
+        out.append(Section(f"live with it at the planned peak (step {peak})", tuple(
+            f"{x} ({fmt_bytes(graph.tensors[x].size_bytes)})" for x in co[:limit])))
+    else:
+        out.append(Section("at the planned peak", (f"not live at the peak (step {peak})",)))
+    out.extend(explain_op(graph, plan, before_order, t.producer, limit)[1:])
+    return out
+
+
+# ------------------------------------------------------------------ summary
+def summary_rows(plan: Plan, before_peak_bytes: int, before_label: str,
+                 reserved_bytes: int | None) -> list[tuple[str, str]]:
+    """(label, value) rows of the summary card."""
+    saved = before_peak_bytes - plan.planned_peak_bytes
+    pct = 100.0 * saved / before_peak_bytes if before_peak_bytes else 0.0
+    rows = [
+        (f"{before_label} peak (allocated)", fmt_bytes(before_peak_bytes)),
+        (f"{before_label} reserved (caching allocator)", fmt_bytes(reserved_bytes)),
+        ("eager peak (allocated)", fmt_bytes(plan.baseline_peak_bytes)),
+        (f"planned peak ({plan.method})", fmt_bytes(plan.planned_peak_bytes)),
+        ("saving", f"{fmt_bytes(saved)} ({pct:.1f} %)"),
+        ("arena", fmt_bytes(plan.arena_bytes)),
+        ("fragmentation", f"{100 * plan.fragmentation:.2f} %"),
+        ("lower bound", fmt_bytes(plan.lower_bound_bytes)),
+        ("solve time", f"{plan.solve_seconds:.2f} s"),
+    ]
+    stages: dict[str, list[Any]] = {}
+    for r in plan.provenance:
+        stages.setdefault(r.stage, []).append(r)
+    for stage, recs in stages.items():
+        statuses: dict[str, int] = {}
+        for r in recs:
+            statuses[r.status] = statuses.get(r.status, 0) + 1
+        st = ", ".join(f"{k} {v}" for k, v in sorted(statuses.items()))
+        rows.append((f"stage {stage}", f"{len(recs)} calls, "
+                     f"{sum(r.wall_time_s for r in recs):.2f} s ({st})"))
+    rows.extend(("note", n) for n in plan.notes)
+    return rows

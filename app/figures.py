@@ -1,0 +1,314 @@
+"""Pure figure builders: roam_core objects and view models in, ``go.Figure`` out.
+
+No Dash here (no ``PreventUpdate``, no components): the CLI report and the app share these
+functions, and they are unit-tested without a browser.  Layout rectangles use level of
+detail: a raster overview image when the window holds many storages, filled ``Scattergl``
+vectors (one trace per kind) once it holds fewer than ``vector_limit``.  Never one layout
+shape per rectangle.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from app.analysis import KINDS, LayoutView, fmt_bytes, iter_tree
+from app.raster import png_data_uri, rasterize
+from roam_core.graph import Graph, OpId, Phase
+
+__all__ = [
+    "KIND_COLORS",
+    "PHASE_COLORS",
+    "binary_ticks",
+    "empty_figure",
+    "layout_figure",
+    "memory_curves_figure",
+    "task_tree_figure",
+    "timeline_figure",
+]
+
+_logger = logging.getLogger(__name__)
+
+KIND_COLORS: dict[str, str] = {
+    "parameter": "#4c72b0", "buffer": "#8172b3", "input": "#937860", "activation": "#dd8452",
+    "gradient": "#55a868", "optimizer_state": "#c44e52", "temporary": "#da8bc3",
+    "output": "#8c8c8c",
+}
+PHASE_COLORS: dict[str, str] = {
+    "forward": "#4c72b0", "loss": "#937860", "backward": "#dd8452", "optimizer": "#55a868",
+    "other": "#8c8c8c",
+}
+_UNIT_NAMES = ("B", "KiB", "MiB", "GiB", "TiB")
+_BASE_LAYOUT: dict[str, Any] = {
+    "template": "plotly_white", "margin": {"l": 70, "r": 20, "t": 64, "b": 40},
+    "hovermode": "closest",
+    "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 1, "xanchor": "right"},
+}
+
+
+def _unit(max_bytes: float) -> tuple[float, str]:
+    i = 0
+    while max_bytes >= 1024 ** (i + 1) and i < len(_UNIT_NAMES) - 1:
+        i += 1
+    return float(1024**i), _UNIT_NAMES[i]
+
+
+def binary_ticks(max_bytes: float, target: int = 6) -> tuple[list[float], list[str]]:
+    """Tick positions (bytes) on binary-aligned values, with labels like ``'1.5 GiB'``.
+
+    Examples
+    --------
+    >>> binary_ticks(3 * 2**20)[1]
+    ['0 B', '512 KiB', '1 MiB', '1.5 MiB', '2 MiB', '2.5 MiB', '3 MiB']
+    """
+    if max_bytes <= 0:
+        return [0.0], ["0 B"]
+    raw = max_bytes / target
+    step = 2.0 ** np.ceil(np.log2(raw))  # power of two
+    if max_bytes / (step / 2) <= target + 1 and step >= 2:
+        step /= 2
+    vals = list(np.arange(0, max_bytes + step * 0.999, step))
+    texts = []
+    for v in vals:
+        if v == 0:
+            texts.append("0 B")
+            continue
+        div, name = _unit(v)
+        texts.append(f"{v / div:g} {name}")
+    return [float(v) for v in vals], texts
+
+
+def empty_figure(message: str = "nothing to show yet") -> go.Figure:
+    """A blank figure carrying a centred message."""
+    fig = go.Figure(layout=_BASE_LAYOUT)
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper",
+                       yref="paper", font={"size": 14, "color": "#666"})
+    fig.update_xaxes(visible=False)
+    fig.update_yaxes(visible=False)
+    return fig
+
+
+def _apply_range(fig: go.Figure, x_range: Sequence[float] | None) -> None:
+    if x_range is not None:
+        fig.update_xaxes(range=[float(x_range[0]), float(x_range[1])], autorange=False)
+
+
+def memory_curves_figure(
+    after: np.ndarray, before: np.ndarray | None = None, *, arena_bytes: int | None = None,
+    lower_bound_bytes: int | None = None, after_label: str = "planned",
+    before_label: str = "before", x_range: Sequence[float] | None = None,
+    step: int | None = None, title: str | None = None,
+) -> go.Figure:
+    """Live bytes per step before and after planning on one chart.
+
+    Both peaks are annotated (value, step); the arena size and the lower bound are
+    horizontal lines; the y axis uses binary units.  ``step`` draws a marker line.
+    """
+    after = np.asarray(after, dtype=np.float64)
+    curves = [(after_label, after, "#c44e52")]
+    if before is not None:
+        curves.insert(0, (before_label, np.asarray(before, dtype=np.float64), "#4c72b0"))
+    top = max([float(c.max()) for _, c, _ in curves if len(c)]
+              + [float(arena_bytes or 0), float(lower_bound_bytes or 0), 1.0])
+    div, unit = _unit(top)
+    fig = go.Figure(layout=_BASE_LAYOUT)
+    n = max(len(c) for _, c, _ in curves)
+    for (name, c, color), pos in zip(curves, ("top left", "top right", "top right")):
+        if not len(c):
+            continue
+        k = int(np.argmax(c))
+        fig.add_trace(go.Scattergl(
+            x=np.arange(len(c)), y=c / div, name=name, mode="lines", line={"color": color,
+                                                                         "shape": "hv"},
+            hovertemplate=f"{name}<br>step %{{x}}<br>%{{y:.3f}} {unit}<extra></extra>"))
+        fig.add_trace(go.Scatter(
+            x=[k], y=[c[k] / div], mode="markers+text", showlegend=False,
+            marker={"color": color, "size": 9, "symbol": "diamond"},
+            text=[f"{name} peak {fmt_bytes(c[k])} @ step {k}"], textposition=pos,
+            hoverinfo="skip"))
+    for label, val, dash in (("arena", arena_bytes, "dash"),
+                             ("lower bound", lower_bound_bytes, "dot")):
+        if val:
+            fig.add_trace(go.Scatter(
+                x=[0, max(n - 1, 1)], y=[val / div] * 2, mode="lines", name=label,
+                line={"color": "#333", "dash": dash, "width": 1},
+                hovertemplate=f"{label}: {fmt_bytes(val)}<extra></extra>"))
+    if title is None and before is not None and len(curves[0][1]) and len(after):
+        b, a = float(curves[0][1].max()), float(after.max())
+        pct = 100 * (b - a) / b if b else 0.0
+        title = f"peak {fmt_bytes(b)} → {fmt_bytes(a)}: saves {fmt_bytes(b - a)} ({pct:.1f} %)"
+    if step is not None:
+        fig.add_vline(x=step, line={"color": "#999", "width": 1, "dash": "dot"})
+    fig.update_layout(title={"text": title or "", "font": {"size": 14}, "x": 0.01, "y": 0.98},
+                      xaxis_title="step", yaxis_title=f"memory ({unit})", dragmode="zoom",
+                      yaxis_rangemode="tozero",
+                      uirevision="curves")
+    _apply_range(fig, x_range)
+    return fig
+
+
+def timeline_figure(
+    graph: Graph, after_order: Sequence[OpId], before_order: Sequence[OpId] | None = None, *,
+    alloc_bytes: np.ndarray | None = None, freed_bytes: np.ndarray | None = None,
+    x_range: Sequence[float] | None = None, highlight_op: str | None = None,
+    before_label: str = "before",
+) -> go.Figure:
+    """Operators by step, one row for the planned order (and one for ``before_order``),
+    coloured by phase; hover shows the op, its target and bytes allocated/freed."""
+    fig = go.Figure(layout=_BASE_LAYOUT)
+    rows = [("planned", after_order, 1.0, alloc_bytes, freed_bytes)]
+    if before_order is not None:
+        rows.append((before_label, before_order, 0.0, None, None))
+    phase_of = {o.id: o.phase.value for o in graph.ops}
+    target_of = {o.id: o.target for o in graph.ops}
+    for _name, order, y, alloc, freed in rows:
+        ph = np.array([phase_of[o] for o in order], dtype=object)
+        ids = np.array(order, dtype=object)
+        for phase in Phase:
+            m = np.nonzero(ph == phase.value)[0]
+            if not len(m):
+                continue
+            cd = [[ids[i], target_of[ids[i]]] for i in m]
+            if alloc is not None and freed is not None:
+                cd = [[*c, fmt_bytes(alloc[i]), fmt_bytes(freed[i])] for c, i in zip(cd, m)]
+                tmpl = ("%{customdata[0]}<br>%{customdata[1]}<br>step %{x}<br>"
+                        "alloc %{customdata[2]}, freed %{customdata[3]}<extra></extra>")
+            else:
+                tmpl = "%{customdata[0]}<br>%{customdata[1]}<br>step %{x}<extra></extra>"
+            fig.add_trace(go.Scattergl(
+                x=m, y=np.full(len(m), y), mode="markers", name=f"{phase.value}",
+                legendgroup=phase.value, showlegend=(y == 1.0),
+                marker={"color": PHASE_COLORS[phase.value], "symbol": "square", "size": 10},
+                customdata=cd, hovertemplate=tmpl))
+    if highlight_op is not None:
+        for _, order, y, _, _ in rows:
+            if highlight_op in order:
+                fig.add_trace(go.Scatter(
+                    x=[list(order).index(highlight_op)], y=[y], mode="markers",
+                    showlegend=False, hoverinfo="skip",
+                    marker={"size": 18, "color": "rgba(0,0,0,0)",
+                            "line": {"color": "#000", "width": 2}}))
+    fig.update_yaxes(tickvals=[r[2] for r in rows], ticktext=[r[0] for r in rows],
+                     range=[-0.7, 1.7], fixedrange=True)
+    fig.update_layout(xaxis_title="step", height=230, uirevision="timeline",
+                      margin={"l": 70, "r": 20, "t": 30, "b": 40})
+    _apply_range(fig, x_range)
+    return fig
+
+
+def _rect_xy(x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray
+             ) -> tuple[np.ndarray, np.ndarray]:
+    n = len(x0)
+    xs = np.empty((n, 6), np.float64)
+    ys = np.empty((n, 6), np.float64)
+    xs[:, :5] = np.c_[x0, x1, x1, x0, x0]
+    ys[:, :5] = np.c_[y0, y0, y1, y1, y0]
+    xs[:, 5] = ys[:, 5] = np.nan
+    return xs.ravel(), ys.ravel()
+
+
+def _rgba(color: str) -> list[int]:
+    c = color.lstrip("#")
+    return [int(c[i:i + 2], 16) for i in (0, 2, 4)] + [255]
+
+
+def layout_figure(
+    view: LayoutView, *, x_range: Sequence[float] | None = None, vector_limit: int = 5000,
+    hover_limit: int = 5000, highlight_id: str | None = None, title: str | None = None,
+    raster_px: tuple[int, int] = (1400, 700),
+) -> go.Figure:
+    """Tensor layout: x = lifetime steps, y = byte offset, coloured by kind.
+
+    Level of detail: when more than ``vector_limit`` storages intersect the x window, the
+    rectangles are drawn as one raster image (``layout.images``) plus an invisible marker
+    at the centre of the ``hover_limit`` largest ones (hover and click); otherwise as
+    filled ``Scattergl`` vectors, one trace per kind.  ``layout.meta`` records the mode.
+    """
+    xa, xb = (0.0, float(max(view.n_steps, 1))) if x_range is None else map(float, x_range)
+    vis = np.nonzero(view.visible(xa, xb))[0]
+    height = float(max(view.height_bytes, 1))
+    mode = "vector" if len(vis) <= vector_limit else "raster"
+    fig = go.Figure(layout=_BASE_LAYOUT)
+    kind_names = [k.value for k in KINDS]
+    if mode == "vector":
+        for code in np.unique(view.kind[vis]) if len(vis) else ():
+            m = vis[view.kind[vis] == code]
+            xs, ys = _rect_xy(view.start[m], view.end[m], view.offset[m],
+                              view.offset[m] + view.size[m])
+            name = kind_names[int(code)]
+            fig.add_trace(go.Scattergl(
+                x=xs, y=ys, fill="toself", mode="lines", line={"width": 0.5, "color": "#fff"},
+                fillcolor=KIND_COLORS[name], name=name, hoverinfo="skip"))
+        hov = vis
+    else:
+        colors = np.array([_rgba(KIND_COLORS[k]) for k in kind_names], np.uint8)
+        w, h = raster_px
+        img = rasterize(view.start[vis], view.end[vis], view.offset[vis],
+                        view.offset[vis] + view.size[vis], view.kind[vis], colors,
+                        (xa, xb, 0.0, height), w, h)
+        fig.add_layout_image(source=png_data_uri(img), xref="x", yref="y", x=xa, y=height,
+                             sizex=xb - xa, sizey=height, sizing="stretch", layer="below")
+        for name in dict.fromkeys(kind_names[int(c)] for c in np.unique(view.kind[vis])):
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
+                                     marker={"color": KIND_COLORS[name], "symbol": "square"}))
+        hov = vis[np.argsort(-view.size[vis], kind="stable")[:hover_limit]]
+    cd = np.empty((len(hov), 5), dtype=object)
+    cd[:, 0] = view.ids[hov]
+    cd[:, 1] = [fmt_bytes(s) for s in view.size[hov]]
+    cd[:, 2] = view.offset[hov]
+    cd[:, 3] = view.start[hov]
+    cd[:, 4] = view.end[hov]
+    fig.add_trace(go.Scattergl(
+        x=(view.start[hov] + view.end[hov]) / 2, y=view.offset[hov] + view.size[hov] / 2,
+        mode="markers", marker={"size": 6, "opacity": 0.01, "color": "#000"}, name="tensors",
+        showlegend=False, customdata=cd,
+        hovertemplate=("%{customdata[0]}<br>%{customdata[1]} at offset %{customdata[2]}<br>"
+                       "steps [%{customdata[3]}, %{customdata[4]})<extra></extra>")))
+    if highlight_id is not None:
+        idx = np.nonzero(view.ids == highlight_id)[0]
+        if len(idx):
+            i = int(idx[0])
+            fig.add_shape(type="rect", x0=view.start[i], x1=view.end[i], y0=view.offset[i],
+                          y1=view.offset[i] + view.size[i],
+                          line={"color": "#000", "width": 2})
+    vals, texts = binary_ticks(height)
+    fig.update_yaxes(tickvals=vals, ticktext=texts, range=[0, height * 1.02],
+                     title="offset")
+    fig.update_xaxes(range=[xa, xb], autorange=False, title="step")
+    fig.update_layout(
+        title={"text": title or f"{view.label}: {len(view)} storages, height "
+                                  f"{fmt_bytes(view.height_bytes)} ({mode}, {len(vis)} in view)",
+               "font": {"size": 13}, "x": 0.01, "y": 0.98},
+        meta={"lod": mode, "visible": len(vis)}, uirevision=view.label, height=460)
+    return fig
+
+
+def task_tree_figure(tree: Mapping[str, Any] | None) -> go.Figure:
+    """The planner's task division as an icicle (size = op count); for the report."""
+    nodes = list(iter_tree(tree))
+    if not nodes:
+        return empty_figure("no task tree (baseline plan)")
+    ids, parents, values, text = [], [], [], []
+
+    def walk(node: Mapping[str, Any], parent: str) -> None:
+        nid = str(node.get("id"))
+        ids.append(nid)
+        parents.append(parent)
+        values.append(int(node.get("num_ops", 0) or 0))
+        text.append(f"{node.get('kind', '')} · {node.get('num_ops', 0)} ops · "
+                    f"{fmt_bytes(node.get('peak_before_bytes'))} → "
+                    f"{fmt_bytes(node.get('peak_after_bytes'))} · {node.get('status', '')}")
+        for c in node.get("children") or ():
+            walk(c, nid)
+
+    walk(tree, "")  # type: ignore[arg-type]
+    fig = go.Figure(go.Icicle(ids=ids, labels=ids, parents=parents, values=values,
+                              text=text, branchvalues="total",
+                              hovertemplate="%{label}<br>%{text}<extra></extra>"),
+                    layout=_BASE_LAYOUT)
+    fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 30, "b": 10})
+    return fig

@@ -1,0 +1,79 @@
+"""Component ids, declared once; ``layout`` and ``callbacks`` import them from here."""
+
+from __future__ import annotations
+
+__all__: list[str] = []  # every constant below is public by convention; listed for linters
+
+# ---- app-level stores (small: keys and view state only)
+GRAPH_KEY = "graph-key"  # {"key": content hash, "name": str}
+PLAN_KEY = "plan-key"  # {"key": plan cache key} or None
+BASE_KEY = "base-key"  # {"key": baseline-plan cache key} or None
+VIEW_RANGE = "view-range"  # {"x0": int, "x1": int} or None (whole step axis)
+SELECTION = "selection"  # {"kind": "op"|"tensor", "id": str} or None
+STEP = "step"  # {"step": int} or None (then: the planned peak step)
+RUNNING = "running"  # bool: a background job is running (written by `running=` only)
+TRACE_RESULT = "trace-result"  # last zoo trace {"key":..., "error":...}
+
+# ---- loading
+SAMPLE_PICK = "sample-pick"
+UPLOAD = "graph-upload"
+LOAD_STATUS = "load-status"
+ZOO_MODEL = "zoo-model"
+ZOO_BATCH = "zoo-batch"
+ZOO_SEQ = "zoo-seq"
+ZOO_OPTIMIZER = "zoo-optimizer"
+ZOO_SETTING = "zoo-setting"
+ZOO_TRACE_BTN = "zoo-trace-btn"
+ZOO_CANCEL_BTN = "zoo-cancel-btn"
+ZOO_STATUS = "zoo-status"
+
+# ---- planning
+METHOD = "plan-method"
+BASELINE = "plan-baseline"
+TIME_LIMIT = "plan-time-limit"
+NODE_LIMIT = "plan-node-limit"
+WORKERS = "plan-workers"
+ALIGNMENT = "plan-alignment"
+PLAN_BTN = "plan-btn"
+CANCEL_BTN = "cancel-btn"
+PROGRESS = "plan-progress"
+PROGRESS_TEXT = "plan-progress-text"
+PLAN_STATUS = "plan-status"
+
+# ---- views
+SUMMARY = "summary-card"
+CURVES = "curves-graph"
+TREE = "task-tree"
+TREE_NODE = "tree-node"  # pattern-matching type: {"type": TREE_NODE, "index": node_id}
+TIMELINE = "timeline-graph"
+LAYOUT = "layout-graph"
+BASE_LAYOUT = "base-layout-graph"
+LAYOUT_INFO = "layout-info"
+LIVE_TABLE = "live-table"
+LIVE_TITLE = "live-title"
+SEARCH_INPUT = "search-input"
+SEARCH_RESULTS = "search-results"
+SEARCH_HIT = "search-hit"  # pattern-matching type: {"type": SEARCH_HIT, "index": "op:x"}
+RESET_ZOOM = "reset-zoom"
+RANGE_TEXT = "range-text"
+EXPLAIN = "explain-panel"
+
+# ---- export / import
+EXPORT_JSON = "export-json-btn"
+EXPORT_CSV = "export-csv-btn"
+EXPORT_HTML = "export-html-btn"
+EXPORT_PNG = "export-png-btn"
+PNG_FIGURE = "png-figure-pick"
+DOWNLOAD = "download"
+EXPORT_STATUS = "export-status"
+PLAN_UPLOAD = "plan-upload"
+IMPORT_STATUS = "import-status"
+
+# ---- slot for the executor helper ("Verify on GPU/CPU"); layout leaves an empty card
+VERIFY_CARD = "verify-card"
+VERIFY_BTN = "verify-btn"
+VERIFY_DEVICE = "verify-device"
+VERIFY_STATUS = "verify-status"
+VERIFY_RESULT = "verify-result"
+
+__all__ = [n for n in dir() if n.isupper()]

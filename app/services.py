@@ -1,0 +1,433 @@
+"""What the callbacks ask for: keys in, figures / rows / download payloads out.
+
+This is the only app module that combines the cache (:mod:`app.state`), the planner door
+(:mod:`app.planning`), the view models (:mod:`app.analysis`) and the figures.  It imports no
+Dash, so every function is unit-tested with plain values.  Derived data (curves, layout
+arrays) is memoised per process by cache key.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import functools
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import plotly.graph_objects as go
+
+from app import analysis, codec, figures, planning, state
+from roam_core.errors import GraphError, PlanFormatError, PlanInvalidError, RoamError
+from roam_core.graph import Graph, OpId
+from roam_core.graph_io import load_graph, loads_graph
+from roam_core.plan import Plan
+from roam_core.samples import SAMPLES
+
+__all__ = [
+    "SAMPLE_DIR",
+    "After",
+    "Before",
+    "after_data",
+    "before_data",
+    "curves_figure",
+    "decode_upload",
+    "explain_sections",
+    "export_payload",
+    "graph_from_upload",
+    "import_plan",
+    "layout_figures",
+    "live_table",
+    "load_choice",
+    "plan_graph",
+    "progress_values",
+    "range_from_relayout",
+    "range_of",
+    "sample_options",
+    "summary_rows",
+    "timeline_fig",
+    "trace_zoo_graph",
+    "validate_plan",
+]
+
+_logger = logging.getLogger(__name__)
+SAMPLE_DIR = Path(__file__).resolve().parents[1] / "sample_graphs"
+#: A selected range shorter than this many steps is widened (so one op stays visible).
+MIN_RANGE_STEPS = 8
+
+
+# ------------------------------------------------------------------ loading
+def sample_options(sample_dir: Path = SAMPLE_DIR) -> list[dict[str, str]]:
+    """Dropdown options: committed sample graph files, then the hand-built samples."""
+    files = sorted(sample_dir.glob("*.json.gz")) + sorted(sample_dir.glob("*.json"))
+    opts = [{"label": f"{p.name.split('.')[0]} (sample_graphs)", "value": f"file:{p.name}"}
+            for p in files]
+    opts += [{"label": f"{n} (hand-built)", "value": f"hand:{n}"} for n in SAMPLES]
+    return opts
+
+
+def load_choice(value: str, sample_dir: Path = SAMPLE_DIR) -> str:
+    """Load a dropdown choice into the cache; returns the graph key."""
+    kind, _, name = value.partition(":")
+    if kind == "hand" and name in SAMPLES:
+        return state.put_graph(SAMPLES[name]())
+    path = (sample_dir / name).resolve()
+    if kind != "file" or path.parent != sample_dir.resolve() or not path.is_file():
+        raise GraphError(f"unknown sample {value!r}")
+    return state.put_graph(load_graph(path))
+
+
+def decode_upload(contents: str, max_bytes: int) -> bytes:
+    """Bytes of a ``dcc.Upload`` data URL, refusing files over ``max_bytes``."""
+    head, _, b64 = (contents or "").partition(",")
+    if not head.startswith("data:") or not b64:
+        raise GraphError("the upload is empty or not a data URL")
+    if len(b64) * 3 // 4 > max_bytes:
+        raise GraphError(f"file is larger than the upload limit ({analysis.fmt_bytes(max_bytes)})")
+    try:
+        return base64.b64decode(b64, validate=False)
+    except (binascii.Error, ValueError) as e:
+        raise GraphError(f"upload is not valid base64: {e}") from e
+
+
+def graph_from_upload(contents: str, filename: str | None, max_bytes: int) -> str:
+    """Parse an uploaded graph (JSON or gzip JSON), store it, return its key.
+
+    Raises
+    ------
+    GraphError
+        With the parser's message, prefixed by the file name.
+    """
+    try:
+        graph = loads_graph(decode_upload(contents, max_bytes))
+    except GraphError as e:
+        raise GraphError(f"{filename or 'upload'}: {e}") from e
+    return state.put_graph(graph)
+
+
+def trace_zoo_graph(model: str, batch_size: int, seq_len: int | None, optimizer: str | None,
+                    setting: str) -> str:
+    """Trace a zoo model (torch imported here, in the job process); returns the graph key."""
+    from roam_core.zoo import trace_zoo
+
+    traced = trace_zoo(model, int(batch_size), seq_len or None, setting, optimizer or None)
+    return state.put_graph(traced.graph)
+
+
+def zoo_models() -> list[str]:
+    """Zoo model names (empty when the zoo cannot be imported)."""
+    try:
+        from roam_core.zoo import ZOO
+    except Exception as e:  # torch missing or zoo not there yet
+        _logger.info("zoo unavailable: %s", e)
+        return []
+    return list(ZOO)
+
+
+# ------------------------------------------------------------------ planning
+def validate_plan(graph: Graph, plan: Plan) -> None:
+    """Raise ``PlanFormatError``/``PlanInvalidError`` unless ``plan`` fits ``graph``."""
+    if plan.graph_fingerprint != graph.fingerprint():
+        raise PlanFormatError("plan was made for another graph (fingerprint mismatch)")
+    from roam_core import validate
+
+    check = getattr(validate, "check_plan", None)
+    violations = check(graph, plan) if check else validate.check_order(graph, plan.order)
+    if violations:
+        raise PlanInvalidError(violations)
+
+
+def plan_graph(graph_key: str, settings: planning.PlanSettings,
+               progress: Callable[[Any], None] | None = None) -> str:
+    """Plan (or fetch the cached plan for) a stored graph; returns the plan key."""
+    key = state.plan_key(graph_key, settings.as_dict())
+    if state.has_plan(key):
+        return key
+    graph = state.get_graph(graph_key)
+    plan = planning.run_planner(graph, settings, progress)
+    validate_plan(graph, plan)
+    return state.put_plan(plan, key)
+
+
+def cached_plan_key(graph_key: str, settings: planning.PlanSettings) -> str | None:
+    """The plan key for these settings when it is already cached."""
+    key = state.plan_key(graph_key, settings.as_dict())
+    return key if state.has_plan(key) else None
+
+
+def progress_values(p: Any) -> tuple[int, int, str]:
+    """``(done, total, text)`` for the progress bar from a ``PlanProgress``."""
+    best = getattr(p, "best_peak_bytes", None)
+    text = f"{p.stage}: {p.done}/{p.total} sub-tasks"
+    if best is not None:
+        text += f", best peak {analysis.fmt_bytes(best)}"
+    if getattr(p, "message", ""):
+        text += f" ({p.message})"
+    return int(p.done), max(int(p.total), 1), text
+
+
+def import_plan(contents: str, filename: str | None, graph_key: str, max_bytes: int) -> str:
+    """Parse, re-validate against the loaded graph, and store an uploaded plan."""
+    graph = state.get_graph(graph_key)
+    raw = decode_upload(contents, max_bytes)
+    try:
+        plan = codec.loads_plan(raw.decode("utf-8", errors="replace"), graph)
+    except PlanFormatError as e:
+        raise PlanFormatError(f"{filename or 'plan'}: {e}") from e
+    validate_plan(graph, plan)
+    return state.put_plan(plan)
+
+
+# ------------------------------------------------------------------ derived data
+@dataclass(frozen=True)
+class Before:
+    """The "before" side: a baseline order, its curve and its allocator layout."""
+
+    method: str
+    label: str
+    order: tuple[OpId, ...]
+    curve: np.ndarray
+    view: analysis.LayoutView
+    reserved_bytes: int | None
+
+
+@dataclass(frozen=True)
+class After:
+    """The planned side."""
+
+    plan: Plan
+    curve: np.ndarray
+    view: analysis.LayoutView
+    alloc: np.ndarray
+    freed: np.ndarray
+
+
+def baseline_order(graph: Graph, method: str) -> tuple[tuple[OpId, ...], str]:
+    """A baseline order from ``roam_core.heuristics`` (eager when unavailable)."""
+    label = dict(planning.BASELINE_METHODS).get(method, method)
+    if method == "eager":
+        return graph.op_ids, label
+    try:
+        from roam_core.heuristics import ORDER_METHODS
+
+        res = ORDER_METHODS[method](graph)
+    except (ImportError, KeyError) as e:
+        _logger.info("baseline %s unavailable (%s): using eager", method, e)
+        return graph.op_ids, f"eager ({method} not available)"
+    order = getattr(res, "order", res)
+    return tuple(order), label
+
+
+@functools.lru_cache(maxsize=8)
+def before_data(graph_key: str, method: str = "eager", alignment_bytes: int = 512) -> Before:
+    """Baseline order, curve and simulated-allocator layout (memoised)."""
+    graph = state.get_graph(graph_key)
+    order, label = baseline_order(graph, method)
+    blocks, reserved, how = planning.baseline_layout(graph, order, alignment_bytes)
+    view = analysis.layout_from_blocks(graph, blocks, len(order),
+                                       label=f"{label} layout ({how})")
+    return Before(method, label, order, analysis.total_curve(graph, order, alignment_bytes),
+                  view, reserved)
+
+
+@functools.lru_cache(maxsize=8)
+def after_data(graph_key: str, plan_key: str) -> After:
+    """Planned curve, layout arrays and per-step bytes (memoised)."""
+    graph = state.get_graph(graph_key)
+    plan = state.get_plan(plan_key)
+    curve = np.asarray(plan.live_bytes, np.int64) + plan.resident_bytes
+    if len(curve) != len(plan.order):
+        curve = analysis.total_curve(graph, plan.order, plan.alignment_bytes)
+    alloc, freed = analysis.step_bytes(graph, plan.order, plan.alignment_bytes)
+    view = analysis.layout_from_plan(graph, plan, label=f"planned layout ({plan.method})")
+    return After(plan, curve, view, alloc, freed)
+
+
+# ------------------------------------------------------------------ views
+def curves_figure(graph_key: str, plan_key: str | None, base: str,
+                  x_range: Sequence[float] | None, step: int | None) -> go.Figure:
+    """View 1: before/after live bytes."""
+    b = before_data(graph_key, base)
+    if not plan_key:
+        return figures.memory_curves_figure(b.curve, None, after_label=b.label,
+                                            x_range=x_range, step=step,
+                                            title="not planned yet: press Plan")
+    a = after_data(graph_key, plan_key)
+    return figures.memory_curves_figure(
+        a.curve, b.curve, arena_bytes=a.plan.arena_bytes,
+        lower_bound_bytes=a.plan.lower_bound_bytes, after_label=f"planned ({a.plan.method})",
+        before_label=b.label, x_range=x_range, step=step)
+
+
+def timeline_fig(graph_key: str, plan_key: str | None, base: str,
+                 x_range: Sequence[float] | None, selection: Mapping[str, str] | None
+                 ) -> go.Figure:
+    """View 3: operator timeline (planned and baseline rows)."""
+    graph = state.get_graph(graph_key)
+    b = before_data(graph_key, base)
+    hl = _selected_op(graph, selection)
+    if not plan_key:
+        return figures.timeline_figure(graph, b.order, None, x_range=x_range, highlight_op=hl)
+    a = after_data(graph_key, plan_key)
+    return figures.timeline_figure(graph, a.plan.order, b.order, alloc_bytes=a.alloc,
+                                   freed_bytes=a.freed, x_range=x_range, highlight_op=hl,
+                                   before_label=b.label)
+
+
+def layout_figures(graph_key: str, plan_key: str | None, base: str,
+                   x_range: Sequence[float] | None, selection: Mapping[str, str] | None
+                   ) -> tuple[go.Figure, go.Figure]:
+    """View 4: planned layout and the baseline allocator layout (same step window)."""
+    b = before_data(graph_key, base)
+    tid = _selected_tensor(state.get_graph(graph_key), selection)
+    base_fig = figures.layout_figure(b.view, x_range=x_range, highlight_id=tid)
+    if not plan_key:
+        return figures.empty_figure("not planned yet: press Plan"), base_fig
+    a = after_data(graph_key, plan_key)
+    return figures.layout_figure(a.view, x_range=x_range, highlight_id=tid), base_fig
+
+
+def live_table(graph_key: str, plan_key: str | None, base: str, step: int | None
+               ) -> tuple[list[dict[str, Any]], str]:
+    """View 5: rows live at ``step`` (the planned peak when ``None``) and a title."""
+    graph = state.get_graph(graph_key)
+    if plan_key:
+        a = after_data(graph_key, plan_key)
+        view, curve, what = a.view, a.curve, "planned"
+    else:
+        b = before_data(graph_key, base)
+        view, curve, what = b.view, b.curve, b.label
+    peak = int(np.argmax(curve)) if len(curve) else 0
+    s = peak if step is None else int(step)
+    rows = analysis.live_rows(graph, view, s)
+    tag = " (the peak)" if s == peak else ""
+    total = analysis.fmt_bytes(int(curve[s])) if 0 <= s < len(curve) else "n/a"
+    return rows, f"Live at step {s}{tag} in the {what} order: {total}, largest first"
+
+
+def summary_rows(graph_key: str, plan_key: str | None, base: str) -> list[tuple[str, str]]:
+    """View 7: the summary card."""
+    graph = state.get_graph(graph_key)
+    b = before_data(graph_key, base)
+    head = [("graph", f"{graph.name}: {len(graph.ops)} ops, {len(graph.tensors)} storages")]
+    if not plan_key:
+        return [*head, (f"{b.label} peak", analysis.fmt_bytes(int(b.curve.max(initial=0)))),
+                (f"{b.label} reserved", analysis.fmt_bytes(b.reserved_bytes)),
+                ("plan", "not planned yet: press Plan")]
+    a = after_data(graph_key, plan_key)
+    return head + analysis.summary_rows(a.plan, int(b.curve.max(initial=0)), b.label,
+                                        b.reserved_bytes)
+
+
+def explain_sections(graph_key: str, plan_key: str | None, base: str,
+                     selection: Mapping[str, str] | None) -> list[analysis.Section]:
+    """View 8: why the selected op or tensor sits where it does."""
+    if not selection or not plan_key:
+        return [analysis.Section("Explain", ("click an op (timeline), a tensor (layout) or a "
+                                             "search hit to see why it sits where it does",))]
+    graph = state.get_graph(graph_key)
+    plan = after_data(graph_key, plan_key).plan
+    order = before_data(graph_key, base).order
+    if selection.get("kind") == "op":
+        return analysis.explain_op(graph, plan, order, selection["id"])
+    return analysis.explain_tensor(graph, plan, order, selection["id"])
+
+
+def tree_of(plan_key: str | None) -> Mapping[str, Any] | None:
+    """The plan's task-tree summary (``None`` for baselines or no plan)."""
+    return state.get_plan(plan_key).task_tree if plan_key else None
+
+
+def _selected_op(graph: Graph, sel: Mapping[str, str] | None) -> str | None:
+    if not sel:
+        return None
+    if sel.get("kind") == "op":
+        return sel["id"]
+    t = graph.tensors.get(sel["id"])
+    return t.producer if t is not None else None
+
+
+def _selected_tensor(graph: Graph, sel: Mapping[str, str] | None) -> str | None:
+    return sel["id"] if sel and sel.get("kind") == "tensor" else None
+
+
+# ------------------------------------------------------------------ linking
+def range_from_relayout(data: Mapping[str, Any] | None) -> list[float] | str | None:
+    """A step range from ``relayoutData``: ``[x0, x1]``, ``None`` (reset) or ``"keep"``."""
+    if not data:
+        return "keep"
+    if data.get("xaxis.autorange") or data.get("autosize"):
+        return None
+    if "xaxis.range[0]" in data and "xaxis.range[1]" in data:
+        return [float(data["xaxis.range[0]"]), float(data["xaxis.range[1]"])]
+    if isinstance(data.get("xaxis.range"), list):
+        return [float(x) for x in data["xaxis.range"][:2]]
+    return "keep"
+
+
+def range_of(graph_key: str, plan_key: str | None, base: str, kind: str, ident: str
+             ) -> list[float] | None:
+    """Step window showing an op, a tensor's lifetime or a task-tree node (with a margin)."""
+    if kind == "node":
+        node = analysis.find_node(tree_of(plan_key), ident)
+        span = analysis.node_range(node) if node else None
+    else:
+        graph = state.get_graph(graph_key)
+        view = after_data(graph_key, plan_key).view if plan_key else before_data(
+            graph_key, base).view
+        if kind == "op":
+            op_pos = {o: i for i, o in enumerate(
+                after_data(graph_key, plan_key).plan.order if plan_key
+                else before_data(graph_key, base).order)}
+            span = (op_pos[ident], op_pos[ident] + 1) if ident in op_pos else None
+        else:
+            idx = np.nonzero(view.ids == ident)[0]
+            span = (int(view.start[idx[0]]), int(view.end[idx[0]])) if len(idx) else None
+            if span is None and ident in graph.tensors:
+                span = (0, view.n_steps)
+    if span is None:
+        return None
+    lo, hi = span
+    pad = max(MIN_RANGE_STEPS - (hi - lo), 0) / 2 + 0.05 * (hi - lo)
+    return [lo - pad - 0.5, hi + pad - 0.5]
+
+
+# ------------------------------------------------------------------ export
+def export_payload(kind: str, graph_key: str, plan_key: str | None, base: str,
+                   figure: str = "curves") -> dict[str, Any]:
+    """``dcc.Download`` data for ``kind`` in ``{"json", "csv", "html", "png"}``."""
+    if not plan_key:
+        raise RoamError("nothing to export: plan the graph first")
+    graph = state.get_graph(graph_key)
+    plan = state.get_plan(plan_key)
+    stem = f"{graph.name}-{plan.method}"
+    if kind == "json":
+        return {"content": codec.dumps_plan(plan), "filename": f"{stem}.plan.json"}
+    if kind == "csv":
+        return {"content": codec.plan_to_csv(plan, graph), "filename": f"{stem}.csv"}
+    figs = report_figures(graph_key, plan_key, base)
+    if kind == "html":
+        from app.report import report_html
+
+        text = report_html(graph, plan, figs, summary_rows(graph_key, plan_key, base))
+        return {"content": text, "filename": f"{stem}.report.html"}
+    if kind == "png":
+        png = figs[figure].to_image(format="png", width=1400, height=700)
+        return {"content": base64.b64encode(png).decode(), "filename": f"{stem}-{figure}.png",
+                "base64": True}
+    raise RoamError(f"unknown export kind {kind!r}")
+
+
+def report_figures(graph_key: str, plan_key: str, base: str) -> dict[str, go.Figure]:
+    """Every figure of the app for one plan (whole step axis)."""
+    layout, base_layout = layout_figures(graph_key, plan_key, base, None, None)
+    return {
+        "curves": curves_figure(graph_key, plan_key, base, None, None),
+        "timeline": timeline_fig(graph_key, plan_key, base, None, None),
+        "layout": layout,
+        "base_layout": base_layout,
+        "tree": figures.task_tree_figure(tree_of(plan_key)),
+    }

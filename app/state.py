@@ -1,0 +1,148 @@
+"""Server-side state: graphs and plans in a disk cache keyed by content hash.
+
+``dcc.Store`` components hold only the keys made here.  The cache directory is shared by
+the server and the background-job processes (they find it through ``ROAM_CACHE_DIR``), so
+a plan written by a job is visible to every request.  Parsed objects are memoised per
+process (small LRU) because parsing a GPT-2-XL graph takes a while.
+"""
+
+from __future__ import annotations
+
+import functools
+import gzip
+import hashlib
+import json
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import diskcache
+
+from app import codec
+from roam_core.errors import GraphError, PlanFormatError
+from roam_core.graph import Graph
+from roam_core.graph_io import dumps_graph, loads_graph
+from roam_core.plan import Plan
+
+__all__ = [
+    "cache",
+    "cache_dir",
+    "configure",
+    "get_graph",
+    "get_json",
+    "get_plan",
+    "graph_key_of",
+    "plan_key",
+    "put_graph",
+    "put_json",
+    "put_plan",
+]
+
+_logger = logging.getLogger(__name__)
+_ENV = "ROAM_CACHE_DIR"
+_OPEN: dict[str, Any] = {}  # {"pid": int, "dir": str, "cache": diskcache.Cache}
+#: Entries are evicted least-recently-used beyond this size.
+CACHE_SIZE_LIMIT_BYTES = 8 * 1024**3
+
+
+def configure(directory: str | os.PathLike[str] | None = None) -> Path:
+    """Choose the cache directory (default: ``$ROAM_CACHE_DIR`` or ``<tmp>/roam-cache``)."""
+    d = Path(directory or os.environ.get(_ENV) or Path(tempfile.gettempdir()) / "roam-cache")
+    d.mkdir(parents=True, exist_ok=True)
+    os.environ[_ENV] = str(d)
+    _OPEN.clear()
+    return d
+
+
+def cache_dir() -> Path:
+    """The cache directory in use (configured on first use)."""
+    return Path(os.environ[_ENV]) if _ENV in os.environ else configure()
+
+
+def cache() -> diskcache.Cache:
+    """This process's handle on the shared cache (re-opened after a fork)."""
+    d = str(cache_dir())
+    if _OPEN.get("pid") != os.getpid() or _OPEN.get("dir") != d:
+        _OPEN.update(pid=os.getpid(), dir=d,
+                     cache=diskcache.Cache(d, size_limit=CACHE_SIZE_LIMIT_BYTES))
+    return _OPEN["cache"]
+
+
+def _sha(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()[:32]
+
+
+def graph_key_of(graph: Graph) -> str:
+    """Content hash of a graph (its JSON, name included)."""
+    return "g-" + _sha(dumps_graph(graph))
+
+
+def put_graph(graph: Graph) -> str:
+    """Store a graph; returns its key (idempotent)."""
+    raw = dumps_graph(graph)
+    key = "g-" + _sha(raw)
+    c = cache()
+    if key not in c:
+        c.set(key, gzip.compress(raw, compresslevel=3, mtime=0))
+    return key
+
+
+@functools.lru_cache(maxsize=8)
+def get_graph(key: str) -> Graph:
+    """The graph stored under ``key``.
+
+    Raises
+    ------
+    GraphError
+        If the key is not in the cache (evicted, or another cache directory).
+    """
+    data = cache().get(key)
+    if data is None:
+        raise GraphError(f"graph {key} is no longer in the cache; load it again")
+    return loads_graph(data)
+
+
+def plan_key(graph_key: str, settings: dict[str, Any]) -> str:
+    """Cache key of a plan: graph hash plus the planner settings."""
+    blob = json.dumps([graph_key, settings], sort_keys=True).encode()
+    return "p-" + _sha(blob)
+
+
+def put_plan(plan: Plan, key: str | None = None) -> str:
+    """Store a plan (JSON via ``plan_io``); returns its key (a content hash by default)."""
+    text = codec.dumps_plan(plan)
+    key = key or "p-" + _sha(text.encode())
+    cache().set(key, gzip.compress(text.encode(), compresslevel=3, mtime=0))
+    _get_plan.cache_clear()
+    return key
+
+
+def has_plan(key: str) -> bool:
+    """True when a plan is stored under ``key``."""
+    return key in cache()
+
+
+def get_plan(key: str) -> Plan:
+    """The plan stored under ``key`` (raises ``PlanFormatError`` if it is gone)."""
+    return _get_plan(key)
+
+
+@functools.lru_cache(maxsize=16)
+def _get_plan(key: str) -> Plan:
+    data = cache().get(key)
+    if data is None:
+        raise PlanFormatError(f"plan {key} is no longer in the cache; plan again")
+    return codec.loads_plan(gzip.decompress(data).decode())
+
+
+def put_json(key: str, value: Any) -> None:
+    """Store a small JSON-able value."""
+    cache().set(key, json.dumps(value))
+
+
+def get_json(key: str, default: Any = None) -> Any:
+    """A value stored with :func:`put_json` (``default`` when absent)."""
+    raw = cache().get(key)
+    return default if raw is None else json.loads(raw)

@@ -1,0 +1,67 @@
+"""Fixtures for the app tests: a cache directory, a served app, a headless chromium.
+
+Browser tests drive Debian's ``/usr/bin/chromium`` through Playwright (no browser download);
+they are skipped, with the reason, when it or Playwright is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--disable-quic",
+                 "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+
+
+@pytest.fixture
+def cache_dir(tmp_path: Path) -> Iterator[Path]:
+    """A private app cache for one test (restores the environment afterwards)."""
+    from app import services, state
+
+    old = os.environ.get("ROAM_CACHE_DIR")
+    d = state.configure(tmp_path / "cache")
+    state.get_graph.cache_clear()
+    services.before_data.cache_clear()
+    services.after_data.cache_clear()
+    yield d
+    if old is None:
+        os.environ.pop("ROAM_CACHE_DIR", None)
+    else:
+        os.environ["ROAM_CACHE_DIR"] = old
+    state.configure(old) if old else None
+
+
+@pytest.fixture(scope="session")
+def browser() -> Iterator[Any]:
+    """One headless chromium for the whole session."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium (see ui_notes.md)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed")
+    with sync_api.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="session")
+def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The app served on a free port for the whole session (short planner limits)."""
+    if not os.path.exists(CHROMIUM):
+        pytest.skip(f"{CHROMIUM} is missing")
+    from werkzeug.serving import make_server
+
+    from app import create_app
+
+    app = create_app(cache_dir=str(tmp_path_factory.mktemp("appcache")),
+                     startup_time_limit_s=2.0)
+    srv = make_server("127.0.0.1", 0, app.server, threaded=True)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{srv.server_port}"
+    srv.shutdown()
