@@ -1,0 +1,149 @@
+"""CP-SAT ordering of one sub-task: exact against brute force, consistent with the simulator."""
+
+from __future__ import annotations
+
+import networkx as nx
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roam_core.config import OrderSolverConfig
+from roam_core.graph import Graph
+from roam_core.order_ilp import (
+    build_order_problem,
+    merge_orders,
+    range_profile,
+    solve_order,
+    solve_order_problem,
+)
+from roam_core.samples import diamond, tiny_train_step
+from roam_core.simulate import simulate
+from roam_core.validate import check_order
+from tests.strategies import random_graphs
+
+EXACT = OrderSolverConfig(time_limit_s=20.0, stop_at_lower_bound=False)
+
+
+def _nx(graph: Graph) -> nx.DiGraph:
+    g = nx.DiGraph()
+    g.add_nodes_from(graph.op_ids)
+    g.add_edges_from((s, d) for s, d, _ in graph.edges())
+    return g
+
+
+def brute_force_peak(graph: Graph, alignment_bytes: int = 1) -> int:
+    """The least simulated peak over every topological order (enumerates them all)."""
+    return min(simulate(graph, list(o), alignment_bytes=alignment_bytes).peak_bytes
+               for o in nx.all_topological_sorts(_nx(graph)))
+
+
+def dp_peak(graph: Graph) -> int:
+    """The same minimum by dynamic programming over the down-sets (exact, fast for <= 12 ops).
+
+    ``best[S]`` is the least peak of running exactly the ops ``S`` first; running ``o`` next
+    has every storage live whose producer ran (or is ``o``) and that some op not yet run (or
+    ``o``), the end of the step (graph output) or its own creation step still needs.
+    """
+    ids = list(graph.op_ids)
+    bit = {op: 1 << i for i, op in enumerate(ids)}
+    pred_mask = [sum(bit[p] for p in graph.predecessors(op)) for op in ids]
+    outs = set(graph.outputs)
+    planned = [(bit[t.producer], sum(bit[c] for c in t.consumers), t.id in outs, t.size_bytes)
+               for t in graph.tensors.values() if t.producer is not None]
+    full = (1 << len(ids)) - 1
+    best = {0: 0}
+    for _size in range(len(ids)):
+        nxt: dict[int, int] = {}
+        for done, peak in best.items():
+            for i in range(len(ids)):
+                b = 1 << i
+                if done & b or pred_mask[i] & ~done:
+                    continue
+                now = done | b
+                mem = sum(sz for p, users, out, sz in planned
+                          if p & now and (out or p == b or users & ~done))
+                val = max(peak, mem)
+                if val < nxt.get(now, 1 << 62):
+                    nxt[now] = val
+        best = nxt
+    return best[full] + graph.resident_bytes(1)
+
+
+def _random_valid_order(graph: Graph, seed: int) -> list[str]:
+    import random
+
+    rnd = random.Random(seed)
+    preds = {op: set(graph.predecessors(op)) for op in graph.op_ids}
+    done: list[str] = []
+    left = set(graph.op_ids)
+    while left:
+        ready = sorted(op for op in left if preds[op] <= set(done))
+        pick = rnd.choice(ready)
+        done.append(pick)
+        left.discard(pick)
+    return done
+
+
+@settings(max_examples=10)
+@given(random_graphs(max_ops=6))
+def test_dp_oracle_matches_enumeration(graph: Graph) -> None:
+    assert dp_peak(graph) == brute_force_peak(graph)
+
+
+@settings(max_examples=40)
+@given(random_graphs(max_ops=8), st.integers(0, 1000))
+def test_cpsat_equals_brute_force_on_small_graphs(graph: Graph, seed: int) -> None:
+    base = _random_valid_order(graph, seed)
+    new, res = solve_order(graph, base, config=EXACT, alignment_bytes=1)
+    assert check_order(graph, new) == []
+    prof = simulate(graph, new, alignment_bytes=1)
+    assert res.peak_bytes + prof.resident_bytes == prof.peak_bytes
+    if res.status in ("optimal", "trivial"):
+        assert prof.peak_bytes == dp_peak(graph)
+    else:  # pragma: no cover - a 20 s limit on 8 ops is never hit
+        raise AssertionError(res.status)
+
+
+@settings(max_examples=25)
+@given(random_graphs(max_ops=12), st.integers(0, 1000), st.data())
+def test_sub_range_solve_keeps_order_valid_and_never_worse(graph: Graph, seed: int,
+                                                           data: st.DataObject) -> None:
+    base = _random_valid_order(graph, seed)
+    n = len(base)
+    a = data.draw(st.integers(0, n - 1))
+    b = data.draw(st.integers(a + 1, n))
+    c = data.draw(st.integers(0, n - 1))
+    ops = list(dict.fromkeys([*base[a:b], base[c]]))
+    problem = build_order_problem(graph, base, ops, config=EXACT, alignment_bytes=1)
+    base_live = simulate(graph, base, alignment_bytes=1).live_bytes
+    for r in problem.ranges:  # the model's memory = the simulator's, step by step
+        assert range_profile(r, range(len(r.ops))) == list(base_live[r.start:r.start + len(r.ops)])
+    res = solve_order_problem(problem)
+    new = merge_orders(base, problem, res)
+    assert check_order(graph, new) == []
+    live = simulate(graph, new, alignment_bytes=1).live_bytes
+    steps = [r.start + k for r in problem.ranges for k in range(len(r.ops))]
+    assert max(live[s] for s in steps) == res.peak_bytes <= res.hint_peak_bytes
+    outside = [s for s in range(n) if s not in set(steps)]
+    assert all(live[s] == base_live[s] for s in outside)
+
+
+def test_diamond_and_train_step_are_solved_to_optimality() -> None:
+    for g in (diamond(), tiny_train_step()):
+        new, res = solve_order(g, g.op_ids, config=EXACT, alignment_bytes=1)
+        assert res.status == "optimal"
+        assert simulate(g, new, alignment_bytes=1).peak_bytes == brute_force_peak(g) == dp_peak(g)
+
+
+def test_floor_stops_early_and_keeps_hint() -> None:
+    g = tiny_train_step()
+    cfg = OrderSolverConfig(time_limit_s=5.0, stop_at_lower_bound=True)
+    new, res = solve_order(g, g.op_ids, config=cfg, floor_bytes=10**9, alignment_bytes=1)
+    assert res.status == "bound"
+    assert tuple(new) == g.op_ids
+
+
+def test_cancel_before_start_returns_hint() -> None:
+    g = tiny_train_step()
+    new, res = solve_order(g, g.op_ids, config=EXACT, alignment_bytes=1, cancel=lambda: True)
+    assert res.status == "cancelled"
+    assert tuple(new) == g.op_ids
