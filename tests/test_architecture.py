@@ -26,7 +26,7 @@ LAYERS: dict[str, int] = {
     "graph_io": 2, "samples": 2, "simulate": 2, "validate": 2, "reach": 2, "dsa": 2,
     "bounds": 3, "allocator_sim": 3, "baseline": 3, "updates": 3, "brute_force": 3,
     "decompose": 3, "_cpsat": 3, "rewrites": 3, "layout_baselines": 3, "dsa_solver": 3,
-    "plan": 3, "heuristics": 3,
+    "plan": 3, "heuristics": 3, "dsa_heuristics": 3,
     "order_ilp": 4, "monolithic": 4, "arena": 4, "plan_io": 4,
     "planner": 5, "snapshot": 5,
     "bench": 6,
