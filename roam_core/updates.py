@@ -356,6 +356,7 @@ def insert_update_groups(
     *,
     base_method: str = "lpmf",
     tie: str = "early",
+    group_order: str = "largest",
 ) -> Order:
     """An order: a cheap base order with every update group inserted at its best slot.
 
@@ -370,6 +371,9 @@ def insert_update_groups(
     tie : str
         ``"early"`` (earliest slot among equal peaks) or ``"light"`` (the slot where the
         block's own peak is lowest, then earliest).
+    group_order : str
+        ``"largest"`` (by ``peak_extra_bytes``, descending) or ``"program"`` (by the
+        program position of each group's first op).
 
     Returns
     -------
@@ -383,10 +387,10 @@ def insert_update_groups(
     ('grad_w', 'update')
     """
     groups = update_groups(graph) if groups is None else tuple(groups)
-    return _tracked_insertion(graph, groups, base_method, tie)[0]
+    return _tracked_insertion(graph, groups, base_method, tie, group_order)[0]
 
 
-def _tracked_insertion(graph, groups, base_method, tie):  # type: ignore[no-untyped-def]
+def _tracked_insertion(graph, groups, base_method, tie, group_order="largest"):  # type: ignore[no-untyped-def]
     """The insertion order and the live-bytes curve it tracked (equals ``simulate``'s)."""
     from roam_core.heuristics import _lpmf
     from roam_core.reach import topological_indices
@@ -436,8 +440,11 @@ def _tracked_insertion(graph, groups, base_method, tie):  # type: ignore[no-unty
         freed[e] += size
     prof = np.cumsum(prof[:m])
     # 3. insert groups, largest first
-    order_of_groups = sorted(range(len(groups)),
-                             key=lambda k: (-groups[k].peak_extra_bytes, gops[k][0]))
+    if group_order == "program":
+        order_of_groups = sorted(range(len(groups)), key=lambda k: gops[k][0])
+    else:
+        order_of_groups = sorted(range(len(groups)),
+                                 key=lambda k: (-groups[k].peak_extra_bytes, gops[k][0]))
     for k in order_of_groups:
         ops = gops[k]
         init = [cg.index[o] for o in groups[k].state_init_ops]
@@ -532,7 +539,8 @@ def _insert_block(cg, reach, seq, prof, freed, pos, block, tie):  # type: ignore
 
 
 def best_update_insertion(graph: Graph) -> Order:
-    """Best (by ``simulate``) of LPMF-based update insertion with both slot tie rules.
+    """Best (by ``simulate``) of LPMF-based update insertion over both slot tie rules and
+    both group orders.
 
     Examples
     --------
@@ -546,10 +554,11 @@ def best_update_insertion(graph: Graph) -> Order:
 
         return lpmf_order(graph)
     best: tuple[int, Order] | None = None
-    for tie in ("early", "light"):
-        order = insert_update_groups(graph, groups, tie=tie)
-        peak = simulate(graph, order).peak_bytes
-        if best is None or peak < best[0]:
-            best = (peak, order)
+    for group_order in ("largest", "program"):
+        for tie in ("early", "light"):
+            order = insert_update_groups(graph, groups, tie=tie, group_order=group_order)
+            peak = simulate(graph, order).peak_bytes
+            if best is None or peak < best[0]:
+                best = (peak, order)
     assert best is not None
     return best[1]

@@ -1,0 +1,217 @@
+"""Update groups (structural, per parameter) and their cost-aware insertion."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from roam_core.graph import (
+    Alias,
+    ControlEdge,
+    EdgeReason,
+    Graph,
+    Op,
+    OpId,
+    Phase,
+    Tensor,
+    TensorId,
+    TensorKind,
+)
+from roam_core.heuristics import lpmf_order
+from roam_core.simulate import simulate
+from roam_core.updates import (
+    _tracked_insertion,
+    best_update_insertion,
+    insert_update_groups,
+    update_groups,
+)
+from roam_core.validate import check_order
+from tests.strategies import random_graphs
+
+K = TensorKind
+FW, LO, BW, OPT = Phase.FORWARD, Phase.LOSS, Phase.BACKWARD, Phase.OPTIMIZER
+
+
+def _t(tid: str, size: int, kind: TensorKind, p: str | None) -> Tensor:
+    return Tensor(TensorId(tid), size, "float32", (max(size // 4, 1),), kind,
+                  OpId(p) if p else None)
+
+
+def two_param_step(optimizer: str = "adam", act_bytes: int = 8192) -> Graph:
+    """A 2-layer MLP step with a single-tensor Adam (state created in the step) or SGD+momentum.
+
+    Program order is torch's: all state creation first, then the per-parameter updates.
+    """
+    ops = [
+        Op(OpId("mm1"), "mm", FW, ("x", "w1"), ("h1",)),
+        Op(OpId("relu"), "relu", FW, ("h1",), ("h2",)),
+        Op(OpId("mm2"), "mm", FW, ("h2", "w2"), ("out",)),
+        Op(OpId("loss"), "sum", LO, ("out",), ("loss",)),
+        Op(OpId("ones"), "ones_like", BW, ("loss",), ("g_out",)),
+        Op(OpId("gw2"), "mm", BW, ("h2", "g_out"), ("grad_w2",)),
+        Op(OpId("gh2"), "mm", BW, ("g_out", "w2"), ("g_h2",)),
+        Op(OpId("relu_bw"), "threshold_backward", BW, ("g_h2", "h2"), ("g_h1",)),
+        Op(OpId("gw1"), "mm", BW, ("x", "g_h1"), ("grad_w1",)),
+    ]
+    tensors = [
+        _t("x", 1024, K.INPUT, None), _t("w1", 4096, K.PARAMETER, None),
+        _t("w2", 2048, K.PARAMETER, None), _t("h1", act_bytes, K.ACTIVATION, "mm1"),
+        _t("h2", act_bytes, K.ACTIVATION, "relu"), _t("out", 512, K.ACTIVATION, "mm2"),
+        _t("loss", 4, K.OUTPUT, "loss"), _t("g_out", 512, K.TEMPORARY, "ones"),
+        _t("grad_w2", 2048, K.GRADIENT, "gw2"), _t("g_h2", act_bytes, K.TEMPORARY, "gh2"),
+        _t("g_h1", act_bytes, K.TEMPORARY, "relu_bw"), _t("grad_w1", 4096, K.GRADIENT, "gw1"),
+    ]
+    aliases: list[Alias] = []
+    edges: list[ControlEdge] = []
+    outputs = [TensorId("loss")]
+    readers = {"w1": ["mm1"], "w2": ["mm2", "gh2"]}
+    if optimizer == "adam":
+        for i, size in ((1, 4096), (2, 2048)):
+            w, g = f"w{i}", f"grad_w{i}"
+            ops += [Op(OpId(f"za{i}"), "zeros_like", OPT, (w,), (f"ea{i}",)),
+                    Op(OpId(f"zs{i}"), "zeros_like", OPT, (w,), (f"es{i}",))]
+            tensors += [_t(f"ea{i}", size, K.OPTIMIZER_STATE, f"za{i}"),
+                        _t(f"es{i}", size, K.OPTIMIZER_STATE, f"zs{i}")]
+            outputs += [TensorId(f"ea{i}"), TensorId(f"es{i}")]
+            readers[w] += [f"za{i}", f"zs{i}"]
+        for i in (1, 2):
+            w, g = f"w{i}", f"grad_w{i}"
+            size = 4096 if i == 1 else 2048
+            ops += [
+                Op(OpId(f"lerp{i}"), "lerp_", OPT, (f"ea{i}", g), (f"ea{i}_1",),
+                   (TensorId(f"ea{i}"),)),
+                Op(OpId(f"mul{i}"), "mul_", OPT, (f"es{i}",), (f"es{i}_1",),
+                   (TensorId(f"es{i}"),)),
+                Op(OpId(f"acm{i}"), "addcmul_", OPT, (f"es{i}_1", g), (f"es{i}_2",),
+                   (TensorId(f"es{i}"),)),
+                Op(OpId(f"sqrt{i}"), "sqrt", OPT, (f"es{i}_2",), (f"sq{i}",)),
+                Op(OpId(f"div{i}"), "div", OPT, (f"sq{i}",), (f"den{i}",)),
+                Op(OpId(f"upd{i}"), "addcdiv_", OPT, (w, f"ea{i}_1", f"den{i}"), (f"{w}_1",),
+                   (TensorId(w),)),
+            ]
+            tensors += [_t(f"sq{i}", size, K.TEMPORARY, f"sqrt{i}"),
+                        _t(f"den{i}", size, K.TEMPORARY, f"div{i}")]
+            aliases += [Alias(f"ea{i}_1", TensorId(f"ea{i}"), OpId(f"lerp{i}")),
+                        Alias(f"es{i}_1", TensorId(f"es{i}"), OpId(f"mul{i}")),
+                        Alias(f"es{i}_2", TensorId(f"es{i}"), OpId(f"acm{i}")),
+                        Alias(f"{w}_1", TensorId(w), OpId(f"upd{i}"))]
+            edges += [ControlEdge(OpId(r), OpId(f"upd{i}"), EdgeReason.MUTATION)
+                      for r in readers[w]]
+    else:  # SGD with momentum, first step: buf = clone(grad); w -= lr * buf
+        for i, size in ((1, 4096), (2, 2048)):
+            w, g = f"w{i}", f"grad_w{i}"
+            ops += [Op(OpId(f"clone{i}"), "clone", OPT, (g,), (f"buf{i}",)),
+                    Op(OpId(f"upd{i}"), "add_", OPT, (w, f"buf{i}"), (f"{w}_1",),
+                       (TensorId(w),))]
+            tensors += [_t(f"buf{i}", size, K.OPTIMIZER_STATE, f"clone{i}")]
+            outputs += [TensorId(f"buf{i}")]
+            aliases += [Alias(f"{w}_1", TensorId(w), OpId(f"upd{i}"))]
+            edges += [ControlEdge(OpId(r), OpId(f"upd{i}"), EdgeReason.MUTATION)
+                      for r in readers[w]]
+    return Graph.build(ops, tensors, aliases, edges, outputs, name=f"two_param_{optimizer}")
+
+
+def test_adam_groups_found_structurally():
+    g = two_param_step("adam")
+    groups = update_groups(g)
+    assert [(x.param, x.grad) for x in groups] == [("w1", "grad_w1"), ("w2", "grad_w2")]
+    assert set(groups[0].op_ids) == {"za1", "zs1", "lerp1", "mul1", "acm1", "sqrt1", "div1",
+                                     "upd1"}
+    assert groups[0].state_init_ops == ("za1", "zs1")
+    assert groups[1].state_init_ops == ("za2", "zs2")
+    # run as one block: grad + both states + sqrt + div of w1 (4096 each), 512-B units
+    assert groups[0].peak_extra_bytes == 4 * 4096
+    assert groups[1].peak_extra_bytes == 4 * 2048
+
+
+def test_sgd_momentum_groups():
+    g = two_param_step("sgd")
+    groups = update_groups(g)
+    assert [(x.param, x.grad, x.op_ids, x.state_init_ops) for x in groups] == [
+        ("w1", "grad_w1", ("clone1", "upd1"), ()),
+        ("w2", "grad_w2", ("clone2", "upd2"), ())]
+
+
+def test_no_optimizer_no_groups():
+    from roam_core.samples import diamond
+
+    assert update_groups(diamond()) == ()
+
+
+def test_insertion_beats_program_order_and_sinks_state():
+    g = two_param_step("adam", act_bytes=512)
+    order = insert_update_groups(g)
+    assert check_order(g, order) == []
+    pos = {op: i for i, op in enumerate(order)}
+    # the state of w2 is created right before its first use, after w2's gradient
+    assert pos["za2"] > pos["gw2"]
+    assert pos["za2"] + 1 == pos["lerp2"] or pos["zs2"] + 1 == pos["lerp2"]
+    peak = simulate(g, order).peak_bytes
+    assert peak < simulate(g).peak_bytes
+    assert simulate(g, best_update_insertion(g)).peak_bytes <= peak
+
+
+def test_insertion_waits_for_activations_when_that_is_cheaper():
+    # big activations: updating w2 right after its gradient would stack on the peak
+    g = two_param_step("adam", act_bytes=65536)
+    order = insert_update_groups(g)
+    assert check_order(g, order) == []
+    assert simulate(g, order).peak_bytes <= simulate(g, lpmf_order(g)).peak_bytes
+
+
+@st.composite
+def train_like_graphs(draw: st.DrawFn) -> Graph:
+    """A random forward/backward DAG plus a single-tensor update chain per parameter."""
+    base = draw(random_graphs(max_ops=10, mutations=False, random_ops=False, aliases=False))
+    ops = [Op(o.id, o.target, FW if o.phase == OPT else o.phase, o.inputs, o.outputs,
+              o.mutates, o.random) for o in base.ops]
+    tensors = list(base.tensors.values())
+    params = [t.id for t in tensors if t.producer is None]
+    planned = [t.id for t in tensors if t.producer is not None]
+    aliases = list(base.aliases)
+    edges = list(base.control_edges)
+    readers: dict[str, list[OpId]] = {}
+    for o in ops:
+        for v in o.inputs:
+            readers.setdefault(base.storage_of(v), []).append(o.id)
+    outputs = list(base.outputs)
+    for k, p in enumerate(params):
+        grad = draw(st.sampled_from(planned)) if planned else None
+        z, u1, u2 = OpId(f"z{k}"), OpId(f"u{k}a"), OpId(f"u{k}b")
+        state = TensorId(f"state{k}")
+        ins = (state,) + ((grad,) if grad else ())
+        ops += [Op(z, "zeros_like", OPT, (p,), (state,)),
+                Op(u1, "lerp_", OPT, ins, (f"{state}_1",), (state,)),
+                Op(u2, "addcdiv_", OPT, (p, f"{state}_1"), (f"{p}_1",), (TensorId(p),))]
+        tensors.append(Tensor(state, draw(st.integers(0, 4096)), "float32", (1,),
+                              K.OPTIMIZER_STATE, z))
+        aliases += [Alias(f"{state}_1", state, u1), Alias(f"{p}_1", TensorId(p), u2)]
+        edges += [ControlEdge(r, u2, EdgeReason.MUTATION) for r in readers.get(p, [])]
+        edges.append(ControlEdge(z, u2, EdgeReason.MUTATION))
+        if draw(st.booleans()):
+            outputs.append(state)
+    edges = list(dict.fromkeys(edges))
+    return Graph.build(ops, tensors, aliases, edges, outputs, name="train_like")
+
+
+@given(train_like_graphs())
+def test_insertion_tracks_the_simulated_profile(g):
+    groups = update_groups(g)
+    for base in ("lpmf", "eager"):
+        for tie in ("early", "light"):
+            order, prof = _tracked_insertion(g, groups, base, tie)
+            assert check_order(g, order) == []
+            if prof is not None:
+                assert tuple(int(b) for b in prof) == simulate(g, order).live_bytes
+
+
+@given(random_graphs(max_ops=12))
+def test_groups_partition_optimizer_ops_on_random_graphs(g):
+    seen: set[str] = set()
+    for grp in update_groups(g):
+        assert not seen & set(grp.op_ids)
+        seen |= set(grp.op_ids)
+        assert all(g.op(o).phase == Phase.OPTIMIZER for o in grp.op_ids)
+        assert g.tensors[grp.param].producer is None
+        assert set(grp.state_init_ops) <= set(grp.op_ids)
+    assert check_order(g, best_update_insertion(g)) == []
