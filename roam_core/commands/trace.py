@@ -33,6 +33,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="default: adamw (steady), adam lr 0.1 wd 1e-4 (roam)")
     p.add_argument("--attention", choices=("sdpa", "math"), default="sdpa",
                    help="attention implementation of the transformers (default sdpa)")
+    p.add_argument("--device", default="cpu",
+                   help="device of the fake tensors (default cpu; cuda needs a GPU machine)")
     p.add_argument("-o", "--output", default=None,
                    help="output file (.json or .json.gz; default <graph name>.json.gz)")
     p.set_defaults(func=_run)
@@ -49,7 +51,7 @@ def _run(args: argparse.Namespace) -> int:
     print(f"tracing {what} ...", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     ts = trace_zoo(args.model, args.batch_size, args.seq_len, args.setting, args.optimizer,
-                   attention=args.attention)
+                   attention=args.attention, device=args.device)
     g = ts.graph
     out = args.output or f"{g.name}.json.gz"
     save_graph(g, out)

@@ -96,3 +96,17 @@ def test_residual_block_roam_trace_smoke() -> None:
     state = [t for t in g.tensors.values() if t.kind is TensorKind.OPTIMIZER_STATE]
     assert state
     assert not any(t.resident for t in state)
+
+
+def test_hf_model_from_config_traces() -> None:
+    pytest.importorskip("transformers")
+    from roam_core.zoo.hf import trace_hf
+
+    ts = trace_hf("gpt2", 2, 16, n_layer=1, n_embd=32, n_head=2, vocab_size=100,
+                  n_positions=32)
+    g = ts.graph
+    assert g.origin["builder"] == "hf"
+    assert g.origin["hf_config"]["n_layer"] == 1
+    (loss_sid,) = g.outputs
+    assert g.op(g.tensors[loss_sid].producer).phase is Phase.LOSS
+    assert {op.phase for op in g.ops} >= {Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER}
