@@ -86,6 +86,7 @@ class ViolationKind(enum.Enum):
     OVERLAP = "overlap"  # two co-live tensors share bytes
     WRONG_HEIGHT = "wrong_height"  # the declared arena size disagrees with the layout
     FINGERPRINT = "fingerprint"  # the plan was made for another graph
+    FIXED_OFFSET = "fixed_offset"  # a buffer with a fixed offset was moved (DSA problems)
 
 
 @dataclass(frozen=True, slots=True)
