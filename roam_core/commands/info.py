@@ -71,7 +71,8 @@ class _Progress:
     def __call__(self, msg: str) -> None:
         if self.enabled:
             dt = time.perf_counter() - self.t0
-            print(f"roam info: [{dt:5.1f} s] {msg} ...", file=sys.stderr, flush=True)
+            tail = "" if msg == "finished" else " ..."
+            print(f"roam info: [{dt:5.1f} s] {msg}{tail}", file=sys.stderr, flush=True)
 
 
 def info_dict(graph: Any, alignment_bytes: int = 512, progress: Any = None) -> dict[str, Any]:
@@ -165,7 +166,7 @@ def _run(args: argparse.Namespace) -> int:
     graph = load_graph(args.file)
     progress.enabled = progress.enabled or len(graph.ops) >= _PROGRESS_OPS
     d = info_dict(graph, args.alignment_bytes, progress)
-    progress("done")
+    progress("finished")
     if args.json:
         print(json.dumps(d, separators=(",", ":")))
     else:
