@@ -480,8 +480,13 @@ class _Builder:
         self.node_values: dict[str, tuple[str, ...]] = {}
         self.ops: list[Op] = []
 
-    def value(self, vid: str, val: Any, producer: str | None, ref: ValueRef) -> str | None:
-        """Register a value; returns its id, or ``None`` when it is not a tensor/scalar."""
+    def value(self, vid: str, val: Any, producer: str | None, ref: ValueRef,
+              used: bool = False) -> str | None:
+        """Register a value; returns its id, or ``None`` for an unused non-tensor value.
+
+        A non-tensor value (a Python scalar, or a value make_fx did not record) that later
+        nodes read becomes a 0-byte ``"scalar"`` storage so that the data edge exists.
+        """
         if isinstance(val, torch.Tensor):
             key = StorageWeakRef(val.untyped_storage())
             sid = self.sref.get(key)
@@ -495,7 +500,7 @@ class _Builder:
                 self.aliases.append(Alias(vid, TensorId(sid), OpId(producer) if producer else
                                           None))
                 self.storage_of[vid] = sid
-        elif isinstance(val, (int, float, bool, torch.SymInt, torch.SymFloat)):
+        elif used or isinstance(val, (int, float, bool, torch.SymInt, torch.SymFloat)):
             self.tensors[vid] = [0, "scalar", (), producer]
             self.storage_of[vid] = vid
         else:
@@ -518,7 +523,8 @@ class _Builder:
                 if g is not None:
                     self.node_values[g.name] = (got,) if got is not None else ()
         elif node.users or val is not None:
-            got = self.value(node.name, val, node.name, ValueRef(node.name, None, node.name))
+            got = self.value(node.name, val, node.name, ValueRef(node.name, None, node.name),
+                             used=bool(node.users))
             if got is not None:
                 outs.append(got)
         self.node_values[node.name] = tuple(outs)

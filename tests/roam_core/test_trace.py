@@ -297,3 +297,31 @@ def test_tied_weights_share_one_parameter_and_gradient() -> None:
     g = trace_training_step(Tied(), [torch.zeros(2, 3, dtype=torch.long)], _sum_loss)
     assert sum(t.kind is TensorKind.PARAMETER for t in g.tensors.values()) == 1
     assert sum(t.kind is TensorKind.GRADIENT for t in g.tensors.values()) == 1
+
+
+def test_scalar_values_read_later_keep_their_data_edge() -> None:
+    # make_fx cannot record a data-dependent .item() on fakes, so build the FX graph by hand
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    from roam_core.trace import _build_graph
+
+    aten = torch.ops.aten
+    with FakeTensorMode():
+        x = torch.empty(4)
+        y = x * 2
+    fx = torch.fx.Graph()
+    p = fx.placeholder("x")
+    p.meta["val"] = x
+    item = fx.call_function(aten._local_scalar_dense.default, (p,))
+    item.meta["val"] = None
+    mul = fx.call_function(aten.mul.Tensor, (p, item))
+    mul.meta["val"] = y
+    fx.output([mul])
+    gm = torch.fx.GraphModule(torch.nn.Module(), fx)
+    g, values, loss = _build_graph(gm, {}, {"x": TensorKind.INPUT}, [], [], name="s",
+                                   origin={"source": "custom"})
+    assert g.tensors[item.name].dtype == "scalar"
+    assert g.tensors[item.name].size_bytes == 0
+    assert g.predecessors(mul.name) == (item.name,)
+    assert loss == mul.name
+    assert values[item.name].fx_node == item.name
