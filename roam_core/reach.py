@@ -79,20 +79,27 @@ class Reachability:
 
     Parameters
     ----------
-    op_ids : tuple of OpId
-        The ops in program order (``op_ids[i]`` is bit ``i``).
     index : Mapping of OpId to int
         Program index of every op.
     ancestors : tuple of int
         ``ancestors[i]``: ops that must run before op ``i`` (excluding ``i``).
     descendants : tuple of int
         ``descendants[i]``: ops that must run after op ``i`` (excluding ``i``).
+    op_ids : tuple of OpId
+        The ops in program order (``op_ids[i]`` is bit ``i``); derived from ``index`` when
+        omitted.
     """
 
-    op_ids: tuple[OpId, ...]
     index: Mapping[OpId, int]
     ancestors: tuple[int, ...]
     descendants: tuple[int, ...]
+    op_ids: tuple[OpId, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.op_ids and self.index:
+            object.__setattr__(self, "op_ids", tuple(sorted(self.index, key=self.index.get)))
+        assert len(self.op_ids) == len(self.index) == len(self.ancestors) == len(
+            self.descendants)
 
     def __len__(self) -> int:
         return len(self.op_ids)
@@ -176,4 +183,4 @@ def reachability(graph: Graph) -> Reachability:
             m |= desc[s] | (1 << s)
         desc[i] = m
     _logger.debug("reachability of %d ops computed", n)
-    return Reachability(op_ids=ids, index=index, ancestors=tuple(anc), descendants=tuple(desc))
+    return Reachability(index=index, ancestors=tuple(anc), descendants=tuple(desc), op_ids=ids)

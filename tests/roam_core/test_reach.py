@@ -105,3 +105,10 @@ def test_spans_bracket_random_orders(data):
             assert order.index(op) + 1 == r.asap(op)
     # program order is one valid order: key points sit where program order has them
     assert [g.op_ids.index(k) + 1 for k in keys] == [r.asap(k) for k in keys]
+
+
+def test_constructed_from_index_only():
+    r = reachability(diamond())
+    s = type(r)(r.index, r.ancestors, r.descendants)
+    assert s.op_ids == ("a", "b", "c", "d")
+    assert s.key_points() == ("a", "d")
