@@ -23,8 +23,9 @@ Checks, each an :class:`~roam_core.errors.ExecutorError` naming the op:
 * **address**: after every op, every tensor it produced lives at
   ``arena base + planned offset + storage_offset * element size`` with the traced shape and
   stride (catches ``out=`` kernels that reallocate or resize their output);
-* **resize**: the arena is not resizable (DLPack round-trip) and the "was resized" warning
-  of ``out=`` kernels is an error.
+* **resize**: every slot is its own non-resizable storage of exactly the planned bytes
+  (DLPack round-trip), so an ``out=`` kernel that grows its output fails instead of
+  writing past the slot; the "was resized" warning is an error too.
 
 Ops whose ``out=`` kernel uses its output as scratch space and resizes it are deny-listed
 (``OUT_DENY``: ``mse_loss`` on CPU) and take the fallback path.
@@ -223,10 +224,11 @@ class ArenaRunner:
     # ------------------------------------------------------------------ slots
     def slot_view(self, fake: torch.Tensor, offset: int, nbytes: int) -> torch.Tensor:
         """A tensor with ``fake``'s dtype, shape and stride whose storage starts at ``offset``."""
-        es = fake.element_size()
-        # uint8 bytes [offset, offset + nbytes) reinterpreted as dtype, then strided like fake
-        flat = self.arena[offset:offset + nbytes].view(fake.dtype)
-        return flat.as_strided(fake.shape, fake.stride(), offset // es + fake.storage_offset())
+        # bytes [offset, offset + nbytes) as their own non-resizable storage (DLPack
+        # round-trip), so an out= kernel that grows its output fails instead of writing
+        # past the slot; then reinterpreted as dtype and strided like the fake
+        flat = torch.from_dlpack(self.arena[offset:offset + nbytes]).view(fake.dtype)
+        return flat.as_strided(fake.shape, fake.stride(), fake.storage_offset())
 
     def load_resident(self, node_name: str, real: torch.Tensor) -> torch.Tensor:
         """Copy a resident value (placeholder or constant) into its slot; returns the slot."""

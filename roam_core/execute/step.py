@@ -57,16 +57,16 @@ def _materialize(model: nn.Module, device: torch.device, seed: int) -> nn.Module
     if not metas:
         return copy.deepcopy(model).to(device)
     m = copy.deepcopy(model).to_empty(device=device)
-    gen = torch.Generator(device="cpu").manual_seed(seed)
+    gen = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():
         for name, t in list(m.named_parameters()) + list(m.named_buffers()):
             if t.dtype.is_floating_point:
                 if name.endswith(("running_var", "weight")) and t.dim() == 1:
-                    t.fill_(1.0)
-                elif t.dim() == 1:
-                    t.zero_()
+                    t.fill_(1.0)  # norm scales and running variances
+                elif t.dim() <= 1:
+                    t.zero_()  # biases, running means
                 else:
-                    t.copy_(torch.randn(t.shape, generator=gen) * 0.02)
+                    t.normal_(0.0, 0.02, generator=gen)
             else:
                 t.zero_()
     return m

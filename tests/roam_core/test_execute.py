@@ -1,0 +1,282 @@
+"""Executor: planned one-arena replay versus eager PyTorch (the micrograd-style oracle).
+
+Every plan here uses a *random* valid order (not program order) and a first-fit layout that
+reuses bytes, so bit-equality shows that reordering and packing keep the numerics.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from roam_core.errors import ExecutorError, PlanFormatError, PlanInvalidError
+from roam_core.execute import REQUIRED_KEYS, ArenaRunner, execute_plan, execute_traced, out_variant
+from roam_core.execute import arena as arena_mod
+from roam_core.execute.origin import execute_origin
+from roam_core.graph import EdgeReason
+from roam_core.zoo import trace_zoo
+from tests.roam_core.exec_helpers import first_fit_plan, random_order
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+class SmallCNN(nn.Module):
+    """Conv -> BatchNorm -> ReLU -> Dropout -> Linear -> Dropout, cross-entropy loss."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.drop1 = nn.Dropout(0.2)
+        self.fc = nn.Linear(8 * 8 * 8, 10)
+        self.drop2 = nn.Dropout(0.3)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = self.drop1(torch.relu(self.bn(self.conv(x))))  # (B, 8, 8, 8)
+        return F.cross_entropy(self.drop2(self.fc(h.flatten(1))), y)
+
+
+class MSENet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(6, 3)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.mse_loss(self.fc(x), y)
+
+
+@pytest.fixture(scope="module")
+def mlp_case():
+    ts = trace_zoo("mlp", 4, setting="steady", optimizer="sgd")
+    return ts, first_fit_plan(ts.graph, random_order(ts.graph, seed=1))
+
+
+def _assert_bit_exact(report) -> None:
+    assert report.numerics_ok, report.summary()
+    assert report.max_abs_diff == 0.0
+    assert report.loss_eager == report.loss_planned
+    assert report.checked_values > 0
+
+
+# ------------------------------------------------------------------ numerics
+def test_mlp_sgd_momentum_reordered_is_bit_exact(mlp_case) -> None:
+    ts, plan = mlp_case
+    assert plan.order != ts.graph.op_ids
+    assert plan.arena_bytes < sum(ts.graph.tensors[t].size_bytes for t in plan.offsets) + \
+        512 * len(plan.offsets)  # bytes are reused
+    report = execute_origin(ts.graph.origin, plan, strict=True)
+    _assert_bit_exact(report)
+    assert report.out_variant_ops >= 10
+    assert report.fallback_ops == 0
+    assert report.extra_bytes == 0
+    assert report.eager_peak_allocated_bytes is None  # CPU: no allocator peaks
+
+
+def test_tiny_gpt_adamw_reordered_is_bit_exact() -> None:
+    ts = trace_zoo("tiny_gpt", 2, 16, "steady", "adamw")
+    plan = first_fit_plan(ts.graph, random_order(ts.graph, seed=2))
+    assert plan.order != ts.graph.op_ids
+    assert any(op.target == "aten.addcdiv_.default" for op in ts.graph.ops)  # per-param AdamW
+    report = execute_origin(ts.graph.origin, plan, strict=True)
+    _assert_bit_exact(report)
+    assert report.out_variant_ops > 50
+    # CPU flash attention has no out= overload: computed into a temporary and copied
+    assert report.fallback_ops >= 2
+    assert report.extra_bytes > 0
+    assert any("flash_attention" in t for t in report.fallback_targets)
+
+
+def test_cnn_batchnorm_dropout_keeps_rng_order_and_is_bit_exact() -> None:
+    torch.manual_seed(0)
+    model = SmallCNN()
+    inputs = [torch.randn(4, 3, 8, 8), torch.randint(0, 10, (4,))]
+    from roam_core.trace import trace_fx
+
+    ts = trace_fx(model, inputs, None, "sgd")
+    g = ts.graph
+    assert sum(op.random for op in g.ops) >= 2
+    assert any(e.reason == EdgeReason.RNG for e in g.control_edges)
+    plan = first_fit_plan(g, random_order(g, seed=3))
+    assert plan.order != g.op_ids
+    report = execute_plan(model, inputs, plan, optimizer="sgd")
+    _assert_bit_exact(report)  # includes running_mean/var and num_batches_tracked
+    # the dropout masks matter: another seed gives another loss, so equality is not vacuous
+    losses = []
+    for seed in (0, 1):
+        torch.manual_seed(seed)
+        losses.append(float(model(*inputs).detach()))
+    assert losses[0] != losses[1]
+
+
+# ------------------------------------------------------------------ refusals and checks
+def test_plan_for_another_graph_is_refused(mlp_case) -> None:
+    _, plan = mlp_case
+    other = trace_zoo("mlp", 2, setting="steady", optimizer="sgd")
+    with pytest.raises(PlanFormatError, match="made for graph"):
+        execute_origin(other.graph.origin, plan)
+
+
+def test_invalid_order_is_refused(mlp_case) -> None:
+    ts, plan = mlp_case
+    order = list(plan.order)
+    i = next(i for i in range(len(order) - 1) if order[i] in ts.graph.predecessors(order[i + 1]))
+    order[i], order[i + 1] = order[i + 1], order[i]
+    bad = dataclasses.replace(plan, order=tuple(order))
+    with pytest.raises(PlanInvalidError):
+        execute_origin(ts.graph.origin, bad)
+
+
+def _co_live_pair(graph, plan):
+    """(a, b): planned storages live at b's first step, a created before b, both sized."""
+    from roam_core.simulate import lifetimes
+
+    lts = lifetimes(graph, plan.order)
+    for b, lb in sorted(lts.items(), key=lambda kv: kv[1].start):
+        for a, la in lts.items():
+            if (a != b and la.start < lb.start < la.end and graph.tensors[a].size_bytes
+                    >= graph.tensors[b].size_bytes > 0):
+                return a, b
+    raise AssertionError("no co-live pair")
+
+
+def test_overlapping_offsets_are_caught_naming_the_op(mlp_case) -> None:
+    ts, plan = mlp_case
+    a, b = _co_live_pair(ts.graph, plan)
+    offsets = dict(plan.offsets)
+    offsets[b] = offsets[a]  # b's slot now lands on a live tensor
+    bad = dataclasses.replace(plan, offsets=offsets)
+    producer = ts.graph.tensors[b].producer
+    with pytest.raises(ExecutorError, match=rf"op '{producer}'.*overlaps storage '{a}'"):
+        execute_origin(ts.graph.origin, bad)
+
+
+def test_offset_shifted_out_of_the_arena_is_caught(mlp_case) -> None:
+    ts, plan = mlp_case
+    tid = next(t for t, lt in ts.graph.tensors.items() if lt.producer and lt.size_bytes)
+    offsets = dict(plan.offsets)
+    offsets[tid] = plan.arena_bytes - 256
+    bad = dataclasses.replace(plan, offsets=offsets)
+    with pytest.raises(ExecutorError, match=rf"op '{ts.graph.tensors[tid].producer}'.*outside"):
+        execute_origin(ts.graph.origin, bad)
+
+
+def test_address_check_catches_a_kernel_that_reallocates(mlp_case, monkeypatch) -> None:
+    ts, plan = mlp_case
+    real = out_variant
+
+    class Reallocating:
+        """An out= kernel that swaps its output for fresh memory before writing."""
+
+        def __init__(self, ov):
+            self.ov = ov
+
+        def __call__(self, *args, **kwargs):
+            out = kwargs["out"]
+            out.set_(torch.empty_like(out))
+            return self.ov(*args, **kwargs)
+
+    def patched(op):
+        found = real(op)
+        if op == torch.ops.aten.mm.default and found is not None:
+            return Reallocating(found[0]), found[1]
+        return found
+
+    monkeypatch.setattr(arena_mod, "out_variant", patched)
+    mm = next(op.id for op in ts.graph.ops if op.target == "aten.mm.default")
+    first = next(o for o in plan.order if ts.graph.op(o).target == "aten.mm.default")
+    assert mm
+    with pytest.raises(ExecutorError, match=rf"op '{first}' \(aten.mm.default\).*planned offset"):
+        execute_origin(ts.graph.origin, plan)
+
+
+def test_resizing_out_kernel_is_denied_and_caught(monkeypatch) -> None:
+    torch.manual_seed(0)
+    model, inputs = MSENet(), [torch.randn(5, 6), torch.randn(5, 3)]
+    from roam_core.trace import trace_fx
+
+    ts = trace_fx(model, inputs, None, "sgd")
+    plan = first_fit_plan(ts.graph, random_order(ts.graph, seed=4))
+    report = execute_traced(ts, model, inputs, plan, optimizer="sgd")
+    _assert_bit_exact(report)
+    assert "aten.mse_loss.default" in report.fallback_targets  # deny-listed out= kernel
+    # without the deny-list, mse_loss.out resizes its 0-d output: refused, naming the op
+    monkeypatch.setattr(arena_mod, "OUT_DENY", frozenset())
+    monkeypatch.setattr(arena_mod, "_OUT_CACHE", {})
+    mse = next(op.id for op in ts.graph.ops if op.target == "aten.mse_loss.default")
+    with pytest.raises(ExecutorError, match=rf"op '{mse}'"):
+        execute_traced(ts, model, inputs, plan, optimizer="sgd")
+
+
+def test_out_variant_lookup() -> None:
+    aten = torch.ops.aten
+    assert out_variant(aten.mm.default)[1] == ("out",)
+    assert out_variant(aten.native_batch_norm.default)[1] == ("out", "save_mean", "save_invstd")
+    assert out_variant(aten.add_.Tensor) is None  # in-place: runs as is
+    assert out_variant(aten.mse_loss.default) is None  # deny-listed
+
+
+def test_runner_refuses_missing_offsets(mlp_case) -> None:
+    ts, plan = mlp_case
+    offsets = dict(plan.offsets)
+    offsets.pop(next(iter(offsets)))
+    with pytest.raises(ExecutorError, match="no offset"):
+        ArenaRunner(ts.gm, ts.graph, ts.values, offsets, plan.arena_bytes)
+
+
+def test_report_dict_has_required_keys(mlp_case) -> None:
+    import json
+
+    ts, plan = mlp_case
+    report = execute_origin(ts.graph.origin, plan, steps=2)
+    d = json.loads(json.dumps(report.to_dict()))
+    assert set(REQUIRED_KEYS) <= set(d)
+    assert d["device"] == "cpu"
+    assert d["steps"] == 2
+    assert d["seconds_per_step_planned"] > 0
+    assert d["planned_peak_reserved_bytes"] is None
+
+
+def test_custom_origin_cannot_be_rebuilt() -> None:
+    with pytest.raises(ExecutorError, match=r"Python API|execute_plan"):
+        execute_origin({"source": "custom", "model": "Foo"}, None)
+
+
+# ------------------------------------------------------------------ GPU
+@pytest.mark.gpu
+@needs_cuda
+def test_cuda_tiny_gpt_numerics_and_peaks() -> None:
+    ts = trace_zoo("tiny_gpt", 2, 16, "steady", "adamw", device="cuda")
+    plan = first_fit_plan(ts.graph, random_order(ts.graph, seed=5))
+    report = execute_origin(ts.graph.origin, plan, device="cuda", steps=2)
+    assert report.numerics_ok, report.summary()
+    assert report.measurement == "subprocess"
+    assert report.planned_peak_allocated_bytes >= plan.arena_bytes
+    assert report.eager_peak_allocated_bytes > 0
+
+
+@pytest.mark.gpu
+@needs_cuda
+def test_cuda_custom_model_in_process() -> None:
+    torch.manual_seed(0)
+    model = SmallCNN()
+    inputs = [torch.randn(4, 3, 8, 8), torch.randint(0, 10, (4,))]
+    from roam_core.trace import trace_fx
+
+    ts = trace_fx(model, inputs, None, "sgd", device="cuda")
+    plan = first_fit_plan(ts.graph, random_order(ts.graph, seed=6))
+    report = execute_plan(model, inputs, plan, optimizer="sgd", device="cuda")
+    assert report.numerics_ok, report.summary()
+    assert report.planned_peak_allocated_bytes is not None
+
+
+def test_cuda_request_without_cuda_is_a_clear_error(mlp_case) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    _, plan = mlp_case
+    with pytest.raises(ExecutorError, match="no CUDA device"):
+        execute_origin({"source": "zoo", "model": "mlp", "batch_size": 4, "setting": "steady",
+                        "optimizer": "sgd"}, plan, device="cuda")
