@@ -128,6 +128,7 @@ def build_monolithic_model(
     *,
     alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
     upper_bound_bytes: int | None = None,
+    lower_bound_bytes: int | None = None,
 ) -> MonolithicModel:
     """Build the time-indexed CP-SAT model of the whole graph.
 
@@ -139,6 +140,8 @@ def build_monolithic_model(
         Storage rounding (as ``simulate``).
     upper_bound_bytes : int, optional
         A known achievable planned peak (resident bytes excluded) to bound ``peak``.
+    lower_bound_bytes : int, optional
+        A proven lower bound on the planned peak (resident bytes excluded).
 
     Returns
     -------
@@ -208,7 +211,10 @@ def build_monolithic_model(
     cap = sum(cg.size_bytes) // unit
     if upper_bound_bytes is not None:
         cap = min(cap, -(-upper_bound_bytes // unit))
-    peak = m.new_int_var(0, max(cap, 0), "peak")
+    floor = 0
+    if lower_bound_bytes is not None:
+        floor = min(max(0, -(-lower_bound_bytes // unit)), max(cap, 0))
+    peak = m.new_int_var(floor, max(cap, 0), "peak")
     for t in range(n):
         if per_step[t]:
             m.add(sum(sz * lv for sz, lv in per_step[t]) <= peak)
@@ -251,6 +257,7 @@ def solve_monolithic(
     alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
     max_ops: int = DEFAULT_MAX_OPS,
     hint: Order | None = None,
+    lower_bound_bytes: int | None = None,
 ) -> MonolithicResult:
     """Order the whole graph with one CP-SAT model (MODeL-style, ss mode).
 
@@ -268,6 +275,9 @@ def solve_monolithic(
         Refuse larger graphs (``GraphError``).
     hint : Order, optional
         Warm start; default the best cheap order.
+    lower_bound_bytes : int, optional
+        A proven lower bound on the peak (resident included) that tightens the model;
+        default the best bound of :mod:`roam_core.bounds`.
 
     Returns
     -------
@@ -298,8 +308,14 @@ def solve_monolithic(
         hint_peak = simulate(graph, hint, alignment_bytes=alignment_bytes).peak_bytes
     if not graph.ops:
         return MonolithicResult((), resident, "optimal", resident, 0.0, hint_method, resident)
+    if lower_bound_bytes is None:
+        from roam_core.bounds import best_lower_bound, live_set_lower_bound
+
+        lower_bound_bytes = max(best_lower_bound(graph, alignment_bytes).bound_bytes,
+                                live_set_lower_bound(graph, alignment_bytes).bound_bytes)
     mm = build_monolithic_model(graph, alignment_bytes=alignment_bytes,
-                                upper_bound_bytes=hint_peak - resident)
+                                upper_bound_bytes=hint_peak - resident,
+                                lower_bound_bytes=min(lower_bound_bytes, hint_peak) - resident)
     _hint(mm, graph, hint, alignment_bytes)
     solver = cp_model.CpSolver()
     solver.parameters.max_time_in_seconds = max(0.01, time_limit_s)
