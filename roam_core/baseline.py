@@ -200,8 +200,6 @@ def _live_by_kind(graph: Graph, order: Order, step: int, alignment_bytes: int) -
     from roam_core.simulate import lifetimes
 
     out = {k.value: 0 for k in TensorKind}
-    if step < 0:
-        return out
     lts = lifetimes(graph, order)
     for t in graph.tensors.values():
         lt = lts.get(t.id)

@@ -130,3 +130,14 @@ def test_moved_order_always_valid(g):
     assert r.lower_bound_bytes <= r.moved_state_simulated_peak_bytes
     assert r.peak_allocated_bytes <= r.peak_reserved_bytes
     assert sum(r.bytes_by_kind.values()) == sum(r.bytes_by_phase.values())
+
+
+def test_graph_without_ops():
+    g = Graph.build([], [Tensor(TensorId("p"), 100, "f", (), TensorKind.PARAMETER, None)])
+    r = eager_report(g, alignment_bytes=1)
+    assert (r.simulated_peak_bytes, r.peak_step, r.peak_op) == (100, -1, None)
+    assert r.peak_allocated_bytes == 512  # the allocator model always rounds to 512 B
+    assert r.peak_reserved_bytes == 2 * 1024 * 1024
+    assert (r.lower_bound_bytes, r.lower_bound_op) == (100, None)
+    assert r.peak_bytes_by_kind["parameter"] == 100
+    assert moved_state_order(g) == ()
