@@ -280,3 +280,61 @@ def test_cuda_request_without_cuda_is_a_clear_error(mlp_case) -> None:
     with pytest.raises(ExecutorError, match="no CUDA device"):
         execute_origin({"source": "zoo", "model": "mlp", "batch_size": 4, "setting": "steady",
                         "optimizer": "sgd"}, plan, device="cuda")
+
+
+# ------------------------------------------------------------------ CLI
+def _files(tmp_path, ts, plan):
+    from roam_core.graph_io import save_graph
+    from roam_core.plan_io import save_plan
+
+    g, p = tmp_path / "g.json.gz", tmp_path / "p.json"
+    save_graph(ts.graph, g)
+    save_plan(plan, p)
+    return str(g), str(p)
+
+
+def test_cli_execute_cpu_writes_report_and_snapshot(mlp_case, tmp_path, capsys) -> None:
+    import json
+
+    from roam_core.cli import main
+    from roam_core.snapshot import load_snapshot
+
+    ts, plan = mlp_case
+    g, p = _files(tmp_path, ts, plan)
+    out, snap = tmp_path / "r" / "report.json", tmp_path / "plan.pickle"
+    rc = main(["execute", g, p, "--device", "cpu", "-o", str(out), "--snapshot", str(snap)])
+    assert rc == 0, capsys.readouterr().err
+    d = json.loads(out.read_text())
+    assert set(REQUIRED_KEYS) <= set(d)
+    assert d["device"] == "cpu"
+    assert d["max_abs_diff"] == 0.0
+    assert d["arena_bytes"] == plan.arena_bytes
+    assert d["eager_peak_allocated_bytes"] is None
+    assert "numerics" in capsys.readouterr().out
+    assert load_snapshot(snap).peak_bytes == plan.planned_peak_bytes
+
+
+def test_cli_execute_cuda_without_cuda_exits_2(mlp_case, tmp_path, capsys) -> None:
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present")
+    from roam_core.cli import main
+
+    ts, plan = mlp_case
+    g, p = _files(tmp_path, ts, plan)
+    rc = main(["execute", g, p, "--device", "cuda", "-o", str(tmp_path / "r.json")])
+    assert rc == 2
+    assert "no CUDA device" in capsys.readouterr().err
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_cli_execute_custom_graph_explains_python_api(tmp_path, capsys) -> None:
+    from roam_core.cli import main
+    from roam_core.trace import trace_fx
+
+    model, inputs = MSENet(), [torch.randn(5, 6), torch.randn(5, 3)]
+    ts = trace_fx(model, inputs, None, "sgd")
+    plan = first_fit_plan(ts.graph, ts.graph.op_ids)
+    g, p = _files(tmp_path, ts, plan)
+    rc = main(["execute", g, p, "-o", str(tmp_path / "r.json")])
+    assert rc == 2
+    assert "execute_plan" in capsys.readouterr().err
