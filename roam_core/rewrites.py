@@ -1,0 +1,305 @@
+"""Weight-update placement as graph rewrites: extra ``WEIGHT_UPDATE`` control edges.
+
+ROAM fixes where each parameter's optimizer update runs *before* ordering (its
+``constrain_weight_updates_early`` / ``adjust_apply_position`` / ``constrain_adam_zero_fanin``
+passes, see ``roam_method.md`` §2.4).  Without that, an update branch may run anywhere after
+its gradient, so almost no op of the backward is a key point and the tree decomposition has
+nothing to cut at.  This module does the same job generically (no node names):
+
+1. **Placement.**  Each per-parameter update group (:func:`roam_core.updates.update_groups`)
+   is given a slot in a *reference order*:
+
+   * ``"asap"``: right after its last ancestor (gradient ready, every backward reader of the
+     parameter done): ROAM's forced-early rule;
+   * ``"cost_aware"`` (default): the slot with the lowest simulated peak of the whole order,
+     earliest on ties (:func:`roam_core.updates.best_update_insertion`).  This is ASAP
+     *except* where running the branch early would raise the peak: ROAM's
+     ``adjust_apply_position`` estimates that with ``live + 3 * grad`` against the activation
+     peak at the loss; here every slot is scored exactly against the current profile, so a
+     branch is delayed exactly when, and as far as, that lowers the peak (mobilenet_v2's
+     classifier update is the standard case, see ``calibration.md``);
+   * ``"none"``: no group is pinned.
+
+   The group is then pinned between its neighbours in the reference order: an edge from the
+   nearest preceding non-update op ``Y`` to every source op of the group, and from every sink
+   op of the group to the nearest following non-update op ``Z``.
+2. **Loose ops** outside groups are pinned too (ROAM's ``constrain_adam_zero_fanin`` and its
+   model-specific post-processing, made generic): zero-fan-in ops (constants, fresh buffers)
+   and pure views (``detach``, ``t``) run just in time, with an edge from the latest
+   predecessor (in the reference order) of their first consumer; sinks run before the next
+   successor of their latest predecessor.  State-init ops inside a group (``zeros_like``) are
+   sources of the group and are pinned with it.
+
+Correctness
+-----------
+*Acyclic.*  Every added edge ``u -> v`` has ``u`` before ``v`` in the reference order, which is
+a valid order of the input graph.  The reference order is therefore a topological order of the
+rewritten graph, which is hence acyclic (and :meth:`Graph.with_control_edges` re-checks it).
+
+*Semantics preserved.*  Edges are only ever *added*: the data, ``MUTATION`` and ``RNG`` edges
+of the input are all still present, so every order that is valid for the rewritten graph is
+valid for the input graph (the set of valid orders can only shrink), and every read still
+sees the same write version and random ops keep their relative order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from roam_core.graph import ControlEdge, EdgeReason, Graph, OpId, Order, TensorId
+from roam_core.reach import Reachability, reachability
+
+__all__ = ["GroupPlacement", "RewriteResult", "asap_insertion", "place_weight_updates"]
+
+_logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupPlacement:
+    """Where one update group was placed in the reference order.
+
+    Parameters
+    ----------
+    param : TensorId
+        The parameter the group updates.
+    num_ops : int
+        Ops in the group.
+    position : int
+        Step of the group's first op in the reference order.
+    earliest_position : int
+        The first step it could take (right after its last ancestor).
+    delayed : bool
+        True when some non-update op runs between its last ancestor and the group.
+    after_op, before_op : OpId or None
+        The pins: ``after_op -> group -> before_op`` (``None`` when at an end).
+    """
+
+    param: TensorId
+    num_ops: int
+    position: int
+    earliest_position: int
+    delayed: bool
+    after_op: OpId | None
+    before_op: OpId | None
+
+
+@dataclass(frozen=True)
+class RewriteResult:
+    """The rewritten graph and how it was obtained.
+
+    Parameters
+    ----------
+    graph : Graph
+        The input graph plus ``edges``.
+    edges : tuple of ControlEdge
+        The added edges (all ``EdgeReason.WEIGHT_UPDATE``).
+    order : tuple of OpId
+        The reference order: valid for ``graph`` (hence for the input graph too).
+    placements : tuple of GroupPlacement
+        One per pinned update group.
+    policy : str
+        The placement policy used.
+    """
+
+    graph: Graph
+    edges: tuple[ControlEdge, ...]
+    order: Order
+    placements: tuple[GroupPlacement, ...]
+    policy: str
+
+    @property
+    def num_delayed(self) -> int:
+        """Update groups that do not run as early as possible."""
+        return sum(p.delayed for p in self.placements)
+
+
+def asap_insertion(graph: Graph, reference: Sequence[OpId],
+                   groups: Sequence[Sequence[OpId]], reach: Reachability | None = None) -> Order:
+    """``reference`` with each group moved right after its last ancestor (ROAM's early rule).
+
+    Groups are processed in the order given; each keeps its ops' relative order.
+
+    Examples
+    --------
+    >>> from roam_core.samples import tiny_train_step
+    >>> g = tiny_train_step()
+    >>> asap_insertion(g, ["mm", "relu", "loss", "ones", "update", "relu_bw", "t", "grad_w"],
+    ...                [("update",)])[-3:]
+    ('t', 'grad_w', 'update')
+    """
+    reach = reach if reach is not None else reachability(graph)
+    in_group = {op for grp in groups for op in grp}
+    seq = [op for op in reference if op not in in_group]
+    rank = {op: i for i, op in enumerate(reference)}
+    for grp in groups:
+        ops = sorted(grp, key=rank.__getitem__)
+        anc = 0
+        for op in ops:
+            anc |= reach.ancestors[reach.index[op]]
+        last = -1
+        for k, op in enumerate(seq):
+            if anc >> reach.index[op] & 1:
+                last = k
+        seq[last + 1:last + 1] = ops
+    return tuple(seq)
+
+
+def _reference(graph: Graph, policy: str, groups: Sequence[Sequence[OpId]],
+               reach: Reachability) -> Order:
+    from roam_core.updates import best_update_insertion
+
+    ref = tuple(best_update_insertion(graph))
+    if policy == "asap":
+        first = {op: i for i, op in enumerate(graph.op_ids)}
+        by_program = sorted(groups, key=lambda g: min(first[o] for o in g))
+        ref = asap_insertion(graph, ref, by_program, reach)
+    return ref
+
+
+def _is_pure_view(graph: Graph, op: OpId) -> bool:
+    """Reads one storage and returns only aliases of it (view, detach, transpose ...)."""
+    o = graph.op(op)
+    if o.mutates or graph.storages_created(op):
+        return False
+    reads = graph.storages_read(op)
+    return len(reads) == 1 and all(graph.storage_of(v) == reads[0] for v in o.outputs)
+
+
+def _loose_op_edges(graph: Graph, ref: list[OpId], grouped: set[OpId],
+                    reach: Reachability) -> list[ControlEdge]:
+    """Pin loose ops outside the update groups; edits ``ref`` (moves keep it valid).
+
+    * zero-fan-in ops and pure views run just before their first consumer ``c``: an edge from
+      the latest predecessor of ``c`` (else from the op just before them).  Moving such an op
+      later is valid (its predecessors are earlier still) and frees no byte later: a view's
+      consumer reads the viewed storage itself.
+    * sinks (no successor) are pinned before the next successor of their latest predecessor
+      (else before the next op), so that a dangling view cannot float to the end;
+    * isolated ops (no edge at all) are pinned between their neighbours.
+    """
+    # 1. moves first (reverse program order: consumers settle before their producers) ...
+    loose = [z for z in graph.op_ids if z not in grouped and graph.successors(z)
+             and (not graph.predecessors(z) or _is_pure_view(graph, z))]
+    for z in reversed(loose):
+        pos = {op: i for i, op in enumerate(ref)}
+        c = min(graph.successors(z), key=pos.__getitem__)
+        if pos[z] < pos[c] - 1:
+            ref.remove(z)
+            ref.insert(ref.index(c), z)
+    # 2. ... then edges, each checked to run forward in the final reference order
+    pos = {op: i for i, op in enumerate(ref)}
+    edges: list[ControlEdge] = []
+
+    def add(u: OpId, v: OpId) -> None:
+        if (pos[u] < pos[v] and not reach.is_ancestor(u, v)
+                and not reach.is_ancestor(v, u)):
+            edges.append(ControlEdge(u, v, EdgeReason.WEIGHT_UPDATE))
+
+    for z in loose:
+        c = min(graph.successors(z), key=pos.__getitem__)
+        others = [p for p in graph.predecessors(c) if p != z]
+        if others:
+            add(max(others, key=pos.__getitem__), z)
+        elif pos[z] > 0:
+            add(ref[pos[z] - 1], z)
+    for z in graph.op_ids:
+        preds = graph.predecessors(z)
+        if z in grouped or graph.successors(z):
+            continue
+        if not preds:  # isolated (e.g. a counter bumped in place): keep it where it is
+            if pos[z] > 0:
+                add(ref[pos[z] - 1], z)
+            if pos[z] < len(ref) - 1:
+                add(z, ref[pos[z] + 1])
+            continue
+        if pos[z] == len(ref) - 1:
+            continue
+        p = max(preds, key=pos.__getitem__)
+        later = [w for w in graph.successors(p) if w != z and pos[w] > pos[z]]
+        add(z, min(later, key=pos.__getitem__) if later else ref[pos[z] + 1])
+    return edges
+
+
+def place_weight_updates(
+    graph: Graph,
+    *,
+    policy: str = "cost_aware",
+    reference: Sequence[OpId] | None = None,
+    zero_fanin_just_in_time: bool = True,
+) -> RewriteResult:
+    """Pin every update group (and zero-fan-in op) with extra control edges.
+
+    Parameters
+    ----------
+    graph : Graph
+        A training-step graph.
+    policy : str
+        ``"cost_aware"``, ``"asap"`` or ``"none"`` (see the module docstring).
+    reference : sequence of OpId, optional
+        A valid order in which the groups already sit where they should; default: computed
+        from ``policy``.
+    zero_fanin_just_in_time : bool
+        Also pin zero-fan-in ops just before their first consumer.
+
+    Returns
+    -------
+    RewriteResult
+
+    Raises
+    ------
+    ValueError
+        For an unknown policy.
+
+    Examples
+    --------
+    >>> from roam_core.samples import tiny_train_step
+    >>> from roam_core.validate import check_order
+    >>> r = place_weight_updates(tiny_train_step())
+    >>> [(e.src, e.dst) for e in r.edges], check_order(r.graph, r.order)
+    ([('relu_bw', 't')], [])
+    """
+    from roam_core.config import UPDATE_POLICIES
+    from roam_core.updates import update_groups
+
+    if policy not in UPDATE_POLICIES:
+        raise ValueError(f"unknown update policy {policy!r}; known: {UPDATE_POLICIES}")
+    reach = reachability(graph)
+    groups = [tuple(g.op_ids) for g in update_groups(graph)] if policy != "none" else []
+    params = [g.param for g in update_groups(graph)] if groups else []
+    ref = list(reference) if reference is not None else list(_reference(graph, policy, groups,
+                                                                        reach))
+    grouped = {op for g in groups for op in g}
+    edges: list[ControlEdge] = []
+    if zero_fanin_just_in_time:
+        edges += _loose_op_edges(graph, ref, grouped, reach)
+    pos = {op: i for i, op in enumerate(ref)}
+    placements = []
+    for param, grp in zip(params, groups, strict=True):
+        members = set(grp)
+        first = min(pos[o] for o in grp)
+        last = max(pos[o] for o in grp)
+        y = next((ref[k] for k in range(first - 1, -1, -1) if ref[k] not in grouped), None)
+        z = next((ref[k] for k in range(last + 1, len(ref)) if ref[k] not in grouped), None)
+        sources = [o for o in grp if not any(p in members for p in graph.predecessors(o))]
+        sinks = [o for o in grp if not any(s in members for s in graph.successors(o))]
+        if y is not None:
+            edges += [ControlEdge(y, s, EdgeReason.WEIGHT_UPDATE) for s in sources
+                      if not reach.is_ancestor(y, s)]
+        if z is not None:
+            edges += [ControlEdge(s, z, EdgeReason.WEIGHT_UPDATE) for s in sinks
+                      if not reach.is_ancestor(s, z)]
+        anc = 0
+        for o in grp:
+            anc |= reach.ancestors[reach.index[o]]
+        anc &= ~reach.mask(grp)
+        anc_pos = [pos[op] for op in ref if anc >> reach.index[op] & 1]
+        earliest = max(anc_pos) + 1 if anc_pos else 0
+        between = sum(1 for k in range(earliest, first) if ref[k] not in grouped)
+        placements.append(GroupPlacement(param, len(grp), first, earliest, between > 0, y, z))
+    out = graph.with_control_edges(edges) if edges else graph
+    order = tuple(ref)
+    _logger.info("update placement %s: %d groups (%d delayed), %d edges", policy,
+                 len(placements), sum(p.delayed for p in placements), len(edges))
+    return RewriteResult(out, tuple(edges), order, tuple(placements), policy)
