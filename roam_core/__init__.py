@@ -58,6 +58,7 @@ __all__ = [
     "Violation",
     "ViolationKind",
     "dumps_graph",
+    "execute_plan",
     "lifetimes",
     "load_graph",
     "loads_graph",
@@ -78,3 +79,13 @@ def trace_training_step(*args, **kwargs):  # type: ignore[no-untyped-def]
     from roam_core.trace import trace_training_step as _trace
 
     return _trace(*args, **kwargs)
+
+
+def execute_plan(*args, **kwargs):  # type: ignore[no-untyped-def]
+    """Run a plan in one arena and compare it with eager PyTorch (imports torch lazily).
+
+    See :func:`roam_core.execute.execute_plan` for the parameters.
+    """
+    from roam_core.execute import execute_plan as _execute
+
+    return _execute(*args, **kwargs)
