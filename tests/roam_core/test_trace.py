@@ -303,7 +303,7 @@ def test_scalar_values_read_later_keep_their_data_edge() -> None:
     # make_fx cannot record a data-dependent .item() on fakes, so build the FX graph by hand
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from roam_core.trace import _build_graph
+    from roam_core.trace.fx_graph import build_graph
 
     aten = torch.ops.aten
     with FakeTensorMode():
@@ -318,7 +318,7 @@ def test_scalar_values_read_later_keep_their_data_edge() -> None:
     mul.meta["val"] = y
     fx.output([mul])
     gm = torch.fx.GraphModule(torch.nn.Module(), fx)
-    g, values, loss = _build_graph(gm, {}, {"x": TensorKind.INPUT}, [], [], name="s",
+    g, values, loss = build_graph(gm, {}, {"x": TensorKind.INPUT}, [], [], name="s",
                                    origin={"source": "custom"})
     assert g.tensors[item.name].dtype == "scalar"
     assert g.tensors[item.name].size_bytes == 0

@@ -55,7 +55,6 @@ placeholder node names (``params_1``, ``state_3``, ``inputs_1``...), described b
 from __future__ import annotations
 
 import logging
-import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -65,21 +64,10 @@ import torch
 from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
-from torch.multiprocessing.reductions import StorageWeakRef
 
 from roam_core.errors import TraceError
-from roam_core.graph import (
-    Alias,
-    ControlEdge,
-    EdgeReason,
-    Graph,
-    Op,
-    OpId,
-    Phase,
-    Tensor,
-    TensorId,
-    TensorKind,
-)
+from roam_core.graph import Graph, Phase, TensorKind
+from roam_core.trace.fx_graph import ValueRef, build_graph
 
 __all__ = [
     "OPTIMIZERS",
@@ -93,7 +81,6 @@ __all__ = [
 ]
 
 _logger = logging.getLogger(__name__)
-_getitem = operator.getitem
 
 #: Optimizer names accepted by :func:`trace_training_step`.
 OPTIMIZERS = ("adamw", "adam", "sgd")
@@ -124,24 +111,6 @@ class PlaceholderRole:
     name: str
 
 
-@dataclass(frozen=True, slots=True)
-class ValueRef:
-    """Where a graph value lives in the FX graph.
-
-    Parameters
-    ----------
-    op : str
-        The FX node that computes it (the graph op id, or the placeholder name).
-    index : int or None
-        Position in that node's output tuple/list, ``None`` for a single output.
-    fx_node : str or None
-        The FX node whose runtime value *is* this value (the op itself, or the ``getitem``
-        node that extracts it); ``None`` when no node extracts an unused element.
-    """
-
-    op: str
-    index: int | None
-    fx_node: str | None
 
 
 @dataclass(frozen=True)
@@ -419,7 +388,7 @@ def trace_fx(
                   "optimizer": opt_name, "torch": torch.__version__,
                   "input_shapes": [list(x.shape) for x in example_inputs
                                    if isinstance(x, torch.Tensor)]}
-    graph, values, loss_value = _build_graph(
+    graph, values, loss_value = build_graph(
         gm, phases, {r.node: r.kind for r in ph_roles + consts}, ctx.grads, ctx.state,
         name=gname, origin=origin)
     dt = time.perf_counter() - t0
@@ -465,238 +434,3 @@ def _strip(gm: Any) -> None:
             gm.graph.erase_node(n)
     gm.graph.eliminate_dead_code()
     gm.recompile()
-
-# ----------------------------------------------------------------- graph building
-class _Builder:
-    """Turns the FX graph into storages, aliases, ops and control edges."""
-
-    def __init__(self, resident_kind: Mapping[str, TensorKind]) -> None:
-        self.resident_kind = resident_kind
-        self.sref: dict[Any, str] = {}
-        self.tensors: dict[str, list[Any]] = {}  # id -> [size, dtype, shape, producer]
-        self.aliases: list[Alias] = []
-        self.storage_of: dict[str, str] = {}
-        self.values: dict[str, ValueRef] = {}
-        self.node_values: dict[str, tuple[str, ...]] = {}
-        self.ops: list[Op] = []
-
-    def value(self, vid: str, val: Any, producer: str | None, ref: ValueRef,
-              used: bool = False) -> str | None:
-        """Register a value; returns its id, or ``None`` for an unused non-tensor value.
-
-        A non-tensor value (a Python scalar, or a value make_fx did not record) that later
-        nodes read becomes a 0-byte ``"scalar"`` storage so that the data edge exists.
-        """
-        if isinstance(val, torch.Tensor):
-            key = StorageWeakRef(val.untyped_storage())
-            sid = self.sref.get(key)
-            if sid is None:
-                self.sref[key] = vid
-                self.tensors[vid] = [int(val.untyped_storage().nbytes()),
-                                     str(val.dtype).removeprefix("torch."),
-                                     tuple(int(d) for d in val.shape), producer]
-                self.storage_of[vid] = vid
-            else:
-                self.aliases.append(Alias(vid, TensorId(sid), OpId(producer) if producer else
-                                          None))
-                self.storage_of[vid] = sid
-        elif used or isinstance(val, (int, float, bool, torch.SymInt, torch.SymFloat)):
-            self.tensors[vid] = [0, "scalar", (), producer]
-            self.storage_of[vid] = vid
-        else:
-            return None
-        self.values[vid] = ref
-        return vid
-
-    def add_node(self, node: Any, phase: Phase) -> None:
-        val = node.meta.get("val")
-        outs: list[str] = []
-        if isinstance(val, (tuple, list)):
-            getitems = {u.args[1]: u for u in node.users if u.target is _getitem}
-            for i, v in enumerate(val):
-                g = getitems.get(i)
-                vid = g.name if g is not None else f"{node.name}.{i}"
-                got = self.value(vid, v, node.name,
-                                 ValueRef(node.name, i, g.name if g is not None else None))
-                if got is not None:
-                    outs.append(got)
-                if g is not None:
-                    self.node_values[g.name] = (got,) if got is not None else ()
-        elif node.users or val is not None:
-            got = self.value(node.name, val, node.name, ValueRef(node.name, None, node.name),
-                             used=bool(node.users))
-            if got is not None:
-                outs.append(got)
-        self.node_values[node.name] = tuple(outs)
-        inputs: dict[str, None] = {}
-        for a in node.all_input_nodes:
-            for v in self.node_values.get(a.name, ()):
-                inputs[v] = None
-        target = node.target
-        mutates = _mutated_storages(node, self)
-        random = _is_random(node)
-        self.ops.append(Op(OpId(node.name), _target_name(target), phase, tuple(inputs),
-                           tuple(outs), tuple(mutates), bool(random)))
-
-
-def _is_random(node: Any) -> bool:
-    """Seeded-random op; attention kernels count only when their ``dropout_p`` is non-zero."""
-    target = node.target
-    if not isinstance(target, torch._ops.OpOverload) or (
-            torch.Tag.nondeterministic_seeded not in target.tags):
-        return False
-    schema_args = target._schema.arguments
-    for i, a in enumerate(schema_args):
-        if a.name == "dropout_p":
-            return _arg(node, schema_args, i) not in (0, 0.0)
-    return True
-
-
-def _target_name(target: Any) -> str:
-    if isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
-        return str(target)
-    return getattr(target, "__qualname__", None) or str(target)
-
-
-def _mutated_storages(node: Any, b: _Builder) -> list[TensorId]:
-    target = node.target
-    if not isinstance(target, torch._ops.OpOverload):
-        return []
-    out: dict[TensorId, None] = {}
-    schema_args = target._schema.arguments
-    written = [i for i, a in enumerate(schema_args)
-               if a.alias_info is not None and a.alias_info.is_write]
-    if target.name() in _BATCH_NORM_STATS and _arg(node, schema_args, 5):
-        written += [3, 4]  # running_mean / running_var: updated in place, not in the schema
-    for i in written:
-        passed = _arg(node, schema_args, i)
-        nodes: list[Any] = []
-        torch.fx.node.map_arg(passed, nodes.append)
-        for n in nodes:
-            for v in b.node_values.get(n.name, ()):
-                out[TensorId(b.storage_of[v])] = None
-    return list(out)
-
-
-#: Ops that update their running statistics (args 3, 4) in place when ``training`` (arg 5)
-#: is true, although their schemas carry no write annotation.
-_BATCH_NORM_STATS = frozenset({"aten::native_batch_norm", "aten::cudnn_batch_norm",
-                               "aten::miopen_batch_norm"})
-
-
-def _arg(node: Any, schema_args: Any, i: int) -> Any:
-    if i < len(node.args):
-        return node.args[i]
-    return node.kwargs.get(schema_args[i].name, schema_args[i].default_value)
-
-
-def _build_graph(
-    gm: Any,
-    phases: Mapping[str, Phase],
-    resident_kind: Mapping[str, TensorKind],
-    grads: Sequence[torch.Tensor],
-    state: Sequence[torch.Tensor],
-    *,
-    name: str,
-    origin: Mapping[str, Any],
-) -> tuple[Graph, dict[str, ValueRef], str]:
-    b = _Builder(resident_kind)
-    out_node = next(n for n in gm.graph.nodes if n.op == "output")
-    loss_node = torch.fx.node.map_aggregate(out_node.args[0], lambda x: x)
-    while isinstance(loss_node, (list, tuple)):
-        loss_node = loss_node[0]
-    loss_producer = loss_node.args[0] if loss_node.target is _getitem else loss_node
-    for node in gm.graph.nodes:
-        if node.op in ("placeholder", "get_attr"):
-            vid = b.value(node.name, node.meta.get("val"), None,
-                          ValueRef(node.name, None, node.name))
-            b.node_values[node.name] = (vid,) if vid is not None else ()
-            continue
-        if node.op == "output" or (node.target is _getitem and node.name in b.node_values):
-            continue
-        try:
-            phase = Phase.LOSS if node is loss_producer else phases.get(node.name, Phase.OTHER)
-            b.add_node(node, phase)
-        except Exception as e:
-            raise TraceError(f"op {node.name} ({node.target}): {type(e).__name__}: {e}") from e
-    loss_value = b.node_values[loss_node.name][0]
-    loss_sid = b.storage_of[loss_value]
-    kinds = _kinds(b, grads, state, loss_sid)
-    tensors = [Tensor(TensorId(sid), f[0], f[1], f[2], kinds[sid],
-                      OpId(f[3]) if f[3] else None) for sid, f in b.tensors.items()]
-    edges = _control_edges(b)
-    graph = Graph.build(b.ops, tensors, b.aliases, edges, outputs=[TensorId(loss_sid)],
-                        name=name, origin=origin)
-    return graph, b.values, loss_value
-
-
-def _kinds(b: _Builder, grads: Sequence[torch.Tensor], state: Sequence[torch.Tensor],
-           loss_sid: str) -> dict[str, TensorKind]:
-    def sids(ts: Sequence[torch.Tensor]) -> set[str]:
-        found = (b.sref.get(StorageWeakRef(t.untyped_storage())) for t in ts)
-        return {s for s in found if s is not None}
-
-    grad_s, state_s = sids(grads), sids(state)
-    phase_of = {op.id: op.phase for op in b.ops}
-    read_in_bwd: set[str] = set()
-    for op in b.ops:
-        if op.phase is Phase.BACKWARD:
-            read_in_bwd.update(b.storage_of[v] for v in op.inputs)
-    kinds: dict[str, TensorKind] = {}
-    for sid, (_, _, _, producer) in b.tensors.items():
-        if producer is None:
-            kinds[sid] = b.resident_kind.get(sid, TensorKind.INPUT)
-        elif sid == loss_sid:
-            kinds[sid] = TensorKind.OUTPUT
-        elif sid in grad_s:
-            kinds[sid] = TensorKind.GRADIENT
-        elif sid in state_s:
-            kinds[sid] = TensorKind.OPTIMIZER_STATE
-        elif phase_of[producer] in (Phase.FORWARD, Phase.LOSS) and sid in read_in_bwd:
-            kinds[sid] = TensorKind.ACTIVATION
-        else:
-            kinds[sid] = TensorKind.TEMPORARY
-    return kinds
-
-
-def _control_edges(b: _Builder) -> list[ControlEdge]:
-    """MUTATION edges around every in-place write, and the RNG chain."""
-    data_preds: dict[str, set[str]] = {}
-    accesses: dict[str, list[tuple[str, bool]]] = {}
-    mutated: set[str] = set()
-    for op in b.ops:
-        preds = {b.values[v].op for v in op.inputs}
-        data_preds[op.id] = preds
-        touched: dict[str, None] = {b.storage_of[v]: None for v in op.inputs}
-        touched.update(dict.fromkeys(op.mutates))
-        for s in touched:
-            if b.tensors[s][3] != op.id:
-                accesses.setdefault(s, []).append((op.id, s in op.mutates))
-        mutated.update(op.mutates)
-    edges: dict[tuple[str, str], EdgeReason] = {}
-
-    def add(src: str, dst: str, reason: EdgeReason) -> None:
-        if src != dst and src not in data_preds[dst] and (src, dst) not in edges:
-            edges[(src, dst)] = reason
-
-    for s in mutated:
-        last_write: str | None = None
-        reads: list[str] = []
-        for op_id, is_write in accesses.get(s, ()):
-            if is_write:
-                for r in reads:
-                    add(r, op_id, EdgeReason.MUTATION)
-                if last_write is not None and not reads:
-                    add(last_write, op_id, EdgeReason.MUTATION)
-                last_write, reads = op_id, []
-            else:
-                if last_write is not None:
-                    add(last_write, op_id, EdgeReason.MUTATION)
-                reads.append(op_id)
-    prev: str | None = None
-    for op in b.ops:
-        if op.random:
-            if prev is not None:
-                add(prev, op.id, EdgeReason.RNG)
-            prev = op.id
-    return [ControlEdge(OpId(s), OpId(d), r) for (s, d), r in edges.items()]
