@@ -312,6 +312,9 @@ def trace_fx(
     t0 = time.perf_counter()
     opt_name, factory = make_optimizer_factory(optimizer, setting, **optimizer_kwargs)
     dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        # fake CUDA tensors abort the process inside make_fx when no GPU is present
+        raise TraceError("tracing on cuda needs a machine with a CUDA GPU; trace on cpu here")
     fm = FakeTensorMode()
     with _FakeSwap(model, fm, dev) as swap:
         named_params = _dedup(model.named_parameters(remove_duplicate=False))

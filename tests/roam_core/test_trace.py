@@ -325,3 +325,16 @@ def test_scalar_values_read_later_keep_their_data_edge() -> None:
     assert g.predecessors(mul.name) == (item.name,)
     assert loss == mul.name
     assert values[item.name].fx_node == item.name
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the no-GPU guard")
+def test_cuda_without_gpu_is_a_clear_error() -> None:
+    with pytest.raises(TraceError, match="CUDA GPU"):
+        trace_fx(_mlp(), [X], _sum_loss, device="cuda")
+
+
+def test_zoo_graphs_are_reorder_safe() -> None:
+    from roam_core.zoo import trace_zoo
+
+    _assert_reorder_safe(trace_zoo("tiny_gpt", 2, 8, "steady").graph, n_orders=5)
+    _assert_reorder_safe(trace_zoo("residual_block", 2, setting="roam").graph, n_orders=5)
