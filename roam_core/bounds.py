@@ -72,13 +72,14 @@ class LowerBound:
     bound_bytes : int
         The bound, resident bytes included.
     op_id : OpId or None
-        The op where it is attained (``None`` for a graph without ops).
+        The op where it is attained (``None`` for a graph without ops); for the
+        update-group bound, the first op of the group that gives it.
     resident_bytes : int
         Rounded bytes of the resident storages (included in ``bound_bytes``).
     forced_bytes : tuple of int
         Per op in program order: planned bytes live at that op in every order.
     storages : tuple of TensorId
-        The planned storages forced live at ``op_id``.
+        The planned storages forced live at ``op_id`` (live-set bound only).
     method : str
         ``"live_set"`` or ``"update_group"``.
     """
