@@ -485,8 +485,14 @@ def _check_and_index(g: Graph) -> None:
             if indeg[s] == 0:
                 ready.append(s)
     if n_done != len(g.ops):
-        stuck = next(k for k, d in indeg.items() if d > 0)
-        raise GraphError(f"graph has a cycle through op {stuck!r}")
+        # walk backwards among the unresolved ops until one repeats: it lies on a cycle
+        left = {k for k, d in indeg.items() if d > 0}
+        k = next(iter(k for k in preds if k in left))
+        path: dict[str, None] = {}
+        while k not in path:
+            path[k] = None
+            k = next(p for p in preds[k] if p in left)
+        raise GraphError(f"graph has a cycle through op {k!r}")
     _set(g, "_ops_by_id", ops_by_id)
     _set(g, "_op_ids", tuple(op.id for op in g.ops))
     _set(g, "_storage_of", storage_of)
