@@ -49,6 +49,7 @@ __all__ = [
     "build_model",
     "build_zoo_step",
     "parameter_count",
+    "resolved_seq_len",
     "trace_zoo",
     "zoo_origin",
 ]
