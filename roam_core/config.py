@@ -76,8 +76,10 @@ class PlannerConfig:
     alignment_bytes: int = 512
     # A second pass of window sub-tasks shifted by half a window (large units only).
     shifted_pass: bool = True
-    # Compute the arena layout (False: offsets from a quick first-fit, no solver).
+    # Compute the arena layout with the layout solvers (False: greedy best-fit only).
     solve_layout: bool = True
+    # Budget of the layout stage, seconds.
+    layout_time_limit_s: float = 20.0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able settings (for ``Plan.settings``)."""
