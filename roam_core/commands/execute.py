@@ -38,6 +38,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--snapshot", default=None,
                    help="also write the plan as a PyTorch memory snapshot (.pickle) for "
                         "https://pytorch.org/memory_viz")
+    p.add_argument("--measured-snapshots", default=None, metavar="DIR",
+                   help="CUDA: also record eager.pickle and planned.pickle memory snapshots "
+                        "of one step each into DIR")
     p.set_defaults(func=_run)
 
 
@@ -69,7 +72,8 @@ def _run(args: argparse.Namespace) -> int:
           flush=True)
     t0 = time.perf_counter()
     report = execute_origin(graph.origin, plan, device=args.device, steps=args.steps,
-                            check_addresses=not args.no_address_check, seed=args.seed)
+                            check_addresses=not args.no_address_check, seed=args.seed,
+                            snapshot_dir=args.measured_snapshots)
     out = Path(args.output)
     if out.parent != Path():
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -67,6 +67,8 @@ __all__ = [
 
 _logger = logging.getLogger(__name__)
 
+_MEASURE = ("auto", "subprocess", "in-process")
+
 #: Tolerances of the eager comparison: bit-equal on CPU; CUDA kernels may differ slightly.
 TOLERANCE = {"cpu": (0.0, 0.0), "cuda": (1e-5, 1e-6)}
 
@@ -74,11 +76,14 @@ TOLERANCE = {"cpu": (0.0, 0.0), "cuda": (1e-5, 1e-6)}
 def resolve_device(device: str | torch.device) -> torch.device:
     """``"cpu"``/``"cuda"`` as a torch device; :class:`ExecutorError` when CUDA is absent."""
     dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ExecutorError("--device cuda: no CUDA device is visible in this process "
-                            f"(torch {torch.__version__}); use --device cpu")
     if dev.type not in ("cpu", "cuda"):
         raise ExecutorError(f"unsupported device {str(device)!r}: use cpu or cuda")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ExecutorError("--device cuda: no CUDA device is visible in this process "
+                                f"(torch {torch.__version__}); use --device cpu")
+        # deterministic cuBLAS for the eager comparison; must precede cuBLAS init
+        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     return dev
 
 
@@ -131,7 +136,7 @@ def execute_plan(
         Seed for both runs (random ops draw the same numbers: the plan keeps their order).
     strict : bool
         Raise :class:`ExecutorError` when the planned step disagrees with eager.
-    measure : {"auto", "subprocess", "in-process", "none"}
+    measure : {"auto", "subprocess", "in-process"}
         CUDA peak measurement: ``auto`` uses fresh processes when the recipe pickles.
     recipe : callable, optional
         Zero-argument picklable callable rebuilding ``(model, example_inputs, loss_fn,
@@ -155,8 +160,8 @@ def execute_plan(
     from roam_core.trace import trace_fx
 
     dev = resolve_device(device)
-    if dev.type == "cuda":
-        os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    if measure not in _MEASURE:
+        raise ExecutorError(f"measure={measure!r}: choose one of {', '.join(_MEASURE)}")
     traced = trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting, device=dev,
                       **optimizer_kwargs)
     if measure == "auto" or (measure == "subprocess" and recipe is None):
@@ -186,11 +191,21 @@ def execute_traced(
     measure: str = "in-process",
     recipe: Callable[[], Any] | None = None,
     optimizer_kwargs: Mapping[str, Any] | None = None,
+    snapshot_dir: str | os.PathLike[str] | None = None,
 ) -> ExecutionReport:
-    """:func:`execute_plan` for an already traced step (``roam_core.trace.trace_fx``)."""
+    """:func:`execute_plan` for an already traced step (``roam_core.trace.trace_fx``).
+
+    ``snapshot_dir`` (CUDA only): write ``eager.pickle`` and ``planned.pickle`` memory
+    snapshots (one extra recorded step each) there, for https://pytorch.org/memory_viz or
+    :func:`roam_core.snapshot.load_snapshot`.
+    """
     from roam_core.trace import make_optimizer_factory
 
     dev = resolve_device(device)
+    if measure not in _MEASURE[1:]:
+        raise ExecutorError(f"measure={measure!r}: choose subprocess or in-process")
+    if measure == "subprocess" and dev.type == "cuda" and recipe is None:
+        raise ExecutorError("measuring in fresh processes needs a picklable recipe")
     check_fingerprint(traced.graph, plan)
     bad = check_order(traced.graph, plan.order)
     if bad:
@@ -200,6 +215,10 @@ def execute_traced(
     _, factory = make_optimizer_factory(optimizer, traced.setting, **(optimizer_kwargs or {}))
     in_process = measure == "in-process" or dev.type != "cuda"
     notes: list[str] = []
+    snaps = {"eager": None, "planned": None}
+    if snapshot_dir is not None and dev.type == "cuda":
+        os.makedirs(snapshot_dir, exist_ok=True)
+        snaps = {k: os.path.join(snapshot_dir, f"{k}.pickle") for k in snaps}
 
     # 1. eager: numerics step (+ in-process measurement)
     st = prepare_state(traced, model, example_inputs, factory, dev, seed=seed)
@@ -209,7 +228,7 @@ def execute_traced(
         (n, v.cpu().clone())
         for n, v, k in zip(names, eager_values(st, len(keep) - len(traced.placeholders)), keep)
         if k]
-    eager = measure_eager(st, loss_fn, steps, seed) if in_process else None
+    eager = measure_eager(st, loss_fn, steps, seed, snaps["eager"]) if in_process else None
     del st
     if dev.type == "cuda":
         torch.cuda.empty_cache()
@@ -223,7 +242,8 @@ def execute_traced(
     got = [loss_p.cpu()] + [v.cpu().clone() for v, k in
                             zip(planned_values(runner, traced), keep) if k]
     stats = runner.stats()
-    planned = measure_planned(runner, traced, plan.order, steps, seed) if in_process else None
+    planned = (measure_planned(runner, traced, plan.order, steps, seed, snaps["planned"])
+               if in_process else None)
     del runner
     if dev.type == "cuda":
         torch.cuda.empty_cache()
@@ -248,10 +268,12 @@ def execute_traced(
             assert recipe is not None, "subprocess measurement needs a recipe"
             eager = measure_cuda_subprocess(recipe, plan, "eager", device=str(dev),
                                             steps=steps, seed=seed,
-                                            check_addresses=check_addresses)
+                                            check_addresses=check_addresses,
+                                            snapshot_path=snaps["eager"])
             planned = measure_cuda_subprocess(recipe, plan, "planned", device=str(dev),
                                               steps=steps, seed=seed,
-                                              check_addresses=check_addresses)
+                                              check_addresses=check_addresses,
+                                              snapshot_path=snaps["planned"])
             how = "subprocess"
     else:
         notes.append("CPU run: CUDA allocator peaks are not measured (null)")

@@ -202,11 +202,17 @@ class ArenaRunner:
         # storage key of the fake -> (storage id, offset)
         self.slot: dict[StorageWeakRef, tuple[TensorId, int]] = {}
         self._fakes: list[Any] = []  # keep fakes alive: the weak keys must stay unique
+        #: storages on another device than the arena (CPU scalars, meta RNG placeholders of
+        #: CUDA attention kernels): they run where their op puts them, unplaced
+        self.off_device: list[TensorId] = []
         for tid in graph.tensors:
             if tid not in offsets:
                 raise ExecutorError(f"the plan has no offset for storage {tid!r}")
             fake = fake_of_value(gm, values, tid)
             if not isinstance(fake, torch.Tensor):
+                continue
+            if fake.device.type != self.device.type:
+                self.off_device.append(tid)
                 continue
             self._fakes.append(fake)
             self.slot[_key(fake)] = (tid, int(offsets[tid]))
@@ -233,6 +239,9 @@ class ArenaRunner:
     def load_resident(self, node_name: str, real: torch.Tensor) -> torch.Tensor:
         """Copy a resident value (placeholder or constant) into its slot; returns the slot."""
         fake = self.nodes[node_name].meta["val"]
+        if fake.device.type != self.device.type:  # not in the arena: keep it where it is
+            self.env[node_name] = real.to(fake.device)
+            return self.env[node_name]
         tid, off = self._planned(fake, node_name)
         self._check_slot(node_name, tid, fake, off)
         if tuple(real.shape) != tuple(fake.shape) or real.dtype != fake.dtype:

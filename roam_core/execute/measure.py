@@ -93,8 +93,27 @@ def _peaks(device: torch.device, seconds: float) -> Peaks:
                  int(torch.cuda.max_memory_reserved(device)), seconds)
 
 
-def measure_eager(st: Any, loss_fn: Any, steps: int, seed: int) -> Peaks:
-    """Peaks of ``steps`` eager steps after a warm-up step (state from ``prepare_state``)."""
+def _record_one(device: torch.device, snapshot_path: str | None,
+                step: Callable[[], Any]) -> None:
+    """Run one more step while recording the allocator history; dump it as a snapshot."""
+    if snapshot_path is None or device.type != "cuda":
+        return
+    torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
+    try:
+        step()
+        torch.cuda.synchronize(device)
+        torch.cuda.memory._dump_snapshot(snapshot_path)
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+
+
+def measure_eager(st: Any, loss_fn: Any, steps: int, seed: int,
+                  snapshot_path: str | None = None) -> Peaks:
+    """Peaks of ``steps`` eager steps after a warm-up step (state from ``prepare_state``).
+
+    With ``snapshot_path`` (CUDA), one more step runs under
+    ``torch.cuda.memory._record_memory_history`` and its snapshot is written there.
+    """
     from roam_core.execute.step import eager_step
 
     device = next(iter(st.model.parameters())).device
@@ -109,11 +128,13 @@ def measure_eager(st: Any, loss_fn: Any, steps: int, seed: int) -> Peaks:
     dt = (time.perf_counter() - t0) / max(steps, 1)
     if device.type != "cuda":
         return Peaks(None, None, dt)
-    return _peaks(device, dt)
+    peaks = _peaks(device, dt)
+    _record_one(device, snapshot_path, lambda: eager_step(st, loss_fn, seed))
+    return peaks
 
 
 def measure_planned(runner: Any, traced: Any, order: Sequence[str], steps: int,
-                    seed: int) -> Peaks:
+                    seed: int, snapshot_path: str | None = None) -> Peaks:
     """Peaks of ``steps`` planned replays after a warm-up replay (arena already loaded)."""
     from roam_core.execute.step import planned_step
 
@@ -127,11 +148,15 @@ def measure_planned(runner: Any, traced: Any, order: Sequence[str], steps: int,
     dt = total / max(steps, 1)
     if runner.device.type != "cuda":
         return Peaks(None, None, dt)
-    return _peaks(runner.device, dt)
+    peaks = _peaks(runner.device, dt)
+    _record_one(runner.device, snapshot_path,
+                lambda: planned_step(runner, traced, order, seed, load=None))
+    return peaks
 
 
 def _child(recipe: Recipe, which: str, plan_light: dict[str, Any], device: str, steps: int,
-           seed: int, check_addresses: bool) -> tuple[int | None, int | None, float]:
+           seed: int, check_addresses: bool,
+           snapshot_path: str | None) -> tuple[int | None, int | None, float]:
     """Runs in a fresh process: rebuild, re-trace, check the fingerprint, measure."""
     from roam_core.execute.arena import ArenaRunner
     from roam_core.execute.step import load_arena, prepare_state
@@ -145,20 +170,22 @@ def _child(recipe: Recipe, which: str, plan_light: dict[str, Any], device: str, 
     _, factory = make_optimizer_factory(optimizer, setting, **kw)
     st = prepare_state(traced, model, inputs, factory, dev, seed=seed)
     if which == "eager":
-        p = measure_eager(st, loss_fn, steps, seed)
+        p = measure_eager(st, loss_fn, steps, seed, snapshot_path)
     else:
         runner = ArenaRunner(traced.gm, traced.graph, traced.values, plan_light["offsets"],
                              plan_light["arena_bytes"], dev, check_addresses=check_addresses)
         load_arena(runner, st)
         del st  # only the arena holds the model now
-        p = measure_planned(runner, traced, plan_light["order"], steps, seed)
+        p = measure_planned(runner, traced, plan_light["order"], steps, seed, snapshot_path)
     return p.peak_allocated_bytes, p.peak_reserved_bytes, p.seconds_per_step
 
 
 def measure_cuda_subprocess(recipe: Recipe, plan: Any, which: str, *, device: str = "cuda",
-                            steps: int = 1, seed: int = 0,
-                            check_addresses: bool = True) -> Peaks:
+                            steps: int = 1, seed: int = 0, check_addresses: bool = True,
+                            snapshot_path: str | None = None) -> Peaks:
     """Measure ``which`` (``"eager"`` or ``"planned"``) in a fresh ``spawn`` process.
+
+    With ``snapshot_path``, the child also writes a memory snapshot of one extra step.
 
     Raises
     ------
@@ -172,7 +199,8 @@ def measure_cuda_subprocess(recipe: Recipe, plan: Any, which: str, *, device: st
              "offsets": dict(plan.offsets), "arena_bytes": int(plan.arena_bytes)}
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
-        fut = pool.submit(_child, recipe, which, light, device, steps, seed, check_addresses)
+        fut = pool.submit(_child, recipe, which, light, device, steps, seed, check_addresses,
+                          snapshot_path)
         try:
             a, r, s = fut.result()
         except ExecutorError:

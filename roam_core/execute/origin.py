@@ -54,7 +54,8 @@ def zoo_recipe(origin: Mapping[str, Any]) -> tuple[Any, ...]:
 
 def execute_origin(origin: Mapping[str, Any], plan: Any, *, device: str = "cpu",
                    steps: int = 1, check_addresses: bool = True, seed: int = 0,
-                   strict: bool = False, measure: str = "auto") -> ExecutionReport:
+                   strict: bool = False, measure: str = "auto",
+                   snapshot_dir: str | None = None) -> ExecutionReport:
     """Rebuild the zoo step described by ``origin``, re-trace it, and execute ``plan``.
 
     Parameters
@@ -65,8 +66,10 @@ def execute_origin(origin: Mapping[str, Any], plan: Any, *, device: str = "cpu",
         The plan (its fingerprint must match the re-traced graph).
     device, steps, check_addresses, seed, strict
         As for :func:`roam_core.execute.execute_plan`.
-    measure : {"auto", "subprocess", "in-process", "none"}
+    measure : {"auto", "subprocess", "in-process"}
         CUDA peaks: ``auto`` measures in fresh processes.
+    snapshot_dir : str, optional
+        CUDA: also write ``eager.pickle`` / ``planned.pickle`` memory snapshots there.
 
     Raises
     ------
@@ -88,4 +91,4 @@ def execute_origin(origin: Mapping[str, Any], plan: Any, *, device: str = "cpu",
         how = "subprocess" if dev.type == "cuda" else "in-process"
     return execute_traced(traced, model, inputs, plan, loss_fn=loss_fn, optimizer=factory,
                           device=dev, steps=steps, check_addresses=check_addresses, seed=seed,
-                          strict=strict, measure=how, recipe=recipe)
+                          strict=strict, measure=how, recipe=recipe, snapshot_dir=snapshot_dir)
