@@ -367,7 +367,9 @@ def insert_update_groups(
     groups : sequence of UpdateGroup, optional
         Default :func:`update_groups`.
     base_method : str
-        ``"lpmf"`` or ``"eager"``: how the forward + backward ops are ordered.
+        How the forward + backward ops are ordered: ``"lpmf"`` (LPMF on them alone),
+        ``"eager"`` (program order) or any other registered method (its order of the whole
+        graph, restricted to them).
     tie : str
         ``"early"`` (earliest slot among equal peaks) or ``"light"`` (the slot where the
         block's own peak is lowest, then earliest).
@@ -416,8 +418,16 @@ def _tracked_insertion(graph, groups, base_method, tie, group_order="largest"): 
     if base_method == "lpmf":
         sub, old = cg.subgraph(base)
         base_order = [old[i] for i in _lpmf(sub)]
-    else:
+    elif base_method == "eager":
         base_order = base
+    else:
+        # any registered method: its full order restricted to the base (still valid: the
+        # base is closed under ancestors)
+        from roam_core.heuristics import run_method
+
+        keep = set(base)
+        base_order = [cg.index[o] for o in run_method(graph, base_method, validate=False)
+                      if cg.index[o] in keep]
     # 2. the sequence and its profile
     seq = base_order + tail
     m = len(seq)

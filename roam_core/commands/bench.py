@@ -6,7 +6,8 @@ Suites
   configurations in the chosen setting (``sample_graphs/*.json.gz``, matched by their
   ``origin`` record, not by file name).
 * ``quick``: the hand-built teaching graphs (``roam_core.samples``) plus two small zoo models
-  (``mlp`` and ``tiny_gpt``, batch 2), traced on demand unless committed.
+  (``mlp`` and ``tiny_gpt``): a committed graph of the setting when there is one, else traced
+  on demand at batch 2.
 * ``gpt2xl``: GPT2-XL at batch 1, 2 and 4, traced on demand (about 10 s and a few GiB of RAM
   each).
 
@@ -97,8 +98,7 @@ def _cases(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
 
         cases = [BenchCase(name, f) for name, f in SAMPLES.items()]
         for model, bs in _QUICK_MODELS:
-            found = sample_graph_cases(args.samples, setting=args.setting,
-                                       configs=[(model, bs)])
+            found = sample_graph_cases(args.samples, setting=args.setting, models=[model])
             cases += found[:1] or [_trace_case(model, bs, args.setting)]
     else:
         cases = [_trace_case("gpt2-xl", bs, args.setting) for bs in _GPT2XL_BATCHES]
