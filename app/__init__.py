@@ -23,8 +23,8 @@ __all__ = ["DEFAULT_SAMPLE", "create_app"]
 
 _logger = logging.getLogger(__name__)
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
-#: Preferred start-up graphs, first available wins.
-DEFAULT_SAMPLE = ("file:tiny_gpt.json.gz", "file:mlp.json.gz", "hand:tiny_train_step")
+#: Preferred start-up graphs (prefixes of dropdown values), first available wins.
+DEFAULT_SAMPLE = ("file:tiny_gpt-", "file:mlp-", "hand:tiny_train_step")
 #: The start-up plan uses these settings (and the UI starts with them, so it hits the cache).
 STARTUP_TIME_LIMIT_S = 5.0
 
@@ -81,7 +81,7 @@ def create_app(
     if graph_path is not None:
         graph_key, pick = state.put_graph(load_graph(graph_path)), None
     else:
-        pick = next((v for v in DEFAULT_SAMPLE if v in values), values[0])
+        pick = next((v for p in DEFAULT_SAMPLE for v in values if v.startswith(p)), values[0])
         graph_key = services.load_choice(pick)
     plan_key = services.plan_graph(graph_key, settings) if plan_on_start else None
     manager, celery_app = _manager(cdir)

@@ -40,8 +40,9 @@ def _triggered_value() -> Any:
 
 # ------------------------------------------------------------------ loading
 def load_graph(sample: str | None, contents: str | None, trace: dict | None,
-               filename: str | None) -> tuple[Any, str]:
-    """Sample pick, upload or finished zoo trace -> graph key."""
+               filename: str | None) -> tuple[Any, str, None]:
+    """Sample pick, upload or finished zoo trace -> graph key (the upload is cleared so
+    the same file can be dropped again)."""
     trig = dash.ctx.triggered_id
     try:
         if trig == ids.UPLOAD and contents:
@@ -53,9 +54,9 @@ def load_graph(sample: str | None, contents: str | None, trace: dict | None,
         else:
             raise PreventUpdate
     except RoamError as e:
-        return dash.no_update, f"Error: {e}"
+        return dash.no_update, f"Error: {e}", None
     g = get_graph(key)
-    return {"key": key, "name": g.name}, f"loaded {g.name}: {len(g.ops)} ops"
+    return {"key": key, "name": g.name}, f"loaded {g.name}: {len(g.ops)} ops", None
 
 
 def resolve_plan(graph: dict | None, result: dict | None, imported: dict | None,
@@ -212,15 +213,16 @@ def on_export(_j: Any, _c: Any, _h: Any, _p: Any, graph: dict | None, plan: str 
 
 
 def on_plan_upload(contents: str | None, filename: str | None, graph: dict | None
-                   ) -> tuple[Any, str]:
+                   ) -> tuple[Any, str, None]:
     """Import a plan file: fingerprint and validator checks before it is shown."""
     if not contents or not graph:
         raise PreventUpdate
     try:
         key = services.import_plan(contents, filename, graph["key"], CONFIG["max_upload_bytes"])
     except RoamError as e:
-        return dash.no_update, f"Import failed: {e}"
-    return {"key": key, "graph": graph["key"]}, f"imported {filename}: valid for this graph"
+        return dash.no_update, f"Import failed: {e}", None
+    msg = f"imported {filename}: valid for this graph"
+    return {"key": key, "graph": graph["key"]}, msg, None
 
 
 # ------------------------------------------------------------------ wiring
@@ -233,7 +235,8 @@ def register(app: dash.Dash, **config: Any) -> None:
                                             ids.WORKERS, ids.ALIGNMENT)]
     cb = app.callback
     cb(Output(ids.GRAPH_KEY, "data"), Output(ids.LOAD_STATUS, "children"),
-       Input(ids.SAMPLE_PICK, "value"), Input(ids.UPLOAD, "contents"),
+       Output(ids.UPLOAD, "contents"), Input(ids.SAMPLE_PICK, "value"),
+       Input(ids.UPLOAD, "contents"),
        Input(ids.TRACE_RESULT, "data"), State(ids.UPLOAD, "filename"),
        prevent_initial_call=True)(load_graph)
     cb(Output(ids.PLAN_KEY, "data"), gk, Input(_PLAN_RESULT, "data"),
@@ -286,5 +289,6 @@ def register(app: dash.Dash, **config: Any) -> None:
        State(ids.GRAPH_KEY, "data"), State(ids.PLAN_KEY, "data"), State(ids.BASELINE, "value"),
        State(ids.PNG_FIGURE, "value"), prevent_initial_call=True)(on_export)
     cb(Output(_IMPORT_RESULT, "data"), Output(ids.IMPORT_STATUS, "children"),
-       Input(ids.PLAN_UPLOAD, "contents"), State(ids.PLAN_UPLOAD, "filename"),
+       Output(ids.PLAN_UPLOAD, "contents"), Input(ids.PLAN_UPLOAD, "contents"),
+       State(ids.PLAN_UPLOAD, "filename"),
        State(ids.GRAPH_KEY, "data"), prevent_initial_call=True)(on_plan_upload)

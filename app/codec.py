@@ -111,7 +111,7 @@ def loads_plan(text: str | bytes, graph: Graph | None = None) -> Plan:
 
 
 def plan_to_csv(plan: Plan, graph: Graph) -> str:
-    """MiniMalloc CSV (``id,lower,upper,size,offset``) of the planned storages."""
+    """MiniMalloc CSV (``id,lower,upper,size,alignment,offset``) of the planned storages."""
     if has_plan_io():
         from roam_core import plan_io
 
@@ -120,8 +120,9 @@ def plan_to_csv(plan: Plan, graph: Graph) -> str:
 
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(["id", "lower", "upper", "size", "offset"])
+    w.writerow(["id", "lower", "upper", "size", "alignment", "offset"])
     for tid, lt in lifetimes(graph, plan.order).items():
         size = round_size(graph.tensors[tid].size_bytes, plan.alignment_bytes)
-        w.writerow([tid, lt.start, lt.end, size, plan.offsets.get(tid, 0)])
+        w.writerow([tid, lt.start, lt.end, size, plan.alignment_bytes,
+                    plan.offsets.get(tid, 0)])
     return buf.getvalue()

@@ -38,6 +38,7 @@ BASELINE_METHODS: tuple[tuple[str, str], ...] = (
     ("inductor", "Inductor-style"),
     ("lescea", "LESCEA"),
     ("xla", "XLA-style"),
+    ("eager_moved_state", "eager, optimizer state moved (paper's PyTorch)"),
 )
 #: methods the "Plan" button can run.
 PLAN_METHODS: tuple[tuple[str, str], ...] = (("roam", "ROAM (full planner)"), *BASELINE_METHODS)
@@ -49,7 +50,7 @@ class PlanSettings:
 
     method: str = "roam"
     time_limit_s: float = 10.0
-    node_limit: int = 200
+    node_limit: int = 60
     workers: int = 1
     alignment_bytes: int = 512
 

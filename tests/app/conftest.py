@@ -31,11 +31,9 @@ def cache_dir(tmp_path: Path) -> Iterator[Path]:
     services.before_data.cache_clear()
     services.after_data.cache_clear()
     yield d
-    if old is None:
-        os.environ.pop("ROAM_CACHE_DIR", None)
-    else:
-        os.environ["ROAM_CACHE_DIR"] = old
-    state.configure(old) if old else None
+    os.environ.pop("ROAM_CACHE_DIR", None)
+    if old is not None:
+        state.configure(old)
 
 
 @pytest.fixture(scope="session")
@@ -51,17 +49,30 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture(scope="session")
-def app_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The app served on a free port for the whole session (short planner limits)."""
+def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+    """The app served on a free port for the whole session: ``(url, cache_dir)``."""
     if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing")
-    from werkzeug.serving import make_server
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium (see ui_notes.md)")
+    from werkzeug.serving import WSGIRequestHandler, make_server
 
     from app import create_app
 
-    app = create_app(cache_dir=str(tmp_path_factory.mktemp("appcache")),
-                     startup_time_limit_s=2.0)
-    srv = make_server("127.0.0.1", 0, app.server, threaded=True)
+    class Quiet(WSGIRequestHandler):
+        def log_request(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+    cdir = str(tmp_path_factory.mktemp("appcache"))
+    app = create_app(cache_dir=cdir, startup_time_limit_s=2.0)
+    srv = make_server("127.0.0.1", 0, app.server, threaded=True, request_handler=Quiet)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{srv.server_port}"
+    yield f"http://127.0.0.1:{srv.server_port}", cdir
     srv.shutdown()
+
+
+@pytest.fixture
+def app_url(app_server: tuple[str, str]) -> str:
+    """URL of the shared app, its cache re-selected (unit tests may have switched it)."""
+    from app import state
+
+    state.configure(app_server[1])
+    return app_server[0]

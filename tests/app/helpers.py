@@ -1,0 +1,50 @@
+"""Small builders shared by the app tests."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from app.analysis import LayoutView
+from app.planning import PlanSettings, run_planner
+from roam_core.graph import Graph
+from roam_core.plan import Plan
+from roam_core.samples import tiny_train_step
+
+
+def synthetic_view(n_rects: int, n_steps: int = 4000, seed: int = 0) -> LayoutView:
+    """``n_rects`` random rectangles (not a valid layout: for rendering tests only)."""
+    rng = np.random.default_rng(seed)
+    start = rng.integers(0, n_steps - 1, n_rects)
+    end = np.minimum(start + rng.integers(1, 200, n_rects), n_steps)
+    size = rng.integers(1, 64, n_rects) * 512
+    offset = rng.integers(0, 2**20, n_rects) * 512
+    kind = rng.integers(0, 8, n_rects).astype(np.int8)
+    ids = np.array([f"t{i}" for i in range(n_rects)], dtype=object)
+    return LayoutView(ids, start, end, offset, size, kind, n_steps,
+                      int((offset + size).max()), "synthetic")
+
+
+def tree_for(plan: Plan) -> dict:
+    """A two-level task tree over ``plan.order`` (halves), like the planner's summary."""
+    n = len(plan.order)
+    half = n // 2
+
+    def node(nid: str, lo: int, hi: int, kids: list) -> dict:
+        return {"id": nid, "kind": "leaf" if not kids else "split", "num_ops": hi - lo,
+                "steps": [[lo, hi]], "peak_before_bytes": 4096, "peak_after_bytes": 3072,
+                "status": "optimal", "objective_bytes": 3072, "best_bound_bytes": 3072,
+                "gap": 0.0, "wall_time_s": 0.01, "num_cifi": 0, "num_cifo": 0,
+                "num_cofi": 0, "children": kids}
+
+    return node("root", 0, n, [node("t0", 0, half, []), node("t1", half, n, [])])
+
+
+def planned_with_tree(graph: Graph | None = None) -> tuple[Graph, Plan]:
+    """A valid stand-in plan for ``graph`` (tiny_train_step) carrying a task tree."""
+    graph = graph or tiny_train_step()
+    plan = run_planner(graph, PlanSettings(method="eager", time_limit_s=1.0))
+    half = len(plan.order) // 2
+    task_of_op = {o: ("t0" if i < half else "t1") for i, o in enumerate(plan.order)}
+    return graph, dataclasses.replace(plan, task_tree=tree_for(plan), task_of_op=task_of_op)

@@ -1,0 +1,205 @@
+"""End-to-end: Playwright drives Debian chromium against the served app.
+
+One shared server (session fixture) with short planner limits.  Background jobs run in
+forked processes, so a planner patched here (slow, for cancel) is what the job runs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app import codec, planning
+from roam_core.graph_io import dumps_graph
+from roam_core.samples import chain3, diamond, tiny_train_step
+from tests.app.helpers import planned_with_tree
+
+pytestmark = pytest.mark.browser
+expect: Any = None
+T = 30_000  # ms; generous for a shared 2-core machine
+
+
+@pytest.fixture(autouse=True)
+def _expect() -> None:
+    global expect
+    expect = pytest.importorskip("playwright.sync_api").expect
+
+
+@pytest.fixture
+def page_factory(browser: Any, app_url: str) -> Iterator[Any]:
+    """Open pages in fresh browser contexts; fails the test on any console error."""
+    opened: list[tuple[Any, list[str]]] = []
+
+    def open_page() -> Any:
+        ctx = browser.new_context(accept_downloads=True, viewport={"width": 1400, "height": 1000})
+        page = ctx.new_page()
+        errors: list[str] = []
+        page.on("console", lambda m: m.type == "error" and errors.append(m.text))
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(app_url)
+        opened.append((page, errors))
+        return page
+
+    yield open_page
+    for page, errors in opened:
+        page.context.close()
+        assert not errors, f"browser console errors: {errors}"
+
+
+def _upload(page: Any, selector: str, path: Path) -> None:
+    page.locator(f"{selector} input[type=file]").set_input_files(str(path))
+
+
+def _views_rendered(page: Any) -> None:
+    expect(page.locator("#summary-card")).to_contain_text("planned peak", timeout=T)
+    for gid in ("curves-graph", "timeline-graph", "layout-graph", "base-layout-graph"):
+        expect(page.locator(f"#{gid} .main-svg").first).to_be_visible(timeout=T)
+    expect(page.locator("#live-table td").first).to_be_visible(timeout=T)
+
+
+def _load(page: Any, tmp_path: Path, graph: Any) -> None:
+    path = tmp_path / f"{graph.name}.json"
+    path.write_bytes(dumps_graph(graph))
+    _upload(page, "#graph-upload", path)
+    expect(page.locator("#load-status")).to_contain_text(f"loaded {graph.name}", timeout=T)
+
+
+def _click_tensor(page: Any, graph_id: str, tensor_id: str) -> None:
+    """Click the centre of a tensor's rectangle (its hover marker) in a layout figure."""
+    page.locator(f"#{graph_id}").scroll_into_view_if_needed()
+    xy = page.evaluate("""([gid, tid]) => {
+        const gd = document.querySelector('#' + gid + ' .js-plotly-plot');
+        const tr = gd._fullData[gd._fullData.length - 1];
+        const i = Array.from(tr.customdata).findIndex(c => c[0] === tid);
+        const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+        const r = gd.getBoundingClientRect();
+        return [r.left + xa._offset + xa.l2p(tr.x[i]), r.top + ya._offset + ya.l2p(tr.y[i])];
+    }""", [graph_id, tensor_id])
+    page.mouse.move(xy[0], xy[1])
+    page.mouse.click(xy[0], xy[1])
+
+
+def test_sample_plan_views_tree_tensor_export_reimport(page_factory: Any,
+                                                       tmp_path: Path) -> None:
+    page = page_factory()
+    _views_rendered(page)  # the start-up sample is already planned
+    _load(page, tmp_path, tiny_train_step())
+    _views_rendered(page)
+    page.fill("#plan-time-limit", "1.5")
+    page.press("#plan-time-limit", "Enter")
+    page.click("#plan-btn")
+    expect(page.locator("#plan-status")).to_contain_text("planned with roam", timeout=T)
+    expect(page.locator("#plan-progress-text")).to_contain_text("sub-tasks")
+    done, total = (page.get_attribute("#plan-progress", a) for a in ("value", "max"))
+    assert done == total != "0"
+    # a plan with a task tree: import it, click a node, every view zooms
+    graph, plan = planned_with_tree()
+    (tmp_path / "tree.plan.json").write_text(codec.dumps_plan(plan))
+    _upload(page, "#plan-upload", tmp_path / "tree.plan.json")
+    expect(page.locator("#import-status")).to_contain_text("valid for this graph", timeout=T)
+    page.click("#task-tree button.node >> text=/^t1 /")
+    expect(page.locator("#range-text")).to_contain_text("steps", timeout=T)
+    expect(page.locator("#layout-graph .xtick").first).to_be_visible()
+    page.click("#reset-zoom")
+    expect(page.locator("#range-text")).to_have_text("whole step axis", timeout=T)
+    # click a tensor in the layout: Explain tells why it sits there
+    time.sleep(0.5)
+    _click_tensor(page, "layout-graph", "relu_bw")
+    expect(page.locator("#explain-panel")).to_contain_text("tensor relu_bw", timeout=T)
+    expect(page.locator("#explain-panel")).to_contain_text("pinned by")
+    # search: highlight and zoom
+    page.fill("#search-input", "grad_w")
+    page.press("#search-input", "Enter")
+    page.click("#search-results button >> text=/^tensor grad_w/")
+    expect(page.locator("#explain-panel")).to_contain_text("tensor grad_w", timeout=T)
+    expect(page.locator("#range-text")).to_contain_text("steps", timeout=T)
+    # exports download and the plan re-imports
+    with page.expect_download(timeout=T) as dl:
+        page.click("#export-json-btn")
+    saved = tmp_path / "exported.plan.json"
+    dl.value.save_as(saved)
+    assert codec.loads_plan(saved.read_text(), graph).order == plan.order
+    _upload(page, "#plan-upload", saved)
+    expect(page.locator("#import-status")).to_contain_text("imported exported.plan.json",
+                                                           timeout=T)
+    with page.expect_download(timeout=T) as dl:
+        page.click("#export-csv-btn")
+    dl.value.save_as(tmp_path / "plan.csv")
+    header = (tmp_path / "plan.csv").read_text().splitlines()[0].split(",")
+    assert header[:4] == ["id", "lower", "upper", "size"]
+    assert header[-1] == "offset"
+    with page.expect_download(timeout=T) as dl:
+        page.click("#export-html-btn")
+    dl.value.save_as(tmp_path / "report.html")
+    assert (tmp_path / "report.html").read_text().count("window.PlotlyConfig") == 1
+
+
+def test_malformed_upload_shows_error_and_app_keeps_working(page_factory: Any,
+                                                            tmp_path: Path) -> None:
+    page = page_factory()
+    _views_rendered(page)
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"format": "roam-graph", "schema_version": 1, "ops": [{"id": "a"}]}')
+    _upload(page, "#graph-upload", bad)
+    expect(page.locator("#load-status")).to_contain_text("Error: bad.json:", timeout=T)
+    _load(page, tmp_path, diamond())
+    expect(page.locator("#summary-card")).to_contain_text("diamond: 4 ops", timeout=T)
+    foreign = tmp_path / "foreign.plan.json"
+    foreign.write_text(codec.dumps_plan(planned_with_tree()[1]))
+    _upload(page, "#plan-upload", foreign)
+    expect(page.locator("#import-status")).to_contain_text("Import failed: foreign.plan.json",
+                                                           timeout=T)
+
+
+def _slow_planner(delay_s: float, then_real: bool) -> Any:
+    real = planning.run_planner
+
+    def slow(graph: Any, settings: Any, progress: Any = None) -> Any:
+        if progress:
+            progress(planning._Progress("order", 0, 3, None, "slow test planner"))
+        time.sleep(delay_s)
+        if not then_real:
+            raise AssertionError("the job should have been cancelled")
+        return real(graph, settings, progress)
+
+    return slow
+
+
+def test_cancel_stops_the_job(page_factory: Any, tmp_path: Path,
+                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(planning, "run_planner", _slow_planner(60, then_real=False))
+    page = page_factory()
+    _views_rendered(page)
+    _load(page, tmp_path, chain3())
+    page.fill("#plan-time-limit", "7")
+    page.press("#plan-time-limit", "Enter")
+    page.click("#plan-btn")
+    expect(page.locator("#cancel-btn")).to_be_enabled(timeout=T)
+    expect(page.locator("#plan-progress-text")).to_contain_text("slow test planner", timeout=T)
+    page.click("#cancel-btn")
+    expect(page.locator("#plan-btn")).to_be_enabled(timeout=10_000)
+    expect(page.locator("#cancel-btn")).to_be_disabled()
+    time.sleep(1.0)
+    assert "planned" not in page.locator("#plan-status").inner_text()
+
+
+def test_two_contexts_plan_at_once(page_factory: Any, tmp_path: Path,
+                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(planning, "run_planner", _slow_planner(2.0, then_real=True))
+    pages = [page_factory(), page_factory()]
+    for page, graph in zip(pages, (diamond(), chain3())):
+        _views_rendered(page)
+        _load(page, tmp_path, graph)
+        page.fill("#plan-time-limit", "3.5")
+        page.press("#plan-time-limit", "Enter")
+    for page in pages:
+        page.click("#plan-btn")
+    for page in pages:
+        expect(page.locator("#plan-btn")).to_be_disabled(timeout=T)
+    for page, name in zip(pages, ("diamond", "chain3")):
+        expect(page.locator("#plan-status")).to_contain_text("planned with roam", timeout=T)
+        expect(page.locator("#summary-card")).to_contain_text(f"{name}:", timeout=T)

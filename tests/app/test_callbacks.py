@@ -1,0 +1,167 @@
+"""Callbacks called as plain functions (Dash's unit-test style, no browser)."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable
+from contextvars import copy_context
+from pathlib import Path
+from typing import Any
+
+import dash
+import pytest
+from dash._callback_context import context_value
+from dash._utils import AttributeDict
+from dash.exceptions import PreventUpdate
+
+from app import callbacks, codec, ids, state
+from roam_core.graph_io import dumps_graph
+from roam_core.samples import diamond
+from tests.app.helpers import planned_with_tree
+
+
+def run(fn: Callable[..., Any], trigger: str | dict, value: Any, *args: Any) -> Any:
+    """Call a callback as Dash would after ``trigger`` changed to ``value``."""
+    prop = (json.dumps(trigger, separators=(",", ":")) if isinstance(trigger, dict)
+            else trigger) + ".x"
+
+    def call() -> Any:
+        context_value.set(AttributeDict(triggered_inputs=[{"prop_id": prop, "value": value}]))
+        return fn(*args)
+
+    return copy_context().run(call)
+
+
+def _url(raw: bytes) -> str:
+    return "data:application/json;base64," + base64.b64encode(raw).decode()
+
+
+@pytest.fixture
+def planned(cache_dir: Path) -> dict[str, Any]:
+    graph, plan = planned_with_tree()
+    return {"graph": {"key": state.put_graph(graph), "name": graph.name},
+            "plan": state.put_plan(plan), "text": codec.dumps_plan(plan)}
+
+
+def test_load_graph_from_upload_and_sample(cache_dir: Path) -> None:
+    url = _url(dumps_graph(diamond()))
+    data, msg, cleared = run(callbacks.load_graph, ids.UPLOAD, url, None, url, None, "d.json")
+    assert data["name"] == "diamond"
+    assert msg == "loaded diamond: 4 ops"
+    assert cleared is None
+    data, msg, _ = run(callbacks.load_graph, ids.SAMPLE_PICK, "hand:chain3", "hand:chain3",
+                    None, None, None)
+    assert data["name"] == "chain3"
+
+
+def test_load_graph_bad_upload_keeps_the_graph(cache_dir: Path) -> None:
+    url = _url(b'{"format": "roam-graph", "schema_version": 99}')
+    data, msg, _ = run(callbacks.load_graph, ids.UPLOAD, url, None, url, None, "bad.json")
+    assert data is dash.no_update
+    assert msg.startswith("Error: bad.json: ")
+    assert "schema_version" in msg
+
+
+def test_plan_job_guard_and_progress(cache_dir: Path) -> None:
+    with pytest.raises(PreventUpdate):
+        callbacks.plan_job(print, None, {"key": "g"}, "roam", 1, 10, 1, 512)
+    gk = state.put_graph(diamond())
+    seen: list[tuple] = []
+    out, status = callbacks.plan_job(seen.append, 1, {"key": gk}, "roam", 1, 10, 1, 512)
+    assert out["graph"] == gk
+    assert state.has_plan(out["key"])
+    assert status.startswith("planned with roam")
+    assert seen
+    assert all(len(s) == 3 and s[0] <= s[1] for s in seen)
+
+
+def test_resolve_plan_sources(planned: dict[str, Any]) -> None:
+    g = planned["graph"]
+    fresh = {"key": planned["plan"], "graph": g["key"]}
+    args = ("roam", 1, 10, 1, 512)
+    assert run(callbacks.resolve_plan, "plan-result", fresh, g, fresh, None, *args) == \
+        planned["plan"]
+    stale = {"key": "p-x", "graph": "g-other"}
+    assert run(callbacks.resolve_plan, "plan-result", stale, g, stale, None, *args) is \
+        dash.no_update
+    # a new small graph is planned on load (cached afterwards)
+    key = run(callbacks.resolve_plan, ids.GRAPH_KEY, g, g, None, None, *args)
+    assert state.has_plan(key)
+
+
+def test_on_range_sources(planned: dict[str, Any]) -> None:
+    g, pk = planned["graph"], planned["plan"]
+
+    def rng(trig: Any, value: Any) -> Any:
+        return run(callbacks.on_range, trig, value, *([None] * 7), pk, g, "eager")
+
+    assert rng(ids.CURVES, {"xaxis.range[0]": 2, "xaxis.range[1]": 5}) == (
+        [2.0, 5.0], "steps 2 – 5")
+    assert rng(ids.RESET_ZOOM, 1) == (None, "whole step axis")
+    r, text = rng({"index": "t1", "type": ids.TREE_NODE}, 1)
+    assert r[0] < 4 < r[1]
+    assert text.startswith("steps")
+    with pytest.raises(PreventUpdate):
+        rng({"index": "t1", "type": ids.TREE_NODE}, None)  # re-rendered tree: no click
+    with pytest.raises(PreventUpdate):
+        rng(ids.LAYOUT, {"dragmode": "pan"})
+
+
+def test_on_select_and_step(planned: dict[str, Any]) -> None:
+    click = {"points": [{"customdata": ["relu", "512 B", 0, 1, 5], "x": 3.2}]}
+    assert run(callbacks.on_select, ids.LAYOUT, click, click, None, None, [], None) == {
+        "kind": "tensor", "id": "relu"}
+    assert run(callbacks.on_select, ids.TIMELINE, click, None, None, click, [], None)["kind"] \
+        == "op"
+    hit = {"index": "op:mm", "type": ids.SEARCH_HIT}
+    assert run(callbacks.on_select, hit, 1, None, None, None, [1], None) == {
+        "kind": "op", "id": "mm"}
+    assert run(callbacks.on_step, ids.CURVES, click, click, None) == {"step": 3}
+    assert run(callbacks.on_step, ids.PLAN_KEY, "p", None, "p") is None
+
+
+def test_renderers(planned: dict[str, Any]) -> None:
+    g, pk = planned["graph"], planned["plan"]
+    summary, tree = callbacks.render_panels(g, pk, "eager")
+    assert "planned peak" in str(summary)
+    assert "t1" in str(tree)
+    rows, title = callbacks.render_live(g, pk, "eager", {"step": 2})
+    assert title.startswith("Live at step 2")
+    assert rows
+    lay, base = callbacks.render_layouts(g, pk, "eager", None, None)
+    assert lay.layout.meta["lod"] == base.layout.meta["lod"] == "vector"
+    assert "op update" in str(callbacks.render_explain(g, pk, "eager",
+                                                       {"kind": "op", "id": "update"}))
+    assert "relu" in str(callbacks.on_search("relu", g))
+    with pytest.raises(PreventUpdate):
+        callbacks.render_curves(None, pk, "eager", None, None)
+
+
+def test_export_and_import(planned: dict[str, Any]) -> None:
+    g, pk = planned["graph"], planned["plan"]
+    payload, msg = run(callbacks.on_export, ids.EXPORT_JSON, 1, 1, None, None, None, g, pk,
+                       "eager", "curves")
+    assert msg.startswith("exported")
+    assert payload["filename"].endswith(".plan.json")
+    data, msg, _ = callbacks.on_plan_upload(_url(payload["content"].encode()), "p.json", g)
+    assert data["graph"] == g["key"]
+    assert "valid for this graph" in msg
+    data, msg, _ = callbacks.on_plan_upload(_url(b"garbage"), "g.json", g)
+    assert data is dash.no_update
+    assert msg.startswith("Import failed: g.json:")
+    _, msg = run(callbacks.on_export, ids.EXPORT_CSV, 1, None, 1, None, None, g, None,
+                 "eager", "curves")
+    assert msg == "Export failed: RoamError: nothing to export: plan the graph first"
+
+
+def test_layout_builds_with_every_id(cache_dir: Path) -> None:
+    from app import create_app
+
+    app = create_app(cache_dir=str(cache_dir), plan_on_start=False)
+    text = str(app.layout())
+    for name in ("CURVES", "TIMELINE", "LAYOUT", "BASE_LAYOUT", "TREE", "LIVE_TABLE",
+                 "SEARCH_INPUT", "SUMMARY", "EXPLAIN", "VERIFY_CARD", "PLAN_UPLOAD"):
+        assert f"'{getattr(ids, name)}'" in text, name
+    assert app.config.assets_folder.endswith("/assets")
+    assert app.server.config["MAX_CONTENT_LENGTH"] > 200 * 2**20

@@ -1,0 +1,127 @@
+"""Figure builders: pure functions, checked on their traces and layout (no browser)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from app import figures
+from app.analysis import layout_from_plan
+from app.raster import rasterize
+from roam_core.samples import tiny_train_step
+from tests.app.helpers import planned_with_tree, synthetic_view
+
+
+def test_figures_module_imports_no_dash() -> None:
+    code = "import sys, app.figures, app.services; print('dash' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_curves_annotate_both_peaks_and_lines() -> None:
+    before = np.array([1, 5, 3], dtype=np.int64) * 2**20
+    after = np.array([1, 2, 4, 1], dtype=np.int64) * 2**20
+    fig = figures.memory_curves_figure(after, before, arena_bytes=5 * 2**20,
+                                       lower_bound_bytes=3 * 2**20, before_label="eager")
+    texts = [t.text[0] for t in fig.data if t.mode == "markers+text"]
+    assert texts == ["eager peak 5.00 MiB @ step 1", "planned peak 4.00 MiB @ step 2"]
+    names = [t.name for t in fig.data]
+    assert {"eager", "planned", "arena", "lower bound"} <= set(names)
+    assert fig.layout.yaxis.title.text == "memory (MiB)"
+    assert "saves 1.00 MiB (20.0 %)" in fig.layout.title.text
+    arena = next(t for t in fig.data if t.name == "arena")
+    assert list(arena.y) == [5.0, 5.0]
+
+
+def test_curves_range_and_step_marker() -> None:
+    fig = figures.memory_curves_figure(np.arange(10), x_range=[2, 5], step=3)
+    assert tuple(fig.layout.xaxis.range) == (2, 5)
+    assert [s.x0 for s in fig.layout.shapes] == [3]
+
+
+def test_layout_raster_when_crowded_vector_when_zoomed() -> None:
+    view = synthetic_view(20_000)
+    fig = figures.layout_figure(view, vector_limit=5000, hover_limit=3000)
+    assert fig.layout.meta["lod"] == "raster"
+    assert len(fig.layout.images) == 1
+    assert not fig.layout.shapes  # never one shape per tensor
+    hover = fig.data[-1]
+    assert len(hover.x) == 3000
+    # the hover markers are the largest tensors
+    picked = np.array([int(t[1:]) for t in hover.customdata[:, 0]])
+    rest = np.setdiff1d(np.arange(len(view)), picked)
+    assert view.size[picked].min() >= view.size[rest].max()
+    small = figures.layout_figure(view, x_range=[100, 110], vector_limit=5000)
+    assert small.layout.meta["lod"] == "vector"
+    assert not small.layout.images
+    n_vis = int(view.visible(100, 110).sum())
+    assert small.layout.meta["visible"] == n_vis
+    fills = [t for t in small.data if t.fill == "toself"]
+    assert sum(np.isnan(np.asarray(t.x, dtype=float)).sum() for t in fills) == n_vis
+    assert len(small.data[-1].x) == n_vis
+
+
+def test_layout_of_plan_and_highlight() -> None:
+    graph, plan = planned_with_tree()
+    view = layout_from_plan(graph, plan)
+    fig = figures.layout_figure(view, highlight_id="relu")
+    assert fig.layout.meta["lod"] == "vector"
+    assert len(fig.layout.shapes) == 1
+    i = list(view.ids).index("relu")
+    assert fig.layout.shapes[0].y0 == view.offset[i]
+    assert fig.layout.yaxis.ticktext[0] == "0 B"
+
+
+def test_timeline_rows_phases_and_hover() -> None:
+    g = tiny_train_step()
+    order = list(reversed(g.op_ids))
+    alloc = np.arange(len(order)) * 512
+    fig = figures.timeline_figure(g, order, g.op_ids, alloc_bytes=alloc, freed_bytes=alloc,
+                                  highlight_op="mm", before_label="eager")
+    assert list(fig.layout.yaxis.ticktext) == ["planned", "eager"]
+    planned = [t for t in fig.data if t.showlegend and t.mode == "markers"]
+    assert {t.name for t in planned} == {"forward", "loss", "backward", "optimizer"}
+    n_points = sum(len(t.x) for t in fig.data if t.customdata is not None)
+    assert n_points == 2 * len(order)
+    fwd = next(t for t in planned if t.name == "forward")
+    assert fwd.customdata[0][0] == "relu"
+    assert "alloc" in fwd.hovertemplate
+    rings = [t for t in fig.data if t.customdata is None and t.hoverinfo == "skip"]
+    assert sorted((t.x[0], t.y[0]) for t in rings) == [(0, 0.0), (len(order) - 1, 1.0)]
+
+
+def test_task_tree_icicle() -> None:
+    _, plan = planned_with_tree()
+    fig = figures.task_tree_figure(plan.task_tree)
+    assert list(fig.data[0].ids) == ["root", "t0", "t1"]
+    assert list(fig.data[0].parents) == ["", "root", "root"]
+    assert figures.task_tree_figure(None).layout.annotations[0].text.startswith("no task")
+
+
+@pytest.mark.parametrize(("max_bytes", "last"), [(3 * 2**20, "3 MiB"), (1000, "1 KiB"),
+                                                 (7 * 2**30, "7 GiB")])
+def test_binary_ticks(max_bytes: int, last: str) -> None:
+    vals, texts = figures.binary_ticks(max_bytes)
+    assert texts[-1] == last
+    assert vals[-1] >= max_bytes
+    steps = np.diff(vals)
+    assert np.allclose(steps, steps[0])
+    assert np.log2(steps[0]) == int(np.log2(steps[0]))  # binary-aligned
+
+
+def test_rasterize_paints_kinds_and_window() -> None:
+    colors = np.array([[255, 0, 0, 255], [0, 0, 255, 255]], np.uint8)
+    x0, x1 = np.array([0, 5]), np.array([5, 10])
+    y0, y1 = np.array([0, 5]), np.array([5, 10])
+    img = rasterize(x0, x1, y0, y1, np.array([0, 1]), colors, (0, 10, 0, 10), 10, 10)
+    assert (img[:5, :5] == colors[0]).all()
+    assert (img[5:, 5:] == colors[1]).all()
+    assert (img[:5, 5:, 3] == 0).all()
+    # a rectangle outside the window paints nothing; a tiny one still gets one pixel
+    img2 = rasterize(np.array([20, 3]), np.array([30, 3.01]), np.array([0, 2]),
+                     np.array([5, 2.01]), np.array([0, 0]), colors, (0, 10, 0, 10), 10, 10)
+    assert int(img2[..., 3].astype(bool).sum()) == 1
