@@ -1,0 +1,180 @@
+"""``roam plan GRAPH -o PLAN.json``: find an execution plan (order + arena layout).
+
+Runs :func:`roam_core.planner.make_plan` with a progress bar on stderr (sub-tasks done /
+total and the best peak so far), writes the plan with :func:`roam_core.plan_io.save_plan`
+and prints a summary (``--json``: one JSON object with ``baseline_peak_bytes``,
+``planned_peak_bytes``, ``arena_bytes``, ``lower_bound_bytes``, ``solve_seconds``,
+``method``, ``fragmentation``, ``eager_reserved_bytes``, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+__all__ = ["register", "summary_dict"]
+
+_SETTING_NOTES = {
+    "roam": "graph traced in the ROAM paper's setting: the optimizer's first step, so its "
+            "state (exp_avg, exp_avg_sq) is created inside the step and counted as planned "
+            "memory",
+    "steady": "graph traced in the steady setting: optimizer state exists before the step "
+              "and is resident (a constant in every number)",
+}
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{v} is not a positive integer")
+    return v
+
+
+def _positive_float(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not v > 0:
+        raise argparse.ArgumentTypeError(f"{v} is not a positive number")
+    return v
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    """Add the ``plan`` sub-command."""
+    from roam_core.heuristics import ORDER_METHODS
+
+    methods = ("roam", *ORDER_METHODS)
+    p = subparsers.add_parser(
+        "plan", help="find a memory-efficient execution plan for a graph",
+        description="Order the graph's ops (ROAM: weight-update placement, task tree, CP-SAT "
+                    "per sub-task) and lay out every tensor in one arena; write the plan.")
+    p.add_argument("graph", help="graph file (.json or .json.gz)")
+    p.add_argument("-o", "--output", required=True, help="plan file to write (.json)")
+    p.add_argument("--time-limit", type=_positive_float, default=None, metavar="S",
+                   help="CP-SAT seconds per sub-task (default 5)")
+    p.add_argument("--total-time-limit", type=_positive_float, default=None, metavar="S",
+                   help="cap on the whole ordering stage, seconds (default: none)")
+    p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                   help="worker processes for sub-tasks (default: one per CPU; 1 = in-process)")
+    p.add_argument("--node-limit", type=_positive_int, default=None, metavar="K",
+                   help="NL: most ops per sub-task (default 60)")
+    p.add_argument("--method", choices=methods, default="roam",
+                   help="'roam' or a baseline ordering: " + ", ".join(methods))
+    p.add_argument("--seed", type=int, default=0, help="CP-SAT random seed (default 0)")
+    p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    p.add_argument("--setting-note", action="store_true",
+                   help="explain the graph's tracing setting (steady / roam) and record it "
+                        "in the plan's notes")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=_run)
+
+
+class _Bar:
+    """A one-line progress bar on stderr."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled and sys.stderr is not None
+        self.t0 = time.perf_counter()
+        self.tty = bool(getattr(sys.stderr, "isatty", lambda: False)())
+        self.last = ""
+
+    def __call__(self, p: Any) -> None:
+        if not self.enabled:
+            return
+        from roam_core.commands.info import format_bytes
+
+        peak = format_bytes(p.best_peak_bytes) if p.best_peak_bytes is not None else "-"
+        width = 24
+        fill = int(width * p.done / p.total) if p.total else 0
+        bar = "#" * fill + "." * (width - fill)
+        line = (f"roam plan: [{time.perf_counter() - self.t0:6.1f} s] {p.stage:<9} "
+                f"[{bar}] {p.done}/{p.total}  best peak {peak}")
+        if self.tty:
+            print("\r" + line.ljust(len(self.last)), end="", file=sys.stderr, flush=True)
+            if p.stage == "done":
+                print(file=sys.stderr)
+        elif p.stage != "order" or p.done == p.total or p.done % 10 == 0:
+            print(line, file=sys.stderr, flush=True)
+        self.last = line
+
+
+def summary_dict(plan: Any, graph: Any = None) -> dict[str, Any]:
+    """The JSON object ``roam plan --json`` prints."""
+    out: dict[str, Any] = {
+        "graph": plan.graph_name,
+        "method": plan.method,
+        "num_ops": len(plan.order),
+        "baseline_peak_bytes": plan.baseline_peak_bytes,
+        "planned_peak_bytes": plan.planned_peak_bytes,
+        "arena_bytes": plan.arena_bytes,
+        "lower_bound_bytes": plan.lower_bound_bytes,
+        "resident_bytes": plan.resident_bytes,
+        "fragmentation": plan.fragmentation,
+        "reduction_vs_baseline": (1 - plan.planned_peak_bytes / plan.baseline_peak_bytes
+                                  if plan.baseline_peak_bytes else 0.0),
+        "solve_seconds": plan.solve_seconds,
+        "num_subtasks": sum(1 for r in plan.provenance if r.stage == "order"),
+        "notes": list(plan.notes),
+    }
+    if graph is not None:
+        try:
+            from roam_core.baseline import eager_report
+
+            rep = eager_report(graph, plan.alignment_bytes)
+            out["eager_reserved_bytes"] = rep.peak_reserved_bytes
+            out["eager_allocated_bytes"] = rep.peak_allocated_bytes
+        except Exception:  # the allocator model is optional
+            pass
+    return out
+
+
+def _run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from roam_core.commands.info import format_bytes
+    from roam_core.config import PlannerConfig
+    from roam_core.graph_io import load_graph
+    from roam_core.plan_io import save_plan
+    from roam_core.planner import make_plan
+
+    graph = load_graph(args.graph)
+    cfg = PlannerConfig()
+    if args.node_limit is not None:
+        cfg = replace(cfg, node_limit=args.node_limit)
+    if args.workers is not None:
+        cfg = replace(cfg, workers=args.workers)
+    if args.total_time_limit is not None:
+        cfg = replace(cfg, time_limit_s=args.total_time_limit)
+    cfg = cfg.with_order(random_seed=args.seed)
+    if args.time_limit is not None:
+        cfg = cfg.with_order(time_limit_s=args.time_limit)
+    plan = make_plan(graph, cfg, method=args.method, progress=_Bar(not args.no_progress))
+    if args.setting_note:
+        setting = str(graph.origin.get("setting", "unknown"))
+        note = _SETTING_NOTES.get(setting, f"graph setting: {setting}")
+        plan = replace(plan, notes=(*plan.notes, note))
+        print(f"roam plan: note: {note}", file=sys.stderr)
+    save_plan(plan, args.output)
+    if args.json:
+        print(json.dumps(summary_dict(plan, graph), sort_keys=True))
+        return 0
+    cut = 1 - plan.planned_peak_bytes / plan.baseline_peak_bytes if plan.baseline_peak_bytes \
+        else 0.0
+    print(f"{plan.graph_name}: {len(plan.order)} ops, method {plan.method}")
+    print(f"  eager peak      {format_bytes(plan.baseline_peak_bytes)}")
+    print(f"  planned peak    {format_bytes(plan.planned_peak_bytes)}  ({cut:.1%} less)")
+    print(f"  arena           {format_bytes(plan.arena_bytes)}  "
+          f"(fragmentation {plan.fragmentation:.2%})")
+    print(f"  lower bound     {format_bytes(plan.lower_bound_bytes)}")
+    print(f"  solve time      {plan.solve_seconds:.1f} s")
+    for n in plan.notes:
+        print(f"  note: {n}")
+    print(f"  wrote {args.output}")
+    return 0
