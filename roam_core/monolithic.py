@@ -92,8 +92,8 @@ class MonolithicResult:
     peak_bytes : int
         Its simulated peak, resident bytes included.
     status : str
-        ``"optimal"``, ``"feasible"``, ``"hint"`` (no solver solution: the warm start is
-        returned) or ``"unknown"``.
+        ``"optimal"`` (solved, or the warm start meets a proven lower bound),
+        ``"feasible"`` or ``"hint"`` (no better solver solution: the warm start is returned).
     best_bound_bytes : int
         Proven lower bound on the peak of any order (resident included); equals
         ``peak_bytes`` when optimal.
@@ -313,6 +313,10 @@ def solve_monolithic(
 
         lower_bound_bytes = max(best_lower_bound(graph, alignment_bytes).bound_bytes,
                                 live_set_lower_bound(graph, alignment_bytes).bound_bytes)
+    if hint_peak <= lower_bound_bytes:
+        # the warm start meets a proven bound: nothing to search
+        return MonolithicResult(hint, hint_peak, "optimal", hint_peak,
+                                time.perf_counter() - t0, hint_method, hint_peak)
     mm = build_monolithic_model(graph, alignment_bytes=alignment_bytes,
                                 upper_bound_bytes=hint_peak - resident,
                                 lower_bound_bytes=min(lower_bound_bytes, hint_peak) - resident)
@@ -333,12 +337,12 @@ def solve_monolithic(
         else:
             status = "hint"
         bound = resident + int(solver.best_objective_bound) * mm.unit_bytes
-    elif code == cp_model.INFEASIBLE:
-        # the upper bound equals the hint's peak, so infeasible cannot happen; keep the hint
+    else:
+        # no solution in time (or, impossibly, infeasible under the hint's own peak)
         status = "hint"
-    bound = min(bound, peak)
-    if code == cp_model.OPTIMAL:
-        bound = peak
+    bound = min(max(bound, lower_bound_bytes), peak)
+    if code == cp_model.OPTIMAL or bound >= peak:
+        status, bound = "optimal", peak
     wall = time.perf_counter() - t0
     _logger.info("monolithic %s: %s peak %d bound %d (%.2f s)", graph.name, status, peak,
                  bound, wall)

@@ -197,7 +197,7 @@ def train_like_graphs(draw: st.DrawFn) -> Graph:
 @given(train_like_graphs())
 def test_insertion_tracks_the_simulated_profile(g):
     groups = update_groups(g)
-    for base in ("lpmf", "eager"):
+    for base in ("lpmf", "eager", "dfs"):
         for tie in ("early", "light"):
             order, prof = _tracked_insertion(g, groups, base, tie)
             assert check_order(g, order) == []
