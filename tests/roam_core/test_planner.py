@@ -1,0 +1,137 @@
+"""make_plan: valid, never worse than the baselines, cancellable, deterministic."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import threading
+
+import pytest
+from hypothesis import given, settings
+
+from roam_core.config import OrderSolverConfig, PlannerConfig
+from roam_core.graph import Graph
+from roam_core.heuristics import best_heuristic_order, run_method
+from roam_core.plan import Plan
+from roam_core.planner import PlanProgress, make_plan, order_methods
+from roam_core.samples import tiny_train_step
+from roam_core.simulate import simulate
+from roam_core.validate import check_order, check_plan
+from tests.strategies import random_graphs
+
+FAST = PlannerConfig(node_limit=4, workers=1, solve_layout=False,
+                     order=OrderSolverConfig(time_limit_s=2.0))
+STAGES = ["baseline", "rewrite", "decompose", "order", "layout", "done"]
+
+
+def _valid(graph: Graph, plan: Plan) -> None:
+    assert check_order(graph, plan.order) == []
+    assert check_plan(graph, plan) == []
+    prof = simulate(graph, plan.order, alignment_bytes=plan.alignment_bytes)
+    assert plan.planned_peak_bytes == prof.peak_bytes
+    assert plan.live_bytes == prof.live_bytes
+    assert plan.arena_bytes >= plan.planned_peak_bytes >= plan.lower_bound_bytes
+    assert plan.baseline_peak_bytes == simulate(graph).peak_bytes
+    if plan.method == "roam":
+        assert set(plan.task_of_op) == set(graph.op_ids)
+    else:
+        assert plan.task_of_op == {}
+    pos = {op: i for i, op in enumerate(plan.order)}
+    assert all(pos[e.src] < pos[e.dst] for e in plan.extra_edges)
+
+
+@settings(max_examples=20)
+@given(random_graphs(max_ops=20))
+def test_plans_are_valid_and_never_worse_than_the_best_baseline(graph: Graph) -> None:
+    plan = make_plan(graph, FAST)
+    _valid(graph, plan)
+    best = best_heuristic_order(graph).profile.peak_bytes
+    assert plan.planned_peak_bytes <= best
+    assert plan.method == "roam"
+    assert plan.task_tree is not None
+    assert plan.task_tree["id"] == "root"
+
+
+def test_progress_is_monotone_and_reaches_done() -> None:
+    seen: list[PlanProgress] = []
+    make_plan(tiny_train_step(), FAST, progress=seen.append)
+    stages = [STAGES.index(p.stage) for p in seen]
+    assert stages == sorted(stages)
+    assert seen[-1].stage == "done"
+    order_steps = [p.done for p in seen if p.stage == "order"]
+    assert order_steps == sorted(order_steps)
+    assert order_steps[-1] == [p.total for p in seen if p.stage == "order"][-1]
+    peaks = [p.best_peak_bytes for p in seen if p.best_peak_bytes is not None]
+    assert peaks == sorted(peaks, reverse=True)
+
+
+@settings(max_examples=10)
+@given(random_graphs(max_ops=20, min_ops=8))
+def test_cancel_and_tiny_time_limits_still_give_valid_plans(graph: Graph) -> None:
+    ev = threading.Event()
+    ev.set()
+    _valid(graph, make_plan(graph, FAST, cancel=ev))
+    tiny = PlannerConfig(node_limit=3, workers=1, solve_layout=False, time_limit_s=1e-6,
+                         order=OrderSolverConfig(time_limit_s=0.01))
+    _valid(graph, make_plan(graph, tiny))
+    calls = [0]
+
+    def after_two() -> bool:
+        calls[0] += 1
+        return calls[0] > 2
+
+    _valid(graph, make_plan(graph, FAST, cancel=after_two))
+
+
+def test_cancelled_run_says_so_in_the_notes() -> None:
+    ev = threading.Event()
+    ev.set()
+    plan = make_plan(tiny_train_step(), FAST, cancel=ev)
+    assert any("not solved (cancelled)" in n for n in plan.notes) or all(
+        r.status in ("trivial", "bound") for r in plan.provenance if r.stage == "order")
+
+
+@settings(max_examples=8)
+@given(random_graphs(max_ops=20, min_ops=10))
+def test_deterministic_for_a_fixed_seed(graph: Graph) -> None:
+    a = make_plan(graph, FAST)
+    b = make_plan(graph, FAST)
+    assert a.order == b.order
+    assert a.offsets == b.offsets
+
+
+@settings(max_examples=5)
+@given(random_graphs(max_ops=20, min_ops=10))
+def test_executor_results_match_in_process(graph: Graph) -> None:
+    with cf.ThreadPoolExecutor(2) as ex:
+        a = make_plan(graph, FAST, executor=ex)
+    b = make_plan(graph, FAST)
+    assert a.order == b.order
+
+
+def test_default_process_pool() -> None:
+    cfg = PlannerConfig(node_limit=3, workers=2, solve_layout=False,
+                        order=OrderSolverConfig(time_limit_s=1.0))
+    g = tiny_train_step()
+    _valid(g, make_plan(g, cfg))
+
+
+@pytest.mark.parametrize("method", ["eager", "lpmf", "lpmf_updates"])
+def test_baseline_methods_return_their_order(method: str) -> None:
+    g = tiny_train_step()
+    plan = make_plan(g, FAST, method=method)
+    assert plan.method == method
+    assert plan.order == run_method(g, method)
+    _valid(g, plan)
+
+
+def test_method_registry_starts_with_roam() -> None:
+    assert order_methods()[0] == "roam"
+    assert "lpmf_updates" in order_methods()
+
+
+def test_layout_solver_path() -> None:
+    g = tiny_train_step()
+    cfg = PlannerConfig(node_limit=4, workers=1, layout_time_limit_s=2.0)
+    plan = make_plan(g, cfg)
+    _valid(g, plan)
+    assert any(r.stage == "layout" for r in plan.provenance)

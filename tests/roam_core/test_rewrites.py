@@ -1,0 +1,58 @@
+"""Weight-update placement rewrites: only added edges, acyclic, valid reference order."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+
+from roam_core.graph import EdgeReason, Graph
+from roam_core.rewrites import asap_insertion, place_weight_updates
+from roam_core.samples import tiny_train_step
+from roam_core.simulate import simulate
+from roam_core.updates import update_groups
+from roam_core.validate import check_order
+from tests.strategies import random_graphs
+
+
+def _check(graph: Graph, policy: str) -> None:
+    r = place_weight_updates(graph, policy=policy)
+    # only additions, all tagged WEIGHT_UPDATE
+    assert r.graph.control_edges[: len(graph.control_edges)] == graph.control_edges
+    assert set(r.edges) == set(r.graph.control_edges[len(graph.control_edges):])
+    assert all(e.reason == EdgeReason.WEIGHT_UPDATE for e in r.edges)
+    # the reference order is valid for the rewritten graph, hence for the input graph
+    assert check_order(r.graph, r.order) == []
+    assert check_order(graph, r.order) == []
+
+
+@settings(max_examples=30)
+@given(random_graphs(max_ops=14))
+def test_rewrites_only_add_edges_and_keep_a_valid_order(graph: Graph) -> None:
+    for policy in ("cost_aware", "asap", "none"):
+        _check(graph, policy)
+
+
+def test_tiny_train_step_pins_loose_view() -> None:
+    g = tiny_train_step()
+    r = place_weight_updates(g)
+    assert [(e.src, e.dst) for e in r.edges] == [("relu_bw", "t")]
+    assert r.policy == "cost_aware"
+    assert len(r.placements) == len(update_groups(g))
+
+
+def test_unknown_policy_is_rejected() -> None:
+    with pytest.raises(ValueError, match="unknown update policy"):
+        place_weight_updates(tiny_train_step(), policy="sometimes")
+
+
+def test_asap_insertion_moves_groups_right_after_their_last_ancestor() -> None:
+    g = tiny_train_step()
+    late_first = ["mm", "relu", "loss", "ones", "relu_bw", "t", "grad_w", "update"]
+    assert asap_insertion(g, late_first, [("update",)])[-1] == "update"
+
+
+def test_cost_aware_reference_is_not_worse_than_asap_on_the_sample() -> None:
+    g = tiny_train_step()
+    cost = simulate(g, place_weight_updates(g, policy="cost_aware").order).peak_bytes
+    asap = simulate(g, place_weight_updates(g, policy="asap").order).peak_bytes
+    assert cost <= asap
