@@ -12,10 +12,11 @@ Identifying groups (structure only, never names)
    (allocated in the step) or resident *and mutated* by an optimizer op; read-only resident
    storages (constants, hyper-parameters) do not link.  Each connected component that
    mutates a resident storage is a candidate.
-2. The **anchors** of a component are the resident storages it mutates, preferring those
-   of kind ``PARAMETER`` (a warm optimizer's resident state is mutated too, but the
-   parameter is what the chain ultimately updates).  A component with one anchor is one
-   group.  A component with several anchors (linked through a shared storage, e.g. a
+2. The **anchors** of a component are the resident storages it mutates; when the graph tags
+   parameters (kind ``PARAMETER``), only those count (a warm optimizer's resident state and
+   step counters are mutated too, but the parameter is what a chain ultimately updates), so
+   a component that mutates only state (``step += 1``) is no group.  A component with one
+   anchor is one group.  A component with several anchors (linked through a shared storage, e.g. a
    clipping coefficient) is split: an op joins the anchor whose mutating ops are the only
    anchors' ops it can reach; shared ops stay ungrouped.
 3. A group must be *convex* (no outside op on a path between two of its ops) so it can run
@@ -166,11 +167,14 @@ def update_groups(graph: Graph) -> tuple[UpdateGroup, ...]:
         comps.setdefault(uf.find(i), []).append(i)
     reach = None
     members: list[tuple[TensorId, list[int]]] = []
+    param_kind = any(graph.tensors[s].kind == TensorKind.PARAMETER for s in mutated_resident)
     for comp in comps.values():
         cset = set(comp)
         anchors = [s for s, ms in mutated_resident.items() if any(m in cset for m in ms)]
-        params = [s for s in anchors if graph.tensors[s].kind == TensorKind.PARAMETER]
-        anchors = params or anchors
+        if param_kind:
+            # parameters are tagged: a chain that mutates only state (a step counter) is
+            # not an update group of its own
+            anchors = [s for s in anchors if graph.tensors[s].kind == TensorKind.PARAMETER]
         if not anchors:
             continue
         if len(anchors) == 1:

@@ -2,9 +2,9 @@
 
 Suites
 ------
-* ``roam``: the committed sample graphs of the ROAM paper's 14 (model, batch size)
-  configurations in the chosen setting (``sample_graphs/*.json.gz``, matched by their
-  ``origin`` record, not by file name).
+* ``roam``: the ROAM paper's 14 (model, batch size) configurations in the chosen setting:
+  the committed sample graph when there is one (``sample_graphs/*.json.gz``, matched by its
+  ``origin`` record, not by file name), else traced on demand.
 * ``quick``: the hand-built teaching graphs (``roam_core.samples``) plus two small zoo models
   (``mlp`` and ``tiny_gpt``): a committed graph of the setting when there is one, else traced
   on demand at batch 2.
@@ -79,7 +79,6 @@ def _trace_case(model: str, batch_size: int, setting: str):  # type: ignore[no-u
 
 def _cases(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
     from roam_core.bench import BenchCase, sample_graph_cases
-    from roam_core.errors import GraphError
     from roam_core.graph_io import load_graph
 
     if args.graphs:
@@ -88,11 +87,11 @@ def _cases(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
     if args.suite == "roam":
         from roam_core.zoo import ROAM_CONFIGS
 
-        cases = sample_graph_cases(args.samples, setting=args.setting,
-                                   configs=list(ROAM_CONFIGS))
-        if not cases:
-            raise GraphError(f"no {args.setting}-setting graphs of the ROAM configurations in "
-                             f"{args.samples!r}; trace them with `roam trace` first")
+        cases = []
+        for model, bs in ROAM_CONFIGS:
+            found = sample_graph_cases(args.samples, setting=args.setting,
+                                       configs=[(model, bs)])
+            cases += found[:1] or [_trace_case(model, bs, args.setting)]
     elif args.suite == "quick":
         from roam_core.samples import SAMPLES
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -215,3 +218,27 @@ def test_groups_partition_optimizer_ops_on_random_graphs(g):
         assert g.tensors[grp.param].producer is None
         assert set(grp.state_init_ops) <= set(grp.op_ids)
     assert check_order(g, best_update_insertion(g)) == []
+
+
+_SAMPLES = Path(__file__).resolve().parents[2] / "sample_graphs"
+
+
+@pytest.mark.parametrize("name", ["mlp-b8-steady", "alexnet-b1-roam"])
+def test_groups_on_traced_graphs(name):
+    path = _SAMPLES / f"{name}.json.gz"
+    if not path.exists():
+        pytest.skip(f"{path.name} not committed")
+    from roam_core.graph_io import load_graph
+
+    g = load_graph(str(path))
+    groups = update_groups(g)
+    params = {t.id for t in g.tensors.values() if t.kind == K.PARAMETER}
+    # one group per parameter, each fed by a gradient made outside the optimizer
+    assert {x.param for x in groups} == params
+    assert all(x.grad is not None for x in groups)
+    assert all(g.op(g.tensors[x.grad].producer).phase != OPT for x in groups)
+    if g.origin.get("setting") == "roam":  # first Adam step: exp_avg, exp_avg_sq created
+        assert all(len(x.state_init_ops) == 2 for x in groups)
+    order = best_update_insertion(g)
+    assert check_order(g, order) == []
+    assert simulate(g, order).peak_bytes <= simulate(g, lpmf_order(g)).peak_bytes
