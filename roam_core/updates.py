@@ -42,13 +42,14 @@ Placing groups (:func:`insert_update_groups`)
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from roam_core.graph import Graph, OpId, Order, Phase, TensorId, TensorKind
 from roam_core.heuristics import CompactGraph, compact
+from roam_core.reach import Reachability, iter_bits
 from roam_core.simulate import simulate
 
 __all__ = [
@@ -111,7 +112,7 @@ def _mask_to_bool(mask: int, n: int) -> np.ndarray:
     return np.unpackbits(np.frombuffer(raw, dtype=np.uint8), bitorder="little")[:n].astype(bool)
 
 
-def _reach(graph: Graph):  # type: ignore[no-untyped-def]
+def _reach(graph: Graph) -> Reachability:
     from roam_core.reach import reachability
 
     return reachability(graph)
@@ -197,18 +198,23 @@ def update_groups(graph: Graph) -> tuple[UpdateGroup, ...]:
         if ops_c is None:
             _logger.info("update group of %s is not convex; left ungrouped", anchor)
             continue
-        groups.append(_describe(graph, anchor, ops_c, index))
+        groups.append(_describe(graph, anchor, ops_c))
     groups.sort(key=lambda g: index[g.op_ids[0]])
     return tuple(groups)
 
 
-def _split_by_anchor(graph, comp, anchors, mutated_resident, reach):  # type: ignore[no-untyped-def]
+def _split_by_anchor(
+    graph: Graph, comp: list[int], anchors: list[TensorId],
+    mutated_resident: Mapping[TensorId, list[int]], reach: Reachability,
+) -> list[tuple[TensorId, list[int]]]:
+    """Assign a multi-anchor component's ops to anchors by reachability (step 2)."""
     index = reach.index
+    cset = set(comp)
     anchor_masks = []
     for a in anchors:
         m = 0
         for i in mutated_resident[a]:
-            if i in set(comp):
+            if i in cset:
                 m |= 1 << i
         anchor_masks.append(m)
     owner: dict[int, int] = {}
@@ -244,9 +250,10 @@ def _split_by_anchor(graph, comp, anchors, mutated_resident, reach):  # type: ig
     return out
 
 
-def _make_convex(ops, reach, opt_set, taken):  # type: ignore[no-untyped-def]
+def _make_convex(ops_in: list[int], reach: Reachability, opt_set: set[int],
+                 taken: set[int]) -> list[int] | None:
     """Absorb ungrouped optimizer ops lying between group ops; ``None`` if impossible."""
-    ops = set(ops)
+    ops = set(ops_in)
     for _ in range(len(opt_set) + 1):
         anc = desc = 0
         for i in ops:
@@ -258,7 +265,7 @@ def _make_convex(ops, reach, opt_set, taken):  # type: ignore[no-untyped-def]
         between = anc & desc & ~inside
         if not between:
             return sorted(ops)
-        extra = [i for i in range(len(reach.op_ids)) if between >> i & 1]
+        extra = list(iter_bits(between))
         if any(i not in opt_set or i in taken for i in extra):
             return None
         ops.update(extra)
@@ -287,7 +294,9 @@ def block_order(cg: CompactGraph, ops: Sequence[int], state_init: Sequence[int])
     return out
 
 
-def _block_profile(cg: CompactGraph, block: Sequence[int], pos: np.ndarray | None):
+def _block_profile(
+    cg: CompactGraph, block: Sequence[int], pos: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray, list[tuple[int, int]], list[tuple[int, int, int]]]:
     """Own curve of a block plus its external reads (see :func:`insert_update_groups`).
 
     Returns ``internal`` (block storages; those used after the block stay to its end),
@@ -323,7 +332,7 @@ def _block_profile(cg: CompactGraph, block: Sequence[int], pos: np.ndarray | Non
     return np.cumsum(internal[:L]), freed, long, ext_list
 
 
-def _describe(graph: Graph, anchor: TensorId, ops: list[int], index) -> UpdateGroup:  # type: ignore[no-untyped-def]
+def _describe(graph: Graph, anchor: TensorId, ops: list[int]) -> UpdateGroup:
     cg = compact(graph)
     in_group = set(ops)
     state_init = []
@@ -396,7 +405,10 @@ def insert_update_groups(
     return _tracked_insertion(graph, groups, base_method, tie, group_order)[0]
 
 
-def _tracked_insertion(graph, groups, base_method, tie, group_order="largest"):  # type: ignore[no-untyped-def]
+def _tracked_insertion(
+    graph: Graph, groups: Sequence[UpdateGroup], base_method: str, tie: str,
+    group_order: str = "largest",
+) -> tuple[Order, np.ndarray | None]:
     """The insertion order and the live-bytes curve it tracked (equals ``simulate``'s)."""
     from roam_core.heuristics import _lpmf
     from roam_core.reach import topological_indices
@@ -467,7 +479,11 @@ def _tracked_insertion(graph, groups, base_method, tie, group_order="largest"): 
     return cg.order_ids(seq), prof
 
 
-def _insert_block(cg, reach, seq, prof, freed, pos, block, tie):  # type: ignore[no-untyped-def]
+def _insert_block(
+    cg: CompactGraph, reach: Reachability, seq: list[int], prof: np.ndarray,
+    freed: np.ndarray, pos: np.ndarray, block: list[int], tie: str,
+) -> tuple[list[int], np.ndarray, np.ndarray]:
+    """Insert ``block`` at its best slot of ``seq``; update ``pos`` in place (steps a-e)."""
     n = cg.n_ops
     m = len(seq)
     L = len(block)
