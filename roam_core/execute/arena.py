@@ -33,6 +33,7 @@ Ops whose ``out=`` kernel uses its output as scratch space and resizes it are de
 
 from __future__ import annotations
 
+import heapq
 import logging
 import warnings
 from collections.abc import Mapping, Sequence
@@ -298,6 +299,9 @@ class ArenaRunner:
                 else:
                     self.env[n.name] = real
         self._in_order = set(order)
+        self._stats = dict.fromkeys(self._stats, 0)
+        self._extra_peak = self._extra_total = 0
+        self._fallback_targets = {}
         live = _LiveSet(self.graph, order, self.slot) if check_live else None
         for step, name in enumerate(order):
             node = self.nodes.get(name)
@@ -486,29 +490,31 @@ class _LiveSet:
 
     def __init__(self, graph: Graph, order: Sequence[str],
                  slot: Mapping[StorageWeakRef, tuple[TensorId, int]]) -> None:
-        self.graph = graph
         self.lts = lifetimes(graph, order)
         offset = dict(slot.values())
-        self.active: list[tuple[int, int, TensorId, int]] = []  # (start, end, tid, end_step)
+        self.active: dict[TensorId, tuple[int, int]] = {}  # tid -> (first byte, end byte)
+        self.expiry: list[tuple[int, TensorId]] = []  # heap of (end step, tid)
         for t in graph.tensors.values():
             if t.producer is None and t.id in offset and t.size_bytes:
-                off = offset[t.id]
-                self.active.append((off, off + t.size_bytes, t.id, 1 << 62))
+                self.active[t.id] = (offset[t.id], offset[t.id] + t.size_bytes)
         self.step = 0
 
     def advance(self, step: int) -> None:
         self.step = step
-        self.active = [a for a in self.active if a[3] > step]
+        while self.expiry and self.expiry[0][0] <= step:
+            _, tid = heapq.heappop(self.expiry)
+            self.active.pop(tid, None)
 
     def place(self, op: str, tid: TensorId, off: int, nbytes: int) -> None:
         if nbytes == 0:
             return
         end = off + nbytes
-        for lo, hi, other, _ in self.active:
+        for other, (lo, hi) in self.active.items():
             if other != tid and lo < end and off < hi:
                 raise ExecutorError(
                     f"op {op!r}: storage {tid!r} at [{off}, {end}) overlaps storage {other!r} "
                     f"at [{lo}, {hi}), which is still live at step {self.step}: the plan's "
                     f"offsets are corrupt")
         lt = self.lts.get(tid)
-        self.active.append((off, end, tid, lt.end if lt is not None else self.step + 1))
+        self.active[tid] = (off, end)
+        heapq.heappush(self.expiry, (lt.end if lt is not None else self.step + 1, tid))
