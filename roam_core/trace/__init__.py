@@ -316,7 +316,7 @@ def trace_fx(
         # fake CUDA tensors abort the process inside make_fx when no GPU is present
         raise TraceError("tracing on cuda needs a machine with a CUDA GPU; trace on cpu here")
     fm = FakeTensorMode()
-    with _FakeSwap(model, fm, dev) as swap:
+    with _FakeSwap(model, fm, dev):
         named_params = _dedup(model.named_parameters(remove_duplicate=False))
         named_buffers = _dedup(model.named_buffers(remove_duplicate=False))
         params = [p for _, p in named_params]
@@ -370,7 +370,6 @@ def trace_fx(
         except Exception as e:
             raise TraceError(f"tracing {type(model).__name__} failed: "
                              f"{type(e).__name__}: {e}") from e
-        del swap
     roles = (
         [(TensorKind.PARAMETER, n) for n, _ in named_params]
         + [(TensorKind.BUFFER, n) for n, _ in named_buffers]
