@@ -74,8 +74,9 @@ class PlannerConfig:
     baselines: tuple[str, ...] | None = None
     # Allocator granularity: every storage is rounded up to a multiple of this.
     alignment_bytes: int = 512
-    # A second pass of window sub-tasks shifted by half a window (large units only).
-    shifted_pass: bool = True
+    # Polishing rounds after the merge: re-solve a window of ``2 * node_limit`` steps centred
+    # on the peak step of the merged order (windows may straddle sub-task borders).
+    polish_rounds: int = 4
     # Compute the arena layout with the layout solvers (False: greedy best-fit only).
     solve_layout: bool = True
     # Budget of the layout stage, seconds.

@@ -152,6 +152,51 @@ def _solve_all(problems: list[OrderProblem], cfg: PlannerConfig, executor: cf.Ex
     return left
 
 
+def _polish(g2: Graph, graph: Graph, order: tuple[OpId, ...], prof: Any,
+            config: PlannerConfig, floor: int, cancel: Callable[[], bool] | None,
+            deadline: float | None, records: list[SolveRecord]) -> tuple[tuple[OpId, ...], Any]:
+    """Re-solve windows centred on the peak step while that lowers the peak.
+
+    Any run of consecutive steps of a valid order is a valid sub-problem, so a window may
+    straddle the borders of the task tree's sub-tasks (whose borders were fixed before the
+    solve).  Windows honour the placement rewrites (``g2``); solving them against the input
+    graph instead was tried and is far slower to prove (update branches widen every window).
+    Each round keeps the new order only if its peak (whole graph) is not higher.
+    """
+    a = config.alignment_bytes
+    width = 2 * config.node_limit
+    tried: set[tuple[int, int]] = set()
+    for k in range(config.polish_rounds):
+        if (cancel is not None and cancel()) or (deadline is not None
+                                                 and time.monotonic() > deadline):
+            break
+        n = len(order)
+        peak_live = max(prof.live_bytes)
+        steps = [i for i, b in enumerate(prof.live_bytes) if b == peak_live]
+        lo = max(0, min(steps[0] - width // 2, n - width))
+        hi = min(n, lo + width)
+        if (lo, hi) in tried or peak_live <= floor:
+            break
+        tried.add((lo, hi))
+        problem = build_order_problem(g2, order, order[lo:hi], task_id=f"polish{k + 1}",
+                                      config=config.order, floor_bytes=floor,
+                                      alignment_bytes=a)
+        res = solve_order_problem(problem, cancel)
+        new = merge_orders(order, problem, res)
+        new_prof = simulate(graph, new, alignment_bytes=a)
+        records.append(SolveRecord("polish", res.task_id, res.status,
+                                   res.peak_bytes + prof.resident_bytes,
+                                   None if res.best_bound_bytes is None
+                                   else res.best_bound_bytes + prof.resident_bytes,
+                                   res.wall_time_s, res.num_ops))
+        if new_prof.peak_bytes > prof.peak_bytes or new == order:
+            if res.peak_bytes >= res.hint_peak_bytes:
+                break
+            continue
+        order, prof = new, new_prof
+    return order, prof
+
+
 def make_plan(
     graph: Graph,
     config: PlannerConfig = PlannerConfig(),  # noqa: B008 - frozen, never mutated
@@ -291,13 +336,17 @@ def make_plan(
                                    0.0, by_id[tid].num_ops))
     assert not check_order(g2, order), "merged sub-task orders must honour the rewrites"
     prof = simulate(graph, order, alignment_bytes=a)
-    extra = rw.edges
+    if config.polish_rounds > 0 and prof.peak_bytes > lower and not (
+            cancel_fn is not None and cancel_fn()):
+        emit("order", total, total, "polishing around the peak")
+        order, prof = _polish(g2, graph, order, prof, config, floor, cancel_fn, deadline,
+                              records)
     if prof.peak_bytes > heur.profile.peak_bytes:
         notes.append(f"returned the best baseline order ({heur.method}): the ROAM order "
                      f"peaked at {prof.peak_bytes} bytes, above its {heur.profile.peak_bytes}")
         order, prof = tuple(heur.order), heur.profile
-        pos = {op: i for i, op in enumerate(order)}
-        extra = tuple(e for e in rw.edges if pos[e.src] < pos[e.dst])
+    pos = {op: i for i, op in enumerate(order)}
+    extra = tuple(e for e in rw.edges if pos[e.src] < pos[e.dst])  # the rewrites it honours
     best_peak[0] = prof.peak_bytes
     task_of = tree.task_of_op()
     return _finish(graph, config, "roam", order, prof, baseline.peak_bytes, lower, tree,
