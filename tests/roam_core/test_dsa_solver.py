@@ -1,0 +1,192 @@
+"""DSA solver: validity, exactness against brute force, flag matrix, capacities, CLI."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roam_core.cli import main
+from roam_core.dsa import Buffer, Problem, load_problem, loads_problem
+from roam_core.dsa_heuristics import ORDERS, greedy_by_size, portfolio
+from roam_core.dsa_solver import SearchOptions, search_capacity, solve_dsa
+from roam_core.errors import InfeasibleError
+from roam_core.validate import check_dsa_solution
+from tests.roam_core.test_dsa import problems
+
+MINIMALLOC = "/work/shared/dsa/minimalloc"
+
+
+def _fits(p: Problem, height: int) -> bool:
+    """Brute force: is there a layout of height <= ``height``? (every offset tried)."""
+    bs = [b for b in p.buffers if b.size]
+    offs: list[int | None] = [None] * len(bs)
+
+    def rec(k: int) -> bool:
+        if k == len(bs):
+            return True
+        b = bs[k]
+        for o in range(0, height - b.size + 1, b.alignment):
+            if all(offs[j] is None or not b.overlaps(bs[j]) or o + b.size <= offs[j]
+                   or offs[j] + bs[j].size <= o for j in range(k)):  # type: ignore[operator]
+                offs[k] = o
+                if rec(k + 1):
+                    return True
+        offs[k] = None
+        return False
+
+    return rec(0)
+
+
+def _brute_min_height(p: Problem) -> int:
+    h = p.lower_bound()
+    while not _fits(p, h):
+        h += 1
+    return h
+
+
+def _stairs() -> Problem:
+    return Problem((Buffer("a", 0, 2, 2), Buffer("b", 1, 3, 1), Buffer("c", 2, 4, 2),
+                    Buffer("d", 0, 4, 1), Buffer("e", 3, 5, 3)))
+
+
+class TestSolveDsa:
+    def test_input12_at_capacity_12(self) -> None:
+        p = load_problem(f"{MINIMALLOC}/input.12.csv", capacity=12)
+        r = solve_dsa(p, time_limit_s=5)
+        assert r.solution is not None and r.solution.height <= 12
+        assert check_dsa_solution(p, r.solution) == []
+
+    @given(problems())
+    @settings(max_examples=40)
+    def test_every_output_passes_the_validator(self, p: Problem) -> None:
+        r = solve_dsa(p, time_limit_s=1)
+        assert r.solution is not None
+        assert check_dsa_solution(p, r.solution) == []
+        assert r.solution.height >= p.lower_bound() == r.lower_bound or \
+            r.lower_bound <= r.solution.height
+        if r.status == "optimal":
+            assert r.solution.height == r.lower_bound
+
+    @given(problems(max_buffers=6, max_time=5, max_size=4))
+    @settings(max_examples=40)
+    def test_exact_equals_brute_force_on_tiny(self, p: Problem) -> None:
+        r = solve_dsa(p, time_limit_s=5)
+        assert r.solution is not None
+        assert r.solution.height == _brute_min_height(p)
+        assert r.status == "optimal"
+
+    def test_capacity_below_bound_is_infeasible(self) -> None:
+        p = load_problem(f"{MINIMALLOC}/input.12.csv")
+        with pytest.raises(InfeasibleError, match="lower bound"):
+            solve_dsa(p, capacity=11, time_limit_s=2)
+
+    def test_search_proves_infeasibility(self) -> None:
+        p = _stairs()
+        sol, proven, _, _ = search_capacity(p, p.lower_bound() - 1,
+                                            deadline=time.monotonic() + 5)
+        assert sol is None and proven
+
+    def test_fixed_offsets_are_kept(self) -> None:
+        p = Problem((Buffer("f", 0, 4, 2, offset=3), Buffer("a", 0, 2, 3),
+                     Buffer("b", 1, 3, 2)))
+        r = solve_dsa(p, time_limit_s=2)
+        assert r.solution is not None and r.solution.offsets[0] == 3
+        assert check_dsa_solution(p, r.solution) == []
+
+    def test_alignment_is_respected(self) -> None:
+        p = Problem(tuple(Buffer(f"b{i}", i, i + 3, 3, 4) for i in range(6)))
+        r = solve_dsa(p, time_limit_s=2)
+        assert r.solution is not None and check_dsa_solution(p, r.solution) == []
+        assert all(o % 4 == 0 for o in r.solution.offsets)
+
+    def test_real_instance_within_capacity(self) -> None:
+        p = load_problem(f"{MINIMALLOC}/F.1048576.csv", capacity=1048576)
+        r = solve_dsa(p, time_limit_s=30)
+        assert r.solution is not None and r.solution.height <= 1048576
+        assert check_dsa_solution(p, r.solution) == []
+
+    def test_heuristics_only_never_beat_greedy_floor(self) -> None:
+        p = load_problem(f"{MINIMALLOC}/A.1048576.csv")
+        r = solve_dsa(p, time_limit_s=2, exact=False)
+        assert r.solution is not None
+        assert r.solution.height <= greedy_by_size(p).height
+        assert r.method.startswith("greedy:")
+
+    def test_cancel_returns_a_layout(self) -> None:
+        p = load_problem(f"{MINIMALLOC}/E.1048576.csv")
+        r = solve_dsa(p, time_limit_s=30, cancel=lambda: True)
+        assert r.solution is not None and r.wall_time_s < 10
+        assert check_dsa_solution(p, r.solution) == []
+
+
+class TestPortfolio:
+    def test_every_order_is_valid(self) -> None:
+        p = load_problem(f"{MINIMALLOC}/B.1048576.csv")
+        best, name, tried = portfolio(p)
+        assert len(tried) == 2 * len(ORDERS)
+        assert best.height == min(h for _, h in tried)
+        assert name in dict(tried)
+        assert check_dsa_solution(p, best) == []
+
+
+_FLAGS = [f.name for f in dataclasses.fields(SearchOptions)]
+_COMBOS = list(itertools.product([True, False], repeat=len(_FLAGS)))
+_CASES = [
+    Problem((Buffer("a", 0, 3, 4), Buffer("b", 3, 9, 4), Buffer("c", 0, 9, 4),
+             Buffer("d", 9, 21, 4), Buffer("e", 0, 21, 4))),
+    _stairs(),
+    Problem((Buffer("a", 0, 2, 2), Buffer("b", 1, 3, 2), Buffer("c", 2, 4, 2),
+             Buffer("d", 0, 4, 1))),
+]
+
+
+@pytest.mark.parametrize("combo", _COMBOS, ids=lambda c: "".join("1" if x else "0" for x in c))
+def test_flag_matrix_same_verdicts(combo: tuple[bool, ...]) -> None:
+    """Every combination of search switches gives the brute-force verdict (minimalloc style)."""
+    opts = SearchOptions(**dict(zip(_FLAGS, combo)))
+    for p in _CASES:
+        lb = p.lower_bound()
+        for cap in (lb - 1, lb, lb + 1):
+            sol, proven, _, _ = search_capacity(p, cap, deadline=time.monotonic() + 10,
+                                                options=opts)
+            expect = _fits(p, cap)
+            assert (sol is not None) == expect, (p, cap)
+            assert proven == (not expect)
+            if sol is not None:
+                assert sol.height <= cap
+                assert check_dsa_solution(p.with_capacity(cap), sol) == []
+
+
+class TestLayoutCommand:
+    def test_writes_offsets(self, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+        out = tmp_path / "out.csv"
+        rc = main(["layout", f"{MINIMALLOC}/input.12.csv", "-o", str(out), "--capacity", "12",
+                   "--time-limit", "5"])
+        assert rc == 0
+        assert "height 12" in capsys.readouterr().out
+        solved = loads_problem(out.read_text())
+        assert all(b.offset is not None for b in solved.buffers)
+        assert out.read_text().splitlines()[0] == "id,lower,upper,size,offset"
+
+    def test_impossible_capacity_exits_2(self, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+        rc = main(["layout", f"{MINIMALLOC}/input.12.csv", "-o", str(tmp_path / "o.csv"),
+                   "--capacity", "11"])
+        assert rc == 2
+        assert "capacity" in capsys.readouterr().err
+
+    def test_alignment_flag(self, tmp_path) -> None:  # type: ignore[no-untyped-def]
+        out = tmp_path / "out.csv"
+        assert main(["layout", f"{MINIMALLOC}/input.12.csv", "-o", str(out),
+                     "--alignment", "8", "--time-limit", "2"]) == 0
+        assert all(b.offset % 8 == 0 for b in loads_problem(out.read_text()).buffers)
+
+    def test_malformed_csv_exits_2(self, tmp_path, capsys) -> None:  # type: ignore[no-untyped-def]
+        bad = tmp_path / "bad.csv"
+        bad.write_text("id,lower,upper,size\na,0,zz,1\n")
+        assert main(["layout", str(bad), "-o", str(tmp_path / "o.csv")]) == 2
+        assert "row 1" in capsys.readouterr().err
