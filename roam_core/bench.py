@@ -44,6 +44,7 @@ from roam_core.simulate import simulate
 __all__ = [
     "CSV_COLUMNS",
     "DEFAULT_BENCH_METHODS",
+    "LAYOUTS",
     "SUITES",
     "BenchCase",
     "BenchRow",
@@ -199,22 +200,41 @@ def _row(graph: Graph, base: GraphBaseline, method: str, peak: int | None,
         note=note)
 
 
-def _order_arena(graph: Graph, order: Order) -> int | None:
-    """Arena bytes of a plain order from :mod:`roam_core.arena`'s greedy layout, if present."""
-    try:
-        from roam_core import arena  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    fn = getattr(arena, "greedy_arena", None)
-    if fn is None:
-        return None
-    try:
-        layout = fn(graph, order)
-    except Exception as e:  # layout is optional: never sink the bench row
-        _logger.warning("greedy arena failed on %s: %s", graph.name, e)
-        return None
-    value = getattr(layout, "arena_bytes", None)
-    return int(value) if value is not None else None
+#: Layouts for plain orders: the greedy-by-size arena, ROAM's LLFB baseline, or the best.
+LAYOUTS = ("best", "greedy", "llfb", "none")
+
+
+def _order_arena(graph: Graph, order: Order, layout: str = "best") -> tuple[int | None, str]:
+    """Arena bytes of a plain order with a baseline layout, and the layout's name.
+
+    ``greedy`` is :func:`roam_core.arena.greedy_arena` (TFLite/XLA greedy by size), ``llfb``
+    ROAM's long-lived-first baseline (:mod:`roam_core.layout_baselines`), ``best`` the
+    smaller of the two; ``(None, "")`` when the modules are absent or ``layout == "none"``.
+    """
+    if layout == "none":
+        return None, ""
+    found: list[tuple[int, str]] = []
+    if layout in ("best", "greedy"):
+        try:
+            from roam_core.arena import greedy_arena
+
+            found.append((int(greedy_arena(graph, order).arena_bytes), "greedy"))
+        except ImportError:
+            pass
+        except Exception as e:  # a layout is optional: never sink the bench row
+            _logger.warning("greedy arena failed on %s: %s", graph.name, e)
+    if layout in ("best", "llfb"):
+        try:
+            from roam_core.layout_baselines import baseline_layout
+
+            found.append((int(baseline_layout(graph, order, "llfb").arena_bytes), "llfb"))
+        except ImportError:
+            pass
+        except Exception as e:
+            _logger.warning("llfb layout failed on %s: %s", graph.name, e)
+    if not found:
+        return None, ""
+    return min(found)
 
 
 # ------------------------------------------------------------------ methods
@@ -240,7 +260,7 @@ def bench_graph(
     *,
     time_limit_s: float | None = None,
     monolithic_max_ops: int = 400,
-    with_arena: bool = True,
+    layout: str = "best",
     progress: Callable[[str], None] | None = None,
     baseline: GraphBaseline | None = None,
 ) -> list[BenchRow]:
@@ -257,8 +277,8 @@ def bench_graph(
         Solver budget for ``monolithic`` (default 60 s) and ``roam`` (planner default).
     monolithic_max_ops : int
         Larger graphs get a ``skipped`` monolithic row.
-    with_arena : bool
-        Lay out plain orders with :mod:`roam_core.arena`'s greedy layout when present.
+    layout : str
+        Layout of plain orders (one of :data:`LAYOUTS`; plans bring their own).
     progress : callable, optional
         Called with one line per finished method.
     baseline : GraphBaseline, optional
@@ -271,13 +291,22 @@ def bench_graph(
     Examples
     --------
     >>> from roam_core.samples import diamond
-    >>> rows = bench_graph(diamond(), ["eager", "lpmf", "inductor"], with_arena=False)
+    >>> rows = bench_graph(diamond(), ["eager", "lpmf", "inductor"], layout="none")
     >>> [(r.method, r.peak_bytes, r.status) for r in rows]
     [('eager', 1536, 'ok'), ('lpmf', 1536, 'ok'), ('inductor', 1536, 'ok')]
     """
     base = baseline or graph_baseline(graph)
     rows: list[BenchRow] = []
     done: dict[str, BenchRow] = {}
+    arenas: dict[Order, tuple[int | None, str]] = {}
+
+    def arena_of(order: Order) -> tuple[int | None, str]:
+        if order not in arenas:
+            arenas[order] = _order_arena(graph, order, layout)
+        return arenas[order]
+
+    def note(*parts: str) -> str:
+        return "; ".join(p for p in parts if p)
 
     def emit(row: BenchRow) -> None:
         rows.append(row)
@@ -302,14 +331,15 @@ def bench_graph(
                 order = run_method(graph, method)
                 seconds = time.perf_counter() - t0
                 peak = simulate(graph, order).peak_bytes
-                arena = _order_arena(graph, order) if with_arena else None
-                emit(_row(graph, base, method, peak, arena, seconds, "ok"))
+                arena, how = arena_of(order)
+                emit(_row(graph, base, method, peak, arena, seconds, "ok",
+                          note(how and f"layout {how}")))
             elif method == "best_heuristic":
                 r = best_heuristic_order(graph)
                 seconds = time.perf_counter() - t0
-                arena = _order_arena(graph, r.order) if with_arena else None
+                arena, how = arena_of(r.order)
                 emit(_row(graph, base, method, r.profile.peak_bytes, arena, seconds, "ok",
-                          f"best: {r.method}"))
+                          note(f"best: {r.method}", how and f"layout {how}")))
             elif method == "monolithic":
                 if len(graph.ops) > monolithic_max_ops:
                     emit(_row(graph, base, method, None, None, 0.0, "skipped",
@@ -320,9 +350,10 @@ def bench_graph(
                 r = solve_monolithic(graph, time_limit_s=time_limit_s or 60.0,
                                      max_ops=monolithic_max_ops,
                                      lower_bound_bytes=base.lower_bound_bytes)
-                arena = _order_arena(graph, r.order) if with_arena else None
+                arena, how = arena_of(r.order)
                 emit(_row(graph, base, method, r.peak_bytes, arena, r.wall_time_s, r.status,
-                          f"bound {r.best_bound_bytes / MIB:.1f} MiB"))
+                          note(f"bound {r.best_bound_bytes / MIB:.1f} MiB",
+                               how and f"layout {how}")))
             else:
                 try:
                     order, peak, arena, status, note = _run_planner(graph, method, time_limit_s)
@@ -345,7 +376,7 @@ def run_bench(
     *,
     time_limit_s: float | None = None,
     monolithic_max_ops: int = 400,
-    with_arena: bool = True,
+    layout: str = "best",
     progress: Callable[[str], None] | None = None,
     on_rows: Callable[[list[BenchRow]], None] | None = None,
 ) -> list[BenchRow]:
@@ -368,7 +399,7 @@ def run_bench(
                      f"{time.perf_counter() - t0:.1f} s; baseline figures ...")
         base = graph_baseline(graph)
         rows += bench_graph(graph, methods, time_limit_s=time_limit_s,
-                            monolithic_max_ops=monolithic_max_ops, with_arena=with_arena,
+                            monolithic_max_ops=monolithic_max_ops, layout=layout,
                             progress=progress, baseline=base)
         if on_rows is not None:
             on_rows(rows)

@@ -46,8 +46,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="solver budget per graph for monolithic and roam, seconds")
     p.add_argument("--monolithic-max-ops", type=int, default=400,
                    help="skip the monolithic ILP above this many ops (default 400)")
-    p.add_argument("--no-arena", action="store_true",
-                   help="do not lay out plain orders (arena_bytes only from plans)")
+    p.add_argument("--layout", choices=("best", "greedy", "llfb", "none"), default="best",
+                   help="layout of plain (baseline) orders: greedy by size, ROAM's LLFB, the "
+                        "better of the two (default), or none (arena only from plans)")
     p.add_argument("--graphs", nargs="+", default=None, metavar="FILE",
                    help="benchmark these graph files instead of a suite")
     p.add_argument("--samples", default="sample_graphs",
@@ -128,7 +129,7 @@ def _run(args: argparse.Namespace) -> int:
 
     _progress(f"{len(cases)} graph(s) x {len(methods)} method(s) -> {csv_path}")
     rows = run_bench(cases, methods, time_limit_s=args.time_limit,
-                     monolithic_max_ops=args.monolithic_max_ops, with_arena=not args.no_arena,
+                     monolithic_max_ops=args.monolithic_max_ops, layout=args.layout,
                      progress=_progress, on_rows=save)
     save(rows)
     failed = sum(r.status == "failed" for r in rows)

@@ -34,7 +34,7 @@ def test_row_fields_are_the_csv_columns():
 def test_bench_graph_rows_and_cuts():
     g = two_param_step("adam", act_bytes=512)
     rows = bench_graph(g, ["eager", "lpmf", "bfs", "dfs", "inductor", "lpmf_updates",
-                           "best_heuristic", "monolithic"], time_limit_s=5, with_arena=False)
+                           "best_heuristic", "monolithic"], time_limit_s=5, layout="none")
     by = {r.method: r for r in rows}
     eager = simulate(g).peak_bytes
     assert by["eager"].peak_bytes == eager
@@ -50,7 +50,7 @@ def test_bench_graph_rows_and_cuts():
 def test_monolithic_skipped_on_big_graphs_and_failures_isolated():
     g = two_param_step("sgd")
     rows = bench_graph(g, ["monolithic", "no_such_method"], monolithic_max_ops=3,
-                       with_arena=False)
+                       layout="none")
     assert rows[0].status == "skipped"
     # an unknown name goes to the planner: skipped when absent, failed when it rejects it
     assert rows[1].status in ("skipped", "failed")
@@ -58,7 +58,7 @@ def test_monolithic_skipped_on_big_graphs_and_failures_isolated():
 
 def test_csv_and_markdown(tmp_path):
     g = tiny_train_step()
-    rows = bench_graph(g, ["eager", "lescea"], with_arena=False)
+    rows = bench_graph(g, ["eager", "lescea"], layout="none")
     rows.append(replace(rows[0], method="broken", peak_bytes=None, status="failed",
                         note="a|b"))
     write_csv(rows, str(tmp_path / "o.csv"))
@@ -87,7 +87,7 @@ def test_sample_graph_cases_filter_by_origin(tmp_path):
     assert [c.name for c in cases] == ["a"]
     assert cases[0].load().fingerprint() == a.fingerprint()
     assert sample_graph_cases(str(tmp_path), configs=[("m", 2)])[0].name == "b"
-    rows = run_bench(cases, ["eager"], with_arena=False)
+    rows = run_bench(cases, ["eager"], layout="none")
     assert rows[0].eager_peak_bytes == graph_baseline(a).eager_peak_bytes
 
 
@@ -95,7 +95,7 @@ def test_cli_bench_on_files(tmp_path, capsys):
     path = tmp_path / "g.json.gz"
     save_graph(two_param_step("sgd"), str(path))
     code = main(["bench", "--graphs", str(path), "--methods", "eager,lpmf_updates,xla",
-                 "--no-arena", "--out", str(tmp_path), "--name", "t"])
+                 "--layout", "none", "--out", str(tmp_path), "--name", "t"])
     assert code == 0
     rows = read_csv(str(tmp_path / "t.csv"))
     assert [r["method"] for r in rows] == ["eager", "lpmf_updates", "xla"]
@@ -103,3 +103,15 @@ def test_cli_bench_on_files(tmp_path, capsys):
     assert "3 rows (0 failed)" in capsys.readouterr().out
     assert main(["bench", "--graphs", str(path), "--methods", "nope", "--out",
                  str(tmp_path)]) == 2
+
+
+def test_layouts_of_plain_orders():
+    g = two_param_step("adam")
+    best = bench_graph(g, ["lpmf_updates"], layout="best")[0]
+    assert best.arena_bytes >= best.peak_bytes
+    assert "layout" in best.note
+    assert best.memory_bytes == best.arena_bytes
+    for layout in ("greedy", "llfb"):
+        one = bench_graph(g, ["lpmf_updates"], layout=layout)[0]
+        assert one.arena_bytes >= best.arena_bytes
+        assert f"layout {layout}" in one.note
