@@ -24,9 +24,10 @@ GPU machine from the CUDA graph (``roam trace --device cuda`` then ``roam plan``
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -199,8 +200,6 @@ def execute_traced(
     snapshots (one extra recorded step each) there, for https://pytorch.org/memory_viz or
     :func:`roam_core.snapshot.load_snapshot`.
     """
-    from roam_core.trace import make_optimizer_factory
-
     dev = resolve_device(device)
     if measure not in _MEASURE[1:]:
         raise ExecutorError(f"measure={measure!r}: choose subprocess or in-process")
@@ -210,8 +209,34 @@ def execute_traced(
     bad = check_order(traced.graph, plan.order)
     if bad:
         raise PlanInvalidError(bad)
-    if dev.type == "cuda":
-        torch.use_deterministic_algorithms(True, warn_only=True)
+    with _deterministic(dev):
+        return _execute_checked(traced, model, example_inputs, plan, loss_fn, optimizer, dev,
+                                steps, check_addresses, seed, strict, measure, recipe,
+                                optimizer_kwargs, snapshot_dir)
+
+
+@contextlib.contextmanager
+def _deterministic(dev: torch.device) -> Iterator[None]:
+    """Deterministic kernels on CUDA for the comparison; the caller's setting is restored."""
+    if dev.type != "cuda":
+        yield
+        return
+    was, warn_only = (torch.are_deterministic_algorithms_enabled(),
+                      torch.is_deterministic_algorithms_warn_only_enabled())
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    try:
+        yield
+    finally:
+        torch.use_deterministic_algorithms(was, warn_only=warn_only)
+
+
+def _execute_checked(traced: Any, model: Any, example_inputs: Sequence[Any], plan: Any,
+                     loss_fn: Any, optimizer: Any, dev: torch.device, steps: int,
+                     check_addresses: bool, seed: int, strict: bool, measure: str,
+                     recipe: Any, optimizer_kwargs: Mapping[str, Any] | None,
+                     snapshot_dir: Any) -> ExecutionReport:
+    from roam_core.trace import make_optimizer_factory
+
     _, factory = make_optimizer_factory(optimizer, traced.setting, **(optimizer_kwargs or {}))
     in_process = measure == "in-process" or dev.type != "cuda"
     notes: list[str] = []
