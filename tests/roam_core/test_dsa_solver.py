@@ -8,7 +8,6 @@ import time
 
 import pytest
 from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from roam_core.cli import main
 from roam_core.dsa import Buffer, Problem, load_problem, loads_problem
@@ -58,7 +57,8 @@ class TestSolveDsa:
     def test_input12_at_capacity_12(self) -> None:
         p = load_problem(f"{MINIMALLOC}/input.12.csv", capacity=12)
         r = solve_dsa(p, time_limit_s=5)
-        assert r.solution is not None and r.solution.height <= 12
+        assert r.solution is not None
+        assert r.solution.height <= 12
         assert check_dsa_solution(p, r.solution) == []
 
     @given(problems())
@@ -89,25 +89,29 @@ class TestSolveDsa:
         p = _stairs()
         sol, proven, _, _ = search_capacity(p, p.lower_bound() - 1,
                                             deadline=time.monotonic() + 5)
-        assert sol is None and proven
+        assert sol is None
+        assert proven
 
     def test_fixed_offsets_are_kept(self) -> None:
         p = Problem((Buffer("f", 0, 4, 2, offset=3), Buffer("a", 0, 2, 3),
                      Buffer("b", 1, 3, 2)))
         r = solve_dsa(p, time_limit_s=2)
-        assert r.solution is not None and r.solution.offsets[0] == 3
+        assert r.solution is not None
+        assert r.solution.offsets[0] == 3
         assert check_dsa_solution(p, r.solution) == []
 
     def test_alignment_is_respected(self) -> None:
         p = Problem(tuple(Buffer(f"b{i}", i, i + 3, 3, 4) for i in range(6)))
         r = solve_dsa(p, time_limit_s=2)
-        assert r.solution is not None and check_dsa_solution(p, r.solution) == []
+        assert r.solution is not None
+        assert check_dsa_solution(p, r.solution) == []
         assert all(o % 4 == 0 for o in r.solution.offsets)
 
     def test_real_instance_within_capacity(self) -> None:
         p = load_problem(f"{MINIMALLOC}/F.1048576.csv", capacity=1048576)
         r = solve_dsa(p, time_limit_s=30)
-        assert r.solution is not None and r.solution.height <= 1048576
+        assert r.solution is not None
+        assert r.solution.height <= 1048576
         assert check_dsa_solution(p, r.solution) == []
 
     def test_heuristics_only_never_beat_greedy_floor(self) -> None:
@@ -120,7 +124,8 @@ class TestSolveDsa:
     def test_cancel_returns_a_layout(self) -> None:
         p = load_problem(f"{MINIMALLOC}/E.1048576.csv")
         r = solve_dsa(p, time_limit_s=30, cancel=lambda: True)
-        assert r.solution is not None and r.wall_time_s < 10
+        assert r.solution is not None
+        assert r.wall_time_s < 10
         assert check_dsa_solution(p, r.solution) == []
 
 

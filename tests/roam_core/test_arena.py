@@ -1,0 +1,81 @@
+"""Arena planner: validity on hand graphs, random graphs and a real traced graph."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roam_core.arena import ArenaConfig, greedy_arena, layout_problem, plan_arena
+from roam_core.decompose import decompose
+from roam_core.graph_io import load_graph
+from roam_core.samples import chain3, diamond, tiny_train_step
+from roam_core.simulate import simulate
+from roam_core.validate import check_arena
+from tests.strategies import orders_of, random_graphs
+
+FAST = ArenaConfig(time_limit_s=2, task_time_limit_s=0.5)
+
+
+def _assert_valid(g, order, lay) -> None:  # type: ignore[no-untyped-def]
+    assert set(lay.offsets) == set(g.tensors)
+    assert check_arena(g, order, lay.offsets, lay.arena_bytes, lay.alignment_bytes) == []
+    assert lay.arena_bytes >= simulate(g, order).peak_bytes
+
+
+class TestHandGraphs:
+    def test_samples_are_valid_and_tight(self) -> None:
+        for g in (chain3(), diamond(), tiny_train_step()):
+            lay = plan_arena(g, g.op_ids, config=FAST)
+            _assert_valid(g, g.op_ids, lay)
+            assert lay.arena_bytes == simulate(g).peak_bytes  # tiny graphs pack perfectly
+
+    def test_resident_storages_at_the_bottom(self) -> None:
+        g = tiny_train_step()
+        lay = plan_arena(g, g.op_ids, config=FAST)
+        assert lay.resident_bytes == g.resident_bytes()
+        for tid in g.resident_ids:
+            assert lay.offsets[tid] < lay.resident_bytes
+        for tid, t in g.tensors.items():
+            if t.producer is not None and t.size_bytes:
+                assert lay.offsets[tid] >= lay.resident_bytes
+
+    def test_with_task_tree(self) -> None:
+        g = tiny_train_step()
+        tree = decompose(g, g.op_ids, node_limit=3)
+        lay = plan_arena(g, g.op_ids, task_tree=tree, config=FAST)
+        _assert_valid(g, g.op_ids, lay)
+        assert all(r.stage in ("layout", "merge") for r in lay.provenance)
+
+    def test_cancel_still_returns_a_valid_layout(self) -> None:
+        g = tiny_train_step()
+        lay = plan_arena(g, g.op_ids, config=FAST, cancel=lambda: True)
+        _assert_valid(g, g.op_ids, lay)
+
+    def test_alignment_setting(self) -> None:
+        g = diamond()
+        lay = plan_arena(g, g.op_ids, config=ArenaConfig(alignment_bytes=64, time_limit_s=1))
+        assert lay.alignment_bytes == 64
+        assert check_arena(g, g.op_ids, lay.offsets, lay.arena_bytes, 64) == []
+        assert lay.arena_bytes == simulate(g, alignment_bytes=64).peak_bytes
+
+    def test_layout_problem_units(self) -> None:
+        g = chain3()
+        p = layout_problem(g, g.op_ids, 512)
+        assert [b.size for b in p.buffers] == [1, 1, 1]
+
+
+@given(st.data())
+@settings(max_examples=15)
+def test_random_graphs_valid_and_never_worse_than_greedy(data: st.DataObject) -> None:
+    g = data.draw(random_graphs(max_ops=10))
+    order = data.draw(orders_of(g))
+    lay = plan_arena(g, order, config=ArenaConfig(time_limit_s=1, task_time_limit_s=0.2))
+    _assert_valid(g, order, lay)
+    assert lay.arena_bytes <= greedy_arena(g, order).arena_bytes
+
+
+def test_real_graph_fragmentation_below_a_tenth_percent() -> None:
+    g = load_graph("sample_graphs/alexnet-b1-roam.json.gz")
+    lay = plan_arena(g, g.op_ids, config=ArenaConfig(time_limit_s=10))
+    _assert_valid(g, g.op_ids, lay)
+    assert lay.stats["fragmentation"] <= 0.001
