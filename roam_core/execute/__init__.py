@@ -36,9 +36,9 @@ from roam_core.errors import ExecutorError, PlanFormatError, PlanInvalidError
 from roam_core.execute.arena import OUT_DENY, ArenaRunner, RunStats, out_variant
 from roam_core.execute.measure import (
     Peaks,
-    measure_cuda_subprocess,
     measure_eager,
     measure_planned,
+    measure_subprocess,
     pickled_recipe,
 )
 from roam_core.execute.report import REQUIRED_KEYS, ExecutionReport
@@ -291,11 +291,11 @@ def _execute_checked(traced: Any, model: Any, example_inputs: Sequence[Any], pla
             notes.append("peaks measured in this process (the model or loss does not pickle)")
         else:
             assert recipe is not None, "subprocess measurement needs a recipe"
-            eager = measure_cuda_subprocess(recipe, plan, "eager", device=str(dev),
+            eager = measure_subprocess(recipe, plan, "eager", device=str(dev),
                                             steps=steps, seed=seed,
                                             check_addresses=check_addresses,
                                             snapshot_path=snaps["eager"])
-            planned = measure_cuda_subprocess(recipe, plan, "planned", device=str(dev),
+            planned = measure_subprocess(recipe, plan, "planned", device=str(dev),
                                               steps=steps, seed=seed,
                                               check_addresses=check_addresses,
                                               snapshot_path=snaps["planned"])

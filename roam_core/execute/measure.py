@@ -34,8 +34,13 @@ import torch
 
 from roam_core.errors import ExecutorError
 
-__all__ = ["Peaks", "measure_cuda_subprocess", "measure_eager", "measure_planned",
-           "pickled_recipe"]
+__all__ = [
+    "Peaks",
+    "measure_eager",
+    "measure_planned",
+    "measure_subprocess",
+    "pickled_recipe",
+]
 
 _logger = logging.getLogger(__name__)
 
@@ -180,10 +185,13 @@ def _child(recipe: Recipe, which: str, plan_light: dict[str, Any], device: str, 
     return p.peak_allocated_bytes, p.peak_reserved_bytes, p.seconds_per_step
 
 
-def measure_cuda_subprocess(recipe: Recipe, plan: Any, which: str, *, device: str = "cuda",
+def measure_subprocess(recipe: Recipe, plan: Any, which: str, *, device: str = "cuda",
                             steps: int = 1, seed: int = 0, check_addresses: bool = True,
                             snapshot_path: str | None = None) -> Peaks:
     """Measure ``which`` (``"eager"`` or ``"planned"``) in a fresh ``spawn`` process.
+
+    Meant for CUDA (allocator peaks); on CPU the same path runs and returns only the step
+    time (the peaks are ``None``), which is how it is tested without a GPU.
 
     With ``snapshot_path``, the child also writes a memory snapshot of one extra step.
 

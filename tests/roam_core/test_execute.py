@@ -338,3 +338,25 @@ def test_cli_execute_custom_graph_explains_python_api(tmp_path, capsys) -> None:
     rc = main(["execute", g, p, "-o", str(tmp_path / "r.json")])
     assert rc == 2
     assert "execute_plan" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_fresh_process_measurement_path_runs_on_cpu(mlp_case) -> None:
+    """The CUDA measuring path (spawned child, recipe, re-trace, fingerprint, arena load)."""
+    import functools
+
+    from roam_core.execute.measure import measure_subprocess, pickled_recipe
+    from roam_core.execute.origin import zoo_recipe
+
+    ts, plan = mlp_case
+    recipe = functools.partial(zoo_recipe, dict(ts.graph.origin))
+    peaks = measure_subprocess(recipe, plan, "planned", device="cpu")
+    assert peaks.peak_allocated_bytes is None
+    assert peaks.seconds_per_step > 0
+    # a custom model pickles by reference into the child; a plan for it is checked there
+    model, inputs = MSENet(), [torch.randn(5, 6), torch.randn(5, 3)]
+    assert pickled_recipe(model, inputs, None, "sgd", "steady", {}) is not None
+    assert pickled_recipe(model, inputs, lambda y: y, "sgd", "steady", {}) is None  # lambda
+    with pytest.raises(ExecutorError, match="differs from the plan"):
+        measure_subprocess(pickled_recipe(model, inputs, None, "sgd", "steady", {}), plan,
+                           "planned", device="cpu")
