@@ -4,8 +4,9 @@ Usage::
 
     python scripts/make_samples.py [--out sample_graphs] [--only NAME_SUBSTRING]
 
-Every graph is traced with :func:`roam_core.zoo.trace_zoo` (fake tensors, CPU, SDPA
-attention, torch's single-tensor optimizers), exactly as ``roam trace`` does, and written as
+Every graph is traced with :func:`roam_core.zoo.trace_zoo` (fake tensors, CPU, torch's
+single-tensor optimizers, default attention of the setting), exactly as ``roam trace``
+does, and written as
 ``<graph name>.json.gz``.  GPT2-XL graphs are large and made on demand with ``roam trace``.
 """
 
@@ -39,9 +40,11 @@ _HEADER = """# Sample graphs
 Pre-traced training-step graphs (gzip JSON, `roam_core.graph_io` format), made by
 `python scripts/make_samples.py` with torch {torch} on CPU: each model is built on the meta
 device from `roam_core.zoo`, traced with fake tensors (no real memory) by
-`roam_core.trace.trace_fx`, with `F.scaled_dot_product_attention` for attention and torch's
-single-tensor optimizer implementations (per-parameter update ops).  Each file's `origin`
-records the model, batch size, sequence length, setting and optimizer, so it can be rebuilt.
+`roam_core.trace.trace_fx`, with torch's single-tensor optimizer implementations
+(per-parameter update ops).  Attention is explicit matmul/softmax ("math") in the roam
+setting, as in the paper's traces, and `F.scaled_dot_product_attention` in steady.  Each
+file's `origin` records the model, batch size, sequence length, setting, optimizer and
+attention, so it can be rebuilt.
 
 Settings: **roam** is the ROAM paper's evaluation (the optimizer's first step, Adam lr 0.1,
 weight decay 1e-4, state created inside the step; loss = cross-entropy of the model output

@@ -31,8 +31,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                         "ROAM paper's setting (first Adam step, CE vs zeros)")
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd"), default=None,
                    help="default: adamw (steady), adam lr 0.1 wd 1e-4 (roam)")
-    p.add_argument("--attention", choices=("sdpa", "math"), default="sdpa",
-                   help="attention implementation of the transformers (default sdpa)")
+    p.add_argument("--attention", choices=("sdpa", "math"), default=None,
+                   help="attention implementation of the transformers (default: math in "
+                        "the roam setting, like the paper; sdpa in steady)")
     p.add_argument("--device", default="cpu",
                    help="device of the fake tensors (default cpu; cuda needs a GPU machine)")
     p.add_argument("-o", "--output", default=None,

@@ -88,6 +88,13 @@ def test_tiny_gpt_trace_smoke(attention: str) -> None:
     assert simulate(g, g.op_ids).peak_bytes > g.resident_bytes()
 
 
+def test_roam_setting_uses_math_attention_by_default() -> None:
+    g = trace_zoo("tiny_gpt", 1, 8, "roam").graph
+    assert g.origin["attention"] == "math"
+    assert not any("flash_attention" in op.target for op in g.ops)
+    assert any(op.target == "aten._softmax.default" for op in g.ops)
+
+
 def test_residual_block_roam_trace_smoke() -> None:
     g = trace_zoo("residual_block", 2, setting="roam").graph
     assert g.origin["optimizer"] == "adam"
