@@ -249,8 +249,8 @@ def _execute_checked(traced: Any, model: Any, example_inputs: Sequence[Any], pla
     st = prepare_state(traced, model, example_inputs, factory, dev, seed=seed)
     loss_e = eager_step(st, loss_fn, seed)
     names, keep = _value_names(traced, notes)
-    ref = [("loss", loss_e.cpu())] + [
-        (n, v.cpu().clone())
+    ref = [("loss", _host(loss_e))] + [
+        (n, _host(v))
         for n, v, k in zip(names, eager_values(st, len(keep) - len(traced.placeholders)), keep)
         if k]
     eager = measure_eager(st, loss_fn, steps, seed, snaps["eager"]) if in_process else None
@@ -264,8 +264,8 @@ def _execute_checked(traced: Any, model: Any, example_inputs: Sequence[Any], pla
     st = prepare_state(traced, model, example_inputs, factory, dev, seed=seed)
     loss_p, _ = planned_step(runner, traced, plan.order, seed, load=st)
     del st
-    got = [loss_p.cpu()] + [v.cpu().clone() for v, k in
-                            zip(planned_values(runner, traced), keep) if k]
+    got = [_host(loss_p)] + [_host(v) for v, k in zip(planned_values(runner, traced), keep)
+                             if k]
     stats = runner.stats()
     planned = (measure_planned(runner, traced, plan.order, steps, seed, snaps["planned"])
                if in_process else None)
@@ -291,14 +291,12 @@ def _execute_checked(traced: Any, model: Any, example_inputs: Sequence[Any], pla
             notes.append("peaks measured in this process (the model or loss does not pickle)")
         else:
             assert recipe is not None, "subprocess measurement needs a recipe"
-            eager = measure_subprocess(recipe, plan, "eager", device=str(dev),
-                                            steps=steps, seed=seed,
-                                            check_addresses=check_addresses,
-                                            snapshot_path=snaps["eager"])
-            planned = measure_subprocess(recipe, plan, "planned", device=str(dev),
-                                              steps=steps, seed=seed,
-                                              check_addresses=check_addresses,
-                                              snapshot_path=snaps["planned"])
+            eager = measure_subprocess(recipe, plan, "eager", device=str(dev), steps=steps,
+                                       seed=seed, check_addresses=check_addresses,
+                                       snapshot_path=snaps["eager"])
+            planned = measure_subprocess(recipe, plan, "planned", device=str(dev), steps=steps,
+                                         seed=seed, check_addresses=check_addresses,
+                                         snapshot_path=snaps["planned"])
             how = "subprocess"
     else:
         notes.append("CPU run: CUDA allocator peaks are not measured (null)")
@@ -306,6 +304,11 @@ def _execute_checked(traced: Any, model: Any, example_inputs: Sequence[Any], pla
     assert planned is not None
     return _report(dev, plan, cmp, float(loss_e), float(loss_p), eager, planned, stats, steps,
                    how, notes)
+
+
+def _host(t: torch.Tensor) -> torch.Tensor:
+    """A CPU copy (one copy whatever the device; the slot or parameter is reused later)."""
+    return t.detach().to("cpu", copy=True)
 
 
 def _value_names(traced: Any, notes: list[str]) -> tuple[list[str], list[bool]]:

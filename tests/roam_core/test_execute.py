@@ -360,3 +360,21 @@ def test_fresh_process_measurement_path_runs_on_cpu(mlp_case) -> None:
     with pytest.raises(ExecutorError, match="differs from the plan"):
         measure_subprocess(pickled_recipe(model, inputs, None, "sgd", "steady", {}), plan,
                            "planned", device="cpu")
+
+
+def test_compare_tolerances_and_nans() -> None:
+    from roam_core.execute.step import compare
+
+    a = torch.tensor([1.0, float("nan"), 3.0])
+    same = compare([("a", a)], [a.clone()], rtol=0.0, atol=0.0)
+    assert same.ok
+    assert same.max_abs_diff == 0.0
+    off = compare([("a", a)], [a + 1e-6], rtol=0.0, atol=0.0)
+    assert not off.ok
+    assert off.worst == "a"
+    assert compare([("a", a)], [a + 1e-6], rtol=1e-5, atol=1e-6).ok
+    nan_moved = compare([("a", a)], [torch.tensor([float("nan"), 2.0, 3.0])], rtol=1, atol=1)
+    assert not nan_moved.ok
+    assert nan_moved.max_abs_diff == float("inf")
+    assert not compare([("i", torch.tensor([1, 2]))], [torch.tensor([1, 3])], rtol=0,
+                       atol=0).ok
