@@ -95,7 +95,9 @@ def check_fingerprint(graph: Any, plan: Any) -> None:
         raise PlanFormatError(
             f"the plan was made for graph {plan.graph_fingerprint[:12]} "
             f"({plan.graph_name!r}) but the traced step is graph {fp[:12]}: the model, batch, "
-            "optimizer, setting or device differ; re-plan for this graph")
+            "optimizer, setting or device differ (a step traced on another device records "
+            "other kernels: trace on the device you execute on, e.g. `roam trace ... --device "
+            "cuda` on the GPU machine, and plan that graph)")
 
 
 def execute_plan(

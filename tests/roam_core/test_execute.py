@@ -378,3 +378,41 @@ def test_compare_tolerances_and_nans() -> None:
     assert nan_moved.max_abs_diff == float("inf")
     assert not compare([("i", torch.tensor([1, 2]))], [torch.tensor([1, 3])], rtol=0,
                        atol=0).ok
+
+
+# ------------------------------------------------------------------ GPU check script
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+def test_gpu_check_driver_smoke_on_cpu(tmp_path) -> None:
+    import importlib.util
+    import json
+
+    spec = importlib.util.spec_from_file_location("gpu_check", ROOT / "scripts/gpu_check.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    rc = mod.main(["--smoke", "--configs", "mlp:4", "--out", str(tmp_path), "--steps", "1",
+                   "--time-limit", "2"])
+    assert rc == 0
+    (row,) = json.loads((tmp_path / "summary.json").read_text())
+    assert row["numerics_ok"]
+    assert row["max_abs_diff"] == 0.0
+    for suffix in ("graph.json.gz", "plan.json", "plan.pickle", "report.json"):
+        assert (tmp_path / f"mlp-b4.{suffix}").exists()
+    assert "| mlp-b4 |" in (tmp_path / "summary.md").read_text()
+
+
+def test_gpu_check_shell_script_arguments() -> None:
+    import subprocess
+
+    script = ROOT / "scripts/gpu_check.sh"
+    assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0
+    bad = subprocess.run(["bash", str(script), "--bogus"], capture_output=True, text=True,
+                         check=False)
+    assert bad.returncode == 2
+    assert "unknown argument" in bad.stderr
+    ok = subprocess.run(["bash", str(script), "--help"], capture_output=True, text=True,
+                        check=False)
+    assert ok.returncode == 0
+    assert "--dry-run" in ok.stdout
