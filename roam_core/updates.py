@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roam_core.errors import GraphError
 from roam_core.graph import Graph, OpId, Order, Phase, TensorId, TensorKind
 from roam_core.heuristics import CompactGraph, compact
 from roam_core.reach import Reachability, iter_bits
@@ -497,7 +498,8 @@ def _insert_block(
     d_pos = pos[_mask_to_bool(desc, n) & in_seq]
     lo = int(a_pos.max()) + 1 if len(a_pos) else 0
     hi = int(d_pos.min()) if len(d_pos) else m
-    assert lo <= hi, "empty window: the groups are convex and the sequence is valid"
+    if lo > hi:  # cannot happen for convex groups in a valid sequence; never trust it
+        raise GraphError(f"no slot for the update block starting at {cg.op_ids[block[0]]!r}")
     internal, bfreed, long, ext = _block_profile(cg, block, pos)
     # b. externals: last use in the sequence (outputs never extend)
     ext_e = []
@@ -578,15 +580,19 @@ def best_update_insertion(graph: Graph) -> Order:
     >>> best_update_insertion(tiny_train_step())[-1]
     'update'
     """
+    from roam_core.heuristics import lpmf_order
+
     groups = update_groups(graph)
     if not groups:
-        from roam_core.heuristics import lpmf_order
-
         return lpmf_order(graph)
     best: tuple[int, Order] | None = None
     for group_order in ("largest", "program"):
         for tie in ("early", "light"):
-            order = insert_update_groups(graph, groups, tie=tie, group_order=group_order)
+            try:
+                order = insert_update_groups(graph, groups, tie=tie, group_order=group_order)
+            except GraphError as e:
+                _logger.warning("update insertion failed on %s (%s); using LPMF", graph.name, e)
+                return lpmf_order(graph)
             peak = simulate(graph, order).peak_bytes
             if best is None or peak < best[0]:
                 best = (peak, order)

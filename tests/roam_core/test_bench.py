@@ -115,3 +115,15 @@ def test_layouts_of_plain_orders():
         one = bench_graph(g, ["lpmf_updates"], layout=layout)[0]
         assert one.arena_bytes >= best.arena_bytes
         assert f"layout {layout}" in one.note
+
+
+def test_a_crashing_method_becomes_a_failed_row(monkeypatch):
+    from roam_core import heuristics
+
+    def boom(graph):
+        raise AssertionError("internal bug")
+
+    monkeypatch.setitem(heuristics.ORDER_METHODS, "boom", boom)
+    rows = bench_graph(diamond(), ["boom", "eager"], layout="none")
+    assert [(r.method, r.status) for r in rows] == [("boom", "failed"), ("eager", "ok")]
+    assert "internal bug" in rows[0].note
