@@ -47,6 +47,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from roam_core.graph import ControlEdge, EdgeReason, Graph, OpId, Order, TensorId
 from roam_core.reach import Reachability, reachability
@@ -146,14 +147,14 @@ def asap_insertion(graph: Graph, reference: Sequence[OpId],
     return tuple(seq)
 
 
-def _reference(graph: Graph, policy: str, groups: Sequence[Sequence[OpId]],
+def _reference(graph: Graph, policy: str, groups: Sequence[Any],
                reach: Reachability) -> Order:
     from roam_core.updates import best_update_insertion
 
     ref = tuple(best_update_insertion(graph))
     if policy == "asap":
         first = {op: i for i, op in enumerate(graph.op_ids)}
-        by_program = sorted(groups, key=lambda g: min(first[o] for o in g))
+        by_program = sorted((g.op_ids for g in groups), key=lambda g: min(first[o] for o in g))
         ref = asap_insertion(graph, ref, by_program, reach)
     return ref
 
@@ -179,15 +180,46 @@ def _loose_op_edges(graph: Graph, ref: list[OpId], grouped: set[OpId],
       (else before the next op), so that a dangling view cannot float to the end;
     * isolated ops (no edge at all) are pinned between their neighbours.
     """
-    # 1. moves first (reverse program order: consumers settle before their producers) ...
+    # 1. moves first (reverse program order: consumers settle before their producers), on a
+    #    linked list with integer order keys (midpoints; renumbered when a gap runs out) ...
     loose = [z for z in graph.op_ids if z not in grouped and graph.successors(z)
              and (not graph.predecessors(z) or _is_pure_view(graph, z))]
+    gap = 1 << 64
+    key = {op: i * gap for i, op in enumerate(ref)}
+    prv: dict[OpId, OpId | None] = {op: (ref[i - 1] if i else None) for i, op in enumerate(ref)}
+    nxt: dict[OpId, OpId | None] = {op: (ref[i + 1] if i + 1 < len(ref) else None)
+                                    for i, op in enumerate(ref)}
+    head = [ref[0] if ref else None]
+
+    def walk() -> list[OpId]:
+        out, cur = [], head[0]
+        while cur is not None:
+            out.append(cur)
+            cur = nxt[cur]
+        return out
+
     for z in reversed(loose):
-        pos = {op: i for i, op in enumerate(ref)}
-        c = min(graph.successors(z), key=pos.__getitem__)
-        if pos[z] < pos[c] - 1:
-            ref.remove(z)
-            ref.insert(ref.index(c), z)
+        c = min(graph.successors(z), key=key.__getitem__)
+        if nxt[z] == c:
+            continue
+        p_, n_ = prv[z], nxt[z]  # unlink z
+        if p_ is None:
+            head[0] = n_
+        else:
+            nxt[p_] = n_
+        if n_ is not None:
+            prv[n_] = p_
+        before = prv[c]  # link z just before c
+        prv[z], nxt[z], prv[c] = before, c, z
+        if before is None:
+            head[0] = z
+        else:
+            nxt[before] = z
+        lo = key[before] if before is not None else key[c] - gap
+        key[z] = (lo + key[c]) // 2
+        if key[z] in (lo, key[c]):  # gap exhausted: renumber
+            key = {op: i * gap for i, op in enumerate(walk())}
+    ref[:] = walk()
     # 2. ... then edges, each checked to run forward in the final reference order
     pos = {op: i for i, op in enumerate(ref)}
     edges: list[ControlEdge] = []
@@ -266,9 +298,10 @@ def place_weight_updates(
     if policy not in UPDATE_POLICIES:
         raise ValueError(f"unknown update policy {policy!r}; known: {UPDATE_POLICIES}")
     reach = reachability(graph)
-    groups = [tuple(g.op_ids) for g in update_groups(graph)] if policy != "none" else []
-    params = [g.param for g in update_groups(graph)] if groups else []
-    ref = list(reference) if reference is not None else list(_reference(graph, policy, groups,
+    found = update_groups(graph) if policy != "none" else ()
+    groups = [tuple(g.op_ids) for g in found]
+    params = [g.param for g in found]
+    ref = list(reference) if reference is not None else list(_reference(graph, policy, found,
                                                                         reach))
     grouped = {op for g in groups for op in g}
     edges: list[ControlEdge] = []
@@ -290,11 +323,8 @@ def place_weight_updates(
         if z is not None:
             edges += [ControlEdge(s, z, EdgeReason.WEIGHT_UPDATE) for s in sinks
                       if not reach.is_ancestor(s, z)]
-        anc = 0
-        for o in grp:
-            anc |= reach.ancestors[reach.index[o]]
-        anc &= ~reach.mask(grp)
-        anc_pos = [pos[op] for op in ref if anc >> reach.index[op] & 1]
+        # the latest ancestor in a valid order is always a direct predecessor
+        anc_pos = [pos[p] for o in grp for p in graph.predecessors(o) if p not in members]
         earliest = max(anc_pos) + 1 if anc_pos else 0
         between = sum(1 for k in range(earliest, first) if ref[k] not in grouped)
         placements.append(GroupPlacement(param, len(grp), first, earliest, between > 0, y, z))

@@ -135,3 +135,37 @@ def test_layout_solver_path() -> None:
     plan = make_plan(g, cfg)
     _valid(g, plan)
     assert any(r.stage == "layout" for r in plan.provenance)
+
+
+def test_cli_plan_json(tmp_path, capsys) -> None:
+    import json
+
+    from roam_core.cli import main
+    from roam_core.graph_io import save_graph
+    from roam_core.plan_io import load_plan
+
+    g = tiny_train_step()
+    src, out = tmp_path / "g.json", tmp_path / "p.json"
+    save_graph(g, src)
+    rc = main(["plan", str(src), "-o", str(out), "--json", "--workers", "1",
+               "--time-limit", "1", "--node-limit", "4", "--setting-note"])
+    assert rc == 0
+    cap = capsys.readouterr()
+    summary = json.loads(cap.out)
+    for key in ("baseline_peak_bytes", "planned_peak_bytes", "arena_bytes",
+                "lower_bound_bytes", "solve_seconds", "method", "fragmentation"):
+        assert key in summary
+    assert "roam plan:" in cap.err  # the progress bar
+    plan = load_plan(out, g)
+    assert check_plan(g, plan) == []
+    assert summary["planned_peak_bytes"] == plan.planned_peak_bytes
+
+
+def test_cli_plan_baseline_method(tmp_path, capsys) -> None:
+    from roam_core.cli import main
+    from roam_core.graph_io import save_graph
+
+    src, out = tmp_path / "g.json", tmp_path / "p.json"
+    save_graph(tiny_train_step(), src)
+    assert main(["plan", str(src), "-o", str(out), "--method", "lescea", "--no-progress"]) == 0
+    assert "method lescea" in capsys.readouterr().out
