@@ -61,6 +61,8 @@ __all__ = [
     "build_order_model",
     "build_order_problem",
     "extract_order",
+    "merge_orders",
+    "needs_solver",
     "range_profile",
     "solve_order",
     "solve_order_problem",
@@ -478,6 +480,17 @@ def _valid_local(rng: RangeProblem, local_order: Sequence[int]) -> bool:
     if sorted(pos) != list(range(len(rng.ops))):
         return False
     return all(pos[p] < pos[i] for i, ps in enumerate(rng.preds) for p in ps)
+
+
+def needs_solver(problem: OrderProblem) -> bool:
+    """False when :func:`solve_order_problem` answers without building a model (nothing to
+    permute, or the base order is already at the floor)."""
+    if not any(len(r.ops) > 1 for r in problem.ranges):
+        return False
+    if problem.config.stop_at_lower_bound:
+        identity = [list(range(len(r.ops))) for r in problem.ranges]
+        return _peak(problem, identity) > problem.floor_bytes
+    return True
 
 
 def solve_order_problem(

@@ -47,6 +47,7 @@ from roam_core.order_ilp import (
     OrderResult,
     build_order_problem,
     merge_orders,
+    needs_solver,
     solve_order_problem,
 )
 from roam_core.plan import Plan, SolveRecord
@@ -150,7 +151,12 @@ def _solve_all(problems: list[OrderProblem], cfg: PlannerConfig, executor: cf.Ex
         return bool((cancel is not None and cancel())
                     or (deadline is not None and time.monotonic() > deadline))
 
-    pending = list(problems)
+    pending = []
+    for p in problems:  # answered without a model: no need to ship them to a worker
+        if needs_solver(p):
+            pending.append(p)
+        else:
+            on_result(solve_order_problem(p))
     workers = cfg.workers if cfg.workers is not None else (os.cpu_count() or 1)
     if executor is None and (workers <= 1 or len(pending) <= 1):
         left = []

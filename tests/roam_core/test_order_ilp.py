@@ -147,3 +147,29 @@ def test_cancel_before_start_returns_hint() -> None:
     new, res = solve_order(g, g.op_ids, config=EXACT, alignment_bytes=1, cancel=lambda: True)
     assert res.status == "cancelled"
     assert tuple(new) == g.op_ids
+
+
+def _range_orders(rng):  # every permutation of a range that honours its precedences
+    import itertools
+
+    n = len(rng.ops)
+    for perm in itertools.permutations(range(n)):
+        pos = {i: k for k, i in enumerate(perm)}
+        if all(pos[p] < pos[i] for i, ps in enumerate(rng.preds) for p in ps):
+            yield list(perm)
+
+
+@settings(max_examples=25)
+@given(random_graphs(max_ops=12, min_ops=4), st.integers(0, 1000), st.data())
+def test_multi_range_optimum_equals_enumeration(graph: Graph, seed: int,
+                                                data: st.DataObject) -> None:
+    base = _random_valid_order(graph, seed)
+    n = len(base)
+    picks = data.draw(st.lists(st.integers(0, n - 1), min_size=2, max_size=7, unique=True))
+    problem = build_order_problem(graph, base, [base[i] for i in picks], config=EXACT,
+                                  alignment_bytes=1)
+    res = solve_order_problem(problem)
+    assert res.status in ("optimal", "trivial")
+    best = max(min(max(range_profile(r, o)) for o in _range_orders(r))
+               for r in problem.ranges)
+    assert res.peak_bytes == best

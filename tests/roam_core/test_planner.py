@@ -110,7 +110,7 @@ def test_executor_results_match_in_process(graph: Graph) -> None:
 
 def test_default_process_pool() -> None:
     cfg = PlannerConfig(node_limit=3, workers=2, solve_layout=False,
-                        order=OrderSolverConfig(time_limit_s=1.0))
+                        order=OrderSolverConfig(time_limit_s=1.0, stop_at_lower_bound=False))
     g = tiny_train_step()
     _valid(g, make_plan(g, cfg))
 
