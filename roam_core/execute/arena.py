@@ -25,7 +25,7 @@ Checks, each an :class:`~roam_core.errors.ExecutorError` naming the op:
   stride (catches ``out=`` kernels that reallocate or resize their output);
 * **resize**: every slot is its own non-resizable storage of exactly the planned bytes
   (DLPack round-trip), so an ``out=`` kernel that grows its output fails instead of
-  writing past the slot; the "was resized" warning is an error too.
+  writing past the slot; a "was resized" warning that reaches Python is an error too.
 
 Ops whose ``out=`` kernel uses its output as scratch space and resizes it are deny-listed
 (``OUT_DENY``: ``mse_loss`` on CPU) and take the fallback path.
