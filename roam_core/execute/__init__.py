@@ -266,8 +266,11 @@ def _execute_checked(traced: Any, model: Any, example_inputs: Sequence[Any], pla
     st = prepare_state(traced, model, example_inputs, factory, dev, seed=seed)
     loss_p, _ = planned_step(runner, traced, plan.order, seed, load=st)
     del st
-    got = [_host(loss_p)] + [_host(v) for v, k in zip(planned_values(runner, traced), keep)
-                             if k]
+    # compare against the live slots (on the device) before anything overwrites them
+    got = [loss_p] + [v for v, k in zip(planned_values(runner, traced), keep) if k]
+    rtol, atol = TOLERANCE[dev.type]
+    cmp = compare(ref, got, rtol=rtol, atol=atol)
+    del got
     stats = runner.stats()
     planned = (measure_planned(runner, traced, plan.order, steps, seed, snaps["planned"])
                if in_process else None)
@@ -276,8 +279,6 @@ def _execute_checked(traced: Any, model: Any, example_inputs: Sequence[Any], pla
         torch.cuda.empty_cache()
 
     # 3. numerics
-    rtol, atol = TOLERANCE[dev.type]
-    cmp = compare(ref, got, rtol=rtol, atol=atol)
     if not cmp.ok:
         msg = (f"planned step differs from eager: max |diff| {cmp.max_abs_diff:.3g} at "
                f"{cmp.worst} (tolerance rtol={rtol}, atol={atol})")

@@ -210,14 +210,16 @@ def compare(named_eager: Sequence[tuple[str, torch.Tensor]],
             planned: Sequence[torch.Tensor], *, rtol: float, atol: float) -> Comparison:
     """Compare value by value; NaNs at the same places count as equal.
 
-    With ``rtol == atol == 0`` the values must be bit-equal.
+    With ``rtol == atol == 0`` the values must be bit-equal.  Each eager value is moved to
+    the device of its planned counterpart and compared there (fast on a GPU).
     """
     if len(named_eager) != len(planned):
         return Comparison(float("inf"), False,
                           f"{len(named_eager)} eager values vs {len(planned)} planned")
     worst, worst_name, ok = 0.0, "", True
     for (name, a), b in zip(named_eager, planned, strict=True):
-        a, b = a.detach().cpu(), b.detach().cpu()
+        b = b.detach()
+        a = a.detach().to(b.device)
         if a.shape != b.shape:
             return Comparison(float("inf"), False, f"{name}: shape {a.shape} vs {b.shape}")
         if torch.equal(a, b):  # bit-equal: the common case, and fast on big models
