@@ -28,7 +28,8 @@ Strategies (the registry :data:`ORDER_METHODS`)
 9. ``xla_postorder``: a plain DFS post-order from the sinks, operands in input order.
 10. ``lpmf_updates``: LPMF on forward + backward only, then each per-parameter update
     group (:mod:`roam_core.updates`) inserted, largest first, at the slot that minimises the
-    profile peak (the strongest cheap order, see ``design/calibration.md``).
+    profile peak (the strongest cheap order, see ``design/calibration.md``); a few variants
+    and plain LPMF are scored and the best is kept.
 
 Composites ``inductor`` (best of 4-6) and ``xla`` (best of 7-9) score their members with
 the one estimator, like inductor's ``reorder_for_peak_memory``.  :func:`best_heuristic_order`
@@ -595,8 +596,9 @@ def xla_order(graph: Graph) -> Order:
 def lpmf_updates_order(graph: Graph) -> Order:
     """LPMF on forward + backward, then cost-aware insertion of per-parameter updates.
 
-    See :func:`roam_core.updates.insert_update_groups`.  Graphs without update groups get
-    plain LPMF.
+    See :func:`roam_core.updates.insert_update_groups` and
+    :func:`roam_core.updates.best_update_insertion`; never worse than plain LPMF (graphs
+    without update groups get plain LPMF).
 
     Examples
     --------

@@ -572,7 +572,7 @@ def _insert_block(
 
 def best_update_insertion(graph: Graph) -> Order:
     """Best (by ``simulate``) of LPMF-based update insertion over both slot tie rules and
-    both group orders.
+    both group orders; never worse than plain LPMF on the whole graph.
 
     Examples
     --------
@@ -583,18 +583,18 @@ def best_update_insertion(graph: Graph) -> Order:
     from roam_core.heuristics import lpmf_order
 
     groups = update_groups(graph)
+    plain = lpmf_order(graph)
     if not groups:
-        return lpmf_order(graph)
-    best: tuple[int, Order] | None = None
+        return plain
+    best: tuple[int, Order] = (simulate(graph, plain).peak_bytes, plain)
     for group_order in ("largest", "program"):
         for tie in ("early", "light"):
             try:
                 order = insert_update_groups(graph, groups, tie=tie, group_order=group_order)
             except GraphError as e:
                 _logger.warning("update insertion failed on %s (%s); using LPMF", graph.name, e)
-                return lpmf_order(graph)
+                return best[1]
             peak = simulate(graph, order).peak_bytes
-            if best is None or peak < best[0]:
+            if peak < best[0]:
                 best = (peak, order)
-    assert best is not None
     return best[1]

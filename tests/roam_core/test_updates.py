@@ -217,7 +217,9 @@ def test_groups_partition_optimizer_ops_on_random_graphs(g):
         assert all(g.op(o).phase == Phase.OPTIMIZER for o in grp.op_ids)
         assert g.tensors[grp.param].producer is None
         assert set(grp.state_init_ops) <= set(grp.op_ids)
-    assert check_order(g, best_update_insertion(g)) == []
+    order = best_update_insertion(g)
+    assert check_order(g, order) == []
+    assert simulate(g, order).peak_bytes <= simulate(g, lpmf_order(g)).peak_bytes
 
 
 _SAMPLES = Path(__file__).resolve().parents[2] / "sample_graphs"
