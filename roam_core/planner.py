@@ -104,7 +104,10 @@ def _baselines(graph: Graph, config: PlannerConfig) -> tuple[Any, tuple[OpId, ..
 
     ``lpmf_updates`` is exactly the cost-aware update insertion that the rewrites start from,
     so it is run once and handed to :func:`~roam_core.rewrites.place_weight_updates` as its
-    reference order (saves a second insertion pass on large graphs).
+    reference order (saves a second insertion pass on large graphs).  When another baseline
+    has a strictly lower peak, that order is the reference instead: the updates are pinned
+    where it runs them, so the decomposition starts from the best order known and the plan
+    can only improve on it.
     """
     from dataclasses import replace
 
@@ -129,6 +132,8 @@ def _baselines(graph: Graph, config: PlannerConfig) -> tuple[Any, tuple[OpId, ..
     seconds = {**heur.seconds, "lpmf_updates": ref_s}
     if ref_prof.peak_bytes < heur.profile.peak_bytes:
         heur = replace(heur, order=ref, profile=ref_prof, method="lpmf_updates")
+    elif heur.profile.peak_bytes < ref_prof.peak_bytes:
+        ref = heur.order  # pin the updates where the better order has them
     return replace(heur, scores=scores, seconds=seconds), ref
 
 
