@@ -21,9 +21,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from roam_core.errors import ExecutorError
-from roam_core.execute import ExecutionReport, execute_traced, resolve_device
+from roam_core.execute import (
+    ExecutionReport,
+    check_fingerprint,
+    execute_traced,
+    resolve_device,
+)
 
-__all__ = ["execute_origin", "zoo_recipe"]
+__all__ = ["execute_graph", "execute_origin", "zoo_recipe"]
 
 _logger = logging.getLogger(__name__)
 
@@ -92,3 +97,15 @@ def execute_origin(origin: Mapping[str, Any], plan: Any, *, device: str = "cpu",
     return execute_traced(traced, model, inputs, plan, loss_fn=loss_fn, optimizer=factory,
                           device=dev, steps=steps, check_addresses=check_addresses, seed=seed,
                           strict=strict, measure=how, recipe=recipe, snapshot_dir=snapshot_dir)
+
+
+def execute_graph(graph: Any, plan: Any, **kwargs: Any) -> ExecutionReport:
+    """Execute ``plan`` for a loaded graph (the app's "Verify" button, ``roam execute``).
+
+    Checks the plan against ``graph`` first (cheap), then calls :func:`execute_origin` with
+    ``graph.origin`` and ``kwargs`` (``device``, ``steps``, ``seed``, ``check_addresses``,
+    ``strict``, ``measure``, ``snapshot_dir``).
+    """
+    check_fingerprint(graph, plan)
+    return execute_origin(graph.origin, plan, **kwargs)
+
