@@ -152,3 +152,15 @@ def test_measured_style_snapshot_curve() -> None:
     assert curve.events[1].name == "fwd"
     assert curve.steps == (0, 1, 2, 3)
     assert curve.reserved_bytes == 2 << 20
+
+
+def test_torch_memory_viz_reads_the_export(graph_plan) -> None:
+    """PyTorch's own snapshot tooling parses the exported plan (trace text, segment summary)."""
+    mv = pytest.importorskip("torch.cuda._memory_viz")
+    g, plan = graph_plan
+    snap = plan_snapshot(g, plan, base_address=BASE)
+    text = mv.trace(snap)
+    n_alloc = sum(e["action"] == "alloc" for e in snap["device_traces"][0])
+    assert text.count(" = a[") == n_alloc  # every alloc sits inside the one arena segment
+    assert "segments: 1" in mv.segsum(snap)
+    assert "<html" in mv.trace_plot(snap).lower()
