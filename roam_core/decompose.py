@@ -315,7 +315,7 @@ def decompose(
                 tails.append(cur)
     # sub-task records
     specs: dict[str, dict[str, Any]] = {}
-    counter = iter(range(1, len(order) + 2))
+    counter = itertools.count(1)
 
     def new(kind: str, unit_ids: list[int]) -> str:
         tid = f"t{next(counter)}"
