@@ -20,7 +20,9 @@ Method
      now (that buffer would fit entirely below, so the layout wastes a gap);
    - *canonical order*: buffers at the same offset are placed in static-order rank;
    - *dynamic decomposition*: when no unplaced buffer crosses a section boundary, the two
-     sides are solved independently.
+     sides are solved independently;
+   - *memo*: the state of a time range (unplaced buffers, their lowest offsets, the section
+     floors) that once failed fails again, so it is remembered and skipped.
 
    Buffers are tried by lowest feasible offset, then a static preorder (largest section total,
    lifetime, area...).  Several preorders are run round-robin under doubling node limits.
@@ -33,6 +35,7 @@ none exists (``InfeasibleError``).  With fixed offsets it only steps over them.
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
 import sys
@@ -59,6 +62,8 @@ MAX_SEARCH_BUFFERS = 6000
 PREORDERS = ("TLA", "LTA", "TAL", "ZLA")
 
 _BIG = np.iinfo(np.int64).max // 4
+#: Most failed sub-problem states remembered (the memo is cleared beyond this).
+_MEMO_LIMIT = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +81,7 @@ class SearchOptions:
     static_preordering: bool = True  # sort buffers by the preorder keys (else input order)
     dynamic_decomposition: bool = True  # solve independent time ranges separately
     monotonic_floor: bool = True  # section floors are at least the last placed offset
+    memoize: bool = True  # remember sub-problems (state of a time range) proven to fail
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,6 +189,7 @@ class _Search:
         np.add.at(cross, self.slo, 1)
         np.add.at(cross, np.maximum(self.shi - 1, self.slo), -1)
         self.cuts0 = np.cumsum(cross)[: max(nsec - 1, 0)]
+        self.failed: set[bytes] = set()  # sub-problem states proven to fail
         self.reset()
 
     def reset(self) -> None:
@@ -269,12 +276,30 @@ class _Search:
             return True
         mo = self.minoff[un]
         opts = self.opts
+        key = None
+        if opts.memoize:
+            h = hashlib.blake2b(digest_size=16)
+            h.update(np.array((a, b, min_off, min_rank), np.int64).tobytes())
+            h.update(un.tobytes())
+            h.update(mo.tobytes())
+            h.update(self.floor[a:b].tobytes())
+            key = h.digest()  # 128-bit digest of the state (stored compactly)
+            if key in self.failed:
+                return False
         if opts.dynamic_ordering:
             o = np.argsort(mo, kind="stable")
             un, mo = un[o], mo[o]
         min_height = int((mo + self.size[un]).min())
         size, slo, shi = self.size, self.slo, self.shi
+        # every placement at ``off`` must satisfy off + (largest unplaced load) <= capacity
+        # (implied by the full check when both floors are on; a cheap filter first)
+        quick = opts.monotonic_floor and opts.section_inference and b > a
+        off_max = self.capacity - int(self.total[a:b].max()) if quick else 0
         for i, off in zip(un.tolist(), mo.tolist()):
+            if quick and off > off_max:
+                if opts.dynamic_ordering:
+                    break
+                continue
             if opts.canonical_only and (off < min_off or (off == min_off and i < min_rank)):
                 continue
             if opts.check_dominance and off >= min_height:
@@ -327,6 +352,10 @@ class _Search:
             self.placed[i] = False
             if found:
                 return True
+        if key is not None:
+            if len(self.failed) > _MEMO_LIMIT:
+                self.failed.clear()
+            self.failed.add(key)
         return False
 
     def _decompose(self, part: np.ndarray, a: int, b: int, cuts: list[int]) -> bool:
