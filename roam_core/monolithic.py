@@ -39,9 +39,10 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from roam_core.dag_view import CompactGraph, compact
 from roam_core.errors import GraphError
 from roam_core.graph import DEFAULT_ALIGNMENT_BYTES, Graph, Order
-from roam_core.heuristics import CompactGraph, best_heuristic_order, compact
+from roam_core.heuristics import best_heuristic_order
 from roam_core.simulate import simulate
 
 __all__ = [

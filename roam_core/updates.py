@@ -47,9 +47,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roam_core.dag_view import CompactGraph, compact
 from roam_core.errors import GraphError
 from roam_core.graph import Graph, OpId, Order, Phase, TensorId, TensorKind
-from roam_core.heuristics import CompactGraph, compact
 from roam_core.reach import Reachability, iter_bits
 from roam_core.simulate import simulate
 

@@ -23,7 +23,7 @@ CORE = ROOT / "roam_core"
 LAYERS: dict[str, int] = {
     "errors": 0, "config": 0,
     "graph": 1,
-    "graph_io": 2, "samples": 2, "simulate": 2, "validate": 2, "reach": 2, "dsa": 2,
+    "graph_io": 2, "samples": 2, "simulate": 2, "validate": 2, "reach": 2, "dsa": 2, "dag_view": 2,
     "bounds": 3, "allocator_sim": 3, "baseline": 3, "updates": 3, "brute_force": 3,
     "decompose": 3, "_cpsat": 3, "rewrites": 3, "layout_baselines": 3, "dsa_solver": 3,
     "plan": 3, "heuristics": 3, "dsa_heuristics": 3,
