@@ -113,7 +113,9 @@ class ExecutionReport:
         """A few human-readable lines."""
 
         def mib(b: int | None) -> str:
-            return "n/a" if b is None else f"{b / 2**20:,.1f} MiB"
+            if b is None:
+                return "n/a"
+            return f"{b / 2**20:,.1f} MiB" if b >= 2**20 else f"{b / 2**10:,.1f} KiB"
 
         lines = [
             f"device {self.device_name} ({self.device}), {self.steps} step(s)",
