@@ -98,7 +98,10 @@ def run_config(name: str, batch: int, seq_len: int | None, args: argparse.Namesp
     for which in ("eager", "planned"):
         path = snaps / f"{which}.pickle"
         if path.exists():
-            row[f"{which}_snapshot_peak_bytes"] = load_snapshot(path).peak_bytes
+            try:
+                row[f"{which}_snapshot_peak_bytes"] = load_snapshot(path).peak_bytes
+            except Exception as e:  # a snapshot we cannot read must not fail the run
+                row[f"{which}_snapshot_error"] = f"{type(e).__name__}: {e}"[:200]
     print(report.summary(), flush=True)
     return row
 
