@@ -170,9 +170,12 @@ def update_groups(graph: Graph) -> tuple[UpdateGroup, ...]:
     reach = None
     members: list[tuple[TensorId, list[int]]] = []
     param_kind = any(graph.tensors[s].kind == TensorKind.PARAMETER for s in mutated_resident)
+    mutated_by: dict[int, list[TensorId]] = {}
+    for s, ms in mutated_resident.items():
+        for m in ms:
+            mutated_by.setdefault(m, []).append(s)
     for comp in comps.values():
-        cset = set(comp)
-        anchors = [s for s, ms in mutated_resident.items() if any(m in cset for m in ms)]
+        anchors = list(dict.fromkeys(s for i in comp for s in mutated_by.get(i, ())))
         if param_kind:
             # parameters are tagged: a chain that mutates only state (a step counter) is
             # not an update group of its own
@@ -406,21 +409,33 @@ def insert_update_groups(
     return _tracked_insertion(graph, groups, base_method, tie, group_order)[0]
 
 
-def _tracked_insertion(
-    graph: Graph, groups: Sequence[UpdateGroup], base_method: str, tie: str,
-    group_order: str = "largest",
-) -> tuple[Order, np.ndarray | None]:
-    """The insertion order and the live-bytes curve it tracked (equals ``simulate``'s)."""
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    """Steps 1-2 of :func:`insert_update_groups`, shared by every insertion variant.
+
+    ``seq`` is the base + tail sequence, ``pos`` the step of every op in it (-1: a group
+    op), ``prof`` its live bytes per step and ``freed`` the bytes whose last step is each
+    step (arrays are copied before each insertion run).
+    """
+
+    cg: CompactGraph
+    reach: Reachability
+    groups: tuple[UpdateGroup, ...]
+    gops: tuple[tuple[int, ...], ...]
+    seq: tuple[int, ...]
+    pos: np.ndarray
+    prof: np.ndarray
+    freed: np.ndarray
+
+
+def _prepare(graph: Graph, groups: Sequence[UpdateGroup], base_method: str) -> _Prepared:
     from roam_core.heuristics import _lpmf
     from roam_core.reach import topological_indices
 
     cg = compact(graph)
     n = cg.n_ops
-    if not groups:
-        seq = _lpmf(cg) if base_method == "lpmf" else list(range(n))
-        return cg.order_ids(seq), None
     reach = _reach(graph)
-    gops = [[cg.index[o] for o in g.op_ids] for g in groups]
+    gops = tuple(tuple(cg.index[o] for o in g.op_ids) for g in groups)
     in_u = np.zeros(n, dtype=bool)
     u_desc = 0
     for ops in gops:
@@ -465,18 +480,39 @@ def _tracked_insertion(
         prof[start] += size
         prof[e + 1] -= size
         freed[e] += size
-    prof = np.cumsum(prof[:m])
-    # 3. insert groups, largest first
+    return _Prepared(cg, reach, tuple(groups), gops, tuple(seq), pos, np.cumsum(prof[:m]),
+                     freed)
+
+
+def _insert_all(prep: _Prepared, tie: str, group_order: str) -> tuple[list[int], np.ndarray]:
+    """Step 3: insert every group into a copy of the prepared sequence."""
+    cg, groups, gops = prep.cg, prep.groups, prep.gops
+    seq, pos = list(prep.seq), prep.pos.copy()
+    prof, freed = prep.prof.copy(), prep.freed.copy()
     if group_order == "program":
         order_of_groups = sorted(range(len(groups)), key=lambda k: gops[k][0])
     else:
         order_of_groups = sorted(range(len(groups)),
                                  key=lambda k: (-groups[k].peak_extra_bytes, gops[k][0]))
     for k in order_of_groups:
-        ops = gops[k]
         init = [cg.index[o] for o in groups[k].state_init_ops]
-        block = block_order(cg, ops, init)
-        seq, prof, freed = _insert_block(cg, reach, seq, prof, freed, pos, block, tie)
+        block = block_order(cg, gops[k], init)
+        seq, prof, freed = _insert_block(cg, prep.reach, seq, prof, freed, pos, block, tie)
+    return seq, prof
+
+
+def _tracked_insertion(
+    graph: Graph, groups: Sequence[UpdateGroup], base_method: str, tie: str,
+    group_order: str = "largest",
+) -> tuple[Order, np.ndarray | None]:
+    """The insertion order and the live-bytes curve it tracked (equals ``simulate``'s)."""
+    from roam_core.heuristics import _lpmf
+
+    cg = compact(graph)
+    if not groups:
+        seq = _lpmf(cg) if base_method == "lpmf" else list(range(cg.n_ops))
+        return cg.order_ids(seq), None
+    seq, prof = _insert_all(_prepare(graph, groups, base_method), tie, group_order)
     return cg.order_ids(seq), prof
 
 
@@ -587,13 +623,15 @@ def best_update_insertion(graph: Graph) -> Order:
     if not groups:
         return plain
     best: tuple[int, Order] = (simulate(graph, plain).peak_bytes, plain)
+    prep = _prepare(graph, groups, "lpmf")
     for group_order in ("largest", "program"):
         for tie in ("early", "light"):
             try:
-                order = insert_update_groups(graph, groups, tie=tie, group_order=group_order)
+                seq, _ = _insert_all(prep, tie, group_order)
             except GraphError as e:
                 _logger.warning("update insertion failed on %s (%s); using LPMF", graph.name, e)
                 return best[1]
+            order = prep.cg.order_ids(seq)
             peak = simulate(graph, order).peak_bytes
             if peak < best[0]:
                 best = (peak, order)
