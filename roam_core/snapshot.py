@@ -249,12 +249,13 @@ class SnapshotCurve:
     events : tuple of SnapshotEvent
         The ``alloc`` / ``free_completed`` events counted, in order.
     allocated_bytes : tuple of int
-        Allocated bytes after each of ``events`` (shifted so that the minimum is 0 when
-        the trace frees blocks allocated before recording started).
+        Allocated bytes after each of ``events``, including the bytes allocated before
+        recording started (worked out from the segments' allocated blocks at dump time;
+        without them, the smallest shift that keeps the curve non-negative).
     peak_bytes : int
         ``max(allocated_bytes)`` (0 for an empty trace).
     baseline_bytes : int
-        The shift applied (bytes allocated before the trace started, at least).
+        Bytes allocated before the trace started (the shift applied).
     reserved_bytes : int
         Sum of the segments' ``total_size`` at snapshot time.
     """
@@ -339,7 +340,16 @@ def _curve(device: int, trace: list[Any], segments: list[Any]) -> SnapshotCurve:
         events.append(SnapshotEvent("alloc" if action == "alloc" else "free", addr, size,
                                     str(name)))
         curve.append(cur)
-    shift = -min(curve) if curve and min(curve) < 0 else 0
+    # Bytes allocated before recording started: the segments describe the state at dump
+    # time, so start = (allocated at the end) - (net bytes the trace allocated).  Without
+    # block states, or if that is negative, shift just enough to keep the curve >= 0.
+    end_alloc = sum(int(b.get("size", 0))
+                    for seg in segments if isinstance(seg, Mapping)
+                    for b in seg.get("blocks") or () if isinstance(b, Mapping)
+                    and b.get("state") == "active_allocated")
+    start = end_alloc - (curve[-1] if curve else 0)
+    low = -min(curve) if curve and min(curve) < 0 else 0
+    shift = start if start >= low else low
     allocated = tuple(c + shift for c in curve)
     reserved = sum(int(s.get("total_size", 0)) for s in segments if isinstance(s, Mapping))
     return SnapshotCurve(device, tuple(events), allocated, max(allocated, default=0), shift,

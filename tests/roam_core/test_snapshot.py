@@ -164,3 +164,19 @@ def test_torch_memory_viz_reads_the_export(graph_plan) -> None:
     assert text.count(" = a[") == n_alloc  # every alloc sits inside the one arena segment
     assert "segments: 1" in mv.segsum(snap)
     assert "<html" in mv.trace_plot(snap).lower()
+
+
+def test_measured_curve_counts_blocks_allocated_before_recording() -> None:
+    """Params allocated before recording are still allocated at dump time: counted."""
+    trace = [
+        {"action": "alloc", "addr": 8192, "size": 512, "stream": 0, "frames": []},
+        {"action": "free_completed", "addr": 8192, "size": 512, "stream": 0, "frames": []},
+    ]
+    blocks = [{"address": 0, "size": 4096, "state": "active_allocated", "frames": []},
+              {"address": 4096, "size": 4096, "state": "inactive", "frames": []}]
+    snap = {"segments": [{"total_size": 8192 + 512, "blocks": blocks}], "device_traces": [trace]}
+    curve = load_snapshot(pickle.dumps(snap))
+    assert curve.baseline_bytes == 4096
+    assert curve.allocated_bytes == (4608, 4096)
+    assert curve.peak_bytes == 4608
+
