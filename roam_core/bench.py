@@ -7,6 +7,8 @@ bound on any order's peak.  Then every method runs:
 
 * a cheap order from :data:`roam_core.heuristics.ORDER_METHODS` (timed alone; the
   composites ``inductor`` and ``xla`` are the best of their member rows when those ran);
+  ``name+greedy`` / ``name+llfb`` fix that row's layout (``lescea+llfb`` is the ROAM paper's
+  heuristic baseline, LESCEA order + long-lived-first layout);
 * ``best_heuristic``: the best cheap order (:func:`~roam_core.heuristics.best_heuristic_order`);
 * ``monolithic``: MODeL-style CP-SAT over the whole graph (:mod:`roam_core.monolithic`),
   only for graphs of at most ``monolithic_max_ops`` ops;
@@ -67,7 +69,8 @@ SUITES = ("roam", "quick", "gpt2xl")
 
 #: Every baseline, the composites, the best cheap order, the monolithic ILP and ROAM.
 DEFAULT_BENCH_METHODS: tuple[str, ...] = (*DEFAULT_METHODS, *COMPOSITE_METHODS,
-                                          "best_heuristic", "monolithic", "roam")
+                                          "lescea+llfb", "best_heuristic", "monolithic",
+                                          "roam")
 
 _COMPOSITE_MEMBERS = {"inductor": ("lpmf", "bfs", "dfs"),
                       "xla": ("xla_list", "xla_dfs", "xla_postorder")}
@@ -298,12 +301,12 @@ def bench_graph(
     base = baseline or graph_baseline(graph)
     rows: list[BenchRow] = []
     done: dict[str, BenchRow] = {}
-    arenas: dict[Order, tuple[int | None, str]] = {}
+    arenas: dict[tuple[Order, str], tuple[int | None, str]] = {}
 
-    def arena_of(order: Order) -> tuple[int | None, str]:
-        if order not in arenas:
-            arenas[order] = _order_arena(graph, order, layout)
-        return arenas[order]
+    def arena_of(order: Order, how: str = layout) -> tuple[int | None, str]:
+        if (order, how) not in arenas:
+            arenas[order, how] = _order_arena(graph, order, how)
+        return arenas[order, how]
 
     def note(*parts: str) -> str:
         return "; ".join(p for p in parts if p)
@@ -327,11 +330,13 @@ def bench_graph(
                 best = min(members, key=lambda r: r.peak_bytes)  # type: ignore[arg-type,return-value]
                 emit(_row(graph, base, method, best.peak_bytes, best.arena_bytes,
                           sum(r.seconds for r in members), "ok", f"best: {best.method}"))
-            elif method in ORDER_METHODS:
-                order = run_method(graph, method)
+            elif method.partition("+")[0] in ORDER_METHODS:
+                # "name+layout" fixes the layout of that row (lescea+llfb: ROAM's baseline)
+                name, _, fixed = method.partition("+")
+                order = run_method(graph, name)
                 seconds = time.perf_counter() - t0
                 peak = simulate(graph, order).peak_bytes
-                arena, how = arena_of(order)
+                arena, how = arena_of(order, fixed or layout)
                 emit(_row(graph, base, method, peak, arena, seconds, "ok",
                           note(how and f"layout {how}")))
             elif method == "best_heuristic":

@@ -40,8 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--setting", choices=("roam", "steady"), default="roam",
                    help="graph setting (default roam: the paper's first Adam step)")
     p.add_argument("--methods", default=None,
-                   help="comma-separated methods (default: every baseline, best_heuristic, "
-                        "monolithic, roam)")
+                   help="comma-separated methods (default: every baseline, lescea+llfb, "
+                        "best_heuristic, monolithic, roam); NAME+llfb / NAME+greedy fixes a "
+                        "baseline's layout")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="solver budget per graph for monolithic and roam, seconds")
     p.add_argument("--monolithic-max-ops", type=int, default=400,
@@ -113,7 +114,8 @@ def _run(args: argparse.Namespace) -> int:
     methods = (tuple(m.strip() for m in args.methods.split(",") if m.strip())
                if args.methods else DEFAULT_BENCH_METHODS)
     extra = {"best_heuristic", "monolithic", "roam"}
-    unknown = [m for m in methods if m not in ORDER_METHODS and m not in extra]
+    unknown = [m for m in methods if m not in extra and not (
+        m.partition("+")[0] in ORDER_METHODS and m.partition("+")[2] in ("", "greedy", "llfb"))]
     if unknown:
         raise GraphError(f"unknown method(s) {', '.join(unknown)}; known: "
                          f"{', '.join([*ORDER_METHODS, *sorted(extra)])}")

@@ -115,6 +115,8 @@ def test_layouts_of_plain_orders():
         one = bench_graph(g, ["lpmf_updates"], layout=layout)[0]
         assert one.arena_bytes >= best.arena_bytes
         assert f"layout {layout}" in one.note
+        fixed = bench_graph(g, [f"lpmf_updates+{layout}"])[0]
+        assert (fixed.method, fixed.arena_bytes) == (f"lpmf_updates+{layout}", one.arena_bytes)
 
 
 def test_a_crashing_method_becomes_a_failed_row(monkeypatch):
