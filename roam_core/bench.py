@@ -543,6 +543,7 @@ def write_markdown(rows: Sequence[BenchRow], path: str, title: str = "Ordering b
             f"{_pct(r.cut_vs_moved_state)} | "
             f"{'' if r.peak_over_lb is None else f'{r.peak_over_lb:.3f}'} | {r.seconds:.2f} | "
             f"{r.status} | {r.note.replace('|', '/')} |")
+    lines += _roam_summary(rows)
     means = _mean_cuts(rows)
     if means:
         lines += ["", "## Mean cut per method (graphs where it ran)", "",
@@ -552,6 +553,35 @@ def write_markdown(rows: Sequence[BenchRow], path: str, title: str = "Ordering b
             lines.append(f"| {m} | {n} | {_pct(a)} | {_pct(rs)} | {_pct(ms)} |")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
+
+
+def _roam_summary(rows: Sequence[BenchRow], method: str = "roam") -> list[str]:
+    """Cuts of ``method`` against each reference, per graph and on average (paper-style)."""
+    by = {(r.graph, r.method): r for r in rows}
+    refs = [m for m in ("lescea+llfb", "best_heuristic", "monolithic")
+            if any(r.method == m for r in rows)]
+    graphs = [g for g in dict.fromkeys(r.graph for r in rows)
+              if (g, method) in by and by[g, method].memory_bytes is not None]
+    if not graphs:
+        return []
+    cols = ["eager allocated", "eager reserved", "moved state", *refs]
+    out = ["", f"## {method} against the references (cut of memory)", "",
+           "| graph | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
+    sums: list[list[float]] = [[] for _ in cols]
+    for g in graphs:
+        r = by[g, method]
+        mem = r.memory_bytes
+        cuts = [r.cut_vs_eager_allocated, r.cut_vs_eager_reserved, r.cut_vs_moved_state]
+        for m in refs:
+            ref = by[g, m].memory_bytes if (g, m) in by else None
+            cuts.append(_cut(mem, ref))
+        for i, c in enumerate(cuts):
+            if c is not None:
+                sums[i].append(c)
+        out.append(f"| {g} | " + " | ".join(_pct(c) for c in cuts) + " |")
+    out.append("| **mean** | " + " | ".join(
+        f"**{_pct(sum(v) / len(v))}**" if v else "" for v in sums) + " |")
+    return out
 
 
 def _mean_cuts(rows: Sequence[BenchRow]) -> dict[str, tuple[int, float | None, float | None,

@@ -129,3 +129,15 @@ def test_a_crashing_method_becomes_a_failed_row(monkeypatch):
     rows = bench_graph(diamond(), ["boom", "eager"], layout="none")
     assert [(r.method, r.status) for r in rows] == [("boom", "failed"), ("eager", "ok")]
     assert "internal bug" in rows[0].note
+
+
+def test_markdown_summarises_roam_against_references(tmp_path):
+    g = tiny_train_step()
+    rows = bench_graph(g, ["lescea+llfb", "best_heuristic"], layout="none")
+    rows.append(replace(rows[1], method="roam", arena_bytes=None,
+                        peak_bytes=rows[1].peak_bytes // 2))
+    write_markdown(rows, str(tmp_path / "o.md"))
+    text = (tmp_path / "o.md").read_text()
+    assert "## roam against the references" in text
+    assert "| **mean** |" in text
+    assert "50.0%" in text  # half of best_heuristic's memory
