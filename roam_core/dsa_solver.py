@@ -59,7 +59,7 @@ MAX_SEARCH_BUFFERS = 6000
 
 #: Static preorders (letters: T = max section total, L = lifetime length, A = area,
 #: Z = size), tried round-robin.
-PREORDERS = ("TLA", "LTA", "TAL", "ZLA")
+PREORDERS = ("LAT", "TAL", "TLA")
 
 _BIG = np.iinfo(np.int64).max // 4
 #: Most failed sub-problem states remembered (the memo is cleared beyond this).
@@ -189,6 +189,8 @@ class _Search:
         np.add.at(cross, self.slo, 1)
         np.add.at(cross, np.maximum(self.shi - 1, self.slo), -1)
         self.cuts0 = np.cumsum(cross)[: max(nsec - 1, 0)]
+        self.preorder = preorder
+        self.rank = np.arange(n)  # tie-break rank of each buffer in its current partition
         self.failed: set[bytes] = set()  # sub-problem states proven to fail
         self.reset()
 
@@ -290,7 +292,7 @@ class _Search:
             o = np.argsort(mo, kind="stable")
             un, mo = un[o], mo[o]
         min_height = int((mo + self.size[un]).min())
-        size, slo, shi = self.size, self.slo, self.shi
+        size, slo, shi, rank = self.size, self.slo, self.shi, self.rank
         # every placement at ``off`` must satisfy off + (largest unplaced load) <= capacity
         # (implied by the full check when both floors are on; a cheap filter first)
         quick = opts.monotonic_floor and opts.section_inference and b > a
@@ -300,7 +302,8 @@ class _Search:
                 if opts.dynamic_ordering:
                     break
                 continue
-            if opts.canonical_only and (off < min_off or (off == min_off and i < min_rank)):
+            r = int(rank[i])
+            if opts.canonical_only and (off < min_off or (off == min_off and r < min_rank)):
                 continue
             if opts.check_dominance and off >= min_height:
                 if opts.dynamic_ordering:
@@ -337,13 +340,13 @@ class _Search:
                         if zero:
                             found = self._decompose(part, a, b, zero)
                         else:
-                            found = self._solve(part, a, b, off, i)
+                            found = self._solve(part, a, b, off, r)
                     finally:
                         seg += 1
                 elif opts.dynamic_decomposition:
-                    found = self._solve(part, a, b, off, i)
+                    found = self._solve(part, a, b, off, r)
                 else:
-                    found = self._solve(part, a, b, off, i)
+                    found = self._solve(part, a, b, off, r)
             # undo
             self.total[sl:sh] += s
             self.floor[sl:sh] = old_floor
@@ -363,9 +366,29 @@ class _Search:
         bounds = [a, *cuts, b]
         for x, y in itertools.pairwise(bounds):
             sub = un[(self.slo[un] >= x) & (self.shi[un] <= y)]
-            if len(sub) and not self._solve(sub, x, y, -1, -1):
+            if not len(sub):
+                continue
+            sub = self._reorder(sub)
+            saved = self.rank[sub]
+            self.rank[sub] = np.arange(len(sub))
+            try:
+                ok = self._solve(sub, x, y, -1, -1)
+            finally:
+                self.rank[sub] = saved
+            if not ok:
                 return False
         return True
+
+    def _reorder(self, sub: np.ndarray) -> np.ndarray:
+        """``sub`` in the preorder, section totals taken from the unplaced load now."""
+        if not self.opts.static_preordering or len(sub) < 2:
+            return sub
+        tot = np.fromiter((self.total[lo:hi].max() for lo, hi in
+                           zip(self.slo[sub].tolist(), self.shi[sub].tolist())), np.int64,
+                          len(sub))
+        length = self.upper[sub] - self.lower[sub]
+        keys = {"T": tot, "L": length, "A": self.size[sub] * length, "Z": self.size[sub]}
+        return sub[np.lexsort((sub, *(-keys[c] for c in reversed(self.preorder))))]
 
     def offsets(self) -> dict[int, int]:
         """Offsets of the last layout found, keyed by problem buffer index."""
