@@ -21,8 +21,14 @@ nothing to cut at.  This module does the same job generically (no node names):
    * ``"none"``: no group is pinned.
 
    The group is then pinned between its neighbours in the reference order: an edge from the
-   nearest preceding non-update op ``Y`` to every source op of the group, and from every sink
-   op of the group to the nearest following non-update op ``Z``.
+   nearest preceding op ``Y`` that is neither its own nor a loose op (see 2) to every source
+   op of the group, and from every sink op of the group to the nearest such following op
+   ``Z``.  ``Y`` or ``Z`` may belong to another group: a run of delayed updates at the end
+   of the step then forms a chain, one group per unit, instead of one big free block.
+   Each source is pinned after its own nearest such op, each sink before its own (a group
+   need not be contiguous in the reference order).  Before that, state-init ops and in-place
+   state updates of the group sink to just before their first consumer when that cannot
+   extend any lifetime, so the group forms one short block.
 2. **Loose ops** outside groups are pinned too (ROAM's ``constrain_adam_zero_fanin`` and its
    model-specific post-processing, made generic): zero-fan-in ops (constants, fresh buffers)
    and pure views (``detach``, ``t``) run just in time, with an edge from the latest
@@ -168,22 +174,57 @@ def _is_pure_view(graph: Graph, op: OpId) -> bool:
     return len(reads) == 1 and all(graph.storage_of(v) == reads[0] for v in o.outputs)
 
 
-def _loose_op_edges(graph: Graph, ref: list[OpId], grouped: set[OpId],
-                    reach: Reachability) -> list[ControlEdge]:
-    """Pin loose ops outside the update groups; edits ``ref`` (moves keep it valid).
+def _loose_ops(graph: Graph, grouped: set[OpId]) -> list[OpId]:
+    """Ops outside the groups that have a consumer and allocate nothing, or have no
+    predecessor (zero fan-in): they float in the partial order unless pinned."""
+    return [z for z in graph.op_ids if z not in grouped and graph.successors(z)
+            and (not graph.predecessors(z) or not graph.storages_created(z))]
 
-    * zero-fan-in ops and pure views run just before their first consumer ``c``: an edge from
-      the latest predecessor of ``c`` (else from the op just before them).  Moving such an op
-      later is valid (its predecessors are earlier still) and frees no byte later: a view's
-      consumer reads the viewed storage itself.
+
+def _sink_moves(graph: Graph, ref: list[OpId], grouped: set[OpId],
+                state_init: Sequence[OpId] = ()) -> list[OpId]:
+    """Move loose ops just in time in ``ref`` (moves keep it valid); returns the loose ops.
+
+    What :func:`_loose_edges` then pins:
+
+    * zero-fan-in ops, pure views and other allocation-free ops (in-place updates) run just
+      before their first consumer ``c``: an edge from the latest predecessor of ``c`` (else
+      from the op just before them).  Moving such an op later is valid (its predecessors
+      are earlier still) and frees no byte later: a view's consumer reads the viewed storage
+      itself; an in-place op is moved only when some later op still reads what it reads.
     * sinks (no successor) are pinned before the next successor of their latest predecessor
       (else before the next op), so that a dangling view cannot float to the end;
-    * isolated ops (no edge at all) are pinned between their neighbours.
+    * isolated ops (no edge at all) are pinned between their neighbours;
+    * ``state_init`` ops (zero-fan-in ops inside update groups) are moved just in time too,
+      but pinned with their group, not here.
+
+    Moving a zero-fan-in op or a pure view just before its first consumer ``c`` never raises
+    the peak: the steps it leaves lose its output, and at its new step the live set is the
+    one entering ``c`` plus its output, which ``c``'s step holds anyway.
     """
     # 1. moves first (reverse program order: consumers settle before their producers), on a
     #    linked list with integer order keys (midpoints; renumbered when a gap runs out) ...
-    loose = [z for z in graph.op_ids if z not in grouped and graph.successors(z)
-             and (not graph.predecessors(z) or _is_pure_view(graph, z))]
+    loose = _loose_ops(graph, grouped)
+    init = set(state_init)
+    loose_set = set(loose)
+    # group ops that allocate nothing (in-place state updates) may sink too, when that
+    # cannot extend a lifetime (checked at move time)
+    checked = {z for z in grouped if z not in init and graph.successors(z)
+               and not graph.storages_created(z)}
+    checked |= {z for z in loose if graph.predecessors(z) and not _is_pure_view(graph, z)}
+    movers = [z for z in graph.op_ids
+              if (z in init and graph.successors(z) and not graph.predecessors(z))
+              or z in loose_set or z in checked]
+    outputs = set(graph.outputs)
+
+    def sinkable(z: OpId, c: OpId) -> bool:
+        for s_ in graph.storages_read(z):
+            t = graph.tensors[s_]
+            if t.producer is None or s_ in outputs:
+                continue
+            if not any(u != z and key[u] >= key[c] for u in t.consumers):
+                return False
+        return True
     gap = 1 << 64
     key = {op: i * gap for i, op in enumerate(ref)}
     prv: dict[OpId, OpId | None] = {op: (ref[i - 1] if i else None) for i, op in enumerate(ref)}
@@ -198,9 +239,9 @@ def _loose_op_edges(graph: Graph, ref: list[OpId], grouped: set[OpId],
             cur = nxt[cur]
         return out
 
-    for z in reversed(loose):
+    for z in reversed(movers):
         c = min(graph.successors(z), key=key.__getitem__)
-        if nxt[z] == c:
+        if nxt[z] == c or key[c] < key[z] or (z in checked and not sinkable(z, c)):
             continue
         p_, n_ = prv[z], nxt[z]  # unlink z
         if p_ is None:
@@ -220,22 +261,44 @@ def _loose_op_edges(graph: Graph, ref: list[OpId], grouped: set[OpId],
         if key[z] in (lo, key[c]):  # gap exhausted: renumber
             key = {op: i * gap for i, op in enumerate(walk())}
     ref[:] = walk()
-    # 2. ... then edges, each checked to run forward in the final reference order
+    return loose
+
+
+def _loose_edges(graph: Graph, ref: Sequence[OpId], grouped: set[OpId], loose: Sequence[OpId],
+                 floating: set[OpId], reach: Reachability,
+                 pins: Sequence[ControlEdge]) -> list[ControlEdge]:
+    """Edges pinning the loose ops where :func:`_sink_moves` left them (see its docstring).
+
+    A loose op ``z`` placed just before its consumer ``c`` gets an edge from the latest
+    predecessor of ``c`` placed before ``z`` (group ``pins`` count as predecessors); when that
+    adds nothing (none, or it is an ancestor of ``z`` already) the nearest preceding anchor
+    op (not ``floating``) is used.  Every edge runs forward in ``ref``.
+    """
     pos = {op: i for i, op in enumerate(ref)}
+    extra_preds: dict[OpId, list[OpId]] = {}
+    for e in pins:
+        extra_preds.setdefault(e.dst, []).append(e.src)
     edges: list[ControlEdge] = []
 
-    def add(u: OpId, v: OpId) -> None:
-        if (pos[u] < pos[v] and not reach.is_ancestor(u, v)
-                and not reach.is_ancestor(v, u)):
+    def add(u: OpId, v: OpId) -> bool:
+        if pos[u] < pos[v] and not reach.is_ancestor(u, v) and not reach.is_ancestor(v, u):
             edges.append(ControlEdge(u, v, EdgeReason.WEIGHT_UPDATE))
+            return True
+        return False
+
+    def anchor_before(z: OpId) -> OpId | None:
+        return next((ref[k] for k in range(pos[z] - 1, -1, -1) if ref[k] not in floating),
+                    None)
 
     for z in loose:
         c = min(graph.successors(z), key=pos.__getitem__)
-        others = [p for p in graph.predecessors(c) if p != z]
-        if others:
-            add(max(others, key=pos.__getitem__), z)
-        elif pos[z] > 0:
-            add(ref[pos[z] - 1], z)
+        others = [p for p in (*graph.predecessors(c), *extra_preds.get(c, ()))
+                  if p != z and pos[p] < pos[z]]
+        if others and add(max(others, key=pos.__getitem__), z):
+            continue
+        y = anchor_before(z)
+        if y is not None:
+            add(y, z)
     for z in graph.op_ids:
         preds = graph.predecessors(z)
         if z in grouped or graph.successors(z):
@@ -305,29 +368,47 @@ def place_weight_updates(
                                                                         reach))
     grouped = {op for g in groups for op in g}
     edges: list[ControlEdge] = []
+    loose: list[OpId] = []
     if zero_fanin_just_in_time:
-        edges += _loose_op_edges(graph, ref, grouped, reach)
+        loose = _sink_moves(graph, ref, grouped, [op for g in found for op in g.state_init_ops])
     pos = {op: i for i, op in enumerate(ref)}
+    # pins go to anchor ops: neither update ops nor loose ops (those are pinned themselves)
+    loose_set = set(loose)
+    floating = grouped | loose_set
     placements = []
     for param, grp in zip(params, groups, strict=True):
         members = set(grp)
         first = min(pos[o] for o in grp)
         last = max(pos[o] for o in grp)
-        y = next((ref[k] for k in range(first - 1, -1, -1) if ref[k] not in grouped), None)
-        z = next((ref[k] for k in range(last + 1, len(ref)) if ref[k] not in grouped), None)
+        # neighbours: any op that is neither loose nor in this group (another group's op
+        # chains the two groups, so a run of delayed updates still has key points)
+        def before(k: int, members: set[OpId] = members) -> OpId | None:
+            return next((ref[j] for j in range(k - 1, -1, -1)
+                         if ref[j] not in members and ref[j] not in loose_set), None)
+
+        def after(k: int, members: set[OpId] = members) -> OpId | None:
+            return next((ref[j] for j in range(k + 1, len(ref))
+                         if ref[j] not in members and ref[j] not in loose_set), None)
+
+        y, z = before(first), after(last)
         sources = [o for o in grp if not any(p in members for p in graph.predecessors(o))]
         sinks = [o for o in grp if not any(s in members for s in graph.successors(o))]
-        if y is not None:
-            edges += [ControlEdge(y, s, EdgeReason.WEIGHT_UPDATE) for s in sources
-                      if not reach.is_ancestor(y, s)]
-        if z is not None:
-            edges += [ControlEdge(s, z, EdgeReason.WEIGHT_UPDATE) for s in sinks
-                      if not reach.is_ancestor(s, z)]
+        for src in sources:
+            ys = before(pos[src])
+            if ys is not None and not reach.is_ancestor(ys, src):
+                edges.append(ControlEdge(ys, src, EdgeReason.WEIGHT_UPDATE))
+        for snk in sinks:
+            zs = after(pos[snk])
+            if zs is not None and not reach.is_ancestor(snk, zs):
+                edges.append(ControlEdge(snk, zs, EdgeReason.WEIGHT_UPDATE))
         # the latest ancestor in a valid order is always a direct predecessor
         anc_pos = [pos[p] for o in grp for p in graph.predecessors(o) if p not in members]
         earliest = max(anc_pos) + 1 if anc_pos else 0
         between = sum(1 for k in range(earliest, first) if ref[k] not in grouped)
         placements.append(GroupPlacement(param, len(grp), first, earliest, between > 0, y, z))
+    if zero_fanin_just_in_time:
+        edges += _loose_edges(graph, ref, grouped, loose, floating, reach, edges)
+    edges = list(dict.fromkeys(edges))
     out = graph.with_control_edges(edges) if edges else graph
     order = tuple(ref)
     _logger.info("update placement %s: %d groups (%d delayed), %d edges", policy,
