@@ -169,7 +169,10 @@ def _lexsort_desc(*keys: np.ndarray) -> list[int]:
 
 #: Named buffer orders: ``name -> function(keys) -> order``.
 ORDERS: dict[str, Callable[[dict[str, np.ndarray]], list[int]]] = {
-    "size": lambda k: _lexsort_desc(k["size"], k["length"]),
+    # equal sizes by start time: first fit then colours equal-size intervals optimally
+    "size": lambda k: np.lexsort((k["lower"], -k["size"])).tolist(),
+    "size_length": lambda k: _lexsort_desc(k["size"], k["length"]),
+    "total_size": lambda k: np.lexsort((k["lower"], -k["size"], -k["total"])).tolist(),
     "length": lambda k: _lexsort_desc(k["length"], k["size"]),
     "area": lambda k: _lexsort_desc(k["area"], k["size"]),
     "total": lambda k: _lexsort_desc(k["total"], k["size"], k["length"]),
@@ -179,7 +182,7 @@ ORDERS: dict[str, Callable[[dict[str, np.ndarray]], list[int]]] = {
 
 
 def greedy_by_size(problem: Problem) -> Solution:
-    """TFLite/XLA greedy by size: decreasing size, best-fit gap.
+    """TFLite/XLA greedy by size: decreasing size (ties by start), best-fit gap.
 
     Examples
     --------
