@@ -60,8 +60,8 @@ class PlannerConfig:
     node_limit: int = 60
     # Per-sub-task CP-SAT settings.
     order: OrderSolverConfig = field(default_factory=OrderSolverConfig)
-    # Overall budget for the ordering stage, seconds (None = no cap).  Sub-tasks not started
-    # in time keep the heuristic order.
+    # Overall budget, seconds (None = no cap): sub-tasks not finished in time keep the base
+    # order, and the layout gets what is left (at least 1 s, at most layout_time_limit_s).
     time_limit_s: float | None = None
     # Worker processes for sub-task solves (None = one per CPU; 1 = in-process, no pool).
     workers: int | None = None

@@ -138,13 +138,16 @@ def _baselines(graph: Graph, config: PlannerConfig) -> tuple[Any, tuple[OpId, ..
 
 
 def _layout(graph: Graph, order: Sequence[OpId], tree: TaskTree | None, cfg: PlannerConfig,
-            cancel: Any) -> Any:
+            cancel: Any, t_start: float) -> Any:
     from roam_core.arena import ArenaConfig, greedy_arena, plan_arena
 
     if not cfg.solve_layout:
         return greedy_arena(graph, order, alignment_bytes=cfg.alignment_bytes)
-    acfg = ArenaConfig(alignment_bytes=cfg.alignment_bytes,
-                       time_limit_s=cfg.layout_time_limit_s, seed=cfg.order.random_seed)
+    budget = cfg.layout_time_limit_s
+    if cfg.time_limit_s is not None:  # the overall limit caps the layout too (at least 1 s)
+        budget = min(budget, max(1.0, cfg.time_limit_s - (time.perf_counter() - t_start)))
+    acfg = ArenaConfig(alignment_bytes=cfg.alignment_bytes, time_limit_s=budget,
+                       seed=cfg.order.random_seed)
     return plan_arena(graph, order, task_tree=tree, config=acfg, cancel=cancel)
 
 
@@ -291,6 +294,7 @@ def make_plan(
     from roam_core.heuristics import run_method
 
     t_start = time.perf_counter()
+    t_mono = time.monotonic()
     cancel_fn = as_cancel_flag(cancel)
     a = config.alignment_bytes
     notes: list[str] = []
@@ -357,8 +361,7 @@ def make_plan(
         emit("order", len(results), total,
              f"{res.task_id}: {res.status} {res.hint_peak_bytes} -> {res.peak_bytes} bytes")
 
-    deadline = (time.monotonic() + config.time_limit_s
-                if config.time_limit_s is not None else None)
+    deadline = (t_mono + config.time_limit_s if config.time_limit_s is not None else None)
     emit("order", 0, total, "ordering sub-tasks")
     left = _solve_all(problems, config, executor, cancel_fn, deadline, on_result)
     if left:
@@ -408,7 +411,7 @@ def _finish(graph: Graph, config: PlannerConfig, method: str, order: Sequence[Op
     if bad:
         raise PlanInvalidError(bad)
     emit("layout", 0, 1, "laying out the arena")
-    layout = _layout(graph, order, tree, config, cancel)
+    layout = _layout(graph, order, tree, config, cancel, t_start)
     records.extend(layout.provenance)
     summary = tree.to_summary(order, records, config.alignment_bytes) if tree else None
     plan = Plan(
