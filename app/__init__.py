@@ -46,7 +46,7 @@ def _manager(cache_dir: Path) -> Any:
 def create_app(
     graph_path: str | os.PathLike[str] | None = None, *, cache_dir: str | None = None,
     max_upload_mb: float = 200, plan_on_start: bool = True,
-    startup_time_limit_s: float = STARTUP_TIME_LIMIT_S,
+    startup_time_limit_s: float = STARTUP_TIME_LIMIT_S, startup_method: str = "roam",
 ) -> Any:
     """Build the Dash app, opened on ``graph_path`` (or a sample), already planned.
 
@@ -63,6 +63,8 @@ def create_app(
         Plan the opening graph in-process before serving (cached by content hash).
     startup_time_limit_s : float
         Planner time limit of that start-up plan (also the UI's default).
+    startup_method : str
+        Planner method of that plan (``"roam"`` or a baseline such as ``"lescea"``).
 
     Returns
     -------
@@ -75,7 +77,7 @@ def create_app(
     from roam_core.graph_io import load_graph
 
     cdir = state.configure(cache_dir)
-    settings = PlanSettings(time_limit_s=startup_time_limit_s)
+    settings = PlanSettings(method=startup_method, time_limit_s=startup_time_limit_s)
     options = services.sample_options()
     values = [o["value"] for o in options]
     if graph_path is not None:

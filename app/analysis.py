@@ -268,7 +268,8 @@ def explain_op(graph: Graph, plan: Plan, before_order: Sequence[OpId], op_id: st
 
 def explain_tensor(graph: Graph, plan: Plan, before_order: Sequence[OpId], tensor_id: str,
                    limit: int = 8) -> list[Section]:
-    """Why storage ``tensor_id`` sits where it does (lifetime, neighbours at the peak)."""
+    """Why storage ``tensor_id`` (or the storage of an alias) sits where it does."""
+    tensor_id = graph.storage_of(tensor_id)
     t = graph.tensors[tensor_id]
     a = plan.alignment_bytes
     size = round_size(t.size_bytes, a)

@@ -104,17 +104,34 @@ def trace_job(n: int | None, model: str, batch: int, seq: int, optimizer: str,
 
 
 # ------------------------------------------------------------------ views
+def _only_range_changed() -> bool:
+    return list(dash.ctx.triggered_prop_ids) == [f"{ids.VIEW_RANGE}.data"]
+
+
+def _range_patch(rng: list[float] | None) -> dash.Patch:
+    """Only the x range changes: send a patch, not the figure."""
+    patch = dash.Patch()
+    patch["layout"]["xaxis"]["autorange"] = rng is None
+    if rng is not None:
+        patch["layout"]["xaxis"]["range"] = rng
+    return patch
+
+
 def render_curves(graph: dict | None, plan: str | None, base: str, rng: Any, step: Any) -> Any:
-    """View 1."""
+    """View 1 (a range change is a patch)."""
     if not graph:
         raise PreventUpdate
+    if _only_range_changed():
+        return _range_patch(rng)
     return services.curves_figure(graph["key"], plan, base, rng, (step or {}).get("step"))
 
 
 def render_timeline(graph: dict | None, plan: str | None, base: str, rng: Any, sel: Any) -> Any:
-    """View 3."""
+    """View 3 (a range change is a patch)."""
     if not graph:
         raise PreventUpdate
+    if _only_range_changed():
+        return _range_patch(rng)
     return services.timeline_fig(graph["key"], plan, base, rng, sel)
 
 
@@ -178,7 +195,9 @@ def on_select(layout_click: Any, base_click: Any, tl_click: Any, hits: Any, grap
         kind, ident = trig["index"].split(":", 1)
         return {"kind": kind, "id": ident}
     point = value["points"][0]
-    return {"kind": "op" if trig == ids.TIMELINE else "tensor", "id": point["customdata"][0]}
+    if not point.get("text"):
+        raise PreventUpdate
+    return {"kind": "op" if trig == ids.TIMELINE else "tensor", "id": point["text"]}
 
 
 def on_step(click: Any, plan: Any) -> Any:

@@ -2,9 +2,11 @@
 
 No Dash here (no ``PreventUpdate``, no components): the CLI report and the app share these
 functions, and they are unit-tested without a browser.  Layout rectangles use level of
-detail: a raster overview image when the window holds many storages, filled ``Scattergl``
-vectors (one trace per kind) once it holds fewer than ``vector_limit``.  Never one layout
-shape per rectangle.
+detail: a raster overview image when the window holds many storages, filled SVG vectors
+(one trace per kind) once it holds fewer than ``vector_limit``.  Never one layout shape per
+rectangle.  The operator timeline is a two-row heatmap (one image, whatever the op count),
+and WebGL is used only for invisible hover markers: in headless or software-GL browsers
+large WebGL traces were the slowest part of a page load.
 """
 
 from __future__ import annotations
@@ -121,15 +123,16 @@ def memory_curves_figure(
         if not len(c):
             continue
         k = int(np.argmax(c))
-        fig.add_trace(go.Scattergl(
-            x=np.arange(len(c)), y=c / div, name=name, mode="lines", line={"color": color,
+        fig.add_trace(go.Scatter(
+            x=np.arange(len(c), dtype=np.int32), y=(c / div).astype(np.float32), name=name,
+            mode="lines", line={"color": color,
                                                                          "shape": "hv"},
             hovertemplate=f"{name}<br>step %{{x}}<br>%{{y:.3f}} {unit}<extra></extra>"))
         fig.add_trace(go.Scatter(
             x=[k], y=[c[k] / div], mode="markers+text", showlegend=False,
             marker={"color": color, "size": 9, "symbol": "diamond"},
-            text=[f"{name} peak {fmt_bytes(c[k])} @ step {k}"], textposition=pos,
-            hoverinfo="skip"))
+            text=[f"peak {fmt_bytes(c[k])} @ step {k}"], textposition=pos,
+            hoverinfo="skip", cliponaxis=False))
     for label, val, dash in (("arena", arena_bytes, "dash"),
                              ("lower bound", lower_bound_bytes, "dot")):
         if val:
@@ -158,44 +161,59 @@ def timeline_figure(
     before_label: str = "before",
 ) -> go.Figure:
     """Operators by step, one row for the planned order (and one for ``before_order``),
-    coloured by phase; hover shows the op, its target and bytes allocated/freed."""
+    coloured by phase; hover shows the op, its target and bytes allocated/freed.
+
+    Drawn as one two-row heatmap (cell ``text`` = op id, so a click names the op).
+    """
     fig = go.Figure(layout=_BASE_LAYOUT)
-    rows = [("planned", after_order, 1.0, alloc_bytes, freed_bytes)]
-    if before_order is not None:
-        rows.append((before_label, before_order, 0.0, None, None))
-    phase_of = {o.id: o.phase.value for o in graph.ops}
+    rows = [(before_label, before_order)] if before_order is not None else []
+    rows.append(("planned", after_order))
+    phases = list(Phase)
+    code = {p.value: i for i, p in enumerate(phases)}
+    phase_of = {o.id: code[o.phase.value] for o in graph.ops}
     target_of = {o.id: o.target for o in graph.ops}
-    for _name, order, y, alloc, freed in rows:
-        ph = np.array([phase_of[o] for o in order], dtype=object)
-        ids = np.array(order, dtype=object)
-        for phase in Phase:
-            m = np.nonzero(ph == phase.value)[0]
-            if not len(m):
-                continue
-            cd = [[ids[i], target_of[ids[i]]] for i in m]
-            if alloc is not None and freed is not None:
-                cd = [[*c, fmt_bytes(alloc[i]), fmt_bytes(freed[i])] for c, i in zip(cd, m)]
-                tmpl = ("%{customdata[0]}<br>%{customdata[1]}<br>step %{x}<br>"
-                        "alloc %{customdata[2]}, freed %{customdata[3]}<extra></extra>")
-            else:
-                tmpl = "%{customdata[0]}<br>%{customdata[1]}<br>step %{x}<extra></extra>"
-            fig.add_trace(go.Scattergl(
-                x=m, y=np.full(len(m), y), mode="markers", name=f"{phase.value}",
-                legendgroup=phase.value, showlegend=(y == 1.0),
-                marker={"color": PHASE_COLORS[phase.value], "symbol": "square", "size": 10},
-                customdata=cd, hovertemplate=tmpl))
+    n = max(len(o) for _, o in rows)
+    z = np.full((len(rows), n), np.nan, np.float32)
+    text = [[""] * n for _ in rows]
+    hover = [[""] * n for _ in rows]
+    top = float(max(np.max(alloc_bytes, initial=0), np.max(freed_bytes, initial=0))) \
+        if alloc_bytes is not None and freed_bytes is not None else 0.0
+    div, unit = _unit(top)
+    for r, (_, order) in enumerate(rows):
+        z[r, :len(order)] = [phase_of[o] for o in order]
+        text[r][:len(order)] = list(order)
+        hover[r][:len(order)] = [target_of[o] for o in order]
+    if alloc_bytes is not None and freed_bytes is not None:
+        hover[-1] = [f"{h}<br>alloc {a / div:.2f} {unit}, freed {f / div:.2f} {unit}"
+                     for h, a, f in zip(hover[-1], alloc_bytes, freed_bytes)]
+    k = len(phases)
+    scale = []
+    for i, p in enumerate(phases):
+        c = PHASE_COLORS[p.value]
+        scale += [[i / k, c], [(i + 1) / k, c]]
+    fig.add_trace(go.Heatmap(
+        z=z, x0=0, dx=1, y=list(range(len(rows))), text=text, hovertext=hover, zmin=0,
+        zmax=k, colorscale=scale, showscale=False, xgap=0, ygap=6,
+        hovertemplate="%{text}<br>%{hovertext}<br>step %{x}<extra></extra>"))
+    present = {p for _, o in rows for p in {phase_of[x] for x in o}}
+    for i, p in enumerate(phases):
+        if i in present:
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=p.value,
+                                     marker={"color": PHASE_COLORS[p.value], "symbol": "square",
+                                             "size": 10}))
     if highlight_op is not None:
-        for _, order, y, _, _ in rows:
+        for r, (_, order) in enumerate(rows):
             if highlight_op in order:
                 fig.add_trace(go.Scatter(
-                    x=[list(order).index(highlight_op)], y=[y], mode="markers",
+                    x=[list(order).index(highlight_op)], y=[r], mode="markers",
                     showlegend=False, hoverinfo="skip",
                     marker={"size": 18, "color": "rgba(0,0,0,0)",
                             "line": {"color": "#000", "width": 2}}))
-    fig.update_yaxes(tickvals=[r[2] for r in rows], ticktext=[r[0] for r in rows],
-                     range=[-0.7, 1.7], fixedrange=True)
+    fig.update_yaxes(tickvals=list(range(len(rows))), ticktext=[r[0] for r in rows],
+                     range=[-0.5, len(rows) - 0.5], fixedrange=True)
+    fig.update_xaxes(range=[-0.5, n - 0.5])
     fig.update_layout(xaxis_title="step", height=230, uirevision="timeline",
-                      margin={"l": 70, "r": 20, "t": 30, "b": 40})
+                      margin={"l": 110, "r": 20, "t": 30, "b": 40})
     _apply_range(fig, x_range)
     return fig
 
@@ -218,7 +236,7 @@ def _rgba(color: str) -> list[int]:
 
 def layout_figure(
     view: LayoutView, *, x_range: Sequence[float] | None = None, vector_limit: int = 5000,
-    hover_limit: int = 5000, highlight_id: str | None = None, title: str | None = None,
+    hover_limit: int = 2500, highlight_id: str | None = None, title: str | None = None,
     raster_px: tuple[int, int] = (1400, 700),
 ) -> go.Figure:
     """Tensor layout: x = lifetime steps, y = byte offset, coloured by kind.
@@ -226,7 +244,7 @@ def layout_figure(
     Level of detail: when more than ``vector_limit`` storages intersect the x window, the
     rectangles are drawn as one raster image (``layout.images``) plus an invisible marker
     at the centre of the ``hover_limit`` largest ones (hover and click); otherwise as
-    filled ``Scattergl`` vectors, one trace per kind.  ``layout.meta`` records the mode.
+    filled SVG vectors, one trace per kind.  ``layout.meta`` records the mode.
     """
     xa, xb = (0.0, float(max(view.n_steps, 1))) if x_range is None else map(float, x_range)
     vis = np.nonzero(view.visible(xa, xb))[0]
@@ -240,7 +258,7 @@ def layout_figure(
             xs, ys = _rect_xy(view.start[m], view.end[m], view.offset[m],
                               view.offset[m] + view.size[m])
             name = kind_names[int(code)]
-            fig.add_trace(go.Scattergl(
+            fig.add_trace(go.Scatter(
                 x=xs, y=ys, fill="toself", mode="lines", line={"width": 0.5, "color": "#fff"},
                 fillcolor=KIND_COLORS[name], name=name, hoverinfo="skip"))
         hov = vis
@@ -256,18 +274,14 @@ def layout_figure(
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
                                      marker={"color": KIND_COLORS[name], "symbol": "square"}))
         hov = vis[np.argsort(-view.size[vis], kind="stable")[:hover_limit]]
-    cd = np.empty((len(hov), 5), dtype=object)
-    cd[:, 0] = view.ids[hov]
-    cd[:, 1] = [fmt_bytes(s) for s in view.size[hov]]
-    cd[:, 2] = view.offset[hov]
-    cd[:, 3] = view.start[hov]
-    cd[:, 4] = view.end[hov]
+    cd = np.c_[view.size[hov], view.offset[hov], view.start[hov], view.end[hov]]
     fig.add_trace(go.Scattergl(
-        x=(view.start[hov] + view.end[hov]) / 2, y=view.offset[hov] + view.size[hov] / 2,
+        x=((view.start[hov] + view.end[hov]) / 2).astype(np.float32),
+        y=(view.offset[hov] + view.size[hov] / 2).astype(np.float64),
         mode="markers", marker={"size": 6, "opacity": 0.01, "color": "#000"}, name="tensors",
-        showlegend=False, customdata=cd,
-        hovertemplate=("%{customdata[0]}<br>%{customdata[1]} at offset %{customdata[2]}<br>"
-                       "steps [%{customdata[3]}, %{customdata[4]})<extra></extra>")))
+        showlegend=False, text=list(view.ids[hov]), customdata=cd.astype(np.float64),
+        hovertemplate=("%{text}<br>%{customdata[0]:,} B at offset %{customdata[1]:,}<br>"
+                       "steps [%{customdata[2]}, %{customdata[3]})<extra></extra>")))
     if highlight_id is not None:
         idx = np.nonzero(view.ids == highlight_id)[0]
         if len(idx):

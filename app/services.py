@@ -247,9 +247,23 @@ def after_data(graph_key: str, plan_key: str) -> After:
 
 
 # ------------------------------------------------------------------ views
+def _hashable(x: Any) -> Any:
+    if isinstance(x, Mapping):
+        return tuple(sorted((k, _hashable(v)) for k, v in x.items()))
+    if isinstance(x, (list, tuple)):
+        return tuple(_hashable(v) for v in x)
+    return x
+
+
 def curves_figure(graph_key: str, plan_key: str | None, base: str,
                   x_range: Sequence[float] | None, step: int | None) -> go.Figure:
-    """View 1: before/after live bytes."""
+    """View 1: before/after live bytes (memoised; do not mutate the result)."""
+    return _curves(graph_key, plan_key, base, _hashable(x_range), step)
+
+
+@functools.lru_cache(maxsize=16)
+def _curves(graph_key: str, plan_key: str | None, base: str,
+            x_range: Sequence[float] | None, step: int | None) -> go.Figure:
     b = before_data(graph_key, base)
     if not plan_key:
         return figures.memory_curves_figure(b.curve, None, after_label=b.label,
@@ -265,7 +279,14 @@ def curves_figure(graph_key: str, plan_key: str | None, base: str,
 def timeline_fig(graph_key: str, plan_key: str | None, base: str,
                  x_range: Sequence[float] | None, selection: Mapping[str, str] | None
                  ) -> go.Figure:
-    """View 3: operator timeline (planned and baseline rows)."""
+    """View 3: operator timeline (planned and baseline rows; memoised)."""
+    return _timeline(graph_key, plan_key, base, _hashable(x_range), _hashable(selection))
+
+
+@functools.lru_cache(maxsize=16)
+def _timeline(graph_key: str, plan_key: str | None, base: str, x_range: Any, sel: Any
+              ) -> go.Figure:
+    selection = dict(sel) if sel else None
     graph = state.get_graph(graph_key)
     b = before_data(graph_key, base)
     hl = _selected_op(graph, selection)
@@ -280,7 +301,14 @@ def timeline_fig(graph_key: str, plan_key: str | None, base: str,
 def layout_figures(graph_key: str, plan_key: str | None, base: str,
                    x_range: Sequence[float] | None, selection: Mapping[str, str] | None
                    ) -> tuple[go.Figure, go.Figure]:
-    """View 4: planned layout and the baseline allocator layout (same step window)."""
+    """View 4: planned layout and the baseline allocator layout (same window; memoised)."""
+    return _layouts(graph_key, plan_key, base, _hashable(x_range), _hashable(selection))
+
+
+@functools.lru_cache(maxsize=16)
+def _layouts(graph_key: str, plan_key: str | None, base: str, x_range: Any, sel: Any
+             ) -> tuple[go.Figure, go.Figure]:
+    selection = dict(sel) if sel else None
     b = before_data(graph_key, base)
     tid = _selected_tensor(state.get_graph(graph_key), selection)
     base_fig = figures.layout_figure(b.view, x_range=x_range, highlight_id=tid)
@@ -331,9 +359,11 @@ def explain_sections(graph_key: str, plan_key: str | None, base: str,
     graph = state.get_graph(graph_key)
     plan = after_data(graph_key, plan_key).plan
     order = before_data(graph_key, base).order
-    if selection.get("kind") == "op":
-        return analysis.explain_op(graph, plan, order, selection["id"])
-    return analysis.explain_tensor(graph, plan, order, selection["id"])
+    explain = analysis.explain_op if selection.get("kind") == "op" else analysis.explain_tensor
+    try:
+        return explain(graph, plan, order, selection["id"])
+    except RoamError as e:
+        return [analysis.Section("Explain", (str(e),))]
 
 
 def tree_of(plan_key: str | None) -> Mapping[str, Any] | None:
@@ -359,7 +389,7 @@ def range_from_relayout(data: Mapping[str, Any] | None) -> list[float] | str | N
     """A step range from ``relayoutData``: ``[x0, x1]``, ``None`` (reset) or ``"keep"``."""
     if not data:
         return "keep"
-    if data.get("xaxis.autorange") or data.get("autosize"):
+    if data.get("xaxis.autorange"):
         return None
     if "xaxis.range[0]" in data and "xaxis.range[1]" in data:
         return [float(data["xaxis.range[0]"]), float(data["xaxis.range[1]"])]

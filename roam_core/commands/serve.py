@@ -21,6 +21,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="largest accepted upload in MiB (default 200)")
     p.add_argument("--startup-time-limit", type=float, default=5.0, metavar="S",
                    help="planner time limit of the start-up plan in seconds (default 5)")
+    p.add_argument("--startup-method", default="roam", metavar="M",
+                   help="method of the start-up plan: roam (default) or a baseline "
+                        "(eager, lescea, inductor, xla), e.g. for very large graphs")
     p.set_defaults(func=_handler)
 
 
@@ -28,7 +31,8 @@ def _handler(args: argparse.Namespace) -> int:
     from app import create_app  # the one place roam_core loads the app (lazily)
 
     app = create_app(args.graph, cache_dir=args.cache_dir, max_upload_mb=args.max_upload_mb,
-                     startup_time_limit_s=args.startup_time_limit)
+                     startup_time_limit_s=args.startup_time_limit,
+                     startup_method=args.startup_method)
     print(f"roam app on http://{args.host}:{args.port}/")
     app.run(host=args.host, port=args.port, debug=bool(args.debug))
     return 0

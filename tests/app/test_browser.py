@@ -74,7 +74,7 @@ def _click_tensor(page: Any, graph_id: str, tensor_id: str) -> None:
     xy = page.evaluate("""([gid, tid]) => {
         const gd = document.querySelector('#' + gid + ' .js-plotly-plot');
         const tr = gd._fullData[gd._fullData.length - 1];
-        const i = Array.from(tr.customdata).findIndex(c => c[0] === tid);
+        const i = Array.from(tr.text).indexOf(tid);
         const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
         const r = gd.getBoundingClientRect();
         return [r.left + xa._offset + xa.l2p(tr.x[i]), r.top + ya._offset + ya.l2p(tr.y[i])];

@@ -24,7 +24,7 @@ from tests.app.helpers import planned_with_tree
 def run(fn: Callable[..., Any], trigger: str | dict, value: Any, *args: Any) -> Any:
     """Call a callback as Dash would after ``trigger`` changed to ``value``."""
     prop = (json.dumps(trigger, separators=(",", ":")) if isinstance(trigger, dict)
-            else trigger) + ".x"
+            else trigger) + ".data"
 
     def call() -> Any:
         context_value.set(AttributeDict(triggered_inputs=[{"prop_id": prop, "value": value}]))
@@ -109,7 +109,7 @@ def test_on_range_sources(planned: dict[str, Any]) -> None:
 
 
 def test_on_select_and_step(planned: dict[str, Any]) -> None:
-    click = {"points": [{"customdata": ["relu", "512 B", 0, 1, 5], "x": 3.2}]}
+    click = {"points": [{"text": "relu", "customdata": [512, 0, 0, 1, 5], "x": 3.2}]}
     assert run(callbacks.on_select, ids.LAYOUT, click, click, None, None, [], None) == {
         "kind": "tensor", "id": "relu"}
     assert run(callbacks.on_select, ids.TIMELINE, click, None, None, click, [], None)["kind"] \
@@ -136,6 +136,13 @@ def test_renderers(planned: dict[str, Any]) -> None:
     assert "relu" in str(callbacks.on_search("relu", g))
     with pytest.raises(PreventUpdate):
         callbacks.render_curves(None, pk, "eager", None, None)
+    fig = run(callbacks.render_curves, ids.PLAN_KEY, pk, g, pk, "eager", [1, 3], None)
+    assert tuple(fig.layout.xaxis.range) == (1, 3)
+    patch = run(callbacks.render_timeline, ids.VIEW_RANGE, [2, 4], g, pk, "eager", [2, 4], None)
+    assert isinstance(patch, dash.Patch)
+    ops = {(o["location"][-1], json.dumps(o["params"]["value"])) for o in
+           patch.to_plotly_json()["operations"]}
+    assert ops == {("autorange", "false"), ("range", "[2, 4]")}
 
 
 def test_export_and_import(planned: dict[str, Any]) -> None:

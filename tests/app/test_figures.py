@@ -28,7 +28,7 @@ def test_curves_annotate_both_peaks_and_lines() -> None:
     fig = figures.memory_curves_figure(after, before, arena_bytes=5 * 2**20,
                                        lower_bound_bytes=3 * 2**20, before_label="eager")
     texts = [t.text[0] for t in fig.data if t.mode == "markers+text"]
-    assert texts == ["eager peak 5.00 MiB @ step 1", "planned peak 4.00 MiB @ step 2"]
+    assert texts == ["peak 5.00 MiB @ step 1", "peak 4.00 MiB @ step 2"]
     names = [t.name for t in fig.data]
     assert {"eager", "planned", "arena", "lower bound"} <= set(names)
     assert fig.layout.yaxis.title.text == "memory (MiB)"
@@ -52,7 +52,7 @@ def test_layout_raster_when_crowded_vector_when_zoomed() -> None:
     hover = fig.data[-1]
     assert len(hover.x) == 3000
     # the hover markers are the largest tensors
-    picked = np.array([int(t[1:]) for t in hover.customdata[:, 0]])
+    picked = np.array([int(t[1:]) for t in hover.text])
     rest = np.setdiff1d(np.arange(len(view)), picked)
     assert view.size[picked].min() >= view.size[rest].max()
     small = figures.layout_figure(view, x_range=[100, 110], vector_limit=5000)
@@ -79,19 +79,23 @@ def test_layout_of_plan_and_highlight() -> None:
 def test_timeline_rows_phases_and_hover() -> None:
     g = tiny_train_step()
     order = list(reversed(g.op_ids))
-    alloc = np.arange(len(order)) * 512
+    alloc = np.arange(len(order)) * 2**20
     fig = figures.timeline_figure(g, order, g.op_ids, alloc_bytes=alloc, freed_bytes=alloc,
                                   highlight_op="mm", before_label="eager")
-    assert list(fig.layout.yaxis.ticktext) == ["planned", "eager"]
-    planned = [t for t in fig.data if t.showlegend and t.mode == "markers"]
-    assert {t.name for t in planned} == {"forward", "loss", "backward", "optimizer"}
-    n_points = sum(len(t.x) for t in fig.data if t.customdata is not None)
-    assert n_points == 2 * len(order)
-    fwd = next(t for t in planned if t.name == "forward")
-    assert fwd.customdata[0][0] == "relu"
-    assert "alloc" in fwd.hovertemplate
-    rings = [t for t in fig.data if t.customdata is None and t.hoverinfo == "skip"]
-    assert sorted((t.x[0], t.y[0]) for t in rings) == [(0, 0.0), (len(order) - 1, 1.0)]
+    assert list(fig.layout.yaxis.ticktext) == ["eager", "planned"]
+    heat = fig.data[0]
+    assert heat.type == "heatmap"
+    assert np.asarray(heat.z).shape == (2, len(order))
+    assert list(heat.text[1]) == order
+    assert list(heat.text[0]) == list(g.op_ids)
+    assert heat.hovertext[1][1] == "aten.mm.default<br>alloc 1.00 MiB, freed 1.00 MiB"
+    legend = {t.name for t in fig.data if t.type == "scatter" and t.name}
+    assert legend == {"forward", "loss", "backward", "optimizer"}
+    # same phase -> same colour code in both rows
+    z = np.asarray(heat.z)
+    assert z[1][order.index("mm")] == z[0][list(g.op_ids).index("mm")]
+    rings = [t for t in fig.data if t.type == "scatter" and t.hoverinfo == "skip"]
+    assert sorted((t.x[0], t.y[0]) for t in rings) == [(0, 0), (len(order) - 1, 1)]
 
 
 def test_task_tree_icicle() -> None:

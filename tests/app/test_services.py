@@ -152,6 +152,7 @@ def test_linking_ranges(cache_dir: Path) -> None:
     assert services.range_from_relayout({"xaxis.range[0]": 1, "xaxis.range[1]": 4}) == [1, 4]
     assert services.range_from_relayout({"xaxis.autorange": True}) is None
     assert services.range_from_relayout({"dragmode": "pan"}) == "keep"
+    assert services.range_from_relayout({"autosize": True}) == "keep"  # first draw
     node = services.range_of(gk, pk, "eager", "node", "t1")
     assert node[0] < 4
     assert node[1] > 7
