@@ -317,6 +317,54 @@ def _roam_candidate(graph: Graph, order: Sequence[OpId], problem: Problem, task_
     return sol, records
 
 
+# ------------------------------------------------------------------- polish
+def _polish(problem: Problem, sol: Solution, lb: int, config: ArenaConfig, deadline: float,
+            cancel: Any) -> tuple[Solution, list[SolveRecord]]:
+    """Lower the top band of a layout with CP-SAT (ROAM's global re-placement, step 2).
+
+    The buffers reaching above ``height - delta`` are freed, everything else stays fixed;
+    CP-SAT places the freed ones under ``height - 1`` (hinted by their current offsets),
+    minimising the height.  ``delta`` grows while a round fails, until the band holds
+    ``max_group_tensors`` buffers or time runs out.
+    """
+    from ortools.sat.python import cp_model
+
+    bs = problem.buffers
+    offs = list(sol.offsets)
+    records: list[SolveRecord] = []
+    cancel_flag = _cpsat.as_cancel_flag(cancel)
+    tops = sorted({o + b.size for o, b in zip(offs, bs)}, reverse=True)
+    band = 1
+    while time.monotonic() < deadline - 0.2 and not (cancel_flag and cancel_flag()):
+        height = max(o + b.size for o, b in zip(offs, bs))
+        if height <= lb:
+            break
+        tops = sorted({o + b.size for o, b in zip(offs, bs)}, reverse=True)
+        cut = tops[min(band, len(tops) - 1)]
+        free = [i for i, b in enumerate(bs) if offs[i] + b.size > cut]
+        if len(free) > config.max_group_tensors or len(free) == len(bs):
+            break
+        fixed = {i: offs[i] for i in range(len(bs)) if offs[i] + bs[i].size <= cut}
+        t0 = time.perf_counter()
+        gm = _build_group_model(problem, free, fixed, {i: offs[i] for i in free}, height - 1)
+        solver = _cpsat.make_solver(
+            time_limit_s=min(config.task_time_limit_s, max(0.05, deadline - time.monotonic())),
+            num_workers=config.num_workers, random_seed=config.seed, deterministic=False)
+        out = _cpsat.solve_with_stop(solver, gm.model, target=lb, cancel=cancel_flag)
+        ok = out.status in ("optimal", "feasible")
+        records.append(SolveRecord("merge", f"polish@{band}", out.status,
+                                   int(out.objective) if ok else None,
+                                   None if out.best_bound is None else int(out.best_bound),
+                                   time.perf_counter() - t0, len(free)))
+        if ok:
+            for i, v in zip(free, gm.offsets):
+                offs[i] = int(solver.value(v))
+        elif out.status == "infeasible" or out.status == "unknown":
+            band *= 2
+    del cp_model
+    return Solution.from_offsets(problem, offs), records
+
+
 # ------------------------------------------------------------------- driver
 def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
                config: ArenaConfig = ArenaConfig(), cancel: Any = None) -> ArenaLayout:
@@ -361,7 +409,7 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
         records.extend(_scale(r, a) for r in recs)
     best_h = min(s.height for s in candidates.values())
     if best_h > lb and config.use_dsa and len(problem):
-        left = max(0.1, deadline - time.monotonic())
+        left = max(0.1, (deadline - time.monotonic()) * (0.6 if config.use_cpsat else 1.0))
         t = time.perf_counter()
         res = solve_dsa(problem, time_limit_s=left, cancel=cancel, exact=config.dsa_exact)
         assert res.solution is not None
@@ -370,6 +418,12 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
                                    res.lower_bound * a, time.perf_counter() - t, len(problem)))
     method = min(candidates, key=lambda k: (candidates[k].height, k != "roam"))
     sol = candidates[method]
+    if sol.height > lb and config.use_cpsat and len(problem):
+        polished, recs = _polish(problem, sol, lb, config, deadline, cancel)
+        records.extend(_scale(r, a) for r in recs)
+        if polished.height < sol.height:
+            method = f"{method}+polish"
+            candidates[method] = sol = polished
     resident = graph.resident_bytes(a)
     peak = resident + lb * a
     stats = {

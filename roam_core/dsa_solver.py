@@ -311,6 +311,8 @@ class _Search:
                 continue
             if self.fixed:
                 off = self._bump_fixed(i, off)
+                if quick and off > off_max:
+                    continue
             s = int(size[i])
             top = off + s
             if top > self.capacity:
@@ -331,7 +333,18 @@ class _Search:
             self.floor[sl:sh] = top
             self.total[sl:sh] -= s
             found = False
-            if self._check(a, b, off):
+            if quick:
+                # only sections whose floor, load or lowest unplaced offset changed need a
+                # look: elsewhere the last check holds and ``off`` passed the filter above
+                raised = ov[old_min < self.minoff[ov]]
+                if len(raised):  # (clamped: other ranges have their own floors)
+                    ca = max(a, min(sl, int(slo[raised].min())))
+                    cb = min(b, max(sh, int(shi[raised].max())))
+                else:
+                    ca, cb = sl, sh
+            else:
+                ca, cb = a, b
+            if self._check(ca, cb, off):
                 if opts.dynamic_decomposition and sh - sl > 1:
                     seg = self.cuts[sl: sh - 1]
                     seg -= 1
