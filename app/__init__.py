@@ -90,7 +90,9 @@ def create_app(
     app = Dash(__name__, assets_folder=str(ASSETS), title="roam",
                background_callback_manager=manager, suppress_callback_exceptions=True)
     max_bytes = int(max_upload_mb * 2**20)
-    app.server.config["MAX_CONTENT_LENGTH"] = int(max_bytes * 4 / 3) + 2**20
+    # the upload cap is checked server-side (a visible, specific error); the request limit
+    # leaves room for base64 so files up to ~1.5x the cap still get that message
+    app.server.config["MAX_CONTENT_LENGTH"] = 2 * max_bytes + 2**20
     name = state.get_graph(graph_key).name
     defaults = {"settings": settings, "sample_options": options, "sample_value": pick,
                 "graph_key": {"key": graph_key, "name": name}, "plan_key": plan_key,

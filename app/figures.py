@@ -182,7 +182,8 @@ def timeline_figure(
     for r, (_, order) in enumerate(rows):
         z[r, :len(order)] = [phase_of[o] for o in order]
         text[r][:len(order)] = list(order)
-        hover[r][:len(order)] = [target_of[o] for o in order]
+    # hover details only on the planned row (the comparison row names its ops: half the bytes)
+    hover[-1] = [f"<br>{target_of[o]}" for o in after_order]
     if alloc_bytes is not None and freed_bytes is not None:
         hover[-1] = [f"{h}<br>alloc {a / div:.2f} {unit}, freed {f / div:.2f} {unit}"
                      for h, a, f in zip(hover[-1], alloc_bytes, freed_bytes)]
@@ -194,7 +195,7 @@ def timeline_figure(
     fig.add_trace(go.Heatmap(
         z=z, x0=0, dx=1, y=list(range(len(rows))), text=text, hovertext=hover, zmin=0,
         zmax=k, colorscale=scale, showscale=False, xgap=0, ygap=6,
-        hovertemplate="%{text}<br>%{hovertext}<br>step %{x}<extra></extra>"))
+        hovertemplate="%{text}%{hovertext}<br>step %{x}<extra></extra>"))
     present = {p for _, o in rows for p in {phase_of[x] for x in o}}
     for i, p in enumerate(phases):
         if i in present:

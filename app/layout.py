@@ -38,9 +38,9 @@ def _loading_card(defaults: Mapping[str, Any]) -> html.Div:
         dcc.Dropdown(id=ids.SAMPLE_PICK, options=defaults["sample_options"],
                      value=defaults.get("sample_value"), clearable=False,
                      placeholder="pick a sample graph"),
-        dcc.Upload(id=ids.UPLOAD, children=html.Div(["Drop a graph (.json / .json.gz) or ",
-                                                     html.A("browse")]),
-                   className="upload", max_size=int(defaults["max_upload_bytes"])),
+        dcc.Upload(id=ids.UPLOAD, className="upload", children=html.Div([
+            f"Drop a graph (.json / .json.gz, ≤ {defaults['max_upload_bytes'] // 2**20} MiB) or ",
+            html.A("browse")])),
         html.Div(defaults.get("load_message", ""), id=ids.LOAD_STATUS, className="status"),
         html.Details([
             html.Summary("Trace a zoo model"),
@@ -87,7 +87,7 @@ def _plan_card(s: PlanSettings) -> html.Div:
     )
 
 
-def _export_card(max_upload_bytes: int) -> html.Div:
+def _export_card() -> html.Div:
     return _card(
         "Export / import",
         html.Div([html.Button("Plan JSON", id=ids.EXPORT_JSON),
@@ -101,7 +101,7 @@ def _export_card(max_upload_bytes: int) -> html.Div:
         html.Div(id=ids.EXPORT_STATUS, className="status"),
         dcc.Upload(id=ids.PLAN_UPLOAD, children=html.Div(["Import a plan JSON: drop or ",
                                                           html.A("browse")]),
-                   className="upload", max_size=max_upload_bytes),
+                   className="upload"),
         html.Div(id=ids.IMPORT_STATUS, className="status"),
     )
 
@@ -133,7 +133,7 @@ def build_layout(defaults: Mapping[str, Any]) -> html.Div:
                                                placeholder="op or tensor name (regex)",
                                                debounce=True),
                            html.Div(id=ids.SEARCH_RESULTS, className="hits")),
-                     _export_card(int(defaults["max_upload_bytes"])), _verify_card()],
+                     _export_card(), _verify_card()],
                     className="side")
     main = html.Div([
         html.Div(id=ids.SUMMARY, className="card summary"),

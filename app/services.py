@@ -117,14 +117,18 @@ def trace_zoo_graph(model: str, batch_size: int, seq_len: int | None, optimizer:
     return state.put_graph(traced.graph)
 
 
+#: Zoo names offered by the app (teaching models first).  Listed here so that the web server
+#: never imports torch; a name the zoo does not know fails in the job with a clear message.
+ZOO_NAMES = ("mlp", "tiny_gpt", "residual_block", "alexnet", "vgg11", "mnasnet0_5",
+             "mobilenet_v2", "efficientnet_b0", "vit_b_16", "resnet50", "roberta-base", "gpt2",
+             "gpt2-xl")
+
+
 def zoo_models() -> list[str]:
-    """Zoo model names (empty when the zoo cannot be imported)."""
-    try:
-        from roam_core.zoo import ZOO
-    except Exception as e:  # torch missing or zoo not there yet
-        _logger.info("zoo unavailable: %s", e)
-        return []
-    return list(ZOO)
+    """Zoo model names (empty when torch is not installed)."""
+    import importlib.util
+
+    return list(ZOO_NAMES) if importlib.util.find_spec("torch") is not None else []
 
 
 # ------------------------------------------------------------------ planning

@@ -203,3 +203,16 @@ def test_two_contexts_plan_at_once(page_factory: Any, tmp_path: Path,
     for page, name in zip(pages, ("diamond", "chain3")):
         expect(page.locator("#plan-status")).to_contain_text("planned with roam", timeout=T)
         expect(page.locator("#summary-card")).to_contain_text(f"{name}:", timeout=T)
+
+
+def test_zoo_model_is_traced_in_a_background_job(page_factory: Any) -> None:
+    pytest.importorskip("torch")
+    page = page_factory()
+    _views_rendered(page)
+    page.click("details.zoo summary")
+    page.fill("#zoo-batch", "2")
+    page.press("#zoo-batch", "Enter")
+    page.click("#zoo-trace-btn")
+    expect(page.locator("#zoo-status")).to_have_text("traced mlp", timeout=90_000)
+    expect(page.locator("#load-status")).to_contain_text("loaded mlp-b2-steady", timeout=T)
+    expect(page.locator("#summary-card")).to_contain_text("mlp-b2-steady", timeout=T)

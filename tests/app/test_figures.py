@@ -88,7 +88,8 @@ def test_timeline_rows_phases_and_hover() -> None:
     assert np.asarray(heat.z).shape == (2, len(order))
     assert list(heat.text[1]) == order
     assert list(heat.text[0]) == list(g.op_ids)
-    assert heat.hovertext[1][1] == "aten.mm.default<br>alloc 1.00 MiB, freed 1.00 MiB"
+    assert heat.hovertext[1][1] == "<br>aten.mm.default<br>alloc 1.00 MiB, freed 1.00 MiB"
+    assert set(heat.hovertext[0]) == {""}
     legend = {t.name for t in fig.data if t.type == "scatter" and t.name}
     assert legend == {"forward", "loss", "backward", "optimizer"}
     # same phase -> same colour code in both rows

@@ -162,3 +162,29 @@ def test_linking_ranges(cache_dir: Path) -> None:
     tensor = services.range_of(gk, pk, "eager", "tensor", "relu")
     assert tensor is not None
     assert services.range_of(gk, pk, "eager", "node", "nope") is None
+
+
+@pytest.mark.browser
+def test_png_export_uses_kaleido_and_chromium(cache_dir: Path) -> None:
+    if not Path("/usr/bin/chromium").exists():
+        pytest.skip("/usr/bin/chromium is missing: kaleido needs it for PNG export")
+    gk, pk = _planned(cache_dir)
+    payload = services.export_payload("png", gk, pk, "eager", "layout")
+    assert payload["base64"] is True
+    assert payload["filename"].endswith("-layout.png")
+    assert base64.b64decode(payload["content"])[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_zoo_names_match_the_zoo() -> None:
+    zoo = pytest.importorskip("roam_core.zoo")
+    assert set(services.ZOO_NAMES) == set(zoo.ZOO)
+    assert services.zoo_models()[0] == "mlp"
+
+
+@pytest.mark.slow
+def test_zoo_trace_job_stores_a_graph(cache_dir: Path) -> None:
+    pytest.importorskip("torch")
+    key = services.trace_zoo_graph("mlp", 2, None, "adamw", "steady")
+    g = state.get_graph(key)
+    assert g.name == "mlp-b2-steady"
+    assert g.origin["model"] == "mlp"
