@@ -20,6 +20,12 @@ Method (ROAM's stage 2 and merge, with a DSA portfolio beside it):
 4. **Portfolio.** :func:`roam_core.dsa_solver.solve_dsa` also lays out the whole problem
    (greedy orders plus the canonical search); the lowest valid layout wins, so the result is
    never worse than greedy-by-size best fit.
+5. **Polish.** While time remains and the winner is above the live-set bound, the buffers
+   reaching the top band are re-placed by CP-SAT under a lower ceiling (everything else
+   fixed), widening the band while that fails.
+
+Time: steps 1-3 get half the budget, the DSA portfolio 60% of the rest, the polish the
+remainder; a candidate that reaches the live-set bound ends the search early.
 
 Examples
 --------
