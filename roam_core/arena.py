@@ -24,7 +24,7 @@ Method (ROAM's stage 2 and merge, with a DSA portfolio beside it):
    reaching the top band are re-placed by CP-SAT under a lower ceiling (everything else
    fixed), widening the band while that fails.
 
-Time: steps 1-3 get half the budget, the DSA portfolio 60% of the rest, the polish the
+Time: steps 1-3 get 35% of the budget, the DSA portfolio 85% of the rest, the polish the
 remainder; a candidate that reaches the live-set bound ends the search early.
 
 Examples
@@ -409,13 +409,13 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
     records.append(SolveRecord("layout", "greedy", "heuristic", g.height * a, lb * a,
                                time.perf_counter() - t, len(problem)))
     if g.height > lb and config.use_cpsat and len(problem):
-        budget = deadline if not config.use_dsa else t0 + 0.5 * config.time_limit_s
+        budget = deadline if not config.use_dsa else t0 + 0.35 * config.time_limit_s
         sol, recs = _roam_candidate(graph, order, problem, task_tree, config, budget, cancel)
         candidates["roam"] = sol
         records.extend(_scale(r, a) for r in recs)
     best_h = min(s.height for s in candidates.values())
     if best_h > lb and config.use_dsa and len(problem):
-        left = max(0.1, (deadline - time.monotonic()) * (0.6 if config.use_cpsat else 1.0))
+        left = max(0.1, (deadline - time.monotonic()) * (0.85 if config.use_cpsat else 1.0))
         t = time.perf_counter()
         res = solve_dsa(problem, time_limit_s=left, cancel=cancel, exact=config.dsa_exact)
         assert res.solution is not None

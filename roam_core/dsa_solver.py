@@ -27,7 +27,9 @@ Method
    Buffers are tried by lowest feasible offset, then a static preorder (largest section total,
    lifetime, area...).  Several preorders are run round-robin under doubling node limits.
 3. **Height minimisation** (no capacity): bisect the capacity between the proven lower bound
-   and the best layout found, each step a capacity-bounded search with a time slice.
+   and the best layout found, each step a capacity-bounded search with a time slice; once
+   time-outs have closed the bisection, keep descending in small steps below the best
+   layout until the time limit.
 
 The search is complete for problems without fixed offsets: when it finishes without a layout,
 none exists (``InfeasibleError``).  With fixed offsets it only steps over them.
@@ -517,11 +519,14 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     lo, hi = lb, best.height
     soft_lo = lo
     first = True
-    while soft_lo < hi and do_search:
+    while lo < hi and do_search:
         left = deadline - time.monotonic()
         if left <= 0.05 or _is_cancelled(cancel):
             break
-        target = soft_lo if first else (soft_lo + hi) // 2
+        if soft_lo >= hi:  # bisection exhausted by time-outs: descend from the best instead
+            target = hi - max(1, (hi - lo) // 16)
+        else:
+            target = soft_lo if first else (soft_lo + hi) // 2
         slice_s = left / (3 if first else 4) if left > 1.0 else left
         first = False
         sol, proven, meth, k = search_capacity(
