@@ -86,6 +86,7 @@ def create_app(
         pick = next((v for p in DEFAULT_SAMPLE for v in values if v.startswith(p)), values[0])
         graph_key = services.load_choice(pick)
     plan_key = services.plan_graph(graph_key, settings) if plan_on_start else None
+    services.warm(graph_key, plan_key)  # the first page load finds its views computed
     manager, celery_app = _manager(cdir)
     app = Dash(__name__, assets_folder=str(ASSETS), title="roam",
                background_callback_manager=manager, suppress_callback_exceptions=True)

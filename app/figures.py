@@ -19,7 +19,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from app.analysis import KINDS, LayoutView, fmt_bytes, iter_tree
-from app.raster import png_data_uri, rasterize
+from app.raster import paint_index, png_data_uri, rasterize
 from roam_core.graph import Graph, OpId, Phase
 
 __all__ = [
@@ -237,15 +237,16 @@ def _rgba(color: str) -> list[int]:
 
 def layout_figure(
     view: LayoutView, *, x_range: Sequence[float] | None = None, vector_limit: int = 5000,
-    hover_limit: int = 2500, highlight_id: str | None = None, title: str | None = None,
-    raster_px: tuple[int, int] = (1400, 700),
+    highlight_id: str | None = None, title: str | None = None,
+    raster_px: tuple[int, int] = (1400, 700), hover_grid: tuple[int, int] = (200, 100),
 ) -> go.Figure:
     """Tensor layout: x = lifetime steps, y = byte offset, coloured by kind.
 
     Level of detail: when more than ``vector_limit`` storages intersect the x window, the
-    rectangles are drawn as one raster image (``layout.images``) plus an invisible marker
-    at the centre of the ``hover_limit`` largest ones (hover and click); otherwise as
-    filled SVG vectors, one trace per kind.  ``layout.meta`` records the mode.
+    rectangles are drawn as one raster image (``layout.images``) under an invisible
+    ``hover_grid`` heatmap whose cells name the (smallest) storage they show, so hover and
+    click need no WebGL; otherwise as filled SVG vectors, one trace per kind, with an
+    invisible ``Scattergl`` marker at each centre.  ``layout.meta`` records the mode.
     """
     xa, xb = (0.0, float(max(view.n_steps, 1))) if x_range is None else map(float, x_range)
     vis = np.nonzero(view.visible(xa, xb))[0]
@@ -262,7 +263,6 @@ def layout_figure(
             fig.add_trace(go.Scatter(
                 x=xs, y=ys, fill="toself", mode="lines", line={"width": 0.5, "color": "#fff"},
                 fillcolor=KIND_COLORS[name], name=name, hoverinfo="skip"))
-        hov = vis
     else:
         colors = np.array([_rgba(KIND_COLORS[k]) for k in kind_names], np.uint8)
         w, h = raster_px
@@ -274,15 +274,9 @@ def layout_figure(
         for name in dict.fromkeys(kind_names[int(c)] for c in np.unique(view.kind[vis])):
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
                                      marker={"color": KIND_COLORS[name], "symbol": "square"}))
-        hov = vis[np.argsort(-view.size[vis], kind="stable")[:hover_limit]]
-    cd = np.c_[view.size[hov], view.offset[hov], view.start[hov], view.end[hov]]
-    fig.add_trace(go.Scattergl(
-        x=((view.start[hov] + view.end[hov]) / 2).astype(np.float32),
-        y=(view.offset[hov] + view.size[hov] / 2).astype(np.float64),
-        mode="markers", marker={"size": 6, "opacity": 0.01, "color": "#000"}, name="tensors",
-        showlegend=False, text=list(view.ids[hov]), customdata=cd.astype(np.float64),
-        hovertemplate=("%{text}<br>%{customdata[0]:,} B at offset %{customdata[1]:,}<br>"
-                       "steps [%{customdata[2]}, %{customdata[3]})<extra></extra>")))
+        _hover_grid(fig, view, vis, (xa, xb, 0.0, height), hover_grid)
+    if mode == "vector":  # after the fills, so the markers are on top
+        _hover_markers(fig, view, vis)
     if highlight_id is not None:
         idx = np.nonzero(view.ids == highlight_id)[0]
         if len(idx):
@@ -300,6 +294,36 @@ def layout_figure(
                "font": {"size": 13}, "x": 0.01, "y": 0.98},
         meta={"lod": mode, "visible": len(vis)}, uirevision=view.label, height=460)
     return fig
+
+
+_TENSOR_HOVER = ("%{text}<br>%{customdata[0]:,} B at offset %{customdata[1]:,}<br>"
+                 "steps [%{customdata[2]}, %{customdata[3]})<extra></extra>")
+
+
+def _hover_markers(fig: go.Figure, view: LayoutView, hov: np.ndarray) -> None:
+    cd = np.c_[view.size[hov], view.offset[hov], view.start[hov], view.end[hov]]
+    fig.add_trace(go.Scattergl(
+        x=((view.start[hov] + view.end[hov]) / 2).astype(np.float32),
+        y=(view.offset[hov] + view.size[hov] / 2).astype(np.float64),
+        mode="markers", marker={"size": 6, "opacity": 0.01, "color": "#000"}, name="tensors",
+        showlegend=False, text=list(view.ids[hov]), customdata=cd.astype(np.float64),
+        hovertemplate=_TENSOR_HOVER))
+
+
+def _hover_grid(fig: go.Figure, view: LayoutView, vis: np.ndarray,
+                window: tuple[float, float, float, float], grid: tuple[int, int]) -> None:
+    gw, gh = grid
+    xa, xb, ya, yb = window
+    idx = paint_index(view.start[vis], view.end[vis], view.offset[vis],
+                      view.offset[vis] + view.size[vis], window, gw, gh)
+    pick = vis[np.maximum(idx, 0)]
+    text = np.where(idx >= 0, view.ids[pick], "")
+    z = np.where(idx >= 0, view.size[pick], np.nan).astype(np.float64)
+    dx, dy = (xb - xa) / gw, (yb - ya) / gh
+    fig.add_trace(go.Heatmap(
+        z=z, x0=xa + dx / 2, dx=dx, y0=ya + dy / 2, dy=dy, text=text.tolist(), opacity=0,
+        showscale=False, hoverongaps=False, name="tensors",
+        hovertemplate="%{text}<br>%{z:,} B<br>(click for details)<extra></extra>"))
 
 
 def task_tree_figure(tree: Mapping[str, Any] | None) -> go.Figure:

@@ -13,7 +13,7 @@ import io
 import numpy as np
 from PIL import Image
 
-__all__ = ["png_data_uri", "rasterize"]
+__all__ = ["paint_index", "png_data_uri", "rasterize"]
 
 
 def rasterize(
@@ -48,6 +48,34 @@ def rasterize(
     >>> int(img[..., 3].astype(bool).sum())
     25
     """
+    img = np.zeros((height, width, 4), np.uint8)
+    for a, b, c, d, i in _boxes(x0, x1, y0, y1, window, width, height):
+        img[a:b, c:d] = colors[kind[i]]
+    return img
+
+
+def paint_index(
+    x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray,
+    window: tuple[float, float, float, float], width: int, height: int,
+) -> np.ndarray:
+    """Index of the rectangle shown in each cell (``-1``: none), smallest on top.
+
+    Examples
+    --------
+    >>> paint_index(np.array([0, 2]), np.array([4, 3]), np.array([0, 0]), np.array([4, 1]),
+    ...             (0, 4, 0, 4), 4, 1).tolist()
+    [[0, 0, 1, 0]]
+    """
+    out = np.full((height, width), -1, np.int32)
+    for a, b, c, d, i in _boxes(x0, x1, y0, y1, window, width, height):
+        out[a:b, c:d] = i
+    return out
+
+
+def _boxes(x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray,
+           window: tuple[float, float, float, float], width: int, height: int
+           ) -> list[list[int]]:
+    """Pixel boxes ``[row0, row1, col0, col1, index]``, largest rectangle first."""
     xa, xb, ya, yb = window
     sx = width / max(xb - xa, 1e-12)
     sy = height / max(yb - ya, 1e-12)
@@ -56,16 +84,13 @@ def rasterize(
     py0 = np.clip(np.floor((y0 - ya) * sy), 0, height).astype(np.int64)
     py1 = np.clip(np.ceil((y1 - ya) * sy), 0, height).astype(np.int64)
     # at least one pixel wherever a rectangle is inside the window
+    inside = (x1 > xa) & (x0 < xb) & (y1 > ya) & (y0 < yb)
     px1 = np.maximum(px1, np.minimum(px0 + 1, width))
     py1 = np.maximum(py1, np.minimum(py0 + 1, height))
-    keep = np.nonzero((px1 > px0) & (py1 > py0))[0]
-    area = (x1 - x0) * (y1 - y0)
+    keep = np.nonzero(inside & (px1 > px0) & (py1 > py0))[0]
+    area = (np.asarray(x1, float) - x0) * (np.asarray(y1, float) - y0)
     keep = keep[np.argsort(-area[keep], kind="stable")]
-    img = np.zeros((height, width, 4), np.uint8)
-    rows = np.c_[py0, py1, px0, px1, kind][keep].tolist()
-    for a, b, c, d, k in rows:
-        img[a:b, c:d] = colors[k]
-    return img
+    return np.c_[py0, py1, px0, px1, np.arange(len(px0))][keep].tolist()  # type: ignore[no-any-return]
 
 
 def png_data_uri(img: np.ndarray) -> str:

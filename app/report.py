@@ -29,7 +29,9 @@ h2{margin-top:28px;font-size:18px}"""
 
 
 def report_html(graph: Graph, plan: Plan, figures: Mapping[str, go.Figure],
-                summary: Sequence[tuple[str, str]]) -> str:
+                summary: Sequence[tuple[str, str]],
+                live_at_peak: Sequence[Mapping[str, object]] = (),
+                live_title: str = "") -> str:
     """One HTML page with the summary table and every figure; works offline.
 
     Parameters
@@ -40,6 +42,10 @@ def report_html(graph: Graph, plan: Plan, figures: Mapping[str, go.Figure],
         Figures in display order (keys as in ``app.services.report_figures``).
     summary : sequence of (label, value)
         Rows of the summary card.
+    live_at_peak : sequence of mapping
+        Rows of the "live at the peak" table (``app.analysis.live_rows``), largest first.
+    live_title : str
+        Its heading.
 
     Returns
     -------
@@ -58,5 +64,12 @@ def report_html(graph: Graph, plan: Plan, figures: Mapping[str, go.Figure],
         parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=first,
                                  config={"displaylogo": False}))
         first = False
+    if live_at_peak:
+        cols = ("id", "kind", "size", "offset", "lifetime", "producer")
+        parts.append(f"<h2>{html.escape(live_title or 'Live at the peak')}</h2><table>")
+        parts.append("<tr>" + "".join(f"<td><b>{c}</b></td>" for c in cols) + "</tr>")
+        parts += ["<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in cols)
+                  + "</tr>" for r in live_at_peak]
+        parts.append("</table>")
     parts.append("</body></html>")
     return "\n".join(parts)

@@ -51,6 +51,7 @@ __all__ = [
     "timeline_fig",
     "trace_zoo_graph",
     "validate_plan",
+    "warm",
 ]
 
 _logger = logging.getLogger(__name__)
@@ -250,6 +251,13 @@ def after_data(graph_key: str, plan_key: str) -> After:
     return After(plan, curve, view, alloc, freed)
 
 
+def warm(graph_key: str, plan_key: str | None, base: str = "eager") -> None:
+    """Compute (and memoise) the opening views of a graph and plan."""
+    curves_figure(graph_key, plan_key, base, None, None)
+    timeline_fig(graph_key, plan_key, base, None, None)
+    layout_figures(graph_key, plan_key, base, None, None)
+
+
 # ------------------------------------------------------------------ views
 def _hashable(x: Any) -> Any:
     if isinstance(x, Mapping):
@@ -446,7 +454,9 @@ def export_payload(kind: str, graph_key: str, plan_key: str | None, base: str,
     if kind == "html":
         from app.report import report_html
 
-        text = report_html(graph, plan, figs, summary_rows(graph_key, plan_key, base))
+        rows, title = live_table(graph_key, plan_key, base, None)
+        text = report_html(graph, plan, figs, summary_rows(graph_key, plan_key, base),
+                           rows[:50], title)
         return {"content": text, "filename": f"{stem}.report.html"}
     if kind == "png":
         png = figs[figure].to_image(format="png", width=1400, height=700)

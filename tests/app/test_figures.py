@@ -45,16 +45,25 @@ def test_curves_range_and_step_marker() -> None:
 
 def test_layout_raster_when_crowded_vector_when_zoomed() -> None:
     view = synthetic_view(20_000)
-    fig = figures.layout_figure(view, vector_limit=5000, hover_limit=3000)
+    fig = figures.layout_figure(view, vector_limit=5000, hover_grid=(200, 100))
     assert fig.layout.meta["lod"] == "raster"
     assert len(fig.layout.images) == 1
     assert not fig.layout.shapes  # never one shape per tensor
-    hover = fig.data[-1]
-    assert len(hover.x) == 3000
-    # the hover markers are the largest tensors
-    picked = np.array([int(t[1:]) for t in hover.text])
-    rest = np.setdiff1d(np.arange(len(view)), picked)
-    assert view.size[picked].min() >= view.size[rest].max()
+    assert not [t for t in fig.data if t.type == "scattergl"]  # no WebGL in the overview
+    grid = fig.data[-1]
+    assert grid.type == "heatmap"
+    assert np.asarray(grid.z).shape == (100, 200)
+    # every named cell names a storage that covers the cell's centre
+    text = np.asarray(grid.text)
+    for r, c in [(10, 10), (50, 120), (99, 199)]:
+        if text[r, c]:
+            i = int(text[r, c][1:])
+            x = grid.x0 + c * grid.dx
+            y = grid.y0 + r * grid.dy
+            assert view.start[i] - 20 <= x <= view.end[i] + 20  # within a cell of it
+            lo, hi = view.offset[i], view.offset[i] + view.size[i]
+            assert lo - grid.dy <= y <= hi + grid.dy
+            assert grid.z[r][c] == view.size[i]
     small = figures.layout_figure(view, x_range=[100, 110], vector_limit=5000)
     assert small.layout.meta["lod"] == "vector"
     assert not small.layout.images
@@ -62,6 +71,7 @@ def test_layout_raster_when_crowded_vector_when_zoomed() -> None:
     assert small.layout.meta["visible"] == n_vis
     fills = [t for t in small.data if t.fill == "toself"]
     assert sum(np.isnan(np.asarray(t.x, dtype=float)).sum() for t in fills) == n_vis
+    assert small.data[-1].type == "scattergl"
     assert len(small.data[-1].x) == n_vis
 
 
@@ -130,3 +140,12 @@ def test_rasterize_paints_kinds_and_window() -> None:
     img2 = rasterize(np.array([20, 3]), np.array([30, 3.01]), np.array([0, 2]),
                      np.array([5, 2.01]), np.array([0, 0]), colors, (0, 10, 0, 10), 10, 10)
     assert int(img2[..., 3].astype(bool).sum()) == 1
+
+
+def test_paint_index_puts_small_storages_on_top() -> None:
+    from app.raster import paint_index
+
+    idx = paint_index(np.array([0, 4]), np.array([10, 5]), np.array([0, 4]),
+                      np.array([10, 5]), (0, 10, 0, 10), 10, 10)
+    assert idx[4, 4] == 1
+    assert (idx == 0).sum() == 99

@@ -126,6 +126,8 @@ def test_exports(cache_dir: Path) -> None:
     html = services.export_payload("html", gk, pk, "eager")["content"]
     assert html.count("window.PlotlyConfig") == 1  # plotly.js inlined once
     assert html.count("Plotly.newPlot") == 5
+    assert "Live at step" in html
+    assert "<td>relu</td>" in html
     assert "<scriptsrc=" not in html.replace(" ", "")  # nothing fetched from a CDN
     with pytest.raises(Exception, match="plan the graph first"):
         services.export_payload("json", gk, None, "eager")
