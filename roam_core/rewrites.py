@@ -171,7 +171,8 @@ def _is_pure_view(graph: Graph, op: OpId) -> bool:
     if o.mutates or graph.storages_created(op):
         return False
     reads = graph.storages_read(op)
-    return len(reads) == 1 and all(graph.storage_of(v) == reads[0] for v in o.outputs)
+    return (len(reads) == 1 and bool(o.outputs)
+            and all(graph.storage_of(v) == reads[0] for v in o.outputs))
 
 
 def _loose_ops(graph: Graph, grouped: set[OpId]) -> list[OpId]:
@@ -199,23 +200,29 @@ def _sink_moves(graph: Graph, ref: list[OpId], grouped: set[OpId],
       but pinned with their group, not here.
 
     Moving a zero-fan-in op or a pure view just before its first consumer ``c`` never raises
-    the peak: the steps it leaves lose its output, and at its new step the live set is the
-    one entering ``c`` plus its output, which ``c``'s step holds anyway.
+    the peak: the steps it leaves lose its outputs, and at its new step the live set is the
+    one entering ``c`` plus its outputs, which ``c``'s step holds anyway.  (An op with an
+    output nobody reads is not moved: that output would not be live at ``c``.)
     """
     # 1. moves first (reverse program order: consumers settle before their producers), on a
     #    linked list with integer order keys (midpoints; renumbered when a gap runs out) ...
     loose = _loose_ops(graph, grouped)
     init = set(state_init)
     loose_set = set(loose)
-    # group ops that allocate nothing (in-place state updates) may sink too, when that
-    # cannot extend a lifetime (checked at move time)
-    checked = {z for z in grouped if z not in init and graph.successors(z)
-               and not graph.storages_created(z)}
-    checked |= {z for z in loose if graph.predecessors(z) and not _is_pure_view(graph, z)}
-    movers = [z for z in graph.op_ids
-              if (z in init and graph.successors(z) and not graph.predecessors(z))
-              or z in loose_set or z in checked]
+    # group ops that allocate nothing (in-place state updates) may sink too; every move is
+    # checked not to extend a lifetime (``sinkable``) nor to leave an unread output behind
+    in_place = {z for z in grouped if z not in init and graph.successors(z)
+                and not graph.storages_created(z)}
     outputs = set(graph.outputs)
+
+    def outputs_held(z: OpId) -> bool:
+        """Every storage ``z`` creates is still live at its first consumer's step."""
+        return all(graph.tensors[t].consumers or t in outputs or not graph.tensors[t].size_bytes
+                   for t in graph.storages_created(z))
+
+    movers = [z for z in graph.op_ids
+              if ((z in init and graph.successors(z) and not graph.predecessors(z))
+                  or z in loose_set or z in in_place) and outputs_held(z)]
 
     def sinkable(z: OpId, c: OpId) -> bool:
         for s_ in graph.storages_read(z):
@@ -241,7 +248,7 @@ def _sink_moves(graph: Graph, ref: list[OpId], grouped: set[OpId],
 
     for z in reversed(movers):
         c = min(graph.successors(z), key=key.__getitem__)
-        if nxt[z] == c or key[c] < key[z] or (z in checked and not sinkable(z, c)):
+        if nxt[z] == c or key[c] < key[z] or not sinkable(z, c):
             continue
         p_, n_ = prv[z], nxt[z]  # unlink z
         if p_ is None:

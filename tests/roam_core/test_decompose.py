@@ -97,3 +97,28 @@ def _count(node: dict) -> list[int]:
     for c in node["children"]:
         out += _count(c)
     return out
+
+
+SUMMARY_KEYS = {"id", "kind", "num_ops", "steps", "peak_before_bytes", "peak_after_bytes",
+                "status", "objective_bytes", "best_bound_bytes", "gap", "wall_time_s",
+                "num_cifi", "num_cifo", "num_cofi", "children"}
+
+
+@settings(max_examples=20)
+@given(random_graphs(max_ops=16), st.integers(1, 5))
+def test_summary_schema_and_steps(graph: Graph, nl: int) -> None:
+    r = place_weight_updates(graph)
+    tree = decompose(r.graph, r.order, node_limit=nl)
+    order = list(r.order)
+    summary = tree.to_summary(order)
+    pos = {op: i for i, op in enumerate(order)}
+    stack = [summary]
+    while stack:
+        node = stack.pop()
+        assert set(node) == SUMMARY_KEYS
+        st_ = tree.subtasks[node["id"]]
+        covered = sorted(s for a, b in node["steps"] for s in range(a, b))
+        assert covered == sorted(pos[o] for o in st_.op_ids)
+        if st_.op_ids:
+            assert node["peak_before_bytes"] == node["peak_after_bytes"]  # same order
+        stack.extend(node["children"])
