@@ -118,11 +118,9 @@ def _range_patch(rng: list[float] | None) -> dash.Patch:
 
 
 def render_curves(graph: dict | None, plan: str | None, base: str, rng: Any, step: Any) -> Any:
-    """View 1 (a range change is a patch)."""
+    """View 1 (re-rendered on zoom: long curves are decimated outside the window)."""
     if not graph:
         raise PreventUpdate
-    if _only_range_changed():
-        return _range_patch(rng)
     return services.curves_figure(graph["key"], plan, base, rng, (step or {}).get("step"))
 
 

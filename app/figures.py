@@ -99,16 +99,61 @@ def _apply_range(fig: go.Figure, x_range: Sequence[float] | None) -> None:
         fig.update_xaxes(range=[float(x_range[0]), float(x_range[1])], autorange=False)
 
 
+def decimate(curve: np.ndarray, max_points: int,
+             x_range: Sequence[float] | None = None) -> np.ndarray:
+    """Sorted step indices that keep the shape of ``curve`` in about ``max_points`` points.
+
+    The steps are split into ``max_points // 2`` buckets and each keeps its minimum and its
+    maximum (so the peak survives).  With ``x_range``, the budget is spent on the window:
+    the steps outside it keep only a coarse envelope.
+
+    Examples
+    --------
+    >>> c = np.array([0, 5, 1, 9, 2, 3, 8, 0])
+    >>> decimate(c, 4).tolist()
+    [0, 3, 6, 7]
+    >>> decimate(c, 100).tolist() == list(range(8))
+    True
+    """
+    n = len(curve)
+    if n <= max_points:
+        return np.arange(n)
+    lo, hi = 0, n
+    if x_range is not None:
+        lo = int(np.clip(np.floor(x_range[0]), 0, n))
+        hi = int(np.clip(np.ceil(x_range[1]) + 1, lo, n))
+    parts = [_envelope(curve, 0, lo, 64), _envelope(curve, lo, hi, max_points),
+             _envelope(curve, hi, n, 64), np.array([0, n - 1])]
+    return np.unique(np.concatenate(parts))
+
+
+def _envelope(curve: np.ndarray, lo: int, hi: int, points: int) -> np.ndarray:
+    if hi - lo <= points:
+        return np.arange(lo, hi)
+    edges = np.linspace(lo, hi, max(points // 2, 1) + 1).astype(np.int64)
+    seg = curve[lo:hi]
+    starts = edges[:-1] - lo
+    mx = np.maximum.reduceat(seg, starts)
+    mn = np.minimum.reduceat(seg, starts)
+    out = []
+    for s0, s1, a, b in zip(edges[:-1], edges[1:], mx, mn):
+        window = curve[s0:s1]
+        out += [s0 + int(np.argmax(window == a)), s0 + int(np.argmax(window == b))]
+    return np.array(out, dtype=np.int64)
+
+
 def memory_curves_figure(
     after: np.ndarray, before: np.ndarray | None = None, *, arena_bytes: int | None = None,
     lower_bound_bytes: int | None = None, after_label: str = "planned",
     before_label: str = "before", x_range: Sequence[float] | None = None,
-    step: int | None = None, title: str | None = None,
+    step: int | None = None, title: str | None = None, max_points: int = 4000,
 ) -> go.Figure:
     """Live bytes per step before and after planning on one chart.
 
     Both peaks are annotated (value, step); the arena size and the lower bound are
-    horizontal lines; the y axis uses binary units.  ``step`` draws a marker line.
+    horizontal lines; the y axis uses binary units.  ``step`` draws a marker line.  Curves
+    longer than ``max_points`` keep every step inside ``x_range`` up to that budget and the
+    min and max of each bucket elsewhere (see :func:`decimate`), so peaks never vanish.
     """
     after = np.asarray(after, dtype=np.float64)
     curves = [(after_label, after, "#c44e52")]
@@ -123,10 +168,10 @@ def memory_curves_figure(
         if not len(c):
             continue
         k = int(np.argmax(c))
+        xs = decimate(c, max_points, x_range)
         fig.add_trace(go.Scatter(
-            x=np.arange(len(c), dtype=np.int32), y=(c / div).astype(np.float32), name=name,
-            mode="lines", line={"color": color,
-                                                                         "shape": "hv"},
+            x=xs.astype(np.int32), y=(c[xs] / div).astype(np.float32), name=name,
+            mode="lines", line={"color": color, "shape": "hv"},
             hovertemplate=f"{name}<br>step %{{x}}<br>%{{y:.3f}} {unit}<extra></extra>"))
         fig.add_trace(go.Scatter(
             x=[k], y=[c[k] / div], mode="markers+text", showlegend=False,

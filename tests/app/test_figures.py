@@ -149,3 +149,16 @@ def test_paint_index_puts_small_storages_on_top() -> None:
                       np.array([10, 5]), (0, 10, 0, 10), 10, 10)
     assert idx[4, 4] == 1
     assert (idx == 0).sum() == 99
+
+
+def test_long_curves_are_decimated_but_keep_peaks_and_the_window() -> None:
+    rng = np.random.default_rng(1)
+    curve = rng.integers(0, 1000, 20_000)
+    curve[12_345] = 5000
+    fig = figures.memory_curves_figure(curve, curve[::-1], max_points=1000)
+    line = fig.data[2]
+    assert len(line.x) <= 1100
+    assert 12_345 in set(line.x)
+    assert max(line.y) * 1024 == pytest.approx(5000, rel=1e-3)  # KiB axis
+    zoom = figures.memory_curves_figure(curve, None, x_range=[100, 400], max_points=1000)
+    assert set(range(100, 401)) <= set(zoom.data[0].x)  # every step inside the window
