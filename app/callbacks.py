@@ -25,7 +25,7 @@ __all__ = ["CONFIG", "register"]
 _logger = logging.getLogger(__name__)
 #: Set by :func:`register`: ``max_upload_bytes``, ``auto_plan_max_ops``.
 CONFIG: dict[str, Any] = {"max_upload_bytes": 200 * 2**20, "auto_plan_max_ops": 300}
-_PLAN_RESULT, _IMPORT_RESULT = "plan-result", "import-result"
+_PLAN_RESULT, _IMPORT_RESULT = ids.PLAN_RESULT, ids.IMPORT_RESULT
 
 
 def _settings(method: str, tl: float, nl: int, w: int, al: int) -> PlanSettings:
@@ -72,7 +72,10 @@ def resolve_plan(graph: dict | None, result: dict | None, imported: dict | None,
     s = _settings(method, tl, nl, w, al)
     key = services.cached_plan_key(graph["key"], s)
     if key is None and len(get_graph(graph["key"]).ops) <= CONFIG["auto_plan_max_ops"]:
-        key = services.plan_graph(graph["key"], s)
+        try:  # small graphs are planned on load; a failure leaves them unplanned
+            key = services.plan_graph(graph["key"], s)
+        except Exception:
+            _logger.exception("planning %s on load failed", graph["key"])
     return key
 
 
@@ -87,6 +90,9 @@ def plan_job(set_progress: Any, n: int | None, graph: dict | None, method: str, 
                                   lambda p: set_progress(services.progress_values(p)))
     except RoamError as e:
         return dash.no_update, f"Planning failed: {e}"
+    except Exception as e:  # a planner bug must reach the user, not only the log
+        _logger.exception("planner failed")
+        return dash.no_update, f"Planning failed: {type(e).__name__}: {e}"
     return {"key": key, "graph": graph["key"]}, f"planned with {s.method} (key {key[:10]})"
 
 

@@ -11,8 +11,9 @@ BASE_KEY = "base-key"  # {"key": baseline-plan cache key} or None
 VIEW_RANGE = "view-range"  # {"x0": int, "x1": int} or None (whole step axis)
 SELECTION = "selection"  # {"kind": "op"|"tensor", "id": str} or None
 STEP = "step"  # {"step": int} or None (then: the planned peak step)
-RUNNING = "running"  # bool: a background job is running (written by `running=` only)
-TRACE_RESULT = "trace-result"  # last zoo trace {"key":..., "error":...}
+TRACE_RESULT = "trace-result"  # last zoo trace {"key": graph key}
+PLAN_RESULT = "plan-result"  # last background plan {"key": plan key, "graph": graph key}
+IMPORT_RESULT = "import-result"  # last imported plan {"key": plan key, "graph": graph key}
 
 # ---- loading
 SAMPLE_PICK = "sample-pick"

@@ -127,7 +127,8 @@ def build_layout(defaults: Mapping[str, Any]) -> html.Div:
               dcc.Store(id=ids.PLAN_KEY, data=defaults.get("plan_key")),
               dcc.Store(id=ids.VIEW_RANGE, data=None), dcc.Store(id=ids.SELECTION, data=None),
               dcc.Store(id=ids.STEP, data=None), dcc.Store(id=ids.TRACE_RESULT, data=None),
-              dcc.Store(id="plan-result", data=None), dcc.Store(id="import-result", data=None)]
+              dcc.Store(id=ids.PLAN_RESULT, data=None),
+              dcc.Store(id=ids.IMPORT_RESULT, data=None)]
     side = html.Div([_loading_card(defaults), _plan_card(s),
                      _card("Search", dcc.Input(id=ids.SEARCH_INPUT, type="search",
                                                placeholder="op or tensor name (regex)",

@@ -76,6 +76,24 @@ def test_plan_job_guard_and_progress(cache_dir: Path) -> None:
     assert all(len(s) == 3 and s[0] <= s[1] for s in seen)
 
 
+def test_plan_job_reports_a_planner_crash(cache_dir: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from app import planning
+
+    def boom(*_: Any, **__: Any) -> None:
+        raise ValueError("solver exploded")
+
+    monkeypatch.setattr(planning, "run_planner", boom)
+    gk = state.put_graph(diamond())
+    out, status = callbacks.plan_job(print, 1, {"key": gk}, "roam", 1, 10, 1, 512)
+    assert out is dash.no_update
+    assert status == "Planning failed: ValueError: solver exploded"
+    # the same failure on load leaves the graph unplanned instead of breaking the page
+    g = {"key": gk, "name": "diamond"}
+    assert run(callbacks.resolve_plan, ids.GRAPH_KEY, g, g, None, None, "roam", 1, 10, 1,
+               512) is None
+
+
 def test_resolve_plan_sources(planned: dict[str, Any]) -> None:
     g = planned["graph"]
     fresh = {"key": planned["plan"], "graph": g["key"]}
