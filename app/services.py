@@ -20,11 +20,12 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from app import analysis, codec, figures, planning, state
+from app import analysis, figures, planning, state
 from roam_core.errors import GraphError, PlanFormatError, PlanInvalidError, RoamError
 from roam_core.graph import Graph, OpId
 from roam_core.graph_io import load_graph, loads_graph
 from roam_core.plan import Plan
+from roam_core.plan_io import dumps_plan, loads_plan, plan_to_csv
 from roam_core.samples import SAMPLES
 
 __all__ = [
@@ -179,7 +180,7 @@ def import_plan(contents: str, filename: str | None, graph_key: str, max_bytes: 
     graph = state.get_graph(graph_key)
     raw = decode_upload(contents, max_bytes)
     try:
-        plan = codec.loads_plan(raw.decode("utf-8", errors="replace"), graph)
+        plan = loads_plan(raw, graph)
     except PlanFormatError as e:
         raise PlanFormatError(f"{filename or 'plan'}: {e}") from e
     validate_plan(graph, plan)
@@ -196,7 +197,7 @@ class Before:
     order: tuple[OpId, ...]
     curve: np.ndarray
     view: analysis.LayoutView
-    reserved_bytes: int | None
+    reserved_bytes: int
 
 
 @dataclass(frozen=True)
@@ -210,28 +211,12 @@ class After:
     freed: np.ndarray
 
 
-def baseline_order(graph: Graph, method: str) -> tuple[tuple[OpId, ...], str]:
-    """A baseline order from ``roam_core.heuristics`` (eager when unavailable)."""
-    label = dict(planning.BASELINE_METHODS).get(method, method)
-    if method == "eager":
-        return graph.op_ids, label
-    try:
-        from roam_core.heuristics import ORDER_METHODS
-
-        res = ORDER_METHODS[method](graph)
-    except (ImportError, KeyError) as e:
-        _logger.info("baseline %s unavailable (%s): using eager", method, e)
-        return graph.op_ids, f"eager ({method} not available)"
-    order = getattr(res, "order", res)
-    return tuple(order), label
-
-
 @functools.lru_cache(maxsize=8)
 def before_data(graph_key: str, method: str = "eager", alignment_bytes: int = 512) -> Before:
     """Baseline order, curve and simulated-allocator layout (memoised)."""
     graph = state.get_graph(graph_key)
-    order, label = baseline_order(graph, method)
-    blocks, reserved, how = planning.baseline_layout(graph, order, alignment_bytes)
+    order, label = planning.baseline_order(graph, method)
+    blocks, reserved, how = planning.baseline_layout(graph, order)
     view = analysis.layout_from_blocks(graph, blocks, len(order),
                                        label=f"{label} layout ({how})")
     return Before(method, label, order, analysis.total_curve(graph, order, alignment_bytes),
@@ -447,9 +432,9 @@ def export_payload(kind: str, graph_key: str, plan_key: str | None, base: str,
     plan = state.get_plan(plan_key)
     stem = f"{graph.name}-{plan.method}"
     if kind == "json":
-        return {"content": codec.dumps_plan(plan), "filename": f"{stem}.plan.json"}
+        return {"content": dumps_plan(plan), "filename": f"{stem}.plan.json"}
     if kind == "csv":
-        return {"content": codec.plan_to_csv(plan, graph), "filename": f"{stem}.csv"}
+        return {"content": plan_to_csv(plan, graph), "filename": f"{stem}.csv"}
     figs = report_figures(graph_key, plan_key, base)
     if kind == "html":
         from app.report import report_html

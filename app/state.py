@@ -20,11 +20,11 @@ from typing import Any
 
 import diskcache
 
-from app import codec
 from roam_core.errors import GraphError, PlanFormatError
 from roam_core.graph import Graph
 from roam_core.graph_io import dumps_graph, loads_graph
 from roam_core.plan import Plan
+from roam_core.plan_io import dumps_plan, loads_plan
 
 __all__ = [
     "cache",
@@ -34,6 +34,7 @@ __all__ = [
     "get_json",
     "get_plan",
     "graph_key_of",
+    "has_plan",
     "plan_key",
     "put_graph",
     "put_json",
@@ -112,7 +113,7 @@ def plan_key(graph_key: str, settings: dict[str, Any]) -> str:
 
 def put_plan(plan: Plan, key: str | None = None) -> str:
     """Store a plan (JSON via ``plan_io``); returns its key (a content hash by default)."""
-    text = codec.dumps_plan(plan)
+    text = dumps_plan(plan)
     key = key or "p-" + _sha(text.encode())
     cache().set(key, gzip.compress(text.encode(), compresslevel=3, mtime=0))
     _get_plan.cache_clear()
@@ -134,7 +135,7 @@ def _get_plan(key: str) -> Plan:
     data = cache().get(key)
     if data is None:
         raise PlanFormatError(f"plan {key} is no longer in the cache; plan again")
-    return codec.loads_plan(gzip.decompress(data).decode())
+    return loads_plan(gzip.decompress(data).decode())
 
 
 def put_json(key: str, value: Any) -> None:

@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
-from app import codec, planning
+from app import planning
+from roam_core import plan_io
 from roam_core.graph_io import dumps_graph
+from roam_core.planner import PlanProgress
 from roam_core.samples import chain3, diamond, tiny_train_step
 from tests.app.helpers import planned_with_tree
 
@@ -98,7 +100,7 @@ def test_sample_plan_views_tree_tensor_export_reimport(page_factory: Any,
     assert done == total != "0"
     # a plan with a task tree: import it, click a node, every view zooms
     graph, plan = planned_with_tree()
-    (tmp_path / "tree.plan.json").write_text(codec.dumps_plan(plan))
+    (tmp_path / "tree.plan.json").write_text(plan_io.dumps_plan(plan))
     _upload(page, "#plan-upload", tmp_path / "tree.plan.json")
     expect(page.locator("#import-status")).to_contain_text("valid for this graph", timeout=T)
     page.click("#task-tree button.node >> text=/^t1 /")
@@ -122,7 +124,7 @@ def test_sample_plan_views_tree_tensor_export_reimport(page_factory: Any,
         page.click("#export-json-btn")
     saved = tmp_path / "exported.plan.json"
     dl.value.save_as(saved)
-    assert codec.loads_plan(saved.read_text(), graph).order == plan.order
+    assert plan_io.loads_plan(saved.read_text(), graph).order == plan.order
     _upload(page, "#plan-upload", saved)
     expect(page.locator("#import-status")).to_contain_text("imported exported.plan.json",
                                                            timeout=T)
@@ -149,7 +151,7 @@ def test_malformed_upload_shows_error_and_app_keeps_working(page_factory: Any,
     _load(page, tmp_path, diamond())
     expect(page.locator("#summary-card")).to_contain_text("diamond: 4 ops", timeout=T)
     foreign = tmp_path / "foreign.plan.json"
-    foreign.write_text(codec.dumps_plan(planned_with_tree()[1]))
+    foreign.write_text(plan_io.dumps_plan(planned_with_tree()[1]))
     _upload(page, "#plan-upload", foreign)
     expect(page.locator("#import-status")).to_contain_text("Import failed: foreign.plan.json",
                                                            timeout=T)
@@ -160,7 +162,7 @@ def _slow_planner(delay_s: float, then_real: bool) -> Any:
 
     def slow(graph: Any, settings: Any, progress: Any = None) -> Any:
         if progress:
-            progress(planning._Progress("order", 0, 3, None, "slow test planner"))
+            progress(PlanProgress("order", 0, 3, None, "slow test planner"))
         time.sleep(delay_s)
         if not then_real:
             raise AssertionError("the job should have been cancelled")

@@ -15,7 +15,8 @@ from dash._callback_context import context_value
 from dash._utils import AttributeDict
 from dash.exceptions import PreventUpdate
 
-from app import callbacks, codec, ids, state
+from app import callbacks, ids, state
+from roam_core import plan_io
 from roam_core.graph_io import dumps_graph
 from roam_core.samples import diamond
 from tests.app.helpers import planned_with_tree
@@ -41,7 +42,7 @@ def _url(raw: bytes) -> str:
 def planned(cache_dir: Path) -> dict[str, Any]:
     graph, plan = planned_with_tree()
     return {"graph": {"key": state.put_graph(graph), "name": graph.name},
-            "plan": state.put_plan(plan), "text": codec.dumps_plan(plan)}
+            "plan": state.put_plan(plan), "text": plan_io.dumps_plan(plan)}
 
 
 def test_load_graph_from_upload_and_sample(cache_dir: Path) -> None:

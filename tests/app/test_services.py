@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from app import codec, planning, services, state
+from app import planning, services, state
+from roam_core import plan_io
 from roam_core.errors import GraphError, PlanFormatError, PlanInvalidError
 from roam_core.graph_io import dumps_graph
 from roam_core.samples import chain3, diamond, tiny_train_step
@@ -88,7 +89,9 @@ def test_plan_graph_is_cached_by_graph_and_settings(cache_dir: Path,
 
 
 def test_progress_values() -> None:
-    p = planning._Progress("order", 2, 5, 3 * 2**20, "sub-task t3")
+    from roam_core.planner import PlanProgress
+
+    p = PlanProgress("order", 2, 5, 3 * 2**20, "sub-task t3")
     assert services.progress_values(p) == (
         2, 5, "order: 2/5 sub-tasks, best peak 3.00 MiB (sub-task t3)")
 
@@ -96,7 +99,7 @@ def test_progress_values() -> None:
 def test_import_plan_checks_fingerprint_and_validity(cache_dir: Path) -> None:
     graph, plan = planned_with_tree()
     gk = state.put_graph(graph)
-    text = codec.dumps_plan(plan)
+    text = plan_io.dumps_plan(plan)
     key = services.import_plan(_data_url(text.encode()), "p.json", gk, 2**20)
     assert state.get_plan(key).task_tree["id"] == "root"
     other = state.put_graph(diamond())
@@ -104,7 +107,7 @@ def test_import_plan_checks_fingerprint_and_validity(cache_dir: Path) -> None:
         services.import_plan(_data_url(text.encode()), "p.json", other, 2**20)
     bad = dataclasses.replace(plan, order=tuple(reversed(plan.order)))
     with pytest.raises(PlanInvalidError, match="plan is invalid"):
-        services.import_plan(_data_url(codec.dumps_plan(bad).encode()), "bad.json", gk, 2**20)
+        services.import_plan(_data_url(plan_io.dumps_plan(bad).encode()), "bad.json", gk, 2**20)
     with pytest.raises(PlanFormatError):
         services.import_plan(_data_url(b"{}"), "empty.json", gk, 2**20)
 
@@ -118,7 +121,7 @@ def test_exports(cache_dir: Path) -> None:
     gk, pk = _planned(cache_dir)
     js = services.export_payload("json", gk, pk, "eager")
     assert js["filename"].endswith(".plan.json")
-    assert codec.loads_plan(js["content"], state.get_graph(gk)).order == \
+    assert plan_io.loads_plan(js["content"], state.get_graph(gk)).order == \
         state.get_plan(pk).order
     csv = services.export_payload("csv", gk, pk, "eager")["content"].splitlines()
     assert csv[0].startswith("id,lower,upper,size,")
