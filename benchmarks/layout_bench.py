@@ -116,7 +116,10 @@ def write(rows: list[dict[str, Any]], out: Path, name: str, time_limit_s: float)
         f"{time_limit_s:g} s per graph, 2 shared CPU cores, nice).  `frag` = arena / planned "
         "peak - 1, where the planned peak is the simulated peak of the same order (512 B "
         "rounding, resident bytes included); every layout was checked with "
-        "`validate.check_arena` (violations column, all layouts together).", "",
+        "`validate.check_arena` (violations column, all layouts together).  Order `roam`: "
+        "the planner's order from a plan file made by `make_plan(PlannerConfig(workers=1, "
+        "solve_layout=False, order=OrderSolverConfig(time_limit_s=5)))`; `eager`: program "
+        "order.  The baseline columns lay out the same order.", "",
         "| " + " | ".join(head) + " |", "|" + "---|" * len(head),
         *(_line(r) for r in rows), "",
     ]
