@@ -31,9 +31,37 @@ from roam_core.graph import (
     round_size,
 )
 from roam_core.graph_io import dumps_graph, load_graph, loads_graph, save_graph
+from roam_core.plan import Plan, SolveRecord
 from roam_core.simulate import Lifetime, MemoryProfile, lifetimes, simulate
+from roam_core.validate import check_arena, check_order, check_plan
+
+#: Public names whose modules load OR-Tools (imported on first use, PEP 562).
+_LAZY = {
+    "make_plan": "roam_core.planner",
+    "PlanProgress": "roam_core.planner",
+    "PlannerConfig": "roam_core.config",
+    "OrderSolverConfig": "roam_core.config",
+    "save_plan": "roam_core.plan_io",
+    "load_plan": "roam_core.plan_io",
+    "dumps_plan": "roam_core.plan_io",
+    "loads_plan": "roam_core.plan_io",
+    "eager_report": "roam_core.baseline",
+    "live_set_lower_bound": "roam_core.bounds",
+    "simulate_allocator": "roam_core.allocator_sim",
+    "plan_arena": "roam_core.arena",
+    "solve_dsa": "roam_core.dsa_solver",
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'roam_core' has no attribute {name!r}")
 
 __all__ = [
+    *sorted(_LAZY),
     "Alias",
     "ControlEdge",
     "EdgeReason",
@@ -45,6 +73,11 @@ __all__ = [
     "MemoryProfile",
     "Op",
     "OpId",
+    "Plan",
+    "SolveRecord",
+    "check_arena",
+    "check_order",
+    "check_plan",
     "Order",
     "Phase",
     "PlanFormatError",
