@@ -413,8 +413,12 @@ class _Search:
 def search_capacity(problem: Problem, capacity: int, *, deadline: float,
                     cancel: Any = None, options: SearchOptions = SearchOptions(),
                     preorders: tuple[str, ...] = PREORDERS,
+                    cache: dict[str, Any] | None = None,
                     ) -> tuple[Solution | None, bool, str, int]:
     """Look for a layout of height at most ``capacity``.
+
+    ``cache`` (a dict owned by the caller) keeps the search set-up, and the failed states
+    still valid, between calls on the same problem at different capacities.
 
     Returns
     -------
@@ -422,12 +426,23 @@ def search_capacity(problem: Problem, capacity: int, *, deadline: float,
         ``solution`` is ``None`` when none was found; ``proven_infeasible`` is True when the
         search finished without one (no layout exists, barring fixed offsets).
     """
-    searches = [_Search(problem, capacity, p, options) for p in preorders]
+    if cache is not None and cache.get("key") == (id(problem), options, preorders):
+        searches = cache["searches"]
+        for srch in searches:
+            if capacity > srch.capacity:
+                srch.failed.clear()  # failures below a capacity say nothing above it
+            srch.capacity = capacity
+    else:
+        searches = [_Search(problem, capacity, p, options) for p in preorders]
+        if cache is not None:
+            cache.update(key=(id(problem), options, preorders), searches=searches)
     limit = max(2 * searches[0].n, 64)
     nodes = 0
+    current = searches[0]
     try:
         while True:
             for name, srch in zip(preorders, searches):
+                current = srch
                 verdict = srch.run(limit, deadline, cancel)
                 nodes += srch.nodes
                 if verdict is None:
@@ -440,7 +455,7 @@ def search_capacity(problem: Problem, capacity: int, *, deadline: float,
                 return Solution.from_offsets(problem, offs), False, f"search:{name}", nodes
             limit *= 2
     except _Stop:
-        return None, False, "search", nodes + sum(s.nodes for s in searches[:1])
+        return None, False, "search", nodes + current.nodes
 
 
 def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | None = None,
@@ -518,6 +533,7 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     # minimise: bisect between the proven bound and the best layout
     lo, hi = lb, best.height
     soft_lo = lo
+    cache: dict[str, Any] = {}
     first = True
     while lo < hi and do_search:
         left = deadline - time.monotonic()
@@ -531,7 +547,7 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
         first = False
         sol, proven, meth, k = search_capacity(
             problem, target, deadline=time.monotonic() + slice_s, cancel=cancel,
-            options=options)
+            options=options, cache=cache)
         nodes += k
         if sol is not None:
             say(f"{meth}: height {sol.height} <= {target}")
