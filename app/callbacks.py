@@ -14,7 +14,7 @@ import dash
 from dash import ALL, Input, Output, State
 from dash.exceptions import PreventUpdate
 
-from app import ids, layout, services
+from app import ids, layout, services, verify
 from app.analysis import search
 from app.planning import PlanSettings
 from app.state import get_graph
@@ -248,10 +248,48 @@ def on_plan_upload(contents: str | None, filename: str | None, graph: dict | Non
     return {"key": key, "graph": graph["key"]}, msg, None
 
 
+# ------------------------------------------------------------------ verify
+def verify_options(graph: dict | None, plan: str | None, current: str | None
+                   ) -> tuple[Any, Any, str, bool]:
+    """Devices that may verify this plan (disabled ones with the reason shown)."""
+    o = verify.verify_options((graph or {}).get("key"), plan, current)
+    return o["options"], o["value"], o["note"], o["disabled"]
+
+
+def verify_label(device: str | None) -> str:
+    """The button says where it runs."""
+    return f"Verify on {'GPU' if device == 'cuda' else 'CPU'}"
+
+
+def verify_job(n: int | None, graph: dict | None, plan: str | None, device: str | None
+               ) -> tuple[Any, str]:
+    """Background: run the plan for real (torch is imported in the job process only)."""
+    if not n or not graph or not plan or not device:
+        raise PreventUpdate
+    try:
+        res = verify.run_verify(graph["key"], plan, device)
+    except Exception as e:  # an executor failure must reach the user, not kill the app
+        _logger.exception("verify failed")
+        return dash.no_update, f"Verify failed: {type(e).__name__}: {e}"
+    ok = res["report"]["numerics_ok"]
+    msg = f"verified on {device}: {'pass' if ok else 'FAIL'} ({res['wall_time_s']:.1f} s)"
+    return {"key": res["key"], "device": device}, msg
+
+
+def render_verify(_done: Any, graph: dict | None, plan: str | None, device: str | None
+                  ) -> Any:
+    """The stored report of this plan on this device, next to the plan."""
+    res = verify.cached_result((graph or {}).get("key"), plan, device)
+    if res is None:
+        return layout.verify_children(None, [])
+    return layout.verify_children(*verify.report_rows(res["report"]))
+
+
 # ------------------------------------------------------------------ wiring
 def register(app: dash.Dash, **config: Any) -> None:
     """Register every callback on ``app``."""
     CONFIG.update(config)
+    verify.cuda_status()  # probed once at start-up, in a subprocess (no torch in the server)
     gk, pk, base = (Input(ids.GRAPH_KEY, "data"), Input(ids.PLAN_KEY, "data"),
                     Input(ids.BASELINE, "value"))
     settings = [State(i, "value") for i in (ids.METHOD, ids.TIME_LIMIT, ids.NODE_LIMIT,
@@ -315,3 +353,16 @@ def register(app: dash.Dash, **config: Any) -> None:
        Output(ids.PLAN_UPLOAD, "contents"), Input(ids.PLAN_UPLOAD, "contents"),
        State(ids.PLAN_UPLOAD, "filename"),
        State(ids.GRAPH_KEY, "data"), prevent_initial_call=True)(on_plan_upload)
+    cb(Output(ids.VERIFY_DEVICE, "options"), Output(ids.VERIFY_DEVICE, "value"),
+       Output(ids.VERIFY_NOTE, "children"), Output(ids.VERIFY_BTN, "disabled"), gk, pk,
+       State(ids.VERIFY_DEVICE, "value"))(verify_options)
+    cb(Output(ids.VERIFY_BTN, "children"), Input(ids.VERIFY_DEVICE, "value"))(verify_label)
+    cb(Output(ids.VERIFY_DONE, "data"), Output(ids.VERIFY_STATUS, "children"),
+       Input(ids.VERIFY_BTN, "n_clicks"), State(ids.GRAPH_KEY, "data"),
+       State(ids.PLAN_KEY, "data"), State(ids.VERIFY_DEVICE, "value"),
+       background=True, prevent_initial_call=True, interval=500,
+       running=[(Output(ids.VERIFY_BTN, "disabled"), True, False),
+                (Output(ids.VERIFY_CANCEL_BTN, "disabled"), False, True)],
+       cancel=[Input(ids.VERIFY_CANCEL_BTN, "n_clicks")])(verify_job)
+    cb(Output(ids.VERIFY_RESULT, "children"), Input(ids.VERIFY_DONE, "data"), gk, pk,
+       Input(ids.VERIFY_DEVICE, "value"))(render_verify)

@@ -76,5 +76,8 @@ VERIFY_BTN = "verify-btn"
 VERIFY_DEVICE = "verify-device"
 VERIFY_STATUS = "verify-status"
 VERIFY_RESULT = "verify-result"
+VERIFY_NOTE = "verify-note"  # why a device is off
+VERIFY_CANCEL_BTN = "verify-cancel-btn"
+VERIFY_DONE = "verify-done"  # store: last finished verification {"key", "device", ...}
 
 __all__ = [n for n in dir() if n.isupper()]

@@ -15,7 +15,7 @@ from app.analysis import Section, fmt_bytes
 from app.planning import BASELINE_METHODS, PLAN_METHODS, PlanSettings
 
 __all__ = ["build_layout", "explain_children", "search_children", "summary_children",
-           "tree_children"]
+           "tree_children", "verify_children"]
 
 _GRAPH_CFG = {"displaylogo": False, "scrollZoom": False,
               "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
@@ -107,10 +107,15 @@ def _export_card() -> html.Div:
 
 
 def _verify_card() -> html.Div:
-    """Slot for the executor helper's "Verify on GPU/CPU" (ids in ``app.ids``)."""
+    """"Verify on GPU/CPU": run the plan for real (options are filled by a callback)."""
     return _card("Verify on GPU/CPU",
-                 html.Div("Runs the plan in one arena and compares with eager "
-                          "(coming with roam_core.execute).", className="muted"),
+                 html.Div("Runs the training step eagerly and as the plan's one-arena "
+                          "replay, and compares them.", className="muted"),
+                 dcc.RadioItems(id=ids.VERIFY_DEVICE, options=[], value=None, inline=True),
+                 html.Div(id=ids.VERIFY_NOTE, className="muted"),
+                 html.Div([html.Button("Verify", id=ids.VERIFY_BTN, disabled=True),
+                           html.Button("Cancel", id=ids.VERIFY_CANCEL_BTN, disabled=True)],
+                          className="buttons"),
                  html.Div(id=ids.VERIFY_STATUS, className="status"),
                  html.Div(id=ids.VERIFY_RESULT),
                  id_=ids.VERIFY_CARD)
@@ -128,7 +133,8 @@ def build_layout(defaults: Mapping[str, Any]) -> html.Div:
               dcc.Store(id=ids.VIEW_RANGE, data=None), dcc.Store(id=ids.SELECTION, data=None),
               dcc.Store(id=ids.STEP, data=None), dcc.Store(id=ids.TRACE_RESULT, data=None),
               dcc.Store(id=ids.PLAN_RESULT, data=None),
-              dcc.Store(id=ids.IMPORT_RESULT, data=None)]
+              dcc.Store(id=ids.IMPORT_RESULT, data=None),
+              dcc.Store(id=ids.VERIFY_DONE, data=None)]
     side = html.Div([_loading_card(defaults), _plan_card(s),
                      _card("Search", dcc.Input(id=ids.SEARCH_INPUT, type="search",
                                                placeholder="op or tensor name (regex)",
@@ -202,3 +208,14 @@ def search_children(hits: Sequence[tuple[str, str, str]]) -> list[Any]:
         return [html.Div("no match", className="muted")]
     return [html.Button(label, id={"type": ids.SEARCH_HIT, "index": f"{kind}:{ident}"},
                         className="hit") for kind, ident, label in hits]
+
+
+def verify_children(passed: bool | None, rows: Sequence[tuple[str, str]]) -> list[Any]:
+    """The Verify result: a pass/fail badge and the report table (a hint when empty)."""
+    if passed is None:
+        return [html.Div("not verified yet: press Verify", className="muted")]
+    badge = html.Div("PASS" if passed else "FAIL", className="verify-badge",
+                     style={"fontWeight": "bold", "margin": "6px 0",
+                            "color": "#2a7a2a" if passed else "#c44e52"})
+    return [badge, html.Table([html.Tr([html.Td(k), html.Td(v)]) for k, v in rows],
+                              className="verify-table", style={"fontSize": "12px"})]
