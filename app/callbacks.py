@@ -272,7 +272,8 @@ def verify_job(n: int | None, graph: dict | None, plan: str | None, device: str 
         _logger.exception("verify failed")
         return dash.no_update, f"Verify failed: {type(e).__name__}: {e}"
     ok = res["report"]["numerics_ok"]
-    msg = f"verified on {device}: {'pass' if ok else 'FAIL'} ({res['wall_time_s']:.1f} s)"
+    msg = (f"verified {graph.get('name', '')} on {device}: {'pass' if ok else 'FAIL'} "
+           f"({res['wall_time_s']:.1f} s)")
     return {"key": res["key"], "device": device}, msg
 
 

@@ -260,11 +260,12 @@ def report_rows(report: Mapping[str, Any]) -> tuple[bool, list[tuple[str, str]]]
     """
     r = report
     ok = bool(r.get("numerics_ok"))
+    dev, name = r.get("device", "?"), r.get("device_name") or r.get("device", "?")
     worst = r.get("worst_value") or ""
     rows = [
         ("result", "pass" if ok else f"FAIL (worst: {worst})" if worst else "FAIL"),
-        ("device", f"{r.get('device_name') or r.get('device')} ({r.get('device')}), "
-                   f"{r.get('steps', 1)} measured step(s)"),
+        ("device", (name if name == dev else f"{name} ({dev})")
+         + f", {r.get('steps', 1)} measured step(s)"),
         ("arena", _mib(r.get("arena_bytes"))),
         ("max |eager − planned|", f"{float(r.get('max_abs_diff', 0.0)):.3g}"),
         ("loss eager / planned", f"{r.get('loss_eager', float('nan')):.6g} / "

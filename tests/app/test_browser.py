@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from app import planning
+from app import planning, verify
 from roam_core import plan_io
 from roam_core.graph_io import dumps_graph
 from roam_core.planner import PlanProgress
@@ -50,6 +50,10 @@ def page_factory(browser: Any, app_url: str) -> Iterator[Any]:
     for page, errors in opened:
         page.context.close()
         assert not errors, f"browser console errors: {errors}"
+
+
+def _sample(name: str) -> Path:
+    return Path(__file__).resolve().parents[2] / "sample_graphs" / name
 
 
 def _upload(page: Any, selector: str, path: Path) -> None:
@@ -218,3 +222,23 @@ def test_zoo_model_is_traced_in_a_background_job(page_factory: Any) -> None:
     expect(page.locator("#zoo-status")).to_have_text("traced mlp", timeout=90_000)
     expect(page.locator("#load-status")).to_contain_text("loaded mlp-b2-steady", timeout=T)
     expect(page.locator("#summary-card")).to_contain_text("mlp-b2-steady", timeout=T)
+
+
+def test_verify_on_cpu_runs_the_plan(page_factory: Any) -> None:
+    pytest.importorskip("torch")
+    page = page_factory()
+    _views_rendered(page)
+    _upload(page, "#graph-upload", _sample("mlp-b8-steady.json.gz"))
+    expect(page.locator("#load-status")).to_contain_text("loaded mlp-b8-steady", timeout=T)
+    expect(page.locator("#summary-card")).to_contain_text("planned peak", timeout=T)
+    if not verify.cuda_status().available:
+        expect(page.locator("#verify-note")).to_contain_text("no CUDA device visible",
+                                                             timeout=T)
+    page.click("#verify-device >> text=CPU")
+    expect(page.locator("#verify-btn")).to_have_text("Verify on CPU", timeout=T)
+    expect(page.locator("#verify-result")).to_contain_text("not verified yet")
+    page.click("#verify-btn")
+    expect(page.locator("#verify-status")).to_contain_text("verified mlp-b8-steady on cpu: pass",
+                                                           timeout=60_000)
+    expect(page.locator("#verify-result")).to_contain_text("PASS")
+    expect(page.locator("#verify-result")).to_contain_text("max |eager − planned|0")

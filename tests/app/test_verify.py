@@ -146,7 +146,7 @@ def test_callbacks(mlp: tuple[str, str], no_cuda: None,
 
     monkeypatch.setattr(verify, "run_verify", fake_run)
     done, msg = callbacks.verify_job(1, graph, pkey, "cpu")
-    assert msg == "verified on cpu: pass (0.2 s)"
+    assert msg == "verified mlp-b8-steady on cpu: pass (0.2 s)"
     body = str(callbacks.render_verify(done, graph, pkey, "cpu"))
     assert "PASS" in body
     assert "4.00 KiB" in body
