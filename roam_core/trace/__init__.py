@@ -315,7 +315,8 @@ def trace_fx(
     if dev.type == "cuda" and not torch.cuda.is_available():
         # fake CUDA tensors abort the process inside make_fx when no GPU is present
         raise TraceError("tracing on cuda needs a machine with a CUDA GPU; trace on cpu here")
-    fm = FakeTensorMode()
+    # closed-over real tensors (e.g. labels captured by loss_fn) become graph constants
+    fm = FakeTensorMode(allow_non_fake_inputs=True)
     with _FakeSwap(model, fm, dev):
         named_params = _dedup(model.named_parameters(remove_duplicate=False))
         named_buffers = _dedup(model.named_buffers(remove_duplicate=False))
@@ -430,9 +431,25 @@ class _StepContext:
 
 
 def _strip(gm: Any) -> None:
-    """Drop profiler nodes and dead code (mutating ops are kept by FX's DCE)."""
+    """Drop profiler nodes and dead code (mutating ops are kept by FX's DCE).
+
+    make_fx emits one ``get_attr`` node per use of a closed-over real tensor (e.g. labels
+    captured by ``loss_fn``, read by the loss and by its backward); they are merged into one
+    node so the constant is one storage, counted once.
+    """
     for n in reversed(list(gm.graph.nodes)):
         if n.op == "call_function" and str(n.target).startswith("profiler.") and not n.users:
+            gm.graph.erase_node(n)
+    first: dict[int, Any] = {}
+    for n in list(gm.graph.nodes):
+        if n.op != "get_attr":
+            continue
+        const = getattr(gm, n.target, None)
+        if not isinstance(const, torch.Tensor):
+            continue
+        keep = first.setdefault(id(const), n)
+        if keep is not n:
+            n.replace_all_uses_with(keep)
             gm.graph.erase_node(n)
     gm.graph.eliminate_dead_code()
     gm.recompile()

@@ -338,3 +338,20 @@ def test_zoo_graphs_are_reorder_safe() -> None:
 
     _assert_reorder_safe(trace_zoo("tiny_gpt", 2, 8, "steady").graph, n_orders=5)
     _assert_reorder_safe(trace_zoo("residual_block", 2, setting="roam").graph, n_orders=5)
+
+
+def test_loss_fn_may_close_over_real_labels() -> None:
+    """Labels captured by the loss function (real tensors) become resident constants."""
+    import torch
+    from torch import nn
+
+    from roam_core.graph import TensorKind
+    from roam_core.trace import trace_training_step
+
+    model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+    labels = torch.randint(0, 4, (5,))
+    graph = trace_training_step(model, [torch.randn(5, 8)],
+                                lambda out: nn.functional.cross_entropy(out, labels))
+    constants = [t for t in graph.tensors.values()
+                 if t.resident and t.kind == TensorKind.BUFFER and t.dtype.endswith("int64")]
+    assert [t.size_bytes for t in constants] == [labels.numel() * 8]
