@@ -143,7 +143,7 @@ def _page_run(browser: Any, url: str) -> dict[str, float]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--graph")
-    ap.add_argument("--method", default="lescea")
+    ap.add_argument("--method", default="roam")
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--out", default=str(ROOT / "benchmarks/results/app_render.md"))
