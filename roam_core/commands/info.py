@@ -15,37 +15,18 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["format_bytes", "info_dict", "register"]
+from roam_core.commands import positive_int
+from roam_core.units import format_bytes
+
+__all__ = ["info_dict", "register"]
 
 #: Graphs with at least this many ops (or files this large) get progress lines on stderr.
 _PROGRESS_OPS = 1000
 _PROGRESS_FILE_BYTES = 1 << 20
 
 
-def format_bytes(n: int) -> str:
-    """Bytes in binary units (B, KiB, MiB, GiB, TiB).
-
-    Examples
-    --------
-    >>> format_bytes(512), format_bytes(1536), format_bytes(3 * 2**20), format_bytes(5 * 2**30)
-    ('512 B', '1.50 KiB', '3.00 MiB', '5.00 GiB')
-    """
-    units = ("B", "KiB", "MiB", "GiB", "TiB")
-    value, i = float(n), 0
-    while abs(value) >= 1024 and i < len(units) - 1:
-        value /= 1024
-        i += 1
-    return f"{n} B" if i == 0 else f"{value:.2f} {units[i]}"
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{v} is not a positive integer")
-    return v
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -58,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "model see it, the lower bound on any order's peak, and resident bytes.")
     p.add_argument("file", help="graph file (.json or .json.gz)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--alignment-bytes", type=_positive_int, default=512,
+    p.add_argument("--alignment-bytes", type=positive_int, default=512,
                    help="round every storage up to this (default 512, like CUDA)")
     p.set_defaults(func=_run)
 

@@ -10,27 +10,13 @@ from __future__ import annotations
 
 import argparse
 
+from roam_core.commands import positive_float, positive_int
+
 __all__ = ["register"]
 
 
-def _positive(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if v <= 0:
-        raise argparse.ArgumentTypeError(f"{v} is not positive")
-    return v
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{v} is not a positive integer")
-    return v
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -43,11 +29,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "an exact search over canonical layouts.")
     p.add_argument("input", help="problem CSV (.csv or .csv.gz)")
     p.add_argument("-o", "--output", required=True, help="where to write the solved CSV")
-    p.add_argument("--time-limit", type=_positive, default=60.0, metavar="S",
+    p.add_argument("--time-limit", type=positive_float, default=60.0, metavar="S",
                    help="seconds to spend (default 60)")
-    p.add_argument("--capacity", type=_positive_int, default=None, metavar="C",
+    p.add_argument("--capacity", type=positive_int, default=None, metavar="C",
                    help="find a layout of height at most C (default: minimise the height)")
-    p.add_argument("--alignment", type=_positive_int, default=None, metavar="A",
+    p.add_argument("--alignment", type=positive_int, default=None, metavar="A",
                    help="every offset a multiple of A (overrides an alignment column)")
     p.set_defaults(func=_run)
 

@@ -15,6 +15,8 @@ import sys
 import time
 from typing import Any
 
+from roam_core.commands import positive_float, positive_int
+
 __all__ = ["register", "summary_dict"]
 
 _SETTING_NOTES = {
@@ -26,24 +28,8 @@ _SETTING_NOTES = {
 }
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"{v} is not a positive integer")
-    return v
 
 
-def _positive_float(text: str) -> float:
-    try:
-        v = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not v > 0:
-        raise argparse.ArgumentTypeError(f"{v} is not a positive number")
-    return v
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -57,13 +43,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                     "per sub-task) and lay out every tensor in one arena; write the plan.")
     p.add_argument("graph", help="graph file (.json or .json.gz)")
     p.add_argument("-o", "--output", required=True, help="plan file to write (.json)")
-    p.add_argument("--time-limit", type=_positive_float, default=None, metavar="S",
+    p.add_argument("--time-limit", type=positive_float, default=None, metavar="S",
                    help="CP-SAT seconds per sub-task (default 5)")
-    p.add_argument("--total-time-limit", type=_positive_float, default=None, metavar="S",
+    p.add_argument("--total-time-limit", type=positive_float, default=None, metavar="S",
                    help="cap on the whole ordering stage, seconds (default: none)")
-    p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="worker processes for sub-tasks (default: one per CPU; 1 = in-process)")
-    p.add_argument("--node-limit", type=_positive_int, default=None, metavar="K",
+    p.add_argument("--node-limit", type=positive_int, default=None, metavar="K",
                    help="NL: most ops per sub-task (default 60)")
     p.add_argument("--method", choices=methods, default="roam",
                    help="'roam' or a baseline ordering: " + ", ".join(methods))
@@ -88,7 +74,7 @@ class _Bar:
     def __call__(self, p: Any) -> None:
         if not self.enabled:
             return
-        from roam_core.commands.info import format_bytes
+        from roam_core.units import format_bytes
 
         peak = format_bytes(p.best_peak_bytes) if p.best_peak_bytes is not None else "-"
         width = 24
@@ -138,11 +124,11 @@ def summary_dict(plan: Any, graph: Any = None) -> dict[str, Any]:
 def _run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from roam_core.commands.info import format_bytes
     from roam_core.config import PlannerConfig
     from roam_core.graph_io import load_graph
     from roam_core.plan_io import save_plan
     from roam_core.planner import make_plan
+    from roam_core.units import format_bytes
 
     graph = load_graph(args.graph)
     cfg = PlannerConfig()
