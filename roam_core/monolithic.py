@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from roam_core._cpsat import make_solver, status_name
 from roam_core.dag_view import CompactGraph, compact
 from roam_core.errors import GraphError
 from roam_core.graph import DEFAULT_ALIGNMENT_BYTES, Graph, Order
@@ -58,15 +59,6 @@ _logger = logging.getLogger(__name__)
 
 #: Graphs above this many ops are refused (the model grows as ``N^2``).
 DEFAULT_MAX_OPS = 400
-
-_STATUS = {
-    cp_model.OPTIMAL: "optimal",
-    cp_model.FEASIBLE: "feasible",
-    cp_model.INFEASIBLE: "infeasible",
-    cp_model.MODEL_INVALID: "invalid",
-    cp_model.UNKNOWN: "unknown",
-}
-
 
 @dataclass(frozen=True, slots=True)
 class MonolithicModel:
@@ -322,12 +314,11 @@ def solve_monolithic(
                                 upper_bound_bytes=hint_peak - resident,
                                 lower_bound_bytes=min(lower_bound_bytes, hint_peak) - resident)
     _hint(mm, graph, hint, alignment_bytes)
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.01, time_limit_s)
-    solver.parameters.num_workers = max(1, num_workers)
-    solver.parameters.random_seed = random_seed
+    # a wall-clock limit (not deterministic time): the monolithic baseline is timed like MODeL
+    solver = make_solver(time_limit_s=time_limit_s, num_workers=num_workers,
+                         random_seed=random_seed, deterministic=False)
     code = solver.solve(mm.model)
-    status = _STATUS.get(code, "unknown")
+    status = status_name(code)
     order, peak = hint, hint_peak
     bound = resident
     if code in (cp_model.OPTIMAL, cp_model.FEASIBLE):
