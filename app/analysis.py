@@ -20,8 +20,10 @@ from roam_core.simulate import Lifetime, lifetimes, simulate
 
 __all__ = [
     "KINDS",
+    "TREE_PAGE",
     "LayoutView",
     "Section",
+    "expand_node",
     "explain_op",
     "explain_tensor",
     "fmt_bytes",
@@ -31,6 +33,7 @@ __all__ = [
     "live_rows",
     "node_range",
     "search",
+    "shown_children",
     "step_bytes",
     "summary_rows",
     "total_curve",
@@ -202,6 +205,40 @@ def iter_tree(node: Mapping[str, Any] | None, depth: int = 0
 def find_node(tree: Mapping[str, Any] | None, node_id: str) -> Mapping[str, Any] | None:
     """The task-tree node with id ``node_id``."""
     return next((n for n, _ in iter_tree(tree) if str(n.get("id")) == node_id), None)
+
+
+#: Children the lazy tree view mounts per page ("+ N more sub-tasks" adds one page); the root
+#: starts with one page open, every other node folded.
+TREE_PAGE = 10
+
+
+def shown_children(node: Mapping[str, Any], depth: int, shown: Mapping[str, int]) -> int:
+    """How many children of ``node`` the lazy tree view mounts.
+
+    ``shown`` maps node id -> children mounted (the user's expansions); a node absent from it
+    shows one page at the root and none deeper.
+
+    >>> node = {"id": "r", "children": [{"id": "a"}, {"id": "b"}]}
+    >>> shown_children(node, 0, {}), shown_children(node, 1, {}), shown_children(node, 1, {"r": 9})
+    (2, 0, 2)
+    """
+    n_kids = len(node.get("children") or ())
+    return min(n_kids, int(shown.get(str(node.get("id")), TREE_PAGE if depth == 0 else 0)))
+
+
+def expand_node(tree: Mapping[str, Any] | None, shown: Mapping[str, int], node_id: str,
+                page: int = TREE_PAGE) -> dict[str, int]:
+    """``shown`` with one more page of ``node_id``'s children mounted (unchanged if absent).
+
+    >>> tree = {"id": "r", "children": [{"id": "a", "children": [{"id": "b"}]}]}
+    >>> expand_node(tree, {}, "a")
+    {'a': 1}
+    """
+    for node, depth in iter_tree(tree):
+        if str(node.get("id")) == node_id:
+            n_kids = len(node.get("children") or ())
+            return {**shown, node_id: min(n_kids, shown_children(node, depth, shown) + page)}
+    return dict(shown)
 
 
 def node_range(node: Mapping[str, Any]) -> tuple[int, int] | None:

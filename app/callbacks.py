@@ -15,7 +15,7 @@ from dash import ALL, Input, Output, State
 from dash.exceptions import PreventUpdate
 
 from app import ids, layout, services, verify
-from app.analysis import search
+from app.analysis import expand_node, search
 from app.planning import PlanSettings
 from app.state import get_graph
 from roam_core.errors import RoamError
@@ -146,12 +146,26 @@ def render_layouts(graph: dict | None, plan: str | None, base: str, rng: Any, se
     return services.layout_figures(graph["key"], plan, base, rng, sel)
 
 
-def render_panels(graph: dict | None, plan: str | None, base: str) -> tuple[Any, Any]:
-    """Views 2 and 7: task tree and summary."""
+def render_panels(graph: dict | None, plan: str | None, base: str) -> Any:
+    """View 7: summary."""
     if not graph:
         raise PreventUpdate
-    rows = services.summary_rows(graph["key"], plan, base)
-    return layout.summary_children(rows), layout.tree_children(services.tree_of(plan))
+    return layout.summary_children(services.summary_rows(graph["key"], plan, base))
+
+
+def render_tree(plan: str | None, shown: dict | None) -> Any:
+    """View 2: the task tree, with the user's expansions mounted."""
+    return layout.tree_children(services.tree_of(plan), shown)
+
+
+def on_tree_more(clicks: Any, plan: str | None, shown: dict | None) -> dict:
+    """"+ N more sub-tasks": mount one more page of that node (a new plan folds all)."""
+    trig = dash.ctx.triggered_id
+    if trig == ids.PLAN_KEY:
+        return {}
+    if not isinstance(trig, dict) or not _triggered_value():
+        raise PreventUpdate  # a re-rendered tree mounts unclicked buttons
+    return expand_node(services.tree_of(plan), shown or {}, trig["index"])
 
 
 def render_live(graph: dict | None, plan: str | None, base: str, step: Any) -> tuple[Any, str]:
@@ -325,8 +339,10 @@ def register(app: dash.Dash, **config: Any) -> None:
     cb(Output(ids.TIMELINE, "figure"), gk, pk, base, rng, sel)(render_timeline)
     cb(Output(ids.LAYOUT, "figure"), Output(ids.BASE_LAYOUT, "figure"), gk, pk, base, rng,
        sel)(render_layouts)
-    cb(Output(ids.SUMMARY, "children"), Output(ids.TREE, "children"), gk, pk,
-       base)(render_panels)
+    cb(Output(ids.SUMMARY, "children"), gk, pk, base)(render_panels)
+    cb(Output(ids.TREE_OPEN, "data"), Input({"type": ids.TREE_MORE, "index": ALL}, "n_clicks"),
+       pk, State(ids.TREE_OPEN, "data"), prevent_initial_call=True)(on_tree_more)
+    cb(Output(ids.TREE, "children"), pk, Input(ids.TREE_OPEN, "data"))(render_tree)
     cb(Output(ids.LIVE_TABLE, "data"), Output(ids.LIVE_TITLE, "children"), gk, pk, base,
        step)(render_live)
     cb(Output(ids.EXPLAIN, "children"), gk, pk, base, sel)(render_explain)

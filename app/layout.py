@@ -11,7 +11,7 @@ from typing import Any
 from dash import dash_table, dcc, html
 
 from app import ids
-from app.analysis import Section, fmt_bytes
+from app.analysis import Section, fmt_bytes, shown_children
 from app.planning import BASELINE_METHODS, PLAN_METHODS, PlanSettings
 
 __all__ = ["build_layout", "explain_children", "search_children", "summary_children",
@@ -134,7 +134,7 @@ def build_layout(defaults: Mapping[str, Any]) -> html.Div:
               dcc.Store(id=ids.STEP, data=None), dcc.Store(id=ids.TRACE_RESULT, data=None),
               dcc.Store(id=ids.PLAN_RESULT, data=None),
               dcc.Store(id=ids.IMPORT_RESULT, data=None),
-              dcc.Store(id=ids.VERIFY_DONE, data=None)]
+              dcc.Store(id=ids.VERIFY_DONE, data=None), dcc.Store(id=ids.TREE_OPEN, data={})]
     side = html.Div([_loading_card(defaults), _plan_card(s),
                      _card("Search", dcc.Input(id=ids.SEARCH_INPUT, type="search",
                                                placeholder="op or tensor name (regex)",
@@ -167,27 +167,40 @@ def build_layout(defaults: Mapping[str, Any]) -> html.Div:
     return html.Div([*stores, header, html.Div([side, main], className="page")])
 
 
-def _tree_node(node: Mapping[str, Any], depth: int) -> html.Details | html.Div:
-    gap = node.get("gap")
-    label = (f"{node.get('id')} · {node.get('kind', '')} · {node.get('num_ops', 0)} ops · "
+def _tree_node(node: Mapping[str, Any], depth: int,
+               shown: Mapping[str, int]) -> html.Details | html.Div:
+    gap, nid = node.get("gap"), str(node.get("id"))
+    label = (f"{nid} · {node.get('kind', '')} · {node.get('num_ops', 0)} ops · "
              f"peak {fmt_bytes(node.get('peak_before_bytes'))} → "
              f"{fmt_bytes(node.get('peak_after_bytes'))} · {node.get('status', '?')}"
              + (f" · gap {100 * float(gap):.1f} %" if gap is not None else ""))
-    btn = html.Button(label, id={"type": ids.TREE_NODE, "index": str(node.get("id"))},
+    btn = html.Button(label, id={"type": ids.TREE_NODE, "index": nid},
                       className="node", title="zoom every view to this sub-task's steps")
     kids = node.get("children") or ()
-    if not kids:
-        return html.Div(btn, className="leaf")
-    return html.Details([html.Summary(btn), *[_tree_node(c, depth + 1) for c in kids]],
-                        open=depth < 2)
+    n_shown = shown_children(node, depth, shown)
+    more = [html.Button(f"+ {len(kids) - n_shown} more sub-tasks",
+                        id={"type": ids.TREE_MORE, "index": nid}, className="more",
+                        title="show more of this sub-task's children")
+            ] if n_shown < len(kids) else []
+    if not n_shown:
+        return html.Div([btn, *more], className="leaf")
+    return html.Details([html.Summary(btn),
+                         *[_tree_node(c, depth + 1, shown) for c in kids[:n_shown]], *more],
+                        open=True)
 
 
-def tree_children(tree: Mapping[str, Any] | None) -> Any:
-    """The collapsible task tree (or a note when the plan has none)."""
+def tree_children(tree: Mapping[str, Any] | None, shown: Mapping[str, int] | None = None
+                  ) -> Any:
+    """The collapsible task tree, mounted lazily (or a note when the plan has none).
+
+    Only the children counted by :func:`app.analysis.shown_children` are mounted; the rest
+    of each node is one "+ N more sub-tasks" button (``{"type": TREE_MORE, "index": id}``),
+    so a plan with hundreds of sub-tasks still mounts a few dozen components.
+    """
     if not tree:
         return html.Div("No task tree: this plan comes from a baseline method (or is not "
                         "planned yet).", className="muted")
-    return _tree_node(tree, 0)
+    return _tree_node(tree, 0, shown or {})
 
 
 def summary_children(rows: Sequence[tuple[str, str]]) -> list[Any]:

@@ -6,6 +6,7 @@ forked processes, so a planner patched here (slow, for cancel) is what the job r
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -104,10 +105,15 @@ def test_sample_plan_views_tree_tensor_export_reimport(page_factory: Any,
     assert done == total != "0"
     # a plan with a task tree: import it, click a node, every view zooms
     graph, plan = planned_with_tree()
+    t0, t1 = plan.task_tree["children"]  # t1 gets a sub-task, folded until asked for
+    t1 = {**t1, "kind": "split", "children": [{**t1, "id": "t1a"}]}
+    plan = dataclasses.replace(plan, task_tree={**plan.task_tree, "children": [t0, t1]})
     (tmp_path / "tree.plan.json").write_text(plan_io.dumps_plan(plan))
     _upload(page, "#plan-upload", tmp_path / "tree.plan.json")
     expect(page.locator("#import-status")).to_contain_text("valid for this graph", timeout=T)
-    page.click("#task-tree button.node >> text=/^t1 /")
+    expect(page.locator("#task-tree button.node >> text=/^t1a /")).to_have_count(0)
+    page.click("#task-tree button.more >> text='+ 1 more sub-tasks'")
+    page.click("#task-tree button.node >> text=/^t1a /", timeout=T)
     expect(page.locator("#range-text")).to_contain_text("steps", timeout=T)
     expect(page.locator("#layout-graph .xtick").first).to_be_visible()
     page.click("#reset-zoom")

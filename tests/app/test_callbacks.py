@@ -127,6 +127,14 @@ def test_on_range_sources(planned: dict[str, Any]) -> None:
         rng(ids.LAYOUT, {"dragmode": "pan"})
 
 
+def test_on_tree_more(planned: dict[str, Any]) -> None:
+    pk, more = planned["plan"], {"index": "root", "type": ids.TREE_MORE}
+    assert run(callbacks.on_tree_more, more, 1, [1], pk, {"x": 3}) == {"x": 3, "root": 2}
+    assert run(callbacks.on_tree_more, ids.PLAN_KEY, pk, [], pk, {"root": 2}) == {}
+    with pytest.raises(PreventUpdate):
+        run(callbacks.on_tree_more, more, None, [None], pk, {})  # re-rendered: no click
+
+
 def test_on_select_and_step(planned: dict[str, Any]) -> None:
     click = {"points": [{"text": "relu", "customdata": [512, 0, 0, 1, 5], "x": 3.2}]}
     assert run(callbacks.on_select, ids.LAYOUT, click, click, None, None, [], None) == {
@@ -142,9 +150,10 @@ def test_on_select_and_step(planned: dict[str, Any]) -> None:
 
 def test_renderers(planned: dict[str, Any]) -> None:
     g, pk = planned["graph"], planned["plan"]
-    summary, tree = callbacks.render_panels(g, pk, "eager")
+    summary = callbacks.render_panels(g, pk, "eager")
     assert "planned peak" in str(summary)
-    assert "t1" in str(tree)
+    assert "t1" in str(callbacks.render_tree(pk, {}))
+    assert "No task tree" in str(callbacks.render_tree(None, None))
     rows, title = callbacks.render_live(g, pk, "eager", {"step": 2})
     assert title.startswith("Live at step 2")
     assert rows
