@@ -17,6 +17,7 @@ import numpy as np
 from roam_core.graph import EdgeReason, Graph, OpId, TensorKind, round_size
 from roam_core.plan import Plan
 from roam_core.simulate import Lifetime, lifetimes, simulate
+from roam_core.units import format_bytes
 
 __all__ = [
     "KINDS",
@@ -44,23 +45,10 @@ _logger = logging.getLogger(__name__)
 #: Kind codes used in the layout arrays (index into this tuple).
 KINDS: tuple[TensorKind, ...] = tuple(TensorKind)
 _KIND_CODE = {k: i for i, k in enumerate(KINDS)}
-_UNITS = ("B", "KiB", "MiB", "GiB", "TiB")
 
 
-def fmt_bytes(n: float | None) -> str:
-    """Binary units: ``fmt_bytes(1536) == '1.50 KiB'``.
-
-    Examples
-    --------
-    >>> fmt_bytes(512), fmt_bytes(1536), fmt_bytes(3 * 2**30), fmt_bytes(None)
-    ('512 B', '1.50 KiB', '3.00 GiB', 'n/a')
-    """
-    if n is None:
-        return "n/a"
-    x, i = float(n), 0
-    while abs(x) >= 1024 and i < len(_UNITS) - 1:
-        x, i = x / 1024, i + 1
-    return f"{int(x)} B" if i == 0 else f"{x:.2f} {_UNITS[i]}"
+#: Binary units for people (``fmt_bytes(1536) == '1.50 KiB'``; ``'n/a'`` for ``None``).
+fmt_bytes = format_bytes
 
 
 @dataclass(frozen=True)
