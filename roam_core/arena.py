@@ -20,12 +20,17 @@ Method (ROAM's stage 2 and merge, with a DSA portfolio beside it):
 4. **Portfolio.** :func:`roam_core.dsa_solver.solve_dsa` also lays out the whole problem
    (greedy orders plus the canonical search); the lowest valid layout wins, so the result is
    never worse than greedy-by-size best fit.
-5. **Polish.** While time remains and the winner is above the live-set bound, the buffers
+5. **Flip-compact.** Every candidate is mirrored top-to-bottom and re-dropped first-fit in
+   its offset order, while that lowers it (cheap; often frees the top few hundred units);
+   then the lowest few candidates are *shaken*: the same move with a few random buffers
+   dropped first (seeded), keeping the lowest layout.
+6. **Polish.** While time remains and the winner is above the live-set bound, the buffers
    reaching the top band are re-placed by CP-SAT under a lower ceiling (everything else
    fixed), widening the band while that fails.
 
-Time: steps 1-3 get 35% of the budget, the DSA portfolio 85% of the rest, the polish the
-remainder; a candidate that reaches the live-set bound ends the search early.
+Time: steps 1-3 get 35% of the budget, the DSA portfolio 50% of the rest, the shake 65% of
+what is left then and the polish the remainder; a candidate that reaches the live-set bound
+ends the search early.
 
 Examples
 --------
@@ -77,6 +82,10 @@ class ArenaConfig:
         Run the DSA portfolio candidate (step 4).
     dsa_exact : bool
         Let the DSA candidate run its canonical search (else greedy orders only).
+    flip_compact : bool
+        Mirror-and-compact every candidate (step 5, cheap) before the polish.
+    shake_rounds : int
+        Rounds of randomised flip-compaction on the winner (step 5; 0 = off).
     num_workers : int
         CP-SAT workers.
     seed : int
@@ -90,6 +99,8 @@ class ArenaConfig:
     max_group_tensors: int = 150
     use_dsa: bool = True
     dsa_exact: bool = True
+    flip_compact: bool = True
+    shake_rounds: int = 60
     num_workers: int = 1
     seed: int = 0
 
@@ -323,6 +334,76 @@ def _roam_candidate(graph: Graph, order: Sequence[OpId], problem: Problem, task_
     return sol, records
 
 
+# --------------------------------------------------------------- flip-compact
+def _flip_compact(problem: Problem, sol: Solution, deadline: float,
+                  max_rounds: int = 8) -> Solution:
+    """Mirror the layout top-to-bottom and drop every buffer, lowest first, while that helps.
+
+    Mirroring (``offset -> height - offset - size``) keeps a layout valid; compacting the
+    mirrored layout first-fit in its offset order never raises it, and buffers that were
+    stuck under a high neighbour often fall into gaps (an iterated-gravity move from strip
+    packing).  Stops after two rounds without a lower height, at ``max_rounds`` or at the
+    deadline; returns the lowest layout seen (``sol`` itself when none is lower).
+    """
+    bs = problem.buffers
+    best = cur = sol
+    stale = 0
+    for _ in range(max_rounds):
+        if stale >= 2 or time.monotonic() > deadline:
+            break
+        h = cur.height
+        mirrored = [h - o - b.size for o, b in zip(cur.offsets, bs)]
+        nxt = place_in_order(problem, sorted(range(len(bs)), key=lambda i: (mirrored[i], i)),
+                             "first", deadline)
+        if nxt is None:  # out of time
+            break
+        assert nxt.height <= h  # each buffer fits at its mirrored offset or lower
+        cur = nxt
+        if cur.height < best.height:
+            best, stale = cur, 0
+        else:
+            stale += 1
+    return best
+
+
+def _shake(problem: Problem, sol: Solution, deadline: float, seed: int,
+           max_rounds: int, promote_fraction: float = 0.02) -> Solution:
+    """Iterated flip-compaction with random promotions (a seeded local search).
+
+    Each round mirrors the current layout, drops a random ``promote_fraction`` of the buffers
+    first (first fit, in mirrored-offset order), then the rest in mirrored-offset order, and
+    flip-compacts the result; a round whose height is not higher than the current one is
+    kept.  Returns the lowest layout seen (never higher than ``sol``).  Deterministic for a
+    seed as long as the deadline does not cut the ``max_rounds`` rounds short.
+    """
+    import random
+
+    rng = random.Random(seed)
+    bs = problem.buffers
+    lb = problem.lower_bound()
+    best = cur = sol
+    for _ in range(max_rounds):
+        if best.height <= lb or time.monotonic() > deadline:
+            break
+        h = cur.height
+        keys = [(rng.random() >= promote_fraction, h - o - b.size)
+                for o, b in zip(cur.offsets, bs)]
+        nxt = place_in_order(problem, sorted(range(len(bs)), key=lambda i: (keys[i], i)),
+                             "first", deadline)
+        if nxt is None:  # out of time
+            break
+        nxt = _flip_compact(problem, nxt, deadline)
+        if nxt.height <= cur.height:
+            cur = nxt
+        if nxt.height < best.height:
+            best = nxt
+    return best
+
+
+#: How many of the lowest candidates the shake starts from (each gets a share of its time).
+_SHAKE_STARTS = 3
+
+
 # ------------------------------------------------------------------- polish
 def _polish(problem: Problem, sol: Solution, lb: int, config: ArenaConfig, deadline: float,
             cancel: Any) -> tuple[Solution, list[SolveRecord]]:
@@ -415,21 +496,55 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
         records.extend(_scale(r, a) for r in recs)
     best_h = min(s.height for s in candidates.values())
     if best_h > lb and config.use_dsa and len(problem):
-        left = max(0.1, (deadline - time.monotonic()) * (0.85 if config.use_cpsat else 1.0))
+        left = max(0.1, (deadline - time.monotonic()) * (0.5 if config.use_cpsat else 1.0))
         t = time.perf_counter()
         res = solve_dsa(problem, time_limit_s=left, cancel=cancel, exact=config.dsa_exact)
         assert res.solution is not None
         candidates[res.method] = res.solution
         records.append(SolveRecord("layout", "dsa", res.status, res.solution.height * a,
                                    res.lower_bound * a, time.perf_counter() - t, len(problem)))
+    if config.flip_compact and len(problem) and min(
+            c.height for c in candidates.values()) > lb:
+        t = time.perf_counter()
+        for name, cand in list(candidates.items()):
+            flipped = _flip_compact(problem, cand, deadline)
+            if flipped.height < cand.height:
+                candidates[f"{name}+flip"] = flipped
+        records.append(SolveRecord("merge", "flip", "heuristic",
+                                   min(c.height for c in candidates.values()) * a, lb * a,
+                                   time.perf_counter() - t, len(problem)))
     method = min(candidates, key=lambda k: (candidates[k].height, k != "roam"))
     sol = candidates[method]
+    if config.flip_compact and sol.height > lb and config.shake_rounds > 0:
+        t = time.perf_counter()
+        shake_end = time.monotonic() + 0.65 * max(0.0, deadline - time.monotonic())
+        # the lowest few candidates each get a slice: which start shakes down best varies
+        starts = sorted(candidates, key=lambda k: (candidates[k].height, k != method, k))
+        starts = starts[:_SHAKE_STARTS]
+        for k, name in enumerate(starts):
+            if sol.height <= lb:
+                break
+            left = shake_end - time.monotonic()
+            shaken = _shake(problem, candidates[name],
+                            time.monotonic() + left / (len(starts) - k),
+                            config.seed + k, config.shake_rounds)
+            if shaken.height < sol.height:
+                method = f"{name}+shake"
+                sol = shaken
+        candidates.setdefault(method, sol)
+        records.append(SolveRecord("merge", "shake", "heuristic", sol.height * a, lb * a,
+                                   time.perf_counter() - t, len(problem)))
     if sol.height > lb and config.use_cpsat and len(problem):
         polished, recs = _polish(problem, sol, lb, config, deadline, cancel)
         records.extend(_scale(r, a) for r in recs)
         if polished.height < sol.height:
             method = f"{method}+polish"
             candidates[method] = sol = polished
+            if config.flip_compact and sol.height > lb:
+                flipped = _flip_compact(problem, sol, deadline + 1.0)
+                if flipped.height < sol.height:
+                    method = f"{method}+flip"
+                    candidates[method] = sol = flipped
     resident = graph.resident_bytes(a)
     peak = resident + lb * a
     stats = {

@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+import time
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roam_core.arena import ArenaConfig, greedy_arena, layout_problem, plan_arena
+from roam_core.arena import (
+    ArenaConfig,
+    _flip_compact,
+    _shake,
+    greedy_arena,
+    layout_problem,
+    plan_arena,
+)
 from roam_core.decompose import decompose
+from roam_core.dsa import Buffer, Problem, Solution
+from roam_core.dsa_heuristics import place_in_order
 from roam_core.graph_io import load_graph
 from roam_core.samples import chain3, diamond, tiny_train_step
 from roam_core.simulate import simulate
@@ -72,6 +83,50 @@ def test_random_graphs_valid_and_never_worse_than_greedy(data: st.DataObject) ->
     lay = plan_arena(g, order, config=ArenaConfig(time_limit_s=1, task_time_limit_s=0.2))
     _assert_valid(g, order, lay)
     assert lay.arena_bytes <= greedy_arena(g, order).arena_bytes
+
+
+def _overlap_free(problem: Problem, sol: Solution) -> bool:
+    bs = problem.buffers
+    return all(not (a.lower < b.upper and b.lower < a.upper
+                    and sol.offsets[i] < sol.offsets[j] + b.size
+                    and sol.offsets[j] < sol.offsets[i] + a.size)
+               for i, a in enumerate(bs) for j, b in enumerate(bs) if i < j)
+
+
+def test_flip_compact_lowers_a_stuck_layout() -> None:
+    # first fit in id order stacks c on top of b (height 7); mirrored and re-dropped, a and
+    # c share the bottom and b sits above them: height 5, the live-set bound
+    p = Problem((Buffer("a", 0, 2, 2), Buffer("b", 1, 6, 2), Buffer("c", 2, 5, 3)))
+    start = place_in_order(p, [0, 1, 2], "first")
+    assert start is not None
+    assert start.height == 7
+    out = _flip_compact(p, start, time.monotonic() + 5)
+    assert out.height == p.lower_bound() == 5
+    assert _overlap_free(p, out)
+    assert _flip_compact(p, start, time.monotonic() - 1) == start  # no time: unchanged
+    assert _shake(p, start, time.monotonic() - 1, seed=0, max_rounds=5) == start
+
+
+@given(st.data())
+@settings(max_examples=25, deadline=None)
+def test_flip_compact_and_shake_never_raise_and_stay_valid(data: st.DataObject) -> None:
+    g = data.draw(random_graphs(max_ops=12))
+    order = data.draw(orders_of(g))
+    p = layout_problem(g, order, 512)
+    if not len(p):
+        return
+    perm = data.draw(st.permutations(range(len(p))))
+    start = place_in_order(p, perm, data.draw(st.sampled_from(["first", "best"])))
+    assert start is not None
+    out = _flip_compact(p, start, time.monotonic() + 5)
+    assert out.height <= start.height
+    assert out.height >= p.lower_bound()
+    assert _overlap_free(p, out)
+    shaken = _shake(p, start, time.monotonic() + 5, seed=3, max_rounds=5)
+    assert shaken.height <= start.height
+    assert shaken.height >= p.lower_bound()
+    assert _overlap_free(p, shaken)
+    assert _shake(p, start, time.monotonic() + 5, seed=3, max_rounds=5) == shaken
 
 
 def test_real_graph_fragmentation_below_a_tenth_percent() -> None:
