@@ -24,7 +24,7 @@ __all__ = ["DEFAULT_SAMPLE", "create_app"]
 _logger = logging.getLogger(__name__)
 ASSETS = Path(__file__).resolve().parents[1] / "assets"
 #: Preferred start-up graphs (prefixes of dropdown values), first available wins.
-DEFAULT_SAMPLE = ("file:tiny_gpt-", "file:mlp-", "hand:tiny_train_step")
+DEFAULT_SAMPLE = ("file:alexnet-b1-roam", "file:tiny_gpt-", "file:mlp-", "hand:tiny_train_step")
 #: The start-up plan uses these settings (and the UI starts with them, so it hits the cache).
 STARTUP_TIME_LIMIT_S = 5.0
 
