@@ -23,7 +23,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -40,6 +39,7 @@ from roam_core.graph import (
     TensorId,
     TensorKind,
 )
+from roam_core.safe_gzip import gunzip_bounded
 
 __all__ = [
     "GRAPH_SCHEMA_VERSION",
@@ -53,8 +53,6 @@ __all__ = [
 
 GRAPH_SCHEMA_VERSION = 1
 _FORMAT = "roam-graph"
-#: Refuse to decompress more than this (a gzip bomb guard); 2 GiB.
-MAX_DECOMPRESSED_BYTES = 2 * 1024**3
 
 
 def graph_to_dict(graph: Graph) -> dict[str, Any]:
@@ -148,23 +146,12 @@ def loads_graph(data: bytes | str) -> Graph:
     if isinstance(data, str):
         data = data.encode()
     if data[:2] == b"\x1f\x8b":
-        data = _gunzip(data)
+        data = gunzip_bounded(data, GraphError, "graph file")
     try:
         obj = json.loads(data)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise GraphError(f"graph file is not valid JSON: {e}") from e
     return graph_from_dict(obj)
-
-
-def _gunzip(data: bytes) -> bytes:
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = d.decompress(data, MAX_DECOMPRESSED_BYTES)
-    except zlib.error as e:
-        raise GraphError(f"graph file is not valid gzip: {e}") from e
-    if d.unconsumed_tail:
-        raise GraphError(f"graph file expands beyond {MAX_DECOMPRESSED_BYTES} bytes")
-    return out
 
 
 def graph_from_dict(obj: Any) -> Graph:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,6 +34,7 @@ from roam_core.dsa import Buffer, Problem, Solution, dumps_problem
 from roam_core.errors import PlanFormatError
 from roam_core.graph import ControlEdge, EdgeReason, Graph, OpId, TensorId, round_size
 from roam_core.plan import Plan, SolveRecord
+from roam_core.safe_gzip import gunzip_bounded
 from roam_core.simulate import lifetimes
 
 __all__ = [
@@ -51,8 +51,6 @@ __all__ = [
 
 PLAN_SCHEMA_VERSION = 1
 _FORMAT = "roam-plan"
-#: Refuse to decompress more than this (a gzip bomb guard); 2 GiB.
-MAX_DECOMPRESSED_BYTES = 2 * 1024**3
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
@@ -129,17 +127,6 @@ def load_plan(path: str | os.PathLike[str], graph: Graph | None = None) -> Plan:
     return loads_plan(data, graph)
 
 
-def _gunzip(data: bytes) -> bytes:
-    d = zlib.decompressobj(16 + zlib.MAX_WBITS)
-    try:
-        out = d.decompress(data, MAX_DECOMPRESSED_BYTES)
-    except zlib.error as e:
-        raise PlanFormatError(f"plan file: bad gzip data ({e})") from None
-    if d.unconsumed_tail:
-        raise PlanFormatError("plan file decompresses to more than 2 GiB")
-    return out
-
-
 def loads_plan(data: bytes | str, graph: Graph | None = None) -> Plan:
     """Parse plan JSON (bytes may be gzip-compressed).
 
@@ -158,7 +145,7 @@ def loads_plan(data: bytes | str, graph: Graph | None = None) -> Plan:
     """
     if isinstance(data, bytes):
         if data[:2] == b"\x1f\x8b":
-            data = _gunzip(data)
+            data = gunzip_bounded(data, PlanFormatError, "plan file")
         try:
             data = data.decode("utf-8")
         except UnicodeDecodeError:

@@ -21,7 +21,7 @@ CORE = ROOT / "roam_core"
 
 #: Layer of every roam_core module (lower layers never import higher ones).
 LAYERS: dict[str, int] = {
-    "errors": 0, "config": 0, "units": 0,
+    "errors": 0, "config": 0, "units": 0, "safe_gzip": 1,
     "graph": 1,
     "graph_io": 2, "samples": 2, "simulate": 2, "validate": 2, "reach": 2, "dsa": 2, "dag_view": 2,
     "bounds": 3, "allocator_sim": 3, "baseline": 3, "updates": 3, "brute_force": 3,

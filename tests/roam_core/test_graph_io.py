@@ -9,7 +9,7 @@ import json
 import pytest
 from hypothesis import given
 
-from roam_core import graph_io
+from roam_core import safe_gzip
 from roam_core.errors import GraphError
 from roam_core.graph_io import (
     dumps_graph,
@@ -90,7 +90,7 @@ def test_bad_gzip():
 
 
 def test_gzip_bomb_guard(monkeypatch):
-    monkeypatch.setattr(graph_io, "MAX_DECOMPRESSED_BYTES", 100)
+    monkeypatch.setattr(safe_gzip, "MAX_DECOMPRESSED_BYTES", 100)
     with pytest.raises(GraphError, match="expands beyond 100 bytes"):
         loads_graph(gzip.compress(dumps_graph(tiny_train_step())))
 
