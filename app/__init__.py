@@ -74,7 +74,7 @@ def create_app(
 
     from app import callbacks, layout, services, state
     from app.planning import PlanSettings
-    from roam_core.graph_io import load_graph
+    from roam_core.formats.graph_io import load_graph
 
     cdir = state.configure(cache_dir)
     settings = PlanSettings(method=startup_method, time_limit_s=startup_time_limit_s)

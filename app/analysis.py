@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from roam_core.graph import EdgeReason, Graph, OpId, TensorKind, round_size
-from roam_core.plan import Plan
-from roam_core.simulate import Lifetime, lifetimes, simulate
-from roam_core.units import format_bytes
+from roam_core.base.units import format_bytes
+from roam_core.model.graph import EdgeReason, Graph, OpId, TensorKind, round_size
+from roam_core.model.plan import Plan
+from roam_core.oracle.simulate import Lifetime, lifetimes, simulate
 
 __all__ = [
     "KINDS",
@@ -151,7 +151,7 @@ def search(graph: Graph, query: str, limit: int = 30) -> list[tuple[str, str, st
 
     Examples
     --------
-    >>> from roam_core.samples import tiny_train_step
+    >>> from roam_core.model.samples import tiny_train_step
     >>> [h[:2] for h in search(tiny_train_step(), "relu_bw")]
     [('op', 'relu_bw'), ('tensor', 'relu_bw')]
     """

@@ -18,7 +18,7 @@ from app import ids, layout, services, verify
 from app.analysis import expand_node, search
 from app.planning import PlanSettings
 from app.state import get_graph
-from roam_core.errors import RoamError
+from roam_core.base.errors import RoamError
 
 __all__ = ["CONFIG", "register"]
 

@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 
 from app.analysis import KINDS, LayoutView, fmt_bytes, iter_tree
 from app.raster import paint_index, png_data_uri, rasterize
-from roam_core.graph import Graph, OpId, Phase
+from roam_core.model.graph import Graph, OpId, Phase
 
 __all__ = [
     "KIND_COLORS",

@@ -13,8 +13,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from roam_core.graph import Graph, OpId
-from roam_core.plan import Plan
+from roam_core.model.graph import Graph, OpId
+from roam_core.model.plan import Plan
 
 __all__ = [
     "BASELINE_METHODS",
@@ -28,7 +28,7 @@ __all__ = [
 
 _logger = logging.getLogger(__name__)
 
-#: "before" choices (value, label) offered by the app (names of ``heuristics.ORDER_METHODS``).
+#: "before" choices (value, label) offered by the app (names of ``registry.ORDER_METHODS``).
 BASELINE_METHODS: tuple[tuple[str, str], ...] = (
     ("eager", "eager (program order)"),
     ("inductor", "Inductor-style"),
@@ -83,7 +83,7 @@ def run_planner(graph: Graph, settings: PlanSettings,
     -------
     Plan
     """
-    from roam_core.config import PlannerConfig
+    from roam_core.base.config import PlannerConfig
     from roam_core.planner import make_plan
 
     cfg = PlannerConfig(time_limit_s=settings.time_limit_s, node_limit=settings.node_limit,
@@ -92,8 +92,8 @@ def run_planner(graph: Graph, settings: PlanSettings,
 
 
 def baseline_order(graph: Graph, method: str) -> tuple[tuple[OpId, ...], str]:
-    """The order of a baseline (``heuristics.ORDER_METHODS``) and its label."""
-    from roam_core.heuristics import ORDER_METHODS
+    """The order of a baseline (``registry.ORDER_METHODS``) and its label."""
+    from roam_core.ordering.registry import ORDER_METHODS
 
     label = dict(BASELINE_METHODS).get(method, method)
     if method not in ORDER_METHODS:
@@ -112,12 +112,12 @@ def baseline_layout(graph: Graph, order: Sequence[OpId]
 
     Examples
     --------
-    >>> from roam_core.samples import chain3
+    >>> from roam_core.model.samples import chain3
     >>> blocks, reserved, _ = baseline_layout(chain3(), chain3().op_ids)
     >>> [(b.tensor_id, b.start_step, b.end_step) for b in blocks], reserved
     ([('a', 0, 2), ('b', 1, 3), ('c', 2, 3)], 2097152)
     """
-    from roam_core.allocator_sim import simulate_allocator
+    from roam_core.oracle.allocator_sim import simulate_allocator
 
     res = simulate_allocator(graph, order)
     blocks = [Block(b.tensor_id, int(b.address), int(b.size_bytes), int(b.start_step),

@@ -9,8 +9,8 @@ from collections.abc import Mapping, Sequence
 import plotly.graph_objects as go
 import plotly.io as pio
 
-from roam_core.graph import Graph
-from roam_core.plan import Plan
+from roam_core.model.graph import Graph
+from roam_core.model.plan import Plan
 
 __all__ = ["report_html"]
 

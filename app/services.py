@@ -21,12 +21,12 @@ import numpy as np
 import plotly.graph_objects as go
 
 from app import analysis, figures, planning, state
-from roam_core.errors import GraphError, PlanFormatError, PlanInvalidError, RoamError
-from roam_core.graph import Graph, OpId
-from roam_core.graph_io import load_graph, loads_graph
-from roam_core.plan import Plan
-from roam_core.plan_io import dumps_plan, loads_plan, plan_to_csv
-from roam_core.samples import SAMPLES
+from roam_core.base.errors import GraphError, PlanFormatError, PlanInvalidError, RoamError
+from roam_core.formats.graph_io import load_graph, loads_graph
+from roam_core.formats.plan_io import dumps_plan, loads_plan, plan_to_csv
+from roam_core.model.graph import Graph, OpId
+from roam_core.model.plan import Plan
+from roam_core.model.samples import SAMPLES
 
 __all__ = [
     "SAMPLE_DIR",
@@ -138,7 +138,7 @@ def validate_plan(graph: Graph, plan: Plan) -> None:
     """Raise ``PlanFormatError``/``PlanInvalidError`` unless ``plan`` fits ``graph``."""
     if plan.graph_fingerprint != graph.fingerprint():
         raise PlanFormatError("plan was made for another graph (fingerprint mismatch)")
-    from roam_core import validate
+    from roam_core.oracle import validate
 
     check = getattr(validate, "check_plan", None)
     violations = check(graph, plan) if check else validate.check_order(graph, plan.order)

@@ -20,11 +20,11 @@ from typing import Any
 
 import diskcache
 
-from roam_core.errors import GraphError, PlanFormatError
-from roam_core.graph import Graph
-from roam_core.graph_io import dumps_graph, loads_graph
-from roam_core.plan import Plan
-from roam_core.plan_io import dumps_plan, loads_plan
+from roam_core.base.errors import GraphError, PlanFormatError
+from roam_core.formats.graph_io import dumps_graph, loads_graph
+from roam_core.formats.plan_io import dumps_plan, loads_plan
+from roam_core.model.graph import Graph
+from roam_core.model.plan import Plan
 
 __all__ = [
     "cache",

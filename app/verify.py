@@ -3,9 +3,9 @@
 The web server never imports torch.  CUDA is detected once per process by
 :func:`cuda_status` (cheap checks first, then ``torch.cuda.is_available()`` in a
 subprocess); :func:`run_verify` runs in a background job and imports
-:mod:`roam_core.execute` there.  It rebuilds the zoo step from the graph's ``origin``,
+:mod:`roam_core.runtime` there.  It rebuilds the zoo step from the graph's ``origin``,
 re-traces it, checks the fingerprint, runs eager and the planned one-arena replay, and
-stores the :class:`~roam_core.execute.report.ExecutionReport` as JSON in the shared cache
+stores the :class:`~roam_core.runtime.report.ExecutionReport` as JSON in the shared cache
 (the browser holds only keys).  No Dash here: every function is tested with plain values.
 """
 
@@ -25,8 +25,8 @@ from typing import Any
 
 from app import state
 from app.analysis import fmt_bytes
-from roam_core.errors import ExecutorError
-from roam_core.graph import Graph
+from roam_core.base.errors import ExecutorError
+from roam_core.model.graph import Graph
 
 __all__ = [
     "DEVICE_LABELS",
@@ -108,7 +108,7 @@ def rebuild_reason(graph: Graph) -> str | None:
 
     Examples
     --------
-    >>> from roam_core.samples import chain3
+    >>> from roam_core.model.samples import chain3
     >>> rebuild_reason(chain3())
     'custom graph: it cannot be rebuilt from the file (run roam_core.execute_plan from Python)'
     """
@@ -160,7 +160,7 @@ def availability(graph: Graph, plan_key: str | None, cuda: CudaStatus) -> Availa
 
     Examples
     --------
-    >>> from roam_core.samples import chain3
+    >>> from roam_core.model.samples import chain3
     >>> availability(chain3(), None, CudaStatus(False, NO_CUDA)).note()
     'Verify is off: plan the graph first'
     """
@@ -206,7 +206,7 @@ def cached_result(graph_key: str | None, plan_key: str | None, device: str | Non
 def run_verify(graph_key: str, plan_key: str, device: str) -> dict[str, Any]:
     """Run the plan for real on ``device`` (in a background job); store and return the result.
 
-    torch and :mod:`roam_core.execute` are imported here, in the job's process.
+    torch and :mod:`roam_core.runtime` are imported here, in the job's process.
 
     Returns
     -------
@@ -226,7 +226,7 @@ def run_verify(graph_key: str, plan_key: str, device: str) -> dict[str, Any]:
     if reason:
         raise ExecutorError(f"cannot verify on {DEVICE_LABELS.get(device, device)}: {reason}")
     plan = state.get_plan(plan_key)
-    from roam_core.execute.origin import execute_graph
+    from roam_core.runtime.origin import execute_graph
 
     t0 = time.perf_counter()
     report = execute_graph(graph, plan, device=device, steps=STEPS[device], strict=False)

@@ -64,7 +64,7 @@ requestAnimationFrame(tick);
 
 
 def _graph(path: str | None) -> Any:
-    from roam_core.graph_io import load_graph, save_graph
+    from roam_core.formats.graph_io import load_graph, save_graph
 
     if path:
         return load_graph(path)
@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = PlanSettings(method=args.method, time_limit_s=args.time_limit)
     state.put_plan(plan, state.plan_key(gk, settings.as_dict()))
     gfile = Path(cache) / "graph.json.gz"
-    from roam_core.graph_io import save_graph
+    from roam_core.formats.graph_io import save_graph
 
     save_graph(graph, gfile)
     t0 = time.perf_counter()

@@ -13,8 +13,8 @@ Instances (``/work/shared/dsa``, see its README):
   (MiniMalloc: 1.0042 x LB and = LB).
 
 Each instance runs in a fresh subprocess (so one instance's memo cannot help another) with
-:func:`roam_core.dsa_solver.solve_dsa`; every solution is checked with
-:func:`roam_core.validate.check_dsa_solution`.  The layout baselines (greedy by size, LLFB,
+:func:`roam_core.layout.dsa_solver.solve_dsa`; every solution is checked with
+:func:`roam_core.oracle.validate.check_dsa_solution`.  The layout baselines (greedy by size, LLFB,
 inductor pool) are reported beside it.  Results: ``dsa.md`` and ``dsa.json`` in ``--out``.
 """
 
@@ -50,11 +50,11 @@ REFERENCE = {
 
 def _child(path: str, capacity: int | None, time_limit_s: float) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
-    from roam_core.dsa import load_problem
-    from roam_core.dsa_solver import solve_dsa
-    from roam_core.errors import InfeasibleError
-    from roam_core.layout_baselines import LAYOUT_METHODS
-    from roam_core.validate import check_dsa_solution
+    from roam_core.base.errors import InfeasibleError
+    from roam_core.formats.dsa_csv import load_problem
+    from roam_core.layout.dsa_solver import solve_dsa
+    from roam_core.layout.layout_baselines import LAYOUT_METHODS
+    from roam_core.oracle.validate import check_dsa_solution
 
     p = load_problem(DSA / path, capacity=capacity)
     lb = p.lower_bound()

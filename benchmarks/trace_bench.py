@@ -6,10 +6,11 @@ Usage::
 
 For each config the child process builds the model on the meta device, traces it with
 :func:`roam_core.zoo.trace_zoo` (timed; max RSS read right after the trace), then computes
-the program-order ("eager") peak with :func:`roam_core.simulate.simulate` and, when those
+the program-order ("eager") peak with :func:`roam_core.oracle.simulate.simulate` and, when those
 modules are available, the caching-allocator model's peak reserved
-(:mod:`roam_core.allocator_sim`), the moved-state eager peak (:mod:`roam_core.baseline`) and
-the live-set lower bound (:mod:`roam_core.bounds`).  Results go to ``trace.md`` and
+(:mod:`roam_core.oracle.allocator_sim`), the moved-state eager peak
+(:mod:`roam_core.oracle.baseline`) and
+the live-set lower bound (:mod:`roam_core.oracle.bounds`).  Results go to ``trace.md`` and
 ``trace.json`` in ``--out``.  Children run with ``OMP_NUM_THREADS=2``.
 """
 
@@ -45,7 +46,7 @@ def _child(model: str, batch: int, seq: int | None, setting: str) -> dict[str, A
     g = trace_zoo(model, batch, seq, setting).graph
     trace_s = time.perf_counter() - t1
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-    from roam_core.simulate import simulate
+    from roam_core.oracle.simulate import simulate
 
     row: dict[str, Any] = {
         "model": model, "batch": batch, "seq_len": g.origin.get("seq_len"), "setting": setting,
@@ -57,19 +58,19 @@ def _child(model: str, batch: int, seq: int | None, setting: str) -> dict[str, A
         "eager_reserved_bytes": None, "moved_state_peak_bytes": None, "lower_bound_bytes": None,
     }
     try:
-        from roam_core.allocator_sim import simulate_allocator
+        from roam_core.oracle.allocator_sim import simulate_allocator
 
         row["eager_reserved_bytes"] = simulate_allocator(g, g.op_ids).peak_reserved_bytes
     except ImportError:
         pass
     try:
-        from roam_core.baseline import moved_state_order
+        from roam_core.oracle.baseline import moved_state_order
 
         row["moved_state_peak_bytes"] = simulate(g, moved_state_order(g)).peak_bytes
     except ImportError:
         pass
     try:
-        from roam_core.bounds import live_set_lower_bound
+        from roam_core.oracle.bounds import live_set_lower_bound
 
         row["lower_bound_bytes"] = live_set_lower_bound(g).bound_bytes
     except ImportError:

@@ -4,7 +4,7 @@
 executor import torch lazily when called.
 """
 
-from roam_core.errors import (
+from roam_core.base.errors import (
     ExecutorError,
     GraphError,
     InfeasibleError,
@@ -16,7 +16,8 @@ from roam_core.errors import (
     Violation,
     ViolationKind,
 )
-from roam_core.graph import (
+from roam_core.formats.graph_io import dumps_graph, load_graph, loads_graph, save_graph
+from roam_core.model.graph import (
     Alias,
     ControlEdge,
     EdgeReason,
@@ -30,26 +31,25 @@ from roam_core.graph import (
     TensorKind,
     round_size,
 )
-from roam_core.graph_io import dumps_graph, load_graph, loads_graph, save_graph
-from roam_core.plan import Plan, SolveRecord
-from roam_core.simulate import Lifetime, MemoryProfile, lifetimes, simulate
-from roam_core.validate import check_arena, check_order, check_plan
+from roam_core.model.plan import Plan, SolveRecord
+from roam_core.oracle.simulate import Lifetime, MemoryProfile, lifetimes, simulate
+from roam_core.oracle.validate import check_arena, check_order, check_plan
 
 #: Public names whose modules load OR-Tools (imported on first use, PEP 562).
 _LAZY = {
     "make_plan": "roam_core.planner",
     "PlanProgress": "roam_core.planner",
-    "PlannerConfig": "roam_core.config",
-    "OrderSolverConfig": "roam_core.config",
-    "save_plan": "roam_core.plan_io",
-    "load_plan": "roam_core.plan_io",
-    "dumps_plan": "roam_core.plan_io",
-    "loads_plan": "roam_core.plan_io",
-    "eager_report": "roam_core.baseline",
-    "live_set_lower_bound": "roam_core.bounds",
-    "simulate_allocator": "roam_core.allocator_sim",
-    "plan_arena": "roam_core.arena",
-    "solve_dsa": "roam_core.dsa_solver",
+    "PlannerConfig": "roam_core.base.config",
+    "OrderSolverConfig": "roam_core.base.config",
+    "save_plan": "roam_core.formats.plan_io",
+    "load_plan": "roam_core.formats.plan_io",
+    "dumps_plan": "roam_core.formats.plan_io",
+    "loads_plan": "roam_core.formats.plan_io",
+    "eager_report": "roam_core.oracle.baseline",
+    "live_set_lower_bound": "roam_core.oracle.bounds",
+    "simulate_allocator": "roam_core.oracle.allocator_sim",
+    "plan_arena": "roam_core.layout.arena",
+    "solve_dsa": "roam_core.layout.dsa_solver",
 }
 
 
@@ -117,8 +117,8 @@ def trace_training_step(*args, **kwargs):  # type: ignore[no-untyped-def]
 def execute_plan(*args, **kwargs):  # type: ignore[no-untyped-def]
     """Run a plan in one arena and compare it with eager PyTorch (imports torch lazily).
 
-    See :func:`roam_core.execute.execute_plan` for the parameters.
+    See :func:`roam_core.runtime.execute_plan` for the parameters.
     """
-    from roam_core.execute import execute_plan as _execute
+    from roam_core.runtime import execute_plan as _execute
 
     return _execute(*args, **kwargs)

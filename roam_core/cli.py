@@ -2,7 +2,7 @@
 
 Each sub-command lives in its own module under :mod:`roam_core.commands` and exposes
 ``register(subparsers)``, which adds its parser and sets ``func(args) -> int``.  A
-:class:`~roam_core.errors.RoamError` becomes one line on stderr and exit status 2
+:class:`~roam_core.base.errors.RoamError` becomes one line on stderr and exit status 2
 (``roam check`` returns 1 itself for an invalid plan).
 """
 
@@ -14,7 +14,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from roam_core.errors import RoamError
+from roam_core.base.errors import RoamError
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 

@@ -52,12 +52,12 @@ def _parse_config(text: str) -> tuple[str, int, int | None]:
 def run_config(name: str, batch: int, seq_len: int | None, args: argparse.Namespace,
                out: Path) -> dict[str, Any]:
     """Trace, plan and execute one configuration; returns its summary row."""
-    from roam_core.config import PlannerConfig
-    from roam_core.execute.origin import execute_origin
-    from roam_core.graph_io import save_graph
-    from roam_core.plan_io import save_plan
+    from roam_core.base.config import PlannerConfig
+    from roam_core.formats.graph_io import save_graph
+    from roam_core.formats.plan_io import save_plan
+    from roam_core.formats.snapshot import load_snapshot, save_plan_snapshot
     from roam_core.planner import make_plan
-    from roam_core.snapshot import load_snapshot, save_plan_snapshot
+    from roam_core.runtime.origin import execute_origin
     from roam_core.zoo import trace_zoo
 
     tag = f"{name}-b{batch}" + (f"-t{seq_len}" if seq_len else "")

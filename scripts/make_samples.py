@@ -18,8 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-from roam_core.graph_io import save_graph
-from roam_core.simulate import simulate
+from roam_core.formats.graph_io import save_graph
+from roam_core.oracle.simulate import simulate
 from roam_core.zoo import ROAM_CONFIGS, trace_zoo
 
 _logger = logging.getLogger(__name__)
@@ -37,7 +37,7 @@ SAMPLES: tuple[tuple[str, int, int | None, str], ...] = (
 
 _HEADER = """# Sample graphs
 
-Pre-traced training-step graphs (gzip JSON, `roam_core.graph_io` format), made by
+Pre-traced training-step graphs (gzip JSON, `roam_core.formats.graph_io` format), made by
 `python scripts/make_samples.py` with torch {torch} on CPU: each model is built on the meta
 device from `roam_core.zoo`, traced with fake tensors (no real memory) by
 `roam_core.trace.trace_fx`, with torch's single-tensor optimizer implementations
@@ -50,7 +50,7 @@ Settings: **roam** is the ROAM paper's evaluation (the optimizer's first step, A
 weight decay 1e-4, state created inside the step; loss = cross-entropy of the model output
 against zeros; RoBERTa fed `<s> Hello world </s>`), **steady** is a regular step (AdamW state
 resident, cross-entropy on random labels or the LM loss).  The eager peak is
-`roam_core.simulate.simulate` in program order (512 B rounding, resident bytes included).
+`roam_core.oracle.simulate.simulate` in program order (512 B rounding, resident bytes included).
 One file can be re-made with the command in the last column.  GPT2-XL graphs are not
 committed (make them with `roam trace gpt2-xl --batch-size 1 --setting roam -o gpt2xl.json.gz`).
 

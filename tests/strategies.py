@@ -1,6 +1,6 @@
 """Hypothesis strategies shared by the test suite: random valid training-step-like graphs.
 
-``random_graphs()`` draws a :class:`~roam_core.graph.Graph` whose program order is a valid
+``random_graphs()`` draws a :class:`~roam_core.model.graph.Graph` whose program order is a valid
 (topological) order, with
 
 * resident storages (parameters, buffers, inputs, optimizer state) of random sizes;
@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from roam_core.graph import (
+from roam_core.model.dsa import Buffer, Problem
+from roam_core.model.graph import (
     Alias,
     ControlEdge,
     EdgeReason,
@@ -162,3 +163,15 @@ def orders_of(draw: st.DrawFn, graph: Graph) -> tuple[OpId, ...]:
             if indeg[s] == 0:
                 ready.append(s)
     return tuple(out)
+
+
+@st.composite
+def problems(draw: st.DrawFn, max_buffers: int = 8, max_time: int = 8, max_size: int = 8,
+             ) -> Problem:
+    n = draw(st.integers(0, max_buffers))
+    bufs = []
+    for i in range(n):
+        lo = draw(st.integers(0, max_time - 1))
+        hi = draw(st.integers(lo + 1, max_time))
+        bufs.append(Buffer(f"b{i}", lo, hi, draw(st.integers(0, max_size))))
+    return Problem(tuple(bufs))

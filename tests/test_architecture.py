@@ -1,83 +1,121 @@
-"""The import layers of ../shared/design/architecture.md, enforced on the source.
+"""The architecture of roam_core, enforced on the source.
 
-1. ``import roam_core`` loads neither torch, Dash nor plotly (checked in a fresh process).
-2. Nothing in roam_core imports ``app``, ``dash`` or ``plotly``; the one exception is the
-   ``roam serve`` entry point, which loads the app by name inside its handler.
-3. Only the torch modules (tracer, zoo, executor) import torch at module level.
-4. A roam_core module imports only modules of its own layer or lower ones.
+The folder tree is the architecture: every layer is a package of roam_core, and the layer order
+lives in one place, the import-linter contracts of ``pyproject.toml``.
+
+1. ``lint-imports`` keeps every contract (layers, acyclic siblings at any depth, no app/Dash/
+   plotly), and breaks when a violation is planted in a copy of the tree.
+2. ``import roam_core`` loads neither torch, Dash nor plotly (checked in a fresh process).
+3. Only the torch packages (tracer, zoo, runtime) import torch at module level.
+4. No private name crosses a module boundary, and no module imports the ``roam_core`` facade.
 """
 
 from __future__ import annotations
 
 import ast
+import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 CORE = ROOT / "roam_core"
-
-#: Layer of every roam_core module (lower layers never import higher ones).
-LAYERS: dict[str, int] = {
-    "errors": 0, "config": 0, "units": 0, "safe_gzip": 1,
-    "graph": 1,
-    "graph_io": 2, "samples": 2, "simulate": 2, "validate": 2, "reach": 2, "dsa": 2, "dag_view": 2,
-    "bounds": 3, "allocator_sim": 3, "baseline": 3, "updates": 3, "brute_force": 3,
-    "decompose": 3, "_cpsat": 3, "rewrites": 3, "layout_baselines": 3, "dsa_solver": 3,
-    "plan": 3, "heuristics": 3, "dsa_heuristics": 3,
-    "order_ilp": 4, "monolithic": 4, "arena": 4, "plan_io": 4,
-    "planner": 5, "snapshot": 5,
-    "bench": 6,
-    "trace": 7, "zoo": 7, "execute": 7, "cli": 7, "commands": 7, "__main__": 7,
-}
-TORCH_MODULES = {"trace", "zoo", "execute"}
-#: Modules allowed to load the app (by name, inside a function).
-APP_LOADERS = {"commands.serve"}
+TORCH_PACKAGES = {"trace", "zoo", "runtime"}
+#: Top-level modules of roam_core that are the facade, not a layer.
+FACADE = {"__init__", "__main__", "cli"}
 
 
-def _modules() -> list[tuple[str, Path]]:
+def _modules(core: Path = CORE) -> list[tuple[str, Path]]:
     out = []
-    for path in sorted(CORE.rglob("*.py")):
-        rel = path.relative_to(CORE).with_suffix("")
+    for path in sorted(core.rglob("*.py")):
+        rel = path.relative_to(core).with_suffix("")
         parts = [p for p in rel.parts if p != "__init__"]
         out.append((".".join(parts) or "__init__", path))
     return out
 
 
-def _imports(path: Path) -> list[tuple[str, bool]]:
-    """(imported module, at module level?) for every import in a file."""
+def _imports(path: Path, module: str) -> list[tuple[str, tuple[str, ...], bool, int]]:
+    """(imported module, names, at module level?, line) for every import in a file."""
     tree = ast.parse(path.read_text())
-    top = {id(n) for n in tree.body}
+    top: set[int] = set()
+    for stmt in tree.body:  # module level, including `if TYPE_CHECKING:` and try blocks
+        if isinstance(stmt, (ast.If, ast.Try)):
+            top.update(id(n) for n in ast.walk(stmt))
+        top.add(id(stmt))
+    package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
     found = []
     for node in ast.walk(tree):
-        names: list[str] = []
         if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names = [node.module]
-        elif isinstance(node, ast.ImportFrom) and node.level > 0:
-            names = ["roam_core." + (node.module or "")]
-        found.extend((n, id(node) in top) for n in names)
-    # imports guarded by `if TYPE_CHECKING:` or try at top level still count as top level
-    for stmt in tree.body:
-        if isinstance(stmt, (ast.If, ast.Try)):
-            for node in ast.walk(stmt):
-                if isinstance(node, ast.Import):
-                    found.extend((a.name, True) for a in node.names)
-                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                    found.append((node.module, True))
+            found += [(a.name, (), id(node) in top, node.lineno) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package[: len(package) - node.level + 1]
+                name = ".".join(["roam_core", *base, *([node.module] if node.module else [])])
+            else:
+                name = node.module or ""
+            found.append((name, tuple(a.name for a in node.names), id(node) in top,
+                          node.lineno))
     return found
 
 
-def _layer(module: str) -> int:
-    head = module.split(".")[0]
-    if head not in LAYERS:
-        pytest.fail(f"roam_core.{module} has no layer in tests/test_architecture.py: add it")
-    return LAYERS[head]
+def _layers() -> list[list[str]]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
+    (layers,) = [c for c in config["contracts"] if c["type"] == "layers"]
+    return [[p.strip() for p in row.replace("|", ":").split(":")] for row in layers["layers"]]
 
 
+def _lint(root: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-c", "import sys; from importlinter.cli import lint_imports; "
+         "sys.exit(lint_imports(no_cache=True, config_filename='pyproject.toml'))"],
+        cwd=root, capture_output=True, text=True, env={"PYTHONPATH": str(root), "PATH": ""},
+    )
+
+
+# ------------------------------------------------------------------ import-linter
+def test_contracts_are_kept() -> None:
+    out = _lint(ROOT)
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert "3 kept, 0 broken" in out.stdout
+
+
+@pytest.mark.parametrize(("where", "planted", "contract"), [
+    ("model/graph.py", "    from roam_core.planner import make_plan\n", "layered"),
+    ("ordering/decompose.py", "    from roam_core.layout import arena\n", "layered"),
+    ("base/units.py", "    from roam_core.model import graph\n", "layered"),
+    ("model/reach.py", "    from roam_core.model import samples\n", "cycles"),
+    ("oracle/bounds.py", "    import plotly\n", "Dash or plotly"),
+], ids=["up-a-layer", "sibling", "base-imports-model", "cycle", "plotly"])
+def test_contracts_break_on_a_planted_violation(tmp_path: Path, where: str, planted: str,
+                                                contract: str) -> None:
+    shutil.copytree(CORE, tmp_path / "roam_core",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    if contract == "cycles":  # make samples import reach too, so the pair is a cycle
+        samples = tmp_path / "roam_core/model/samples.py"
+        samples.write_text(samples.read_text() + "\n\ndef _planted():\n"
+                           "    from roam_core.model import reach\n")
+    target = tmp_path / "roam_core" / where
+    target.write_text(target.read_text() + "\n\ndef _planted_violation():\n" + planted)
+    out = _lint(tmp_path)
+    assert out.returncode != 0, out.stdout[-2000:]
+    broken = [line for line in out.stdout.splitlines() if " BROKEN" in line]
+    assert any(contract in line for line in broken), out.stdout[-3000:]
+
+
+def test_every_package_has_a_layer() -> None:
+    declared = {m for row in _layers() for m in row}
+    packages = {p.name for p in CORE.iterdir() if (p / "__init__.py").exists()}
+    modules = {p.stem for p in CORE.glob("*.py")} - FACADE
+    assert packages | modules <= declared | {"commands"}, (
+        "every roam_core package needs a row in pyproject's layers contract")
+    assert modules == set(), f"loose modules outside a layer package: {sorted(modules)}"
+
+
+# ------------------------------------------------------------------ what lint-imports cannot see
 def test_import_roam_core_is_light() -> None:
     code = (
         "import sys, roam_core, roam_core.cli\n"
@@ -89,32 +127,44 @@ def test_import_roam_core_is_light() -> None:
     assert out.stdout.strip() == "", f"import roam_core loaded: {out.stdout.strip()[:300]}"
 
 
-@pytest.mark.parametrize(("module", "path"), _modules(), ids=lambda x: str(x))
-def test_module_respects_layers(module: str, path: Path) -> None:
-    if module == "__init__":
-        layer = 99
-    else:
-        layer = _layer(module)
-    head = module.split(".")[0]
-    for name, top_level in _imports(path):
-        root = name.split(".")[0]
-        assert root not in ("dash", "plotly"), f"roam_core.{module} imports {name}"
-        if root == "app":
-            assert module in APP_LOADERS, f"roam_core.{module} imports app"
-            assert not top_level, f"roam_core.{module} imports app at module level"
-        if root == "torch" and top_level:
-            assert head in TORCH_MODULES, f"roam_core.{module} imports torch at module level"
-        if root == "roam_core" and name != "roam_core":
-            target = name.split(".")[1]
-            if module == "__init__":
-                assert target not in TORCH_MODULES or not top_level, (
-                    f"roam_core/__init__ imports torch module {target} at module level")
-                continue
-            assert _layer(target) <= layer, (
-                f"roam_core.{module} (layer {layer}) imports roam_core.{target} "
-                f"(layer {_layer(target)})")
+def _violations(core: Path) -> list[str]:
+    bad = []
+    for module, path in _modules(core):
+        head = module.split(".")[0]
+        for name, names, top_level, line in _imports(path, module):
+            root = name.split(".")[0]
+            where = f"roam_core/{path.relative_to(core)}:{line}"
+            torch_ok = head in TORCH_PACKAGES or module == "__init__"
+            if root == "torch" and top_level and not torch_ok:
+                bad.append(f"{where} imports torch at module level")
+            if name == "roam_core" and module != "__init__":
+                subpackages = {p.name for p in core.iterdir() if p.is_dir()}
+                bad += [f"{where} imports {n!r} from the roam_core facade"
+                        for n in names if n not in subpackages]
+            if root == "roam_core" and name != f"roam_core.{module}":
+                bad += [f"{where} imports the private name {n} from {name}"
+                        for n in names if n.startswith("_") and not n.startswith("__")]
+    return bad
 
 
-def test_layer_walk_sees_the_package() -> None:
+def test_torch_private_names_and_facade() -> None:
+    assert _violations(CORE) == []
+
+
+def test_the_ast_rules_fail_on_planted_violations(tmp_path: Path) -> None:
+    core = tmp_path / "roam_core"
+    (core / "model").mkdir(parents=True)
+    (core / "__init__.py").write_text("import torch\n")  # the facade may (it does not)
+    (core / "model" / "__init__.py").write_text("")
+    (core / "model" / "a.py").write_text(
+        "import torch\nfrom roam_core import make_plan\nfrom roam_core.model.b import _x\n")
+    found = _violations(core)
+    assert len(found) == 3, found
+    for words in ("imports torch at module level", "from the roam_core facade",
+                  "the private name _x"):
+        assert any(words in f for f in found), (words, found)
+
+
+def test_the_walk_sees_the_package() -> None:
     # the rules above must see every module; an empty walk would make them vacuous
-    assert len(_modules()) >= 8
+    assert len(_modules()) >= 60

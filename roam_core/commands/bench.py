@@ -5,7 +5,7 @@ Suites
 * ``roam``: the ROAM paper's 14 (model, batch size) configurations in the chosen setting:
   the committed sample graph when there is one (``sample_graphs/*.json.gz``, matched by its
   ``origin`` record, not by file name), else traced on demand.
-* ``quick``: the hand-built teaching graphs (``roam_core.samples``) plus two small zoo models
+* ``quick``: the hand-built teaching graphs (``roam_core.model.samples``) plus two small zoo models
   (``mlp`` and ``tiny_gpt``): a committed graph of the setting when there is one, else traced
   on demand at batch 2.
 * ``gpt2xl``: GPT2-XL at batch 1, 2 and 4, traced on demand (about 10 s and a few GiB of RAM
@@ -81,7 +81,7 @@ def _trace_case(model: str, batch_size: int, setting: str):  # type: ignore[no-u
 
 def _cases(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
     from roam_core.bench import BenchCase, sample_graph_cases
-    from roam_core.graph_io import load_graph
+    from roam_core.formats.graph_io import load_graph
 
     if args.graphs:
         return [BenchCase(os.path.basename(p).split(".json")[0], lambda p=p: load_graph(p))
@@ -95,7 +95,7 @@ def _cases(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
                                        configs=[(model, bs)])
             cases += found[:1] or [_trace_case(model, bs, args.setting)]
     elif args.suite == "quick":
-        from roam_core.samples import SAMPLES
+        from roam_core.model.samples import SAMPLES
 
         cases = [BenchCase(name, f) for name, f in SAMPLES.items()]
         for model, bs in _QUICK_MODELS:
@@ -107,9 +107,9 @@ def _cases(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
 
 
 def _run(args: argparse.Namespace) -> int:
+    from roam_core.base.errors import GraphError
     from roam_core.bench import DEFAULT_BENCH_METHODS, run_bench, write_csv, write_markdown
-    from roam_core.errors import GraphError
-    from roam_core.heuristics import ORDER_METHODS
+    from roam_core.ordering.registry import ORDER_METHODS
 
     methods = (tuple(m.strip() for m in args.methods.split(",") if m.strip())
                if args.methods else DEFAULT_BENCH_METHODS)

@@ -31,9 +31,9 @@ def _mib(n: int) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from roam_core.graph_io import load_graph
-    from roam_core.plan_io import load_plan
-    from roam_core.validate import check_plan
+    from roam_core.formats.graph_io import load_graph
+    from roam_core.formats.plan_io import load_plan
+    from roam_core.oracle.validate import check_plan
 
     graph = load_graph(args.graph)
     plan = load_plan(args.plan)

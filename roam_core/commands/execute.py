@@ -45,9 +45,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _run(args: argparse.Namespace) -> int:
-    from roam_core.errors import ExecutorError
-    from roam_core.graph_io import load_graph
-    from roam_core.plan_io import load_plan
+    from roam_core.base.errors import ExecutorError
+    from roam_core.formats.graph_io import load_graph
+    from roam_core.formats.plan_io import load_plan
 
     if args.steps < 1:
         raise ExecutorError(f"--steps must be at least 1, got {args.steps}")
@@ -59,13 +59,13 @@ def _run(args: argparse.Namespace) -> int:
             "the CLI can only rebuild zoo models; use the Python API "
             "roam_core.execute_plan(model, example_inputs, plan, ...)")
     if args.snapshot:
-        from roam_core.snapshot import save_plan_snapshot
+        from roam_core.formats.snapshot import save_plan_snapshot
 
         save_plan_snapshot(args.snapshot, graph, plan)
         print(f"plan snapshot -> {args.snapshot}", file=sys.stderr)
 
-    from roam_core.execute import resolve_device
-    from roam_core.execute.origin import execute_origin
+    from roam_core.runtime import resolve_device
+    from roam_core.runtime.origin import execute_origin
 
     resolve_device(args.device)  # fails fast (exit 2) without CUDA
     print(f"executing {graph.name} ({len(graph)} ops) on {args.device} ...", file=sys.stderr,

@@ -15,8 +15,8 @@ import sys
 import time
 from typing import Any
 
+from roam_core.base.units import format_bytes
 from roam_core.commands import positive_int
-from roam_core.units import format_bytes
 
 __all__ = ["info_dict", "register"]
 
@@ -58,8 +58,8 @@ class _Progress:
 
 def info_dict(graph: Any, alignment_bytes: int = 512, progress: Any = None) -> dict[str, Any]:
     """The JSON object ``roam info --json`` prints for ``graph``."""
-    from roam_core.baseline import eager_report
-    from roam_core.graph import Phase
+    from roam_core.model.graph import Phase
+    from roam_core.oracle.baseline import eager_report
 
     r = eager_report(graph, alignment_bytes, progress=progress)
     ops_by_phase = {p.value: 0 for p in Phase}
@@ -136,7 +136,7 @@ def _human(d: dict[str, Any]) -> str:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from roam_core.graph_io import load_graph
+    from roam_core.formats.graph_io import load_graph
 
     try:
         big_file = os.path.getsize(args.file) >= _PROGRESS_FILE_BYTES

@@ -41,10 +41,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def _run(args: argparse.Namespace) -> int:
     import dataclasses
 
-    from roam_core.dsa import Problem, load_problem, save_problem
-    from roam_core.dsa_solver import solve_dsa
-    from roam_core.errors import PlanInvalidError
-    from roam_core.validate import check_dsa_solution
+    from roam_core.base.errors import PlanInvalidError
+    from roam_core.formats.dsa_csv import load_problem, save_problem
+    from roam_core.layout.dsa_solver import solve_dsa
+    from roam_core.model.dsa import Problem
+    from roam_core.oracle.validate import check_dsa_solution
 
     problem = load_problem(args.input, capacity=args.capacity)
     if args.alignment is not None:

@@ -1,7 +1,7 @@
 """``roam plan GRAPH -o PLAN.json``: find an execution plan (order + arena layout).
 
 Runs :func:`roam_core.planner.make_plan` with a progress bar on stderr (sub-tasks done /
-total and the best peak so far), writes the plan with :func:`roam_core.plan_io.save_plan`
+total and the best peak so far), writes the plan with :func:`roam_core.formats.plan_io.save_plan`
 and prints a summary (``--json``: one JSON object with ``baseline_peak_bytes``,
 ``planned_peak_bytes``, ``arena_bytes``, ``lower_bound_bytes``, ``solve_seconds``,
 ``method``, ``fragmentation``, ``eager_reserved_bytes``, ...).
@@ -34,7 +34,7 @@ _SETTING_NOTES = {
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``plan`` sub-command."""
-    from roam_core.heuristics import ORDER_METHODS
+    from roam_core.ordering.registry import ORDER_METHODS
 
     methods = ("roam", *ORDER_METHODS)
     p = subparsers.add_parser(
@@ -74,7 +74,7 @@ class _Bar:
     def __call__(self, p: Any) -> None:
         if not self.enabled:
             return
-        from roam_core.units import format_bytes
+        from roam_core.base.units import format_bytes
 
         peak = format_bytes(p.best_peak_bytes) if p.best_peak_bytes is not None else "-"
         width = 24
@@ -111,7 +111,7 @@ def summary_dict(plan: Any, graph: Any = None) -> dict[str, Any]:
     }
     if graph is not None:
         try:
-            from roam_core.baseline import eager_report
+            from roam_core.oracle.baseline import eager_report
 
             rep = eager_report(graph, plan.alignment_bytes)
             out["eager_reserved_bytes"] = rep.peak_reserved_bytes
@@ -124,11 +124,11 @@ def summary_dict(plan: Any, graph: Any = None) -> dict[str, Any]:
 def _run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from roam_core.config import PlannerConfig
-    from roam_core.graph_io import load_graph
-    from roam_core.plan_io import save_plan
+    from roam_core.base.config import PlannerConfig
+    from roam_core.base.units import format_bytes
+    from roam_core.formats.graph_io import load_graph
+    from roam_core.formats.plan_io import save_plan
     from roam_core.planner import make_plan
-    from roam_core.units import format_bytes
 
     graph = load_graph(args.graph)
     cfg = PlannerConfig()

@@ -42,8 +42,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 
 
 def _run(args: argparse.Namespace) -> int:
-    from roam_core.errors import TraceError
-    from roam_core.graph_io import save_graph
+    from roam_core.base.errors import TraceError
+    from roam_core.formats.graph_io import save_graph
     from roam_core.zoo import ZOO, trace_zoo
 
     if args.model not in ZOO:

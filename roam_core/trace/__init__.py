@@ -10,9 +10,10 @@ used and even GPT2-XL traces in seconds.  The model may be an ordinary module or
 the meta device; the example inputs may be real or meta (only shapes and dtypes matter).
 
 * **Storages** come from fake storage identity: the first node whose value lives in a storage
-  allocates it (:class:`~roam_core.graph.Tensor`, ``size_bytes = untyped_storage().nbytes()``);
+  allocates it (:class:`~roam_core.model.graph.Tensor`, ``size_bytes =
+  untyped_storage().nbytes()``);
   every later value in the same storage (views, in-place results) is an
-  :class:`~roam_core.graph.Alias`.
+  :class:`~roam_core.model.graph.Alias`.
 * **Per-parameter updates.**  The optimizer is always built with its *single-tensor*
   implementation (``foreach=False, fused=False``).  Foreach and fused optimizers trace into
   multi-tensor ops over all parameters at once, which would make it impossible to run one
@@ -65,8 +66,8 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 
-from roam_core.errors import TraceError
-from roam_core.graph import Graph, Phase, TensorKind
+from roam_core.base.errors import TraceError
+from roam_core.model.graph import Graph, Phase, TensorKind
 from roam_core.trace.fx_graph import ValueRef, build_graph
 
 __all__ = [
@@ -242,7 +243,7 @@ def trace_training_step(
     origin: Mapping[str, Any] | None = None,
     **optimizer_kwargs: Any,
 ) -> Graph:
-    """Trace one training step of ``model`` into a :class:`~roam_core.graph.Graph`.
+    """Trace one training step of ``model`` into a :class:`~roam_core.model.graph.Graph`.
 
     Parameters
     ----------

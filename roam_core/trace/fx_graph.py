@@ -1,4 +1,4 @@
-"""FX training-step graph -> :class:`~roam_core.graph.Graph` (storages, aliases, edges).
+"""FX training-step graph -> :class:`~roam_core.model.graph.Graph` (storages, aliases, edges).
 
 Used by :func:`roam_core.trace.trace_fx`.  Storages come from fake storage identity
 (``StorageWeakRef(val.untyped_storage())``): the first value in a storage allocates it, later
@@ -19,8 +19,8 @@ from typing import Any
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
-from roam_core.errors import TraceError
-from roam_core.graph import (
+from roam_core.base.errors import TraceError
+from roam_core.model.graph import (
     Alias,
     ControlEdge,
     EdgeReason,

@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from roam_core.errors import TraceError
+from roam_core.base.errors import TraceError
 from roam_core.zoo.cnn import (
     VGG11,
     AlexNet,

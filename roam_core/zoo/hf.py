@@ -1,7 +1,7 @@
 """Trace Hugging Face ``transformers`` models built from a config (offline, no weights).
 
 ``transformers`` is optional (``pip install roam[hf]``); this module imports it lazily and
-raises :class:`~roam_core.errors.TraceError` when it is missing.  Models are built on the
+raises :class:`~roam_core.base.errors.TraceError` when it is missing.  Models are built on the
 meta device from a config object or a model type (``AutoConfig.for_model``), so nothing is
 downloaded and nothing real is allocated; tracing goes through the same
 :func:`roam_core.trace.trace_fx` as everything else.
@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from roam_core.errors import TraceError
+from roam_core.base.errors import TraceError
 
 __all__ = ["HEADS", "hf_model_from_config", "trace_hf"]
 

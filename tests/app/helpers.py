@@ -8,9 +8,9 @@ import numpy as np
 
 from app.analysis import LayoutView
 from app.planning import PlanSettings, run_planner
-from roam_core.graph import Graph
-from roam_core.plan import Plan
-from roam_core.samples import tiny_train_step
+from roam_core.model.graph import Graph
+from roam_core.model.plan import Plan
+from roam_core.model.samples import tiny_train_step
 
 
 def synthetic_view(n_rects: int, n_steps: int = 4000, seed: int = 0) -> LayoutView:

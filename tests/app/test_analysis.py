@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from app import analysis, planning
-from roam_core.samples import tiny_train_step
-from roam_core.simulate import lifetimes, simulate
+from roam_core.model.samples import tiny_train_step
+from roam_core.oracle.simulate import lifetimes, simulate
 from tests.app.helpers import planned_with_tree
 
 
@@ -83,7 +83,7 @@ def test_summary_rows() -> None:
 
 @pytest.mark.parametrize("method", [m for m, _ in planning.BASELINE_METHODS])
 def test_baselines_are_valid_orders_with_a_layout(method: str) -> None:
-    from roam_core.validate import check_order
+    from roam_core.oracle.validate import check_order
 
     g = tiny_train_step()
     order, label = planning.baseline_order(g, method)

@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 
 from app import planning, verify
-from roam_core import plan_io
-from roam_core.graph_io import dumps_graph
+from roam_core.formats import plan_io
+from roam_core.formats.graph_io import dumps_graph
+from roam_core.model.samples import chain3, diamond, tiny_train_step
 from roam_core.planner import PlanProgress
-from roam_core.samples import chain3, diamond, tiny_train_step
 from tests.app.helpers import planned_with_tree
 
 pytestmark = pytest.mark.browser

@@ -16,9 +16,9 @@ from dash._utils import AttributeDict
 from dash.exceptions import PreventUpdate
 
 from app import callbacks, ids, state
-from roam_core import plan_io
-from roam_core.graph_io import dumps_graph
-from roam_core.samples import diamond
+from roam_core.formats import plan_io
+from roam_core.formats.graph_io import dumps_graph
+from roam_core.model.samples import diamond
 from tests.app.helpers import planned_with_tree
 
 

@@ -11,7 +11,7 @@ import pytest
 from app import figures
 from app.analysis import layout_from_plan
 from app.raster import rasterize
-from roam_core.samples import tiny_train_step
+from roam_core.model.samples import tiny_train_step
 from tests.app.helpers import planned_with_tree, synthetic_view
 
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from app import planning, services, state
-from roam_core import plan_io
-from roam_core.errors import GraphError, PlanFormatError, PlanInvalidError
-from roam_core.graph_io import dumps_graph
-from roam_core.samples import chain3, diamond, tiny_train_step
+from roam_core.base.errors import GraphError, PlanFormatError, PlanInvalidError
+from roam_core.formats import plan_io
+from roam_core.formats.graph_io import dumps_graph
+from roam_core.model.samples import chain3, diamond, tiny_train_step
 from tests.app.helpers import planned_with_tree
 
 

@@ -12,8 +12,8 @@ import pytest
 
 from app import callbacks, services, state, verify
 from app.planning import PlanSettings
-from roam_core.errors import ExecutorError
-from roam_core.samples import tiny_train_step
+from roam_core.base.errors import ExecutorError
+from roam_core.model.samples import tiny_train_step
 from tests.app.helpers import planned_with_tree
 
 MLP = "file:mlp-b8-steady.json.gz"

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import random
 
-from roam_core.graph import Graph, round_size
-from roam_core.plan import Plan
-from roam_core.simulate import lifetimes, simulate
-from roam_core.validate import check_order
+from roam_core.model.graph import Graph, round_size
+from roam_core.model.plan import Plan
+from roam_core.oracle.simulate import lifetimes, simulate
+from roam_core.oracle.validate import check_order
 
 
 def random_order(graph: Graph, seed: int = 0) -> tuple[str, ...]:

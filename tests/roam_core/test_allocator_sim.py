@@ -7,10 +7,10 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roam_core.allocator_sim import AllocatorConfig, simulate_allocator
-from roam_core.graph import Graph, Op, OpId, Phase, Tensor, TensorId, TensorKind
-from roam_core.samples import chain3, diamond, tiny_train_step
-from roam_core.simulate import simulate
+from roam_core.model.graph import Graph, Op, OpId, Phase, Tensor, TensorId, TensorKind
+from roam_core.model.samples import chain3, diamond, tiny_train_step
+from roam_core.oracle.allocator_sim import AllocatorConfig, simulate_allocator
+from roam_core.oracle.simulate import simulate
 from tests.strategies import orders_of, random_graphs
 
 MIB = 1024 * 1024

@@ -7,7 +7,8 @@ import time
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roam_core.arena import (
+from roam_core.formats.graph_io import load_graph
+from roam_core.layout.arena import (
     ArenaConfig,
     _flip_compact,
     _shake,
@@ -15,13 +16,12 @@ from roam_core.arena import (
     layout_problem,
     plan_arena,
 )
-from roam_core.decompose import decompose
-from roam_core.dsa import Buffer, Problem, Solution
-from roam_core.dsa_heuristics import place_in_order
-from roam_core.graph_io import load_graph
-from roam_core.samples import chain3, diamond, tiny_train_step
-from roam_core.simulate import simulate
-from roam_core.validate import check_arena
+from roam_core.layout.dsa_heuristics import place_in_order
+from roam_core.model.dsa import Buffer, Problem, Solution
+from roam_core.model.samples import chain3, diamond, tiny_train_step
+from roam_core.oracle.simulate import simulate
+from roam_core.oracle.validate import check_arena
+from roam_core.ordering.decompose import decompose
 from tests.strategies import orders_of, random_graphs
 
 FAST = ArenaConfig(time_limit_s=2, task_time_limit_s=0.5)

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from hypothesis import given
 
-from roam_core.baseline import eager_report, moved_state_order, state_creation_ops
-from roam_core.graph import (
+from roam_core.model.graph import (
     ControlEdge,
     EdgeReason,
     Graph,
@@ -16,8 +15,9 @@ from roam_core.graph import (
     TensorId,
     TensorKind,
 )
-from roam_core.simulate import simulate
-from roam_core.validate import check_order
+from roam_core.oracle.baseline import eager_report, moved_state_order, state_creation_ops
+from roam_core.oracle.simulate import simulate
+from roam_core.oracle.validate import check_order
 from tests.strategies import random_graphs
 
 

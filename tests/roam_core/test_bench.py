@@ -17,10 +17,10 @@ from roam_core.bench import (
     write_markdown,
 )
 from roam_core.cli import main
-from roam_core.graph_io import save_graph
-from roam_core.samples import diamond, tiny_train_step
-from roam_core.simulate import simulate
-from tests.roam_core.test_updates import two_param_step
+from roam_core.formats.graph_io import save_graph
+from roam_core.model.samples import diamond, tiny_train_step
+from roam_core.oracle.simulate import simulate
+from tests.builders import two_param_step
 
 
 def test_row_fields_are_the_csv_columns():
@@ -120,7 +120,7 @@ def test_layouts_of_plain_orders():
 
 
 def test_a_crashing_method_becomes_a_failed_row(monkeypatch):
-    from roam_core import heuristics
+    from roam_core.ordering import registry as heuristics
 
     def boom(graph):
         raise AssertionError("internal bug")

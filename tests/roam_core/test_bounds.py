@@ -5,15 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roam_core.bounds import (
-    best_lower_bound,
-    forced_live_masks,
-    group_lower_bound,
-    live_set_lower_bound,
-    optimizer_groups,
-    update_group_lower_bound,
-)
-from roam_core.graph import (
+from roam_core.model.graph import (
     Alias,
     ControlEdge,
     EdgeReason,
@@ -25,8 +17,16 @@ from roam_core.graph import (
     TensorId,
     TensorKind,
 )
-from roam_core.samples import chain3, diamond, tiny_train_step
-from roam_core.simulate import simulate
+from roam_core.model.samples import chain3, diamond, tiny_train_step
+from roam_core.oracle.bounds import (
+    best_lower_bound,
+    forced_live_masks,
+    group_lower_bound,
+    live_set_lower_bound,
+    optimizer_groups,
+    update_group_lower_bound,
+)
+from roam_core.oracle.simulate import simulate
 from tests.strategies import orders_of, random_graphs
 
 

@@ -6,12 +6,12 @@ import networkx as nx
 import pytest
 from hypothesis import given
 
-from roam_core.brute_force import MAX_BRUTE_FORCE_OPS, all_orders, brute_force_order
-from roam_core.errors import GraphError
-from roam_core.samples import chain3, diamond
-from roam_core.simulate import simulate
-from roam_core.validate import check_order
-from tests.roam_core.test_updates import two_param_step
+from roam_core.base.errors import GraphError
+from roam_core.model.samples import chain3, diamond
+from roam_core.oracle.brute_force import MAX_BRUTE_FORCE_OPS, all_orders, brute_force_order
+from roam_core.oracle.simulate import simulate
+from roam_core.oracle.validate import check_order
+from tests.builders import two_param_step
 from tests.strategies import random_graphs
 
 

@@ -5,11 +5,11 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roam_core.decompose import TaskTree, decompose, units
-from roam_core.graph import Graph
-from roam_core.reach import reachability
-from roam_core.rewrites import place_weight_updates
-from roam_core.samples import diamond, tiny_train_step
+from roam_core.model.graph import Graph
+from roam_core.model.reach import reachability
+from roam_core.model.samples import diamond, tiny_train_step
+from roam_core.ordering.decompose import TaskTree, decompose, units
+from roam_core.ordering.rewrites import place_weight_updates
 from tests.strategies import random_graphs
 
 

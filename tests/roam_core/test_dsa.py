@@ -6,33 +6,13 @@ import gzip
 
 import pytest
 from hypothesis import given
-from hypothesis import strategies as st
 
-from roam_core.dsa import (
-    Buffer,
-    Problem,
-    Solution,
-    dumps_problem,
-    load_problem,
-    loads_problem,
-    save_problem,
-    solution_from_problem,
-)
-from roam_core.errors import PlanFormatError
+from roam_core.base.errors import PlanFormatError
+from roam_core.formats.dsa_csv import dumps_problem, load_problem, loads_problem, save_problem
+from roam_core.model.dsa import Buffer, Problem, Solution, solution_from_problem
+from tests.strategies import problems
 
 MINIMALLOC = "/work/shared/dsa/minimalloc"
-
-
-@st.composite
-def problems(draw: st.DrawFn, max_buffers: int = 8, max_time: int = 8, max_size: int = 8,
-             ) -> Problem:
-    n = draw(st.integers(0, max_buffers))
-    bufs = []
-    for i in range(n):
-        lo = draw(st.integers(0, max_time - 1))
-        hi = draw(st.integers(lo + 1, max_time))
-        bufs.append(Buffer(f"b{i}", lo, hi, draw(st.integers(0, max_size))))
-    return Problem(tuple(bufs))
 
 
 class TestProblem:

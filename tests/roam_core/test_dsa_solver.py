@@ -9,13 +9,14 @@ import time
 import pytest
 from hypothesis import given, settings
 
+from roam_core.base.errors import InfeasibleError
 from roam_core.cli import main
-from roam_core.dsa import Buffer, Problem, load_problem, loads_problem
-from roam_core.dsa_heuristics import ORDERS, greedy_by_size, portfolio
-from roam_core.dsa_solver import SearchOptions, search_capacity, solve_dsa
-from roam_core.errors import InfeasibleError
-from roam_core.validate import check_dsa_solution
-from tests.roam_core.test_dsa import problems
+from roam_core.formats.dsa_csv import load_problem, loads_problem
+from roam_core.layout.dsa_heuristics import ORDERS, greedy_by_size, portfolio
+from roam_core.layout.dsa_solver import SearchOptions, search_capacity, solve_dsa
+from roam_core.model.dsa import Buffer, Problem
+from roam_core.oracle.validate import check_dsa_solution
+from tests.strategies import problems
 
 MINIMALLOC = "/work/shared/dsa/minimalloc"
 

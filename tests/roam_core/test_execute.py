@@ -13,11 +13,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from roam_core.errors import ExecutorError, PlanFormatError, PlanInvalidError
-from roam_core.execute import REQUIRED_KEYS, ArenaRunner, execute_plan, execute_traced, out_variant
-from roam_core.execute import arena as arena_mod
-from roam_core.execute.origin import execute_origin
-from roam_core.graph import EdgeReason
+from roam_core.base.errors import ExecutorError, PlanFormatError, PlanInvalidError
+from roam_core.model.graph import EdgeReason
+from roam_core.runtime import REQUIRED_KEYS, ArenaRunner, execute_plan, execute_traced, out_variant
+from roam_core.runtime import arena as arena_mod
+from roam_core.runtime.origin import execute_origin
 from roam_core.zoo import trace_zoo
 from tests.roam_core.exec_helpers import first_fit_plan, random_order
 
@@ -132,7 +132,7 @@ def test_invalid_order_is_refused(mlp_case) -> None:
 
 def _co_live_pair(graph, plan):
     """(a, b): planned storages live at b's first step, a created before b, both sized."""
-    from roam_core.simulate import lifetimes
+    from roam_core.oracle.simulate import lifetimes
 
     lts = lifetimes(graph, plan.order)
     for b, lb in sorted(lts.items(), key=lambda kv: kv[1].start):
@@ -284,8 +284,8 @@ def test_cuda_request_without_cuda_is_a_clear_error(mlp_case) -> None:
 
 # ------------------------------------------------------------------ CLI
 def _files(tmp_path, ts, plan):
-    from roam_core.graph_io import save_graph
-    from roam_core.plan_io import save_plan
+    from roam_core.formats.graph_io import save_graph
+    from roam_core.formats.plan_io import save_plan
 
     g, p = tmp_path / "g.json.gz", tmp_path / "p.json"
     save_graph(ts.graph, g)
@@ -297,7 +297,7 @@ def test_cli_execute_cpu_writes_report_and_snapshot(mlp_case, tmp_path, capsys) 
     import json
 
     from roam_core.cli import main
-    from roam_core.snapshot import load_snapshot
+    from roam_core.formats.snapshot import load_snapshot
 
     ts, plan = mlp_case
     g, p = _files(tmp_path, ts, plan)
@@ -345,8 +345,8 @@ def test_fresh_process_measurement_path_runs_on_cpu(mlp_case) -> None:
     """The CUDA measuring path (spawned child, recipe, re-trace, fingerprint, arena load)."""
     import functools
 
-    from roam_core.execute.measure import measure_subprocess, pickled_recipe
-    from roam_core.execute.origin import zoo_recipe
+    from roam_core.runtime.measure import measure_subprocess, pickled_recipe
+    from roam_core.runtime.origin import zoo_recipe
 
     ts, plan = mlp_case
     recipe = functools.partial(zoo_recipe, dict(ts.graph.origin))
@@ -363,7 +363,7 @@ def test_fresh_process_measurement_path_runs_on_cpu(mlp_case) -> None:
 
 
 def test_compare_tolerances_and_nans() -> None:
-    from roam_core.execute.step import compare
+    from roam_core.runtime.step import compare
 
     a = torch.tensor([1.0, float("nan"), 3.0])
     same = compare([("a", a)], [a.clone()], rtol=0.0, atol=0.0)

@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from roam_core.errors import GraphError
-from roam_core.graph import (
+from roam_core.base.errors import GraphError
+from roam_core.model.graph import (
     Alias,
     ControlEdge,
     EdgeReason,
@@ -20,7 +20,7 @@ from roam_core.graph import (
     TensorKind,
     round_size,
 )
-from roam_core.samples import SAMPLES, diamond, tiny_train_step
+from roam_core.model.samples import SAMPLES, diamond, tiny_train_step
 
 F, ACT = Phase.FORWARD, TensorKind.ACTIVATION
 

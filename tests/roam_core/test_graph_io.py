@@ -9,9 +9,9 @@ import json
 import pytest
 from hypothesis import given
 
-from roam_core import safe_gzip
-from roam_core.errors import GraphError
-from roam_core.graph_io import (
+from roam_core.base import safe_gzip
+from roam_core.base.errors import GraphError
+from roam_core.formats.graph_io import (
     dumps_graph,
     graph_from_dict,
     graph_to_dict,
@@ -19,7 +19,7 @@ from roam_core.graph_io import (
     loads_graph,
     save_graph,
 )
-from roam_core.samples import SAMPLES, tiny_train_step
+from roam_core.model.samples import SAMPLES, tiny_train_step
 from tests.strategies import random_graphs
 
 

@@ -7,20 +7,20 @@ import logging
 import pytest
 from hypothesis import given
 
-from roam_core.errors import GraphError
-from roam_core.graph import Graph, Op, OpId, Phase, Tensor, TensorId, TensorKind
-from roam_core.heuristics import (
+from roam_core.base.errors import GraphError
+from roam_core.model.dag_view import compact
+from roam_core.model.graph import Graph, Op, OpId, Phase, Tensor, TensorId, TensorKind
+from roam_core.model.samples import SAMPLES, diamond
+from roam_core.oracle.simulate import simulate
+from roam_core.oracle.validate import check_order
+from roam_core.ordering.registry import (
     COMPOSITE_METHODS,
     DEFAULT_METHODS,
     ORDER_METHODS,
     best_heuristic_order,
-    compact,
     run_method,
 )
-from roam_core.samples import SAMPLES, diamond
-from roam_core.simulate import simulate
-from roam_core.validate import check_order
-from tests.roam_core.test_updates import two_param_step
+from tests.builders import two_param_step
 from tests.strategies import random_graphs
 
 HAND_GRAPHS = [f() for f in SAMPLES.values()] + [two_param_step("adam"),
@@ -93,7 +93,7 @@ def test_failures_are_isolated(monkeypatch, caplog):
         raise RuntimeError("broken strategy")
 
     monkeypatch.setitem(ORDER_METHODS, "boom", boom)
-    with caplog.at_level(logging.WARNING, logger="roam_core.heuristics"):
+    with caplog.at_level(logging.WARNING, logger="roam_core.ordering.registry"):
         r = best_heuristic_order(diamond(), ["boom", "eager"])
     assert r.method == "eager"
     assert "boom" not in r.scores

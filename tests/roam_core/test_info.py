@@ -8,12 +8,12 @@ import sys
 
 import pytest
 
-from roam_core.baseline import eager_report
+from roam_core.base.units import format_bytes
 from roam_core.cli import main
-from roam_core.graph import Graph, Op, OpId, Phase, Tensor, TensorId, TensorKind
-from roam_core.graph_io import save_graph
-from roam_core.samples import tiny_train_step
-from roam_core.units import format_bytes
+from roam_core.formats.graph_io import save_graph
+from roam_core.model.graph import Graph, Op, OpId, Phase, Tensor, TensorId, TensorKind
+from roam_core.model.samples import tiny_train_step
+from roam_core.oracle.baseline import eager_report
 
 
 @pytest.fixture

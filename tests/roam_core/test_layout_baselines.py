@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
-from roam_core.dsa import Buffer, Problem
-from roam_core.layout_baselines import LAYOUT_METHODS, baseline_layout, inductor_pool, llfb
-from roam_core.samples import diamond, tiny_train_step
-from roam_core.simulate import simulate
-from roam_core.validate import check_arena, check_dsa_solution
-from tests.roam_core.test_dsa import problems
+from roam_core.layout.layout_baselines import LAYOUT_METHODS, baseline_layout, inductor_pool, llfb
+from roam_core.model.dsa import Buffer, Problem
+from roam_core.model.samples import diamond, tiny_train_step
+from roam_core.oracle.simulate import simulate
+from roam_core.oracle.validate import check_arena, check_dsa_solution
+from tests.strategies import problems
 
 
 @pytest.mark.parametrize("method", sorted(LAYOUT_METHODS))

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 from hypothesis import given, settings
 
-from roam_core.brute_force import brute_force_order
-from roam_core.errors import GraphError
-from roam_core.heuristics import best_heuristic_order
-from roam_core.monolithic import solve_monolithic
-from roam_core.simulate import simulate
-from roam_core.validate import check_order
-from tests.roam_core.test_updates import two_param_step
+from roam_core.base.errors import GraphError
+from roam_core.oracle.brute_force import brute_force_order
+from roam_core.oracle.simulate import simulate
+from roam_core.oracle.validate import check_order
+from roam_core.ordering.monolithic import solve_monolithic
+from roam_core.ordering.registry import best_heuristic_order
+from tests.builders import two_param_step
 from tests.strategies import random_graphs
 
 

@@ -6,18 +6,18 @@ import networkx as nx
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roam_core.config import OrderSolverConfig
-from roam_core.graph import Graph
-from roam_core.order_ilp import (
+from roam_core.base.config import OrderSolverConfig
+from roam_core.model.graph import Graph
+from roam_core.model.samples import diamond, tiny_train_step
+from roam_core.oracle.simulate import simulate
+from roam_core.oracle.validate import check_order
+from roam_core.ordering.order_ilp import (
     build_order_problem,
     merge_orders,
     range_profile,
     solve_order,
     solve_order_problem,
 )
-from roam_core.samples import diamond, tiny_train_step
-from roam_core.simulate import simulate
-from roam_core.validate import check_order
 from tests.strategies import random_graphs
 
 EXACT = OrderSolverConfig(time_limit_s=20.0, stop_at_lower_bound=False)

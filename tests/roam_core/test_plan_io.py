@@ -8,13 +8,11 @@ import json
 
 import pytest
 
+from roam_core.base.errors import PlanFormatError
 from roam_core.cli import main
-from roam_core.dsa import loads_problem, solution_from_problem
-from roam_core.errors import PlanFormatError
-from roam_core.graph import ControlEdge, EdgeReason, OpId
-from roam_core.graph_io import save_graph
-from roam_core.plan import SolveRecord
-from roam_core.plan_io import (
+from roam_core.formats.dsa_csv import loads_problem
+from roam_core.formats.graph_io import save_graph
+from roam_core.formats.plan_io import (
     dumps_plan,
     load_plan,
     loads_plan,
@@ -23,9 +21,12 @@ from roam_core.plan_io import (
     problem_from_plan,
     save_plan,
 )
-from roam_core.samples import diamond, tiny_train_step
-from roam_core.validate import check_dsa_solution
-from tests.roam_core.test_validate_plan import _plan
+from roam_core.model.dsa import solution_from_problem
+from roam_core.model.graph import ControlEdge, EdgeReason, OpId
+from roam_core.model.plan import SolveRecord
+from roam_core.model.samples import diamond, tiny_train_step
+from roam_core.oracle.validate import check_dsa_solution
+from tests.builders import eager_greedy_plan as _plan
 
 
 def _full_plan():  # type: ignore[no-untyped-def]

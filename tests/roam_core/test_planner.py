@@ -8,14 +8,14 @@ import threading
 import pytest
 from hypothesis import given, settings
 
-from roam_core.config import OrderSolverConfig, PlannerConfig
-from roam_core.graph import Graph
-from roam_core.heuristics import best_heuristic_order, run_method
-from roam_core.plan import Plan
+from roam_core.base.config import OrderSolverConfig, PlannerConfig
+from roam_core.model.graph import Graph
+from roam_core.model.plan import Plan
+from roam_core.model.samples import tiny_train_step
+from roam_core.oracle.simulate import simulate
+from roam_core.oracle.validate import check_order, check_plan
+from roam_core.ordering.registry import best_heuristic_order, run_method
 from roam_core.planner import PlanProgress, make_plan, order_methods
-from roam_core.samples import tiny_train_step
-from roam_core.simulate import simulate
-from roam_core.validate import check_order, check_plan
 from tests.strategies import random_graphs
 
 FAST = PlannerConfig(node_limit=4, workers=1, solve_layout=False,
@@ -141,8 +141,8 @@ def test_cli_plan_json(tmp_path, capsys) -> None:
     import json
 
     from roam_core.cli import main
-    from roam_core.graph_io import save_graph
-    from roam_core.plan_io import load_plan
+    from roam_core.formats.graph_io import save_graph
+    from roam_core.formats.plan_io import load_plan
 
     g = tiny_train_step()
     src, out = tmp_path / "g.json", tmp_path / "p.json"
@@ -163,7 +163,7 @@ def test_cli_plan_json(tmp_path, capsys) -> None:
 
 def test_cli_plan_baseline_method(tmp_path, capsys) -> None:
     from roam_core.cli import main
-    from roam_core.graph_io import save_graph
+    from roam_core.formats.graph_io import save_graph
 
     src, out = tmp_path / "g.json", tmp_path / "p.json"
     save_graph(tiny_train_step(), src)

@@ -7,9 +7,18 @@ import itertools
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roam_core.graph import ControlEdge, EdgeReason, Graph, Op, OpId, Phase, Tensor, TensorKind
-from roam_core.reach import iter_bits, reachability, topological_indices
-from roam_core.samples import chain3, diamond, tiny_train_step
+from roam_core.model.graph import (
+    ControlEdge,
+    EdgeReason,
+    Graph,
+    Op,
+    OpId,
+    Phase,
+    Tensor,
+    TensorKind,
+)
+from roam_core.model.reach import iter_bits, reachability, topological_indices
+from roam_core.model.samples import chain3, diamond, tiny_train_step
 from tests.strategies import orders_of, random_graphs
 
 

@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roam_core.graph import EdgeReason, Graph
-from roam_core.rewrites import asap_insertion, place_weight_updates
-from roam_core.samples import tiny_train_step
-from roam_core.simulate import simulate
-from roam_core.updates import update_groups
-from roam_core.validate import check_order
+from roam_core.model.graph import EdgeReason, Graph
+from roam_core.model.samples import tiny_train_step
+from roam_core.oracle.simulate import simulate
+from roam_core.oracle.validate import check_order
+from roam_core.ordering.rewrites import asap_insertion, place_weight_updates
+from roam_core.ordering.update_groups import update_groups
 from tests.strategies import random_graphs
 
 

@@ -6,10 +6,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roam_core.errors import GraphError
-from roam_core.graph import Graph, Op, OpId, Phase, Tensor, TensorId, TensorKind, round_size
-from roam_core.samples import chain3, diamond, tiny_train_step
-from roam_core.simulate import Lifetime, lifetimes, simulate
+from roam_core.base.errors import GraphError
+from roam_core.model.graph import Graph, Op, OpId, Phase, Tensor, TensorId, TensorKind, round_size
+from roam_core.model.samples import chain3, diamond, tiny_train_step
+from roam_core.oracle.simulate import Lifetime, lifetimes, simulate
 from tests.strategies import orders_of, random_graphs
 
 

@@ -6,17 +6,17 @@ import pickle
 
 import pytest
 
-from roam_core.errors import PlanFormatError
-from roam_core.graph import round_size
-from roam_core.samples import diamond, tiny_train_step
-from roam_core.simulate import lifetimes
-from roam_core.snapshot import (
+from roam_core.base.errors import PlanFormatError
+from roam_core.formats.snapshot import (
     dumps_plan_snapshot,
     load_snapshot,
     loads_snapshot_dict,
     plan_snapshot,
     save_plan_snapshot,
 )
+from roam_core.model.graph import round_size
+from roam_core.model.samples import diamond, tiny_train_step
+from roam_core.oracle.simulate import lifetimes
 from tests.roam_core.exec_helpers import first_fit_plan, random_order
 
 BASE = 0x7F00_0000_0000

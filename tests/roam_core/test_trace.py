@@ -10,8 +10,8 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 F = torch.nn.functional
 
-from roam_core.errors import TraceError  # noqa: E402
-from roam_core.graph import EdgeReason, Graph, Phase, TensorKind  # noqa: E402
+from roam_core.base.errors import TraceError  # noqa: E402
+from roam_core.model.graph import EdgeReason, Graph, Phase, TensorKind  # noqa: E402
 from roam_core.trace import trace_fx, trace_training_step  # noqa: E402
 
 
@@ -345,7 +345,7 @@ def test_loss_fn_may_close_over_real_labels() -> None:
     import torch
     from torch import nn
 
-    from roam_core.graph import TensorKind
+    from roam_core.model.graph import TensorKind
     from roam_core.trace import trace_training_step
 
     model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))

@@ -7,7 +7,7 @@ import pytest
 pytest.importorskip("torch")
 
 from roam_core.cli import main
-from roam_core.graph_io import load_graph
+from roam_core.formats.graph_io import load_graph
 
 
 def test_trace_writes_a_loadable_graph(tmp_path, capsys) -> None:

@@ -5,10 +5,19 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roam_core.errors import ViolationKind
-from roam_core.graph import ControlEdge, EdgeReason, Graph, Op, OpId, Phase, Tensor, TensorKind
-from roam_core.samples import diamond, tiny_train_step
-from roam_core.validate import check_order
+from roam_core.base.errors import ViolationKind
+from roam_core.model.graph import (
+    ControlEdge,
+    EdgeReason,
+    Graph,
+    Op,
+    OpId,
+    Phase,
+    Tensor,
+    TensorKind,
+)
+from roam_core.model.samples import diamond, tiny_train_step
+from roam_core.oracle.validate import check_order
 from tests.strategies import orders_of, random_graphs
 
 

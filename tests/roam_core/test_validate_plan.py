@@ -10,22 +10,16 @@ import time
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roam_core.arena import greedy_arena
-from roam_core.dsa import Buffer, Problem, Solution
-from roam_core.errors import ViolationKind as K
-from roam_core.graph import Graph
-from roam_core.plan import Plan
-from roam_core.samples import tiny_train_step
-from roam_core.simulate import simulate
-from roam_core.validate import _overlapping_pairs, check_arena, check_dsa_solution, check_plan
-
-
-def _plan(g: Graph) -> Plan:
-    lay = greedy_arena(g, g.op_ids)
-    prof = simulate(g)
-    return Plan(g.fingerprint(), g.name, "eager", g.op_ids, dict(lay.offsets), 512,
-                lay.arena_bytes, prof.peak_bytes, prof.resident_bytes, prof.peak_bytes,
-                prof.peak_bytes, prof.live_bytes)
+from roam_core.base.errors import ViolationKind as K
+from roam_core.model.dsa import Buffer, Problem, Solution
+from roam_core.model.samples import tiny_train_step
+from roam_core.oracle.validate import (
+    _overlapping_pairs,
+    check_arena,
+    check_dsa_solution,
+    check_plan,
+)
+from tests.builders import eager_greedy_plan as _plan
 
 
 def _kinds(vs: list) -> set[K]:  # type: ignore[type-arg]

@@ -6,9 +6,9 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from roam_core.errors import TraceError  # noqa: E402
-from roam_core.graph import Phase, TensorKind  # noqa: E402
-from roam_core.simulate import simulate  # noqa: E402
+from roam_core.base.errors import TraceError  # noqa: E402
+from roam_core.model.graph import Phase, TensorKind  # noqa: E402
+from roam_core.oracle.simulate import simulate  # noqa: E402
 from roam_core.zoo import (  # noqa: E402
     ROAM_CONFIGS,
     ROBERTA_HELLO_WORLD,

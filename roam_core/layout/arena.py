@@ -1,0 +1,569 @@
+"""Arena layout of a graph in a fixed order: one byte offset for every storage.
+
+Arena convention (see :mod:`roam_core.model.plan`): resident storages are stacked at the bottom,
+``[0, R)``; planned storages live above on their lifetimes in the order
+(:func:`roam_core.oracle.simulate.lifetimes`); offsets are multiples of ``alignment_bytes`` and
+sizes
+are rounded up to it; ``arena_bytes = max(offset + rounded size)``.
+
+Method (ROAM's stage 2 and merge, with a DSA portfolio beside it):
+
+1. **Activation stack.** Activations (created before the loss step, freed after it) are
+   stacked from offset 0 of the planned area, the one freed last at the bottom (LIFO, as
+   ROAM does): they are all live at the loss, so this stack wastes nothing there.
+2. **Sub-task layouts.** The other storages are grouped by the sub-task that produces them
+   (``task_tree``; without one, by chronological chunks).  Each group is placed by a CP-SAT
+   model (time intervals fixed, offset intervals variable, ``add_no_overlap_2d``) against the
+   storages already placed as fixed boxes, hinted by a best-fit greedy placement, minimising
+   the arena height.  Placing groups against everything placed so far is the merge: there
+   are no conflicts left to re-place.
+3. **Compaction.** Every storage, lowest first, drops to the lowest offset where it fits.
+4. **Portfolio.** :func:`roam_core.layout.dsa_solver.solve_dsa` also lays out the whole problem
+   (greedy orders plus the canonical search); the lowest valid layout wins, so the result is
+   never worse than greedy-by-size best fit.
+5. **Flip-compact.** Every candidate is mirrored top-to-bottom and re-dropped first-fit in
+   its offset order, while that lowers it (cheap; often frees the top few hundred units);
+   then the lowest few candidates are *shaken*: the same move with a few random buffers
+   dropped first (seeded), keeping the lowest layout.
+6. **Polish.** While time remains and the winner is above the live-set bound, the buffers
+   reaching the top band are re-placed by CP-SAT under a lower ceiling (everything else
+   fixed), widening the band while that fails.
+
+Time: steps 1-3 get 35% of the budget, the DSA portfolio 50% of the rest, the shake 65% of
+what is left then and the polish the remainder; a candidate that reaches the live-set bound
+ends the search early.
+
+Examples
+--------
+>>> from roam_core.model.samples import diamond
+>>> g = diamond()
+>>> lay = plan_arena(g, g.op_ids, config=ArenaConfig(time_limit_s=2))
+>>> lay.arena_bytes, sorted(lay.offsets) == sorted(g.tensors)
+(1536, True)
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from roam_core.base import cpsat
+from roam_core.layout.dsa_heuristics import greedy_by_size, place_in_order
+from roam_core.layout.dsa_solver import solve_dsa
+from roam_core.model.dsa import Buffer, Problem, Solution
+from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, TensorId, round_size
+from roam_core.model.plan import SolveRecord
+from roam_core.oracle.simulate import Lifetime, lifetimes
+
+__all__ = ["ArenaConfig", "ArenaLayout", "greedy_arena", "layout_problem", "plan_arena"]
+
+_logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class ArenaConfig:
+    """Layout settings.
+
+    Parameters
+    ----------
+    alignment_bytes : int
+        Offset and size granularity (512 like CUDA's caching allocator).
+    time_limit_s : float
+        Budget of the whole layout (portfolio and sub-task models together).
+    task_time_limit_s : float
+        CP-SAT limit per sub-task group.
+    use_cpsat : bool
+        Run the activation-stack + CP-SAT candidate (steps 1-3).
+    max_group_tensors : int
+        Groups larger than this are cut into chronological chunks for CP-SAT.
+    use_dsa : bool
+        Run the DSA portfolio candidate (step 4).
+    dsa_exact : bool
+        Let the DSA candidate run its canonical search (else greedy orders only).
+    flip_compact : bool
+        Mirror-and-compact every candidate (step 5, cheap) before the polish.
+    shake_rounds : int
+        Rounds of randomised flip-compaction on the winner (step 5; 0 = off).
+    num_workers : int
+        CP-SAT workers.
+    seed : int
+        CP-SAT random seed.
+    """
+
+    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES
+    time_limit_s: float = 60.0
+    task_time_limit_s: float = 5.0
+    use_cpsat: bool = True
+    max_group_tensors: int = 150
+    use_dsa: bool = True
+    dsa_exact: bool = True
+    flip_compact: bool = True
+    shake_rounds: int = 60
+    num_workers: int = 1
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class ArenaLayout:
+    """An arena layout.
+
+    Parameters
+    ----------
+    offsets : Mapping of TensorId to int
+        Byte offset of every storage (resident ones included).
+    arena_bytes : int
+        ``max(offset + rounded size)``.
+    alignment_bytes : int
+        Granularity used.
+    resident_bytes : int
+        Rounded bytes of the resident storages (stacked at ``[0, resident_bytes)``).
+    provenance : tuple of SolveRecord
+        Every solver call (stage ``"layout"`` or ``"merge"``).
+    stats : Mapping
+        ``method`` (the winning candidate), ``planned_peak_bytes`` (resident + live peak),
+        ``fragmentation`` (arena / peak - 1), ``candidates`` (name -> arena bytes).
+    """
+
+    offsets: Mapping[TensorId, int]
+    arena_bytes: int
+    alignment_bytes: int
+    resident_bytes: int
+    provenance: tuple[SolveRecord, ...] = ()
+    stats: Mapping[str, Any] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------ problem
+def layout_problem(graph: Graph, order: Sequence[OpId], alignment_bytes: int,
+                   lts: Mapping[TensorId, Lifetime] | None = None) -> Problem:
+    """The planned storages as a DSA problem in units of ``alignment_bytes`` (size > 0 only)."""
+    lts = lts if lts is not None else lifetimes(graph, order)
+    a = max(1, alignment_bytes)
+    bufs = []
+    for tid, lt in lts.items():
+        units = round_size(graph.tensors[tid].size_bytes, a) // a
+        if units:
+            bufs.append(Buffer(str(tid), lt.start, lt.end, units))
+    return Problem(tuple(bufs))
+
+
+def _finish(graph: Graph, problem: Problem, units: Sequence[int], a: int,
+            provenance: Sequence[SolveRecord], stats: dict[str, Any]) -> ArenaLayout:
+    offsets: dict[TensorId, int] = {}
+    base = 0
+    for t in graph.tensors.values():
+        if t.producer is None:
+            offsets[t.id] = base
+            base += round_size(t.size_bytes, a)
+    resident = base
+    top = resident
+    for b, u in zip(problem.buffers, units):
+        offsets[TensorId(b.id)] = resident + u * a
+        top = max(top, resident + (u + b.size) * a)
+    for t in graph.tensors.values():
+        offsets.setdefault(t.id, 0)  # zero-byte planned storages
+    height = max((offsets[t.id] + round_size(t.size_bytes, a) for t in graph.tensors.values()
+                  if round_size(t.size_bytes, a)), default=0)
+    del top
+    return ArenaLayout(offsets, height, a, resident, tuple(provenance), stats)
+
+
+def greedy_arena(graph: Graph, order: Sequence[OpId], *,
+                 alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> ArenaLayout:
+    """Greedy-by-size best-fit layout (TFLite/XLA style): fast, no solver.
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import chain3
+    >>> greedy_arena(chain3(), chain3().op_ids).arena_bytes
+    1024
+    """
+    t0 = time.perf_counter()
+    problem = layout_problem(graph, order, alignment_bytes)
+    sol = greedy_by_size(problem)
+    rec = SolveRecord("layout", "global", "heuristic", sol.height * alignment_bytes, None,
+                      time.perf_counter() - t0, len(problem))
+    return _finish(graph, problem, sol.offsets, alignment_bytes, [rec],
+                   {"method": "greedy:size:best"})
+
+
+# ------------------------------------------------------- activation stack
+def _loss_step(graph: Graph, order: Sequence[OpId]) -> int | None:
+    for i, op in enumerate(order):
+        if graph.op(op).phase is Phase.LOSS:
+            return i
+    for i, op in enumerate(order):
+        if graph.op(op).phase is Phase.BACKWARD:
+            return i
+    return None
+
+
+def _activation_stack(problem: Problem, loss_step: int | None) -> dict[int, int]:
+    """Offsets (units) of the buffers live across the loss step, freed last at the bottom."""
+    if loss_step is None:
+        return {}
+    acts = [i for i, b in enumerate(problem.buffers) if b.lower < loss_step < b.upper - 1]
+    acts.sort(key=lambda i: (-problem.buffers[i].upper, problem.buffers[i].lower))
+    out: dict[int, int] = {}
+    base = 0
+    for i in acts:
+        out[i] = base
+        base += problem.buffers[i].size
+    return out
+
+
+# ------------------------------------------------------------- CP-SAT group
+@dataclass
+class _GroupModel:
+    model: Any
+    offsets: list[Any]
+    height: Any
+
+
+def _build_group_model(problem: Problem, group: Sequence[int], fixed: Mapping[int, int],
+                       hint: Mapping[int, int], ub: int) -> _GroupModel:
+    from ortools.sat.python import cp_model
+
+    bs = problem.buffers
+    m = cp_model.CpModel()
+    lo = min(bs[i].lower for i in group)
+    hi = max(bs[i].upper for i in group)
+    floor = max((fixed[j] + bs[j].size for j in fixed), default=0)
+    height = m.new_int_var(floor, max(ub, floor), "height")
+    xs, ys, offs = [], [], []
+    for i in group:
+        b = bs[i]
+        o = m.new_int_var(0, max(ub - b.size, 0), f"off_{b.id}")
+        xs.append(m.new_interval_var(o, b.size, o + b.size, f"x_{b.id}"))
+        ys.append(m.new_fixed_size_interval_var(b.lower, b.upper - b.lower, f"t_{b.id}"))
+        m.add(height >= o + b.size)
+        m.add_hint(o, hint[i])
+        offs.append(o)
+    for j, oj in fixed.items():
+        b = bs[j]
+        if b.lower < hi and lo < b.upper:
+            xs.append(m.new_fixed_size_interval_var(oj, b.size, f"fx_{b.id}"))
+            ys.append(m.new_fixed_size_interval_var(b.lower, b.upper - b.lower, f"ft_{b.id}"))
+    m.add_no_overlap_2d(ys, xs)
+    m.minimize(height)
+    return _GroupModel(m, offs, height)
+
+
+def _solve_group(problem: Problem, group: Sequence[int], fixed: dict[int, int],
+                 config: ArenaConfig, time_limit_s: float, cancel: Any,
+                 task_id: str) -> tuple[dict[int, int], SolveRecord]:
+    t0 = time.perf_counter()
+    # greedy hint: the group best-fit against the fixed boxes
+    sub_ids = list(fixed) + list(group)
+    sub = Problem(tuple(
+        Buffer(problem.buffers[i].id, problem.buffers[i].lower, problem.buffers[i].upper,
+               problem.buffers[i].size, 1, fixed.get(i)) for i in sub_ids))
+    nf = len(fixed)
+    order = sorted(range(nf, len(sub_ids)), key=lambda k: -sub.buffers[k].size)
+    greedy = place_in_order(sub, order, "best")
+    assert greedy is not None
+    hint = {sub_ids[k]: greedy.offsets[k] for k in range(nf, len(sub_ids))}
+    if time_limit_s <= 0.05:
+        return hint, SolveRecord("layout", task_id, "heuristic", greedy.height, None,
+                                 time.perf_counter() - t0, len(group))
+    gm = _build_group_model(problem, group, fixed, hint, greedy.height)
+    solver = cpsat.make_solver(time_limit_s=time_limit_s, num_workers=config.num_workers,
+                                random_seed=config.seed, deterministic=False)
+    lb = max((fixed[j] + problem.buffers[j].size for j in fixed), default=0)
+    out = cpsat.solve_with_stop(solver, gm.model, target=lb,
+                                 cancel=cpsat.as_cancel_flag(cancel))
+    if out.objective is None or out.objective > greedy.height:
+        return hint, SolveRecord("layout", task_id, "hint", greedy.height, None,
+                                 time.perf_counter() - t0, len(group))
+    offs = {i: int(solver.value(v)) for i, v in zip(group, gm.offsets)}
+    bound = None if out.best_bound is None else int(out.best_bound)
+    return offs, SolveRecord("layout", task_id, out.status, int(out.objective), bound,
+                             time.perf_counter() - t0, len(group))
+
+
+def _groups(graph: Graph, problem: Problem, placed: Mapping[int, int], task_tree: Any,
+            max_size: int) -> list[tuple[str, list[int]]]:
+    task_of: dict[str, str] = {}
+    if task_tree is not None:
+        for sid, st in task_tree.subtasks.items():
+            for op in st.op_ids:
+                task_of[op] = sid
+    rest = [i for i in range(len(problem)) if i not in placed]
+    by_task: dict[str, list[int]] = {}
+    for i in rest:
+        prod = graph.tensors[TensorId(problem.buffers[i].id)].producer
+        by_task.setdefault(task_of.get(prod or "", "global"), []).append(i)
+    out: list[tuple[str, list[int]]] = []
+    for tid, members in by_task.items():
+        members.sort(key=lambda i: (problem.buffers[i].lower, -problem.buffers[i].size))
+        for c in range(0, len(members), max_size):
+            name = tid if len(members) <= max_size else f"{tid}#{c // max_size}"
+            out.append((name, members[c: c + max_size]))
+    out.sort(key=lambda g: min(problem.buffers[i].lower for i in g[1]))
+    return out
+
+
+def _roam_candidate(graph: Graph, order: Sequence[OpId], problem: Problem, task_tree: Any,
+                    config: ArenaConfig, deadline: float, cancel: Any,
+                    ) -> tuple[Solution, list[SolveRecord]]:
+    records: list[SolveRecord] = []
+    t0 = time.perf_counter()
+    placed = _activation_stack(problem, _loss_step(graph, order))
+    records.append(SolveRecord("layout", "activations", "heuristic",
+                               sum(problem.buffers[i].size for i in placed), None,
+                               time.perf_counter() - t0, len(placed)))
+    groups = _groups(graph, problem, placed, task_tree, config.max_group_tensors)
+    for k, (gid, members) in enumerate(groups):
+        left = deadline - time.monotonic()
+        share = min(config.task_time_limit_s, left / max(1, len(groups) - k))
+        if cpsat.as_cancel_flag(cancel) and cpsat.as_cancel_flag(cancel)():  # type: ignore[misc]
+            share = 0.0
+        offs, rec = _solve_group(problem, members, placed, config, share, cancel, gid)
+        placed.update(offs)
+        records.append(rec)
+    # compaction: lowest first, each to the lowest offset where it fits
+    t1 = time.perf_counter()
+    cur = [placed[i] for i in range(len(problem))]
+    before = max((o + b.size for o, b in zip(cur, problem.buffers)), default=0)
+    compact = place_in_order(problem, sorted(range(len(problem)), key=lambda i: cur[i]), "first")
+    assert compact is not None
+    sol = compact if compact.height <= before else Solution.from_offsets(problem, cur)
+    records.append(SolveRecord("merge", "global", "heuristic", sol.height, None,
+                               time.perf_counter() - t1, len(problem)))
+    return sol, records
+
+
+# --------------------------------------------------------------- flip-compact
+def _flip_compact(problem: Problem, sol: Solution, deadline: float,
+                  max_rounds: int = 8) -> Solution:
+    """Mirror the layout top-to-bottom and drop every buffer, lowest first, while that helps.
+
+    Mirroring (``offset -> height - offset - size``) keeps a layout valid; compacting the
+    mirrored layout first-fit in its offset order never raises it, and buffers that were
+    stuck under a high neighbour often fall into gaps (an iterated-gravity move from strip
+    packing).  Stops after two rounds without a lower height, at ``max_rounds`` or at the
+    deadline; returns the lowest layout seen (``sol`` itself when none is lower).
+    """
+    bs = problem.buffers
+    best = cur = sol
+    stale = 0
+    for _ in range(max_rounds):
+        if stale >= 2 or time.monotonic() > deadline:
+            break
+        h = cur.height
+        mirrored = [h - o - b.size for o, b in zip(cur.offsets, bs)]
+        nxt = place_in_order(problem, sorted(range(len(bs)), key=lambda i: (mirrored[i], i)),
+                             "first", deadline)
+        if nxt is None:  # out of time
+            break
+        assert nxt.height <= h  # each buffer fits at its mirrored offset or lower
+        cur = nxt
+        if cur.height < best.height:
+            best, stale = cur, 0
+        else:
+            stale += 1
+    return best
+
+
+def _shake(problem: Problem, sol: Solution, deadline: float, seed: int,
+           max_rounds: int, promote_fraction: float = 0.02) -> Solution:
+    """Iterated flip-compaction with random promotions (a seeded local search).
+
+    Each round mirrors the current layout, drops a random ``promote_fraction`` of the buffers
+    first (first fit, in mirrored-offset order), then the rest in mirrored-offset order, and
+    flip-compacts the result; a round whose height is not higher than the current one is
+    kept.  Returns the lowest layout seen (never higher than ``sol``).  Deterministic for a
+    seed as long as the deadline does not cut the ``max_rounds`` rounds short.
+    """
+    import random
+
+    rng = random.Random(seed)
+    bs = problem.buffers
+    lb = problem.lower_bound()
+    best = cur = sol
+    for _ in range(max_rounds):
+        if best.height <= lb or time.monotonic() > deadline:
+            break
+        h = cur.height
+        keys = [(rng.random() >= promote_fraction, h - o - b.size)
+                for o, b in zip(cur.offsets, bs)]
+        nxt = place_in_order(problem, sorted(range(len(bs)), key=lambda i: (keys[i], i)),
+                             "first", deadline)
+        if nxt is None:  # out of time
+            break
+        nxt = _flip_compact(problem, nxt, deadline)
+        if nxt.height <= cur.height:
+            cur = nxt
+        if nxt.height < best.height:
+            best = nxt
+    return best
+
+
+#: How many of the lowest candidates the shake starts from (each gets a share of its time).
+_SHAKE_STARTS = 3
+
+
+# ------------------------------------------------------------------- polish
+def _polish(problem: Problem, sol: Solution, lb: int, config: ArenaConfig, deadline: float,
+            cancel: Any) -> tuple[Solution, list[SolveRecord]]:
+    """Lower the top band of a layout with CP-SAT (ROAM's global re-placement, step 2).
+
+    The buffers reaching above ``height - delta`` are freed, everything else stays fixed;
+    CP-SAT places the freed ones under ``height - 1`` (hinted by their current offsets),
+    minimising the height.  ``delta`` grows while a round fails, until the band holds
+    ``max_group_tensors`` buffers or time runs out.
+    """
+    from ortools.sat.python import cp_model
+
+    bs = problem.buffers
+    offs = list(sol.offsets)
+    records: list[SolveRecord] = []
+    cancel_flag = cpsat.as_cancel_flag(cancel)
+    tops = sorted({o + b.size for o, b in zip(offs, bs)}, reverse=True)
+    band = 1
+    while time.monotonic() < deadline - 0.2 and not (cancel_flag and cancel_flag()):
+        height = max(o + b.size for o, b in zip(offs, bs))
+        if height <= lb:
+            break
+        tops = sorted({o + b.size for o, b in zip(offs, bs)}, reverse=True)
+        cut = tops[min(band, len(tops) - 1)]
+        free = [i for i, b in enumerate(bs) if offs[i] + b.size > cut]
+        if len(free) > config.max_group_tensors or len(free) == len(bs):
+            break
+        fixed = {i: offs[i] for i in range(len(bs)) if offs[i] + bs[i].size <= cut}
+        t0 = time.perf_counter()
+        gm = _build_group_model(problem, free, fixed, {i: offs[i] for i in free}, height - 1)
+        solver = cpsat.make_solver(
+            time_limit_s=min(config.task_time_limit_s, max(0.05, deadline - time.monotonic())),
+            num_workers=config.num_workers, random_seed=config.seed, deterministic=False)
+        out = cpsat.solve_with_stop(solver, gm.model, target=lb, cancel=cancel_flag)
+        ok = out.status in ("optimal", "feasible")
+        records.append(SolveRecord("merge", f"polish@{band}", out.status,
+                                   int(out.objective) if ok else None,
+                                   None if out.best_bound is None else int(out.best_bound),
+                                   time.perf_counter() - t0, len(free)))
+        if ok:
+            for i, v in zip(free, gm.offsets):
+                offs[i] = int(solver.value(v))
+        elif out.status == "infeasible" or out.status == "unknown":
+            band *= 2
+    del cp_model
+    return Solution.from_offsets(problem, offs), records
+
+
+# ------------------------------------------------------------------- driver
+def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
+               config: ArenaConfig = ArenaConfig(), cancel: Any = None) -> ArenaLayout:
+    """Lay out every storage of ``graph`` for ``order`` in one arena.
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph.
+    order : sequence of OpId
+        A valid order (lifetimes come from it).
+    task_tree : TaskTree, optional
+        ``roam_core.ordering.decompose.TaskTree``; its sub-tasks group the storages (by producer
+        op).
+    config : ArenaConfig
+        Settings.
+    cancel : threading.Event or callable, optional
+        Stops the solvers early (the best layout so far is returned).
+
+    Returns
+    -------
+    ArenaLayout
+        ``stats["method"]`` names the candidate that won (``"roam"`` for steps 1-3, the DSA
+        method otherwise).
+    """
+    t0 = time.monotonic()
+    deadline = t0 + config.time_limit_s
+    a = max(1, config.alignment_bytes)
+    lts = lifetimes(graph, order)
+    problem = layout_problem(graph, order, a, lts)
+    lb = problem.lower_bound()
+    records: list[SolveRecord] = []
+    candidates: dict[str, Solution] = {}
+    t = time.perf_counter()
+    g = greedy_by_size(problem)
+    candidates["greedy:size:best"] = g
+    records.append(SolveRecord("layout", "greedy", "heuristic", g.height * a, lb * a,
+                               time.perf_counter() - t, len(problem)))
+    if g.height > lb and config.use_cpsat and len(problem):
+        budget = deadline if not config.use_dsa else t0 + 0.35 * config.time_limit_s
+        sol, recs = _roam_candidate(graph, order, problem, task_tree, config, budget, cancel)
+        candidates["roam"] = sol
+        records.extend(_scale(r, a) for r in recs)
+    best_h = min(s.height for s in candidates.values())
+    if best_h > lb and config.use_dsa and len(problem):
+        left = max(0.1, (deadline - time.monotonic()) * (0.5 if config.use_cpsat else 1.0))
+        t = time.perf_counter()
+        res = solve_dsa(problem, time_limit_s=left, cancel=cancel, exact=config.dsa_exact)
+        assert res.solution is not None
+        candidates[res.method] = res.solution
+        records.append(SolveRecord("layout", "dsa", res.status, res.solution.height * a,
+                                   res.lower_bound * a, time.perf_counter() - t, len(problem)))
+    if config.flip_compact and len(problem) and min(
+            c.height for c in candidates.values()) > lb:
+        t = time.perf_counter()
+        for name, cand in list(candidates.items()):
+            flipped = _flip_compact(problem, cand, deadline)
+            if flipped.height < cand.height:
+                candidates[f"{name}+flip"] = flipped
+        records.append(SolveRecord("merge", "flip", "heuristic",
+                                   min(c.height for c in candidates.values()) * a, lb * a,
+                                   time.perf_counter() - t, len(problem)))
+    method = min(candidates, key=lambda k: (candidates[k].height, k != "roam"))
+    sol = candidates[method]
+    if config.flip_compact and sol.height > lb and config.shake_rounds > 0:
+        t = time.perf_counter()
+        shake_end = time.monotonic() + 0.65 * max(0.0, deadline - time.monotonic())
+        # the lowest few candidates each get a slice: which start shakes down best varies
+        starts = sorted(candidates, key=lambda k: (candidates[k].height, k != method, k))
+        starts = starts[:_SHAKE_STARTS]
+        for k, name in enumerate(starts):
+            if sol.height <= lb:
+                break
+            left = shake_end - time.monotonic()
+            shaken = _shake(problem, candidates[name],
+                            time.monotonic() + left / (len(starts) - k),
+                            config.seed + k, config.shake_rounds)
+            if shaken.height < sol.height:
+                method = f"{name}+shake"
+                sol = shaken
+        candidates.setdefault(method, sol)
+        records.append(SolveRecord("merge", "shake", "heuristic", sol.height * a, lb * a,
+                                   time.perf_counter() - t, len(problem)))
+    if sol.height > lb and config.use_cpsat and len(problem):
+        polished, recs = _polish(problem, sol, lb, config, deadline, cancel)
+        records.extend(_scale(r, a) for r in recs)
+        if polished.height < sol.height:
+            method = f"{method}+polish"
+            candidates[method] = sol = polished
+            if config.flip_compact and sol.height > lb:
+                flipped = _flip_compact(problem, sol, deadline + 1.0)
+                if flipped.height < sol.height:
+                    method = f"{method}+flip"
+                    candidates[method] = sol = flipped
+    resident = graph.resident_bytes(a)
+    peak = resident + lb * a
+    stats = {
+        "method": method,
+        "planned_peak_bytes": peak,
+        "lower_bound_bytes": peak,
+        "candidates": {k: resident + v.height * a for k, v in candidates.items()},
+        "wall_time_s": time.monotonic() - t0,
+    }
+    lay = _finish(graph, problem, sol.offsets, a, records, stats)
+    stats["fragmentation"] = lay.arena_bytes / peak - 1 if peak else 0.0
+    _logger.info("arena %s: %d bytes (peak %d, %s)", graph.name, lay.arena_bytes, peak, method)
+    return lay
+
+
+def _scale(r: SolveRecord, a: int) -> SolveRecord:
+    return SolveRecord(r.stage, r.task_id, r.status,
+                       None if r.objective is None else r.objective * a,
+                       None if r.best_bound is None else r.best_bound * a, r.wall_time_s,
+                       r.size)

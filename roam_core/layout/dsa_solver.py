@@ -1,0 +1,563 @@
+"""Solve DSA problems: a greedy portfolio, then an exact search over canonical placements.
+
+Method
+------
+1. **Portfolio** (:mod:`roam_core.layout.dsa_heuristics`): several buffer orders (size, lifetime,
+   area, section total, start) times best/first fit; keep the lowest layout.
+2. **Exact search** (:class:`_Search`), after the idea of MiniMalloc (Moffitt, ASPLOS'23):
+   a depth-first search that only builds *canonical* layouts, where every buffer sits at the
+   lowest offset its already placed time-neighbours allow (any valid layout can be pushed down
+   into such a form, so nothing is lost).  Buffers are placed in non-decreasing offset order.
+   Pruning:
+
+   - *section inference*: time is cut into sections (between consecutive lifetime ends); a
+     section's floor plus the sizes of its unplaced buffers must fit the capacity;
+   - *unallocated floor*: a section's floor is at least the lowest offset any of its
+     unplaced buffers can still take;
+   - *monotonic floor*: nothing is placed below the last placed offset, so every section's
+     floor is at least that offset;
+   - *dominance*: never place a buffer at or above the top some unplaced buffer could reach
+     now (that buffer would fit entirely below, so the layout wastes a gap);
+   - *canonical order*: buffers at the same offset are placed in static-order rank;
+   - *dynamic decomposition*: when no unplaced buffer crosses a section boundary, the two
+     sides are solved independently;
+   - *memo*: the state of a time range (unplaced buffers, their lowest offsets, the section
+     floors) that once failed fails again, so it is remembered and skipped.
+
+   Buffers are tried by lowest feasible offset, then a static preorder (largest section total,
+   lifetime, area...).  Several preorders are run round-robin under doubling node limits.
+3. **Height minimisation** (no capacity): bisect the capacity between the proven lower bound
+   and the best layout found, each step a capacity-bounded search with a time slice; once
+   time-outs have closed the bisection, keep descending in small steps below the best
+   layout until the time limit.
+
+The search is complete for problems without fixed offsets: when it finishes without a layout,
+none exists (``InfeasibleError``).  With fixed offsets it only steps over them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import logging
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from roam_core.base.errors import InfeasibleError
+from roam_core.layout.dsa_heuristics import buffer_arrays, portfolio, section_totals
+from roam_core.model.dsa import Problem, Solution
+
+__all__ = ["PREORDERS", "DsaResult", "SearchOptions", "search_capacity", "solve_dsa"]
+
+_logger = logging.getLogger(__name__)
+
+#: Above this many free buffers the exact search is skipped (its set-up is quadratic).
+MAX_SEARCH_BUFFERS = 6000
+
+#: Static preorders (letters: T = max section total, L = lifetime length, A = area,
+#: Z = size), tried round-robin.
+PREORDERS = ("LAT", "TAL", "TLA")
+
+_BIG = np.iinfo(np.int64).max // 4
+#: Most failed sub-problem states remembered (the memo is cleared beyond this).
+_MEMO_LIMIT = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class SearchOptions:
+    """Switches of the exact search; every combination is complete (same verdicts).
+
+    Users should keep the defaults (all on); they exist for benchmarking and tests.
+    """
+
+    canonical_only: bool = True  # same-offset buffers placed in preorder rank only
+    section_inference: bool = True  # floor + unplaced sizes of each section <= capacity
+    dynamic_ordering: bool = True  # try buffers by lowest feasible offset first
+    check_dominance: bool = True  # skip placements leaving a gap an unplaced buffer fits
+    unallocated_floor: bool = True  # section floor >= lowest offset of its unplaced buffers
+    static_preordering: bool = True  # sort buffers by the preorder keys (else input order)
+    dynamic_decomposition: bool = True  # solve independent time ranges separately
+    monotonic_floor: bool = True  # section floors are at least the last placed offset
+    memoize: bool = True  # remember sub-problems (state of a time range) proven to fail
+
+
+@dataclass(frozen=True, slots=True)
+class DsaResult:
+    """What :func:`solve_dsa` found.
+
+    Parameters
+    ----------
+    solution : Solution or None
+        The best layout (``None`` only when a capacity was given and none was found).
+    lower_bound : int
+        A proven lower bound on the height of any layout.
+    status : str
+        ``"optimal"`` (height equals the bound), ``"feasible"`` (a layout within the
+        capacity, or the best found), ``"timeout"`` (capacity given, no layout found in time)
+        or ``"cancelled"``.
+    wall_time_s : float
+        Seconds spent.
+    method : str
+        Which step produced the solution (``"greedy:size:best"``, ``"search:TLA"``, ...).
+    nodes : int
+        Search nodes visited.
+    tried : tuple
+        ``(method, height)`` of every heuristic run.
+    """
+
+    solution: Solution | None
+    lower_bound: int
+    status: str
+    wall_time_s: float
+    method: str
+    nodes: int = 0
+    tried: tuple[tuple[str, int], ...] = field(default_factory=tuple)
+
+
+class _NodeLimit(Exception):
+    pass
+
+
+class _Stop(Exception):
+    pass
+
+
+def _is_cancelled(cancel: Any) -> bool:
+    if cancel is None:
+        return False
+    if hasattr(cancel, "is_set"):
+        return bool(cancel.is_set())
+    return bool(cancel())
+
+
+class _Search:
+    """Canonical depth-first search at a fixed capacity (state kept in numpy arrays)."""
+
+    def __init__(self, problem: Problem, capacity: int, preorder: str,
+                 options: SearchOptions) -> None:
+        self.opts = options
+        self.capacity = capacity
+        bs = problem.buffers
+        lower, upper, size, align = buffer_arrays(problem)
+        free = np.array([i for i, b in enumerate(bs) if b.offset is None and b.size > 0],
+                        np.int64)
+        fixed = [i for i, b in enumerate(bs) if b.offset is not None and b.size > 0]
+        self.fixed = [(int(lower[i]), int(upper[i]), int(bs[i].offset),  # type: ignore[arg-type]
+                       int(bs[i].offset) + int(size[i])) for i in fixed]  # type: ignore[arg-type]
+        lo, up, sz, al = lower[free], upper[free], size[free], align[free]
+        if options.static_preordering and len(free):
+            keys = {"T": section_totals(lo, up, sz), "L": up - lo, "A": sz * (up - lo), "Z": sz}
+            perm = np.lexsort(tuple(-keys[c] for c in reversed(preorder)))
+        else:
+            perm = np.arange(len(free))
+        # renumber: buffer k of the search is rank k of the preorder
+        self.orig = free[perm]
+        lo, up, sz, al = lo[perm], up[perm], sz[perm], al[perm]
+        n = len(lo)
+        self.n = n
+        self.size = sz
+        self.align = al
+        self.any_align = bool((al > 1).any())
+        self.lower, self.upper = lo, up
+        pts = np.unique(np.concatenate([lo, up])) if n else np.zeros(1, np.int64)
+        self.slo = np.searchsorted(pts, lo)
+        self.shi = np.searchsorted(pts, up)
+        nsec = max(len(pts) - 1, 0)
+        self.nsec = nsec
+        diff = np.zeros(nsec + 1, np.int64)
+        np.add.at(diff, self.slo, sz)
+        np.add.at(diff, self.shi, -sz)
+        self.total0 = np.cumsum(diff)[:nsec]
+        # buffers overlapping each buffer in time
+        self.overlaps = [
+            np.nonzero((lo < up[i]) & (up > lo[i]) & (np.arange(n) != i))[0] for i in range(n)
+        ]
+        # section membership (CSR) with a sentinel member ``n`` heading every section
+        spans = self.shi - self.slo
+        rows = np.repeat(np.arange(n), spans)
+        secs = np.concatenate([np.arange(self.slo[i], self.shi[i]) for i in range(n)]
+                              + [np.zeros(0, np.int64)]).astype(np.int64)
+        rows = np.concatenate([rows, np.full(nsec, n)])
+        secs = np.concatenate([secs, np.arange(nsec)])
+        srt = np.lexsort((rows, secs))
+        self.members = rows[srt]
+        self.indptr = np.searchsorted(secs[srt], np.arange(nsec + 1))
+        cross = np.zeros(nsec + 1, np.int64)
+        np.add.at(cross, self.slo, 1)
+        np.add.at(cross, np.maximum(self.shi - 1, self.slo), -1)
+        self.cuts0 = np.cumsum(cross)[: max(nsec - 1, 0)]
+        self.preorder = preorder
+        self.rank = np.arange(n)  # tie-break rank of each buffer in its current partition
+        self.failed: set[bytes] = set()  # sub-problem states proven to fail
+        self.reset()
+
+    def reset(self) -> None:
+        n = self.n
+        self.placed = np.zeros(n + 1, bool)
+        self.placed[n] = True
+        self.minoff = np.zeros(n + 1, np.int64)
+        self.off = np.full(n, -1, np.int64)
+        self.best = np.full(n, -1, np.int64)
+        self.floor = np.zeros(self.nsec, np.int64)
+        self.total = self.total0.copy()
+        self.cuts = self.cuts0.copy()
+        self.nodes = 0
+
+    # ----------------------------------------------------------------- search
+    def run(self, node_limit: int, deadline: float, cancel: Any) -> bool | None:
+        """True: layout found (in ``self.best``); False: none exists; None: node limit."""
+        self.reset()
+        self.node_limit = node_limit
+        self.deadline = deadline
+        self.cancel = cancel
+        if self.n == 0:
+            return True
+        old = sys.getrecursionlimit()
+        sys.setrecursionlimit(max(old, 4 * self.n + 2000))
+        try:
+            for a, b in self._split(0, self.nsec, np.arange(self.n)):
+                part = np.array([i for i in range(self.n) if self.slo[i] >= a
+                                 and self.shi[i] <= b], np.int64)
+                if len(part) and not self._solve(part, a, b, -1, -1):
+                    return False
+            return True
+        except _NodeLimit:
+            return None
+        finally:
+            sys.setrecursionlimit(old)
+
+    def _split(self, a: int, b: int, _part: np.ndarray) -> list[tuple[int, int]]:
+        if not self.opts.dynamic_decomposition:
+            return [(a, b)]
+        zero = np.nonzero(self.cuts[a: max(b - 1, a)] == 0)[0] + a + 1
+        bounds = [a, *zero.tolist(), b]
+        return list(itertools.pairwise(bounds))
+
+    def _check(self, a: int, b: int, offset: int) -> bool:
+        if b <= a:
+            return True
+        fl = self.floor[a:b]
+        if self.opts.unallocated_floor:
+            p, q = self.indptr[a], self.indptr[b]
+            mem = self.members[p:q]
+            vals = np.where(self.placed[mem], _BIG, self.minoff[mem])
+            secmin = np.minimum.reduceat(vals, self.indptr[a:b] - p)
+            secmin[secmin == _BIG] = 0  # no unplaced buffer: no constraint
+            fl = np.maximum(fl, secmin)
+        if self.opts.monotonic_floor:
+            fl = np.maximum(fl, offset)
+        if self.opts.section_inference:
+            fl = fl + self.total[a:b]
+        return int(fl.max()) <= self.capacity
+
+    def _bump_fixed(self, i: int, o: int) -> int:
+        lo, up, s, a = int(self.lower[i]), int(self.upper[i]), int(self.size[i]), \
+            int(self.align[i])
+        moved = True
+        while moved:
+            moved = False
+            for flo, fup, foff, ftop in self.fixed:
+                if flo < up and lo < fup and o < ftop and foff < o + s:
+                    o = -(-ftop // a) * a
+                    moved = True
+        return o
+
+    def _solve(self, part: np.ndarray, a: int, b: int, min_off: int, min_rank: int) -> bool:
+        self.nodes += 1
+        if self.nodes > self.node_limit:
+            raise _NodeLimit
+        if (self.nodes & 63) == 0 and (time.monotonic() > self.deadline
+                                        or _is_cancelled(self.cancel)):
+            raise _Stop
+        un = part[~self.placed[part]]
+        if len(un) == 0:
+            self.best[part] = self.off[part]
+            return True
+        mo = self.minoff[un]
+        opts = self.opts
+        key = None
+        if opts.memoize:
+            h = hashlib.blake2b(digest_size=16)
+            h.update(np.array((a, b, min_off, min_rank), np.int64).tobytes())
+            h.update(un.tobytes())
+            h.update(mo.tobytes())
+            h.update(self.floor[a:b].tobytes())
+            key = h.digest()  # 128-bit digest of the state (stored compactly)
+            if key in self.failed:
+                return False
+        if opts.dynamic_ordering:
+            o = np.argsort(mo, kind="stable")
+            un, mo = un[o], mo[o]
+        min_height = int((mo + self.size[un]).min())
+        size, slo, shi, rank = self.size, self.slo, self.shi, self.rank
+        # every placement at ``off`` must satisfy off + (largest unplaced load) <= capacity
+        # (implied by the full check when both floors are on; a cheap filter first)
+        quick = opts.monotonic_floor and opts.section_inference and b > a
+        off_max = self.capacity - int(self.total[a:b].max()) if quick else 0
+        for i, off in zip(un.tolist(), mo.tolist()):
+            if quick and off > off_max:
+                if opts.dynamic_ordering:
+                    break
+                continue
+            r = int(rank[i])
+            if opts.canonical_only and (off < min_off or (off == min_off and r < min_rank)):
+                continue
+            if opts.check_dominance and off >= min_height:
+                if opts.dynamic_ordering:
+                    break
+                continue
+            if self.fixed:
+                off = self._bump_fixed(i, off)
+                if quick and off > off_max:
+                    continue
+            s = int(size[i])
+            top = off + s
+            if top > self.capacity:
+                continue
+            sl, sh = int(slo[i]), int(shi[i])
+            # place i
+            self.placed[i] = True
+            self.off[i] = off
+            self.best[i] = off  # the latest write wins once the search succeeds
+            ov = self.overlaps[i]
+            old_min = self.minoff[ov]
+            if self.any_align:
+                al = self.align[ov]
+                self.minoff[ov] = np.maximum(old_min, -(-top // al) * al)
+            else:
+                self.minoff[ov] = np.maximum(old_min, top)
+            old_floor = self.floor[sl:sh].copy()
+            self.floor[sl:sh] = top
+            self.total[sl:sh] -= s
+            found = False
+            if quick:
+                # only sections whose floor, load or lowest unplaced offset changed need a
+                # look: elsewhere the last check holds and ``off`` passed the filter above
+                raised = ov[old_min < self.minoff[ov]]
+                if len(raised):  # (clamped: other ranges have their own floors)
+                    ca = max(a, min(sl, int(slo[raised].min())))
+                    cb = min(b, max(sh, int(shi[raised].max())))
+                else:
+                    ca, cb = sl, sh
+            else:
+                ca, cb = a, b
+            if self._check(ca, cb, off):
+                if opts.dynamic_decomposition and sh - sl > 1:
+                    seg = self.cuts[sl: sh - 1]
+                    seg -= 1
+                    zero = (np.nonzero(seg == 0)[0] + sl + 1).tolist()
+                    try:
+                        if zero:
+                            found = self._decompose(part, a, b, zero)
+                        else:
+                            found = self._solve(part, a, b, off, r)
+                    finally:
+                        seg += 1
+                elif opts.dynamic_decomposition:
+                    found = self._solve(part, a, b, off, r)
+                else:
+                    found = self._solve(part, a, b, off, r)
+            # undo
+            self.total[sl:sh] += s
+            self.floor[sl:sh] = old_floor
+            self.minoff[ov] = old_min
+            self.off[i] = -1
+            self.placed[i] = False
+            if found:
+                return True
+        if key is not None:
+            if len(self.failed) > _MEMO_LIMIT:
+                self.failed.clear()
+            self.failed.add(key)
+        return False
+
+    def _decompose(self, part: np.ndarray, a: int, b: int, cuts: list[int]) -> bool:
+        un = part[~self.placed[part]]
+        bounds = [a, *cuts, b]
+        for x, y in itertools.pairwise(bounds):
+            sub = un[(self.slo[un] >= x) & (self.shi[un] <= y)]
+            if not len(sub):
+                continue
+            sub = self._reorder(sub)
+            saved = self.rank[sub]
+            self.rank[sub] = np.arange(len(sub))
+            try:
+                ok = self._solve(sub, x, y, -1, -1)
+            finally:
+                self.rank[sub] = saved
+            if not ok:
+                return False
+        return True
+
+    def _reorder(self, sub: np.ndarray) -> np.ndarray:
+        """``sub`` in the preorder, section totals taken from the unplaced load now."""
+        if not self.opts.static_preordering or len(sub) < 2:
+            return sub
+        tot = np.fromiter((self.total[lo:hi].max() for lo, hi in
+                           zip(self.slo[sub].tolist(), self.shi[sub].tolist())), np.int64,
+                          len(sub))
+        length = self.upper[sub] - self.lower[sub]
+        keys = {"T": tot, "L": length, "A": self.size[sub] * length, "Z": self.size[sub]}
+        return sub[np.lexsort((sub, *(-keys[c] for c in reversed(self.preorder))))]
+
+    def offsets(self) -> dict[int, int]:
+        """Offsets of the last layout found, keyed by problem buffer index."""
+        return {int(self.orig[k]): int(self.best[k]) for k in range(self.n)}
+
+
+def search_capacity(problem: Problem, capacity: int, *, deadline: float,
+                    cancel: Any = None, options: SearchOptions = SearchOptions(),
+                    preorders: tuple[str, ...] = PREORDERS,
+                    cache: dict[str, Any] | None = None,
+                    ) -> tuple[Solution | None, bool, str, int]:
+    """Look for a layout of height at most ``capacity``.
+
+    ``cache`` (a dict owned by the caller) keeps the search set-up, and the failed states
+    still valid, between calls on the same problem at different capacities.
+
+    Returns
+    -------
+    (solution, proven_infeasible, method, nodes)
+        ``solution`` is ``None`` when none was found; ``proven_infeasible`` is True when the
+        search finished without one (no layout exists, barring fixed offsets).
+    """
+    if cache is not None and cache.get("key") == (id(problem), options, preorders):
+        searches = cache["searches"]
+        for srch in searches:
+            if capacity > srch.capacity:
+                srch.failed.clear()  # failures below a capacity say nothing above it
+            srch.capacity = capacity
+    else:
+        searches = [_Search(problem, capacity, p, options) for p in preorders]
+        if cache is not None:
+            cache.update(key=(id(problem), options, preorders), searches=searches)
+    limit = max(2 * searches[0].n, 64)
+    nodes = 0
+    current = searches[0]
+    try:
+        while True:
+            for name, srch in zip(preorders, searches):
+                current = srch
+                verdict = srch.run(limit, deadline, cancel)
+                nodes += srch.nodes
+                if verdict is None:
+                    continue
+                if not verdict:
+                    return None, not srch.fixed, f"search:{name}", nodes
+                offs = [b.offset if b.offset is not None else 0 for b in problem.buffers]
+                for k, v in srch.offsets().items():
+                    offs[k] = v
+                return Solution.from_offsets(problem, offs), False, f"search:{name}", nodes
+            limit *= 2
+    except _Stop:
+        return None, False, "search", nodes + current.nodes
+
+
+def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | None = None,
+              seed: int = 0, cancel: Any = None, options: SearchOptions = SearchOptions(),
+              exact: bool = True, log: Callable[[str], None] | None = None) -> DsaResult:
+    """Find a low layout for ``problem`` (or one within ``capacity``).
+
+    Parameters
+    ----------
+    problem : Problem
+        The buffers.  ``problem.capacity`` is used when ``capacity`` is not given.
+    time_limit_s : float
+        Wall-clock budget for the whole call.
+    capacity : int, optional
+        With a capacity: find any layout of height at most it.  Without: minimise the height.
+    seed : int
+        Reserved for randomised restarts (the current method is deterministic).
+    cancel : threading.Event or callable, optional
+        Checked during the search; when set, the best layout so far is returned.
+    options : SearchOptions
+        Exact-search switches (keep the defaults).
+    exact : bool
+        False: heuristics only.
+    log : callable, optional
+        Receives one-line progress messages.
+
+    Returns
+    -------
+    DsaResult
+
+    Raises
+    ------
+    InfeasibleError
+        A capacity was given and it is proven that no layout fits.
+
+    Examples
+    --------
+    >>> from roam_core.model.dsa import Buffer, Problem
+    >>> p = Problem((Buffer("a", 0, 2, 2), Buffer("b", 1, 3, 1), Buffer("c", 2, 4, 2)))
+    >>> r = solve_dsa(p, time_limit_s=5)
+    >>> r.solution.height, r.lower_bound, r.status
+    (3, 3, 'optimal')
+    """
+    del seed
+    t0 = time.monotonic()
+    deadline = t0 + time_limit_s
+    say = log or (lambda m: _logger.info("%s", m))
+    cap = capacity if capacity is not None else problem.capacity
+    lb = problem.lower_bound()
+    if cap is not None and lb > cap:
+        raise InfeasibleError(f"live-set lower bound {lb} exceeds capacity {cap}")
+    n_free = sum(1 for b in problem.buffers if b.offset is None and b.size > 0)
+    do_search = exact and n_free <= MAX_SEARCH_BUFFERS
+    greedy_deadline = t0 + time_limit_s * (0.25 if do_search else 0.9)
+    best, method, tried = portfolio(problem, deadline=greedy_deadline)
+    say(f"portfolio: {method} height {best.height} (lb {lb})")
+    nodes = 0
+
+    def done(sol: Solution | None, status: str, meth: str, bound: int) -> DsaResult:
+        return DsaResult(sol, bound, status, time.monotonic() - t0, meth, nodes, tuple(tried))
+
+    if cap is not None:
+        if best.height <= cap:
+            return done(best, "optimal" if best.height == lb else "feasible", method, lb)
+        if not do_search:
+            return done(None, "timeout", method, lb)
+        sol, proven, meth, nodes = search_capacity(problem, cap, deadline=deadline,
+                                                   cancel=cancel, options=options)
+        if sol is not None:
+            return done(sol, "optimal" if sol.height == lb else "feasible", meth, lb)
+        if proven:
+            raise InfeasibleError(f"no layout fits capacity {cap} (search exhausted)")
+        return done(None, "cancelled" if _is_cancelled(cancel) else "timeout", meth, lb)
+
+    # minimise: bisect between the proven bound and the best layout
+    lo, hi = lb, best.height
+    soft_lo = lo
+    cache: dict[str, Any] = {}
+    first = True
+    while lo < hi and do_search:
+        left = deadline - time.monotonic()
+        if left <= 0.05 or _is_cancelled(cancel):
+            break
+        if soft_lo >= hi:  # bisection exhausted by time-outs: descend from the best instead
+            target = hi - max(1, (hi - lo) // 16)
+        else:
+            target = soft_lo if first else (soft_lo + hi) // 2
+        slice_s = left / (3 if first else 4) if left > 1.0 else left
+        first = False
+        sol, proven, meth, k = search_capacity(
+            problem, target, deadline=time.monotonic() + slice_s, cancel=cancel,
+            options=options, cache=cache)
+        nodes += k
+        if sol is not None:
+            say(f"{meth}: height {sol.height} <= {target}")
+            best, method, hi = sol, meth, sol.height
+        elif proven:
+            say(f"search: no layout within {target}")
+            lo = soft_lo = target + 1
+        else:
+            soft_lo = target + 1
+    status = "optimal" if best.height <= lo else "feasible"
+    if status != "optimal" and _is_cancelled(cancel):
+        status = "cancelled"
+    return done(best, status, method, min(lo, best.height))

@@ -1,0 +1,233 @@
+"""An integer-indexed view of a graph for list schedulers, and their shared state.
+
+:class:`CompactGraph` renumbers ops (program order) and the planned storages that take
+memory (non-resident, non-zero rounded size), with predecessor/successor lists and
+producer/user lists as tuples of ints, so greedy schedulers run on plain lists and numpy
+arrays.  :class:`ListState` is the bookkeeping one forward list-scheduling run needs:
+readiness, and for every op the bytes it would allocate and free if it ran next.
+
+Derived data only: the :class:`~roam_core.model.graph.Graph` is never touched.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from roam_core.base.errors import GraphError
+from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Order, TensorId, round_size
+
+__all__ = ["CompactGraph", "ListState", "compact"]
+
+
+@dataclass(frozen=True, slots=True)
+class CompactGraph:
+    """Integer-indexed view of a graph for list schedulers (derived data, never mutated).
+
+    Op ``i`` is ``op_ids[i]`` (program order).  Only planned (non-resident) storages with a
+    non-zero rounded size are kept: storage ``s`` is ``storage_ids[s]``.
+
+    Parameters
+    ----------
+    op_ids : tuple of OpId
+        Ops in program order.
+    index : Mapping of OpId to int
+        Program index of every op.
+    preds, succs : tuple of tuple of int
+        Ordering predecessors / successors (data and control edges) per op.
+    storage_ids : tuple of TensorId
+        Kept storages.
+    size_bytes : tuple of int
+        Rounded size per kept storage.
+    producer : tuple of int
+        Producing op per kept storage.
+    users : tuple of tuple of int
+        Ops (other than the producer) that read or write each kept storage.
+    is_output : tuple of bool
+        Storage is a graph output (live to the end).
+    creates : tuple of tuple of int
+        Kept storages each op allocates.
+    uses : tuple of tuple of int
+        Kept storages each op reads or writes without allocating them.
+    """
+
+    op_ids: tuple[OpId, ...]
+    index: Mapping[OpId, int]
+    preds: tuple[tuple[int, ...], ...]
+    succs: tuple[tuple[int, ...], ...]
+    storage_ids: tuple[TensorId, ...]
+    size_bytes: tuple[int, ...]
+    producer: tuple[int, ...]
+    users: tuple[tuple[int, ...], ...]
+    is_output: tuple[bool, ...]
+    creates: tuple[tuple[int, ...], ...]
+    uses: tuple[tuple[int, ...], ...]
+
+    @property
+    def n_ops(self) -> int:
+        """Number of ops."""
+        return len(self.op_ids)
+
+    def defined_bytes(self) -> np.ndarray:
+        """Bytes each op allocates (int64 array)."""
+        out = np.zeros(self.n_ops, dtype=np.int64)
+        for v, ss in enumerate(self.creates):
+            out[v] = sum(self.size_bytes[s] for s in ss)
+        return out
+
+    def order_ids(self, idx: Sequence[int]) -> Order:
+        """Op ids of a sequence of op indices."""
+        return tuple(self.op_ids[i] for i in idx)
+
+    def subgraph(self, keep: Sequence[int]) -> tuple[CompactGraph, list[int]]:
+        """The induced sub-view on ops ``keep``; returns it and the new-to-old op map.
+
+        Storages produced outside ``keep`` are dropped (treated as pre-existing); users
+        outside ``keep`` are ignored, so a storage is freed after its last use inside.
+        """
+        old = list(keep)
+        new_of = {v: i for i, v in enumerate(old)}
+        preds = tuple(tuple(new_of[p] for p in self.preds[v] if p in new_of) for v in old)
+        succs = tuple(tuple(new_of[s] for s in self.succs[v] if s in new_of) for v in old)
+        sids: list[TensorId] = []
+        sizes: list[int] = []
+        prods: list[int] = []
+        users: list[tuple[int, ...]] = []
+        outs: list[bool] = []
+        snew: dict[int, int] = {}
+        for s, p in enumerate(self.producer):
+            if p in new_of:
+                snew[s] = len(sids)
+                sids.append(self.storage_ids[s])
+                sizes.append(self.size_bytes[s])
+                prods.append(new_of[p])
+                users.append(tuple(new_of[u] for u in self.users[s] if u in new_of))
+                outs.append(self.is_output[s])
+        creates = tuple(tuple(snew[s] for s in self.creates[v]) for v in old)
+        uses = tuple(tuple(snew[s] for s in self.uses[v] if s in snew) for v in old)
+        sub = CompactGraph(
+            op_ids=tuple(self.op_ids[v] for v in old), index={self.op_ids[v]: i
+                                                              for i, v in enumerate(old)},
+            preds=preds, succs=succs, storage_ids=tuple(sids), size_bytes=tuple(sizes),
+            producer=tuple(prods), users=tuple(users), is_output=tuple(outs),
+            creates=creates, uses=uses)
+        return sub, old
+
+
+_CACHE: dict[tuple[int, int], tuple[weakref.ref[Graph], CompactGraph]] = {}
+
+
+def compact(graph: Graph, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> CompactGraph:
+    """The :class:`CompactGraph` of ``graph`` (cached per graph object).
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import diamond
+    >>> cg = compact(diamond(), alignment_bytes=1)
+    >>> cg.preds[3], cg.size_bytes
+    ((1, 2), (100, 200, 50, 10))
+    """
+    key = (id(graph), alignment_bytes)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0]() is graph:
+        return hit[1]
+    ids = graph.op_ids
+    index = {op: i for i, op in enumerate(ids)}
+    preds = tuple(tuple(index[p] for p in graph.predecessors(op)) for op in ids)
+    succs = tuple(tuple(index[s] for s in graph.successors(op)) for op in ids)
+    outputs = set(graph.outputs)
+    sids: list[TensorId] = []
+    sizes: list[int] = []
+    prods: list[int] = []
+    users: list[tuple[int, ...]] = []
+    outs: list[bool] = []
+    sidx: dict[str, int] = {}
+    for t in graph.tensors.values():
+        size = round_size(t.size_bytes, alignment_bytes)
+        if t.producer is None or size == 0:
+            continue
+        sidx[t.id] = len(sids)
+        sids.append(t.id)
+        sizes.append(size)
+        prods.append(index[t.producer])
+        users.append(tuple(index[c] for c in t.consumers))
+        outs.append(t.id in outputs)
+    creates: list[list[int]] = [[] for _ in ids]
+    uses: list[list[int]] = [[] for _ in ids]
+    for s, p in enumerate(prods):
+        creates[p].append(s)
+        for u in users[s]:
+            uses[u].append(s)
+    cg = CompactGraph(
+        op_ids=ids, index=index, preds=preds, succs=succs, storage_ids=tuple(sids),
+        size_bytes=tuple(sizes), producer=tuple(prods), users=tuple(users),
+        is_output=tuple(outs), creates=tuple(tuple(c) for c in creates),
+        uses=tuple(tuple(u) for u in uses))
+    if len(_CACHE) > 16:
+        _CACHE.clear()
+    _CACHE[key] = (weakref.ref(graph), cg)
+    return cg
+
+
+class ListState:
+    """Shared bookkeeping of a forward list scheduler (scratch state of one run).
+
+    ``defined[v]``: bytes ``v`` allocates; ``last_free[v]``: bytes of inputs whose last
+    remaining user is ``v``; ``dead_out[v]``: bytes of ``v``'s outputs nobody reads (freed at
+    once).  ``ready`` is a boolean mask of schedulable ops.
+    """
+
+    def __init__(self, cg: CompactGraph) -> None:
+        n = cg.n_ops
+        self.cg = cg
+        self.defined = cg.defined_bytes()
+        self.last_free = np.zeros(n, dtype=np.int64)
+        self.dead_out = np.zeros(n, dtype=np.int64)
+        self.remaining = [len(u) for u in cg.users]
+        self.indeg = [len(p) for p in cg.preds]
+        self.done = [False] * n
+        self.ready = np.zeros(n, dtype=bool)
+        for v in range(n):
+            if self.indeg[v] == 0:
+                self.ready[v] = True
+        for s, us in enumerate(cg.users):
+            if cg.is_output[s]:
+                continue
+            if not us:
+                self.dead_out[cg.producer[s]] += cg.size_bytes[s]
+            elif len(us) == 1:
+                self.last_free[us[0]] += cg.size_bytes[s]
+        self.order: list[int] = []
+        self.newly_ready: list[int] = []
+
+    def schedule(self, v: int) -> None:
+        """Run ``v``: update readiness and the last-user frees."""
+        cg = self.cg
+        assert self.ready[v]
+        assert not self.done[v]
+        self.ready[v] = False
+        self.done[v] = True
+        self.order.append(v)
+        self.newly_ready = []
+        for s in cg.succs[v]:
+            self.indeg[s] -= 1
+            if self.indeg[s] == 0:
+                self.ready[s] = True
+                self.newly_ready.append(s)
+        for s in cg.uses[v]:
+            self.remaining[s] -= 1
+            if self.remaining[s] == 1 and not cg.is_output[s]:
+                for u in cg.users[s]:
+                    if not self.done[u]:
+                        self.last_free[u] += cg.size_bytes[s]
+                        break
+
+    def finish(self) -> list[int]:
+        """The order; raises if some op never became ready (cannot happen on a DAG)."""
+        if len(self.order) != self.cg.n_ops:
+            raise GraphError(
+                f"list scheduler stopped after {len(self.order)} of {self.cg.n_ops} ops")
+        return self.order

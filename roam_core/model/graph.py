@@ -1,0 +1,524 @@
+"""The training-step graph: operators, storages, aliases and ordering constraints.
+
+A :class:`Graph` is one full training step (forward, loss, backward, optimizer update) as a
+DAG of operators.  Memory is accounted per **storage** (:class:`Tensor`): a block of bytes
+that an op allocates.  Views and in-place results are :class:`Alias` values: they name an
+existing storage and add no bytes.  Ops read and write *values* (a storage id or an alias
+id); every value resolves to exactly one storage.
+
+Ordering constraints
+--------------------
+An order of the ops is valid when it honours
+
+1. data edges: an op runs after the producer of every value it reads;
+2. :class:`ControlEdge` records: write-after-read / read-after-write / write-after-write
+   hazards of in-place mutations (``reason=MUTATION``), and the fixed relative order of
+   random ops (``reason=RNG``).
+
+With both honoured, any reordering is a correct program (every read sees the same write
+version as in program order, and random ops draw from the RNG stream in the same order).
+
+Lifetimes
+---------
+For an order, a storage produced by the op at step ``s`` and last used (read, written, or
+read through an alias) at step ``e`` is live on the half-open step interval ``[s, e + 1)``.
+Storages without a producer are *resident* (parameters, buffers, the batch, optimizer state
+created before the step): they are live for the whole step.  Storages listed in
+``Graph.outputs`` stay live until the end of the step.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NewType
+
+from roam_core.base.errors import GraphError
+
+__all__ = [
+    "Alias",
+    "ControlEdge",
+    "EdgeReason",
+    "Graph",
+    "Op",
+    "OpId",
+    "Order",
+    "Phase",
+    "Tensor",
+    "TensorId",
+    "TensorKind",
+    "ValueId",
+    "round_size",
+]
+
+OpId = NewType("OpId", str)
+TensorId = NewType("TensorId", str)
+ValueId = str  # a TensorId or the id of an Alias
+Order = tuple[OpId, ...]
+
+#: The CUDA caching allocator rounds every block up to a multiple of 512 bytes.
+DEFAULT_ALIGNMENT_BYTES = 512
+
+
+class Phase(enum.StrEnum):
+    """Which part of the training step an op belongs to (from tracing context)."""
+
+    FORWARD = "forward"
+    LOSS = "loss"
+    BACKWARD = "backward"
+    OPTIMIZER = "optimizer"
+    OTHER = "other"
+
+
+class TensorKind(enum.StrEnum):
+    """What a storage holds."""
+
+    PARAMETER = "parameter"
+    BUFFER = "buffer"
+    INPUT = "input"
+    ACTIVATION = "activation"
+    GRADIENT = "gradient"
+    OPTIMIZER_STATE = "optimizer_state"
+    TEMPORARY = "temporary"
+    OUTPUT = "output"
+
+
+class EdgeReason(enum.StrEnum):
+    """Why one op must run before another."""
+
+    DATA = "data"  # the later op reads a value the earlier op produced
+    MUTATION = "mutation"  # in-place write ordered against reads/writes of its storage
+    RNG = "rng"  # random ops keep their relative order (same RNG stream)
+    WEIGHT_UPDATE = "weight_update"  # planner rewrite: update placement rule
+
+
+@dataclass(frozen=True, slots=True)
+class Tensor:
+    """A storage: one allocation of ``size_bytes`` bytes.
+
+    Parameters
+    ----------
+    id : TensorId
+        Stable id (the FX node name of the value that first produced the storage).
+    size_bytes : int
+        Bytes of the storage (not rounded; ``round_size`` applies the allocator rounding).
+    dtype : str
+        Element type, e.g. ``"float32"``; ``"scalar"`` for a non-tensor value (0 bytes).
+    shape : tuple of int
+        Shape of the value that created the storage.
+    kind : TensorKind
+        What the storage holds.
+    producer : OpId or None
+        The op that allocates it; ``None`` for resident storages.
+    consumers : tuple of OpId
+        Ops (other than the producer) that read or write the storage, directly or through
+        an alias, in program order.
+    """
+
+    id: TensorId
+    size_bytes: int
+    dtype: str
+    shape: tuple[int, ...]
+    kind: TensorKind
+    producer: OpId | None
+    consumers: tuple[OpId, ...] = ()
+
+    @property
+    def resident(self) -> bool:
+        """True when the storage exists before the step starts (no producer)."""
+        return self.producer is None
+
+
+@dataclass(frozen=True, slots=True)
+class Alias:
+    """A value that shares an existing storage (a view or the result of an in-place op).
+
+    Parameters
+    ----------
+    id : str
+        Stable id of the value (FX node name, or ``name.i`` for list elements).
+    storage : TensorId
+        The storage it shares.
+    producer : OpId or None
+        The op that produced the value; ``None`` for a resident alias.
+    """
+
+    id: str
+    storage: TensorId
+    producer: OpId | None
+
+
+@dataclass(frozen=True, slots=True)
+class Op:
+    """One operator.
+
+    Parameters
+    ----------
+    id : OpId
+        Stable id (FX node name).
+    target : str
+        The ATen overload, e.g. ``"aten.mm.default"``.
+    phase : Phase
+        Forward, loss, backward, optimizer or other.
+    inputs : tuple of ValueId
+        Values read (storage or alias ids), without duplicates.
+    outputs : tuple of ValueId
+        Values produced: new storages this op allocates and aliases it returns.
+    mutates : tuple of TensorId
+        Storages written in place.
+    random : bool
+        True when the op draws from the RNG stream (dropout, bernoulli, ...).
+    """
+
+    id: OpId
+    target: str
+    phase: Phase
+    inputs: tuple[ValueId, ...] = ()
+    outputs: tuple[ValueId, ...] = ()
+    mutates: tuple[TensorId, ...] = ()
+    random: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ControlEdge:
+    """An ordering constraint that is not a data edge: ``src`` runs before ``dst``."""
+
+    src: OpId
+    dst: OpId
+    reason: EdgeReason
+
+
+def round_size(size_bytes: int, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> int:
+    """Round a size up as an allocator does: 0 stays 0, anything else to a multiple.
+
+    Examples
+    --------
+    >>> round_size(1), round_size(512), round_size(513), round_size(0)
+    (512, 512, 1024, 0)
+    """
+    if size_bytes <= 0:
+        return 0
+    a = max(1, alignment_bytes)
+    return -(-size_bytes // a) * a
+
+
+@dataclass(frozen=True)
+class Graph:
+    """A training-step graph (immutable).
+
+    Parameters
+    ----------
+    ops : tuple of Op
+        All ops, in program (trace) order; that order is the eager baseline.
+    tensors : Mapping of TensorId to Tensor
+        Every storage.
+    aliases : tuple of Alias
+        Every alias value.
+    control_edges : tuple of ControlEdge
+        Ordering constraints beyond data edges.
+    outputs : tuple of TensorId
+        Storages returned by the step (live until its end).
+    name : str
+        A label for people.
+    origin : Mapping
+        How the graph was made: ``{"source": "zoo", "model": ..., ...}`` or
+        ``{"source": "custom"}``; used to rebuild the model for execution.
+
+    Notes
+    -----
+    Construction checks structural invariants (unique ids, every value resolvable, every
+    referenced op present, sizes non-negative integers, acyclic) and raises
+    :class:`~roam_core.base.errors.GraphError` naming the offending id.  Derived indexes are
+    built once and kept private.
+    """
+
+    ops: tuple[Op, ...]
+    tensors: Mapping[TensorId, Tensor]
+    aliases: tuple[Alias, ...] = ()
+    control_edges: tuple[ControlEdge, ...] = ()
+    outputs: tuple[TensorId, ...] = ()
+    name: str = "graph"
+    origin: Mapping[str, Any] = field(default_factory=lambda: {"source": "custom"})
+
+    def __post_init__(self) -> None:
+        _check_and_index(self)
+
+    @classmethod
+    def build(
+        cls,
+        ops: Sequence[Op],
+        tensors: Iterable[Tensor],
+        aliases: Sequence[Alias] = (),
+        control_edges: Sequence[ControlEdge] = (),
+        outputs: Sequence[TensorId] = (),
+        name: str = "graph",
+        origin: Mapping[str, Any] | None = None,
+    ) -> Graph:
+        """Build a graph, filling every storage's ``consumers`` from the ops.
+
+        Examples
+        --------
+        >>> from roam_core.model.graph import Graph, Op, Phase, Tensor, TensorKind
+        >>> t = lambda i, p: Tensor(i, 100, "float32", (25,), TensorKind.ACTIVATION, p)
+        >>> g = Graph.build(
+        ...     [Op("a", "aten.relu.default", Phase.FORWARD, (), ("x",)),
+        ...      Op("b", "aten.relu.default", Phase.FORWARD, ("x",), ("y",))],
+        ...     [t("x", "a"), t("y", "b")])
+        >>> g.tensors["x"].consumers, g.predecessors("b")
+        (('b',), ('a',))
+        """
+        tensors = list(tensors)
+        storage_of = {t.id: t.id for t in tensors}
+        storage_of.update({a.id: a.storage for a in aliases})
+        producer = {t.id: t.producer for t in tensors}
+        found: dict[str, dict[OpId, None]] = {t.id: {} for t in tensors}
+        for op in ops:
+            touched = [storage_of.get(v) for v in op.inputs] + list(op.mutates)
+            for s in touched:
+                if s is not None and s in found and producer[s] != op.id:
+                    found[s][op.id] = None
+        filled = {
+            t.id: Tensor(t.id, t.size_bytes, t.dtype, tuple(t.shape), t.kind, t.producer,
+                         tuple(found[t.id]))
+            for t in tensors
+        }
+        if len(filled) != len(tensors):
+            seen: set[str] = set()
+            dup = next(t.id for t in tensors if t.id in seen or seen.add(t.id))  # type: ignore[func-returns-value]
+            raise GraphError(f"duplicate tensor id {dup!r}")
+        return cls(
+            ops=tuple(ops),
+            tensors=filled,
+            aliases=tuple(aliases),
+            control_edges=tuple(control_edges),
+            outputs=tuple(outputs),
+            name=name,
+            origin=dict(origin) if origin is not None else {"source": "custom"},
+        )
+
+    # ----------------------------------------------------------------- lookups
+    @property
+    def op_ids(self) -> Order:
+        """Op ids in program order (the eager order)."""
+        return self._op_ids  # type: ignore[attr-defined,no-any-return]
+
+    def op(self, op_id: str) -> Op:
+        """The op with id ``op_id``."""
+        try:
+            return self._ops_by_id[op_id]  # type: ignore[attr-defined,no-any-return]
+        except KeyError:
+            raise GraphError(f"unknown op id {op_id!r}") from None
+
+    def storage_of(self, value_id: str) -> TensorId:
+        """The storage a value (storage or alias id) resolves to."""
+        try:
+            return self._storage_of[value_id]  # type: ignore[attr-defined,no-any-return]
+        except KeyError:
+            raise GraphError(f"unknown value id {value_id!r}") from None
+
+    def value_producer(self, value_id: str) -> OpId | None:
+        """The op producing a value (``None`` for resident values)."""
+        return self._value_producer[value_id]  # type: ignore[attr-defined,no-any-return]
+
+    def predecessors(self, op_id: str) -> tuple[OpId, ...]:
+        """Ops that must run before ``op_id`` (data and control edges), deduplicated."""
+        return self._preds[op_id]  # type: ignore[attr-defined,no-any-return]
+
+    def successors(self, op_id: str) -> tuple[OpId, ...]:
+        """Ops that must run after ``op_id`` (data and control edges), deduplicated."""
+        return self._succs[op_id]  # type: ignore[attr-defined,no-any-return]
+
+    def edges(self) -> Iterable[tuple[OpId, OpId, EdgeReason]]:
+        """Every ordering edge ``(src, dst, reason)``: data edges first, then control."""
+        yield from self._data_edges  # type: ignore[attr-defined]
+        for e in self.control_edges:
+            yield e.src, e.dst, e.reason
+
+    def storages_read(self, op_id: str) -> tuple[TensorId, ...]:
+        """Storages an op reads or writes (through any value), deduplicated."""
+        return self._reads[op_id]  # type: ignore[attr-defined,no-any-return]
+
+    def storages_created(self, op_id: str) -> tuple[TensorId, ...]:
+        """Storages an op allocates."""
+        return self._creates[op_id]  # type: ignore[attr-defined,no-any-return]
+
+    @property
+    def resident_ids(self) -> tuple[TensorId, ...]:
+        """Storages live for the whole step (no producer)."""
+        return tuple(t.id for t in self.tensors.values() if t.producer is None)
+
+    def resident_bytes(self, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> int:
+        """Rounded bytes of all resident storages."""
+        return sum(
+            round_size(t.size_bytes, alignment_bytes)
+            for t in self.tensors.values()
+            if t.producer is None
+        )
+
+    def fingerprint(self) -> str:
+        """SHA-256 of the graph's structure (ops, values, sizes, edges); ignores ``name``.
+
+        Two graphs with the same fingerprint accept the same plans.
+        """
+        return self._fingerprint  # type: ignore[attr-defined,no-any-return]
+
+    def with_control_edges(self, extra: Sequence[ControlEdge]) -> Graph:
+        """A copy with more control edges (raises ``GraphError`` if that makes a cycle)."""
+        return Graph(
+            ops=self.ops,
+            tensors=self.tensors,
+            aliases=self.aliases,
+            control_edges=self.control_edges + tuple(extra),
+            outputs=self.outputs,
+            name=self.name,
+            origin=self.origin,
+        )
+
+    def __len__(self) -> int:
+        return len(self.ops)
+
+
+# --------------------------------------------------------------------- checks
+def _set(g: Graph, name: str, value: object) -> None:
+    object.__setattr__(g, name, value)
+
+
+def _check_and_index(g: Graph) -> None:
+    # 1. unique op ids
+    ops_by_id: dict[str, Op] = {}
+    for op in g.ops:
+        if not isinstance(op.id, str) or not op.id:
+            raise GraphError(f"op id {op.id!r} is not a non-empty string")
+        if op.id in ops_by_id:
+            raise GraphError(f"duplicate op id {op.id!r}")
+        ops_by_id[op.id] = op
+    # 2. storages: sizes, producers, ids
+    storage_of: dict[str, TensorId] = {}
+    value_producer: dict[str, OpId | None] = {}
+    for key, t in g.tensors.items():
+        if key != t.id:
+            raise GraphError(f"tensor stored under {key!r} has id {t.id!r}")
+        if isinstance(t.size_bytes, bool) or not isinstance(t.size_bytes, int):
+            raise GraphError(f"tensor {t.id!r}: size_bytes {t.size_bytes!r} is not an integer")
+        if t.size_bytes < 0:
+            raise GraphError(f"tensor {t.id!r}: negative size_bytes {t.size_bytes}")
+        if t.producer is not None and t.producer not in ops_by_id:
+            raise GraphError(f"tensor {t.id!r}: producer {t.producer!r} is not an op")
+        for c in t.consumers:
+            if c not in ops_by_id:
+                raise GraphError(f"tensor {t.id!r}: consumer {c!r} is not an op")
+        storage_of[t.id] = t.id
+        value_producer[t.id] = t.producer
+    for a in g.aliases:
+        if a.id in storage_of:
+            raise GraphError(f"duplicate value id {a.id!r}")
+        if a.storage not in g.tensors:
+            raise GraphError(f"alias {a.id!r}: storage {a.storage!r} does not exist")
+        if a.producer is not None and a.producer not in ops_by_id:
+            raise GraphError(f"alias {a.id!r}: producer {a.producer!r} is not an op")
+        storage_of[a.id] = a.storage
+        value_producer[a.id] = a.producer
+    # 3. op references
+    creates: dict[str, list[TensorId]] = {op.id: [] for op in g.ops}
+    for t in g.tensors.values():
+        if t.producer is not None:
+            creates[t.producer].append(t.id)
+    reads: dict[str, tuple[TensorId, ...]] = {}
+    preds: dict[str, dict[str, None]] = {op.id: {} for op in g.ops}
+    succs: dict[str, dict[str, None]] = {op.id: {} for op in g.ops}
+    data_edges: list[tuple[OpId, OpId, EdgeReason]] = []
+    for op in g.ops:
+        for v in op.outputs:
+            if v not in storage_of:
+                raise GraphError(f"op {op.id!r}: output {v!r} is not a known value")
+            if value_producer[v] != op.id:
+                raise GraphError(f"op {op.id!r}: output {v!r} names another producer")
+        seen: dict[TensorId, None] = {}
+        for v in op.inputs:
+            if v not in storage_of:
+                raise GraphError(f"op {op.id!r}: input {v!r} is not a known value")
+            seen[storage_of[v]] = None
+            p = value_producer[v]
+            if p is not None and p != op.id and p not in preds[op.id]:
+                preds[op.id][p] = None
+                succs[p][op.id] = None
+                data_edges.append((p, op.id, EdgeReason.DATA))
+        for s in op.mutates:
+            if s not in g.tensors:
+                raise GraphError(f"op {op.id!r}: mutated storage {s!r} does not exist")
+            seen[s] = None
+        reads[op.id] = tuple(seen)
+    for e in g.control_edges:
+        for end in (e.src, e.dst):
+            if end not in ops_by_id:
+                raise GraphError(f"control edge {e.src!r}->{e.dst!r}: {end!r} is not an op")
+        if e.src == e.dst:
+            raise GraphError(f"control edge on op {e.src!r} points to itself")
+        preds[e.dst][e.src] = None
+        succs[e.src][e.dst] = None
+    for o in g.outputs:
+        if o not in g.tensors:
+            raise GraphError(f"graph output {o!r} is not a storage")
+    consumers: dict[TensorId, list[OpId]] = {t: [] for t in g.tensors}
+    for op in g.ops:
+        for s in reads[op.id]:
+            if g.tensors[s].producer != op.id:
+                consumers[s].append(op.id)
+    for t in g.tensors.values():
+        if tuple(consumers[t.id]) != tuple(t.consumers):
+            raise GraphError(
+                f"tensor {t.id!r}: consumers {list(t.consumers)} disagree with the ops "
+                f"that read it {consumers[t.id]}"
+            )
+    # 4. acyclic (Kahn); name an op on a cycle
+    indeg = {k: len(v) for k, v in preds.items()}
+    ready = [k for k, d in indeg.items() if d == 0]
+    n_done = 0
+    while ready:
+        k = ready.pop()
+        n_done += 1
+        for s in succs[k]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                ready.append(s)
+    if n_done != len(g.ops):
+        # walk backwards among the unresolved ops until one repeats: it lies on a cycle
+        left = {k for k, d in indeg.items() if d > 0}
+        k = next(iter(k for k in preds if k in left))
+        path: dict[str, None] = {}
+        while k not in path:
+            path[k] = None
+            k = next(p for p in preds[k] if p in left)
+        raise GraphError(f"graph has a cycle through op {k!r}")
+    _set(g, "_ops_by_id", ops_by_id)
+    _set(g, "_op_ids", tuple(op.id for op in g.ops))
+    _set(g, "_storage_of", storage_of)
+    _set(g, "_value_producer", value_producer)
+    _set(g, "_preds", {k: tuple(v) for k, v in preds.items()})
+    _set(g, "_succs", {k: tuple(v) for k, v in succs.items()})
+    _set(g, "_data_edges", tuple(data_edges))
+    _set(g, "_reads", reads)
+    _set(g, "_creates", {k: tuple(v) for k, v in creates.items()})
+    _set(g, "_fingerprint", _fingerprint(g))
+
+
+def _fingerprint(g: Graph) -> str:
+    body = {
+        "ops": [
+            [o.id, o.target, o.phase.value, list(o.inputs), list(o.outputs), list(o.mutates),
+             o.random]
+            for o in g.ops
+        ],
+        "tensors": sorted(
+            [t.id, t.size_bytes, t.dtype, list(t.shape), t.kind.value, t.producer]
+            for t in g.tensors.values()
+        ),
+        "aliases": sorted([a.id, a.storage, a.producer or ""] for a in g.aliases),
+        "control": sorted([e.src, e.dst, e.reason.value] for e in g.control_edges),
+        "outputs": list(g.outputs),
+    }
+    blob = json.dumps(body, separators=(",", ":"), sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()

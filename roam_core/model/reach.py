@@ -1,0 +1,200 @@
+"""Reachability of a graph's ops as Python-int bitsets: ancestors, descendants, spans.
+
+Bit ``i`` of a mask stands for the op at program index ``i`` (``graph.op_ids[i]``).  The
+ancestor set of an op holds every op that must run before it in every valid order (the
+transitive closure of all ordering edges: data edges and control edges); the descendant
+set holds every op that must run after it.  Both sets exclude the op itself.
+
+The closure is computed by one pass over a topological order per direction, OR-ing the
+predecessor (or successor) masks: ``O(E * N / 64)`` word operations, which Python's
+arbitrary-precision integers run in C.  A 10k-op graph takes well under a second.
+
+Serial spans follow ROAM: with ``N`` ops, an op can run no earlier than step
+``asap = |ancestors| + 1`` and no later than ``alap = N - |descendants|`` (1-based).  Ops whose
+span is a single step (*key points*) sit at the same position in every valid order.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from roam_core.model.graph import Graph, OpId
+
+__all__ = ["Reachability", "iter_bits", "mask_to_bool", "reachability", "topological_indices"]
+
+_logger = logging.getLogger(__name__)
+
+
+def iter_bits(mask: int) -> Iterator[int]:
+    """Indices of the set bits of ``mask``, ascending.
+
+    Examples
+    --------
+    >>> list(iter_bits(0b101001))
+    [0, 3, 5]
+    """
+    while mask:
+        low = mask & -mask
+        yield low.bit_length() - 1
+        mask ^= low
+
+
+def mask_to_bool(mask: int, n: int) -> np.ndarray:
+    """A bitset over ``n`` ops as a boolean array.
+
+    Examples
+    --------
+    >>> mask_to_bool(0b101, 4).tolist()
+    [True, False, True, False]
+    """
+    raw = mask.to_bytes((n + 7) // 8 or 1, "little")
+    return np.unpackbits(np.frombuffer(raw, dtype=np.uint8), bitorder="little")[:n].astype(bool)
+
+
+def topological_indices(graph: Graph) -> list[int]:
+    """Program indices of the ops in a topological order (program order when it is one).
+
+    Kahn's algorithm that always takes the ready op with the smallest program index, so a
+    graph whose program order is already topological gets exactly ``0, 1, ..., N - 1``.
+    """
+    import heapq
+
+    ids = graph.op_ids
+    index = {op: i for i, op in enumerate(ids)}
+    preds = [[index[p] for p in graph.predecessors(op)] for op in ids]
+    if all(p < i for i, ps in enumerate(preds) for p in ps):
+        return list(range(len(ids)))
+    succs: list[list[int]] = [[] for _ in ids]
+    indeg = [len(ps) for ps in preds]
+    for i, ps in enumerate(preds):
+        for p in ps:
+            succs[p].append(i)
+    ready = [i for i, d in enumerate(indeg) if d == 0]
+    heapq.heapify(ready)
+    out: list[int] = []
+    while ready:
+        i = heapq.heappop(ready)
+        out.append(i)
+        for s in succs[i]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                heapq.heappush(ready, s)
+    assert len(out) == len(ids), "Graph guarantees acyclicity"
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Reachability:
+    """Ancestor / descendant bitsets of every op (bit ``i`` = op at program index ``i``).
+
+    Parameters
+    ----------
+    index : Mapping of OpId to int
+        Program index of every op.
+    ancestors : tuple of int
+        ``ancestors[i]``: ops that must run before op ``i`` (excluding ``i``).
+    descendants : tuple of int
+        ``descendants[i]``: ops that must run after op ``i`` (excluding ``i``).
+    op_ids : tuple of OpId
+        The ops in program order (``op_ids[i]`` is bit ``i``); derived from ``index`` when
+        omitted.
+    """
+
+    index: Mapping[OpId, int]
+    ancestors: tuple[int, ...]
+    descendants: tuple[int, ...]
+    op_ids: tuple[OpId, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.op_ids and self.index:
+            object.__setattr__(self, "op_ids", tuple(sorted(self.index, key=self.index.get)))
+        assert len(self.op_ids) == len(self.index) == len(self.ancestors) == len(
+            self.descendants)
+
+    def __len__(self) -> int:
+        return len(self.op_ids)
+
+    def is_ancestor(self, a: OpId, b: OpId) -> bool:
+        """True when ``a`` must run before ``b`` in every valid order (``a != b``)."""
+        return bool(self.ancestors[self.index[b]] >> self.index[a] & 1)
+
+    def comparable(self, a: OpId, b: OpId) -> bool:
+        """True when every valid order puts ``a`` and ``b`` the same way round (or ``a == b``)."""
+        return a == b or self.is_ancestor(a, b) or self.is_ancestor(b, a)
+
+    def asap(self, op: OpId) -> int:
+        """Earliest 1-based step of ``op`` in any valid order: ``|ancestors ∪ {op}|``."""
+        return self.ancestors[self.index[op]].bit_count() + 1
+
+    def alap(self, op: OpId) -> int:
+        """Latest 1-based step of ``op`` in any valid order: ``N - |descendants ∪ {op}| + 1``."""
+        return len(self.op_ids) - self.descendants[self.index[op]].bit_count()
+
+    def key_points(self) -> tuple[OpId, ...]:
+        """Ops with ``asap == alap`` (same position in every valid order), by that position."""
+        n = len(self.op_ids)
+        found = []
+        for i, op in enumerate(self.op_ids):
+            a = self.ancestors[i].bit_count() + 1
+            if a == n - self.descendants[i].bit_count():
+                found.append((a, op))
+        found.sort()
+        return tuple(op for _, op in found)
+
+    def ids(self, mask: int) -> tuple[OpId, ...]:
+        """The op ids of a mask, in program order."""
+        return tuple(self.op_ids[i] for i in iter_bits(mask))
+
+    def mask(self, ops: Sequence[OpId]) -> int:
+        """The mask of some op ids."""
+        m = 0
+        for op in ops:
+            m |= 1 << self.index[op]
+        return m
+
+
+def reachability(graph: Graph) -> Reachability:
+    """Transitive ancestors and descendants of every op over all ordering edges.
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph; data edges and every control edge count.
+
+    Returns
+    -------
+    Reachability
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import diamond
+    >>> r = reachability(diamond())
+    >>> r.is_ancestor("a", "d"), r.comparable("b", "c"), r.asap("c"), r.alap("c")
+    (True, False, 2, 3)
+    >>> r.key_points()
+    ('a', 'd')
+    """
+    ids = graph.op_ids
+    n = len(ids)
+    index = {op: i for i, op in enumerate(ids)}
+    preds = [[index[p] for p in graph.predecessors(op)] for op in ids]
+    succs = [[index[s] for s in graph.successors(op)] for op in ids]
+    topo = topological_indices(graph)
+    anc = [0] * n
+    for i in topo:
+        m = 0
+        for p in preds[i]:
+            m |= anc[p] | (1 << p)
+        anc[i] = m
+    desc = [0] * n
+    for i in reversed(topo):
+        m = 0
+        for s in succs[i]:
+            m |= desc[s] | (1 << s)
+        desc[i] = m
+    _logger.debug("reachability of %d ops computed", n)
+    return Reachability(index=index, ancestors=tuple(anc), descendants=tuple(desc), op_ids=ids)

@@ -1,0 +1,395 @@
+"""Lower bounds on the peak memory of every valid order of a graph.
+
+Live-set bound
+--------------
+A planned storage ``s`` produced by op ``p`` is live while op ``v`` runs in *every* valid
+order when ``p`` is ``v`` or an ancestor of ``v`` (so ``s`` exists by then) and some *user*
+of ``s`` is ``v`` or a descendant of ``v`` (so ``s`` cannot be freed yet).  The users are the
+ops that read or write ``s`` (directly or through an alias), ``p`` itself (a storage nobody
+reads is live at its producer step), and, for a graph output, the end of the step.  The sum of
+those storages at ``v`` plus the resident bytes is therefore a lower bound on the peak of
+every order; :func:`live_set_lower_bound` returns its maximum over ``v``.  With the
+bitsets of :mod:`roam_core.model.reach` it costs ``O(S * N / 64)`` for ``S`` storages.
+
+Update-group bound
+------------------
+The live-set bound only counts what one op forces; it misses memory that every order needs
+*somewhere*, just not at a fixed op.  The parameter update of a big embedding under Adam is
+the standard case (see ``calibration.md``): the gradient, ``exp_avg``, ``exp_avg_sq`` and the
+``sqrt`` denominator form a small sub-DAG whose every order has three embedding-sized storages
+live at once, but the ops where that happens differ between orders.
+:func:`group_lower_bound` solves such a small group ``G`` of ops exactly: it restricts any
+full order to ``G`` (which is a linear extension of ``G`` under the transitive precedences),
+and for each op ``x`` of ``G`` counts
+
+* the storages touched by ``G`` that are live at ``x`` judging from ``G``'s ops alone: the
+  producer has provably run (it is ``x``, an ancestor of ``x``, or an ancestor of a group op
+  already run) and a group op that uses the storage has not run yet (or it is ``x``, or the
+  storage is a graph output), and
+* every other storage that the live-set argument forces at ``x``.
+
+Both are live at ``x`` in the full order, so the minimum over linear extensions of ``G`` of
+the maximum over ``x`` (dynamic programming over the down-sets of ``G``) plus the resident
+bytes bounds every order's peak.  :func:`update_group_lower_bound` applies it to each weakly
+connected group of optimizer-phase ops (one group per parameter for a single-tensor
+optimizer), skipping groups whose down-set lattice is too large.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, TensorId, round_size
+from roam_core.model.reach import Reachability, iter_bits, reachability
+
+__all__ = [
+    "GroupBound",
+    "LowerBound",
+    "best_lower_bound",
+    "forced_live_masks",
+    "group_lower_bound",
+    "live_set_lower_bound",
+    "optimizer_groups",
+    "update_group_lower_bound",
+]
+
+_logger = logging.getLogger(__name__)
+
+#: Down-set states explored per group before :func:`group_lower_bound` gives up.
+MAX_GROUP_STATES = 50_000
+
+
+@dataclass(frozen=True, slots=True)
+class LowerBound:
+    """A lower bound on the peak bytes of every valid order.
+
+    Parameters
+    ----------
+    bound_bytes : int
+        The bound, resident bytes included.
+    op_id : OpId or None
+        The op where it is attained (``None`` for a graph without ops); for the
+        update-group bound, the first op of the group that gives it.
+    resident_bytes : int
+        Rounded bytes of the resident storages (included in ``bound_bytes``).
+    forced_bytes : tuple of int
+        Per op in program order: planned bytes live at that op in every order.
+    storages : tuple of TensorId
+        The planned storages forced live at ``op_id`` (live-set bound only).
+    method : str
+        ``"live_set"`` or ``"update_group"``.
+    """
+
+    bound_bytes: int
+    op_id: OpId | None
+    resident_bytes: int
+    forced_bytes: tuple[int, ...] = ()
+    storages: tuple[TensorId, ...] = ()
+    method: str = "live_set"
+
+    @property
+    def bytes(self) -> int:
+        """Alias of ``bound_bytes``."""
+        return self.bound_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupBound:
+    """The exact bound of one op group (see :func:`group_lower_bound`)."""
+
+    bound_bytes: int
+    ops: tuple[OpId, ...]
+    states: int
+
+
+def _users(graph: Graph, tid: TensorId) -> list[OpId]:
+    t = graph.tensors[tid]
+    out = list(t.consumers)
+    if t.producer is not None:
+        out.append(t.producer)
+    return out
+
+
+def forced_live_masks(
+    graph: Graph, reach: Reachability | None = None
+) -> dict[TensorId, int]:
+    """For every planned storage, the mask of ops at which it is live in every order.
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import diamond
+    >>> {k: bin(v) for k, v in forced_live_masks(diamond()).items()}
+    {'a': '0b111', 'b': '0b1010', 'c': '0b1100', 'd': '0b1000'}
+    """
+    r = reach if reach is not None else reachability(graph)
+    outputs = set(graph.outputs)
+    out: dict[TensorId, int] = {}
+    for t in graph.tensors.values():
+        if t.producer is None:
+            continue
+        p = r.index[t.producer]
+        after = r.descendants[p] | (1 << p)
+        if t.id in outputs:
+            out[t.id] = after
+            continue
+        before = 0
+        for u in _users(graph, t.id):
+            i = r.index[u]
+            before |= r.ancestors[i] | (1 << i)
+        out[t.id] = after & before
+    return out
+
+
+def _mask_to_bool(mask: int, n: int) -> np.ndarray:
+    raw = np.frombuffer(mask.to_bytes((n + 7) // 8 or 1, "little"), dtype=np.uint8)
+    return np.unpackbits(raw, bitorder="little")[:n].astype(bool)
+
+
+def _forced_bytes(
+    graph: Graph, masks: dict[TensorId, int], n: int, alignment_bytes: int
+) -> np.ndarray:
+    total = np.zeros(n, dtype=np.int64)
+    for tid, m in masks.items():
+        size = round_size(graph.tensors[tid].size_bytes, alignment_bytes)
+        if size and m:
+            total += _mask_to_bool(m, n) * size
+    return total
+
+
+def live_set_lower_bound(
+    graph: Graph,
+    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
+    *,
+    reach: Reachability | None = None,
+) -> LowerBound:
+    """The live-set lower bound on the peak of every valid order (resident bytes included).
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph.
+    alignment_bytes : int
+        Rounding of each storage (512 like the CUDA caching allocator, 1 for exact bytes).
+    reach : Reachability, optional
+        Precomputed reachability of ``graph``.
+
+    Returns
+    -------
+    LowerBound
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import diamond
+    >>> lb = live_set_lower_bound(diamond(), alignment_bytes=1)
+    >>> lb.bound_bytes, lb.op_id, lb.forced_bytes
+    (300, 'b', (100, 300, 150, 260))
+    """
+    r = reach if reach is not None else reachability(graph)
+    n = len(graph.ops)
+    resident = graph.resident_bytes(alignment_bytes)
+    if n == 0:
+        return LowerBound(resident, None, resident)
+    masks = forced_live_masks(graph, r)
+    total = _forced_bytes(graph, masks, n, alignment_bytes)
+    best = int(np.argmax(total))
+    at = tuple(tid for tid, m in masks.items() if m >> best & 1)
+    _logger.debug("live-set bound %d B at op %s", int(total[best]) + resident, r.op_ids[best])
+    return LowerBound(
+        bound_bytes=int(total[best]) + resident,
+        op_id=r.op_ids[best],
+        resident_bytes=resident,
+        forced_bytes=tuple(int(x) for x in total),
+        storages=at,
+        method="live_set",
+    )
+
+
+def group_lower_bound(
+    graph: Graph,
+    group: Iterable[OpId],
+    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
+    *,
+    reach: Reachability | None = None,
+    forced: LowerBound | None = None,
+    masks: dict[TensorId, int] | None = None,
+    max_states: int = MAX_GROUP_STATES,
+) -> GroupBound | None:
+    """Exact min-over-orders bound for one small group of ops (resident bytes included).
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph.
+    group : iterable of OpId
+        The ops of the group (any set; small, e.g. one parameter's update).
+    alignment_bytes : int
+        Storage rounding.
+    reach : Reachability, optional
+        Precomputed reachability.
+    forced : LowerBound, optional
+        Precomputed :func:`live_set_lower_bound` (its ``forced_bytes`` are reused).
+    masks : dict, optional
+        Precomputed :func:`forced_live_masks`.
+    max_states : int
+        Give up (return ``None``) when the group has more down-sets than this.
+
+    Returns
+    -------
+    GroupBound or None
+        ``None`` when the group is too large to solve exactly.
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import diamond
+    >>> group_lower_bound(diamond(), ["b", "c", "d"], alignment_bytes=1).bound_bytes
+    350
+    """
+    r = reach if reach is not None else reachability(graph)
+    lb = forced if forced is not None else live_set_lower_bound(graph, alignment_bytes, reach=r)
+    ops = sorted(dict.fromkeys(group), key=r.index.__getitem__)
+    k = len(ops)
+    if k == 0:
+        return GroupBound(lb.resident_bytes, (), 0)
+    local = {op: j for j, op in enumerate(ops)}
+    gmask = r.mask(ops)
+    # precedence inside the group (transitive: through outside ops too)
+    pred_local = [0] * k
+    for j, op in enumerate(ops):
+        for i in iter_bits(r.ancestors[r.index[op]] & gmask):
+            pred_local[j] |= 1 << local[r.op_ids[i]]
+    # storages touched by the group
+    outputs = set(graph.outputs)
+    touched: dict[TensorId, None] = {}
+    for op in ops:
+        for s in (*graph.storages_read(op), *graph.storages_created(op)):
+            touched[s] = None
+    if masks is None:
+        masks = forced_live_masks(graph, r)
+    # (size, started, users, output, forced), all but size and output local op masks:
+    # ``started`` = group ops that are the producer or run after it in every order, so the
+    # storage exists while ``x`` runs once any of them is done or is ``x``; ``users`` = group
+    # ops that read or write it (it stays live until the last of them has run)
+    items: list[tuple[int, int, int, bool, int]] = []
+    other = [lb.forced_bytes[r.index[op]] for op in ops]
+    for s in touched:
+        t = graph.tensors[s]
+        size = round_size(t.size_bytes, alignment_bytes)
+        if t.producer is None or size == 0:
+            continue
+        p = r.index[t.producer]
+        started = 0
+        users = 0
+        for j, op in enumerate(ops):
+            i = r.index[op]
+            if i == p or r.ancestors[i] >> p & 1:
+                started |= 1 << j
+        for u in _users(graph, s):
+            if u in local:
+                users |= 1 << local[u]
+        forced_local = 0
+        for j, op in enumerate(ops):
+            if masks[s] >> r.index[op] & 1:
+                forced_local |= 1 << j
+                other[j] -= size  # counted through the item instead
+        items.append((size, started, users, s in outputs, forced_local))
+    full = (1 << k) - 1
+    best: dict[int, int] = {0: 0}
+    frontier = [0]
+    states = 1
+    while frontier:
+        nxt: dict[int, None] = {}
+        for done in frontier:
+            val = best[done]
+            for j in range(k):
+                bit = 1 << j
+                if done & bit or pred_local[j] & ~done:
+                    continue
+                after = done | bit
+                live = other[j]
+                for size, started, users, is_out, forced_local in items:
+                    if forced_local & bit or (
+                        started & after and (is_out or users & ~done)
+                    ):
+                        live += size
+                cand = max(val, live)
+                if after not in best:
+                    best[after] = cand
+                    nxt[after] = None
+                    states += 1
+                    if states > max_states:
+                        _logger.debug("group of %d ops exceeds %d states", k, max_states)
+                        return None
+                elif cand < best[after]:
+                    best[after] = cand
+        frontier = list(nxt)
+    return GroupBound(best[full] + lb.resident_bytes, tuple(ops), states)
+
+
+def optimizer_groups(graph: Graph) -> list[tuple[OpId, ...]]:
+    """Weakly connected groups of optimizer-phase ops (linked by ordering edges).
+
+    For a single-tensor optimizer each group is one parameter's update (state creation
+    included).
+    """
+    opt = [o.id for o in graph.ops if o.phase is Phase.OPTIMIZER]
+    parent = {op: op for op in opt}
+
+    def find(x: OpId) -> OpId:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for src, dst, _ in graph.edges():
+        if src in parent and dst in parent:
+            a, b = find(src), find(dst)
+            if a != b:
+                parent[a] = b
+    groups: dict[OpId, list[OpId]] = {}
+    for op in opt:
+        groups.setdefault(find(op), []).append(op)
+    return [tuple(g) for g in groups.values()]
+
+
+def update_group_lower_bound(
+    graph: Graph,
+    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
+    *,
+    reach: Reachability | None = None,
+    forced: LowerBound | None = None,
+    max_group_ops: int = 40,
+    max_states: int = MAX_GROUP_STATES,
+) -> LowerBound:
+    """Max of :func:`group_lower_bound` over the optimizer groups (and the live-set bound).
+
+    Groups with more than ``max_group_ops`` ops or too many down-sets are skipped, so the
+    result is never below :func:`live_set_lower_bound`.
+    """
+    r = reach if reach is not None else reachability(graph)
+    lb = forced if forced is not None else live_set_lower_bound(graph, alignment_bytes, reach=r)
+    result = lb
+    masks = forced_live_masks(graph, r)
+    for grp in optimizer_groups(graph):
+        if len(grp) > max_group_ops:
+            continue
+        gb = group_lower_bound(graph, grp, alignment_bytes, reach=r, forced=lb,
+                               masks=masks, max_states=max_states)
+        if gb is not None and gb.bound_bytes > result.bound_bytes:
+            result = LowerBound(gb.bound_bytes, gb.ops[0], lb.resident_bytes,
+                                lb.forced_bytes, (), "update_group")
+    return result
+
+
+def best_lower_bound(
+    graph: Graph,
+    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
+    *,
+    reach: Reachability | None = None,
+) -> LowerBound:
+    """The tightest bound this module knows (currently the update-group bound)."""
+    return update_group_lower_bound(graph, alignment_bytes, reach=reach)
+

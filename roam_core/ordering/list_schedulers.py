@@ -1,0 +1,168 @@
+"""Greedy list schedulers: program order, ROAM's LESCEA, inductor's LPMF and XLA's list scheduler.
+
+Each picks, step by step, one ready op by a memory key (vectorised numpy over the ready set,
+one ``O(N)`` pass per step).  See :mod:`roam_core.ordering.registry` for the registry and the
+best-of driver.
+
+References
+----------
+inductor ``torch/_inductor/memory.py`` (LPMF); XLA ``hlo_memory_scheduler.cc`` (list
+scheduler); ROAM ``baselines/heuristics/LESCEA.py``.  Ideas only: no code was copied.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from roam_core.model.dag_view import CompactGraph, ListState, compact
+from roam_core.model.graph import Graph, Order
+
+__all__ = ["eager_order", "lescea_order", "lpmf_indices", "lpmf_order", "xla_list_order"]
+
+_BIG = np.iinfo(np.int64).max // 4
+
+
+def _argmin_masked(mask: np.ndarray, key: np.ndarray) -> tuple[int, np.ndarray]:
+    """Smallest ``key`` under ``mask``: (first index, mask of all ties)."""
+    k = np.where(mask, key, _BIG)
+    m = k.min()
+    return int(np.argmin(k)), mask & (k == m)
+
+
+# ----------------------------------------------------------------- the strategies
+def eager_order(graph: Graph) -> Order:
+    """Program order (the eager baseline).
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import diamond
+    >>> eager_order(diamond())
+    ('a', 'b', 'c', 'd')
+    """
+    return tuple(graph.op_ids)
+
+
+def lpmf_indices(cg: CompactGraph) -> list[int]:
+    """LPMF over a compact graph: op indices in order (see :func:`lpmf_order`)."""
+    st = ListState(cg)
+    size = st.defined
+    # 1. the outputs are live at the end whatever the order: a lower bound on the peak
+    max_mem = int(sum(s for s, o in zip(cg.size_bytes, cg.is_output) if o))
+    live = 0
+    for _ in range(cg.n_ops):
+        if not st.ready.any():
+            break
+        gap = max_mem - live
+        free = st.last_free + st.dead_out
+        fits = st.ready & (size <= gap)
+        # 2. (i) an op that fits under the peak so far: least memory after it
+        if fits.any():
+            v, _ = _argmin_masked(fits, size - free)
+        # 3. (ii) otherwise the least memory while it runs, then least after
+        else:
+            _, ties = _argmin_masked(st.ready, size)
+            v, _ = _argmin_masked(ties, size - free)
+        live += int(size[v])
+        max_mem = max(max_mem, live)
+        live -= int(free[v])
+        st.schedule(v)
+    return st.finish()
+
+
+def lpmf_order(graph: Graph) -> Order:
+    """Inductor-style "least peak memory first" greedy topological order.
+
+    Keeps the peak so far; among ready ops, those whose allocation fits under it are
+    preferred, by the least live memory after running; if none fits, the op with the
+    least memory while running wins.  Ties go to the smallest program index.
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import diamond
+    >>> lpmf_order(diamond())  # sizes round to 512 B: all ties, program index wins
+    ('a', 'b', 'c', 'd')
+    """
+    cg = compact(graph)
+    return cg.order_ids(lpmf_indices(cg))
+
+
+def lescea_order(graph: Graph) -> Order:
+    """ROAM's LESCEA greedy list scheduler.
+
+    ``base`` is the live memory (it never frees outputs nobody reads, as the original);
+    among ready ops, those with ``base + defined <= peak`` are preferred by the smallest
+    ``base + defined - freed``; otherwise the smallest new peak ``base + defined``.  Ties go
+    to the smallest op name.
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import diamond
+    >>> lescea_order(diamond())
+    ('a', 'b', 'c', 'd')
+    """
+    cg = compact(graph)
+    st = ListState(cg)
+    name_rank = np.empty(cg.n_ops, dtype=np.int64)
+    name_rank[sorted(range(cg.n_ops), key=lambda i: cg.op_ids[i])] = np.arange(cg.n_ops)
+    defined = st.defined
+    base = peak = 0
+    for _ in range(cg.n_ops):
+        if not st.ready.any():
+            break
+        fits = st.ready & (base + defined <= peak)
+        if fits.any():
+            _, ties = _argmin_masked(fits, defined - st.last_free)
+        else:
+            _, ties = _argmin_masked(st.ready, defined)
+        v, _ = _argmin_masked(ties, name_rank)
+        peak = max(peak, base + int(defined[v]))
+        base += int(defined[v] - st.last_free[v])
+        st.schedule(v)
+    return cg.order_ids(st.finish())
+
+
+def _effective_scalar(graph: Graph, cg: CompactGraph) -> np.ndarray:
+    out = np.zeros(cg.n_ops, dtype=bool)
+    for v, op in enumerate(graph.ops):
+        created = graph.storages_created(op.id)
+        if created and all(math.prod(graph.tensors[t].shape) <= 1 for t in created):
+            out[v] = True
+    return out
+
+
+def xla_list_order(graph: Graph) -> Order:
+    """XLA-style list scheduler.
+
+    Priority of a ready op: ``bytes freed if scheduled - bytes defined`` (highest first),
+    then its number of users, then the most recently readied; ops producing effective
+    scalars are forced early.
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import diamond
+    >>> xla_list_order(diamond())
+    ('a', 'c', 'b', 'd')
+    """
+    cg = compact(graph)
+    st = ListState(cg)
+    scalar = _effective_scalar(graph, cg)
+    n_users = np.array([len(s) for s in cg.succs], dtype=np.int64)
+    seq = np.zeros(cg.n_ops, dtype=np.int64)
+    counter = 0
+    for v in np.flatnonzero(st.ready):
+        counter += 1
+        seq[v] = counter
+    for _ in range(cg.n_ops):
+        if not st.ready.any():
+            break
+        prio = np.where(scalar, _BIG // 2, st.last_free - st.defined)
+        _, ties = _argmin_masked(st.ready, -prio)
+        _, ties = _argmin_masked(ties, -n_users)
+        v, _ = _argmin_masked(ties, -seq)
+        st.schedule(v)
+        for s in st.newly_ready:
+            counter += 1
+            seq[s] = counter
+    return cg.order_ids(st.finish())

@@ -1,0 +1,111 @@
+"""Execute a plan for a graph file: rebuild the step from the graph's ``origin``.
+
+Graphs traced from the zoo record how they were made (``Graph.origin =
+{"source": "zoo", "model", "batch_size", "seq_len", "setting", "optimizer", "attention"}``).
+:func:`execute_origin` rebuilds that step, re-traces it on the target device, checks the
+fingerprint against the plan, and runs :func:`roam_core.runtime.execute_traced`.
+
+The model is built on the meta device and given a seeded ``N(0, 0.02)`` init directly on
+the target device (:func:`roam_core.runtime.step.prepare_state`): one copy of the weights
+exists at a time, even for GPT2-XL, and the CUDA measuring processes rebuild it the same
+way from a small picklable recipe.  Graphs from a custom model (``origin.source ==
+"custom"``) cannot be rebuilt from a file: call :func:`roam_core.runtime.execute_plan` with
+the model in Python.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from roam_core.base.errors import ExecutorError
+from roam_core.runtime import (
+    ExecutionReport,
+    check_fingerprint,
+    execute_traced,
+    resolve_device,
+)
+
+__all__ = ["execute_graph", "execute_origin", "zoo_recipe"]
+
+_logger = logging.getLogger(__name__)
+
+
+def _zoo_args(origin: Mapping[str, Any]) -> tuple[Any, ...]:
+    if origin.get("source") != "zoo":
+        raise ExecutorError(
+            f"the graph comes from a {origin.get('source', 'custom')!r} model "
+            f"({origin.get('model', '?')}), which cannot be rebuilt from the graph file: "
+            "run it from Python with roam_core.execute_plan(model, example_inputs, plan, ...)")
+    try:
+        return (origin["model"], int(origin["batch_size"]), origin.get("seq_len"),
+                origin.get("setting", "steady"), origin.get("optimizer"),
+                origin.get("attention", "sdpa"))
+    except (KeyError, TypeError, ValueError) as e:
+        raise ExecutorError(f"graph origin {dict(origin)} lacks the zoo settings: {e}") from e
+
+
+def zoo_recipe(origin: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Rebuild a zoo step on the meta device: ``(model, inputs, loss_fn, optimizer_factory,
+    setting, {})``.  Picklable through ``functools.partial(zoo_recipe, origin)``."""
+    from roam_core.zoo import build_zoo_step
+
+    name, b, t, setting, opt, attention = _zoo_args(origin)
+    step = build_zoo_step(name, b, t, setting, opt, "meta", attention=attention)
+    return step.model, step.example_inputs, step.loss_fn, step.optimizer_factory, setting, {}
+
+
+def execute_origin(origin: Mapping[str, Any], plan: Any, *, device: str = "cpu",
+                   steps: int = 1, check_addresses: bool = True, seed: int = 0,
+                   strict: bool = False, measure: str = "auto",
+                   snapshot_dir: str | None = None) -> ExecutionReport:
+    """Rebuild the zoo step described by ``origin``, re-trace it, and execute ``plan``.
+
+    Parameters
+    ----------
+    origin : Mapping
+        ``Graph.origin`` of the plan's graph (``source`` must be ``"zoo"``).
+    plan : Plan
+        The plan (its fingerprint must match the re-traced graph).
+    device, steps, check_addresses, seed, strict
+        As for :func:`roam_core.runtime.execute_plan`.
+    measure : {"auto", "subprocess", "in-process"}
+        CUDA peaks: ``auto`` measures in fresh processes.
+    snapshot_dir : str, optional
+        CUDA: also write ``eager.pickle`` / ``planned.pickle`` memory snapshots there.
+
+    Raises
+    ------
+    ExecutorError
+        Custom graph, no CUDA device, or an execution failure.
+    PlanFormatError
+        The re-traced graph differs from the plan's (e.g. traced on another device).
+    """
+    from roam_core.trace import trace_fx
+
+    name, b, _t, setting, _opt, _attention = _zoo_args(origin)
+    dev = resolve_device(device)
+    model, inputs, loss_fn, factory, setting, _ = zoo_recipe(origin)
+    traced = trace_fx(model, inputs, loss_fn, factory, setting=setting, device=dev,
+                      name=f"{name}-b{b}", origin=dict(origin))
+    recipe = functools.partial(zoo_recipe, dict(origin))
+    how = measure
+    if measure == "auto":
+        how = "subprocess" if dev.type == "cuda" else "in-process"
+    return execute_traced(traced, model, inputs, plan, loss_fn=loss_fn, optimizer=factory,
+                          device=dev, steps=steps, check_addresses=check_addresses, seed=seed,
+                          strict=strict, measure=how, recipe=recipe, snapshot_dir=snapshot_dir)
+
+
+def execute_graph(graph: Any, plan: Any, **kwargs: Any) -> ExecutionReport:
+    """Execute ``plan`` for a loaded graph (the app's "Verify" button, ``roam execute``).
+
+    Checks the plan against ``graph`` first (cheap), then calls :func:`execute_origin` with
+    ``graph.origin`` and ``kwargs`` (``device``, ``steps``, ``seed``, ``check_addresses``,
+    ``strict``, ``measure``, ``snapshot_dir``).
+    """
+    check_fingerprint(graph, plan)
+    return execute_origin(graph.origin, plan, **kwargs)
+

@@ -1,0 +1,110 @@
+"""Hand-built graphs and plans shared by several test modules (no test module imports another)."""
+
+from __future__ import annotations
+
+from roam_core.layout.arena import greedy_arena
+from roam_core.model.graph import (
+    Alias,
+    ControlEdge,
+    EdgeReason,
+    Graph,
+    Op,
+    OpId,
+    Phase,
+    Tensor,
+    TensorId,
+    TensorKind,
+)
+from roam_core.model.plan import Plan
+from roam_core.oracle.simulate import simulate
+
+K = TensorKind
+FW, LO, BW, OPT = Phase.FORWARD, Phase.LOSS, Phase.BACKWARD, Phase.OPTIMIZER
+
+
+def _t(tid: str, size: int, kind: TensorKind, p: str | None) -> Tensor:
+    return Tensor(TensorId(tid), size, "float32", (max(size // 4, 1),), kind,
+                  OpId(p) if p else None)
+
+
+def two_param_step(optimizer: str = "adam", act_bytes: int = 8192) -> Graph:
+    """A 2-layer MLP step with a single-tensor Adam (state created in the step) or SGD+momentum.
+
+    Program order is torch's: all state creation first, then the per-parameter updates.
+    """
+    ops = [
+        Op(OpId("mm1"), "mm", FW, ("x", "w1"), ("h1",)),
+        Op(OpId("relu"), "relu", FW, ("h1",), ("h2",)),
+        Op(OpId("mm2"), "mm", FW, ("h2", "w2"), ("out",)),
+        Op(OpId("loss"), "sum", LO, ("out",), ("loss",)),
+        Op(OpId("ones"), "ones_like", BW, ("loss",), ("g_out",)),
+        Op(OpId("gw2"), "mm", BW, ("h2", "g_out"), ("grad_w2",)),
+        Op(OpId("gh2"), "mm", BW, ("g_out", "w2"), ("g_h2",)),
+        Op(OpId("relu_bw"), "threshold_backward", BW, ("g_h2", "h2"), ("g_h1",)),
+        Op(OpId("gw1"), "mm", BW, ("x", "g_h1"), ("grad_w1",)),
+    ]
+    tensors = [
+        _t("x", 1024, K.INPUT, None), _t("w1", 4096, K.PARAMETER, None),
+        _t("w2", 2048, K.PARAMETER, None), _t("h1", act_bytes, K.ACTIVATION, "mm1"),
+        _t("h2", act_bytes, K.ACTIVATION, "relu"), _t("out", 512, K.ACTIVATION, "mm2"),
+        _t("loss", 4, K.OUTPUT, "loss"), _t("g_out", 512, K.TEMPORARY, "ones"),
+        _t("grad_w2", 2048, K.GRADIENT, "gw2"), _t("g_h2", act_bytes, K.TEMPORARY, "gh2"),
+        _t("g_h1", act_bytes, K.TEMPORARY, "relu_bw"), _t("grad_w1", 4096, K.GRADIENT, "gw1"),
+    ]
+    aliases: list[Alias] = []
+    edges: list[ControlEdge] = []
+    outputs = [TensorId("loss")]
+    readers = {"w1": ["mm1"], "w2": ["mm2", "gh2"]}
+    if optimizer == "adam":
+        for i, size in ((1, 4096), (2, 2048)):
+            w, g = f"w{i}", f"grad_w{i}"
+            ops += [Op(OpId(f"za{i}"), "zeros_like", OPT, (w,), (f"ea{i}",)),
+                    Op(OpId(f"zs{i}"), "zeros_like", OPT, (w,), (f"es{i}",))]
+            tensors += [_t(f"ea{i}", size, K.OPTIMIZER_STATE, f"za{i}"),
+                        _t(f"es{i}", size, K.OPTIMIZER_STATE, f"zs{i}")]
+            outputs += [TensorId(f"ea{i}"), TensorId(f"es{i}")]
+            readers[w] += [f"za{i}", f"zs{i}"]
+        for i in (1, 2):
+            w, g = f"w{i}", f"grad_w{i}"
+            size = 4096 if i == 1 else 2048
+            ops += [
+                Op(OpId(f"lerp{i}"), "lerp_", OPT, (f"ea{i}", g), (f"ea{i}_1",),
+                   (TensorId(f"ea{i}"),)),
+                Op(OpId(f"mul{i}"), "mul_", OPT, (f"es{i}",), (f"es{i}_1",),
+                   (TensorId(f"es{i}"),)),
+                Op(OpId(f"acm{i}"), "addcmul_", OPT, (f"es{i}_1", g), (f"es{i}_2",),
+                   (TensorId(f"es{i}"),)),
+                Op(OpId(f"sqrt{i}"), "sqrt", OPT, (f"es{i}_2",), (f"sq{i}",)),
+                Op(OpId(f"div{i}"), "div", OPT, (f"sq{i}",), (f"den{i}",)),
+                Op(OpId(f"upd{i}"), "addcdiv_", OPT, (w, f"ea{i}_1", f"den{i}"), (f"{w}_1",),
+                   (TensorId(w),)),
+            ]
+            tensors += [_t(f"sq{i}", size, K.TEMPORARY, f"sqrt{i}"),
+                        _t(f"den{i}", size, K.TEMPORARY, f"div{i}")]
+            aliases += [Alias(f"ea{i}_1", TensorId(f"ea{i}"), OpId(f"lerp{i}")),
+                        Alias(f"es{i}_1", TensorId(f"es{i}"), OpId(f"mul{i}")),
+                        Alias(f"es{i}_2", TensorId(f"es{i}"), OpId(f"acm{i}")),
+                        Alias(f"{w}_1", TensorId(w), OpId(f"upd{i}"))]
+            edges += [ControlEdge(OpId(r), OpId(f"upd{i}"), EdgeReason.MUTATION)
+                      for r in readers[w]]
+    else:  # SGD with momentum, first step: buf = clone(grad); w -= lr * buf
+        for i, size in ((1, 4096), (2, 2048)):
+            w, g = f"w{i}", f"grad_w{i}"
+            ops += [Op(OpId(f"clone{i}"), "clone", OPT, (g,), (f"buf{i}",)),
+                    Op(OpId(f"upd{i}"), "add_", OPT, (w, f"buf{i}"), (f"{w}_1",),
+                       (TensorId(w),))]
+            tensors += [_t(f"buf{i}", size, K.OPTIMIZER_STATE, f"clone{i}")]
+            outputs += [TensorId(f"buf{i}")]
+            aliases += [Alias(f"{w}_1", TensorId(w), OpId(f"upd{i}"))]
+            edges += [ControlEdge(OpId(r), OpId(f"upd{i}"), EdgeReason.MUTATION)
+                      for r in readers[w]]
+    return Graph.build(ops, tensors, aliases, edges, outputs, name=f"two_param_{optimizer}")
+
+
+def eager_greedy_plan(g: Graph) -> Plan:
+    """A valid plan of ``g``: program order, greedy arena layout."""
+    lay = greedy_arena(g, g.op_ids)
+    prof = simulate(g)
+    return Plan(g.fingerprint(), g.name, "eager", g.op_ids, dict(lay.offsets), 512,
+                lay.arena_bytes, prof.peak_bytes, prof.resident_bytes, prof.peak_bytes,
+                prof.peak_bytes, prof.live_bytes)
