@@ -49,7 +49,7 @@ from roam_core.base.errors import ExecutorError
 from roam_core.model.graph import Graph, TensorId
 from roam_core.oracle.simulate import lifetimes
 
-__all__ = ["OUT_DENY", "ArenaRunner", "RunStats", "fake_of_value", "out_variant"]
+__all__ = ["OUT_DENY", "ArenaRunner", "RunStats", "fake_of_value", "out_variant", "same_strides"]
 
 _logger = logging.getLogger(__name__)
 _aten = torch.ops.aten
@@ -467,7 +467,8 @@ class ArenaRunner:
             if not isinstance(r, torch.Tensor):
                 raise ExecutorError(f"op {node.name!r}: output {i} is not a tensor")
             want = self.base + off + f.storage_offset() * f.element_size()
-            if r.data_ptr() != want or r.shape != f.shape or r.stride() != f.stride():
+            if (r.data_ptr() != want or r.shape != f.shape
+                    or not same_strides(f.shape, r.stride(), f.stride())):
                 got = r.data_ptr() - self.base
                 where = (f"arena offset {got}" if 0 <= got < self.arena_bytes
                          else "memory outside the arena")
@@ -476,6 +477,28 @@ class ArenaRunner:
                     f"{where} with shape {tuple(r.shape)} stride {r.stride()}, planned offset "
                     f"{want - self.base} with shape {tuple(f.shape)} stride {f.stride()}")
             self._stats["checked"] += 1
+
+
+def same_strides(shape: Sequence[int], got: Sequence[int], want: Sequence[int]) -> bool:
+    """Whether two strides address the same elements of a tensor of ``shape``.
+
+    Only dimensions of size > 1 count: a size-1 dimension is never stepped along, so its
+    stride has no meaning (PyTorch itself picks different ones for the same layout, e.g.
+    ``(64, 1, 64)`` and ``(49152, 1, 64)`` for a ``(1, 64, 768)`` view).  A tensor with no
+    elements has no layout to compare.
+
+    Examples
+    --------
+    >>> same_strides((1, 64, 768), (64, 1, 64), (49152, 1, 64))
+    True
+    >>> same_strides((2, 3), (3, 1), (1, 2))
+    False
+    """
+    if len(got) != len(shape) or len(want) != len(shape):
+        return False
+    if any(d == 0 for d in shape):
+        return True
+    return all(d == 1 or a == b for d, a, b in zip(shape, got, want, strict=True))
 
 
 def _flat(v: Any) -> list[Any]:
