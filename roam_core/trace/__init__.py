@@ -69,6 +69,7 @@ from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from roam_core.base.errors import TraceError
 from roam_core.model.graph import Graph, Phase, TensorKind
 from roam_core.trace.fx_graph import ValueRef, build_graph
+from roam_core.trace.params import unique_named_buffers, unique_named_parameters
 
 __all__ = [
     "OPTIMIZERS",
@@ -319,8 +320,8 @@ def trace_fx(
     # closed-over real tensors (e.g. labels captured by loss_fn) become graph constants
     fm = FakeTensorMode(allow_non_fake_inputs=True)
     with _FakeSwap(model, fm, dev):
-        named_params = _dedup(model.named_parameters(remove_duplicate=False))
-        named_buffers = _dedup(model.named_buffers(remove_duplicate=False))
+        named_params = unique_named_parameters(model)
+        named_buffers = unique_named_buffers(model)
         params = [p for _, p in named_params]
         buffers = [b for _, b in named_buffers]
         inputs = [_fake_input(x, fm, dev) for x in example_inputs]
@@ -399,13 +400,6 @@ def trace_fx(
     _logger.info("traced %s: %d ops, %d storages in %.2f s", gname, len(graph),
                  len(graph.tensors), dt)
     return TracedStep(gm, graph, ph_roles, consts, values, loss_value, setting, opt_name, dt)
-
-
-def _dedup(named: Any) -> list[tuple[str, torch.Tensor]]:
-    seen: dict[int, tuple[str, torch.Tensor]] = {}
-    for n, t in named:
-        seen.setdefault(id(t), (n, t))
-    return list(seen.values())
 
 
 class _StepContext:

@@ -113,3 +113,96 @@ def test_batch_one_gpt2_replays_bit_exact() -> None:
                      dropout=0.1)
     model = _SelfSupervised(GPT2(cfg, lm_head=True))
     assert_bit_exact(replay(model, [torch.randint(0, 128, (1, 16))], _lm_shifted))
+
+
+# ------------------------------------------------------------------ tied and shared parameters
+class TiedLM(torch.nn.Module):
+    """Embedding tied to the LM head *after* construction (as HF does), one block used twice."""
+
+    def __init__(self, vocab: int = 16, d: int = 8) -> None:
+        super().__init__()
+        self.emb = torch.nn.Embedding(vocab, d)
+        self.blk = torch.nn.Linear(d, d)
+        self.norm = torch.nn.LayerNorm(d)
+        self.head = torch.nn.Linear(d, vocab, bias=False)
+        self.head.weight = self.emb.weight
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        h = self.blk(torch.tanh(self.blk(self.emb(ids))))  # the same module twice
+        logits = self.head(self.norm(h))
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), ids.flatten())
+
+
+class SharedAcross(torch.nn.Module):
+    """One parameter registered on two unrelated sub-modules, and a shared buffer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.ReLU())
+        self.b = torch.nn.ModuleDict({"proj": torch.nn.Linear(6, 6)})
+        self.b["proj"].weight = self.a[0].weight
+        self.register_buffer("scale", torch.full((6,), 0.5))
+        self.b["proj"].register_buffer("scale", self.scale)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.b["proj"](self.a(x)) * self.b["proj"].scale).square().mean()
+
+
+def _ids() -> torch.Tensor:
+    return torch.randint(0, 16, (2, 5), generator=torch.Generator().manual_seed(3))
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_weights_tied_after_construction_replay(device) -> None:
+    from roam_core.trace.params import tie_groups
+
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = TiedLM()
+    assert [g.names for g in tie_groups(model)] == [("emb.weight", "head.weight")]
+    report = replay(model, [_ids()])
+    assert_bit_exact(report)
+    assert model.head.weight is model.emb.weight  # the caller's model is untouched
+
+
+@pytest.mark.parametrize("device", ["cpu", "meta"])
+def test_parameters_and_buffers_shared_across_modules_replay(device) -> None:
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = SharedAcross()
+    x = torch.randn(3, 6)
+    ts = trace_fx(model, [x], None, "sgd")
+    # one placeholder per distinct tensor: 3 parameters, 1 buffer, 3 momenta, 1 input
+    assert len(ts.placeholders) == 8
+    plan = first_fit_plan(ts.graph, random_order(ts.graph, seed=2))
+    assert_bit_exact(execute_traced(ts, model, [x], plan, optimizer="sgd"))
+
+
+def test_materialising_a_meta_model_keeps_ties_and_real_values() -> None:
+    from roam_core.runtime.step import _materialize
+    from roam_core.trace.params import tie_groups, unique_named_parameters
+
+    with torch.device("meta"):
+        model = TiedLM()
+    model.norm.weight = torch.nn.Parameter(torch.full((8,), 3.0))  # a real one among metas
+    m = _materialize(model, torch.device("cpu"), seed=0)
+    assert m.head.weight is m.emb.weight
+    assert tie_groups(m) == tie_groups(model)
+    assert len(unique_named_parameters(m)) == len(unique_named_parameters(model)) == 5
+    assert torch.equal(m.norm.weight, torch.full((8,), 3.0))
+    assert not any(p.is_meta for p in m.parameters())
+
+
+def test_retie_restores_groups() -> None:
+    from roam_core.trace.params import retie, tie_groups
+
+    with torch.device("meta"):
+        model = SharedAcross()
+    groups = tie_groups(model)
+    assert {g.names for g in groups} == {("a.0.weight", "b.proj.weight"),
+                                         ("scale", "b.proj.scale")}
+    broken = model.to_empty(device="cpu")
+    assert broken.b["proj"].weight is not broken.a[0].weight  # what to_empty does
+    retie(broken, groups)
+    assert broken.b["proj"].weight is broken.a[0].weight
+    assert broken.b["proj"].scale is broken.scale
