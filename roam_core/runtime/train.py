@@ -241,6 +241,9 @@ class PlannedStep:
             else:
                 out = self._run_fast(env)
         self.calls += 1
+        # the optimizer stepped (inside the program): tell an LR scheduler, which otherwise
+        # warns that its step() came before optimizer.step()
+        self.optimizer._opt_called = True  # type: ignore[union-attr]
         loss = out[0] if isinstance(out, (list, tuple)) else out
         return loss.detach().clone()
 
