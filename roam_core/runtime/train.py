@@ -98,22 +98,17 @@ class PlannedStep:
     Examples
     --------
     >>> import torch, torch.nn.functional as F
-    >>> from roam_core.trace import trace_fx
-    >>> from roam_core.ordering.registry import run_method
-    >>> from roam_core.layout.arena import plan_arena
-    >>> model = torch.nn.Linear(4, 2)
-    >>> x, y = torch.randn(3, 4), torch.randn(3, 2)
-    >>> loss_fn = lambda out: F.mse_loss(out[0], out[1])
-    >>> class Pair(torch.nn.Module):
-    ...     def __init__(self, m): super().__init__(); self.m = m
-    ...     def forward(self, x, y): return self.m(x), y
-    >>> net = Pair(model)
-    >>> g = trace_fx(net, [x, y], loss_fn, "sgd").graph
-    >>> plan = plan_arena(g, run_method(g, "program"))
-    >>> step = PlannedStep(net, plan, loss_fn, "sgd", example_inputs=[x, y])
-    >>> loss = step(x, y)
-    >>> loss.shape, model.weight.data_ptr() >= step.runner.base
-    (torch.Size([]), True)
+    >>> from roam_core import make_plan, trace_training_step, PlannerConfig
+    >>> class Net(torch.nn.Module):
+    ...     def __init__(self): super().__init__(); self.fc = torch.nn.Linear(4, 2)
+    ...     def forward(self, x, y): return F.mse_loss(self.fc(x), y)
+    >>> net, x, y = Net(), torch.randn(3, 4), torch.randn(3, 2)
+    >>> graph = trace_training_step(net, [x, y], optimizer="sgd")
+    >>> plan = make_plan(graph, PlannerConfig(workers=1, solve_layout=False), method="eager")
+    >>> step = PlannedStep(net, plan, optimizer="sgd", example_inputs=[x, y])
+    >>> losses = [step(x, y) for _ in range(3)]      # the loss falls
+    >>> bool(losses[2] < losses[0]), net.fc.weight.data_ptr() >= step.runner.base
+    (True, True)
     """
 
     def __init__(self, model: nn.Module, plan: Any,

@@ -407,3 +407,48 @@ def test_cuda_training_matches_eager_within_tolerance() -> None:
         opt.step()
         opt.zero_grad(set_to_none=True)
         torch.testing.assert_close(step(*batch), le.detach(), rtol=1e-5, atol=1e-6)
+
+
+# ------------------------------------------------------------------ roam train
+def test_roam_train_cli_json_on_a_tiny_model(capsys) -> None:
+    import json
+
+    from roam_core.cli import main
+    from roam_core.runtime.compare import TRAIN_KEYS
+
+    assert main(["train", "mlp", "-b", "2", "--steps", "3", "--method", "eager",
+                 "--json"]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert set(TRAIN_KEYS) <= set(r)
+    assert r["steps"] == 3
+    assert r["device"] == "cpu"
+    assert r["max_abs_diff"] == 0.0
+    assert r["losses_eager"] == r["losses_planned"]
+    assert len(set(r["losses_eager"])) == 3  # new batch every step
+    assert r["eager_peak_reserved_bytes"] is None
+    assert r["planned_peak_reserved_bytes"] is None
+    assert r["arena_bytes"] > 0
+    assert r["eager_step_seconds"] > 0
+    assert r["planned_step_seconds"] > 0
+    assert r["timing"] == "interleaved"
+
+
+def test_roam_train_cli_with_a_plan_file(tmp_path, capsys) -> None:
+    from roam_core.base.config import PlannerConfig
+    from roam_core.cli import main
+    from roam_core.formats.plan_io import save_plan
+    from roam_core.planner import make_plan
+    from roam_core.zoo import trace_zoo
+
+    ts = trace_zoo("tiny_gpt", 1, 8, "steady", "sgd")  # `roam trace ... --setting steady`
+    plan = make_plan(ts.graph, PlannerConfig(workers=1, solve_layout=False), method="lescea")
+    path = tmp_path / "plan.json"
+    save_plan(plan, path)
+    assert main(["train", "tiny_gpt", "-b", "1", "-t", "8", "--optimizer", "sgd",
+                 "--steps", "2", "--plan", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "max |eager - planned| = 0 (ok)" in out
+    # a plan for another batch size is refused with exit status 2
+    assert main(["train", "tiny_gpt", "-b", "2", "-t", "8", "--optimizer", "sgd",
+                 "--steps", "1", "--plan", str(path)]) == 2
+    assert "plan was made for graph" in capsys.readouterr().err
