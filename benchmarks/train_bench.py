@@ -28,6 +28,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's roam_core
+
 #: (model, batch, seq_len): the issue's four CPU configurations.
 CONFIGS = [("mlp", 8, None), ("tiny_gpt", 2, 32), ("gpt2", 2, 128), ("resnet50", 8, None)]
 TARGET = 1.2  # planned / eager
