@@ -119,7 +119,7 @@ def _baselines(graph: Graph, config: PlannerConfig) -> tuple[Any, tuple[OpId, ..
     if config.update_policy != "cost_aware" or "lpmf_updates" not in methods:
         return best_heuristic_order(graph, methods, alignment_bytes=a), None
     t0 = time.perf_counter()
-    ref = run_method(graph, "lpmf_updates")
+    ref = run_method(graph, "lpmf_updates", alignment_bytes=a)
     ref_prof = simulate(graph, ref, alignment_bytes=a)
     ref_s = time.perf_counter() - t0
     others = tuple(m for m in methods if m != "lpmf_updates")
@@ -311,7 +311,7 @@ def make_plan(
     lower = _lower_bound(graph, a, notes)
     if method != "roam":
         t0 = time.perf_counter()
-        order = run_method(graph, method)
+        order = run_method(graph, method, alignment_bytes=a)
         prof = simulate(graph, order, alignment_bytes=a)
         records.append(SolveRecord("order", "global", "heuristic", prof.peak_bytes, None,
                                    time.perf_counter() - t0, len(order)))
@@ -329,7 +329,8 @@ def make_plan(
 
     t0 = time.perf_counter()
     rw = place_weight_updates(graph, policy=config.update_policy, reference=reference,
-                              zero_fanin_just_in_time=config.zero_fanin_just_in_time)
+                              zero_fanin_just_in_time=config.zero_fanin_just_in_time,
+                              alignment_bytes=a)
     g2 = rw.graph
     assert not check_order(g2, rw.order), "rewrites must return a valid reference order"
     base = tuple(rw.order)
