@@ -5,6 +5,7 @@ executor import torch lazily when called.
 """
 
 from roam_core.base.errors import (
+    ConfigError,
     ExecutorError,
     GraphError,
     InfeasibleError,
@@ -16,6 +17,7 @@ from roam_core.base.errors import (
     Violation,
     ViolationKind,
 )
+from roam_core.base.status import SolveStatus
 from roam_core.formats.graph_io import dumps_graph, load_graph, loads_graph, save_graph
 from roam_core.model.graph import (
     Alias,
@@ -63,6 +65,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     *sorted(_LAZY),
     "Alias",
+    "ConfigError",
     "ControlEdge",
     "EdgeReason",
     "ExecutorError",
@@ -75,6 +78,7 @@ __all__ = [
     "OpId",
     "Plan",
     "SolveRecord",
+    "SolveStatus",
     "check_arena",
     "check_order",
     "check_plan",

@@ -240,6 +240,8 @@ def best_heuristic_order(
 
     Raises
     ------
+    ConfigError
+        If a name is not in :data:`ORDER_METHODS`.
     RoamError
         If every method failed.
 
@@ -251,6 +253,10 @@ def best_heuristic_order(
     ('eager', 1504, {'eager': 1504, 'lpmf': 1504})
     """
     names = tuple(methods) if methods is not None else DEFAULT_METHODS
+    unknown = [m for m in names if m not in ORDER_METHODS]
+    if unknown:  # a typo is the caller's mistake, not a strategy failure to isolate
+        raise ConfigError(f"unknown ordering method(s) {', '.join(map(repr, unknown))}; "
+                          f"known: {', '.join(ORDER_METHODS)}")
     best: tuple[int, str, Order, MemoryProfile] | None = None
     scores: dict[str, int] = {}
     seconds: dict[str, float] = {}

@@ -57,6 +57,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from roam_core.base.errors import ConfigError
 from roam_core.model.graph import (
     DEFAULT_ALIGNMENT_BYTES,
     ControlEdge,
@@ -364,7 +365,7 @@ def place_weight_updates(
 
     Raises
     ------
-    ValueError
+    ConfigError
         For an unknown policy.
 
     Examples
@@ -379,7 +380,7 @@ def place_weight_updates(
     from roam_core.ordering.update_groups import update_groups
 
     if policy not in UPDATE_POLICIES:
-        raise ValueError(f"unknown update policy {policy!r}; known: {UPDATE_POLICIES}")
+        raise ConfigError(f"unknown update policy {policy!r}; known: {UPDATE_POLICIES}")
     reach = reachability(graph)
     found = update_groups(graph, alignment_bytes=alignment_bytes) if policy != "none" else ()
     groups = [tuple(g.op_ids) for g in found]
