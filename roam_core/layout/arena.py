@@ -159,15 +159,12 @@ def _finish(graph: Graph, problem: Problem, units: Sequence[int], a: int,
             offsets[t.id] = base
             base += round_size(t.size_bytes, a)
     resident = base
-    top = resident
     for b, u in zip(problem.buffers, units):
         offsets[TensorId(b.id)] = resident + u * a
-        top = max(top, resident + (u + b.size) * a)
     for t in graph.tensors.values():
         offsets.setdefault(t.id, 0)  # zero-byte planned storages
     height = max((offsets[t.id] + round_size(t.size_bytes, a) for t in graph.tensors.values()
                   if round_size(t.size_bytes, a)), default=0)
-    del top
     return ArenaLayout(offsets, height, a, resident, tuple(provenance), stats)
 
 
@@ -416,8 +413,6 @@ def _polish(problem: Problem, sol: Solution, lb: int, config: ArenaConfig, deadl
     minimising the height.  ``delta`` grows while a round fails, until the band holds
     ``max_group_tensors`` buffers or time runs out.
     """
-    from ortools.sat.python import cp_model
-
     bs = problem.buffers
     offs = list(sol.offsets)
     records: list[SolveRecord] = []
@@ -450,7 +445,6 @@ def _polish(problem: Problem, sol: Solution, lb: int, config: ArenaConfig, deadl
                 offs[i] = int(solver.value(v))
         elif out.status in (SolveStatus.INFEASIBLE, SolveStatus.UNKNOWN):
             band *= 2
-    del cp_model
     return Solution.from_offsets(problem, offs), records
 
 

@@ -461,7 +461,7 @@ def search_capacity(problem: Problem, capacity: int, *, deadline: float,
 
 
 def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | None = None,
-              seed: int = 0, cancel: Any = None, options: SearchOptions = SearchOptions(),
+              cancel: Any = None, options: SearchOptions = SearchOptions(),
               exact: bool = True, log: Callable[[str], None] | None = None) -> DsaResult:
     """Find a low layout for ``problem`` (or one within ``capacity``).
 
@@ -473,8 +473,6 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
         Wall-clock budget for the whole call.
     capacity : int, optional
         With a capacity: find any layout of height at most it.  Without: minimise the height.
-    seed : int
-        Reserved for randomised restarts (the current method is deterministic).
     cancel : threading.Event or callable, optional
         Checked during the search; when set, the best layout so far is returned.
     options : SearchOptions
@@ -501,7 +499,6 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     >>> r.solution.height, r.lower_bound, r.status
     (3, 3, <SolveStatus.OPTIMAL: 'optimal'>)
     """
-    del seed
     t0 = time.monotonic()
     deadline = t0 + time_limit_s
     say = log or (lambda m: _logger.info("%s", m))

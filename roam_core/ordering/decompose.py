@@ -143,7 +143,7 @@ class TaskTree:
                 before = simulate(self.graph, self.base_order, alignment_bytes=alignment_bytes)
         pos_after = {op: i for i, op in enumerate(order)}
         pos_before = {op: i for i, op in enumerate(self.base_order)}
-        recs = {r.task_id: r for r in records if getattr(r, "stage", "") == "order"}
+        recs = {r.task_id: r for r in records if r.stage == "order"}
 
         def peak(prof: Any, pos: Mapping[OpId, int], ops: Sequence[OpId]) -> int | None:
             if prof is None or not ops or not pos:

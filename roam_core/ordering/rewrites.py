@@ -176,16 +176,6 @@ def _reference(graph: Graph, policy: str, groups: Sequence[Any],
     return ref
 
 
-def _is_pure_view(graph: Graph, op: OpId) -> bool:
-    """Reads one storage and returns only aliases of it (view, detach, transpose ...)."""
-    o = graph.op(op)
-    if o.mutates or graph.storages_created(op):
-        return False
-    reads = graph.storages_read(op)
-    return (len(reads) == 1 and bool(o.outputs)
-            and all(graph.storage_of(v) == reads[0] for v in o.outputs))
-
-
 def _loose_ops(graph: Graph, grouped: set[OpId]) -> list[OpId]:
     """Ops outside the groups that have a consumer and allocate nothing, or have no
     predecessor (zero fan-in): they float in the partial order unless pinned."""
