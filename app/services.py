@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from app import analysis, figures, planning, state
+from app import analysis, data_dir, figures, planning, state
 from roam_core.base import catalog
 from roam_core.base.errors import GraphError, PlanFormatError, PlanInvalidError, RoamError
 from roam_core.formats.graph_io import load_graph, loads_graph
@@ -57,7 +57,7 @@ __all__ = [
 ]
 
 _logger = logging.getLogger(__name__)
-SAMPLE_DIR = Path(__file__).resolve().parents[1] / "sample_graphs"
+SAMPLE_DIR = data_dir("sample_graphs")
 #: A selected range shorter than this many steps is widened (so one op stays visible).
 MIN_RANGE_STEPS = 8
 
