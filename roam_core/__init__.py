@@ -42,6 +42,7 @@ _LAZY = {
     "PlanProgress": "roam_core.planner",
     "PlannerConfig": "roam_core.base.config",
     "OrderSolverConfig": "roam_core.base.config",
+    "ArenaConfig": "roam_core.base.config",
     "save_plan": "roam_core.formats.plan_io",
     "load_plan": "roam_core.formats.plan_io",
     "dumps_plan": "roam_core.formats.plan_io",

@@ -38,8 +38,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from roam_core.base.cancel import as_cancel_flag
 from roam_core.base.config import PlannerConfig
-from roam_core.base.cpsat import as_cancel_flag
 from roam_core.base.errors import PlanInvalidError
 from roam_core.base.status import SolveStatus
 from roam_core.model.graph import Graph, OpId
@@ -141,15 +141,16 @@ def _baselines(graph: Graph, config: PlannerConfig) -> tuple[Any, tuple[OpId, ..
 
 def _layout(graph: Graph, order: Sequence[OpId], tree: TaskTree | None, cfg: PlannerConfig,
             cancel: Any, t_start: float) -> Any:
-    from roam_core.layout.arena import ArenaConfig, greedy_arena, plan_arena
+    from dataclasses import replace
+
+    from roam_core.layout.arena import greedy_arena, plan_arena
 
     if not cfg.solve_layout:
         return greedy_arena(graph, order, alignment_bytes=cfg.alignment_bytes)
     budget = cfg.layout_time_limit_s
     if cfg.time_limit_s is not None:  # the overall limit caps the layout too (at least 1 s)
         budget = min(budget, max(1.0, cfg.time_limit_s - (time.perf_counter() - t_start)))
-    acfg = ArenaConfig(alignment_bytes=cfg.alignment_bytes, time_limit_s=budget,
-                       seed=cfg.order.random_seed)
+    acfg = replace(cfg.arena, time_limit_s=budget)  # alignment and seed: the planner's
     return plan_arena(graph, order, task_tree=tree, config=acfg, cancel=cancel)
 
 

@@ -42,6 +42,7 @@ def _valid(graph: Graph, plan: Plan) -> None:
     assert all(pos[e.src] < pos[e.dst] for e in plan.extra_edges)
 
 
+@pytest.mark.slow  # ~3-16 s: CP-SAT / exact search on many instances
 @settings(max_examples=20)
 @given(random_graphs(max_ops=20))
 def test_plans_are_valid_and_never_worse_than_the_best_baseline(graph: Graph) -> None:
@@ -213,3 +214,22 @@ def test_statuses_are_solve_status_members() -> None:
     plan = make_plan(tiny_train_step(), FAST)
     assert plan.provenance
     assert all(type(r.status) is SolveStatus for r in plan.provenance)
+
+
+def test_arena_settings_are_reachable_and_recorded() -> None:
+    from roam_core.base.config import ArenaConfig
+
+    cfg = PlannerConfig(workers=1, node_limit=4, layout_time_limit_s=3.0,
+                        arena=ArenaConfig(shake_rounds=2, use_cpsat=False),
+                        order=OrderSolverConfig(time_limit_s=1.0, random_seed=7))
+    # alignment, budget and seed follow the planner's own settings (one source each)
+    assert (cfg.arena.alignment_bytes, cfg.arena.time_limit_s, cfg.arena.seed) == (512, 3.0, 7)
+    assert PlannerConfig.from_dict(cfg.to_dict()) == cfg
+    plan = make_plan(tiny_train_step(), cfg)
+    assert plan.settings["arena"]["shake_rounds"] == 2
+    assert plan.settings["arena"]["use_cpsat"] is False
+    assert PlannerConfig.from_dict(plan.settings).arena == cfg.arena
+    with pytest.raises(ConfigError, match=r"arena\.num_workers must be at least 1"):
+        ArenaConfig(num_workers=0)
+    moved = cfg.with_order(random_seed=9)  # a copy keeps them in step
+    assert moved.arena.seed == 9
