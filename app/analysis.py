@@ -218,8 +218,8 @@ def search(graph: Graph, query: str, limit: int = 30) -> list[tuple[str, str, st
                 return hits
     for t in graph.tensors.values():
         if match(t.id) or (t.name and match(t.name)):
-            named = f"{t.name} = " if t.name else ""
-            hits.append(("tensor", t.id, f"tensor {named}{t.id} ({t.kind.value}, "
+            ident = f"{t.name} ({t.id}, " if t.name else f"{t.id} ("
+            hits.append(("tensor", t.id, f"tensor {ident}{t.kind.value}, "
                                           f"{fmt_bytes(t.size_bytes)})"))
             if len(hits) >= limit:
                 break
@@ -528,8 +528,13 @@ def explain_module(graph: Graph, path: str, after: PeakAttribution,
         lines += [f"{k}: {fmt_bytes(b)}" for k, b in sorted(kinds.items(), key=lambda kv: -kv[1])]
         big = sorted((t for m in mine for t in m.tensors),
                      key=lambda t: -graph.tensors[t].size_bytes)[:limit]
-        lines += [f"{t}{' = ' + graph.tensors[t].name if graph.tensors[t].name else ''} "
-                  f"({graph.tensors[t].kind.value}, {fmt_bytes(graph.tensors[t].size_bytes)})"
-                  for t in big]
+        lines += [_tensor_line(graph, t) for t in big]
         out.append(Section(f"live at the {label} peak (step {attr.step})", tuple(lines)))
     return out
+
+
+def _tensor_line(graph: Graph, tid: str) -> str:
+    """``"h.0.c_fc.weight (params__11, parameter, 64.00 KiB)"`` (the id alone if unnamed)."""
+    t = graph.tensors[tid]
+    head = f"{t.name} ({tid}, " if t.name else f"{tid} ("
+    return f"{head}{t.kind.value}, {fmt_bytes(t.size_bytes)})"

@@ -449,7 +449,8 @@ def module_icicle_figure(
     peak = sum(sum(k.values()) for k in after.values())
     if not peak:
         return empty_figure("no bytes live at the peak")
-    ids, parents, values, colors, text, lines = ["all"], [""], [peak], ["#eeeeee"], [""], [1]
+    ids, parents, values, colors, lines = ["all"], [""], [peak], ["#eeeeee"], [1]
+    text = [f"{fmt_bytes(peak)} at the peak"]
     for path in sorted(sub, key=lambda p: (p.count("."), p)):
         kinds = sub[path]
         total = sum(kinds.values())
@@ -477,9 +478,13 @@ def module_icicle_figure(
         maxdepth=max_depth, sort=False, tiling={"orientation": "v"},
         hovertemplate="<b>%{id}</b><br>%{text}<extra></extra>", textinfo="label"),
         layout=_BASE_LAYOUT)
-    fig.update_layout(height=420, margin={"l": 10, "r": 10, "t": 36, "b": 10},
-                      title={"text": title or f"bytes at the peak by module: {fmt_bytes(peak)}",
-                             "font": {"size": 13}, "x": 0.01, "y": 0.98},
+    shown = {k for kinds in after.values() for k, b in kinds.items() if b}
+    key = "  ".join(f'<span style="color:{c}">■</span> {k}' for k, c in KIND_COLORS.items()
+                    if k in shown)
+    head = title or f"bytes at the peak by module: {fmt_bytes(peak)}"
+    fig.update_layout(height=440, margin={"l": 10, "r": 10, "t": 56, "b": 10},
+                      title={"text": f"{head}<br><sup>colour: the largest kind · {key}</sup>",
+                             "font": {"size": 13}, "x": 0.01, "y": 0.97},
                       uirevision="modules")
     return fig
 

@@ -103,7 +103,8 @@ def test_names_in_hover_live_table_search_and_explain(planned) -> None:
     assert any(k == "op" for k, _, _ in hits)
     w = next(t for t in g.tensors.values() if t.name == "h.0.c_fc.weight")
     assert ("tensor", w.id) in [h[:2] for h in analysis.search(g, "c_fc.weight$")]
-    assert any(h[0] == "tensor" and "exp_avg" in h[2] for h in analysis.search(g, "exp_avg"))
+    assert any(h[0] == "tensor" and h[2].startswith("tensor h.0.c_fc.weight.exp_avg (")
+               for h in analysis.search(g, "exp_avg"))
     # explain names the op's module and the tensor's name
     op = next(o for o in g.ops if o.module == "h.0.c_fc")
     sec = analysis.explain_op(g, state.get_plan(plan), g.op_ids, op.id)
