@@ -123,11 +123,13 @@ def _range_patch(rng: list[float] | None) -> dash.Patch:
     return patch
 
 
-def render_curves(graph: dict | None, plan: str | None, base: str, rng: Any, step: Any) -> Any:
+def render_curves(graph: dict | None, plan: str | None, base: str, rng: Any, step: Any,
+                  sel: Any = None) -> Any:
     """View 1 (re-rendered on zoom: long curves are decimated outside the window)."""
     if not graph:
         raise PreventUpdate
-    return services.curves_figure(graph["key"], plan, base, rng, (step or {}).get("step"))
+    return services.curves_figure(graph["key"], plan, base, rng, (step or {}).get("step"),
+                                  sel)
 
 
 def render_timeline(graph: dict | None, plan: str | None, base: str, rng: Any, sel: Any) -> Any:
@@ -366,7 +368,7 @@ def register(app: dash.Dash, **config: Any) -> None:
        cancel=[Input(ids.ZOO_CANCEL_BTN, "n_clicks")])(trace_job)
     rng, sel, step = (Input(ids.VIEW_RANGE, "data"), Input(ids.SELECTION, "data"),
                       Input(ids.STEP, "data"))
-    cb(Output(ids.CURVES, "figure"), gk, pk, base, rng, step)(render_curves)
+    cb(Output(ids.CURVES, "figure"), gk, pk, base, rng, step, sel)(render_curves)
     cb(Output(ids.TIMELINE, "figure"), gk, pk, base, rng, sel)(render_timeline)
     cb(Output(ids.LAYOUT, "figure"), Output(ids.BASE_LAYOUT, "figure"), gk, pk, base, rng,
        sel)(render_layouts)

@@ -150,8 +150,11 @@ def memory_curves_figure(
     lower_bound_bytes: int | None = None, after_label: str = "planned",
     before_label: str = "before", x_range: Sequence[float] | None = None,
     step: int | None = None, title: str | None = None, max_points: int = 4000,
+    extra_curves: Sequence[tuple[str, np.ndarray, str]] = (),
 ) -> go.Figure:
     """Live bytes per step before and after planning on one chart.
+
+    ``extra_curves`` adds ``(name, curve, colour)`` lines (the selected module's bytes).
 
     Both peaks are annotated (value, step); the arena size and the lower bound are
     horizontal lines; the y axis uses binary units.  ``step`` draws a marker line.  Curves
@@ -162,12 +165,14 @@ def memory_curves_figure(
     curves = [(after_label, after, "#c44e52")]
     if before is not None:
         curves.insert(0, (before_label, np.asarray(before, dtype=np.float64), "#4c72b0"))
+    curves += [(n, np.asarray(c, dtype=np.float64), col) for n, c, col in extra_curves]
     top = max([float(c.max()) for _, c, _ in curves if len(c)]
               + [float(arena_bytes or 0), float(lower_bound_bytes or 0), 1.0])
     div, unit = _unit(top)
     fig = go.Figure(layout=_BASE_LAYOUT)
     n = max(len(c) for _, c, _ in curves)
-    for (name, c, color), pos in zip(curves, ("top left", "top right", "top right")):
+    for (name, c, color), pos in zip(curves, ("top left", "top right", "top right",
+                                              "bottom right", "bottom right")):
         if not len(c):
             continue
         k = int(np.argmax(c))

@@ -27,7 +27,11 @@ from roam_core.formats.plan_io import dumps_plan, loads_plan, plan_to_csv
 from roam_core.model.graph import Graph, OpId
 from roam_core.model.plan import Plan
 from roam_core.model.samples import SAMPLES
-from roam_core.oracle.attribution import PeakAttribution, bytes_at_peak_by_module
+from roam_core.oracle.attribution import (
+    PeakAttribution,
+    bytes_at_peak_by_module,
+    module_bytes_per_step,
+)
 
 __all__ = [
     "SAMPLE_DIR",
@@ -245,6 +249,7 @@ def warm(graph_key: str, plan_key: str | None, base: str = "eager") -> None:
     curves_figure(graph_key, plan_key, base, None, None)
     timeline_fig(graph_key, plan_key, base, None, None)
     layout_figures(graph_key, plan_key, base, None, None)
+    module_view(graph_key, plan_key, base, 2, "after")
 
 
 # ------------------------------------------------------------------ views
@@ -257,24 +262,36 @@ def _hashable(x: Any) -> Any:
 
 
 def curves_figure(graph_key: str, plan_key: str | None, base: str,
-                  x_range: Sequence[float] | None, step: int | None) -> go.Figure:
-    """View 1: before/after live bytes (memoised; do not mutate the result)."""
-    return _curves(graph_key, plan_key, base, _hashable(x_range), step)
+                  x_range: Sequence[float] | None, step: int | None,
+                  selection: Mapping[str, str] | None = None) -> go.Figure:
+    """View 1: before/after live bytes (memoised; do not mutate the result); a selected
+    module adds its own bytes per step, before and after."""
+    module = selection["id"] if selection and selection.get("kind") == "module" else None
+    return _curves(graph_key, plan_key, base, _hashable(x_range), step, module)
 
 
 @functools.lru_cache(maxsize=16)
 def _curves(graph_key: str, plan_key: str | None, base: str,
-            x_range: Sequence[float] | None, step: int | None) -> go.Figure:
+            x_range: Sequence[float] | None, step: int | None,
+            module: str | None = None) -> go.Figure:
     b = before_data(graph_key, base)
+    graph = state.get_graph(graph_key)
+    label = f"module {analysis.module_label(module or '')}"
     if not plan_key:
+        extra = [] if module is None else [
+            (f"{label} ({b.label})", module_bytes_per_step(graph, b.order, module), "#55a868")]
         return figures.memory_curves_figure(b.curve, None, after_label=b.label,
-                                            x_range=x_range, step=step,
+                                            x_range=x_range, step=step, extra_curves=extra,
                                             title="not planned yet: press Plan")
     a = after_data(graph_key, plan_key)
+    extra = [] if module is None else [
+        (f"{label} (before)", module_bytes_per_step(graph, b.order, module), "#8fb8de"),
+        (f"{label} (planned)", module_bytes_per_step(
+            graph, a.plan.order, module, alignment_bytes=a.plan.alignment_bytes), "#e89c9f")]
     return figures.memory_curves_figure(
         a.curve, b.curve, arena_bytes=a.plan.arena_bytes,
         lower_bound_bytes=a.plan.lower_bound_bytes, after_label=f"planned ({a.plan.method})",
-        before_label=b.label, x_range=x_range, step=step)
+        before_label=b.label, x_range=x_range, step=step, extra_curves=extra)
 
 
 def timeline_fig(graph_key: str, plan_key: str | None, base: str,

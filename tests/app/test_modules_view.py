@@ -73,6 +73,15 @@ def test_selecting_a_module_highlights_it_everywhere(planned) -> None:
     # no module selected: no marks
     tl0 = services.timeline_fig(key, plan, "eager", None, None)
     assert not any(t.name == "selected module" for t in tl0.data)
+    curves = services.curves_figure(key, plan, "eager", None, None, sel)
+    names = [t.name for t in curves.data]
+    assert "module h.0 (before)" in names
+    assert "module h.0 (planned)" in names
+    total = next(t for t in curves.data if t.name and t.name.startswith("planned"))
+    mine = next(t for t in curves.data if t.name == "module h.0 (planned)")
+    assert 0 < max(mine.y) <= max(total.y)
+    assert not any((t.name or "").startswith("module") for t in
+                   services.curves_figure(key, plan, "eager", None, None, None).data)
     ex = services.explain_sections(key, plan, "eager", sel)
     assert ex[0].title == "module h.0"
     assert any("live at the planned" in s.title for s in ex)
