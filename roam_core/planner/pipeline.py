@@ -33,12 +33,13 @@ from __future__ import annotations
 import concurrent.futures as cf
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from roam_core.base.cancel import as_cancel_flag
+from roam_core.base.cancel import StopFile, as_cancel_flag
 from roam_core.base.config import PlannerConfig
 from roam_core.base.errors import PlanInvalidError
 from roam_core.base.status import SolveStatus
@@ -154,10 +155,19 @@ def _layout(graph: Graph, order: Sequence[OpId], tree: TaskTree | None, cfg: Pla
     return plan_arena(graph, order, task_tree=tree, config=acfg, cancel=cancel)
 
 
+#: Seconds the pool's running solves get to return after a stop (they poll every 0.05 s).
+STOP_GRACE_S = 5.0
+
+
 def _solve_all(problems: list[OrderProblem], cfg: PlannerConfig, executor: cf.Executor | None,
                cancel: Callable[[], bool] | None, deadline: float | None,
                on_result: Callable[[OrderResult], None]) -> list[str]:
-    """Solve every problem; returns the ids that were not solved (cancelled / out of time)."""
+    """Solve every problem; returns the ids that were not solved (cancelled / out of time).
+
+    Pool solves get a :class:`~roam_core.base.cancel.StopFile`: on a cancel (or when the
+    deadline passes) it is set, sub-tasks not started are dropped, and the running CP-SAT
+    solves stop at their next poll; what they found by then is kept (status ``CANCELLED``).
+    """
     def stop() -> bool:
         return bool((cancel is not None and cancel())
                     or (deadline is not None and time.monotonic() > deadline))
@@ -180,25 +190,40 @@ def _solve_all(problems: list[OrderProblem], cfg: PlannerConfig, executor: cf.Ex
     own = executor is None
     ex = executor if executor is not None else cf.ProcessPoolExecutor(
         max_workers=min(workers, len(pending)))
-    futures = {ex.submit(solve_order_problem, p): p.task_id for p in pending}
     left: list[str] = []
-    try:
-        waiting = set(futures)
-        while waiting:
-            done, waiting = cf.wait(waiting, timeout=0.1, return_when=cf.FIRST_COMPLETED)
+    stuck = 0
+    with tempfile.TemporaryDirectory(prefix="roam-stop-") as tmp:
+        flag = StopFile(os.path.join(tmp, "stop"))
+        futures = {ex.submit(solve_order_problem, p, flag): p.task_id for p in pending}
+
+        def collect(done: set[cf.Future[OrderResult]]) -> None:
             for f in sorted(done, key=lambda f: futures[f]):
                 if f.cancelled():
                     left.append(futures[f])
-                    continue
-                on_result(f.result())
-            if waiting and stop():
-                for f in waiting:
-                    f.cancel()
-                left.extend(futures[f] for f in waiting)
-                break
-    finally:
-        if own:
-            ex.shutdown(wait=False, cancel_futures=True)
+                else:
+                    on_result(f.result())
+
+        try:
+            waiting = set(futures)
+            while waiting:
+                done, waiting = cf.wait(waiting, timeout=0.1, return_when=cf.FIRST_COMPLETED)
+                collect(done)
+                if waiting and stop():
+                    flag.set()  # running solves stop at their next poll
+                    for f in waiting:
+                        f.cancel()  # not started yet: never runs
+                    done, not_done = cf.wait(waiting, timeout=STOP_GRACE_S)
+                    collect(done)
+                    left.extend(futures[f] for f in not_done)
+                    stuck = len(not_done)
+                    break
+        finally:
+            flag.set()
+            if own:  # wait for the workers unless one ignored the stop (never expected)
+                ex.shutdown(wait=not stuck, cancel_futures=True)
+    if stuck:
+        _logger.warning("%d sub-task solves did not stop within %.0f s of the cancel",
+                        stuck, STOP_GRACE_S)
     return left
 
 
@@ -370,10 +395,15 @@ def make_plan(
     deadline = (t_mono + config.time_limit_s if config.time_limit_s is not None else None)
     emit("order", 0, total, "ordering sub-tasks")
     left = _solve_all(problems, config, executor, cancel_fn, deadline, on_result)
-    if left:
+    stopped = sum(r.status == SolveStatus.CANCELLED for r in results.values())
+    if left or stopped:
         why = "cancelled" if cancel_fn is not None and cancel_fn() else "out of time"
-        notes.append(f"{len(left)} of {total} sub-tasks not solved ({why}); "
-                     "they keep the base order")
+        if left:
+            notes.append(f"{len(left)} of {total} sub-tasks not solved ({why}); "
+                         "they keep the base order")
+        if stopped:
+            notes.append(f"{stopped} of {total} sub-task solves stopped early ({why}); "
+                         "they keep the best order found by then")
     order = base
     by_id = {p.task_id: p for p in problems}
     res_ = base_prof.resident_bytes
