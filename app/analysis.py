@@ -46,6 +46,7 @@ __all__ = [
     "module_members",
     "module_path",
     "module_rows",
+    "natural_key",
     "node_range",
     "search",
     "shown_children",
@@ -419,6 +420,15 @@ MODULE_KINDS: tuple[str, ...] = ("activation", "gradient", "parameter", "optimiz
 TOP_LEVEL = "(top level)"
 
 
+def natural_key(path: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key ordering ``h.2`` before ``h.10`` (numeric path parts as numbers).
+
+    >>> sorted(["h.10", "h.2", "h.1.attn", "wte"], key=natural_key)
+    ['h.1.attn', 'h.2', 'h.10', 'wte']
+    """
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in path.split("."))
+
+
 def module_label(path: str) -> str:
     """A module path for people: ``""`` is ``"(top level)"``."""
     return path or TOP_LEVEL
@@ -481,7 +491,8 @@ def module_rows(after: PeakAttribution, before: PeakAttribution | None = None,
         row["other_mib"] = round(sum(v for k, v in kinds.items() if k not in MODULE_KINDS)
                                  / mib, 3)
         rows.append(row)
-    rows.sort(key=lambda r: (-max(r["after_mib"], r["before_mib"] or 0), r["module"]))
+    rows.sort(key=lambda r: (-max(r["after_mib"], r["before_mib"] or 0),
+                             natural_key(r["module"])))
     return rows
 
 
