@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from app import analysis, figures, planning, state
+from app import analysis, data_dir, figures, planning, state
+from roam_core.base import catalog
 from roam_core.base.errors import GraphError, PlanFormatError, PlanInvalidError, RoamError
 from roam_core.formats.graph_io import load_graph, loads_graph
 from roam_core.formats.plan_io import dumps_plan, loads_plan, plan_to_csv
@@ -64,7 +65,7 @@ __all__ = [
 ]
 
 _logger = logging.getLogger(__name__)
-SAMPLE_DIR = Path(__file__).resolve().parents[1] / "sample_graphs"
+SAMPLE_DIR = data_dir("sample_graphs")
 #: A selected range shorter than this many steps is widened (so one op stays visible).
 MIN_RANGE_STEPS = 8
 
@@ -127,11 +128,9 @@ def trace_zoo_graph(model: str, batch_size: int, seq_len: int | None, optimizer:
     return state.put_graph(traced.graph)
 
 
-#: Zoo names offered by the app (teaching models first).  Listed here so that the web server
-#: never imports torch; a name the zoo does not know fails in the job with a clear message.
-ZOO_NAMES = ("mlp", "tiny_gpt", "residual_block", "alexnet", "vgg11", "mnasnet0_5",
-             "mobilenet_v2", "efficientnet_b0", "vit_b_16", "resnet50", "roberta-base", "gpt2",
-             "gpt2-xl")
+#: Zoo names offered by the app (teaching models first; torch-free, so that the web server
+#: never imports torch).
+ZOO_NAMES = catalog.ZOO_NAMES
 
 
 def zoo_models() -> list[str]:
@@ -274,7 +273,7 @@ def curves_figure(graph_key: str, plan_key: str | None, base: str,
 def _curves(graph_key: str, plan_key: str | None, base: str,
             x_range: Sequence[float] | None, step: int | None,
             module: str | None = None) -> go.Figure:
-    b = before_data(graph_key, base)
+    b = before_data(graph_key, base, state.get_plan(plan_key).alignment_bytes if plan_key else 512)
     graph = state.get_graph(graph_key)
     label = f"module {analysis.module_label(module or '')}"
     if not plan_key:

@@ -5,17 +5,18 @@ executor import torch lazily when called.
 """
 
 from roam_core.base.errors import (
+    ConfigError,
     ExecutorError,
     GraphError,
     InfeasibleError,
     PlanFormatError,
     PlanInvalidError,
     RoamError,
-    SolverTimeoutError,
     TraceError,
     Violation,
     ViolationKind,
 )
+from roam_core.base.status import SolveStatus
 from roam_core.formats.graph_io import dumps_graph, load_graph, loads_graph, save_graph
 from roam_core.model.graph import (
     Alias,
@@ -41,6 +42,7 @@ _LAZY = {
     "PlanProgress": "roam_core.planner",
     "PlannerConfig": "roam_core.base.config",
     "OrderSolverConfig": "roam_core.base.config",
+    "ArenaConfig": "roam_core.base.config",
     "save_plan": "roam_core.formats.plan_io",
     "load_plan": "roam_core.formats.plan_io",
     "dumps_plan": "roam_core.formats.plan_io",
@@ -63,6 +65,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     *sorted(_LAZY),
     "Alias",
+    "ConfigError",
     "ControlEdge",
     "EdgeReason",
     "ExecutorError",
@@ -75,6 +78,7 @@ __all__ = [
     "OpId",
     "Plan",
     "SolveRecord",
+    "SolveStatus",
     "check_arena",
     "check_order",
     "check_plan",
@@ -83,7 +87,6 @@ __all__ = [
     "PlanFormatError",
     "PlanInvalidError",
     "RoamError",
-    "SolverTimeoutError",
     "Tensor",
     "TensorId",
     "TensorKind",
