@@ -375,7 +375,7 @@ def explain_tensor(graph: Graph, plan: Plan, before_order: Sequence[OpId], tenso
         co = sorted((x for x, lt in after.items() if lt.start <= peak < lt.end and x != tensor_id),
                     key=lambda x: -graph.tensors[x].size_bytes)
         out.append(Section(f"live with it at the planned peak (step {peak})", tuple(
-            f"{x} ({fmt_bytes(graph.tensors[x].size_bytes)})" for x in co[:limit])))
+            _tensor_line(graph, x) for x in co[:limit])))
     else:
         out.append(Section("at the planned peak", (f"not live at the peak (step {peak})",)))
     out.extend(explain_op(graph, plan, before_order, t.producer, limit)[1:])
