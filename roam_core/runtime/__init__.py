@@ -262,7 +262,8 @@ def _execute_checked(traced: Any, model: Any, example_inputs: Sequence[Any], pla
 
     # 2. planned: numerics step (+ in-process measurement)
     runner = ArenaRunner(traced.gm, traced.graph, traced.values, plan.offsets,
-                         plan.arena_bytes, dev, check_addresses=check_addresses)
+                         plan.arena_bytes, dev, check_addresses=check_addresses,
+                         rng=traced.rng)
     st = prepare_state(traced, model, example_inputs, factory, dev, seed=seed)
     loss_p, _ = planned_step(runner, traced, plan.order, seed, load=st)
     del st

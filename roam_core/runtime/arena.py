@@ -48,6 +48,8 @@ from torch.utils._pytree import tree_leaves
 from roam_core.base.errors import ExecutorError
 from roam_core.model.graph import Graph, TensorId
 from roam_core.oracle.simulate import lifetimes
+from roam_core.runtime.rng import RngReplay
+from roam_core.trace.rng import RngTimeline
 
 __all__ = ["OUT_DENY", "ArenaRunner", "RunStats", "fake_of_value", "out_variant", "same_strides"]
 
@@ -190,16 +192,21 @@ class ArenaRunner:
         Where the arena lives.
     check_addresses : bool
         Verify every produced tensor's address after each op.
+    rng : RngTimeline, optional
+        The step's RNG timeline (``TracedStep.rng``): RNG rewinds such as
+        ``torch.utils.checkpoint``'s are replayed (:class:`~roam_core.runtime.rng.RngReplay`).
     """
 
     def __init__(self, gm: Any, graph: Graph, values: Mapping[str, Any],
                  offsets: Mapping[TensorId, int], arena_bytes: int,
-                 device: str | torch.device = "cpu", *, check_addresses: bool = True) -> None:
+                 device: str | torch.device = "cpu", *, check_addresses: bool = True,
+                 rng: RngTimeline | None = None) -> None:
         self.gm, self.graph = gm, graph
         self.device = torch.device(device)
         self.check_addresses = check_addresses
         self.nodes = _node_by_name(gm)
         self.arena_bytes = int(arena_bytes)
+        self.rng = RngReplay(rng if rng is not None else RngTimeline(), self.device)
         # storage key of the fake -> (storage id, offset)
         self.slot: dict[StorageWeakRef, tuple[TensorId, int]] = {}
         self._fakes: list[Any] = []  # keep fakes alive: the weak keys must stay unique
@@ -303,13 +310,17 @@ class ArenaRunner:
         self._extra_peak = self._extra_total = 0
         self._fallback_targets = {}
         live = _LiveSet(self.graph, order, self.slot) if check_live else None
+        self.rng.start()
         for step, name in enumerate(order):
             node = self.nodes.get(name)
             if node is None:
                 raise ExecutorError(f"plan order names op {name!r}, which the step does not have")
             if live is not None:
                 live.advance(step)
+            self.rng.before(name)
             self._run_node(node, live)
+            self.rng.after(name)
+        self.rng.finish()
         out = next(n for n in self.gm.graph.nodes if n.op == "output")
         result = self._materialize(out.args[0])
         self._check_all_ran()

@@ -178,7 +178,8 @@ def _child(recipe: Recipe, which: str, plan_light: dict[str, Any], device: str, 
         p = measure_eager(st, loss_fn, steps, seed, snapshot_path)
     else:
         runner = ArenaRunner(traced.gm, traced.graph, traced.values, plan_light["offsets"],
-                             plan_light["arena_bytes"], dev, check_addresses=check_addresses)
+                             plan_light["arena_bytes"], dev, check_addresses=check_addresses,
+                             rng=traced.rng)
         load_arena(runner, st)
         del st  # only the arena holds the model now
         p = measure_planned(runner, traced, plan_light["order"], steps, seed, snapshot_path)

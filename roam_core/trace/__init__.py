@@ -58,7 +58,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -68,13 +68,15 @@ from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 
 from roam_core.base.errors import TraceError
 from roam_core.model.graph import Graph, Phase, TensorKind
-from roam_core.trace.fx_graph import ValueRef, build_graph
+from roam_core.trace.fx_graph import ValueRef, build_graph, is_random
 from roam_core.trace.params import unique_named_buffers, unique_named_parameters
+from roam_core.trace.rng import RngTimeline, record_rng, rng_timeline
 
 __all__ = [
     "OPTIMIZERS",
     "SETTINGS",
     "PlaceholderRole",
+    "RngTimeline",
     "TracedStep",
     "ValueRef",
     "make_optimizer_factory",
@@ -140,6 +142,9 @@ class TracedStep:
         Optimizer name (``"custom"`` for a factory callable).
     trace_time_s : float
         Wall time of the trace and graph build.
+    rng : RngTimeline
+        The generator state every random op draws at (:mod:`roam_core.trace.rng`): records
+        RNG rewinds such as ``torch.utils.checkpoint``'s, which the runtime replays.
     """
 
     gm: Any
@@ -151,6 +156,7 @@ class TracedStep:
     setting: str
     optimizer: str
     trace_time_s: float
+    rng: RngTimeline = field(default_factory=RngTimeline)
 
 
 # ----------------------------------------------------------------- optimizers
@@ -365,7 +371,7 @@ def trace_fx(
             return loss
 
         try:
-            with fm:
+            with fm, record_rng() as rng_calls:
                 gm = make_fx(step, tracing_mode="real")(
                     params, buffers, state, [inputs[i] for i in tensor_pos])
         except TraceError:
@@ -380,6 +386,7 @@ def trace_fx(
         + [(TensorKind.INPUT, f"inputs[{i}]") for i in tensor_pos]
     )
     phases = ctx.phases(gm.graph)
+    rng = rng_timeline(gm, rng_calls, is_random)
     _strip(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     assert len(placeholders) == len(roles), (len(placeholders), len(roles))
@@ -399,7 +406,8 @@ def trace_fx(
     dt = time.perf_counter() - t0
     _logger.info("traced %s: %d ops, %d storages in %.2f s", gname, len(graph),
                  len(graph.tensors), dt)
-    return TracedStep(gm, graph, ph_roles, consts, values, loss_value, setting, opt_name, dt)
+    return TracedStep(gm, graph, ph_roles, consts, values, loss_value, setting, opt_name, dt,
+                      rng)
 
 
 class _StepContext:

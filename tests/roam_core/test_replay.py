@@ -206,3 +206,117 @@ def test_retie_restores_groups() -> None:
     retie(broken, groups)
     assert broken.b["proj"].weight is broken.a[0].weight
     assert broken.b["proj"].scale is broken.scale
+
+
+# ------------------------------------------------------------------ checkpoint + dropout
+class CheckpointedGPT(torch.nn.Module):
+    """A tiny GPT whose blocks run under ``torch.utils.checkpoint``, dropout 0.1."""
+
+    def __init__(self, reentrant: bool) -> None:
+        super().__init__()
+        from roam_core.zoo.transformer import _GPT2Block
+
+        cfg = GPT2Config(vocab_size=64, n_positions=32, n_embd=32, n_layer=2, n_head=2,
+                         dropout=0.1)
+        self.reentrant = reentrant
+        self.wte = torch.nn.Embedding(64, 32)
+        self.drop = torch.nn.Dropout(0.1)
+        self.h = torch.nn.ModuleList(_GPT2Block(cfg, "math") for _ in range(2))
+        self.ln = torch.nn.LayerNorm(32)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        from torch.utils.checkpoint import checkpoint
+
+        x = self.drop(self.wte(ids))
+        for blk in self.h:
+            x = checkpoint(blk, x, use_reentrant=self.reentrant)
+        logits = self.ln(x) @ self.wte.weight.T
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), ids.flatten())
+
+
+@pytest.mark.parametrize("reentrant", [False, True])
+def test_checkpoint_with_dropout_replays_bit_exact(reentrant, monkeypatch) -> None:
+    torch.manual_seed(0)
+    model = CheckpointedGPT(reentrant)
+    ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(1))
+    ts = trace_fx(model, [ids], None, "adamw")
+    rng = ts.rng
+    assert rng.has_jumps
+    backward = [op.id for op in ts.graph.ops if op.random and op.phase.value == "backward"]
+    assert len(backward) == 6  # 3 dropouts per block, recomputed
+    sources = [rng.reproduces(b) for b in backward]
+    assert all(s is not None and ts.graph.op(s).phase.value == "forward" for s in sources)
+    assert len(set(sources)) == 6
+    plan = first_fit_plan(ts.graph, random_order(ts.graph, seed=5))
+    assert_bit_exact(execute_traced(ts, model, [ids], plan, optimizer="adamw"))
+    # without the timeline the recomputed masks are fresh draws: the test is not vacuous
+    import roam_core.runtime.arena as arena
+
+    real = arena.RngReplay
+    monkeypatch.setattr(arena, "RngReplay", lambda tl, dev: real(arena.RngTimeline(), dev))
+    off = execute_traced(ts, model, [ids], plan, optimizer="adamw", strict=False)
+    assert off.max_abs_diff > 0
+
+
+def test_replay_leaves_the_generator_where_eager_does() -> None:
+    """A loop of steps without reseeding continues from eager's final RNG state."""
+    from roam_core.runtime.arena import ArenaRunner
+    from roam_core.runtime.step import eager_step, load_arena, prepare_state
+    from roam_core.trace import make_optimizer_factory
+
+    torch.manual_seed(0)
+    model = CheckpointedGPT(False)
+    ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(1))
+    ts = trace_fx(model, [ids], None, "adamw")
+    _, factory = make_optimizer_factory("adamw")
+    st = prepare_state(ts, model, [ids], factory, "cpu")
+    eager_step(st, None, seed=7)
+    after_eager = torch.get_rng_state()
+    plan = first_fit_plan(ts.graph, random_order(ts.graph, seed=6))
+    runner = ArenaRunner(ts.gm, ts.graph, ts.values, plan.offsets, plan.arena_bytes,
+                         rng=ts.rng)
+    load_arena(runner, prepare_state(ts, model, [ids], factory, "cpu"))
+    torch.manual_seed(7)
+    runner.run(plan.order)
+    assert runner.rng.restores >= 2
+    assert torch.equal(torch.get_rng_state(), after_eager)
+
+
+def test_rng_timeline_semantics() -> None:
+    from roam_core.base.errors import ExecutorError, TraceError
+    from roam_core.runtime.rng import RngReplay
+    from roam_core.trace.rng import RngDraw, RngTimeline
+
+    plain = RngTimeline((RngDraw("a", "cpu", 0, 1, "s"), RngDraw("b", "cpu", 1, 2, "s")),
+                        {"cpu": 2})
+    assert not plain.has_jumps
+    assert plain.reproduces("b") is None
+    # a recomputation pass clones "a" into "a2": it reproduces a's draw
+    re = plain.with_replay("a2", of="a")
+    assert re.has_jumps
+    assert re.reproduces("a2") == "a"
+    with pytest.raises(TraceError, match="no random"):
+        plain.with_replay("x", of="nope")
+    with pytest.raises(TraceError, match="already"):
+        re.with_replay("a2", of="a")
+    # replayed for real: a2 draws what a drew, and b still draws what it drew without a2
+    rep = RngReplay(re, torch.device("cpu"))
+    torch.manual_seed(3)
+    rep.start()
+    draws = {}
+    for op in ("a", "a2", "b"):
+        rep.before(op)
+        draws[op] = torch.rand(4)
+        rep.after(op)
+    rep.finish()
+    torch.manual_seed(3)
+    ref = [torch.rand(4), torch.rand(4)]
+    assert torch.equal(draws["a"], ref[0])
+    assert torch.equal(draws["a2"], ref[0])
+    assert torch.equal(draws["b"], ref[1])
+    # an order that runs a clone before its source cannot be replayed
+    rep = RngReplay(RngTimeline((RngDraw("b", "cpu", 1, 2, "s"),), {"cpu": 2}),
+                    torch.device("cpu"))
+    rep.start()
+    with pytest.raises(ExecutorError, match=r"'b'.*no op before it"):
+        rep.before("b")
