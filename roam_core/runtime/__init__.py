@@ -219,10 +219,12 @@ def execute_traced(
 
 @contextlib.contextmanager
 def _deterministic(dev: torch.device) -> Iterator[None]:
-    """Deterministic kernels on CUDA for the comparison; the caller's setting is restored."""
-    if dev.type != "cuda":
-        yield
-        return
+    """Deterministic kernels for the comparison; the caller's setting is restored.
+
+    On CPU too: ``index_put(accumulate=True)`` (the backward of advanced indexing, e.g. MoE
+    expert gathers) sums floats in parallel with atomics unless deterministic algorithms are
+    on, so two eager runs would not even agree with each other.
+    """
     was, warn_only = (torch.are_deterministic_algorithms_enabled(),
                       torch.is_deterministic_algorithms_warn_only_enabled())
     torch.use_deterministic_algorithms(True, warn_only=True)

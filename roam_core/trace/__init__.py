@@ -69,6 +69,7 @@ from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from roam_core.base.errors import TraceError
 from roam_core.model.graph import Graph, Phase, TensorKind
 from roam_core.trace.fx_graph import ValueRef, build_graph, is_random
+from roam_core.trace.guards import guard_data_dependence
 from roam_core.trace.params import unique_named_buffers, unique_named_parameters
 from roam_core.trace.rng import RngTimeline, record_rng, rng_timeline
 
@@ -354,14 +355,15 @@ def trace_fx(
             args = list(inputs)
             for i, x in zip(tensor_pos, inputs_, strict=True):
                 args[i] = x
-            out = model(*args)
-            ctx.mark("forward")
-            loss = out if loss_fn is None else loss_fn(out)
-            if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-                raise TraceError("the loss must be a tensor with one element")
-            ctx.mark("loss")
-            loss.backward()
-            ctx.mark("backward")
+            with guard_data_dependence(model):
+                out = model(*args)
+                ctx.mark("forward")
+                loss = out if loss_fn is None else loss_fn(out)
+                if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                    raise TraceError("the loss must be a tensor with one element")
+                ctx.mark("loss")
+                loss.backward()
+                ctx.mark("backward")
             ctx.grads = [p.grad for p in params_ if p.grad is not None]
             opt.step()
             ctx.mark("optimizer")

@@ -320,3 +320,93 @@ def test_rng_timeline_semantics() -> None:
     rep.start()
     with pytest.raises(ExecutorError, match=r"'b'.*no op before it"):
         rep.before("b")
+
+
+# ------------------------------------------------------------------ data-dependent code
+class Seq2Seq(torch.nn.Module):
+    """``torch.nn.Transformer`` (encoder-decoder) with the tutorial's causal ``tgt_mask``."""
+
+    def __init__(self, causal_hint: bool | None = None) -> None:
+        super().__init__()
+        self.hint = causal_hint
+        self.t = torch.nn.Transformer(d_model=32, nhead=2, num_encoder_layers=2,
+                                      num_decoder_layers=2, dim_feedforward=64,
+                                      batch_first=True)
+
+    def forward(self, src: torch.Tensor, tgt: torch.Tensor, *mask: torch.Tensor) -> torch.Tensor:
+        m = mask[0] if mask else torch.nn.Transformer.generate_square_subsequent_mask(
+            tgt.shape[1])
+        return self.t(src, tgt, tgt_mask=m, tgt_is_causal=self.hint).square().mean()
+
+
+def test_nn_transformer_traces_and_replays_bit_exact() -> None:
+    torch.manual_seed(0)
+    model = Seq2Seq()
+    inputs = [torch.randn(2, 6, 32), torch.randn(2, 5, 32)]
+    assert_bit_exact(replay(model, inputs))
+
+
+def test_a_data_dependent_branch_on_an_input_names_the_way_out() -> None:
+    from roam_core.base.errors import TraceError
+
+    torch.manual_seed(0)
+    mask = torch.nn.Transformer.generate_square_subsequent_mask(5)
+    inputs = [torch.randn(2, 6, 32), torch.randn(2, 5, 32), mask]
+    with pytest.raises(TraceError, match=r"aten._local_scalar_dense.*module 't.decoder'.*"
+                                         r"tgt_is_causal=True"):
+        trace_fx(Seq2Seq(), inputs, None, "sgd")
+    # the way out works
+    assert trace_fx(Seq2Seq(causal_hint=True), inputs, None, "sgd").graph.ops
+
+
+class Branchy(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = torch.nn.ModuleDict({"fc": torch.nn.Linear(4, 4)})
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.inner["fc"](x)
+        return h.sum() if bool(h.mean() > 0) else -h.sum()
+
+
+def test_python_control_flow_on_data_is_refused() -> None:
+    from roam_core.base.errors import TraceError
+
+    with pytest.raises(TraceError, match=r"_local_scalar_dense.default in the model itself"):
+        trace_fx(Branchy(), [torch.randn(2, 4)], None, "sgd")
+
+
+def _mixtral(impl: str):
+    pytest.importorskip("transformers")
+    from roam_core.zoo.hf import hf_model_from_config
+
+    model = hf_model_from_config(
+        "mixtral", "causal-lm", hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=2, num_key_value_heads=1, num_local_experts=4,
+        num_experts_per_tok=2, vocab_size=64, max_position_embeddings=32)
+    model.config._experts_implementation = impl
+    return _HFLM(model)
+
+
+class _HFLM(torch.nn.Module):
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=ids, labels=ids).loss
+
+
+def test_moe_routing_with_nonzero_is_refused_naming_op_module_and_way_out() -> None:
+    from roam_core.base.errors import TraceError
+
+    model = _mixtral("eager")
+    with pytest.raises(TraceError, match=r"aten.nonzero.default in module "
+                                         r"'model.model.layers.0.mlp.experts'.*batched_mm"):
+        trace_fx(model, [torch.zeros(2, 8, dtype=torch.long)], None, "adamw")
+
+
+def test_moe_with_static_batched_routing_replays_bit_exact() -> None:
+    model = _mixtral("batched_mm")
+    ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(0))
+    assert_bit_exact(replay(model, [ids]))
