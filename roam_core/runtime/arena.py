@@ -41,7 +41,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch._library._out_variant import to_out_variant
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_leaves
 
@@ -50,6 +49,11 @@ from roam_core.model.graph import Graph, TensorId
 from roam_core.oracle.simulate import lifetimes
 from roam_core.runtime.rng import RngReplay
 from roam_core.trace.rng import RngTimeline
+
+try:  # private helper (torch >= 2.11 has it); without it every op takes the fallback path
+    from torch._library._out_variant import to_out_variant
+except ImportError:  # pragma: no cover - depends on the torch build
+    to_out_variant = None
 
 __all__ = ["OUT_DENY", "ArenaRunner", "RunStats", "fake_of_value", "out_variant", "same_strides"]
 
@@ -104,7 +108,8 @@ def out_variant(op: Any) -> tuple[Any, tuple[str, ...]] | None:
     if op in _OUT_CACHE:
         return _OUT_CACHE[op]
     found = None
-    if isinstance(op, torch._ops.OpOverload) and op not in OUT_DENY:
+    if to_out_variant is not None and isinstance(op, torch._ops.OpOverload) and (
+            op not in OUT_DENY):
         try:
             ov = to_out_variant(op)
         except RuntimeError:  # not functional (in-place / mutating)

@@ -103,6 +103,11 @@ def _record_one(device: torch.device, snapshot_path: str | None,
     """Run one more step while recording the allocator history; dump it as a snapshot."""
     if snapshot_path is None or device.type != "cuda":
         return
+    if not (hasattr(torch.cuda.memory, "_record_memory_history")
+            and hasattr(torch.cuda.memory, "_dump_snapshot")):  # private API: detect it
+        _logger.warning("torch %s cannot record memory snapshots: none written",
+                        torch.__version__)
+        return
     torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
     try:
         step()
