@@ -52,12 +52,15 @@ from roam_core.runtime.step import (
     planned_values,
     prepare_state,
 )
+from roam_core.runtime.train import BatchMismatchError, PlannedStep
 
 __all__ = [
     "OUT_DENY",
     "REQUIRED_KEYS",
     "ArenaRunner",
+    "BatchMismatchError",
     "ExecutionReport",
+    "PlannedStep",
     "RunStats",
     "check_fingerprint",
     "execute_plan",

@@ -188,9 +188,6 @@ def planned_step(runner: ArenaRunner, traced: Any, order: Sequence[str], seed: i
     """
     if load is not None:
         load_arena(runner, load)
-    else:
-        runner.env = {k: v for k, v in runner.env.items()
-                      if runner.nodes[k].op in ("placeholder", "get_attr")}
     torch.manual_seed(seed)
     _sync(runner.device)
     t0 = time.perf_counter()

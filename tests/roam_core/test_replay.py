@@ -410,3 +410,37 @@ def test_moe_with_static_batched_routing_replays_bit_exact() -> None:
     model = _mixtral("batched_mm")
     ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(0))
     assert_bit_exact(replay(model, [ids]))
+
+
+def test_planned_step_trains_checkpointed_dropout_model_bit_exact_over_steps() -> None:
+    """PlannedStep's fast path replays the rewinds too; one seed for the whole loop, so each
+    step also starts where the previous one left the generator (as eager does)."""
+    import copy
+
+    from roam_core.runtime import PlannedStep
+    from roam_core.trace import make_optimizer_factory
+
+    torch.manual_seed(0)
+    model = CheckpointedGPT(False)
+    gen = torch.Generator().manual_seed(4)
+    batches = [torch.randint(0, 64, (2, 8), generator=gen) for _ in range(4)]
+    eager, planned = copy.deepcopy(model), copy.deepcopy(model)
+    _, factory = make_optimizer_factory("adamw")
+    ts = trace_fx(eager, batches[:1], None, factory)
+    plan = first_fit_plan(ts.graph, random_order(ts.graph, seed=8))
+    step = PlannedStep(planned, plan, None, factory, example_inputs=batches[:1])
+    opt = factory(list(eager.parameters()))
+    torch.manual_seed(11)
+    want = []
+    for ids in batches:
+        loss = eager(ids)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        want.append(loss.detach())
+    torch.manual_seed(11)
+    got = [step(ids).detach().clone() for ids in batches]
+    assert [float(x) for x in got] == [float(x) for x in want]
+    for (name, a), b in zip(eager.state_dict().items(), planned.state_dict().values(),
+                            strict=True):
+        assert torch.equal(a, b), name
