@@ -444,3 +444,20 @@ def test_planned_step_trains_checkpointed_dropout_model_bit_exact_over_steps() -
     for (name, a), b in zip(eager.state_dict().items(), planned.state_dict().values(),
                             strict=True):
         assert torch.equal(a, b), name
+
+
+# ------------------------------------------------------------------ torch 2.11
+def test_out_overloads_found_from_schemas_alone() -> None:
+    """torch 2.11's private helper finds no out= overload of ATen ops (it wants a tag they
+    lack); the schema match finds the same overloads as torch 2.13's helper."""
+    from roam_core.runtime.arena import _schema_out_overload
+
+    aten = torch.ops.aten
+    cases = {aten.mm.default: aten.mm.out, aten.native_layer_norm.default:
+             aten.native_layer_norm.out, aten.nll_loss_forward.default:
+             aten.nll_loss_forward.output, aten.sum.dim_IntList: aten.sum.IntList_out,
+             aten.gelu_backward.default: aten.gelu_backward.grad_input,
+             aten.convolution_backward.default: aten.convolution_backward.out}
+    for op, want in cases.items():
+        assert _schema_out_overload(op) is want, op
+    assert _schema_out_overload(aten.view.default) is None  # a view has none
