@@ -38,7 +38,7 @@ from roam_core.model.plan import Plan, SolveRecord
 from roam_core.oracle.simulate import Lifetime, MemoryProfile, lifetimes, simulate
 from roam_core.oracle.validate import check_arena, check_order, check_plan
 
-#: Public names whose modules load OR-Tools (imported on first use, PEP 562).
+#: Public names whose modules load OR-Tools or torch (imported on first use, PEP 562).
 _LAZY = {
     "make_plan": "roam_core.planner",
     "PlanProgress": "roam_core.planner",
@@ -54,6 +54,8 @@ _LAZY = {
     "simulate_allocator": "roam_core.oracle.allocator_sim",
     "plan_arena": "roam_core.layout.arena",
     "solve_dsa": "roam_core.layout.dsa_solver",
+    "PlannedStep": "roam_core.runtime",
+    "BatchMismatchError": "roam_core.runtime",
 }
 
 
