@@ -43,12 +43,18 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch._library._out_variant import to_out_variant
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from roam_core.base.errors import ExecutorError
 from roam_core.model.graph import Graph, TensorId
 from roam_core.runtime.program import Program, flat_outputs, storage_key
+from roam_core.runtime.rng import RngReplay
+from roam_core.trace.rng import RngTimeline
+
+try:  # private helper (torch >= 2.11 has it); without it every op takes the fallback path
+    from torch._library._out_variant import to_out_variant
+except ImportError:  # pragma: no cover - depends on the torch build
+    to_out_variant = None
 
 __all__ = [
     "OUT_DENY", "ArenaRunner", "RunStats", "fake_of_value", "flat_outputs", "out_variant",
@@ -90,11 +96,17 @@ def out_variant(op: Any) -> tuple[Any, tuple[str, ...]] | None:
     if op in _OUT_CACHE:
         return _OUT_CACHE[op]
     found = None
-    if isinstance(op, torch._ops.OpOverload) and op not in OUT_DENY:
-        try:
-            ov = to_out_variant(op)
-        except RuntimeError:  # not functional (in-place / mutating)
-            ov = None
+    if isinstance(op, torch._ops.OpOverload) and op not in OUT_DENY and _is_functional(op):
+        ov = None
+        if to_out_variant is not None:
+            try:
+                ov = to_out_variant(op)
+            except RuntimeError:  # not functional (in-place / mutating)
+                ov = None
+        if ov is None:
+            # torch 2.11's helper only finds overloads tagged ``out_variant``, which ATen's
+            # own ``.out`` overloads are not: match the schemas ourselves
+            ov = _schema_out_overload(op)
         if ov is not None:
             n_base = len(op._schema.arguments)
             names = tuple(a.name for a in ov._schema.arguments[n_base:])
@@ -102,6 +114,38 @@ def out_variant(op: Any) -> tuple[Any, tuple[str, ...]] | None:
                 found = (ov, names)
     _OUT_CACHE[op] = found
     return found
+
+
+def _is_write(arg: Any) -> bool:
+    return arg.alias_info is not None and arg.alias_info.is_write
+
+
+def _is_functional(op: Any) -> bool:
+    schema = op._schema
+    return not schema.name.endswith("_") and not any(_is_write(a) for a in schema.arguments)
+
+
+def _schema_out_overload(op: Any) -> Any:
+    """The overload of ``op``'s packet that is ``op`` plus keyword-only written ``out``
+    arguments, one per return, each returned (ATen's ``out=`` convention), if any."""
+    schema = op._schema
+    plain = [(a.name, str(a.type), repr(a.default_value)) for a in schema.arguments]
+    packet = op.overloadpacket
+    for name in packet.overloads():
+        cand = getattr(packet, name)
+        cs = cand._schema
+        outs = [a for a in cs.arguments if _is_write(a)]
+        if not outs or len(outs) != len(schema.returns) or not all(a.kwarg_only for a in outs):
+            continue
+        rest = [(a.name, str(a.type), repr(a.default_value)) for a in cs.arguments
+                if not _is_write(a)]
+        if rest != plain or [a.name for a in cs.arguments[len(plain):]] != [
+                a.name for a in outs]:
+            continue
+        if len(cs.returns) not in (0, len(outs)):
+            continue
+        return cand
+    return None
 
 
 def fake_of_value(gm: Any, values: Mapping[str, Any], value_id: str) -> Any:
@@ -174,16 +218,21 @@ class ArenaRunner:
         Where the arena lives.
     check_addresses : bool
         Verify every produced tensor's address after each op.
+    rng : RngTimeline, optional
+        The step's RNG timeline (``TracedStep.rng``): RNG rewinds such as
+        ``torch.utils.checkpoint``'s are replayed (:class:`~roam_core.runtime.rng.RngReplay`).
     """
 
     def __init__(self, gm: Any, graph: Graph, values: Mapping[str, Any],
                  offsets: Mapping[TensorId, int], arena_bytes: int,
-                 device: str | torch.device = "cpu", *, check_addresses: bool = True) -> None:
+                 device: str | torch.device = "cpu", *, check_addresses: bool = True,
+                 rng: RngTimeline | None = None) -> None:
         self.gm, self.graph = gm, graph
         self.device = torch.device(device)
         self.check_addresses = check_addresses
         self.nodes = _node_by_name(gm)
         self.arena_bytes = int(arena_bytes)
+        self.rng = RngReplay(rng if rng is not None else RngTimeline(), self.device)
         # storage key of the fake -> (storage id, offset)
         self.slot: dict[StorageWeakRef, tuple[TensorId, int]] = {}
         self._fakes: list[Any] = []  # keep fakes alive: the weak keys must stay unique

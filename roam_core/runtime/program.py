@@ -350,6 +350,9 @@ class Program:
         r = self.runner
         self.extra_peak = self.extra_total = self.checked_values = 0
         first_seen: dict[int, tuple[int, tuple[Any, Any, int]]] = {}
+        rng = self._rng()
+        if rng is not None:
+            rng.start()
         for idx, ins in enumerate(self.instrs):
             node = ins.node
             args = self._resolve(ins.args, env)
@@ -362,6 +365,8 @@ class Program:
                                         "replayed step after step")
                 self.restore.setdefault(seen[0], seen[1])
             self._reset_meta(idx, ins, env)
+            if rng is not None:
+                rng.before(node.name)
             try:
                 with warnings.catch_warnings():
                     warnings.filterwarnings("error", message=".*was resized.*")
@@ -379,8 +384,12 @@ class Program:
             for t in tree_leaves(result):
                 if isinstance(t, torch.Tensor) and id(t) not in first_seen:
                     first_seen[id(t)] = (idx, (t.size(), t.stride(), t.storage_offset()))
+            if rng is not None:
+                rng.after(node.name)
             if check_addresses:
                 self.checked_values += r.check_outputs(node, node.meta.get("val"), result)
+        if rng is not None:
+            rng.finish()
         self.checked_runs += 1
         self._fast = None  # rebind to the values of this run
         return self._resolve(self.output.args[0], env)
@@ -403,16 +412,31 @@ class Program:
         return self._resolve(self.output.args[0], env)
 
     # ------------------------------------------------------------------ bind
+    def _rng(self) -> Any:
+        """The runner's RNG replay (:mod:`roam_core.runtime.rng`) when the step rewinds its
+        RNG stream (``torch.utils.checkpoint``), else ``None`` (nothing to do)."""
+        rng = getattr(self.runner, "rng", None)
+        return rng if rng is not None and rng.active else None
+
     def _bind(self, env: dict[str, Any]) -> list[Callable[[], Any]]:
         out: list[Callable[[], Any]] = []
+        rng = self._rng()
+        if rng is not None:
+            out.append(rng.start)
         for idx, ins in enumerate(self.instrs):
             meta = self.restore.get(idx)
             obj = env.get(ins.node.name)
             if meta is not None and ins.static and isinstance(obj, torch.Tensor):
                 out.append(functools.partial(obj.as_strided_, *meta))
-            if ins.kind in ("view", "empty"):
-                continue  # the value from the checked run is reused
-            out.append(self._bind_one(ins, env))
+            random = rng is not None and ins.node.name in rng.draws
+            if random:
+                out.append(functools.partial(rng.before, ins.node.name))
+            if ins.kind not in ("view", "empty"):  # else the checked run's value is reused
+                out.append(self._bind_one(ins, env))
+            if random:
+                out.append(functools.partial(rng.after, ins.node.name))
+        if rng is not None:
+            out.append(rng.finish)
         return out
 
     def _template(self, x: Any, env: Mapping[str, Any]) -> tuple[Any, bool]:

@@ -167,7 +167,7 @@ class PlannedStep:
         check_supported(opt)
         scalars = OptimizerScalars(opt, traced, params, device=dev)
         runner = ArenaRunner(traced.gm, traced.graph, traced.values, self.plan.offsets,
-                             self.plan.arena_bytes, dev, check_addresses=True)
+                             self.plan.arena_bytes, dev, check_addresses=True, rng=traced.rng)
         program = runner.program(self.plan.order, scalar_slots=scalars.slots)
         if self.cuda_graph and runner.off_device:
             raise ExecutorError(
