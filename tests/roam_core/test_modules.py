@@ -80,8 +80,10 @@ def _ops(g, phase, target=None, module=None):
 
 
 def test_forward_ops_record_their_module(net_step) -> None:
-    _, ts = net_step
+    model, ts = net_step
     g = ts.graph
+    # the tracer's hooks are gone afterwards
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
     fwd = {op.module for op in _ops(g, Phase.FORWARD)}
     assert {"blocks.0.mlp.fc", "blocks.0.mlp.proj", "blocks.0.ln", "blocks.1.mlp.fc",
             "norm", "head"} <= fwd
