@@ -7,7 +7,10 @@ return keys and JSON only (they run in another process).
 
 from __future__ import annotations
 
+import functools
 import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import dash
@@ -20,11 +23,22 @@ from app.planning import PlanSettings
 from app.state import get_graph
 from roam_core.base.errors import RoamError
 
-__all__ = ["CONFIG", "register"]
+__all__ = ["AppConfig", "register"]
 
 _logger = logging.getLogger(__name__)
-#: Set by :func:`register`: ``max_upload_bytes``, ``auto_plan_max_ops``.
-CONFIG: dict[str, Any] = {"max_upload_bytes": 200 * 2**20, "auto_plan_max_ops": 300}
+
+
+@dataclass(frozen=True, slots=True)
+class AppConfig:
+    """Per-app settings the callbacks read (bound at :func:`register`; also kept as
+    ``app.server.config["ROAM"]``).  No module-level state: two apps in one process keep
+    their own limits."""
+
+    max_upload_bytes: int = 200 * 2**20
+    auto_plan_max_ops: int = 300
+
+
+DEFAULT_CONFIG = AppConfig()
 _PLAN_RESULT, _IMPORT_RESULT = ids.PLAN_RESULT, ids.IMPORT_RESULT
 
 
@@ -40,13 +54,14 @@ def _triggered_value() -> Any:
 
 # ------------------------------------------------------------------ loading
 def load_graph(sample: str | None, contents: str | None, trace: dict | None,
-               filename: str | None) -> tuple[Any, str, None]:
+               filename: str | None, *, config: AppConfig = DEFAULT_CONFIG
+               ) -> tuple[Any, str, None]:
     """Sample pick, upload or finished zoo trace -> graph key (the upload is cleared so
     the same file can be dropped again)."""
     trig = dash.ctx.triggered_id
     try:
         if trig == ids.UPLOAD and contents:
-            key = services.graph_from_upload(contents, filename, CONFIG["max_upload_bytes"])
+            key = services.graph_from_upload(contents, filename, config.max_upload_bytes)
         elif trig == ids.TRACE_RESULT and trace and trace.get("key"):
             key = trace["key"]
         elif trig == ids.SAMPLE_PICK and sample:
@@ -60,7 +75,8 @@ def load_graph(sample: str | None, contents: str | None, trace: dict | None,
 
 
 def resolve_plan(graph: dict | None, result: dict | None, imported: dict | None,
-                 method: str, tl: float, nl: int, w: int, al: int) -> Any:
+                 method: str, tl: float, nl: int, w: int, al: int, *,
+                 config: AppConfig = DEFAULT_CONFIG) -> Any:
     """Which plan the views show: a fresh job result, an import, or the cached one."""
     if not graph:
         raise PreventUpdate
@@ -71,7 +87,7 @@ def resolve_plan(graph: dict | None, result: dict | None, imported: dict | None,
             return data["key"] if ok else dash.no_update  # type: ignore[index]
     s = _settings(method, tl, nl, w, al)
     key = services.cached_plan_key(graph["key"], s)
-    if key is None and len(get_graph(graph["key"]).ops) <= CONFIG["auto_plan_max_ops"]:
+    if key is None and len(get_graph(graph["key"]).ops) <= config.auto_plan_max_ops:
         try:  # small graphs are planned on load; a failure leaves them unplanned
             key = services.plan_graph(graph["key"], s)
         except Exception:
@@ -249,13 +265,13 @@ def on_export(_j: Any, _c: Any, _h: Any, _p: Any, graph: dict | None, plan: str 
     return payload, f"exported {payload['filename']}"
 
 
-def on_plan_upload(contents: str | None, filename: str | None, graph: dict | None
-                   ) -> tuple[Any, str, None]:
+def on_plan_upload(contents: str | None, filename: str | None, graph: dict | None, *,
+                   config: AppConfig = DEFAULT_CONFIG) -> tuple[Any, str, None]:
     """Import a plan file: fingerprint and validator checks before it is shown."""
     if not contents or not graph:
         raise PreventUpdate
     try:
-        key = services.import_plan(contents, filename, graph["key"], CONFIG["max_upload_bytes"])
+        key = services.import_plan(contents, filename, graph["key"], config.max_upload_bytes)
     except RoamError as e:
         return dash.no_update, f"Import failed: {e}", None
     msg = f"imported {filename}: valid for this graph"
@@ -301,9 +317,18 @@ def render_verify(_done: Any, graph: dict | None, plan: str | None, device: str 
 
 
 # ------------------------------------------------------------------ wiring
-def register(app: dash.Dash, **config: Any) -> None:
-    """Register every callback on ``app``."""
-    CONFIG.update(config)
+def _bind(fn: Callable[..., Any], config: AppConfig) -> Callable[..., Any]:
+    """``fn`` with this app's ``config`` (Dash passes only the dependencies)."""
+    @functools.wraps(fn)
+    def bound(*args: Any) -> Any:
+        return fn(*args, config=config)
+
+    return bound
+
+
+def register(app: dash.Dash, config: AppConfig = DEFAULT_CONFIG) -> None:
+    """Register every callback on ``app``, bound to ``config``."""
+    app.server.config["ROAM"] = config
     verify.cuda_status()  # probed once at start-up, in a subprocess (no torch in the server)
     gk, pk, base = (Input(ids.GRAPH_KEY, "data"), Input(ids.PLAN_KEY, "data"),
                     Input(ids.BASELINE, "value"))
@@ -314,9 +339,9 @@ def register(app: dash.Dash, **config: Any) -> None:
        Output(ids.UPLOAD, "contents"), Input(ids.SAMPLE_PICK, "value"),
        Input(ids.UPLOAD, "contents"),
        Input(ids.TRACE_RESULT, "data"), State(ids.UPLOAD, "filename"),
-       prevent_initial_call=True)(load_graph)
+       prevent_initial_call=True)(_bind(load_graph, config))
     cb(Output(ids.PLAN_KEY, "data"), gk, Input(_PLAN_RESULT, "data"),
-       Input(_IMPORT_RESULT, "data"), *settings, prevent_initial_call=True)(resolve_plan)
+       Input(_IMPORT_RESULT, "data"), *settings, prevent_initial_call=True)(_bind(resolve_plan, config))
     cb(Output(_PLAN_RESULT, "data"), Output(ids.PLAN_STATUS, "children"),
        Input(ids.PLAN_BTN, "n_clicks"), State(ids.GRAPH_KEY, "data"), *settings,
        background=True, prevent_initial_call=True, interval=300,
@@ -369,7 +394,7 @@ def register(app: dash.Dash, **config: Any) -> None:
     cb(Output(_IMPORT_RESULT, "data"), Output(ids.IMPORT_STATUS, "children"),
        Output(ids.PLAN_UPLOAD, "contents"), Input(ids.PLAN_UPLOAD, "contents"),
        State(ids.PLAN_UPLOAD, "filename"),
-       State(ids.GRAPH_KEY, "data"), prevent_initial_call=True)(on_plan_upload)
+       State(ids.GRAPH_KEY, "data"), prevent_initial_call=True)(_bind(on_plan_upload, config))
     cb(Output(ids.VERIFY_DEVICE, "options"), Output(ids.VERIFY_DEVICE, "value"),
        Output(ids.VERIFY_NOTE, "children"), Output(ids.VERIFY_BTN, "disabled"), gk, pk,
        State(ids.VERIFY_DEVICE, "value"))(verify_options)

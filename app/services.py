@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from app import analysis, figures, planning, state
+from app.memo import clear_caches, freeze_arrays, memoised
 from roam_core.base.errors import GraphError, PlanFormatError, PlanInvalidError, RoamError
 from roam_core.formats.graph_io import load_graph, loads_graph
 from roam_core.formats.plan_io import dumps_plan, loads_plan, plan_to_csv
@@ -34,6 +34,7 @@ __all__ = [
     "Before",
     "after_data",
     "before_data",
+    "clear_caches",
     "curves_figure",
     "decode_upload",
     "explain_sections",
@@ -211,7 +212,7 @@ class After:
     freed: np.ndarray
 
 
-@functools.lru_cache(maxsize=8)
+@memoised(8)
 def before_data(graph_key: str, method: str = "eager", alignment_bytes: int = 512) -> Before:
     """Baseline order, curve and simulated-allocator layout (memoised)."""
     graph = state.get_graph(graph_key)
@@ -219,11 +220,12 @@ def before_data(graph_key: str, method: str = "eager", alignment_bytes: int = 51
     blocks, reserved, how = planning.baseline_layout(graph, order)
     view = analysis.layout_from_blocks(graph, blocks, len(order),
                                        label=f"{label} layout ({how})")
-    return Before(method, label, order, analysis.total_curve(graph, order, alignment_bytes),
-                  view, reserved)
+    return freeze_arrays(Before(method, label, order,
+                                analysis.total_curve(graph, order, alignment_bytes), view,
+                                reserved))
 
 
-@functools.lru_cache(maxsize=8)
+@memoised(8)
 def after_data(graph_key: str, plan_key: str) -> After:
     """Planned curve, layout arrays and per-step bytes (memoised)."""
     graph = state.get_graph(graph_key)
@@ -233,7 +235,7 @@ def after_data(graph_key: str, plan_key: str) -> After:
         curve = analysis.total_curve(graph, plan.order, plan.alignment_bytes)
     alloc, freed = analysis.step_bytes(graph, plan.order, plan.alignment_bytes)
     view = analysis.layout_from_plan(graph, plan, label=f"planned layout ({plan.method})")
-    return After(plan, curve, view, alloc, freed)
+    return freeze_arrays(After(plan, curve, view, alloc, freed))
 
 
 def warm(graph_key: str, plan_key: str | None, base: str = "eager") -> None:
@@ -252,13 +254,17 @@ def _hashable(x: Any) -> Any:
     return x
 
 
+def _copy_pair(figs: tuple[go.Figure, go.Figure]) -> tuple[go.Figure, go.Figure]:
+    return go.Figure(figs[0]), go.Figure(figs[1])
+
+
 def curves_figure(graph_key: str, plan_key: str | None, base: str,
                   x_range: Sequence[float] | None, step: int | None) -> go.Figure:
-    """View 1: before/after live bytes (memoised; do not mutate the result)."""
+    """View 1: before/after live bytes (memoised; each call gets its own copy)."""
     return _curves(graph_key, plan_key, base, _hashable(x_range), step)
 
 
-@functools.lru_cache(maxsize=16)
+@memoised(16, copy=go.Figure)
 def _curves(graph_key: str, plan_key: str | None, base: str,
             x_range: Sequence[float] | None, step: int | None) -> go.Figure:
     b = before_data(graph_key, base)
@@ -280,7 +286,7 @@ def timeline_fig(graph_key: str, plan_key: str | None, base: str,
     return _timeline(graph_key, plan_key, base, _hashable(x_range), _hashable(selection))
 
 
-@functools.lru_cache(maxsize=16)
+@memoised(16, copy=go.Figure)
 def _timeline(graph_key: str, plan_key: str | None, base: str, x_range: Any, sel: Any
               ) -> go.Figure:
     selection = dict(sel) if sel else None
@@ -302,7 +308,7 @@ def layout_figures(graph_key: str, plan_key: str | None, base: str,
     return _layouts(graph_key, plan_key, base, _hashable(x_range), _hashable(selection))
 
 
-@functools.lru_cache(maxsize=16)
+@memoised(16, copy=_copy_pair)
 def _layouts(graph_key: str, plan_key: str | None, base: str, x_range: Any, sel: Any
              ) -> tuple[go.Figure, go.Figure]:
     selection = dict(sel) if sel else None

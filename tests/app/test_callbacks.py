@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from collections.abc import Callable
 from contextvars import copy_context
@@ -18,7 +19,7 @@ from dash.exceptions import PreventUpdate
 from app import callbacks, ids, state
 from roam_core.formats import plan_io
 from roam_core.formats.graph_io import dumps_graph
-from roam_core.model.samples import diamond
+from roam_core.model.samples import diamond, tiny_train_step
 from tests.app.helpers import planned_with_tree
 
 
@@ -200,3 +201,43 @@ def test_layout_builds_with_every_id(cache_dir: Path) -> None:
         assert f"'{getattr(ids, name)}'" in text, name
     assert app.config.assets_folder.endswith("/assets")
     assert app.server.config["MAX_CONTENT_LENGTH"] > 200 * 2**20
+
+
+def test_two_apps_keep_their_own_upload_limits(cache_dir: Path) -> None:
+    """The config is per app (bound at registration), not module state."""
+    from app import create_app
+
+    small = create_app(cache_dir=str(cache_dir), plan_on_start=False, max_upload_mb=0.001)
+    big = create_app(cache_dir=str(cache_dir), plan_on_start=False, max_upload_mb=50)
+    assert small.server.config["ROAM"].max_upload_bytes == int(0.001 * 2**20)
+    assert big.server.config["ROAM"].max_upload_bytes == 50 * 2**20
+    assert not hasattr(callbacks, "CONFIG")
+    url = _url(dumps_graph(tiny_train_step()))
+    cfg = small.server.config["ROAM"]
+    data, msg, _ = run(functools.partial(callbacks.load_graph, config=cfg), ids.UPLOAD, url,
+                       None, url, None, "t.json")
+    assert data is dash.no_update and "larger than the upload limit" in msg
+    data, _, _ = run(functools.partial(callbacks.load_graph, config=big.server.config["ROAM"]),
+                     ids.UPLOAD, url, None, url, None, "t.json")
+    assert data["name"] == "tiny_train_step"
+
+
+def test_memos_are_registered_and_return_copies(planned: dict[str, Any]) -> None:
+    from app import memo, services
+
+    names = memo.memo_names()
+    for n in ("app.state.get_graph", "app.state._get_plan", "app.services.before_data",
+              "app.services.after_data", "app.services._curves", "app.services._timeline",
+              "app.services._layouts"):
+        assert n in names
+    g, pk = planned["graph"]["key"], planned["plan"]
+    fig = services.curves_figure(g, pk, "eager", None, None)
+    fig.update_layout(title="mutated")
+    assert services.curves_figure(g, pk, "eager", None, None).layout.title.text != "mutated"
+    a = services.after_data(g, pk)
+    with pytest.raises(ValueError):
+        a.curve[0] = 0  # frozen arrays
+    assert services._curves.cache_info().currsize >= 1
+    services.clear_caches()
+    assert services._curves.cache_info().currsize == 0
+    assert services.after_data.cache_info().currsize == 0
