@@ -341,7 +341,8 @@ def register(app: dash.Dash, config: AppConfig = DEFAULT_CONFIG) -> None:
        Input(ids.TRACE_RESULT, "data"), State(ids.UPLOAD, "filename"),
        prevent_initial_call=True)(_bind(load_graph, config))
     cb(Output(ids.PLAN_KEY, "data"), gk, Input(_PLAN_RESULT, "data"),
-       Input(_IMPORT_RESULT, "data"), *settings, prevent_initial_call=True)(_bind(resolve_plan, config))
+       Input(_IMPORT_RESULT, "data"), *settings,
+       prevent_initial_call=True)(_bind(resolve_plan, config))
     cb(Output(_PLAN_RESULT, "data"), Output(ids.PLAN_STATUS, "children"),
        Input(ids.PLAN_BTN, "n_clicks"), State(ids.GRAPH_KEY, "data"), *settings,
        background=True, prevent_initial_call=True, interval=300,

@@ -216,7 +216,8 @@ def test_two_apps_keep_their_own_upload_limits(cache_dir: Path) -> None:
     cfg = small.server.config["ROAM"]
     data, msg, _ = run(functools.partial(callbacks.load_graph, config=cfg), ids.UPLOAD, url,
                        None, url, None, "t.json")
-    assert data is dash.no_update and "larger than the upload limit" in msg
+    assert data is dash.no_update
+    assert "larger than the upload limit" in msg
     data, _, _ = run(functools.partial(callbacks.load_graph, config=big.server.config["ROAM"]),
                      ids.UPLOAD, url, None, url, None, "t.json")
     assert data["name"] == "tiny_train_step"
