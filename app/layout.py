@@ -5,6 +5,7 @@ No callbacks and no roam_core computations here (the defaults come in as argumen
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,9 +27,11 @@ def _card(title: str, *children: Any, id_: str | None = None, cls: str = "") -> 
     return html.Div([html.H3(title), *children], className=f"card {cls}".strip(), **kw)
 
 
-def _num(id_: str, label: str, value: float, step: float = 1, min_: float = 0) -> html.Label:
+def _num(id_: str, label: str, value: float, step: float | str = 1,
+         min_: float | None = 0) -> html.Label:
+    kw = {} if min_ is None else {"min": min_}  # no min: a bad value reaches the check
     return html.Label([label, dcc.Input(id=id_, type="number", value=value, step=step,
-                                        min=min_, debounce=True)], className="field")
+                                        debounce=True, **kw)], className="field")
 
 
 def _loading_card(defaults: Mapping[str, Any]) -> html.Div:
@@ -57,6 +60,7 @@ def _loading_card(defaults: Mapping[str, Any]) -> html.Div:
             html.Div([html.Button("Trace", id=ids.ZOO_TRACE_BTN, disabled=not zoo),
                       html.Button("Cancel", id=ids.ZOO_CANCEL_BTN, disabled=True)],
                      className="buttons"),
+            html.Div(id=ids.ZOO_PROGRESS, className="status"),
             html.Div(id=ids.ZOO_STATUS, className="status"),
         ], className="zoo"),
     )
@@ -73,15 +77,17 @@ def _plan_card(s: PlanSettings) -> html.Div:
             id=ids.BASELINE, clearable=False, value="eager",
             options=[{"label": lbl, "value": v} for v, lbl in BASELINE_METHODS])],
             className="field"),
-        html.Div([_num(ids.TIME_LIMIT, "time limit (s)", s.time_limit_s, step=0.5),
-                  _num(ids.NODE_LIMIT, "node limit", s.node_limit, min_=1),
-                  _num(ids.WORKERS, "workers", s.workers, min_=1),
-                  _num(ids.ALIGNMENT, "alignment (B)", s.alignment_bytes, min_=1)],
+        html.Div([_num(ids.TIME_LIMIT, "time limit (s)", s.time_limit_s, step="any",
+                       min_=None),
+                  _num(ids.NODE_LIMIT, "node limit", s.node_limit, min_=None),
+                  _num(ids.WORKERS, "workers", s.workers, min_=None),
+                  _num(ids.ALIGNMENT, "alignment (B)", s.alignment_bytes, min_=None)],
                  className="grid2"),
+        html.Div(id=ids.SETTINGS_MSG, className="status error"),
         html.Div([html.Button("Plan", id=ids.PLAN_BTN, className="primary"),
                   html.Button("Cancel", id=ids.CANCEL_BTN, disabled=True)],
                  className="buttons"),
-        html.Progress(id=ids.PROGRESS, value="0", max="1"),
+        html.Progress(id=ids.PROGRESS, value="0", max="1000"),
         html.Div(id=ids.PROGRESS_TEXT, className="status"),
         html.Div(id=ids.PLAN_STATUS, className="status"),
     )
@@ -134,7 +140,10 @@ def build_layout(defaults: Mapping[str, Any]) -> html.Div:
               dcc.Store(id=ids.STEP, data=None), dcc.Store(id=ids.TRACE_RESULT, data=None),
               dcc.Store(id=ids.PLAN_RESULT, data=None),
               dcc.Store(id=ids.IMPORT_RESULT, data=None),
-              dcc.Store(id=ids.VERIFY_DONE, data=None), dcc.Store(id=ids.TREE_OPEN, data={})]
+              dcc.Store(id=ids.VERIFY_DONE, data=None), dcc.Store(id=ids.TREE_OPEN, data={}),
+              dcc.Store(id=ids.RUNNING, data={"plan": False, "trace": False, "verify": False}),
+              dcc.Store(id=ids.SESSION, data=uuid.uuid4().hex),
+              dcc.Store(id=ids.VERIFY_OFF, data=True)]
     side = html.Div([_loading_card(defaults), _plan_card(s),
                      _card("Search", dcc.Input(id=ids.SEARCH_INPUT, type="search",
                                                placeholder="op or tensor name (regex)",

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,8 +33,11 @@ __all__ = [
     "SAMPLE_DIR",
     "After",
     "Before",
+    "PlanProgressTracker",
     "after_data",
     "before_data",
+    "cancel_flag",
+    "cancel_key",
     "clear_caches",
     "curves_figure",
     "decode_upload",
@@ -45,9 +49,11 @@ __all__ = [
     "live_table",
     "load_choice",
     "plan_graph",
+    "plan_graph_job",
     "progress_values",
     "range_from_relayout",
     "range_of",
+    "request_cancel",
     "sample_options",
     "summary_rows",
     "timeline_fig",
@@ -168,12 +174,116 @@ def cached_plan_key(graph_key: str, settings: planning.PlanSettings) -> str | No
 def progress_values(p: Any) -> tuple[int, int, str]:
     """``(done, total, text)`` for the progress bar from a ``PlanProgress``."""
     best = getattr(p, "best_peak_bytes", None)
-    text = f"{p.stage}: {p.done}/{p.total} sub-tasks"
+    text = f"{p.stage}: {p.done}/{p.total} sub-tasks" if p.stage == "order" else p.stage
     if best is not None:
         text += f", best peak {analysis.fmt_bytes(best)}"
     if getattr(p, "message", ""):
         text += f" ({p.message})"
     return int(p.done), max(int(p.total), 1), text
+
+
+#: Share of a planner run each stage takes (the order stage dominates), for the overall bar.
+STAGE_SHARES: tuple[tuple[str, float], ...] = (
+    ("baseline", 0.05), ("rewrite", 0.02), ("decompose", 0.03), ("order", 0.70),
+    ("layout", 0.20))
+
+
+class PlanProgressTracker:
+    """Progress across the planner's stages: an overall percentage and the time left.
+
+    Call it with each ``PlanProgress``; it returns ``(value, max, text)`` for the progress
+    bar (value in thousandths).  The time left is extrapolated from the elapsed time and
+    capped by the time limit (the planner stops there, then lays out the arena).
+
+    Examples
+    --------
+    >>> from roam_core.planner import PlanProgress
+    >>> now = iter([0.0, 2.0, 4.0]).__next__
+    >>> track = PlanProgressTracker(10.0, clock=now)
+    >>> track(PlanProgress("order", 1, 4, 3 * 2**20, "sub-task t1"))[2]
+    '28 % · order: 1/4 sub-tasks, best peak 3.00 MiB (sub-task t1) · about 5 s left'
+    >>> track(PlanProgress("done", 1, 1, 3 * 2**20))[:2]
+    (1000, 1000)
+    """
+
+    def __init__(self, time_limit_s: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._t0 = clock()
+        self._limit = time_limit_s
+        self._fraction = 0.0
+
+    def fraction(self, p: Any) -> float:
+        """Overall fraction done (never goes back)."""
+        if p.stage == "done":
+            self._fraction = 1.0
+            return 1.0
+        start = 0.0
+        for stage, share in STAGE_SHARES:
+            if stage == p.stage:
+                within = min(max(p.done / max(p.total, 1), 0.0), 1.0)
+                self._fraction = max(self._fraction, start + share * within)
+                break
+            start += share
+        return self._fraction
+
+    def __call__(self, p: Any) -> tuple[int, int, str]:
+        f = self.fraction(p)
+        elapsed = self._clock() - self._t0
+        _, _, text = progress_values(p)
+        if f >= 1.0:
+            return 1000, 1000, f"100 % · done in {elapsed:.1f} s · {text}"
+        left = elapsed * (1 - f) / f if f > 0.02 else None
+        if self._limit:
+            cap = max(self._limit - elapsed, 0.0) + 1.0
+            left = cap if left is None else min(left, cap)
+        eta = f" · about {left:.0f} s left" if left is not None else ""
+        return int(1000 * f), 1000, f"{100 * f:.0f} % · {text}{eta}"
+
+
+# ------------------------------------------------------------------ cancellation
+def cancel_key(session: str, run: int) -> str:
+    """Cache key of the cancel request of run ``run`` (Plan clicks) in page ``session``."""
+    return f"cancel-{session}-{int(run)}"
+
+
+def request_cancel(session: str, run: int) -> None:
+    """Ask the planner job of that run to stop (it keeps the best plan found so far)."""
+    state.put_json(cancel_key(session, run), True)
+
+
+def cancel_flag(session: str, run: int, every_s: float = 0.25,
+                clock: Callable[[], float] = time.monotonic) -> Callable[[], bool]:
+    """A ``cancel()`` callable for the planner that reads the request at most every
+    ``every_s`` seconds (it is polled by solver threads)."""
+    key = cancel_key(session, run)
+    last = {"t": -1e9, "v": False}
+
+    def flag() -> bool:
+        if not last["v"] and clock() - last["t"] >= every_s:
+            last["t"], last["v"] = clock(), bool(state.get_json(key, False))
+        return bool(last["v"])
+
+    return flag
+
+
+def plan_graph_job(graph_key: str, settings: planning.PlanSettings,
+                   progress: Callable[[Any], None] | None = None,
+                   cancel: Callable[[], bool] | None = None) -> tuple[str, bool]:
+    """Like :func:`plan_graph`, cancellable: ``(plan key, cancelled)``.
+
+    A cancelled run returns the best valid plan found so far; it is stored under its content
+    hash, never under the settings' cache key (the next Plan press plans in full).
+    """
+    key = state.plan_key(graph_key, settings.as_dict())
+    if state.has_plan(key):
+        return key, False
+    graph = state.get_graph(graph_key)
+    plan = planning.run_planner(graph, settings, progress, cancel)
+    validate_plan(graph, plan)
+    if cancel is not None and cancel():
+        return state.put_plan(plan), True
+    return state.put_plan(plan, key), False
 
 
 def import_plan(contents: str, filename: str | None, graph_key: str, max_bytes: int) -> str:

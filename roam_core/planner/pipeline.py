@@ -41,6 +41,7 @@ from typing import Any
 from roam_core.base.config import PlannerConfig
 from roam_core.base.cpsat import as_cancel_flag
 from roam_core.base.errors import PlanInvalidError
+from roam_core.base.units import format_bytes
 from roam_core.model.graph import Graph, OpId
 from roam_core.model.plan import Plan, SolveRecord
 from roam_core.oracle.simulate import lifetimes, simulate
@@ -439,5 +440,5 @@ def _finish(graph: Graph, config: PlannerConfig, method: str, order: Sequence[Op
     bad = check_plan(graph, plan)
     if bad:
         raise PlanInvalidError(bad)
-    emit("done", 1, 1, f"peak {prof.peak_bytes} bytes, arena {plan.arena_bytes} bytes")
+    emit("done", 1, 1, f"peak {format_bytes(prof.peak_bytes)}, arena {format_bytes(plan.arena_bytes)}")
     return plan

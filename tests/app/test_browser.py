@@ -170,33 +170,67 @@ def test_malformed_upload_shows_error_and_app_keeps_working(page_factory: Any,
 def _slow_planner(delay_s: float, then_real: bool) -> Any:
     real = planning.run_planner
 
-    def slow(graph: Any, settings: Any, progress: Any = None) -> Any:
+    def slow(graph: Any, settings: Any, progress: Any = None, cancel: Any = None) -> Any:
+        if cancel is None:  # planned on load (small graphs), not by the Plan button
+            return real(graph, settings, progress)
         if progress:
             progress(PlanProgress("order", 0, 3, None, "slow test planner"))
-        time.sleep(delay_s)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < delay_s:
+            if cancel is not None and cancel():  # what make_plan does between sub-tasks
+                return real(graph, dataclasses.replace(settings, method="eager"))
+            time.sleep(0.05)
         if not then_real:
             raise AssertionError("the job should have been cancelled")
-        return real(graph, settings, progress)
+        return real(graph, settings, progress, cancel)
 
     return slow
 
 
 def test_cancel_stops_the_job(page_factory: Any, tmp_path: Path,
                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cancel says so, stops the progress text, clears the old status, shows the best plan."""
     monkeypatch.setattr(planning, "run_planner", _slow_planner(60, then_real=False))
     page = page_factory()
     _views_rendered(page)
-    _load(page, tmp_path, chain3())
     page.fill("#plan-time-limit", "7")
+    page.press("#plan-time-limit", "Enter")
+    page.click("#plan-btn")  # the start-up graph: a status that must go with a new graph
+    expect(page.locator("#cancel-btn")).to_be_enabled(timeout=T)
+    page.click("#cancel-btn")
+    expect(page.locator("#plan-status")).to_contain_text("cancelled", timeout=T)
+    expect(page.locator("#plan-btn")).to_be_enabled(timeout=T)
+    _load(page, tmp_path, chain3())
+    expect(page.locator("#plan-status")).to_have_text("", timeout=T)
+    expect(page.locator("#plan-progress-text")).to_have_text("", timeout=T)
+    page.fill("#plan-time-limit", "8")
     page.press("#plan-time-limit", "Enter")
     page.click("#plan-btn")
     expect(page.locator("#cancel-btn")).to_be_enabled(timeout=T)
     expect(page.locator("#plan-progress-text")).to_contain_text("slow test planner", timeout=T)
+    expect(page.locator("#plan-progress-text")).to_contain_text("%")
     page.click("#cancel-btn")
+    expect(page.locator("#plan-status")).to_contain_text(
+        "cancelled: showing the best plan found so far", timeout=T)
     expect(page.locator("#plan-btn")).to_be_enabled(timeout=10_000)
     expect(page.locator("#cancel-btn")).to_be_disabled()
+    text = page.locator("#plan-progress-text").inner_text()
+    assert text.startswith("cancelled"), text
     time.sleep(1.0)
-    assert "planned" not in page.locator("#plan-status").inner_text()
+    assert page.locator("#plan-progress-text").inner_text() == text  # stopped
+    expect(page.locator("#summary-card")).to_contain_text("chain3:", timeout=T)
+    expect(page.locator("#summary-card")).to_contain_text("planned peak (eager)", timeout=T)
+    page.screenshot(path=str(_shot("cancel")), full_page=False)
+
+
+def _shot(name: str) -> Path:
+    """Where a test's screenshot goes (``$ROAM_SHOTS`` or the pytest temp dir)."""
+    import os
+    import tempfile
+
+    d = Path(os.environ.get("ROAM_SHOTS") or tempfile.gettempdir()) / "roam-shots"
+    d.mkdir(parents=True, exist_ok=True)
+    return d / f"{name}.png"
 
 
 def test_two_contexts_plan_at_once(page_factory: Any, tmp_path: Path,

@@ -242,3 +242,84 @@ def test_memos_are_registered_and_return_copies(planned: dict[str, Any]) -> None
     services.clear_caches()
     assert services._curves.cache_info().currsize == 0
     assert services.after_data.cache_info().currsize == 0
+
+
+def test_plan_job_cancel_keeps_the_best_plan_so_far(cache_dir: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cancel is cooperative: the planner stops, the best valid plan so far is shown."""
+    from app import planning
+
+    real = planning.run_planner
+    polled: list[bool] = []
+
+    def stoppable(graph: Any, settings: Any, progress: Any = None, cancel: Any = None) -> Any:
+        callbacks.cancel_plan(1, "page1", 1)  # the user presses Cancel mid-run
+        polled.append(cancel())
+        return real(graph, settings, progress, cancel)
+
+    monkeypatch.setattr(planning, "run_planner", stoppable)
+    gk = state.put_graph(tiny_train_step())
+    seen: list[tuple] = []
+    out, status = callbacks.plan_job(seen.append, 1, {"key": gk}, "roam", 5, 10, 1, 512,
+                                     "page1")
+    assert polled == [True]
+    assert out["cancelled"] is True
+    assert status.startswith("cancelled: showing the best plan found so far (peak ")
+    assert state.get_plan(out["key"]).order  # a valid plan, shown in every view
+    assert seen[-1][2].startswith("cancelled after")
+    # not cached as the full plan of these settings: the next Plan press plans in full
+    from app import services
+    assert services.cached_plan_key(gk, callbacks._settings("roam", 5, 10, 1, 512)) is None
+    # another page's run is not cancelled
+    monkeypatch.setattr(planning, "run_planner", real)
+    out2, status2 = callbacks.plan_job(seen.append, 1, {"key": gk}, "roam", 5, 10, 1, 512,
+                                       "page2")
+    assert "cancelled" not in out2
+    assert status2.startswith("planned with roam")
+
+
+def test_cancel_feedback_for_jobs_without_partial_results() -> None:
+    assert callbacks.cancelled(1) == "cancelled"
+    with pytest.raises(PreventUpdate):
+        callbacks.cancelled(None)
+    msg, progress = callbacks.cancel_plan(2, "s", 3)
+    assert msg.startswith("cancelling")
+    assert progress.startswith("cancelled")
+    with pytest.raises(PreventUpdate):
+        callbacks.cancel_plan(1, "s", None)  # nothing was started
+
+
+def test_buttons_derive_from_the_running_store() -> None:
+    idle = {"plan": False, "trace": False, "verify": False}
+    assert callbacks.buttons(idle, False, ["mlp"]) == (False, True, False, True, False, True)
+    assert callbacks.buttons({**idle, "plan": True}, False, ["mlp"])[:2] == (True, False)
+    assert callbacks.buttons({**idle, "trace": True}, False, ["mlp"])[2:4] == (True, False)
+    assert callbacks.buttons({**idle, "verify": True}, False, [])[2:] == (
+        True, True, True, False)
+    assert callbacks.buttons(None, None, None)[4] is True  # verify off until known
+
+
+def test_settings_are_checked_in_words(cache_dir: Path) -> None:
+    assert callbacks.settings_message("roam", 5, 60, 1, 512) == ""
+    msg = callbacks.settings_message("roam", -5, 60, 0, 512)
+    assert msg == ("Settings: time limit must be more than 0 s (got -5 s); "
+                   "workers must be at least 1 (got 0)")
+    gk = state.put_graph(diamond())
+    out, status = callbacks.plan_job(print, 1, {"key": gk}, "roam", -5, 60, 0, 512)
+    assert out is dash.no_update
+    assert status.startswith("Planning not started: time limit must be more than 0 s")
+    g = {"key": gk, "name": "diamond"}
+    assert run(callbacks.resolve_plan, ids.TIME_LIMIT, -5, g, None, None, "roam", -5, 60, 1,
+               512) is dash.no_update
+
+
+def test_new_graph_clears_status_and_sample_pick(cache_dir: Path) -> None:
+    assert callbacks.clear_plan_status({"key": "g", "name": "x"}) == ("", "", 0)
+    opts = [{"label": "mlp", "value": "file:mlp-b8-steady.json.gz"},
+            {"label": "chain3", "value": "hand:chain3"}]
+    assert callbacks.sample_pick_for({"key": "g", "name": "chain3"}, "hand:chain3",
+                                     opts)[0] is dash.no_update
+    value, placeholder = callbacks.sample_pick_for({"key": "g", "name": "mlp-b2-steady"},
+                                                   "hand:chain3", opts)
+    assert value is None
+    assert "mlp-b2-steady" in placeholder
