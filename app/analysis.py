@@ -21,6 +21,7 @@ from roam_core.oracle.simulate import Lifetime, lifetimes, simulate
 
 __all__ = [
     "KINDS",
+    "NODE_ROLES",
     "TREE_PAGE",
     "LayoutView",
     "Section",
@@ -33,9 +34,11 @@ __all__ = [
     "layout_from_plan",
     "live_rows",
     "node_range",
+    "node_role",
     "search",
     "shown_children",
     "step_bytes",
+    "subtree_range",
     "summary_rows",
     "total_curve",
 ]
@@ -227,6 +230,47 @@ def expand_node(tree: Mapping[str, Any] | None, shown: Mapping[str, int], node_i
             n_kids = len(node.get("children") or ())
             return {**shown, node_id: min(n_kids, shown_children(node, depth, shown) + page)}
     return dict(shown)
+
+
+#: What each kind of task-tree node is, in words (ROAM's decomposition).
+NODE_ROLES: dict[str, str] = {
+    "outer": "the whole step: what is left outside the rings and tails",
+    "ring": "forward/backward ring around the loss",
+    "tail": "optimizer tail (or the ops before the first ring)",
+    "segment": "a window of a long chain of ops (cut to the node limit)",
+}
+
+
+def node_role(node: Mapping[str, Any], tree: Mapping[str, Any] | None = None) -> str:
+    """A task-tree node in words (with ``tree``, a tail says which side of the rings it is).
+
+    >>> node_role({"kind": "ring"})
+    'forward/backward ring around the loss'
+    >>> tree = {"id": "root", "kind": "outer", "children": [
+    ...     {"id": "t1", "kind": "ring", "steps": [[10, 20]]},
+    ...     {"id": "t2", "kind": "tail", "steps": [[25, 30]]}]}
+    >>> node_role(tree["children"][1], tree)
+    'optimizer tail: the ops after the backward ring'
+    """
+    kind = str(node.get("kind", ""))
+    if kind == "tail" and tree is not None:
+        rings = [r for n, _ in iter_tree(tree) if n.get("kind") == "ring"
+                 and (r := subtree_range(n)) is not None]
+        mine = subtree_range(node)
+        if rings and mine is not None:
+            if mine[0] >= max(b for _, b in rings):
+                return "optimizer tail: the ops after the backward ring"
+            if mine[1] <= min(a for a, _ in rings):
+                return "forward head: the ops before the ring around the loss"
+    return NODE_ROLES.get(kind, kind or "sub-task")
+
+
+def subtree_range(node: Mapping[str, Any]) -> tuple[int, int] | None:
+    """The step range ``[min start, max end)`` of a node's own ops and all its children's."""
+    spans = [r for n, _ in iter_tree(node) if (r := node_range(n)) is not None]
+    if not spans:
+        return None
+    return min(a for a, _ in spans), max(b for _, b in spans)
 
 
 def node_range(node: Mapping[str, Any]) -> tuple[int, int] | None:

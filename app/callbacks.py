@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -342,7 +343,9 @@ def on_range(*args: Any) -> tuple[Any, str]:
         rng = services.range_from_relayout(_triggered_value())
     if rng == "keep":
         raise PreventUpdate
-    return rng, "whole step axis" if rng is None else f"steps {rng[0]:.0f} – {rng[1]:.0f}"
+    if rng is None:
+        return rng, "whole step axis"
+    return rng, f"steps {max(math.ceil(rng[0]), 0)} – {math.floor(rng[1])}"
 
 
 def on_select(layout_click: Any, base_click: Any, tl_click: Any, hits: Any, graph: Any) -> Any:

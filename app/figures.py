@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from app.analysis import KINDS, LayoutView, fmt_bytes, iter_tree
+from app.analysis import KINDS, LayoutView, fmt_bytes, iter_tree, node_role
 from app.raster import paint_index, png_data_uri, rasterize
 from roam_core.model.graph import Graph, OpId, Phase
 
@@ -372,27 +372,39 @@ def _hover_grid(fig: go.Figure, view: LayoutView, vis: np.ndarray,
 
 
 def task_tree_figure(tree: Mapping[str, Any] | None) -> go.Figure:
-    """The planner's task division as an icicle (size = op count); for the report."""
+    """The planner's task division as an icicle; for the report and the tree PNG.
+
+    A node's size is the op count of its whole sub-tree (its own ops plus its children's):
+    with ``branchvalues="total"`` a parent smaller than its children's sum draws nothing.
+    """
     nodes = list(iter_tree(tree))
     if not nodes:
         return empty_figure("no task tree (baseline plan)")
-    ids, parents, values, text = [], [], [], []
+    ids, parents, values, text, colors = [], [], [], [], []
 
-    def walk(node: Mapping[str, Any], parent: str) -> None:
+    def walk(node: Mapping[str, Any], parent: str) -> int:
         nid = str(node.get("id"))
+        at = len(ids)
         ids.append(nid)
         parents.append(parent)
-        values.append(int(node.get("num_ops", 0) or 0))
-        text.append(f"{node.get('kind', '')} · {node.get('num_ops', 0)} ops · "
-                    f"{fmt_bytes(node.get('peak_before_bytes'))} → "
-                    f"{fmt_bytes(node.get('peak_after_bytes'))} · {node.get('status', '')}")
-        for c in node.get("children") or ():
-            walk(c, nid)
+        values.append(0)
+        own = int(node.get("num_ops", 0) or 0)
+        before, after = node.get("peak_before_bytes"), node.get("peak_after_bytes")
+        fell = before is not None and after is not None and after < before
+        text.append(f"{node_role(node, tree)} · {own} own ops · {fmt_bytes(before)} → "
+                    f"{fmt_bytes(after)}" + (" (peak fell)" if fell else "")
+                    + f" · {node.get('status', '')}")
+        colors.append("#55a868" if fell else "#c8ccd2")
+        values[at] = own + sum(walk(c, nid) for c in node.get("children") or ())
+        return values[at]
 
     walk(tree, "")  # type: ignore[arg-type]
     fig = go.Figure(go.Icicle(ids=ids, labels=ids, parents=parents, values=values,
-                              text=text, branchvalues="total",
-                              hovertemplate="%{label}<br>%{text}<extra></extra>"),
+                              text=text, branchvalues="total", marker={"colors": colors},
+                              hovertemplate="%{label}: %{value} ops in its sub-tree<br>"
+                                            "%{text}<extra></extra>"),
                     layout=_BASE_LAYOUT)
-    fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 30, "b": 10})
+    fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 30, "b": 10},
+                      title={"text": "green: sub-tasks whose peak fell", "font": {"size": 12},
+                             "x": 0.01})
     return fig

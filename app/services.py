@@ -93,7 +93,7 @@ def decode_upload(contents: str, max_bytes: int) -> bytes:
     """Bytes of a ``dcc.Upload`` data URL, refusing files over ``max_bytes``."""
     head, _, b64 = (contents or "").partition(",")
     if not head.startswith("data:") or not b64:
-        raise GraphError("the upload is empty or not a data URL")
+        raise GraphError("the file arrived empty or damaged in the upload; drop it again")
     if len(b64) * 3 // 4 > max_bytes:
         raise GraphError(f"file is larger than the upload limit ({analysis.fmt_bytes(max_bytes)})")
     try:
@@ -144,7 +144,8 @@ def zoo_models() -> list[str]:
 def validate_plan(graph: Graph, plan: Plan) -> None:
     """Raise ``PlanFormatError``/``PlanInvalidError`` unless ``plan`` fits ``graph``."""
     if plan.graph_fingerprint != graph.fingerprint():
-        raise PlanFormatError("plan was made for another graph (fingerprint mismatch)")
+        raise PlanFormatError(f"plan was made for graph '{plan.graph_name}', not for this "
+                              f"graph '{graph.name}'")
     from roam_core.oracle import validate
 
     check = getattr(validate, "check_plan", None)
@@ -514,9 +515,12 @@ def range_from_relayout(data: Mapping[str, Any] | None) -> list[float] | str | N
 def range_of(graph_key: str, plan_key: str | None, base: str, kind: str, ident: str
              ) -> list[float] | None:
     """Step window showing an op, a tensor's lifetime or a task-tree node (with a margin)."""
+    n_steps = len(after_data(graph_key, plan_key).plan.order if plan_key
+                  else before_data(graph_key, base).order)
     if kind == "node":
         node = analysis.find_node(tree_of(plan_key), ident)
-        span = analysis.node_range(node) if node else None
+        span = analysis.subtree_range(node) if node else None
+        return None if span is None else _window(span, n_steps, margin=0.0)
     else:
         graph = state.get_graph(graph_key)
         view = after_data(graph_key, plan_key).view if plan_key else before_data(
@@ -531,11 +535,27 @@ def range_of(graph_key: str, plan_key: str | None, base: str, kind: str, ident: 
             span = (int(view.start[idx[0]]), int(view.end[idx[0]])) if len(idx) else None
             if span is None and ident in graph.tensors:
                 span = (0, view.n_steps)
-    if span is None:
-        return None
+    return None if span is None else _window(span, n_steps)
+
+
+def _window(span: tuple[int, int], n_steps: int, margin: float = 0.05) -> list[float]:
+    """Axis range showing steps ``[lo, hi)`` (at least ``MIN_RANGE_STEPS`` wide, ``margin``
+    of its width on each side), never outside the step axis ``[-0.5, n_steps - 0.5]``.
+
+    >>> _window((0, 8000), 8000)
+    [-0.5, 7999.5]
+    >>> _window((10, 12), 100, margin=0.0)
+    [6.5, 14.5]
+    """
     lo, hi = span
-    pad = max(MIN_RANGE_STEPS - (hi - lo), 0) / 2 + 0.05 * (hi - lo)
-    return [lo - pad - 0.5, hi + pad - 0.5]
+    pad = max(MIN_RANGE_STEPS - (hi - lo), 0) / 2 + margin * (hi - lo)
+    a, b = lo - pad - 0.5, hi + pad - 0.5
+    top = max(n_steps, 1) - 0.5
+    if b > top:
+        a, b = a - (b - top), top
+    if a < -0.5:
+        a, b = -0.5, min(b + (-0.5 - a), top)
+    return [float(a), float(b)]
 
 
 # ------------------------------------------------------------------ export

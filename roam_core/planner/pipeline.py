@@ -440,5 +440,6 @@ def _finish(graph: Graph, config: PlannerConfig, method: str, order: Sequence[Op
     bad = check_plan(graph, plan)
     if bad:
         raise PlanInvalidError(bad)
-    emit("done", 1, 1, f"peak {format_bytes(prof.peak_bytes)}, arena {format_bytes(plan.arena_bytes)}")
+    emit("done", 1, 1,
+         f"peak {format_bytes(prof.peak_bytes)}, arena {format_bytes(plan.arena_bytes)}")
     return plan

@@ -323,3 +323,16 @@ def test_new_graph_clears_status_and_sample_pick(cache_dir: Path) -> None:
                                                    "hand:chain3", opts)
     assert value is None
     assert "mlp-b2-steady" in placeholder
+
+
+def test_tree_node_zoom_stays_on_the_step_axis(planned: dict[str, Any]) -> None:
+    """The root spans every step: its window is the axis, never a negative, too wide range."""
+    g, pk = planned["graph"], planned["plan"]
+    n = len(state.get_plan(pk).order)
+    r, text = run(callbacks.on_range, {"index": "root", "type": ids.TREE_NODE}, 1,
+                  *([None] * 7), pk, g, "eager")
+    assert r == [-0.5, n - 0.5]
+    assert text == f"steps 0 – {n - 1}"
+    r, _ = run(callbacks.on_range, {"index": "t1", "type": ids.TREE_NODE}, 1,
+               *([None] * 7), pk, g, "eager")
+    assert -0.5 <= r[0] < r[1] <= n - 0.5
