@@ -370,7 +370,7 @@ def on_step(click: Any, plan: Any) -> Any:
         return None
     if not click:
         raise PreventUpdate
-    return {"step": round(click["points"][0]["x"])}
+    return {"step": math.floor(click["points"][0]["x"])}  # step s spans [s, s + 1)
 
 
 def on_search(query: str | None, graph: dict | None) -> Any:

@@ -45,6 +45,10 @@ PHASE_COLORS: dict[str, str] = {
     "other": "#8c8c8c",
 }
 _UNIT_NAMES = ("B", "KiB", "MiB", "GiB", "TiB")
+#: Left/right margins of every figure with a step axis (curves, timeline, layouts), fixed
+#: (no automargin), so step s sits at the same x on screen in every view.  Step s occupies
+#: ``[s, s + 1)`` on every step axis, and the whole axis is ``[0, n_steps]``.
+STEP_AXIS_MARGIN: dict[str, int] = {"l": 84, "r": 20}
 _BASE_LAYOUT: dict[str, Any] = {
     "template": "plotly_white", "margin": {"l": 70, "r": 20, "t": 64, "b": 40},
     "hovermode": "closest",
@@ -92,6 +96,18 @@ def empty_figure(message: str = "nothing to show yet") -> go.Figure:
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return fig
+
+
+def _short(label: str, width: int = 10) -> str:
+    """A row label that fits the fixed step-axis margin (the full name goes in the title)."""
+    return label if len(label) <= width else label[:width - 1] + "…"
+
+
+def _step_axis(fig: go.Figure, n_steps: int) -> None:
+    """The shared step axis: fixed margins, whole range ``[0, n_steps]``."""
+    fig.update_layout(margin=STEP_AXIS_MARGIN)
+    fig.update_yaxes(automargin=False)
+    fig.update_xaxes(range=[0, max(n_steps, 1)], autorange=False)
 
 
 def _apply_range(fig: go.Figure, x_range: Sequence[float] | None) -> None:
@@ -169,12 +185,15 @@ def memory_curves_figure(
             continue
         k = int(np.argmax(c))
         xs = decimate(c, max_points, x_range)
+        ys = c[xs] / div
+        # one point at the end of the last step, so the "hv" line covers [s, s + 1)
+        xs, ys = np.append(xs, len(c)), np.append(ys, ys[-1])
         fig.add_trace(go.Scatter(
-            x=xs.astype(np.int32), y=(c[xs] / div).astype(np.float32), name=name,
+            x=xs.astype(np.int32), y=ys.astype(np.float32), name=name,
             mode="lines", line={"color": color, "shape": "hv"},
             hovertemplate=f"{name}<br>step %{{x}}<br>%{{y:.3f}} {unit}<extra></extra>"))
         fig.add_trace(go.Scatter(
-            x=[k], y=[c[k] / div], mode="markers+text", showlegend=False,
+            x=[k + 0.5], y=[c[k] / div], mode="markers+text", showlegend=False,
             marker={"color": color, "size": 9, "symbol": "diamond"},
             text=[f"peak {fmt_bytes(c[k])} @ step {k}"], textposition=pos,
             hoverinfo="skip", cliponaxis=False))
@@ -182,7 +201,7 @@ def memory_curves_figure(
                              ("lower bound", lower_bound_bytes, "dot")):
         if val:
             fig.add_trace(go.Scatter(
-                x=[0, max(n - 1, 1)], y=[val / div] * 2, mode="lines", name=label,
+                x=[0, max(n, 1)], y=[val / div] * 2, mode="lines", name=label,
                 line={"color": "#333", "dash": dash, "width": 1},
                 hovertemplate=f"{label}: {fmt_bytes(val)}<extra></extra>"))
     if title is None and before is not None and len(curves[0][1]) and len(after):
@@ -190,11 +209,12 @@ def memory_curves_figure(
         pct = 100 * (b - a) / b if b else 0.0
         title = f"peak {fmt_bytes(b)} → {fmt_bytes(a)}: saves {fmt_bytes(b - a)} ({pct:.1f} %)"
     if step is not None:
-        fig.add_vline(x=step, line={"color": "#999", "width": 1, "dash": "dot"})
+        fig.add_vline(x=step + 0.5, line={"color": "#999", "width": 1, "dash": "dot"})
     fig.update_layout(title={"text": title or "", "font": {"size": 14}, "x": 0.01, "y": 0.98},
                       xaxis_title="step", yaxis_title=f"memory ({unit})", dragmode="zoom",
                       yaxis_rangemode="tozero",
                       uirevision="curves")
+    _step_axis(fig, n)
     _apply_range(fig, x_range)
     return fig
 
@@ -237,10 +257,11 @@ def timeline_figure(
     for i, p in enumerate(phases):
         c = PHASE_COLORS[p.value]
         scale += [[i / k, c], [(i + 1) / k, c]]
-    fig.add_trace(go.Heatmap(
-        z=z, x0=0, dx=1, y=list(range(len(rows))), text=text, hovertext=hover, zmin=0,
-        zmax=k, colorscale=scale, showscale=False, xgap=0, ygap=6,
-        hovertemplate="%{text}%{hovertext}<br>step %{x}<extra></extra>"))
+    steps = np.tile(np.arange(n, dtype=np.int32), (len(rows), 1))
+    fig.add_trace(go.Heatmap(  # cell s spans [s, s + 1), as on every step axis
+        z=z, x0=0.5, dx=1, y=list(range(len(rows))), text=text, hovertext=hover, zmin=0,
+        zmax=k, colorscale=scale, showscale=False, xgap=0, ygap=6, customdata=steps,
+        hovertemplate="%{text}%{hovertext}<br>step %{customdata}<extra></extra>"))
     present = {p for _, o in rows for p in {phase_of[x] for x in o}}
     for i, p in enumerate(phases):
         if i in present:
@@ -251,15 +272,18 @@ def timeline_figure(
         for r, (_, order) in enumerate(rows):
             if highlight_op in order:
                 fig.add_trace(go.Scatter(
-                    x=[list(order).index(highlight_op)], y=[r], mode="markers",
+                    x=[list(order).index(highlight_op) + 0.5], y=[r], mode="markers",
                     showlegend=False, hoverinfo="skip",
                     marker={"size": 18, "color": "rgba(0,0,0,0)",
                             "line": {"color": "#000", "width": 2}}))
-    fig.update_yaxes(tickvals=list(range(len(rows))), ticktext=[r[0] for r in rows],
+    fig.update_yaxes(tickvals=list(range(len(rows))), ticktext=[_short(r[0]) for r in rows],
                      range=[-0.5, len(rows) - 0.5], fixedrange=True)
-    fig.update_xaxes(range=[-0.5, n - 0.5])
     fig.update_layout(xaxis_title="step", height=230, uirevision="timeline",
-                      margin={"l": 110, "r": 20, "t": 30, "b": 40})
+                      margin={"t": 30, "b": 40})
+    if before_order is not None:
+        fig.update_layout(title={"text": f"before: {before_label}", "font": {"size": 12},
+                                 "x": 0.01, "y": 0.97})
+    _step_axis(fig, n)
     _apply_range(fig, x_range)
     return fig
 
@@ -332,6 +356,7 @@ def layout_figure(
     vals, texts = binary_ticks(height)
     fig.update_yaxes(tickvals=vals, ticktext=texts, range=[0, height * 1.02],
                      title="offset")
+    _step_axis(fig, view.n_steps)
     fig.update_xaxes(range=[xa, xb], autorange=False, title="step")
     fig.update_layout(
         title={"text": title or f"{view.label}: {len(view)} storages, height "

@@ -540,21 +540,22 @@ def range_of(graph_key: str, plan_key: str | None, base: str, kind: str, ident: 
 
 def _window(span: tuple[int, int], n_steps: int, margin: float = 0.05) -> list[float]:
     """Axis range showing steps ``[lo, hi)`` (at least ``MIN_RANGE_STEPS`` wide, ``margin``
-    of its width on each side), never outside the step axis ``[-0.5, n_steps - 0.5]``.
+    of its width on each side), never outside the step axis ``[0, n_steps]`` (step s spans
+    ``[s, s + 1)``).
 
     >>> _window((0, 8000), 8000)
-    [-0.5, 7999.5]
+    [0.0, 8000.0]
     >>> _window((10, 12), 100, margin=0.0)
-    [6.5, 14.5]
+    [7.0, 15.0]
     """
     lo, hi = span
     pad = max(MIN_RANGE_STEPS - (hi - lo), 0) / 2 + margin * (hi - lo)
-    a, b = lo - pad - 0.5, hi + pad - 0.5
-    top = max(n_steps, 1) - 0.5
+    a, b = lo - pad, hi + pad
+    top = max(n_steps, 1)
     if b > top:
         a, b = a - (b - top), top
-    if a < -0.5:
-        a, b = -0.5, min(b + (-0.5 - a), top)
+    if a < 0:
+        a, b = 0, min(b - a, top)
     return [float(a), float(b)]
 
 

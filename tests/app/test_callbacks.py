@@ -331,8 +331,8 @@ def test_tree_node_zoom_stays_on_the_step_axis(planned: dict[str, Any]) -> None:
     n = len(state.get_plan(pk).order)
     r, text = run(callbacks.on_range, {"index": "root", "type": ids.TREE_NODE}, 1,
                   *([None] * 7), pk, g, "eager")
-    assert r == [-0.5, n - 0.5]
-    assert text == f"steps 0 – {n - 1}"
+    assert r == [0.0, n]
+    assert text == f"steps 0 – {n}"
     r, _ = run(callbacks.on_range, {"index": "t1", "type": ids.TREE_NODE}, 1,
                *([None] * 7), pk, g, "eager")
-    assert -0.5 <= r[0] < r[1] <= n - 0.5
+    assert 0 <= r[0] < r[1] <= n

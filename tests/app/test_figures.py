@@ -40,7 +40,7 @@ def test_curves_annotate_both_peaks_and_lines() -> None:
 def test_curves_range_and_step_marker() -> None:
     fig = figures.memory_curves_figure(np.arange(10), x_range=[2, 5], step=3)
     assert tuple(fig.layout.xaxis.range) == (2, 5)
-    assert [s.x0 for s in fig.layout.shapes] == [3]
+    assert [s.x0 for s in fig.layout.shapes] == [3.5]  # the middle of step 3
 
 
 def test_layout_raster_when_crowded_vector_when_zoomed() -> None:
@@ -106,7 +106,7 @@ def test_timeline_rows_phases_and_hover() -> None:
     z = np.asarray(heat.z)
     assert z[1][order.index("mm")] == z[0][list(g.op_ids).index("mm")]
     rings = [t for t in fig.data if t.type == "scatter" and t.hoverinfo == "skip"]
-    assert sorted((t.x[0], t.y[0]) for t in rings) == [(0, 0), (len(order) - 1, 1)]
+    assert sorted((t.x[0], t.y[0]) for t in rings) == [(0.5, 0), (len(order) - 0.5, 1)]
 
 
 def test_task_tree_icicle() -> None:
@@ -162,3 +162,24 @@ def test_long_curves_are_decimated_but_keep_peaks_and_the_window() -> None:
     assert max(line.y) * 1024 == pytest.approx(5000, rel=1e-3)  # KiB axis
     zoom = figures.memory_curves_figure(curve, None, x_range=[100, 400], max_points=1000)
     assert set(range(100, 401)) <= set(zoom.data[0].x)  # every step inside the window
+
+
+def test_step_axes_line_up_in_every_view() -> None:
+    """Same fixed margins, no automargin and the same whole range: step s at the same x."""
+    graph, plan = planned_with_tree()
+    view = layout_from_plan(graph, plan)
+    n = len(plan.order)
+    curve = np.arange(n) * 2**20
+    figs = [figures.memory_curves_figure(curve, curve[::-1]),
+            figures.timeline_figure(graph, plan.order, graph.op_ids,
+                                    before_label="eager, optimizer state moved (paper's)"),
+            figures.layout_figure(view)]
+    for f in figs:
+        assert (f.layout.margin.l, f.layout.margin.r) == (figures.STEP_AXIS_MARGIN["l"],
+                                                         figures.STEP_AXIS_MARGIN["r"])
+        assert f.layout.yaxis.automargin is False
+        assert tuple(f.layout.xaxis.range) == (0, n)
+    assert all(len(t) <= 10 for t in figs[1].layout.yaxis.ticktext)  # fits the margin
+    assert "eager, optimizer state moved" in figs[1].layout.title.text
+    line = figs[0].data[0]
+    assert line.x[-1] == n  # the last step's line reaches the end of its step
