@@ -140,7 +140,8 @@ def live_rows(graph: Graph, view: LayoutView, step: int, limit: int = 200
     for i in m:
         t = graph.tensors[view.ids[i]]
         rows.append({"id": t.id, "kind": t.kind.value, "size": fmt_bytes(int(view.size[i])),
-                     "size_bytes": int(view.size[i]), "offset": int(view.offset[i]),
+                     "size_bytes": int(view.size[i]), "offset": fmt_bytes(int(view.offset[i])),
+                     "offset_bytes": int(view.offset[i]),
                      "lifetime": f"[{view.start[i]}, {view.end[i]})",
                      "producer": t.producer or "(resident)"})
     return rows
@@ -344,7 +345,7 @@ def explain_tensor(graph: Graph, plan: Plan, before_order: Sequence[OpId], tenso
     size = round_size(t.size_bytes, a)
     off = plan.offsets.get(tensor_id)
     lines = [f"{t.kind.value}, {t.dtype} {list(t.shape)}, {fmt_bytes(size)}",
-             f"offset {off} ({fmt_bytes(off)}) .. {fmt_bytes((off or 0) + size)}",
+             f"offset {fmt_bytes(off)} .. {fmt_bytes((off or 0) + size)}",
              f"producer: {t.producer or '(resident: lives the whole step)'}",
              "consumers: " + (", ".join(t.consumers[:limit]) or "(none)")
              + (" …" if len(t.consumers) > limit else "")]
@@ -372,14 +373,17 @@ def explain_tensor(graph: Graph, plan: Plan, before_order: Sequence[OpId], tenso
 
 # ------------------------------------------------------------------ summary
 def summary_rows(plan: Plan, before_peak_bytes: int, before_label: str,
-                 reserved_bytes: int | None) -> list[tuple[str, str]]:
-    """(label, value) rows of the summary card."""
+                 reserved_bytes: int | None, *, show_eager: bool = True
+                 ) -> list[tuple[str, str]]:
+    """(label, value) rows of the summary card (``show_eager=False`` when the "before" order
+    is eager already: its peak is not repeated)."""
     saved = before_peak_bytes - plan.planned_peak_bytes
     pct = 100.0 * saved / before_peak_bytes if before_peak_bytes else 0.0
     rows = [
         (f"{before_label} peak (allocated)", fmt_bytes(before_peak_bytes)),
         (f"{before_label} reserved (caching allocator)", fmt_bytes(reserved_bytes)),
-        ("eager peak (allocated)", fmt_bytes(plan.baseline_peak_bytes)),
+        *([("eager peak (allocated)", fmt_bytes(plan.baseline_peak_bytes))]
+          if show_eager else []),
         (f"planned peak ({plan.method})", fmt_bytes(plan.planned_peak_bytes)),
         ("saving", f"{fmt_bytes(saved)} ({pct:.1f} %)"),
         ("arena", fmt_bytes(plan.arena_bytes)),

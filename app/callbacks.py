@@ -319,6 +319,11 @@ def render_live(graph: dict | None, plan: str | None, base: str, step: Any) -> t
     return services.live_table(graph["key"], plan, base, (step or {}).get("step"))
 
 
+def live_tooltips(rows: list | None) -> list:
+    """Exact bytes of the live table's sizes and offsets, on hover."""
+    return services.live_tooltips(rows or [])
+
+
 def render_explain(graph: dict | None, plan: str | None, base: str, sel: Any) -> Any:
     """View 8."""
     if not graph:
@@ -526,6 +531,7 @@ def register(app: dash.Dash, config: AppConfig = DEFAULT_CONFIG) -> None:
     cb(Output(ids.TREE, "children"), pk, Input(ids.TREE_OPEN, "data"))(render_tree)
     cb(Output(ids.LIVE_TABLE, "data"), Output(ids.LIVE_TITLE, "children"), gk, pk, base,
        step)(render_live)
+    cb(Output(ids.LIVE_TABLE, "tooltip_data"), Input(ids.LIVE_TABLE, "data"))(live_tooltips)
     cb(Output(ids.EXPLAIN, "children"), gk, pk, base, sel)(render_explain)
     cb(Output(ids.VIEW_RANGE, "data"), Output(ids.RANGE_TEXT, "children"),
        *[Input(g, "relayoutData") for g in (ids.CURVES, ids.TIMELINE, ids.LAYOUT,

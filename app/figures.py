@@ -26,6 +26,7 @@ __all__ = [
     "KIND_COLORS",
     "PHASE_COLORS",
     "binary_ticks",
+    "drawn_index",
     "empty_figure",
     "layout_figure",
     "memory_curves_figure",
@@ -343,7 +344,9 @@ def layout_figure(
         for name in dict.fromkeys(kind_names[int(c)] for c in np.unique(view.kind[vis])):
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
                                      marker={"color": KIND_COLORS[name], "symbol": "square"}))
-        _hover_grid(fig, view, vis, (xa, xb, 0.0, height), hover_grid)
+    # hover and click anywhere on a rectangle: a transparent grid naming the storage drawn
+    # at each cell's centre (vector mode adds exact markers at the centres, on top)
+    _hover_grid(fig, view, vis, (xa, xb, 0.0, height), hover_grid, raster_px)
     if mode == "vector":  # after the fills, so the markers are on top
         _hover_markers(fig, view, vis)
     if highlight_id is not None:
@@ -362,38 +365,63 @@ def layout_figure(
         title={"text": title or f"{view.label}: {len(view)} storages, height "
                                   f"{fmt_bytes(view.height_bytes)} ({mode}, {len(vis)} in view)",
                "font": {"size": 13}, "x": 0.01, "y": 0.98},
-        meta={"lod": mode, "visible": len(vis)}, uirevision=view.label, height=460)
+        meta={"lod": mode, "visible": len(vis)}, uirevision=view.label, height=460,
+        hoverdistance=4)  # the grid answers everywhere; a marker only right at its centre
     return fig
 
 
-_TENSOR_HOVER = ("%{text}<br>%{customdata[0]:,} B at offset %{customdata[1]:,}<br>"
-                 "steps [%{customdata[2]}, %{customdata[3]})<extra></extra>")
+_TENSOR_HOVER = ("%{text}<br>%{customdata[4]} at offset %{customdata[5]}<br>"
+                 "steps [%{customdata[2]}, %{customdata[3]})<br>"
+                 "<span style='font-size:10px'>exact: %{customdata[0]:,} B at byte "
+                 "%{customdata[1]:,}</span><extra></extra>")
 
 
 def _hover_markers(fig: go.Figure, view: LayoutView, hov: np.ndarray) -> None:
-    cd = np.c_[view.size[hov], view.offset[hov], view.start[hov], view.end[hov]]
+    sizes = [fmt_bytes(int(v)) for v in view.size[hov]]
+    offs = [fmt_bytes(int(v)) for v in view.offset[hov]]
+    cd = [[int(a), int(b), int(c), int(d), e, f] for a, b, c, d, e, f in zip(
+        view.size[hov], view.offset[hov], view.start[hov], view.end[hov], sizes, offs)]
     fig.add_trace(go.Scattergl(
         x=((view.start[hov] + view.end[hov]) / 2).astype(np.float32),
         y=(view.offset[hov] + view.size[hov] / 2).astype(np.float64),
         mode="markers", marker={"size": 6, "opacity": 0.01, "color": "#000"}, name="tensors",
-        showlegend=False, text=list(view.ids[hov]), customdata=cd.astype(np.float64),
+        showlegend=False, text=list(view.ids[hov]), customdata=cd,
         hovertemplate=_TENSOR_HOVER))
 
 
+def drawn_index(view: LayoutView, vis: np.ndarray, window: tuple[float, float, float, float],
+                grid: tuple[int, int], image_px: tuple[int, int]) -> np.ndarray:
+    """Index into ``vis`` of the storage drawn at each grid cell's centre (``-1``: none).
+
+    The storages are painted at the image's resolution (as the raster overview and the
+    vector fills show them), then sampled at the cell centres, so a cell names the storage
+    a user sees there, not the smallest one touching the cell.
+    """
+    gw, gh = grid
+    w, h = max(image_px[0], gw), max(image_px[1], gh)
+    full = paint_index(view.start[vis], view.end[vis], view.offset[vis],
+                       view.offset[vis] + view.size[vis], window, w, h)
+    cols = ((np.arange(gw) + 0.5) * w / gw).astype(np.int64)
+    rows = ((np.arange(gh) + 0.5) * h / gh).astype(np.int64)
+    return full[np.ix_(rows, cols)]
+
+
 def _hover_grid(fig: go.Figure, view: LayoutView, vis: np.ndarray,
-                window: tuple[float, float, float, float], grid: tuple[int, int]) -> None:
+                window: tuple[float, float, float, float], grid: tuple[int, int],
+                image_px: tuple[int, int] = (1400, 700)) -> None:
     gw, gh = grid
     xa, xb, ya, yb = window
-    idx = paint_index(view.start[vis], view.end[vis], view.offset[vis],
-                      view.offset[vis] + view.size[vis], window, gw, gh)
+    idx = drawn_index(view, vis, window, grid, image_px)
     pick = vis[np.maximum(idx, 0)]
     text = np.where(idx >= 0, view.ids[pick], "")
-    z = np.where(idx >= 0, view.size[pick], np.nan).astype(np.float64)
+    div, unit = _unit(float(view.size[vis].max(initial=1)) if len(vis) else 1.0)
+    z = np.where(idx >= 0, view.size[pick] / div, np.nan).astype(np.float64)
     dx, dy = (xb - xa) / gw, (yb - ya) / gh
     fig.add_trace(go.Heatmap(
         z=z, x0=xa + dx / 2, dx=dx, y0=ya + dy / 2, dy=dy, text=text.tolist(), opacity=0,
         showscale=False, hoverongaps=False, name="tensors",
-        hovertemplate="%{text}<br>%{z:,} B<br>(click for details)<extra></extra>"))
+        hovertemplate=f"%{{text}}<br>%{{z:.2f}} {unit}<br>(click for offset, lifetime and "
+                      "exact bytes)<extra></extra>"))
 
 
 def task_tree_figure(tree: Mapping[str, Any] | None) -> go.Figure:

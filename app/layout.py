@@ -168,6 +168,7 @@ def build_layout(defaults: Mapping[str, Any]) -> html.Div:
                   columns=[{"name": c, "id": c} for c in
                            ("id", "kind", "size", "offset", "lifetime", "producer")],
                   style_cell={"fontFamily": "monospace", "fontSize": 12},
+                  tooltip_delay=300, tooltip_duration=None,
                   style_table={"overflowX": "auto"})),
     ], className="main")
     header = html.Header([html.H1("roam"),

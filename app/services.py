@@ -47,6 +47,7 @@ __all__ = [
     "import_plan",
     "layout_figures",
     "live_table",
+    "live_tooltips",
     "load_choice",
     "plan_graph",
     "plan_graph_job",
@@ -450,6 +451,16 @@ def live_table(graph_key: str, plan_key: str | None, base: str, step: int | None
     return rows, f"Live at step {s}{tag} in the {what} order: {total}, largest first"
 
 
+def live_tooltips(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Exact bytes on demand: the live table's size and offset cells show them on hover.
+
+    >>> live_tooltips([{"size_bytes": 1536, "offset_bytes": 2**20}])[0]["offset"]["value"]
+    '1,048,576 B'
+    """
+    return [{"size": {"value": f"{r['size_bytes']:,} B", "type": "text"},
+             "offset": {"value": f"{r['offset_bytes']:,} B", "type": "text"}} for r in rows]
+
+
 def summary_rows(graph_key: str, plan_key: str | None, base: str) -> list[tuple[str, str]]:
     """View 7: the summary card."""
     graph = state.get_graph(graph_key)
@@ -461,7 +472,7 @@ def summary_rows(graph_key: str, plan_key: str | None, base: str) -> list[tuple[
                 ("plan", "not planned yet: press Plan")]
     a = after_data(graph_key, plan_key)
     return head + analysis.summary_rows(a.plan, int(b.curve.max(initial=0)), b.label,
-                                        b.reserved_bytes)
+                                        b.reserved_bytes, show_eager=base != "eager")
 
 
 def explain_sections(graph_key: str, plan_key: str | None, base: str,

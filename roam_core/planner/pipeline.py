@@ -361,7 +361,8 @@ def make_plan(
     def on_result(res: OrderResult) -> None:
         results[res.task_id] = res
         emit("order", len(results), total,
-             f"{res.task_id}: {res.status} {res.hint_peak_bytes} -> {res.peak_bytes} bytes")
+             f"{res.task_id}: {res.status} {format_bytes(res.hint_peak_bytes)} -> "
+             f"{format_bytes(res.peak_bytes)}")
 
     deadline = (t_mono + config.time_limit_s if config.time_limit_s is not None else None)
     emit("order", 0, total, "ordering sub-tasks")
@@ -392,7 +393,8 @@ def make_plan(
                               records)
     if prof.peak_bytes > heur.profile.peak_bytes:
         notes.append(f"returned the best baseline order ({heur.method}): the ROAM order "
-                     f"peaked at {prof.peak_bytes} bytes, above its {heur.profile.peak_bytes}")
+                     f"peaked at {format_bytes(prof.peak_bytes)}, above its "
+                     f"{format_bytes(heur.profile.peak_bytes)}")
         order, prof = tuple(heur.order), heur.profile
     pos = {op: i for i, op in enumerate(order)}
     extra = tuple(e for e in rw.edges if pos[e.src] < pos[e.dst])  # the rewrites it honours

@@ -336,3 +336,23 @@ def test_tree_node_zoom_stays_on_the_step_axis(planned: dict[str, Any]) -> None:
     r, _ = run(callbacks.on_range, {"index": "t1", "type": ids.TREE_NODE}, 1,
                *([None] * 7), pk, g, "eager")
     assert 0 <= r[0] < r[1] <= n
+
+
+def test_units_are_binary_with_exact_bytes_on_demand(planned: dict[str, Any]) -> None:
+    g, pk = planned["graph"], planned["plan"]
+    rows, _ = callbacks.render_live(g, pk, "eager", None)
+    assert all(r["offset"].endswith("B") for r in rows)  # "1.50 KiB", never a raw count
+    tips = callbacks.live_tooltips(rows)
+    assert tips[0]["offset"]["value"] == f"{rows[0]['offset_bytes']:,} B"
+    text = str(callbacks.render_explain(g, pk, "eager", {"kind": "tensor", "id": "relu"}))
+    assert "offset " in text
+    import re
+    assert not re.search(r"offset \d+ \(", text)
+
+
+def test_summary_does_not_repeat_the_eager_peak(planned: dict[str, Any]) -> None:
+    g, pk = planned["graph"], planned["plan"]
+    eager = str(callbacks.render_panels(g, pk, "eager"))
+    assert eager.count("peak (allocated)") == 1
+    other = str(callbacks.render_panels(g, pk, "lescea"))
+    assert other.count("peak (allocated)") == 2  # LESCEA's and eager's

@@ -63,13 +63,13 @@ def test_layout_raster_when_crowded_vector_when_zoomed() -> None:
             assert view.start[i] - 20 <= x <= view.end[i] + 20  # within a cell of it
             lo, hi = view.offset[i], view.offset[i] + view.size[i]
             assert lo - grid.dy <= y <= hi + grid.dy
-            assert grid.z[r][c] == view.size[i]
+            assert grid.z[r][c] * 1024 == view.size[i]  # KiB: sizes up to 32 KiB
     small = figures.layout_figure(view, x_range=[100, 110], vector_limit=5000)
     assert small.layout.meta["lod"] == "vector"
     assert not small.layout.images
     n_vis = int(view.visible(100, 110).sum())
     assert small.layout.meta["visible"] == n_vis
-    fills = [t for t in small.data if t.fill == "toself"]
+    fills = [t for t in small.data if t.type == "scatter" and t.fill == "toself"]
     assert sum(np.isnan(np.asarray(t.x, dtype=float)).sum() for t in fills) == n_vis
     assert small.data[-1].type == "scattergl"
     assert len(small.data[-1].x) == n_vis
@@ -183,3 +183,27 @@ def test_step_axes_line_up_in_every_view() -> None:
     assert "eager, optimizer state moved" in figs[1].layout.title.text
     line = figs[0].data[0]
     assert line.x[-1] == n  # the last step's line reaches the end of its step
+
+
+def test_hover_names_the_storage_drawn_there_anywhere_on_it() -> None:
+    """A big storage beside a sliver: every cell on the big one names the big one (the old
+    grid named the smallest storage touching a cell), in raster and in vector mode."""
+    from app.analysis import LayoutView
+
+    ids = np.array(["big", "sliver"], dtype=object)
+    view = LayoutView(ids, np.array([0, 50]), np.array([100, 51]), np.array([0, 0]),
+                      np.array([1000 * 512, 512]), np.array([3, 5], np.int8), 100,
+                      1000 * 512, "two")
+    for limit in (0, 5000):  # raster, vector
+        fig = figures.layout_figure(view, vector_limit=limit, hover_grid=(50, 20))
+        grid = next(t for t in fig.data if t.type == "heatmap")
+        text = np.asarray(grid.text)
+        assert (text == "big").mean() > 0.95, fig.layout.meta["lod"]
+        assert (text == "").sum() == 0  # the whole window is covered: hover anywhere
+        assert "MiB" in grid.hovertemplate or "KiB" in grid.hovertemplate
+    vec = figures.layout_figure(view, vector_limit=5000)
+    assert vec.data[-1].type == "scattergl"  # exact markers stay on top
+    assert vec.layout.hoverdistance == 4
+    cd = vec.data[-1].customdata[0]
+    assert cd[4] == "500.00 KiB"  # binary units first, exact bytes after
+    assert cd[0] == 512000
