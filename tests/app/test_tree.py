@@ -119,3 +119,18 @@ def test_node_roles_in_words() -> None:
     assert roles["t3"].startswith("a window of a long chain")
     assert analysis.subtree_range(tree["children"][0]) == (2, 10)
     assert analysis.subtree_range(tree) == (0, 14)
+
+
+def test_tree_nodes_say_what_they_are_and_where_the_peak_fell() -> None:
+    tree = {"id": "root", "kind": "outer", "num_ops": 2, "steps": [[0, 2]],
+            "peak_before_bytes": 4096, "peak_after_bytes": 4096, "status": "optimal",
+            "children": [{"id": "t1", "kind": "ring", "num_ops": 8, "steps": [[2, 10]],
+                          "peak_before_bytes": 8192, "peak_after_bytes": 4096,
+                          "status": "optimal", "children": []}]}
+    root = layout.tree_children(tree, {})
+    btn = {c.id["index"]: c for c in _walk(root)
+           if isinstance(getattr(c, "id", None), dict) and c.id["type"] == ids.TREE_NODE}
+    assert "forward/backward ring around the loss ▼ peak fell" in btn["t1"].children
+    assert "fell" in btn["t1"].className
+    assert "peak fell" not in btn["root"].children
+    assert "How to read this" in str(layout.summary_children([("graph", "g")]))
