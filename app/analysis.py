@@ -32,15 +32,19 @@ __all__ = [
     "iter_tree",
     "layout_from_blocks",
     "layout_from_plan",
+    "lifetime_change",
     "live_rows",
     "node_range",
     "node_role",
+    "peak_contributors",
+    "peak_note",
     "search",
     "shown_children",
     "step_bytes",
     "subtree_range",
     "summary_rows",
     "total_curve",
+    "why_notes",
 ]
 
 _logger = logging.getLogger(__name__)
@@ -358,6 +362,7 @@ def explain_tensor(graph: Graph, plan: Plan, before_order: Sequence[OpId], tenso
     out.append(Section("lifetime", (
         f"before planning: steps [{lb.start}, {lb.end}) ({lb.end - lb.start} steps)",
         f"after planning: steps [{la.start}, {la.end}) ({la.end - la.start} steps)",
+        lifetime_change(size, lb.end - lb.start, la.end - la.start),
         f"sub-task of its producer: {plan.task_of_op.get(t.producer, '(none)')}")))
     peak = int(np.argmax(plan.live_bytes)) if plan.live_bytes else 0
     if la.start <= peak < la.end:
@@ -369,6 +374,95 @@ def explain_tensor(graph: Graph, plan: Plan, before_order: Sequence[OpId], tenso
         out.append(Section("at the planned peak", (f"not live at the peak (step {peak})",)))
     out.extend(explain_op(graph, plan, before_order, t.producer, limit)[1:])
     return out
+
+
+def lifetime_change(size_bytes: int, steps_before: int, steps_after: int) -> str:
+    """A lifetime change in steps and in bytes × steps (the memory it holds over time).
+
+    >>> lifetime_change(2**20, 6, 2)
+    'change: 4 steps shorter; bytes × steps 6.00 MiB·steps → 2.00 MiB·steps (-4.00 MiB·steps)'
+    >>> lifetime_change(512, 3, 3)
+    'change: none (3 steps either way; 1.50 KiB·steps)'
+    """
+    d = steps_after - steps_before
+    b0, b1 = size_bytes * steps_before, size_bytes * steps_after
+    if d == 0:
+        return f"change: none ({steps_after} steps either way; {fmt_bytes(b0)}·steps)"
+    word = "shorter" if d < 0 else "longer"
+    sign = "-" if d < 0 else "+"
+    return (f"change: {abs(d)} steps {word}; bytes × steps {fmt_bytes(b0)}·steps → "
+            f"{fmt_bytes(b1)}·steps ({sign}{fmt_bytes(abs(b1 - b0))}·steps)")
+
+
+def peak_contributors(graph: Graph, view: LayoutView, step: int, k: int = 3
+                      ) -> list[tuple[str, int]]:
+    """The ``k`` largest storages live at ``step``: ``(label, bytes)``, largest first.
+
+    The label is the tensor's name where the graph records one (``Tensor.name``, a
+    parameter's qualified name), else its id.
+    """
+    m = np.nonzero((view.start <= step) & (view.end > step))[0]
+    m = m[np.argsort(-view.size[m], kind="stable")][:k]
+    out = []
+    for i in m:
+        t = graph.tensors.get(view.ids[i])
+        name = getattr(t, "name", None) if t is not None else None
+        out.append((str(name or view.ids[i]), int(view.size[i])))
+    return out
+
+
+def peak_note(contributors: Sequence[tuple[str, int]]) -> str:
+    """``'top: a 2.00 MiB, b 1.00 MiB'`` (empty for none).
+
+    >>> peak_note([("w.grad", 2**21), ("act", 2**20)])
+    'top: w.grad 2.00 MiB, act 1.00 MiB'
+    """
+    return ("top: " + ", ".join(f"{n} {fmt_bytes(b)}" for n, b in contributors)
+            if contributors else "")
+
+
+def why_notes(graph: Graph, plan: Plan, before_order: Sequence[OpId], before_label: str,
+              before_curve: np.ndarray, after_curve: np.ndarray) -> list[str]:
+    """One-line reasons for results that look odd, where the plan knows them.
+
+    * optimizer ops that run before the loss in the plan but after it in the compared order;
+    * a planned curve above the compared one for much of the time before its peak;
+    * no saving at all, when the peak equals the lower bound.
+    """
+    notes: list[str] = []
+    pos_a = {o: i for i, o in enumerate(plan.order)}
+    pos_b = {o: i for i, o in enumerate(before_order)}
+    losses = [o.id for o in graph.ops if o.phase.value == "loss"]
+    if losses and all(x in pos_a and x in pos_b for x in losses):
+        la, lb = min(pos_a[x] for x in losses), min(pos_b[x] for x in losses)
+        hoisted = [o.id for o in graph.ops if o.phase.value == "optimizer"
+                   and pos_a.get(o.id, la) < la and pos_b.get(o.id, -1) > lb]
+        if hoisted:
+            made = sum(round_size(graph.tensors[t].size_bytes, plan.alignment_bytes)
+                       for op in hoisted for t in graph.storages_created(op))
+            notes.append(
+                f"{len(hoisted)} optimizer ops run before the loss in the plan (after it in "
+                f"{before_label}): they need nothing from this step's backward (step counters, "
+                f"bias corrections, state set-up), so they may run first; together they "
+                f"allocate {fmt_bytes(made)}.")
+    n = min(len(before_curve), len(after_curve))
+    if n:
+        k = int(np.argmax(after_curve[:n]))
+        if k > 4:
+            above = float(np.mean(after_curve[:k] > before_curve[:k]))
+            if above >= 0.25:
+                notes.append(
+                    f"The planned curve is above {before_label} for {100 * above:.0f} % of the "
+                    f"steps before its peak: only the peak sets the memory a step needs, so "
+                    f"below it the planner is free to keep tensors longer or run work earlier; "
+                    f"that costs nothing.")
+    before_peak = float(np.max(before_curve, initial=0))
+    if plan.planned_peak_bytes >= before_peak and plan.lower_bound_bytes \
+            and plan.lower_bound_bytes >= before_peak:
+        notes.append(f"No saving is possible here: {before_label} already reaches the lower "
+                     f"bound ({fmt_bytes(plan.lower_bound_bytes)}), the bytes that some step of "
+                     f"every valid order must hold at once.")
+    return notes
 
 
 # ------------------------------------------------------------------ summary

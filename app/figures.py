@@ -164,13 +164,16 @@ def memory_curves_figure(
     lower_bound_bytes: int | None = None, after_label: str = "planned",
     before_label: str = "before", x_range: Sequence[float] | None = None,
     step: int | None = None, title: str | None = None, max_points: int = 4000,
+    peak_notes: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """Live bytes per step before and after planning on one chart.
 
     Both peaks are annotated (value, step); the arena size and the lower bound are
-    horizontal lines; the y axis uses binary units.  ``step`` draws a marker line.  Curves
-    longer than ``max_points`` keep every step inside ``x_range`` up to that budget and the
-    min and max of each bucket elsewhere (see :func:`decimate`), so peaks never vanish.
+    horizontal lines; the y axis uses binary units.  ``peak_notes`` (by curve label) adds a
+    line under a peak's label, such as its largest contributors.  ``step`` draws a marker
+    line.  Curves longer than ``max_points`` keep every step inside ``x_range`` up to that
+    budget and the min and max of each bucket elsewhere (see :func:`decimate`), so peaks
+    never vanish.
     """
     after = np.asarray(after, dtype=np.float64)
     curves = [(after_label, after, "#c44e52")]
@@ -196,7 +199,9 @@ def memory_curves_figure(
         fig.add_trace(go.Scatter(
             x=[k + 0.5], y=[c[k] / div], mode="markers+text", showlegend=False,
             marker={"color": color, "size": 9, "symbol": "diamond"},
-            text=[f"peak {fmt_bytes(c[k])} @ step {k}"], textposition=pos,
+            text=[f"peak {fmt_bytes(c[k])} @ step {k}"
+                  + (f"<br>{peak_notes[name]}" if peak_notes and peak_notes.get(name) else "")],
+            textposition=pos,
             hoverinfo="skip", cliponaxis=False))
     for label, val, dash in (("arena", arena_bytes, "dash"),
                              ("lower bound", lower_bound_bytes, "dot")):

@@ -385,10 +385,15 @@ def _curves(graph_key: str, plan_key: str | None, base: str,
                                             x_range=x_range, step=step,
                                             title="not planned yet: press Plan")
     a = after_data(graph_key, plan_key)
+    after_label = f"planned ({a.plan.method})"
+    graph = state.get_graph(graph_key)
+    notes = {lbl: analysis.peak_note(analysis.peak_contributors(
+        graph, view, int(np.argmax(curve)) if len(curve) else 0))
+        for lbl, view, curve in ((b.label, b.view, b.curve), (after_label, a.view, a.curve))}
     return figures.memory_curves_figure(
         a.curve, b.curve, arena_bytes=a.plan.arena_bytes,
-        lower_bound_bytes=a.plan.lower_bound_bytes, after_label=f"planned ({a.plan.method})",
-        before_label=b.label, x_range=x_range, step=step)
+        lower_bound_bytes=a.plan.lower_bound_bytes, after_label=after_label,
+        before_label=b.label, x_range=x_range, step=step, peak_notes=notes)
 
 
 def timeline_fig(graph_key: str, plan_key: str | None, base: str,
@@ -471,8 +476,10 @@ def summary_rows(graph_key: str, plan_key: str | None, base: str) -> list[tuple[
                 (f"{b.label} reserved", analysis.fmt_bytes(b.reserved_bytes)),
                 ("plan", "not planned yet: press Plan")]
     a = after_data(graph_key, plan_key)
+    why = [("why", w) for w in analysis.why_notes(graph, a.plan, b.order, b.label, b.curve,
+                                                  a.curve)]
     return head + analysis.summary_rows(a.plan, int(b.curve.max(initial=0)), b.label,
-                                        b.reserved_bytes, show_eager=base != "eager")
+                                        b.reserved_bytes, show_eager=base != "eager") + why
 
 
 def explain_sections(graph_key: str, plan_key: str | None, base: str,
