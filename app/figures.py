@@ -201,7 +201,8 @@ def memory_curves_figure(
             marker={"color": color, "size": 9, "symbol": "diamond"},
             text=[f"peak {fmt_bytes(c[k])} @ step {k}"
                   + (f"<br>{peak_notes[name]}" if peak_notes and peak_notes.get(name) else "")],
-            textposition=pos,
+            textposition=("top left" if k > 0.6 * len(c) else "top right")
+            if peak_notes else pos,  # long labels open towards the middle: never cut off
             hoverinfo="skip", cliponaxis=False))
     for label, val, dash in (("arena", arena_bytes, "dash"),
                              ("lower bound", lower_bound_bytes, "dot")):
@@ -220,6 +221,10 @@ def memory_curves_figure(
                       xaxis_title="step", yaxis_title=f"memory ({unit})", dragmode="zoom",
                       yaxis_rangemode="tozero",
                       uirevision="curves")
+    if peak_notes:  # the peak labels take the top: the legend goes under the axis
+        fig.update_layout(legend={"orientation": "h", "y": -0.22, "yanchor": "top", "x": 0,
+                                  "xanchor": "left"}, margin={"b": 80, "t": 80})
+        fig.update_yaxes(range=[0, top / div * 1.12])
     _step_axis(fig, n)
     _apply_range(fig, x_range)
     return fig
