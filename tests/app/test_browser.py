@@ -282,3 +282,65 @@ def test_verify_on_cpu_runs_the_plan(page_factory: Any) -> None:
                                                            timeout=60_000)
     expect(page.locator("#verify-result")).to_contain_text("PASS")
     expect(page.locator("#verify-result")).to_contain_text("max |eager − planned|0")
+
+
+def test_report_tree_is_drawn(browser: Any, tmp_path: Path) -> None:
+    """The report's task-tree icicle paints every node (it was blank: parents too small)."""
+    from app.report import build_report
+
+    graph = tiny_train_step()
+    plan = planning.run_planner(graph, planning.PlanSettings(time_limit_s=2.0, node_limit=3))
+    n_nodes = sum(1 for _ in _iter(plan.task_tree))
+    assert n_nodes > 2
+    out = tmp_path / "report.html"
+    out.write_text(build_report(graph, plan))
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(out.as_uri())
+        page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 5",
+                               timeout=T)
+        drawn = page.evaluate("""() => {
+            const gd = [...document.querySelectorAll('.js-plotly-plot')]
+                .find(g => g._fullData[0] && g._fullData[0].type === 'icicle');
+            const slices = [...gd.querySelectorAll('g.slice path.surface')];
+            return slices.map(p => p.getBBox()).filter(b => b.width > 1 && b.height > 1)
+                         .length; }""")
+        assert drawn == n_nodes
+        page.locator("h2", has_text="Task division").scroll_into_view_if_needed()
+        page.screenshot(path=str(_shot("report-tree")))
+    finally:
+        page.close()
+
+
+def _iter(node: Any) -> Iterator[Any]:
+    yield node
+    for c in node.get("children") or ():
+        yield from _iter(c)
+
+
+def test_layout_hover_and_click_anywhere_on_a_rectangle(page_factory: Any) -> None:
+    """Off the centre of a big storage, hover names it and a click explains it."""
+    page = page_factory()
+    _views_rendered(page)
+    page.locator("#layout-graph").scroll_into_view_if_needed()
+    time.sleep(0.5)
+    # the largest storage of the view, at 10 % of its width and height from its corner
+    xy = page.evaluate("""() => {
+        const gd = document.querySelector('#layout-graph .js-plotly-plot');
+        const tr = gd._fullData[gd._fullData.length - 1];
+        let best = 0;
+        tr.customdata.forEach((c, i) => { if (c[0] * (c[3] - c[2]) >
+            tr.customdata[best][0] * (tr.customdata[best][3] - tr.customdata[best][2])) best = i; });
+        const c = tr.customdata[best];
+        const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+        const r = gd.getBoundingClientRect();
+        const x = c[2] + 0.1 * (c[3] - c[2]), y = c[1] + 0.1 * c[0];
+        return [r.left + xa._offset + xa.l2p(x), r.top + ya._offset + ya.l2p(y), tr.text[best]];
+    }""")
+    for i in range(3):
+        page.mouse.move(xy[0] + i, xy[1])
+        time.sleep(0.2)
+    expect(page.locator("#layout-graph .hovertext").first).to_contain_text(xy[2], timeout=T)
+    page.mouse.click(xy[0] + 2, xy[1])
+    expect(page.locator("#explain-panel")).to_contain_text(f"tensor {xy[2]}", timeout=T)
+    page.locator("#layout-graph").screenshot(path=str(_shot("layout-hover")))
