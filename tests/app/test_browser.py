@@ -328,9 +328,9 @@ def test_layout_hover_and_click_anywhere_on_a_rectangle(page_factory: Any) -> No
     xy = page.evaluate("""() => {
         const gd = document.querySelector('#layout-graph .js-plotly-plot');
         const tr = gd._fullData[gd._fullData.length - 1];
+        const area = c => c[0] * (c[3] - c[2]);
         let best = 0;
-        tr.customdata.forEach((c, i) => { if (c[0] * (c[3] - c[2]) >
-            tr.customdata[best][0] * (tr.customdata[best][3] - tr.customdata[best][2])) best = i; });
+        tr.customdata.forEach((c, i) => { if (area(c) > area(tr.customdata[best])) best = i; });
         const c = tr.customdata[best];
         const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
         const r = gd.getBoundingClientRect();

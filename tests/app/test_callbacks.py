@@ -356,3 +356,25 @@ def test_summary_does_not_repeat_the_eager_peak(planned: dict[str, Any]) -> None
     assert eager.count("peak (allocated)") == 1
     other = str(callbacks.render_panels(g, pk, "lescea"))
     assert other.count("peak (allocated)") == 2  # LESCEA's and eager's
+
+
+def test_trace_job_reports_a_status_while_it_runs(cache_dir: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The zoo trace (17 s for GPT-2) shows a ticking status line, then how long it took."""
+    import time
+
+    from app import services
+
+    def slow_trace(model: str, batch: int, *_: Any) -> str:
+        time.sleep(1.3)
+        return state.put_graph(diamond())
+
+    monkeypatch.setattr(services, "trace_zoo_graph", slow_trace)
+    seen: list[tuple] = []
+    out, status = callbacks.trace_job(seen.append, 1, "gpt2", 1, 0, "adamw", "steady")
+    assert status == "traced gpt2"
+    assert out["key"].startswith("g-")
+    texts = [s[0] for s in seen]
+    assert texts[0] == "tracing gpt2 (batch 1)…"
+    assert any(t.startswith("tracing gpt2 (batch 1): 1 s") for t in texts[1:-1])
+    assert texts[-1].startswith("traced in 1.")
