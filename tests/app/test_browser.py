@@ -160,6 +160,24 @@ def test_malformed_upload_shows_error_and_app_keeps_working(page_factory: Any,
     expect(page.locator("#load-status")).to_contain_text("Error: bad.json:", timeout=T)
     _load(page, tmp_path, diamond())
     expect(page.locator("#summary-card")).to_contain_text("diamond: 4 ops", timeout=T)
+    # the sample dropdown no longer claims the old sample
+    expect(page.locator("#sample-pick")).to_contain_text("diamond (loaded; not a sample)",
+                                                         timeout=T)
+    # bad settings get a message in words, at once
+    page.fill("#plan-time-limit", "-5")
+    page.press("#plan-time-limit", "Enter")
+    page.fill("#plan-workers", "0")
+    page.press("#plan-workers", "Enter")
+    expect(page.locator("#plan-settings-msg")).to_contain_text(
+        "time limit must be more than 0 s (got -5 s)", timeout=T)
+    expect(page.locator("#plan-settings-msg")).to_contain_text("workers must be at least 1")
+    page.click("#plan-btn")
+    expect(page.locator("#plan-status")).to_contain_text("Planning not started", timeout=T)
+    page.fill("#plan-time-limit", "2")
+    page.press("#plan-time-limit", "Enter")
+    page.fill("#plan-workers", "1")
+    page.press("#plan-workers", "Enter")
+    expect(page.locator("#plan-settings-msg")).to_have_text("", timeout=T)
     foreign = tmp_path / "foreign.plan.json"
     foreign.write_text(plan_io.dumps_plan(planned_with_tree()[1]))
     _upload(page, "#plan-upload", foreign)
