@@ -22,6 +22,7 @@ from roam_core.oracle.simulate import Lifetime, lifetimes, simulate
 __all__ = [
     "KINDS",
     "NODE_ROLES",
+    "TEACHING_GRAPHS",
     "TREE_PAGE",
     "LayoutView",
     "Section",
@@ -33,6 +34,7 @@ __all__ = [
     "layout_from_blocks",
     "layout_from_plan",
     "lifetime_change",
+    "lifetime_changes",
     "live_rows",
     "node_range",
     "node_role",
@@ -44,6 +46,7 @@ __all__ = [
     "subtree_range",
     "summary_rows",
     "total_curve",
+    "walkthrough",
     "why_notes",
 ]
 
@@ -463,6 +466,66 @@ def why_notes(graph: Graph, plan: Plan, before_order: Sequence[OpId], before_lab
                      f"bound ({fmt_bytes(plan.lower_bound_bytes)}), the bytes that some step of "
                      f"every valid order must hold at once.")
     return notes
+
+
+def lifetime_changes(graph: Graph, plan: Plan, before_order: Sequence[OpId], limit: int = 6
+                     ) -> list[tuple[str, int, int, int]]:
+    """Storages whose lifetime the plan changed most, by bytes × steps:
+    ``(id, steps before, steps after, bytes x steps saved)``, largest change first."""
+    a = plan.alignment_bytes
+    after, before = lifetimes(graph, plan.order), lifetimes(graph, before_order)
+    rows = []
+    for tid, la in after.items():
+        lb = before.get(tid)
+        if lb is None or graph.tensors[tid].producer is None:
+            continue
+        nb, na = lb.end - lb.start, la.end - la.start
+        if nb != na:
+            size = round_size(graph.tensors[tid].size_bytes, a)
+            rows.append((tid, nb, na, size * (nb - na)))
+    rows.sort(key=lambda r: (-abs(r[3]), r[0]))
+    return rows[:limit]
+
+
+#: Graph-name prefixes of the teaching graphs (the walkthrough opens by itself on them).
+TEACHING_GRAPHS = ("mlp", "residual_block", "tiny_gpt", "tiny_train_step")
+
+
+def walkthrough(graph: Graph, plan: Plan, before_order: Sequence[OpId], before_label: str,
+                before_curve: np.ndarray, before_view: LayoutView, after_view: LayoutView,
+                reserved_bytes: int | None) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """The guided walkthrough: ``(title, text, [(tensor id, link label)])`` per step.
+
+    1. where the compared order peaks and which tensors make that peak;
+    2. what the planner moved: the largest lifetime changes (clickable);
+    3. how the layout packs the arena (and where to ask why a tensor sits at its offset);
+    4. what recomputation would add.
+    """
+    k = int(np.argmax(before_curve)) if len(before_curve) else 0
+    top = peak_contributors(graph, before_view, k)
+    step1 = (f"1. The {before_label} order peaks at step {k}: "
+             f"{fmt_bytes(int(before_curve[k]) if len(before_curve) else 0)}. "
+             "The largest tensors live there:",
+             [(t, f"{t} ({fmt_bytes(b)})") for t, b in top])
+    moved = lifetime_changes(graph, plan, before_order)
+    step2 = ("2. What the planner moved: the tensors whose lifetime changed most "
+             "(bytes × steps; click one to see it everywhere):" if moved else
+             "2. The planner changed no lifetime: the order was already as good as it gets.",
+             [(t, f"{t}: {nb} → {na} steps ({'−' if d > 0 else '+'}"
+                  f"{fmt_bytes(abs(d))}·steps)") for t, nb, na, d in moved])
+    pk = int(np.argmax(plan.live_bytes)) if plan.live_bytes else 0
+    ptop = peak_contributors(graph, after_view, pk)
+    step3 = (f"3. The layout packs every tensor into one arena of {fmt_bytes(plan.arena_bytes)} "
+             f"({100 * plan.fragmentation:.1f} % above the planned peak); the caching allocator "
+             f"reserves {fmt_bytes(reserved_bytes)} for the {before_label} order. Click a "
+             "rectangle of the layout and Explain says why it sits at its offset, for example "
+             "the tensors at the planned peak:",
+             [(t, f"{t} ({fmt_bytes(b)})") for t, b in ptop])
+    step4 = ("4. Recomputation (freeing an activation and computing it again in the backward) "
+             "would lower the peak further at the cost of extra compute; this build plans "
+             "order and layout only, so the plan recomputes nothing.", [])
+    return [("where the peak is", *step1), ("what the planner moved", *step2),
+            ("how the layout packs", *step3), ("what recomputation would add", *step4)]
 
 
 # ------------------------------------------------------------------ summary

@@ -297,6 +297,13 @@ def render_panels(graph: dict | None, plan: str | None, base: str) -> Any:
     return layout.summary_children(services.summary_rows(graph["key"], plan, base))
 
 
+def render_walkthrough(graph: dict | None, plan: str | None, base: str) -> Any:
+    """The guided walkthrough (open by itself on the teaching graphs)."""
+    if not graph:
+        raise PreventUpdate
+    return layout.walkthrough_children(*services.walkthrough_steps(graph["key"], plan, base))
+
+
 def render_tree(plan: str | None, shown: dict | None) -> Any:
     """View 2: the task tree, with the user's expansions mounted."""
     return layout.tree_children(services.tree_of(plan), shown)
@@ -353,7 +360,8 @@ def on_range(*args: Any) -> tuple[Any, str]:
     return rng, f"steps {max(math.ceil(rng[0]), 0)} – {math.floor(rng[1])}"
 
 
-def on_select(layout_click: Any, base_click: Any, tl_click: Any, hits: Any, graph: Any) -> Any:
+def on_select(layout_click: Any, base_click: Any, tl_click: Any, hits: Any, graph: Any,
+              tour_hits: Any = None) -> Any:
     """Selected op or tensor (from a click or a search hit)."""
     trig, value = dash.ctx.triggered_id, _triggered_value()
     if trig == ids.GRAPH_KEY:
@@ -526,6 +534,7 @@ def register(app: dash.Dash, config: AppConfig = DEFAULT_CONFIG) -> None:
     cb(Output(ids.LAYOUT, "figure"), Output(ids.BASE_LAYOUT, "figure"), gk, pk, base, rng,
        sel)(render_layouts)
     cb(Output(ids.SUMMARY, "children"), gk, pk, base)(render_panels)
+    cb(Output(ids.TOUR, "children"), gk, pk, base)(render_walkthrough)
     cb(Output(ids.TREE_OPEN, "data"), Input({"type": ids.TREE_MORE, "index": ALL}, "n_clicks"),
        pk, State(ids.TREE_OPEN, "data"), prevent_initial_call=True)(on_tree_more)
     cb(Output(ids.TREE, "children"), pk, Input(ids.TREE_OPEN, "data"))(render_tree)
@@ -538,11 +547,13 @@ def register(app: dash.Dash, config: AppConfig = DEFAULT_CONFIG) -> None:
                                             ids.BASE_LAYOUT)],
        Input({"type": ids.TREE_NODE, "index": ALL}, "n_clicks"),
        Input({"type": ids.SEARCH_HIT, "index": ALL}, "n_clicks"),
+       Input({"type": ids.TOUR_HIT, "index": ALL, "step": ALL}, "n_clicks"),
        Input(ids.RESET_ZOOM, "n_clicks"), pk, State(ids.GRAPH_KEY, "data"),
        State(ids.BASELINE, "value"), prevent_initial_call=True)(on_range)
     cb(Output(ids.SELECTION, "data"), Input(ids.LAYOUT, "clickData"),
        Input(ids.BASE_LAYOUT, "clickData"), Input(ids.TIMELINE, "clickData"),
        Input({"type": ids.SEARCH_HIT, "index": ALL}, "n_clicks"), gk,
+       Input({"type": ids.TOUR_HIT, "index": ALL, "step": ALL}, "n_clicks"),
        prevent_initial_call=True)(on_select)
     cb(Output(ids.STEP, "data"), Input(ids.CURVES, "clickData"), pk,
        prevent_initial_call=True)(on_step)

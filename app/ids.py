@@ -65,6 +65,8 @@ SEARCH_HIT = "search-hit"  # pattern-matching type: {"type": SEARCH_HIT, "index"
 RESET_ZOOM = "reset-zoom"
 RANGE_TEXT = "range-text"
 EXPLAIN = "explain-panel"
+TOUR = "walkthrough"  # the guided walkthrough card
+TOUR_HIT = "tour-hit"  # pattern-matching: {"type": TOUR_HIT, "index": "tensor:x", "step": i}
 
 # ---- export / import
 EXPORT_JSON = "export-json-btn"

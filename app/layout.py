@@ -15,8 +15,8 @@ from app import ids
 from app.analysis import Section, fmt_bytes, node_role, shown_children
 from app.planning import BASELINE_METHODS, PLAN_METHODS, PlanSettings
 
-__all__ = ["build_layout", "explain_children", "search_children", "summary_children",
-           "tree_children", "verify_children"]
+__all__ = ["HOW_TO_READ", "build_layout", "explain_children", "how_to_read", "search_children",
+           "summary_children", "tree_children", "verify_children", "walkthrough_children"]
 
 _GRAPH_CFG = {"displaylogo": False, "scrollZoom": False,
               "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
@@ -185,6 +185,7 @@ def build_layout(defaults: Mapping[str, Any]) -> html.Div:
                     className="side")
     main = html.Div([
         html.Div(id=ids.SUMMARY, className="card summary"),
+        html.Div(id=ids.TOUR),
         html.Div([html.Span(id=ids.RANGE_TEXT),
                   html.Button("Reset zoom", id=ids.RESET_ZOOM)], className="rangebar"),
         _card("Memory: before vs after", how_to_read("curves"), _graph(ids.CURVES, 380)),
@@ -259,6 +260,20 @@ def tree_children(tree: Mapping[str, Any] | None, shown: Mapping[str, int] | Non
 def _peak_fell(node: Mapping[str, Any]) -> bool:
     before, after = node.get("peak_before_bytes"), node.get("peak_after_bytes")
     return before is not None and after is not None and after < before
+
+
+def walkthrough_children(open_: bool, steps: Sequence[tuple[str, str, Sequence[tuple[str, str]]]]
+                         ) -> list[Any]:
+    """The guided walkthrough card: numbered steps, each with clickable tensors."""
+    if not steps:
+        return []
+    items = [html.Li([html.Div(text), html.Div(  # "step" keeps ids unique across steps
+        [html.Button(label, id={"type": ids.TOUR_HIT, "index": f"tensor:{tid}", "step": i},
+                     className="hit") for tid, label in links], className="tour-links")])
+        for i, (_, text, links) in enumerate(steps)]
+    return [html.Details([html.Summary("Guided walkthrough: what the planner did, step by "
+                                       "step"), html.Ol(items, className="tour")],
+                         open=open_, className="card walkthrough")]
 
 
 def summary_children(rows: Sequence[tuple[str, str]]) -> list[Any]:

@@ -60,6 +60,7 @@ __all__ = [
     "timeline_fig",
     "trace_zoo_graph",
     "validate_plan",
+    "walkthrough_steps",
     "warm",
 ]
 
@@ -480,6 +481,18 @@ def summary_rows(graph_key: str, plan_key: str | None, base: str) -> list[tuple[
                                                   a.curve)]
     return head + analysis.summary_rows(a.plan, int(b.curve.max(initial=0)), b.label,
                                         b.reserved_bytes, show_eager=base != "eager") + why
+
+
+def walkthrough_steps(graph_key: str, plan_key: str | None, base: str
+                      ) -> tuple[bool, list[tuple[str, str, list[tuple[str, str]]]]]:
+    """The guided walkthrough of this plan: ``(open by default, steps)``."""
+    if not plan_key:
+        return False, []
+    graph = state.get_graph(graph_key)
+    a, b = after_data(graph_key, plan_key), before_data(graph_key, base)
+    teach = graph.name.startswith(analysis.TEACHING_GRAPHS)
+    return teach, analysis.walkthrough(graph, a.plan, b.order, b.label, b.curve, b.view,
+                                       a.view, b.reserved_bytes)
 
 
 def explain_sections(graph_key: str, plan_key: str | None, base: str,

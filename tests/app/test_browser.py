@@ -362,3 +362,21 @@ def test_layout_hover_and_click_anywhere_on_a_rectangle(page_factory: Any) -> No
     page.mouse.click(xy[0] + 2, xy[1])
     expect(page.locator("#explain-panel")).to_contain_text(f"tensor {xy[2]}", timeout=T)
     page.locator("#layout-graph").screenshot(path=str(_shot("layout-hover")))
+
+
+def test_walkthrough_on_a_teaching_graph(page_factory: Any) -> None:
+    """The guided walkthrough opens on a teaching graph; a tensor in it is shown everywhere."""
+    page = page_factory()
+    _views_rendered(page)
+    _upload(page, "#graph-upload", _sample("mlp-b8-steady.json.gz"))
+    expect(page.locator("#load-status")).to_contain_text("loaded mlp-b8-steady", timeout=T)
+    tour = page.locator("#walkthrough details.walkthrough")
+    expect(tour).to_have_attribute("open", "", timeout=T)
+    for n in ("1. The eager", "2. ", "3. The layout packs", "4. Recomputation"):
+        expect(tour).to_contain_text(n, timeout=T)
+    first = tour.locator("button.hit").first
+    tid = first.inner_text().split(" ")[0].rstrip(":")
+    first.click()
+    expect(page.locator("#explain-panel")).to_contain_text(f"tensor {tid}", timeout=T)
+    expect(page.locator("#range-text")).to_contain_text("steps", timeout=T)
+    tour.screenshot(path=str(_shot("walkthrough")))

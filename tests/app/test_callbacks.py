@@ -378,3 +378,57 @@ def test_trace_job_reports_a_status_while_it_runs(cache_dir: Path,
     assert texts[0] == "tracing gpt2 (batch 1)…"
     assert any(t.startswith("tracing gpt2 (batch 1): 1 s") for t in texts[1:-1])
     assert texts[-1].startswith("traced in 1.")
+
+
+def test_walkthrough_on_a_teaching_graph(cache_dir: Path) -> None:
+    """The four steps, open on a teaching graph; its tensors are clickable everywhere."""
+    from app import services
+    from app.planning import PlanSettings
+
+    gk = state.put_graph(tiny_train_step())
+    pk = services.plan_graph(gk, PlanSettings(time_limit_s=2.0, node_limit=3))
+    g = {"key": gk, "name": "tiny_train_step"}
+    body = callbacks.render_walkthrough(g, pk, "eager")
+    text = str(body)
+    assert "open=True" in text
+    for n in ("1. The eager (program order) order peaks at step", "2. ", "3. The layout packs",
+              "4. Recomputation"):
+        assert n in text
+    open_, steps = services.walkthrough_steps(gk, pk, "eager")
+    assert open_
+    hits = [t for _, _, links in steps for t, _ in links]
+    assert hits
+    hit = {"index": f"tensor:{hits[0]}", "step": 0, "type": ids.TOUR_HIT}
+    assert run(callbacks.on_select, hit, 1, None, None, None, [], g, [1]) == {
+        "kind": "tensor", "id": hits[0]}
+    rng, _ = run(callbacks.on_range, hit, 1, *([None] * 8), pk, g, "eager")
+    assert rng is not None
+    assert callbacks.render_walkthrough(g, None, "eager") == []
+    idents = [(c.id["index"], c.id["step"]) for c in _components(body)
+              if isinstance(getattr(c, "id", None), dict)]
+    assert len(idents) == len(set(idents))  # a tensor in two steps: still unique ids
+
+
+def test_lifetime_changes_rank_by_bytes_times_steps(cache_dir: Path) -> None:
+    from app.analysis import lifetime_changes
+    from app.planning import PlanSettings, run_planner
+
+    g = tiny_train_step()
+    plan = run_planner(g, PlanSettings(time_limit_s=2.0))
+    order = tuple(reversed(plan.order))  # not valid: only lifetimes matter here
+    rows = lifetime_changes(g, plan, order)
+    assert [abs(r[3]) for r in rows] == sorted((abs(r[3]) for r in rows), reverse=True)
+    assert all(r[1] != r[2] for r in rows)
+
+
+def _components(c: Any) -> Any:
+    from dash.development.base_component import Component
+
+    if isinstance(c, Component):
+        yield c
+        c = getattr(c, "children", None)
+    if isinstance(c, list | tuple):
+        for x in c:
+            yield from _components(x)
+    elif isinstance(c, Component):
+        yield from _components(c)
