@@ -235,7 +235,8 @@ class PlanProgressTracker:
         elapsed = self._clock() - self._t0
         _, _, text = progress_values(p)
         if f >= 1.0:
-            return 1000, 1000, f"100 % · done in {elapsed:.1f} s · {text}"
+            what = f": {p.message}" if getattr(p, "message", "") else ""
+            return 1000, 1000, f"100 % · planned in {elapsed:.1f} s{what}"
         left = elapsed * (1 - f) / f if f > 0.02 else None
         if self._limit:
             cap = max(self._limit - elapsed, 0.0) + 1.0

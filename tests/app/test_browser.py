@@ -100,7 +100,7 @@ def test_sample_plan_views_tree_tensor_export_reimport(page_factory: Any,
     page.press("#plan-time-limit", "Enter")
     page.click("#plan-btn")
     expect(page.locator("#plan-status")).to_contain_text("planned with roam", timeout=T)
-    expect(page.locator("#plan-progress-text")).to_contain_text("sub-tasks")
+    expect(page.locator("#plan-progress-text")).to_contain_text("100 % · planned in")
     done, total = (page.get_attribute("#plan-progress", a) for a in ("value", "max"))
     assert done == total != "0"
     # a plan with a task tree: import it, click a node, every view zooms
