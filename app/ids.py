@@ -67,6 +67,11 @@ RANGE_TEXT = "range-text"
 EXPLAIN = "explain-panel"
 TOUR = "walkthrough"  # the guided walkthrough card
 TOUR_HIT = "tour-hit"  # pattern-matching: {"type": TOUR_HIT, "index": "tensor:x", "step": i}
+MODULE_TABLE = "module-table"  # per-module memory at the peak (sortable; click selects)
+MODULE_ICICLE = "module-icicle"
+MODULE_DEPTH = "module-depth"  # group module paths by this many components, or "full"
+MODULE_SIDE = "module-side"  # "after" (the plan) or "before" (the baseline) kinds
+MODULE_TITLE = "module-title"
 
 # ---- export / import
 EXPORT_JSON = "export-json-btn"

@@ -319,7 +319,8 @@ def test_report_tree_is_drawn(browser: Any, tmp_path: Path) -> None:
                                timeout=T)
         drawn = page.evaluate("""() => {
             const gd = [...document.querySelectorAll('.js-plotly-plot')]
-                .find(g => g._fullData[0] && g._fullData[0].type === 'icicle');
+                .find(g => g._fullData[0] && g._fullData[0].type === 'icicle'
+                      && Array.from(g._fullData[0].ids).includes('root'));
             const slices = [...gd.querySelectorAll('g.slice path.surface')];
             return slices.map(p => p.getBBox()).filter(b => b.width > 1 && b.height > 1)
                          .length; }""")

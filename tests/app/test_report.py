@@ -45,7 +45,8 @@ def test_report_command_writes_a_report_with_a_drawn_tree(tmp_path: Path,
     assert "wrote" in capsys.readouterr().out
     text = out.read_text()
     assert text.count("window.PlotlyConfig") == 1  # plotly.js inlined once: works offline
-    ice = [t for f in _figures(text) for t in f["data"] if t.get("type") == "icicle"]
+    ice = [t for f in _figures(text) for t in f["data"] if t.get("type") == "icicle"
+           and "root" in t["ids"]]  # the task tree (the module icicle is another)
     assert len(ice) == 1
     ids, parents, values = ice[0]["ids"], ice[0]["parents"], ice[0]["values"]
     value = dict(zip(ids, values))
