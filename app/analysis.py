@@ -39,6 +39,7 @@ __all__ = [
     "explain_op",
     "explain_tensor",
     "fmt_bytes",
+    "has_modules",
     "iter_tree",
     "layout_from_blocks",
     "layout_from_plan",
@@ -54,6 +55,7 @@ __all__ = [
     "node_range",
     "node_role",
     "peak_contributors",
+    "peak_modules",
     "peak_note",
     "search",
     "shown_children",
@@ -470,13 +472,32 @@ def peak_contributors(graph: Graph, view: LayoutView, step: int, k: int = 3
     return out
 
 
-def peak_note(contributors: Sequence[tuple[str, int]]) -> str:
+def peak_modules(graph: Graph, view: LayoutView, step: int, k: int = 3
+                 ) -> list[tuple[str, int]]:
+    """The ``k`` modules holding the most bytes live at ``step`` (``tensor_module``: a
+    parameter's module, an activation's producing module), largest first."""
+    m = np.nonzero((view.start <= step) & (view.end > step))[0]
+    by: dict[str, int] = {}
+    for i in m:
+        t = graph.tensors.get(view.ids[i])
+        if t is not None:
+            label = _module_label(graph, t)
+            by[label] = by.get(label, 0) + int(view.size[i])
+    return sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def has_modules(graph: Graph) -> bool:
+    """True when the tracer recorded module paths (``Op.module``) in this graph."""
+    return any(o.module for o in graph.ops)
+
+
+def peak_note(contributors: Sequence[tuple[str, int]], what: str = "top") -> str:
     """``'top: a 2.00 MiB, b 1.00 MiB'`` (empty for none).
 
     >>> peak_note([("w.grad", 2**21), ("act", 2**20)])
     'top: w.grad 2.00 MiB, act 1.00 MiB'
     """
-    return ("top: " + ", ".join(f"{n} {fmt_bytes(b)}" for n, b in contributors)
+    return (f"{what}: " + ", ".join(f"{n} {fmt_bytes(b)}" for n, b in contributors)
             if contributors else "")
 
 

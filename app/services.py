@@ -408,14 +408,21 @@ def _curves(graph_key: str, plan_key: str | None, base: str,
         (f"{label} (planned)", module_bytes_per_step(
             graph, a.plan.order, module, alignment_bytes=a.plan.alignment_bytes), "#e89c9f")]
     after_label = f"planned ({a.plan.method})"
-    notes = {lbl: analysis.peak_note(analysis.peak_contributors(
-        graph, view, int(np.argmax(curve)) if len(curve) else 0))
-        for lbl, view, curve in ((b.label, b.view, b.curve), (after_label, a.view, a.curve))}
+    notes = {lbl: _peak_note(graph, view, curve)
+             for lbl, view, curve in ((b.label, b.view, b.curve), (after_label, a.view, a.curve))}
     return figures.memory_curves_figure(
         a.curve, b.curve, arena_bytes=a.plan.arena_bytes,
         lower_bound_bytes=a.plan.lower_bound_bytes, after_label=after_label,
         before_label=b.label, x_range=x_range, step=step, extra_curves=extra,
         peak_notes=notes)
+
+
+def _peak_note(graph: Graph, view: analysis.LayoutView, curve: np.ndarray) -> str:
+    """The line under a peak: its top-3 modules (tensors when the graph has no modules)."""
+    k = int(np.argmax(curve)) if len(curve) else 0
+    if analysis.has_modules(graph):
+        return analysis.peak_note(analysis.peak_modules(graph, view, k), "top modules")
+    return analysis.peak_note(analysis.peak_contributors(graph, view, k))
 
 
 def timeline_fig(graph_key: str, plan_key: str | None, base: str,

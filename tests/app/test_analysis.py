@@ -153,3 +153,29 @@ def test_lifetime_change_and_peak_contributors() -> None:
     assert peak_note(top).startswith("top: ")
     text = str(analysis.explain_tensor(graph, plan, graph.op_ids, "relu"))
     assert "change: " in text
+
+
+def test_peaks_are_annotated_by_module_on_a_traced_graph() -> None:
+    """mlp-b8-steady records module paths: each peak names its top-3 modules."""
+    from pathlib import Path
+
+    from app import figures
+    from app.analysis import has_modules, layout_from_plan, peak_modules, total_curve
+    from roam_core.formats.graph_io import load_graph
+
+    g = load_graph(Path(__file__).resolve().parents[2] / "sample_graphs" /
+                   "mlp-b8-steady.json.gz")
+    assert has_modules(g)
+    assert not has_modules(tiny_train_step())
+    plan = planning.run_planner(g, planning.PlanSettings(method="eager", time_limit_s=1.0))
+    view = layout_from_plan(g, plan)
+    curve = total_curve(g, plan.order)
+    k = int(np.argmax(curve))
+    top = peak_modules(g, view, k)
+    assert 1 <= len(top) <= 3
+    assert sum(b for _, b in top) <= int(curve[k])
+    assert [b for _, b in top] == sorted((b for _, b in top), reverse=True)
+    note = analysis.peak_note(top, "top modules")
+    fig = figures.memory_curves_figure(curve, curve, peak_notes={"planned": note})
+    texts = [t.text[0] for t in fig.data if t.mode == "markers+text"]
+    assert any(note in t for t in texts)
