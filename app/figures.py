@@ -102,6 +102,18 @@ def empty_figure(message: str = "nothing to show yet") -> go.Figure:
     return fig
 
 
+def _peak_text_position(k: int, n: int, placed: Sequence[int]) -> str:
+    """Where a long peak label goes: towards the middle (never cut off at an edge), and
+    under its marker when another peak label is already near it (no overlap).
+
+    >>> _peak_text_position(90, 100, []), _peak_text_position(10, 100, [15])
+    ('top left', 'bottom right')
+    """
+    side = "left" if k > 0.6 * n else "right"
+    near = any(abs(k - j) < 0.35 * max(n, 1) for j in placed)
+    return f"{'bottom' if near else 'top'} {side}"
+
+
 def _short(label: str, width: int = 10) -> str:
     """A row label that fits the fixed step-axis margin (the full name goes in the title)."""
     return label if len(label) <= width else label[:width - 1] + "…"
@@ -191,6 +203,7 @@ def memory_curves_figure(
     div, unit = _unit(top)
     fig = go.Figure(layout=_BASE_LAYOUT)
     n = max(len(c) for _, c, _ in curves)
+    placed: list[int] = []  # steps of the peak labels drawn so far
     for (name, c, color), pos in zip(curves, ("top left", "top right", "top right",
                                               "bottom right", "bottom right")):
         if not len(c):
@@ -209,9 +222,9 @@ def memory_curves_figure(
             marker={"color": color, "size": 9, "symbol": "diamond"},
             text=[f"peak {fmt_bytes(c[k])} @ step {k}"
                   + (f"<br>{peak_notes[name]}" if peak_notes and peak_notes.get(name) else "")],
-            textposition=("top left" if k > 0.6 * len(c) else "top right")
-            if peak_notes else pos,  # long labels open towards the middle: never cut off
+            textposition=_peak_text_position(k, len(c), placed) if peak_notes else pos,
             hoverinfo="skip", cliponaxis=False))
+        placed.append(k)
     for label, val, dash in (("arena", arena_bytes, "dash"),
                              ("lower bound", lower_bound_bytes, "dot")):
         if val:
