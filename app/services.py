@@ -376,8 +376,14 @@ def _hashable(x: Any) -> Any:
     return x
 
 
+def _copy_fig(fig: go.Figure) -> go.Figure:
+    """A caller's own copy of a memoised figure, not validated again (half the time of
+    ``go.Figure(fig)``: 0.2 s instead of 0.4 s for a GPT2-XL timeline on a loaded machine)."""
+    return go.Figure(fig.to_dict(), _validate=False)
+
+
 def _copy_pair(figs: tuple[go.Figure, go.Figure]) -> tuple[go.Figure, go.Figure]:
-    return go.Figure(figs[0]), go.Figure(figs[1])
+    return _copy_fig(figs[0]), _copy_fig(figs[1])
 
 
 def curves_figure(graph_key: str, plan_key: str | None, base: str,
@@ -389,7 +395,7 @@ def curves_figure(graph_key: str, plan_key: str | None, base: str,
     return _curves(graph_key, plan_key, base, _hashable(x_range), step, module)
 
 
-@memoised(16, copy=go.Figure)
+@memoised(16, copy=_copy_fig)
 def _curves(graph_key: str, plan_key: str | None, base: str,
             x_range: Sequence[float] | None, step: int | None,
             module: str | None = None) -> go.Figure:
@@ -432,7 +438,7 @@ def timeline_fig(graph_key: str, plan_key: str | None, base: str,
     return _timeline(graph_key, plan_key, base, _hashable(x_range), _hashable(selection))
 
 
-@memoised(16, copy=go.Figure)
+@memoised(16, copy=_copy_fig)
 def _timeline(graph_key: str, plan_key: str | None, base: str, x_range: Any, sel: Any
               ) -> go.Figure:
     selection = dict(sel) if sel else None
@@ -521,16 +527,18 @@ def summary_rows(graph_key: str, plan_key: str | None, base: str) -> list[tuple[
                                         b.reserved_bytes, show_eager=base != "eager") + why
 
 
+@memoised(8)
 def walkthrough_steps(graph_key: str, plan_key: str | None, base: str
-                      ) -> tuple[bool, list[tuple[str, str, list[tuple[str, str]]]]]:
-    """The guided walkthrough of this plan: ``(open by default, steps)``."""
+                      ) -> tuple[bool, tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...]]:
+    """The guided walkthrough of this plan: ``(open by default, steps)`` (memoised, frozen)."""
     if not plan_key:
-        return False, []
+        return False, ()
     graph = state.get_graph(graph_key)
     a, b = after_data(graph_key, plan_key), before_data(graph_key, base)
     teach = graph.name.startswith(analysis.TEACHING_GRAPHS)
-    return teach, analysis.walkthrough(graph, a.plan, b.order, b.label, b.curve, b.view,
-                                       a.view, b.reserved_bytes)
+    steps = analysis.walkthrough(graph, a.plan, b.order, b.label, b.curve, b.view, a.view,
+                                 b.reserved_bytes)
+    return teach, tuple((t, x, tuple(links)) for t, x, links in steps)
 
 
 def explain_sections(graph_key: str, plan_key: str | None, base: str,
