@@ -523,8 +523,9 @@ def why_notes(graph: Graph, plan: Plan, before_order: Sequence[OpId], before_lab
             notes.append(
                 f"{len(hoisted)} optimizer ops run before the loss in the plan (after it in "
                 f"{before_label}): they need nothing from this step's backward (step counters, "
-                f"bias corrections, state set-up), so they may run first; together they "
-                f"allocate {fmt_bytes(made)}.")
+                f"bias corrections, state set-up), so they may run first; "
+                + (f"together they allocate {fmt_bytes(made)}." if made else
+                   "they allocate nothing."))
     n = min(len(before_curve), len(after_curve))
     if n:
         k = int(np.argmax(after_curve[:n]))
