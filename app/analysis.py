@@ -57,6 +57,7 @@ __all__ = [
     "peak_contributors",
     "peak_modules",
     "peak_note",
+    "ring_span",
     "search",
     "shown_children",
     "step_bytes",
@@ -304,8 +305,18 @@ NODE_ROLES: dict[str, str] = {
 }
 
 
-def node_role(node: Mapping[str, Any], tree: Mapping[str, Any] | None = None) -> str:
-    """A task-tree node in words (with ``tree``, a tail says which side of the rings it is).
+def ring_span(tree: Mapping[str, Any] | None) -> tuple[int, int] | None:
+    """Steps covered by the rings around the loss: the root's ring children hold every inner
+    ring, so only their sub-trees are walked (once per tree, not once per node)."""
+    spans = [r for c in (tree or {}).get("children") or () if c.get("kind") == "ring"
+             and (r := subtree_range(c)) is not None]
+    return (min(a for a, _ in spans), max(b for _, b in spans)) if spans else None
+
+
+def node_role(node: Mapping[str, Any], tree: Mapping[str, Any] | None = None,
+              rings: tuple[int, int] | None = None) -> str:
+    """A task-tree node in words (with ``tree``, or its :func:`ring_span` ``rings``, a tail
+    says which side of the rings it is).
 
     >>> node_role({"kind": "ring"})
     'forward/backward ring around the loss'
@@ -316,14 +327,13 @@ def node_role(node: Mapping[str, Any], tree: Mapping[str, Any] | None = None) ->
     'optimizer tail: the ops after the backward ring'
     """
     kind = str(node.get("kind", ""))
-    if kind == "tail" and tree is not None:
-        rings = [r for n, _ in iter_tree(tree) if n.get("kind") == "ring"
-                 and (r := subtree_range(n)) is not None]
+    if kind == "tail" and (tree is not None or rings is not None):
+        rings = rings if rings is not None else ring_span(tree)
         mine = subtree_range(node)
-        if rings and mine is not None:
-            if mine[0] >= max(b for _, b in rings):
+        if rings is not None and mine is not None:
+            if mine[0] >= rings[1]:
                 return "optimizer tail: the ops after the backward ring"
-            if mine[1] <= min(a for a, _ in rings):
+            if mine[1] <= rings[0]:
                 return "forward head: the ops before the ring around the loss"
     return NODE_ROLES.get(kind, kind or "sub-task")
 

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from app.analysis import KINDS, LayoutView, fmt_bytes, iter_tree, node_role
+from app.analysis import KINDS, LayoutView, fmt_bytes, iter_tree, node_role, ring_span
 from app.raster import paint_index, png_data_uri, rasterize
 from roam_core.model.graph import Graph, OpId, Phase
 
@@ -475,6 +475,7 @@ def task_tree_figure(tree: Mapping[str, Any] | None) -> go.Figure:
     if not nodes:
         return empty_figure("no task tree (baseline plan)")
     ids, parents, values, text, colors = [], [], [], [], []
+    rings = ring_span(tree)
 
     def walk(node: Mapping[str, Any], parent: str) -> int:
         nid = str(node.get("id"))
@@ -485,7 +486,7 @@ def task_tree_figure(tree: Mapping[str, Any] | None) -> go.Figure:
         own = int(node.get("num_ops", 0) or 0)
         before, after = node.get("peak_before_bytes"), node.get("peak_after_bytes")
         fell = before is not None and after is not None and after < before
-        text.append(f"{node_role(node, tree)} · {own} own ops · {fmt_bytes(before)} → "
+        text.append(f"{node_role(node, rings=rings)} · {own} own ops · {fmt_bytes(before)} → "
                     f"{fmt_bytes(after)}" + (" (peak fell)" if fell else "")
                     + f" · {node.get('status', '')}")
         colors.append("#55a868" if fell else "#c8ccd2")

@@ -12,7 +12,7 @@ from typing import Any
 from dash import dash_table, dcc, html
 
 from app import ids
-from app.analysis import MODULE_KINDS, Section, fmt_bytes, node_role, shown_children
+from app.analysis import MODULE_KINDS, Section, fmt_bytes, node_role, ring_span, shown_children
 from app.planning import BASELINE_METHODS, PLAN_METHODS, PlanSettings
 
 __all__ = ["HOW_TO_READ", "build_layout", "explain_children", "how_to_read", "module_card",
@@ -247,16 +247,15 @@ def module_card() -> html.Div:
 
 
 def _tree_node(node: Mapping[str, Any], depth: int,
-               shown: Mapping[str, int], root: Mapping[str, Any] | None = None
+               shown: Mapping[str, int], rings: tuple[int, int] | None = None
                ) -> html.Details | html.Div:
     gap, nid = node.get("gap"), str(node.get("id"))
-    root = root or node
     fell = _peak_fell(node)
     label = (f"{nid} · {node.get('kind', '')} · {node.get('num_ops', 0)} ops · "
              f"peak {fmt_bytes(node.get('peak_before_bytes'))} → "
              f"{fmt_bytes(node.get('peak_after_bytes'))} · {node.get('status', '?')}"
              + (f" · gap {100 * float(gap):.1f} %" if gap is not None else ""))
-    role = node_role(node, root)
+    role = node_role(node, rings=rings) if rings is not None else node_role(node)
     # one string, not spans: the lazy tree stays a few components per node
     btn = html.Button(f"{label} — {role}" + (" ▼ peak fell" if fell else ""),
                       id={"type": ids.TREE_NODE, "index": nid},
@@ -272,7 +271,7 @@ def _tree_node(node: Mapping[str, Any], depth: int,
     if not n_shown:
         return html.Div([btn, *more], className="leaf")
     return html.Details([html.Summary(btn),
-                         *[_tree_node(c, depth + 1, shown, root) for c in kids[:n_shown]],
+                         *[_tree_node(c, depth + 1, shown, rings) for c in kids[:n_shown]],
                          *more],
                         open=True)
 
@@ -288,7 +287,7 @@ def tree_children(tree: Mapping[str, Any] | None, shown: Mapping[str, int] | Non
     if not tree:
         return html.Div("No task tree: this plan comes from a baseline method (or is not "
                         "planned yet).", className="muted")
-    return _tree_node(tree, 0, shown or {}, tree)
+    return _tree_node(tree, 0, shown or {}, ring_span(tree))
 
 
 def _peak_fell(node: Mapping[str, Any]) -> bool:
