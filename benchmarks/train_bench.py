@@ -1,0 +1,122 @@
+"""Training benchmark: planned (PlannedStep) versus eager step time, interleaved in one run.
+
+Usage::
+
+    nice python benchmarks/train_bench.py [--only SUBSTRING] [--steps N] [--method NAME]
+                                          [--time-limit S] [--threads T]
+                                          [--out benchmarks/results]
+
+For each configuration :func:`roam_core.runtime.compare.compare_training` builds the zoo
+model with a seeded init, traces its steady step, plans it (``--method``, ``--time-limit``),
+then trains ``--steps`` steps eagerly and with ``PlannedStep`` from identical weights on the
+same synthetic batches, **interleaved step by step** (alternating which goes first), and
+checks that every loss and the final parameters are bit-equal.  Step times are medians over
+the steps after the first (the first planned step sets up and runs checked).  Results go to
+``train.md`` and ``train.json`` in ``--out``, with the machine's load average before and
+after each configuration: on a shared machine the absolute times are noisy; the ratio of two
+interleaved loops is what the table is for.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+#: (model, batch, seq_len): the issue's four CPU configurations.
+CONFIGS = [("mlp", 8, None), ("tiny_gpt", 2, 32), ("gpt2", 2, 128), ("resnet50", 8, None)]
+TARGET = 1.2  # planned / eager
+
+
+def _row(model: str, batch: int, seq: int | None, args: argparse.Namespace) -> dict[str, Any]:
+    from roam_core.runtime.compare import compare_training
+
+    load0 = os.getloadavg()
+    t0 = time.perf_counter()
+    r = compare_training(model, batch, seq, steps=args.steps, device="cpu",
+                         method=args.method, planner_time_limit_s=args.time_limit)
+    r["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    r["load_before"] = [round(x, 2) for x in load0]
+    r["load_after"] = [round(x, 2) for x in os.getloadavg()]
+    return r
+
+
+def _md(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
+    cpus = os.cpu_count()
+    lines = [
+        "# Training with a plan: planned vs eager step time (CPU)",
+        "",
+        f"`python benchmarks/train_bench.py --steps {args.steps} --method {args.method} "
+        f"--time-limit {args.time_limit}` on {platform.machine()} with {cpus} CPUs, "
+        f"torch {rows[0]['torch_version'] if rows else '?'}, {rows[0]['threads'] if rows else '?'}"
+        " intra-op threads.",
+        "",
+        "Eager (`loss.backward(); opt.step()`, single-tensor AdamW) and `PlannedStep` (the plan's "
+        "order in one arena, prepared out= kernels) train the same model from identical weights "
+        "on the same batches, interleaved step by step in one process; times are medians over "
+        "the steps after the first. `bit-equal`: every step's loss and the final parameters "
+        f"and buffers are identical. Target: planned/eager <= {TARGET}.",
+        "",
+        "| config | ops | plan | eager ms/step | planned ms/step | planned/eager "
+        "| first planned step ms | fallback ops | bit-equal | load avg before -> after |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for r in rows:
+        cfg = f"{r['model']} b{r['batch_size']}" + (f" t{r['seq_len']}" if r["seq_len"] else "")
+        lines.append(
+            f"| {cfg} | {r['graph_ops']} | {r['plan_method']} | "
+            f"{r['eager_step_seconds'] * 1e3:.1f} | {r['planned_step_seconds'] * 1e3:.1f} | "
+            f"{r['planned_over_eager']:.3f} | {r['planned_first_step_seconds'] * 1e3:.0f} | "
+            f"{r['fallback_ops']} | {'yes' if r['max_abs_diff'] == 0 else r['max_abs_diff']} | "
+            f"{r['load_before'][0]} -> {r['load_after'][0]} |")
+    lines += ["", "Fallback targets (ops without a usable out= kernel; computed into a temporary "
+              "and copied into the slot):", ""]
+    for r in rows:
+        lines.append(f"- {r['model']}: {', '.join(r['fallback_targets']) or '-'}")
+    lines += ["", args.note, ""]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", default=None, help="run configs whose model name contains this")
+    ap.add_argument("--steps", type=int, default=6, help="steps per loop (default 6)")
+    ap.add_argument("--method", default="roam", help="planning method (default roam)")
+    ap.add_argument("--time-limit", type=float, default=20.0, help="planner budget, s")
+    ap.add_argument("--threads", type=int, default=None, help="torch intra-op threads")
+    ap.add_argument("--note", default="Machine: 2 cores shared with other work while this "
+                    "ran (see the load averages): absolute times are noisy, the ratio of the "
+                    "two interleaved loops less so.")
+    ap.add_argument("--out", default="benchmarks/results")
+    args = ap.parse_args(argv)
+    if args.threads:
+        import torch
+
+        torch.set_num_threads(args.threads)
+    rows = []
+    for model, batch, seq in CONFIGS:
+        if args.only and args.only not in model:
+            continue
+        print(f"train_bench: {model} b{batch} ...", file=sys.stderr, flush=True)
+        r = _row(model, batch, seq, args)
+        print(f"train_bench: {model} b{batch}: eager {r['eager_step_seconds'] * 1e3:.1f} ms, "
+              f"planned {r['planned_step_seconds'] * 1e3:.1f} ms "
+              f"({r['planned_over_eager']:.3f}x), max |diff| {r['max_abs_diff']}",
+              file=sys.stderr, flush=True)
+        rows.append(r)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    suffix = f"_{args.only}" if args.only else ""
+    (out / f"train{suffix}.json").write_text(json.dumps(rows, indent=1, sort_keys=True) + "\n")
+    (out / f"train{suffix}.md").write_text(_md(rows, args))
+    print(f"wrote {out / f'train{suffix}.md'}", file=sys.stderr)
+    return 0 if all(r["max_abs_diff"] == 0 for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
