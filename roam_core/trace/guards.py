@@ -185,14 +185,45 @@ class DataDependentGuard(TorchDispatchMode):
         try:
             return func(*args, **kwargs)
         except Exception as e:
+            name = type(e).__name__
+            if name in _DATA_DEPENDENT:  # e.g. torch.equal: a Python value of its inputs
+                value = self._constant_call(func, args, kwargs)
+                if value is not None:
+                    self.evaluated.append((self.modules.current(), value))
+                    return value
             # remember where it happened; the exception itself propagates unchanged (torch
             # code may catch it), and trace_fx turns it into a TraceError with this message
-            name = type(e).__name__
             hint = (_DYNAMIC_SHAPE_HINT if name == "DynamicOutputShapeException" else
                     _SCALAR_HINT if name in _DATA_DEPENDENT else None)
             if hint is not None:
                 self.failure = untraceable_message(func, self.modules.current(), hint)
             raise
+
+
+    @staticmethod
+    def _constant_call(func: Any, args: Any, kwargs: Any) -> Any:
+        """``func`` on the real values of its tensor arguments when all are constants of
+        the step and the result is a Python value (``aten.equal``, ``aten.is_nonzero``)."""
+        root = _tracer_root()
+        if root is None:
+            return None
+        reals: dict[int, Any] = {}
+        for a in torch.utils._pytree.tree_leaves((args, kwargs)):
+            if isinstance(a, torch.Tensor):
+                v = _constant_value(a, root)
+                if v is None:
+                    return None
+                reals[id(a)] = v
+        try:
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+            from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+        except ImportError:  # pragma: no cover
+            return None
+        swap = torch.utils._pytree.tree_map(
+            lambda a: reals.get(id(a), a) if isinstance(a, torch.Tensor) else a, (args, kwargs))
+        with unset_fake_temporarily(), disable_proxy_modes_tracing():
+            out = func(*swap[0], **swap[1])
+        return None if isinstance(out, torch.Tensor) else out
 
 
 #: Exceptions of a read of tensor data during tracing.
