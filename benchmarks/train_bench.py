@@ -6,7 +6,7 @@ Usage::
                                           [--time-limit S] [--threads T]
                                           [--out benchmarks/results]
 
-For each configuration :func:`roam_core.runtime.compare.compare_training` builds the zoo
+For each configuration :func:`roam_core.runtime.training.compare_training` builds the zoo
 model with a seeded init, traces its steady step, plans it (``--method``, ``--time-limit``),
 then trains ``--steps`` steps eagerly and with ``PlannedStep`` from identical weights on the
 same synthetic batches, **interleaved step by step** (alternating which goes first), and
@@ -28,13 +28,15 @@ import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's roam_core
+
 #: (model, batch, seq_len): the issue's four CPU configurations.
 CONFIGS = [("mlp", 8, None), ("tiny_gpt", 2, 32), ("gpt2", 2, 128), ("resnet50", 8, None)]
 TARGET = 1.2  # planned / eager
 
 
 def _row(model: str, batch: int, seq: int | None, args: argparse.Namespace) -> dict[str, Any]:
-    from roam_core.runtime.compare import compare_training
+    from roam_core.runtime.training import compare_training
 
     load0 = os.getloadavg()
     t0 = time.perf_counter()

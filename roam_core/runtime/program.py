@@ -100,6 +100,7 @@ class _Instr:
     static: bool = False  # the result object is the same every step
     fill: Any = None
     copy_bytes: int = 0
+    inplace_view: bool = False  # an op that changes its input's shape in place
 
 
 def _is_mutating(target: Any) -> bool:
@@ -157,6 +158,9 @@ class Program:
         self.checked_runs = 0
         self.extra_peak = self.extra_total = 0
         self.checked_values = 0
+        #: instruction index -> metadata its result object is reset to each step, because an
+        #: in-place view op (``unsqueeze_``) later changes that object's shape
+        self.restore: dict[int, tuple[Any, Any, int]] = {}
         self._build(check_live)
 
     # ------------------------------------------------------------------ build
@@ -200,7 +204,6 @@ class Program:
                     _is_mutating(n.target) or n.name in r.graph.tensors):
                 raise ExecutorError(f"op {n.name!r} ({n.target}) never ran: it is missing "
                                     "from the plan's order")
-        self._mark_inplace_views()
 
     def _args_of(self, node: Any) -> tuple[Any, dict[str, Any]]:
         slots = self.scalar_slots.get(node.name)
@@ -223,7 +226,8 @@ class Program:
                 live.place(node.name, tid, off, f.untyped_storage().nbytes())
         args, kwargs = self._args_of(node)
         target = node.target
-        ins = _Instr(node, "call", target, args, kwargs, fakes=fakes)
+        ins = _Instr(node, "call", target, args, kwargs, fakes=fakes,
+                     inplace_view=_is_inplace_view(target))
         inputs_static = all(a.name in self.static for a in node.all_input_nodes)
         if new and isinstance(target, torch._ops.OpOverload):
             ins.bufs = {id(f): r.slot_view(f, off, f.untyped_storage().nbytes())
@@ -282,38 +286,6 @@ class Program:
             v is None or (isinstance(v, torch.Tensor) and id(v) in ins.bufs)
             for v in flat_outputs(val))
         return "fallback"
-
-    def _mark_inplace_views(self) -> None:
-        """A node whose value an in-place view op (``unsqueeze_``) mutates is recomputed
-        every step, so the metadata change does not pile up across steps."""
-        fresh: set[str] = set()
-        for ins in self.instrs:
-            if isinstance(ins.node.target, torch._ops.OpOverload) and _is_inplace_view(
-                    ins.node.target):
-                base = ins.node.args[0]
-                if isinstance(base, torch.fx.Node):
-                    fresh.add(base.name)
-                fresh.add(ins.node.name)
-        if not fresh:
-            return
-        for ins in self.instrs:
-            if ins.node.name in fresh and ins.kind == "view":
-                ins.kind, ins.static = "call", False
-                self.static.discard(ins.node.name)
-            elif ins.node.name in fresh and ins.kind in ("out", "factory", "empty", "arange"):
-                raise ExecutorError(f"op {ins.node.name!r}: an in-place view op changes the "
-                                    "shape of an arena slot, which cannot be replayed")
-        # readers of a no-longer-static value read it from the registers
-        changed = True
-        while changed:
-            changed = False
-            for ins in self.instrs:
-                if ins.static and ins.kind in ("view", "call") and any(
-                        a.name not in self.static for a in ins.node.all_input_nodes):
-                    ins.static = False
-                    ins.kind = "call"
-                    self.static.discard(ins.node.name)
-                    changed = True
 
     # ------------------------------------------------------------------ run
     def _resolve(self, x: Any, env: Mapping[str, Any]) -> Any:
@@ -377,13 +349,22 @@ class Program:
         """
         r = self.runner
         self.extra_peak = self.extra_total = self.checked_values = 0
+        first_seen: dict[int, tuple[int, tuple[Any, Any, int]]] = {}
         rng = self._rng()
         if rng is not None:
             rng.start()
-        for ins in self.instrs:
+        for idx, ins in enumerate(self.instrs):
             node = ins.node
             args = self._resolve(ins.args, env)
             kwargs = self._resolve(ins.kwargs, env)
+            if ins.inplace_view and isinstance(args[0], torch.Tensor):
+                seen = first_seen.get(id(args[0]))
+                if seen is None:
+                    raise ExecutorError(f"op {node.name!r} ({node.target}) changes the shape "
+                                        "of a resident tensor in place, which cannot be "
+                                        "replayed step after step")
+                self.restore.setdefault(seen[0], seen[1])
+            self._reset_meta(idx, ins, env)
             if rng is not None:
                 rng.before(node.name)
             try:
@@ -400,6 +381,9 @@ class Program:
                 self.extra_peak = max(self.extra_peak, ins.copy_bytes)
                 self.extra_total += ins.copy_bytes
             env[node.name] = result
+            for t in tree_leaves(result):
+                if isinstance(t, torch.Tensor) and id(t) not in first_seen:
+                    first_seen[id(t)] = (idx, (t.size(), t.stride(), t.storage_offset()))
             if rng is not None:
                 rng.after(node.name)
             if check_addresses:
@@ -409,6 +393,13 @@ class Program:
         self.checked_runs += 1
         self._fast = None  # rebind to the values of this run
         return self._resolve(self.output.args[0], env)
+
+    def _reset_meta(self, idx: int, ins: _Instr, env: Mapping[str, Any]) -> None:
+        """Give a result object whose shape an in-place view op changed its first shape."""
+        meta = self.restore.get(idx)
+        obj = env.get(ins.node.name) if meta is not None else None
+        if isinstance(obj, torch.Tensor):
+            obj.as_strided_(*meta)
 
     def run_fast(self, env: dict[str, Any]) -> Any:
         """Run the bound instruction list (after one :meth:`run_checked` on ``env``)."""
@@ -432,14 +423,16 @@ class Program:
         rng = self._rng()
         if rng is not None:
             out.append(rng.start)
-        for ins in self.instrs:
+        for idx, ins in enumerate(self.instrs):
+            meta = self.restore.get(idx)
+            obj = env.get(ins.node.name)
+            if meta is not None and ins.static and isinstance(obj, torch.Tensor):
+                out.append(functools.partial(obj.as_strided_, *meta))
             random = rng is not None and ins.node.name in rng.draws
             if random:
                 out.append(functools.partial(rng.before, ins.node.name))
             if ins.kind not in ("view", "empty"):  # else the checked run's value is reused
-                f = self._bind_one(ins, env)
-                if f is not None:
-                    out.append(f)
+                out.append(self._bind_one(ins, env))
             if random:
                 out.append(functools.partial(rng.after, ins.node.name))
         if rng is not None:
@@ -462,30 +455,68 @@ class Program:
             return {k: p for k, (p, _) in parts2.items()}, any(d for _, d in parts2.values())
         return x, False
 
-    def _bind_one(self, ins: _Instr, env: dict[str, Any]) -> Callable[[], Any] | None:
+    def _bind_one(self, ins: _Instr, env: dict[str, Any]) -> Callable[[], Any]:
         args, dyn_a = self._template(ins.args, env)
         kwargs, dyn_k = self._template(ins.kwargs, env)
-        name = ins.node.name
-        kind = ins.kind
+        name, kind, static = ins.node.name, ins.kind, ins.static
         if kind == "factory":
             const, pos = ins.fill
             if pos is None or not dyn_a:
-                value = const if pos is None else args[pos]
-                return functools.partial(ins.result.fill_, value)
-        if kind in ("out", "call") and not dyn_a and not dyn_k:
-            call = functools.partial(_kernel(ins.fn), *args, **kwargs)
-            if ins.static:
-                return call
-            return functools.partial(_store, env, name, call)
+                return functools.partial(ins.result.fill_, const if pos is None else args[pos])
+        if kind in ("out", "call"):
+            fn = _kernel(ins.fn)
+            if not dyn_a and not dyn_k:
+                call = functools.partial(fn, *args, **kwargs)
+                return call if static else functools.partial(_store, env, name, call)
+            return _patched_call(fn, args, kwargs, env, self.scalars, name, static)
         scalars, resolve, execute = self.scalars, _resolver(), self._execute
 
         def run() -> None:
             a = resolve(args, env, scalars) if dyn_a else args
             k = resolve(kwargs, env, scalars) if dyn_k else kwargs
             value = execute(ins, a, k)
-            if not ins.static:
+            if not static:
                 env[name] = value
         return run
+
+
+def _patched_call(fn: Any, args: Any, kwargs: dict[str, Any], env: dict[str, Any],
+                  scalars: list[Any], name: str, static: bool) -> Callable[[], Any]:
+    """A call whose changing arguments are written into reused argument containers.
+
+    Top-level register and scalar arguments are patched by position; nested ones (a list
+    of tensors with a register inside) are rebuilt.
+    """
+    a, k = list(args), dict(kwargs)
+    resolve = _resolver()
+    patches: list[tuple[Any, Any, Any]] = []  # (container, key, getter)
+    for container, items in ((a, enumerate(args)), (k, kwargs.items())):
+        for key, v in items:
+            if isinstance(v, _Reg):
+                patches.append((container, key, functools.partial(env.__getitem__, v.name)))
+            elif isinstance(v, _Scalar):
+                patches.append((container, key, functools.partial(scalars.__getitem__,
+                                                                  v.index)))
+            elif isinstance(v, (list, tuple, dict)) and _dynamic(v):
+                patches.append((container, key, functools.partial(resolve, v, env, scalars)))
+
+    def run() -> None:
+        for container, key, get in patches:
+            container[key] = get()
+        value = fn(*a, **k)
+        if not static:
+            env[name] = value
+    return run
+
+
+def _dynamic(x: Any) -> bool:
+    if isinstance(x, (_Reg, _Scalar)):
+        return True
+    if isinstance(x, (list, tuple)):
+        return any(_dynamic(v) for v in x)
+    if isinstance(x, dict):
+        return any(_dynamic(v) for v in x.values())
+    return False
 
 
 def _store(env: dict[str, Any], name: str, call: Callable[[], Any]) -> None:

@@ -108,9 +108,9 @@ class _Probe:
     """One-element copy of a parameter group, stepped once per real step."""
 
     def __init__(self, optimizer: torch.optim.Optimizer, group: dict[str, Any],
-                 dtype: torch.dtype) -> None:
+                 dtype: torch.dtype, device: torch.device) -> None:
         cls = type(optimizer)
-        self.param = nn.Parameter(torch.zeros(1, dtype=dtype))
+        self.param = nn.Parameter(torch.zeros(1, dtype=dtype, device=device))
         sig = inspect.signature(cls.__init__).parameters
         kw = {k: v for k, v in _hyper(group).items() if k in sig}
         try:
@@ -148,6 +148,9 @@ class OptimizerScalars:
         The traced steady step.
     params : sequence of Tensor
         The model's distinct parameters in placeholder order.
+    device : torch.device, optional
+        Where the probes live (default CPU; the step's device for ``capturable`` optimizers,
+        which refuse CPU parameters).
 
     Attributes
     ----------
@@ -157,7 +160,7 @@ class OptimizerScalars:
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, traced: Any,
-                 params: Sequence[torch.Tensor]) -> None:
+                 params: Sequence[torch.Tensor], *, device: torch.device | None = None) -> None:
         self.optimizer = optimizer
         self.name = type(optimizer).__name__
         segments = _segments(traced)
@@ -167,13 +170,15 @@ class OptimizerScalars:
         param_of = dict(zip(ph_params, params, strict=True))
         dtypes = {gi: g["params"][0].dtype for gi, g in enumerate(optimizer.param_groups)
                   if g["params"]}
+        capturable = any(g.get("capturable") for g in optimizer.param_groups)
+        dev = device if capturable and device is not None else torch.device("cpu")
         # 1. the probe at the traced step (warm step, then one recorded step)
         ref: dict[int, list[tuple[Any, list[Any]]]] = {}
         for gi in {group_of.get(id(param_of[ph]), -1) for ph in segments}:
             if gi < 0:
                 raise ExecutorError(f"{self.name}: the traced step updates a parameter that "
                                     "the optimizer does not hold")
-            probe = _Probe(optimizer, optimizer.param_groups[gi], dtypes[gi])
+            probe = _Probe(optimizer, optimizer.param_groups[gi], dtypes[gi], dev)
             probe.step()  # the probe's step 1 (its state was reset to fresh)
             ref[gi] = probe.step()  # step 2: what the trace saw
         # 2. match every update op to a probe call; numeric arguments become slots
@@ -185,7 +190,7 @@ class OptimizerScalars:
             gi = group_of[id(param_of[ph])]
             self._match(nodes, ref[gi], gi)
         # 3. the live probes, stepped once per real step
-        self._probes = {gi: _Probe(optimizer, optimizer.param_groups[gi], dtypes[gi])
+        self._probes = {gi: _Probe(optimizer, optimizer.param_groups[gi], dtypes[gi], dev)
                         for gi in self._groups}
         self.values: list[Any] = [None] * len(self._src)
         self.steps = 0
@@ -254,7 +259,7 @@ def _segments(traced: Any) -> dict[str, list[Any]]:
             pname = r.name.rpartition(":")[0]
             if pname in by_name:
                 owner[r.node] = by_name[pname]
-    out: dict[str, list[Any]] = {}
+    nodes = []
     for n in traced.gm.graph.nodes:
         if n.op != "call_function":
             continue
@@ -265,19 +270,29 @@ def _segments(traced: Any) -> dict[str, list[Any]]:
             continue
         if phase.get(n.name) is not Phase.OPTIMIZER:
             continue
+        nodes.append(n)
         owners = {owner[a.name] for a in n.all_input_nodes if a.name in owner}
         if len(owners) > 1:
             raise ExecutorError(
                 f"optimizer op {n.name!r} ({n.target}) updates several parameters at once; "
                 "PlannedStep needs a per-parameter implementation (foreach=False, fused=False)")
-        if not owners:
+        if owners:
+            owner[n.name] = owners.pop()
+    # ops that only read the gradient (Adamax's |grad| + eps) belong to their readers' owner
+    for n in reversed(nodes):
+        if n.name not in owner:
+            users = {owner[u.name] for u in n.users if u.name in owner}
+            if len(users) == 1:
+                owner[n.name] = users.pop()
+    out: dict[str, list[Any]] = {}
+    for n in nodes:
+        o = owner.get(n.name)
+        if o is None:
             if isinstance(n.target, torch._ops.OpOverload) and any(
                     isinstance(a, float) for a in tree_flatten((n.args, dict(n.kwargs)))[0]):
                 raise ExecutorError(f"optimizer op {n.name!r} ({n.target}) belongs to no "
                                     "parameter; PlannedStep cannot follow its scalars")
             continue
-        o = owners.pop()
-        owner[n.name] = o
         if isinstance(n.target, torch._ops.OpOverload):
             out.setdefault(o, []).append(n)
     return out

@@ -165,7 +165,7 @@ class PlannedStep:
         buffers = [b for _, b in named_buffers]
         opt = factory(params)
         check_supported(opt)
-        scalars = OptimizerScalars(opt, traced, params)
+        scalars = OptimizerScalars(opt, traced, params, device=dev)
         runner = ArenaRunner(traced.gm, traced.graph, traced.values, self.plan.offsets,
                              self.plan.arena_bytes, dev, check_addresses=True, rng=traced.rng)
         if self.cuda_graph and runner.rng.active:  # before anything changes
@@ -174,6 +174,11 @@ class PlannedStep:
                 "dropout), and setting a generator's state cannot be captured in a CUDA graph; "
                 "use cuda_graph=False")
         program = runner.program(self.plan.order, scalar_slots=scalars.slots)
+        if self.cuda_graph and runner.off_device:
+            raise ExecutorError(
+                f"cuda_graph=True: the step has {len(runner.off_device)} tensors off the GPU "
+                f"(e.g. {runner.off_device[0]!r}, such as Adam's CPU step counters), whose "
+                "updates a CUDA graph would not replay; use capturable=True or SGD")
         # 2. residents into the arena: parameters, buffers, fresh optimizer state
         roles = list(traced.placeholders)
         n_p, n_b = len(params), len(buffers)
@@ -252,13 +257,13 @@ class PlannedStep:
             return self.program.run_fast(env)
         values = list(self.program.scalars)
         cap = self._capture
-        if cap is None and self.calls >= 2:
+        if cap is None and self.calls >= 2:  # warmed up by two eager-mode calls
             graph = torch.cuda.CUDAGraph()
             torch.cuda.synchronize(self.device)
             with torch.cuda.graph(graph):
                 out = self.program.run_fast(env)
             self._capture = cap = (graph, values, out)
-            graph.replay()  # capturing does not run the kernels
+            graph.replay()  # capturing records the kernels without running them
             return out
         if cap is not None and cap[1] == values:
             cap[0].replay()

@@ -452,3 +452,28 @@ def test_roam_train_cli_with_a_plan_file(tmp_path, capsys) -> None:
     assert main(["train", "tiny_gpt", "-b", "2", "-t", "8", "--optimizer", "sgd",
                  "--steps", "1", "--plan", str(path)]) == 2
     assert "plan was made for graph" in capsys.readouterr().err
+
+
+class InplaceViewNet(nn.Module):
+    """``unsqueeze_`` / ``t_`` change a tensor's shape in place; replays must not pile them up."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.fc(x)) * 2
+        h.unsqueeze_(0)
+        w = self.fc.weight.detach() + 1  # a new tensor, transposed in place
+        w.t_()
+        return F.mse_loss(h.squeeze(0) + (x @ w).mean(), y)
+
+
+@pytest.mark.filterwarnings("error:.*was resized")  # an out= kernel fed a reshaped slot
+@pytest.mark.parametrize("verify", [False, True])
+def test_in_place_view_ops_replay_step_after_step(verify: bool) -> None:
+    torch.manual_seed(0)
+    r = _train_both(InplaceViewNet(), [torch.zeros(5, 4), torch.zeros(5, 3)], None, "adamw",
+                    steps=4, verify=verify)
+    _assert_equal_training(r)
+    assert r["step"].program.restore, "the in-place view ops were seen"
