@@ -43,14 +43,14 @@ from typing import Any
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._pytree import tree_flatten, tree_leaves, tree_unflatten
+from torch.utils._pytree import tree_leaves
 
 from roam_core.base.errors import ExecutorError
 from roam_core.model.graph import Graph, TensorId
 from roam_core.oracle.simulate import lifetimes
 
-__all__ = ["ARANGE", "EMPTY", "FILL_ARG", "FILL_CONST", "LiveSet", "Program", "flat_outputs",
-           "storage_key"]
+__all__ = ["ARANGE", "EMPTY", "FILL_ARG", "FILL_CONST", "LiveSet", "Program", "flat_leaves",
+           "flat_outputs", "replace_leaves", "storage_key"]
 
 _logger = logging.getLogger(__name__)
 _aten = torch.ops.aten
@@ -130,7 +130,7 @@ class Program:
     scalar_slots : Mapping, optional
         ``node name -> [(flat argument index, scalar index)]``: numeric arguments of those
         nodes are read from ``scalars[scalar index]`` instead of the traced constant
-        (flat index into ``torch.utils._pytree.tree_flatten((node.args, node.kwargs))``).
+        (flat index as numbered by :func:`flat_leaves` of ``(node.args, node.kwargs)``).
     check_live : bool
         Check at build time that no storage is placed over one still live.
 
@@ -209,10 +209,8 @@ class Program:
         slots = self.scalar_slots.get(node.name)
         if not slots:
             return node.args, dict(node.kwargs)
-        leaves, spec = tree_flatten((node.args, dict(node.kwargs)))
-        for k, j in slots:
-            leaves[k] = _Scalar(j)
-        args, kwargs = tree_unflatten(leaves, spec)
+        new = {k: _Scalar(j) for k, j in slots}
+        args, kwargs = replace_leaves((node.args, dict(node.kwargs)), new)
         return args, kwargs
 
     def _add(self, node: Any, live: Any) -> None:
@@ -517,6 +515,44 @@ def _dynamic(x: Any) -> bool:
     if isinstance(x, dict):
         return any(_dynamic(v) for v in x.values())
     return False
+
+
+def flat_leaves(x: Any) -> list[Any]:
+    """The leaves of nested tuples, lists and dicts (dict values in insertion order).
+
+    The numbering :class:`Program`'s ``scalar_slots`` use (``None`` is a leaf).
+
+    Examples
+    --------
+    >>> flat_leaves(((1, [2, None]), {"a": 3}))
+    [1, 2, None, 3]
+    """
+    out: list[Any] = []
+    stack = [x]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, (list, tuple)):
+            stack.extend(reversed(v))
+        elif isinstance(v, dict):
+            stack.extend(reversed(list(v.values())))
+        else:
+            out.append(v)
+    return out
+
+
+def replace_leaves(x: Any, new: Mapping[int, Any]) -> Any:
+    """``x`` with the leaves numbered as in :func:`flat_leaves` replaced from ``new``."""
+    counter = [0]
+
+    def go(v: Any) -> Any:
+        if isinstance(v, (list, tuple)):
+            return type(v)([go(a) for a in v])
+        if isinstance(v, dict):
+            return type(v)({k: go(a) for k, a in v.items()})
+        i = counter[0]
+        counter[0] += 1
+        return new.get(i, v)
+    return go(x)
 
 
 def _store(env: dict[str, Any], name: str, call: Callable[[], Any]) -> None:

@@ -34,10 +34,10 @@ from typing import Any
 import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.utils._pytree import tree_flatten
 
 from roam_core.base.errors import ExecutorError
 from roam_core.model.graph import Phase, TensorKind
+from roam_core.runtime.program import flat_leaves
 
 __all__ = ["FRESH_ZERO_STATE", "OptimizerScalars", "fresh_state"]
 
@@ -90,13 +90,12 @@ def check_supported(optimizer: torch.optim.Optimizer) -> None:
 class _Recorder(TorchDispatchMode):
     def __init__(self) -> None:
         super().__init__()
-        self.calls: list[tuple[Any, list[Any]]] = []
+        self.calls: list[tuple[Any, Any]] = []
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
         kwargs = kwargs or {}
-        leaves, _ = tree_flatten((args, kwargs))
-        self.calls.append((func, leaves))
+        self.calls.append((func, (args, kwargs)))  # flattened only where a number is read
         return func(*args, **kwargs)
 
 
@@ -128,7 +127,7 @@ class _Probe:
                     v.copy_(made[k] if k in made else torch.zeros_like(v))
         self.param.grad = torch.ones_like(self.param)
 
-    def step(self, group: dict[str, Any] | None = None) -> list[tuple[Any, list[Any]]]:
+    def step(self, group: dict[str, Any] | None = None) -> list[tuple[Any, Any]]:
         if group is not None:
             self.opt.param_groups[0].update(_hyper(group))
         rec = _Recorder()
@@ -173,7 +172,7 @@ class OptimizerScalars:
         capturable = any(g.get("capturable") for g in optimizer.param_groups)
         dev = device if capturable and device is not None else torch.device("cpu")
         # 1. the probe at the traced step (warm step, then one recorded step)
-        ref: dict[int, list[tuple[Any, list[Any]]]] = {}
+        ref: dict[int, list[tuple[Any, Any]]] = {}
         for gi in {group_of.get(id(param_of[ph]), -1) for ph in segments}:
             if gi < 0:
                 raise ExecutorError(f"{self.name}: the traced step updates a parameter that "
@@ -195,7 +194,7 @@ class OptimizerScalars:
         self.values: list[Any] = [None] * len(self._src)
         self.steps = 0
 
-    def _match(self, nodes: Sequence[Any], calls: list[tuple[Any, list[Any]]],
+    def _match(self, nodes: Sequence[Any], calls: list[tuple[Any, Any]],
                gi: int) -> None:
         ci = 0
         for node in nodes:
@@ -206,8 +205,8 @@ class OptimizerScalars:
                     f"{self.name}: update op {node.name!r} ({node.target}) has no counterpart "
                     "in the optimizer's single-parameter step; PlannedStep needs a "
                     "per-parameter implementation (foreach=False, fused=False)")
-            leaves, _ = tree_flatten((node.args, dict(node.kwargs)))
-            got = calls[ci][1]
+            leaves = flat_leaves((node.args, dict(node.kwargs)))
+            got = flat_leaves(calls[ci][1])
             if len(leaves) != len(got):
                 raise ExecutorError(f"{self.name}: update op {node.name!r} has other "
                                     "arguments than the optimizer's own step")
@@ -237,8 +236,12 @@ class OptimizerScalars:
                     f"{self.name} takes another code path at step {self.steps + 1} than at "
                     "the traced step; PlannedStep cannot follow it")
             recs[gi] = calls
+        flat: dict[tuple[int, int], list[Any]] = {}
         for j, (gi, ci, k) in enumerate(self._src):
-            self.values[j] = recs[gi][ci][1][k]
+            leaves = flat.get((gi, ci))
+            if leaves is None:
+                leaves = flat[(gi, ci)] = flat_leaves(recs[gi][ci][1])
+            self.values[j] = leaves[k]
         self.steps += 1
         return self.values
 
@@ -289,7 +292,7 @@ def _segments(traced: Any) -> dict[str, list[Any]]:
         o = owner.get(n.name)
         if o is None:
             if isinstance(n.target, torch._ops.OpOverload) and any(
-                    isinstance(a, float) for a in tree_flatten((n.args, dict(n.kwargs)))[0]):
+                    isinstance(a, float) for a in flat_leaves((n.args, dict(n.kwargs)))):
                 raise ExecutorError(f"optimizer op {n.name!r} ({n.target}) belongs to no "
                                     "parameter; PlannedStep cannot follow its scalars")
             continue

@@ -477,3 +477,30 @@ def test_in_place_view_ops_replay_step_after_step(verify: bool) -> None:
                     steps=4, verify=verify)
     _assert_equal_training(r)
     assert r["step"].program.restore, "the in-place view ops were seen"
+
+
+# ------------------------------------------------------------------ the program
+def test_execute_replay_is_the_checked_mode_of_the_same_program() -> None:
+    from roam_core.runtime.arena import ArenaRunner
+    from roam_core.runtime.step import load_arena, prepare_state
+
+    torch.manual_seed(0)
+    model = TinyMLP()
+    example = [torch.randn(6, 12), torch.randint(0, 5, (6,))]
+    ts = trace_fx(model, example, None, "sgd")
+    plan = first_fit_plan(ts.graph, random_order(ts.graph, seed=7))
+    runner = ArenaRunner(ts.gm, ts.graph, ts.values, plan.offsets, plan.arena_bytes)
+    st = prepare_state(ts, model, example, make_optimizer_factory("sgd")[1], "cpu")
+    load_arena(runner, st)
+    first = runner.run(plan.order)[0].clone()  # checked: addresses verified
+    prog = runner.program(plan.order)
+    assert prog.checked_runs == 1
+    assert runner.stats().checked_values > 0
+    assert runner.stats().out_variant_ops == prog.counts["out"] > 0
+    load_arena(runner, st)  # same inputs again: the fast path gives the same loss
+    assert torch.equal(runner.run(plan.order)[0], first)
+    assert prog.checked_runs == 1
+    assert runner.program(plan.order) is prog  # prepared once per order
+    load_arena(runner, st)
+    assert torch.equal(runner.run(plan.order, checked=True)[0], first)
+    assert prog.checked_runs == 2
