@@ -226,6 +226,23 @@ class OptimizerScalars:
                 self.slots[node.name] = slots
             ci += 1
 
+    def follow(self, optimizer: torch.optim.Optimizer) -> None:
+        """Set the probes' scalar state (step counters) from ``optimizer``'s, e.g. after
+        ``optimizer.load_state_dict``: per group, from its first parameter with state."""
+        for gi in self._groups:
+            group = optimizer.param_groups[gi]
+            real = next((optimizer.state[p] for p in group["params"] if optimizer.state.get(p)),
+                        None)
+            if real is None:
+                continue
+            probe = self._probes[gi]
+            mine = probe.opt.state[probe.param]
+            with torch.no_grad():
+                for k, v in real.items():
+                    if (isinstance(v, torch.Tensor) and v.numel() == 1
+                            and isinstance(mine.get(k), torch.Tensor)):
+                        mine[k].copy_(v.reshape(mine[k].shape))
+
     def advance(self) -> list[Any]:
         """Step the probes once; returns the scalar values of the coming real step."""
         recs = {}

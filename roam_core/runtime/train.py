@@ -206,6 +206,9 @@ class PlannedStep:
             opt.state[p][key] = runner.read(node)
         self.traced, self.runner, self.program, self.scalars = traced, runner, program, scalars
         self.optimizer = opt
+        self._state_keys = state_keys
+        self._residents = [(t, r.node) for r, t in zip(roles[:n_p + n_b], params + buffers,
+                                                       strict=True)]
         self._inputs = [r.node for r in roles if r.kind == TensorKind.INPUT]
         self._example = list(example_inputs)
         self._ready = True
@@ -238,6 +241,7 @@ class PlannedStep:
         tensors = self._check_batch(batch)
         env = self.runner.env
         with torch.no_grad():
+            self._sync(env)
             for node, x in zip(self._inputs, tensors, strict=True):
                 env[node].copy_(x)
             self.program.scalars[:] = self.scalars.advance()
@@ -251,6 +255,41 @@ class PlannedStep:
         self.optimizer._opt_called = True  # type: ignore[union-attr]
         loss = out[0] if isinstance(out, (list, tuple)) else out
         return loss.detach().clone()
+
+    def _sync(self, env: dict[str, Any]) -> None:
+        """Take in values the user put in place of the arena views since the last call.
+
+        ``optimizer.load_state_dict`` (resuming from a checkpoint) replaces the state
+        tensors, ``p.data = t`` a parameter's: their values are copied into the slots and the
+        views put back; the probe's step counters follow a loaded state.
+        """
+        opt = self.optimizer
+        assert opt is not None
+        loaded = False
+        for p, key, node in self._state_keys:
+            cur = opt.state.get(p, {}).get(key)
+            slot = env[node]
+            if cur is slot:
+                continue
+            if not isinstance(cur, torch.Tensor) or cur.shape != slot.shape:
+                raise ExecutorError(
+                    f"optimizer state {key!r} of a parameter of shape {tuple(p.shape)} was "
+                    f"replaced by {type(cur).__name__} "
+                    f"{tuple(cur.shape) if isinstance(cur, torch.Tensor) else ''}: PlannedStep "
+                    "needs the state the plan was traced with")
+            slot.copy_(cur)
+            opt.state[p][key] = slot
+            loaded = True
+        for t, node in self._residents:
+            slot = env[node]
+            if t.data_ptr() != slot.data_ptr():
+                if t.shape != slot.shape or t.dtype != slot.dtype:
+                    raise ExecutorError(f"a parameter or buffer of shape {tuple(slot.shape)} "
+                                        f"was replaced by one of shape {tuple(t.shape)}")
+                slot.copy_(t.detach())
+                t.data = slot
+        if loaded:
+            self.scalars.follow(opt)
 
     def _run_fast(self, env: dict[str, Any]) -> Any:
         if not self.cuda_graph:

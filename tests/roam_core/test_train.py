@@ -504,3 +504,34 @@ def test_execute_replay_is_the_checked_mode_of_the_same_program() -> None:
     load_arena(runner, st)
     assert torch.equal(runner.run(plan.order, checked=True)[0], first)
     assert prog.checked_runs == 2
+
+
+def test_resuming_from_a_checkpoint_follows_the_loaded_state(tmp_path) -> None:
+    """Two eager steps, checkpoint, then PlannedStep resumes: steps 3-4 equal eager's."""
+    torch.manual_seed(0)
+    example = [torch.zeros(6, 12), torch.zeros(6, dtype=torch.long)]
+    eager = TinyMLP()
+    resumed = copy.deepcopy(eager)
+    factory = make_optimizer_factory("adam")[1]
+    opt = factory(list(eager.parameters()))
+    batches = _batches(example, 4, 3, 5)
+    for b in batches[:2]:
+        eager(*b).backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    torch.save({"model": eager.state_dict(), "opt": opt.state_dict()}, tmp_path / "ck.pt")
+    ts = trace_fx(resumed, example, None, "adam")
+    plan = first_fit_plan(ts.graph, random_order(ts.graph, seed=5))
+    step = PlannedStep(resumed, plan, optimizer="adam", example_inputs=example)
+    ck = torch.load(tmp_path / "ck.pt", weights_only=True)
+    resumed.load_state_dict(ck["model"])
+    step.optimizer.load_state_dict(ck["opt"])  # replaces the state tensors: taken in
+    for b in batches[2:]:
+        loss = eager(*b)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        assert torch.equal(step(*b), loss.detach())
+    for a, b in zip(eager.parameters(), resumed.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert float(next(iter(step.optimizer.state.values()))["step"]) == 4
