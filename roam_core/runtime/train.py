@@ -168,6 +168,11 @@ class PlannedStep:
         scalars = OptimizerScalars(opt, traced, params, device=dev)
         runner = ArenaRunner(traced.gm, traced.graph, traced.values, self.plan.offsets,
                              self.plan.arena_bytes, dev, check_addresses=True, rng=traced.rng)
+        if self.cuda_graph and runner.rng.active:  # before anything changes
+            raise ExecutorError(
+                "cuda_graph=True: this step rewinds the RNG (torch.utils.checkpoint with "
+                "dropout), and setting a generator's state cannot be captured in a CUDA graph; "
+                "use cuda_graph=False")
         program = runner.program(self.plan.order, scalar_slots=scalars.slots)
         if self.cuda_graph and runner.off_device:
             raise ExecutorError(

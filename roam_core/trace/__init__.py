@@ -77,7 +77,7 @@ from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from roam_core.base.errors import TraceError
 from roam_core.model.graph import Graph, Phase, TensorKind
 from roam_core.trace.fx_graph import ValueRef, build_graph, is_random
-from roam_core.trace.guards import guard_data_dependence
+from roam_core.trace.guards import explain, guard_data_dependence
 from roam_core.trace.modules import SCOPE_ATTRIBUTE, ModuleTracker, node_modules, scoped_name
 from roam_core.trace.params import unique_named_buffers, unique_named_parameters
 from roam_core.trace.rng import RngTimeline, record_rng, rng_timeline
@@ -361,12 +361,13 @@ def trace_fx(
                     state.append(v)
                     state_names.append(f"{pname[id(p)]}:{k}")
         ctx = _StepContext()
+        guards: list[Any] = []
 
         def step(params_: list, buffers_: list, state_: list, inputs_: list) -> torch.Tensor:
             args = list(inputs)
             for i, x in zip(tensor_pos, inputs_, strict=True):
                 args[i] = x
-            with guard_data_dependence(model):
+            with guard_data_dependence(model, guards):
                 out = model(*args)
                 ctx.mark("forward")
                 loss = out if loss_fn is None else loss_fn(out)
@@ -398,6 +399,9 @@ def trace_fx(
         except TraceError:
             raise
         except Exception as e:
+            why = explain(e, guards[0] if guards else None)
+            if why is not None:
+                raise TraceError(why) from e
             raise TraceError(f"tracing {type(model).__name__} failed: "
                              f"{type(e).__name__}: {e}") from e
     roles = (

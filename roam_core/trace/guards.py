@@ -29,9 +29,8 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from roam_core.base.errors import TraceError
-
-__all__ = ["DataDependentGuard", "ModuleStack", "guard_data_dependence", "untraceable_message"]
+__all__ = ["DataDependentGuard", "ModuleStack", "explain", "guard_data_dependence",
+           "untraceable_message"]
 
 _aten = torch.ops.aten
 
@@ -169,6 +168,8 @@ class DataDependentGuard(TorchDispatchMode):
         self.modules = modules
         #: ``(module path, value)`` of every data-dependent read evaluated as a constant
         self.evaluated: list[tuple[str | None, Any]] = []
+        #: the message for the last data-dependent op that failed
+        self.failure: str | None = None
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
@@ -183,17 +184,64 @@ class DataDependentGuard(TorchDispatchMode):
                 return scalar
         try:
             return func(*args, **kwargs)
-        except TraceError:
-            raise
         except Exception as e:
             name = type(e).__name__
-            if name == "DynamicOutputShapeException":
-                raise TraceError(untraceable_message(func, self.modules.current(),
-                                                     _DYNAMIC_SHAPE_HINT)) from e
-            if name in ("DataDependentOutputException", "GuardOnDataDependentSymNode"):
-                raise TraceError(untraceable_message(func, self.modules.current(),
-                                                     _SCALAR_HINT)) from e
+            if name in _DATA_DEPENDENT:  # e.g. torch.equal: a Python value of its inputs
+                value = self._constant_call(func, args, kwargs)
+                if value is not None:
+                    self.evaluated.append((self.modules.current(), value))
+                    return value
+            # remember where it happened; the exception itself propagates unchanged (torch
+            # code may catch it), and trace_fx turns it into a TraceError with this message
+            hint = (_DYNAMIC_SHAPE_HINT if name == "DynamicOutputShapeException" else
+                    _SCALAR_HINT if name in _DATA_DEPENDENT else None)
+            if hint is not None:
+                self.failure = untraceable_message(func, self.modules.current(), hint)
             raise
+
+
+    @staticmethod
+    def _constant_call(func: Any, args: Any, kwargs: Any) -> Any:
+        """``func`` on the real values of its tensor arguments when all are constants of
+        the step and the result is a Python value (``aten.equal``, ``aten.is_nonzero``)."""
+        root = _tracer_root()
+        if root is None:
+            return None
+        reals: dict[int, Any] = {}
+        for a in torch.utils._pytree.tree_leaves((args, kwargs)):
+            if isinstance(a, torch.Tensor):
+                v = _constant_value(a, root)
+                if v is None:
+                    return None
+                reals[id(a)] = v
+        try:
+            from torch._subclasses.fake_tensor import unset_fake_temporarily
+            from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+        except ImportError:  # pragma: no cover
+            return None
+        swap = torch.utils._pytree.tree_map(
+            lambda a: reals.get(id(a), a) if isinstance(a, torch.Tensor) else a, (args, kwargs))
+        with unset_fake_temporarily(), disable_proxy_modes_tracing():
+            out = func(*swap[0], **swap[1])
+        return None if isinstance(out, torch.Tensor) else out
+
+
+#: Exceptions of a read of tensor data during tracing.
+_DATA_DEPENDENT = ("DataDependentOutputException", "GuardOnDataDependentSymNode")
+
+
+def explain(exc: BaseException, guard: DataDependentGuard | None) -> str | None:
+    """The user-facing message for a data-dependent failure of a trace, if it is one."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        name = type(seen).__name__
+        if name == "DynamicOutputShapeException" or name in _DATA_DEPENDENT:
+            if guard is not None and guard.failure:
+                return guard.failure
+            hint = _DYNAMIC_SHAPE_HINT if name == "DynamicOutputShapeException" else _SCALAR_HINT
+            return untraceable_message(str(seen) or name, None, hint)
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _tracer_root() -> Any:
@@ -206,7 +254,12 @@ def _tracer_root() -> Any:
 
 
 @contextlib.contextmanager
-def guard_data_dependence(model: nn.Module) -> Iterator[DataDependentGuard]:
-    """Enter :class:`ModuleStack` and :class:`DataDependentGuard` (inside ``make_fx``)."""
+def guard_data_dependence(model: nn.Module,
+                          sink: list[DataDependentGuard] | None = None
+                          ) -> Iterator[DataDependentGuard]:
+    """Enter :class:`ModuleStack` and :class:`DataDependentGuard` (inside ``make_fx``); the
+    guard is appended to ``sink`` so the caller can :func:`explain` a failure later."""
     with ModuleStack(model) as stack, DataDependentGuard(stack) as guard:
+        if sink is not None:
+            sink.append(guard)
         yield guard

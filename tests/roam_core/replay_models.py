@@ -122,5 +122,5 @@ HF_SMALL: dict[str, tuple[str, int | None, dict[str, Any], bool]] = {
                                            "num_labels": 10}, True),
     "resnet": ("image-classification", None, {"embedding_size": 16, "hidden_sizes": [16, 32],
                                               "depths": [1, 1], "layer_type": "basic",
-                                              "num_labels": 10, "image_size": 32}, False),
+                                              "num_labels": 10, "image_size": 32}, True),
 }

@@ -461,3 +461,25 @@ def test_out_overloads_found_from_schemas_alone() -> None:
     for op, want in cases.items():
         assert _schema_out_overload(op) is want, op
     assert _schema_out_overload(aten.view.default) is None  # a view has none
+
+
+class ConstantBranch(torch.nn.Module):
+    """Branches on ``torch.equal`` of two step constants: eager's branch is the traced one."""
+
+    def __init__(self, same: bool) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 4)
+        self.same = same
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        a = torch.ones(3)
+        b = torch.ones(3) if self.same else torch.zeros(3)
+        h = self.fc(x)
+        return h.sum() if torch.equal(a, b) else -h.sum()
+
+
+@pytest.mark.parametrize("same", [True, False])
+def test_branches_on_step_constants_follow_eager(same) -> None:
+    ts = trace_fx(ConstantBranch(same), [torch.randn(2, 4)], None, "sgd")
+    targets = {op.target for op in ts.graph.ops}
+    assert ("aten.neg.default" in targets) is not same
