@@ -21,6 +21,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from app import analysis, figures, planning, state
+from roam_core.base import catalog
 from roam_core.base.errors import GraphError, PlanFormatError, PlanInvalidError, RoamError
 from roam_core.formats.graph_io import load_graph, loads_graph
 from roam_core.formats.plan_io import dumps_plan, loads_plan, plan_to_csv
@@ -119,11 +120,9 @@ def trace_zoo_graph(model: str, batch_size: int, seq_len: int | None, optimizer:
     return state.put_graph(traced.graph)
 
 
-#: Zoo names offered by the app (teaching models first).  Listed here so that the web server
-#: never imports torch; a name the zoo does not know fails in the job with a clear message.
-ZOO_NAMES = ("mlp", "tiny_gpt", "residual_block", "alexnet", "vgg11", "mnasnet0_5",
-             "mobilenet_v2", "efficientnet_b0", "vit_b_16", "resnet50", "roberta-base", "gpt2",
-             "gpt2-xl")
+#: Zoo names offered by the app (teaching models first; torch-free, so that the web server
+#: never imports torch).
+ZOO_NAMES = catalog.ZOO_NAMES
 
 
 def zoo_models() -> list[str]:

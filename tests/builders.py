@@ -132,3 +132,18 @@ def tied_branches() -> Graph:
         [t("s", 8, "a"), t("big2", 600, "b2"), t("small2", 500, "c2"),
          t("big1", 1000, "b1"), t("small1", 10, "c1"), t("out", 8, "d")],
         outputs=[TensorId("out")], name="tied_branches")
+
+
+def random_valid_order(graph: Graph, seed: int) -> list[str]:
+    """A uniformly drawn ready op at every step (a random valid order, seeded)."""
+    import random
+
+    rnd = random.Random(seed)
+    preds = {op: set(graph.predecessors(op)) for op in graph.op_ids}
+    done: list[str] = []
+    left = set(graph.op_ids)
+    while left:
+        pick = rnd.choice(sorted(op for op in left if preds[op] <= set(done)))
+        done.append(pick)
+        left.discard(pick)
+    return done

@@ -198,12 +198,7 @@ def _classes(graph: Graph, ops: Sequence[OpId], pos: Mapping[OpId, int]
              ) -> tuple[tuple[TensorId, ...], ...]:
     inside = set(ops)
     outputs = set(graph.outputs)
-    touched: dict[TensorId, None] = {}
-    for op in ops:
-        for s in graph.storages_created(op):
-            touched[s] = None
-        for s in graph.storages_read(op):
-            touched[s] = None
+    touched = graph.storages_touched(ops)
     cifi, cifo, cofi, bnd = [], [], [], []
     for s in touched:
         t = graph.tensors[s]

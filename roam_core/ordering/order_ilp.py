@@ -287,12 +287,7 @@ def build_order_problem(
         local = {op: i for i, op in enumerate(ops)}
         preds = tuple(tuple(sorted({local[p] for p in graph.predecessors(op) if p in local}))
                       for op in ops)
-        touched: dict[TensorId, None] = {}
-        for op in ops:
-            for s in graph.storages_created(op):
-                touched[s] = None
-            for s in graph.storages_read(op):
-                touched[s] = None
+        touched = graph.storages_touched(ops)
         terms = []
         for s in touched:
             t = graph.tensors[s]

@@ -38,8 +38,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from roam_core.base.cancel import as_cancel_flag
 from roam_core.base.config import PlannerConfig
-from roam_core.base.cpsat import as_cancel_flag
 from roam_core.base.errors import PlanInvalidError
 from roam_core.base.status import SolveStatus
 from roam_core.model.graph import Graph, OpId
