@@ -13,6 +13,9 @@
    ``concurrent.futures.Executor`` (default: a local process pool), each warm-started from
    the base order; results merged into one order (sub-tasks own disjoint step ranges of the
    base order, so they are independent and the merge is exact);
+4b. peak-directed search over the whole order on the input graph
+   (:mod:`roam_core.ordering.lns`, ``PlannerConfig.search_evaluations``): far moves that the
+   tree and the pinned updates forbid (a weight-gradient matmul run where its input is made);
 5. the arena layout (:mod:`roam_core.layout.arena`);
 6. the guard: the result is never worse than the best baseline order (if it would be, that
    order is returned and ``Plan.notes`` says so), and every plan passes the independent
@@ -246,6 +249,26 @@ def _polish(g2: Graph, graph: Graph, order: tuple[OpId, ...], prof: Any,
     return order, prof
 
 
+def _search(graph: Graph, order: tuple[OpId, ...], prof: Any, config: PlannerConfig,
+            floor: int, cancel: Callable[[], bool] | None, deadline: float | None,
+            records: list[SolveRecord]) -> tuple[tuple[OpId, ...], Any]:
+    """Peak-directed moves on the input graph (:func:`~roam_core.ordering.lns.peak_search`):
+    far moves that neither the tree nor the pinned updates allow; kept only if lower."""
+    from roam_core.ordering.lns import peak_search
+
+    res = peak_search(graph, order, alignment_bytes=config.alignment_bytes, floor_bytes=floor,
+                      max_evaluations=config.search_evaluations, window=0, deadline=deadline,
+                      cancel=cancel)
+    status = SolveStatus.FEASIBLE if res.peak_bytes < res.start_peak_bytes else SolveStatus.HINT
+    records.append(SolveRecord("search", "global", status, res.peak_bytes + prof.resident_bytes,
+                               None, res.wall_time_s, res.evaluations))
+    if res.peak_bytes >= res.start_peak_bytes:
+        return order, prof
+    new_prof = simulate(graph, res.order, alignment_bytes=config.alignment_bytes)
+    assert new_prof.peak_bytes < prof.peak_bytes and not check_order(graph, res.order)
+    return tuple(res.order), new_prof
+
+
 def make_plan(
     graph: Graph,
     config: PlannerConfig = PlannerConfig(),  # noqa: B008 - frozen, never mutated
@@ -393,6 +416,10 @@ def make_plan(
         emit("order", total, total, "polishing around the peak")
         order, prof = _polish(g2, graph, order, prof, config, floor, cancel_fn, deadline,
                               records)
+    if config.search_evaluations > 0 and prof.peak_bytes > lower and not (
+            cancel_fn is not None and cancel_fn()):
+        emit("order", total, total, "searching the whole order around the peak")
+        order, prof = _search(graph, order, prof, config, floor, cancel_fn, deadline, records)
     if prof.peak_bytes > heur.profile.peak_bytes:
         notes.append(f"returned the best baseline order ({heur.method}): the ROAM order "
                      f"peaked at {prof.peak_bytes} bytes, above its {heur.profile.peak_bytes}")

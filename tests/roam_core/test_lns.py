@@ -72,3 +72,16 @@ def test_examples_and_floor():
     res = peak_search(g, g.op_ids, alignment_bytes=1, floor_bytes=10**12)
     assert res.stopped == "bound"
     assert res.order == g.op_ids
+
+
+def test_planner_runs_the_search_and_reports_the_gap():
+    from roam_core.base.config import PlannerConfig
+    from roam_core.planner import make_plan
+
+    g = tiny_train_step()
+    plan = make_plan(g, PlannerConfig(workers=1, solve_layout=False))
+    assert plan.proven_gap is not None
+    assert plan.proven_gap >= 1.0
+    off = make_plan(g, PlannerConfig(workers=1, solve_layout=False, search_evaluations=0))
+    assert plan.planned_peak_bytes <= off.planned_peak_bytes
+    assert all(r.stage != "search" for r in off.provenance)
