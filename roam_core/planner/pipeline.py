@@ -265,7 +265,8 @@ def _search(graph: Graph, order: tuple[OpId, ...], prof: Any, config: PlannerCon
     if res.peak_bytes >= res.start_peak_bytes:
         return order, prof
     new_prof = simulate(graph, res.order, alignment_bytes=config.alignment_bytes)
-    assert new_prof.peak_bytes < prof.peak_bytes and not check_order(graph, res.order)
+    assert new_prof.peak_bytes < prof.peak_bytes
+    assert not check_order(graph, res.order)
     return tuple(res.order), new_prof
 
 
