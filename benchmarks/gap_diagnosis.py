@@ -123,6 +123,10 @@ def main(argv: list[str]) -> None:
         print(f"{row['file']}: {row['planned_tree_mib']:.1f} -> {row['planned_search_mib']:.1f}"
               f" MiB, bound {row['best_bound_mib']:.1f}, gap {row['gap_before']:.4f} -> "
               f"{row['proven_gap']:.4f} ({row['verdict']})", flush=True)
+        write(rows)  # after every graph, so an interrupted run keeps what it measured
+
+
+def write(rows: list[dict]) -> None:
     out = ROOT / "results"
     (out / "gap_diagnosis.json").write_text(json.dumps(rows, indent=1))
     lines = [
