@@ -57,11 +57,15 @@ from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, round_si
 from roam_core.model.reach import Reachability, iter_bits, reachability
 
 __all__ = [
+    "ChainGroupBound",
     "ChoiceBound",
     "RestrictionBound",
     "StorageMasks",
+    "chain_group_lower_bound",
     "choice_lower_bound",
     "free_branch_groups",
+    "greedy_chain",
+    "heavy_path",
     "peak_window_groups",
     "restriction_bound",
     "storage_masks",
@@ -726,3 +730,311 @@ def _global_mask(local_set: int, gidx: Sequence[int]) -> int:
     for j in iter_bits(local_set):
         m |= 1 << gidx[j]
     return m
+
+
+# ------------------------------------------------------------ chain-group bound
+@dataclass(frozen=True, slots=True)
+class ChainGroupBound:
+    """The chain-group bound (see :func:`chain_group_lower_bound`).
+
+    Parameters
+    ----------
+    bound_bytes : int
+        The bound, resident bytes included.
+    group : tuple of OpId
+        The group that gives it (empty when no group beats the chain alone).
+    chain_ops : int
+        Ops in the chain.
+    groups_used : int
+        Groups solved.
+    """
+
+    bound_bytes: int
+    group: tuple[OpId, ...]
+    chain_ops: int
+    groups_used: int
+
+
+def greedy_chain(order: Sequence[OpId], reach: Reachability,
+                 skip: Iterable[OpId] = ()) -> list[OpId]:
+    """A chain (every two ops comparable) picked greedily along ``order``: an op joins when
+    the last chain op is its ancestor; ops in ``skip`` never join."""
+    sk = set(skip)
+    out: list[OpId] = []
+    last = -1
+    for op in order:
+        if op in sk:
+            continue
+        i = reach.index[op]
+        if last < 0 or reach.ancestors[i] >> last & 1:
+            out.append(op)
+            last = i
+    return out
+
+
+def heavy_path(graph: Graph, reach: Reachability, weights: Sequence[int],
+               skip: Iterable[OpId] = ()) -> list[OpId]:
+    """A chain: the path (along data and control edges, avoiding ``skip``) of largest total
+    ``weights`` (per op, program order; e.g. the bytes the live-set argument forces there)."""
+    from roam_core.model.reach import topological_indices
+
+    sk = {reach.index[o] for o in skip}
+    ids = graph.op_ids
+    index = {op: i for i, op in enumerate(ids)}
+    best = [0] * len(ids)
+    back = [-1] * len(ids)
+    for i in topological_indices(graph):
+        if i in sk:
+            continue
+        top, arg = 0, -1
+        for p in graph.predecessors(ids[i]):
+            j = index[p]
+            if j not in sk and best[j] > top:
+                top, arg = best[j], j
+        best[i] = top + int(weights[i]) + 1
+        back[i] = arg
+    if not ids:
+        return []
+    i = max(range(len(ids)), key=best.__getitem__)
+    path = []
+    while i >= 0:
+        path.append(ids[i])
+        i = back[i]
+    return path[::-1]
+
+
+def chain_group_lower_bound(
+    graph: Graph,
+    order: Sequence[OpId] | None = None,
+    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
+    *,
+    chain: Sequence[OpId] | str | None = None,
+    groups: Sequence[Sequence[OpId]] | None = None,
+    reach: Reachability | None = None,
+    masks: StorageMasks | None = None,
+    max_group_ops: int = 24,
+    max_down_sets: int = 256,
+    max_groups: int = 64,
+) -> ChainGroupBound:
+    """Exact restriction bound of ``G = chain + one group``, maximised over groups.
+
+    A *chain* (ops pairwise comparable: by default the path outside every group through the
+    most bytes the live-set argument forces, :func:`heavy_path`) runs in the same relative order in every valid order, so the linear
+    extensions of ``chain + U`` for a small group ``U`` (a parameter's update, a
+    weight-gradient branch) are interleavings: states ``(i, D)`` = ``i`` chain ops and a
+    down-set ``D`` of ``U`` done.  A dynamic programme over those states (vectorised over
+    ``i``) gives the exact minimum over interleavings of the maximum step memory of the
+    restriction model (module docstring), which bounds every order's peak: it sees that an
+    update run early costs its transient on top of the memory the chain forces there, and one
+    run late holds its gradient across the chain's high steps.
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph.
+    order : sequence of OpId, optional
+        Unused unless ``chain == "greedy"`` (then the chain is :func:`greedy_chain` of it).
+    alignment_bytes : int
+        Storage rounding.
+    chain : sequence of OpId or "greedy", optional
+        A chain to use instead of the greedy one (must be pairwise comparable).
+    groups : sequence of sequence of OpId, optional
+        Disjoint from the chain (default :func:`free_branch_groups`).
+    reach, masks : optional
+        Precomputed reachability / :func:`storage_masks`.
+    max_group_ops, max_down_sets, max_groups : int
+        Size limits: larger groups are skipped; at most ``max_groups`` groups (largest
+        storage touched first) are solved.
+
+    Returns
+    -------
+    ChainGroupBound
+    """
+    import numpy as np
+
+    r = reach if reach is not None else reachability(graph)
+    sm = masks if masks is not None else storage_masks(graph, alignment_bytes, reach=r)
+    grps = [tuple(gr) for gr in (groups if groups is not None
+                                 else free_branch_groups(graph, max_group_ops, reach=r))]
+    in_group = {op for gr in grps for op in gr}
+    if chain is None:
+        from roam_core.oracle.bounds import live_set_lower_bound
+
+        lb = live_set_lower_bound(graph, alignment_bytes, reach=r)
+        ch = heavy_path(graph, r, lb.forced_bytes, in_group)
+    elif chain == "greedy":
+        assert order is not None
+        ch = greedy_chain(order, r, in_group)
+    else:
+        ch = list(chain)
+    m = len(ch)
+    if m == 0:
+        return ChainGroupBound(sm.resident_bytes, (), 0, 0)
+    cidx = [r.index[o] for o in ch]
+    cpos = {g: j for j, g in enumerate(cidx)}
+    cmask = 0
+    for g in cidx:
+        cmask |= 1 << g
+    for j in range(1, m):
+        assert r.ancestors[cidx[j]] >> cidx[j - 1] & 1, "chain ops must be comparable"
+    n_st = len(sm.sizes)
+    big = m + 5
+    a_s = np.full(n_st, big, dtype=np.int64)  # first chain index in started
+    b_s = np.full(n_st, -1, dtype=np.int64)  # last chain index in pending
+    out_s = np.zeros(n_st, dtype=bool)
+    for k, (st, pd) in enumerate(zip(sm.started, sm.pending, strict=True)):
+        sc = st & cmask
+        if sc:
+            a_s[k] = min(cpos[i] for i in iter_bits(sc))
+        if pd == -1:
+            out_s[k] = True
+            b_s[k] = big
+        else:
+            pc = pd & cmask
+            if pc:
+                b_s[k] = max(cpos[i] for i in iter_bits(pc))
+    sizes = np.asarray(sm.sizes, dtype=np.float64)
+    idx = np.arange(m + 1)
+
+    def vecs(sel: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Chain/gap cost vectors of a storage subset for the 4 (alpha, beta) cases."""
+        a, b, w = a_s[sel], b_s[sel], sizes[sel]
+
+        def count(lo_ok: np.ndarray | None, hi_ok: np.ndarray | None, shift: int) -> np.ndarray:
+            # sum of w over storages with (a <= i - shift) and (b >= i), per i in 0..m
+            d = np.zeros(m + 3, dtype=np.float64)
+            start = np.clip(a + shift if lo_ok is None else np.zeros_like(a), 0, m + 2)
+            end = np.clip(b + 1 if hi_ok is None else np.full_like(b, m + 1), 0, m + 2)
+            ok = start < end
+            np.add.at(d, start[ok], w[ok])
+            np.add.at(d, end[ok], -w[ok])
+            return np.cumsum(d)[:m + 1]
+
+        c00 = count(None, None, 0)
+        c10 = count(True, None, 0)  # S already true
+        c01 = count(None, True, 0)  # P already true
+        c11 = count(True, True, 0)
+        g00 = count(None, None, 1)
+        g10 = count(True, None, 1)
+        g01 = count(None, True, 1)
+        g11 = count(True, True, 1)
+        return c00, c10, c01, c11, g00, g10, g01, g11
+
+    # the chain alone (U empty): every storage in its (a, b) case
+    base_all = vecs(np.ones(n_st, dtype=bool))
+    best = int(base_all[0][:m].max()) if m else 0
+    best_group: tuple[OpId, ...] = ()
+    # rank groups by the largest storage they touch
+    ranked = []
+    for gr in grps:
+        if not gr or len(gr) > max_group_ops:
+            continue
+        top = 0
+        for op in gr:
+            for s in (*graph.storages_read(op), *graph.storages_created(op)):
+                top = max(top, graph.tensors[s].size_bytes)
+        ranked.append((top, gr))
+    ranked.sort(key=lambda x: -x[0])
+    used = 0
+    for _, gr in ranked[:max_groups]:
+        k = len(gr)
+        gidx = [r.index[o] for o in gr]
+        local = {g: j for j, g in enumerate(gidx)}
+        umask = 0
+        for g in gidx:
+            umask |= 1 << g
+        pred_local = [0] * k
+        lo_u = [0] * k
+        hi_u = [m] * k
+        for j, g in enumerate(gidx):
+            for i in iter_bits(r.ancestors[g] & umask):
+                pred_local[j] |= 1 << local[i]
+            ca = r.ancestors[g] & cmask
+            if ca:
+                lo_u[j] = max(cpos[i] for i in iter_bits(ca)) + 1
+            cd = r.descendants[g] & cmask
+            if cd:
+                hi_u[j] = min(cpos[i] for i in iter_bits(cd))
+        if any(lo_u[j] > hi_u[j] for j in range(k)):
+            continue  # inconsistent (cannot happen for a true chain); skip
+        ds = _down_sets(pred_local, max_down_sets)
+        if ds is None:
+            continue
+        used += 1
+        # storage classes by (started & U, pending & U)
+        cls: dict[tuple[int, int], list[int]] = {}
+        fixed = np.ones(n_st, dtype=bool)
+        for s in range(n_st):
+            st_u = sm.started[s] & umask
+            pd = sm.pending[s]
+            pd_u = 0 if pd == -1 else pd & umask
+            if st_u or pd_u:
+                cls.setdefault((st_u, pd_u), []).append(s)
+                fixed[s] = False
+        fixed_v = vecs(fixed)
+        cls_v = []
+        for (st_u, pd_u), members in cls.items():
+            sel = np.zeros(n_st, dtype=bool)
+            sel[members] = True
+            loc_st = 0
+            for i in iter_bits(st_u):
+                loc_st |= 1 << local[i]
+            loc_pd = 0
+            for i in iter_bits(pd_u):
+                loc_pd |= 1 << local[i]
+            cls_v.append((loc_st, loc_pd, vecs(sel)))
+
+        def chain_cost(d: int) -> np.ndarray:
+            tot = fixed_v[0].copy()
+            for loc_st, loc_pd, v in cls_v:
+                al = bool(loc_st & d)
+                be = bool(loc_pd & ~d)
+                tot += v[(1 if al else 0) + (2 if be else 0)]
+            return tot
+
+        def gap_cost(d: int, u: int) -> np.ndarray:
+            tot = fixed_v[4].copy()
+            du = d | (1 << u)
+            for loc_st, loc_pd, v in cls_v:
+                al = bool(loc_st & du)
+                be = bool(loc_pd & ~d)
+                tot += v[4 + (1 if al else 0) + (2 if be else 0)]
+            return tot
+
+        inf = np.inf
+        val: dict[int, np.ndarray] = {}
+        need = [0] * (m + 1)  # local mask of U ops that must be done before chain op i
+        for j in range(k):
+            if hi_u[j] < m:
+                for i in range(hi_u[j], m + 1):
+                    need[i] |= 1 << j
+        for d in ds:  # ascending ints: every subset comes before its supersets
+            v = np.full(m + 1, inf)
+            if d == 0:
+                v[0] = 0.0
+            for u in iter_bits(d):
+                prev = d & ~(1 << u)
+                if prev not in val or pred_local[u] & ~prev:
+                    continue
+                cand = np.maximum(val[prev], gap_cost(prev, u))
+                ok = (idx >= lo_u[u]) & (idx <= hi_u[u])
+                v = np.where(ok, np.minimum(v, cand), v)
+            cc = chain_cost(d)
+            allowed = np.array([(need[i] & ~d) == 0 for i in range(m)] + [False])
+            vl = v.tolist()
+            ccl = cc.tolist()
+            for i in range(m):
+                if allowed[i] and vl[i] < inf:
+                    x = max(vl[i], ccl[i])
+                    if x < vl[i + 1]:
+                        vl[i + 1] = x
+            val[d] = np.asarray(vl)
+        full = (1 << k) - 1
+        res = val.get(full)
+        if res is None:
+            continue
+        gb = res[m]
+        if np.isfinite(gb) and int(gb) > best:
+            best, best_group = int(gb), tuple(gr)
+    _logger.debug("chain-group bound: %d ops in chain, %d groups", m, used)
+    return ChainGroupBound(best + sm.resident_bytes, best_group, m, used)

@@ -133,7 +133,8 @@ def teardown_module() -> None:
               f"subsets; window bound tight on {TIGHT['window']}/{TIGHT['window_n']}, above "
               f"the old best bound on {TIGHT['window_vs_old']}; choice bound tight on "
               f"{TIGHT['choice']}/{TIGHT['choice_n']}, above the old on "
-              f"{TIGHT['choice_vs_old']}")
+              f"{TIGHT['choice_vs_old']}; chain-group bound tight on {TIGHT['chain']}/"
+              f"{TIGHT['chain_n']}, above the old on {TIGHT['chain_vs_old']}")
 
 
 # ------------------------------------------------------------------ choice bound
@@ -188,3 +189,62 @@ def test_choice_bound_sees_gradient_or_state():
     cb = choice_lower_bound(g, 1)
     assert cb.bound_bytes <= opt
     assert cb.bound_bytes > live_set_lower_bound(g, 1).bound_bytes
+
+
+# ------------------------------------------------------------- chain-group bound
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_chain_group_bound_below_the_optimum(data):
+    from roam_core.model.reach import reachability
+    from roam_core.oracle.proven_bounds import chain_group_lower_bound, greedy_chain
+
+    g = data.draw(random_graphs(max_ops=8))
+    a = data.draw(st.sampled_from([1, 512]))
+    opt = _opt(g, a)
+    ops = list(g.op_ids)
+    labels = data.draw(st.lists(st.integers(0, 3), min_size=len(ops), max_size=len(ops)))
+    groups = [tuple(o for o, lab in zip(ops, labels, strict=True) if lab == k)
+              for k in (1, 2, 3)]
+    order = data.draw(orders_of(g))
+    r = reachability(g)
+    in_group = {o for gr in groups for o in gr}
+    for kw in ({}, {"groups": groups}, {"groups": groups, "chain": "greedy"},
+               {"groups": groups,
+                "chain": greedy_chain(order, r, in_group | set(data.draw(
+                    st.lists(st.sampled_from(ops), unique=True))))}):
+        cb = chain_group_lower_bound(g, order, a, reach=r, **kw)
+        assert cb.bound_bytes <= opt, kw
+    TIGHT["chain"] += cb.bound_bytes == opt
+    TIGHT["chain_n"] += 1
+    TIGHT["chain_vs_old"] += cb.bound_bytes > best_lower_bound(g, a).bound_bytes
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_chain_group_with_whole_graph_split_is_exact_when_chain_is_all(data):
+    """With a chain graph (every op comparable) and no group, the chain alone is exact."""
+    from roam_core.oracle.proven_bounds import chain_group_lower_bound
+
+    g = data.draw(random_graphs(max_ops=6))
+    a = 1
+    opt = _opt(g, a)
+    cb = chain_group_lower_bound(g, g.op_ids, a, groups=[])
+    assert cb.bound_bytes <= opt
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_chain_group_and_choice_below_monolithic_on_larger_graphs(data):
+    from roam_core.oracle.proven_bounds import chain_group_lower_bound, choice_lower_bound
+
+    g = data.draw(random_graphs(max_ops=14, min_ops=9))
+    mono = solve_monolithic(g, time_limit_s=10.0)
+    if mono.status != "optimal":
+        return
+    ops = list(g.op_ids)
+    labels = data.draw(st.lists(st.integers(0, 2), min_size=len(ops), max_size=len(ops)))
+    groups = [tuple(o for o, lab in zip(ops, labels, strict=True) if lab == k) for k in (1, 2)]
+    for grp in (None, groups):
+        assert chain_group_lower_bound(g, None, 512, groups=grp).bound_bytes <= mono.peak_bytes
+        assert choice_lower_bound(g, 512, groups=grp).bound_bytes <= mono.peak_bytes
