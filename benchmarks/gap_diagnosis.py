@@ -33,7 +33,12 @@ from roam_core.formats.graph_io import load_graph
 from roam_core.model.graph import round_size
 from roam_core.model.reach import reachability
 from roam_core.oracle.bounds import best_lower_bound, forced_live_masks
-from roam_core.oracle.proven_bounds import choice_lower_bound, storage_masks, window_bound
+from roam_core.oracle.proven_bounds import (
+    chain_group_lower_bound,
+    choice_lower_bound,
+    storage_masks,
+    window_bound,
+)
 from roam_core.oracle.simulate import lifetimes, simulate
 from roam_core.planner import make_plan
 
@@ -45,7 +50,8 @@ def diagnose(path: Path) -> dict:
     g = load_graph(path)
     a = 512
     t0 = time.perf_counter()
-    base_cfg = PlannerConfig(workers=2, solve_layout=False, search_evaluations=0)
+    base_cfg = PlannerConfig(workers=2, solve_layout=False, search_evaluations=0,
+                             tighten_bound=False)
     p0 = make_plan(g, base_cfg)
     t_plan0 = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -82,19 +88,26 @@ def diagnose(path: Path) -> dict:
     wb, wrecs = window_bound(g, p1.order, a, half_widths=(30,), max_windows=1,
                              time_limit_s=2.0, reach=r, masks=sm)
     t_window = time.perf_counter() - t0
-    best = max(old.bound_bytes, cb.bound_bytes, wb)
+    t0 = time.perf_counter()
+    cg = chain_group_lower_bound(g, None, a, reach=r, masks=sm)
+    t_chain = time.perf_counter() - t0
+    best = max(old.bound_bytes, cb.bound_bytes, wb, cg.bound_bytes)
+    assert p1.lower_bound_bytes <= best
     planned0, planned1 = p0.planned_peak_bytes, p1.planned_peak_bytes
-    if planned1 <= best:
-        verdict = "closed" if planned0 <= best else "search closed it"
+    if planned0 <= old.bound_bytes:
+        verdict = "closed (old bound)"
+    elif planned1 <= best:
+        verdict = "closed by the bound" if planned1 == planned0 else "closed by search + bound"
     elif planned1 < planned0:
-        verdict = "search (part)"
+        verdict = "search + bound (part)"
     else:
-        verdict = "open"
+        verdict = "bound (part)" if best > old.bound_bytes else "open"
     return {
         "graph": g.name, "file": path.name, "ops": len(g.ops),
         "planned_tree_mib": planned0 / MIB, "planned_search_mib": planned1 / MIB,
         "old_bound_mib": old.bound_bytes / MIB, "choice_bound_mib": cb.bound_bytes / MIB,
-        "window_bound_mib": wb / MIB,
+        "window_bound_mib": wb / MIB, "chain_group_bound_mib": cg.bound_bytes / MIB,
+        "chain_group": list(cg.group)[:4], "chain_ops": cg.chain_ops,
         "window_status": wrecs[0].status if wrecs else None,
         "best_bound_mib": best / MIB,
         "gap_before": planned0 / old.bound_bytes, "proven_gap": planned1 / best,
@@ -108,7 +121,7 @@ def diagnose(path: Path) -> dict:
         "bound_op": old.op_id,
         "verdict": verdict,
         "seconds": {"plan_tree": t_plan0, "plan_search": t_plan1, "choice": t_choice,
-                    "window": t_window},
+                    "window": t_window, "chain_group": t_chain},
     }
 
 
@@ -137,13 +150,14 @@ def write(rows: list[dict]) -> None:
         "(adds the peak-directed search over the whole order on the input graph). Bounds are "
         "valid for every order: `old` = bounds.best_lower_bound (live-set / update-group), "
         "`choice` = per-op choice bound over free branches, `window` = CP-SAT restriction "
-        "bound on a 61-step window around the peak (2 s deterministic). `gap before` = tree "
+        "bound on a 61-step window around the peak (2 s deterministic), `chain` = "
+        "chain-group bound (heavy chain + one free branch, exact DP). `gap before` = tree "
         "/ old, `proven gap` = search / best bound. Peak / sub-task / boundary columns are "
         "for the tree plan. Timing measured on 2 shared CPU cores: noisy.", "",
-        "| graph | ops | tree MiB | search MiB | old | choice | window | gap before | "
+        "| graph | ops | tree MiB | search MiB | old | choice | window | chain | gap before | "
         "proven gap | peak op (phase) | sub-task (status) | largest boundary at peak | "
         "unforced at peak MiB | verdict | plan s (tree / search) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|---|---|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|---|---|",
     ]
     for r in rows:
         b = r["boundary_at_peak"]
@@ -152,7 +166,8 @@ def write(rows: list[dict]) -> None:
             f"| {r['file'].removesuffix('.json.gz')} | {r['ops']} | {r['planned_tree_mib']:.1f} "
             f"| {r['planned_search_mib']:.1f} | {r['old_bound_mib']:.1f} | "
             f"{r['choice_bound_mib']:.1f} | {r['window_bound_mib']:.1f} "
-            f"({r['window_status']}) | {r['gap_before']:.4f} | {r['proven_gap']:.4f} | "
+            f"({r['window_status']}) | {r['chain_group_bound_mib']:.1f} | "
+            f"{r['gap_before']:.4f} | {r['proven_gap']:.4f} | "
             f"{r['peak_op']} ({r['peak_phase']}) | {r['subtask']} ({r['subtask_status']}) | "
             f"{bnd} | {r['unforced_at_peak_mib']:.1f} | {r['verdict']} | "
             f"{r['seconds']['plan_tree']:.1f} / {r['seconds']['plan_search']:.1f} |")

@@ -107,6 +107,10 @@ class PlannerConfig:
     # borders; :mod:`roam_core.ordering.lns`): candidate orders scored at most (0 = off).  A
     # work limit, not a clock, so the plan does not depend on machine load.
     search_evaluations: int = 4000
+    # When a gap to the lower bound is left, tighten the bound with the chain-group bound
+    # (:func:`roam_core.oracle.proven_bounds.chain_group_lower_bound`; a few seconds on
+    # thousands of ops).  Plan.lower_bound_bytes / proven_gap report the best bound proven.
+    tighten_bound: bool = True
     # Compute the arena layout with the layout solvers (False: greedy best-fit only).
     solve_layout: bool = True
     # Budget of the layout stage, seconds.

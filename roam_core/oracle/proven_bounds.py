@@ -818,14 +818,15 @@ def chain_group_lower_bound(
 ) -> ChainGroupBound:
     """Exact restriction bound of ``G = chain + one group``, maximised over groups.
 
-    A *chain* (ops pairwise comparable: by default the path outside every group through the
-    most bytes the live-set argument forces, :func:`heavy_path`) runs in the same relative order in every valid order, so the linear
-    extensions of ``chain + U`` for a small group ``U`` (a parameter's update, a
-    weight-gradient branch) are interleavings: states ``(i, D)`` = ``i`` chain ops and a
-    down-set ``D`` of ``U`` done.  A dynamic programme over those states (vectorised over
-    ``i``) gives the exact minimum over interleavings of the maximum step memory of the
-    restriction model (module docstring), which bounds every order's peak: it sees that an
-    update run early costs its transient on top of the memory the chain forces there, and one
+    A *chain* (ops pairwise comparable: by default the path outside every group through
+    the most bytes the live-set argument forces, :func:`heavy_path`) runs in the same
+    relative order in every valid order, so the linear extensions of ``chain + U`` for a
+    small group ``U`` (a parameter's update, a weight-gradient branch) are interleavings:
+    states ``(i, D)`` = ``i`` chain ops and a down-set ``D`` of ``U`` done.  A dynamic
+    programme over those states (vectorised over ``i``) gives the exact minimum over
+    interleavings of the maximum step memory of the restriction model (module docstring),
+    which bounds every order's peak: it sees that an update run early costs its transient on
+    top of the memory the chain forces there, and one
     run late holds its gradient across the chain's high steps.
 
     Parameters
@@ -837,9 +838,10 @@ def chain_group_lower_bound(
     alignment_bytes : int
         Storage rounding.
     chain : sequence of OpId or "greedy", optional
-        A chain to use instead of the greedy one (must be pairwise comparable).
+        A chain to use instead of the heavy path (must be pairwise comparable).
     groups : sequence of sequence of OpId, optional
-        Disjoint from the chain (default :func:`free_branch_groups`).
+        Disjoint from the chain, not necessarily from each other (default
+        :func:`free_branch_groups`, a component too large split into one-op groups).
     reach, masks : optional
         Precomputed reachability / :func:`storage_masks`.
     max_group_ops, max_down_sets, max_groups : int
@@ -854,8 +856,17 @@ def chain_group_lower_bound(
 
     r = reach if reach is not None else reachability(graph)
     sm = masks if masks is not None else storage_masks(graph, alignment_bytes, reach=r)
-    grps = [tuple(gr) for gr in (groups if groups is not None
-                                 else free_branch_groups(graph, max_group_ops, reach=r))]
+    if groups is not None:
+        grps = [tuple(gr) for gr in groups]
+    else:
+        # groups need not be disjoint here (each is solved on its own): a component too
+        # large to solve contributes each of its ops as a one-op group
+        grps = []
+        for gr in free_branch_groups(graph, max_group_ops, reach=r):
+            if len(gr) <= max_group_ops:
+                grps.append(tuple(gr))
+            else:
+                grps.extend((op,) for op in gr)
     in_group = {op for gr in grps for op in gr}
     if chain is None:
         from roam_core.oracle.bounds import live_set_lower_bound
@@ -984,7 +995,7 @@ def chain_group_lower_bound(
                 loc_pd |= 1 << local[i]
             cls_v.append((loc_st, loc_pd, vecs(sel)))
 
-        def chain_cost(d: int) -> np.ndarray:
+        def chain_cost(d: int, fixed_v=fixed_v, cls_v=cls_v) -> np.ndarray:
             tot = fixed_v[0].copy()
             for loc_st, loc_pd, v in cls_v:
                 al = bool(loc_st & d)
@@ -992,7 +1003,7 @@ def chain_group_lower_bound(
                 tot += v[(1 if al else 0) + (2 if be else 0)]
             return tot
 
-        def gap_cost(d: int, u: int) -> np.ndarray:
+        def gap_cost(d: int, u: int, fixed_v=fixed_v, cls_v=cls_v) -> np.ndarray:
             tot = fixed_v[4].copy()
             du = d | (1 << u)
             for loc_st, loc_pd, v in cls_v:

@@ -270,6 +270,25 @@ def _search(graph: Graph, order: tuple[OpId, ...], prof: Any, config: PlannerCon
     return tuple(res.order), new_prof
 
 
+def _tighter_bound(graph: Graph, lower: int, peak: int, config: PlannerConfig,
+                   records: list[SolveRecord], notes: list[str]) -> int:
+    """The chain-group bound when it beats ``lower`` (recorded as a ``"bound"`` record).
+
+    A bound above ``peak`` (the simulated peak of a valid order) would be a bug; it is then
+    not used, and the plan says so."""
+    from roam_core.oracle.proven_bounds import chain_group_lower_bound
+
+    t0 = time.perf_counter()
+    cb = chain_group_lower_bound(graph, None, config.alignment_bytes)
+    records.append(SolveRecord("bound", "chain_group", SolveStatus.OPTIMAL, None,
+                               cb.bound_bytes, time.perf_counter() - t0, cb.chain_ops))
+    if cb.bound_bytes > peak:
+        notes.append(f"chain-group bound {cb.bound_bytes} above a valid order's peak {peak}: "
+                     "not used (please report)")
+        return lower
+    return max(lower, cb.bound_bytes)
+
+
 def make_plan(
     graph: Graph,
     config: PlannerConfig = PlannerConfig(),  # noqa: B008 - frozen, never mutated
@@ -425,6 +444,10 @@ def make_plan(
         notes.append(f"returned the best baseline order ({heur.method}): the ROAM order "
                      f"peaked at {prof.peak_bytes} bytes, above its {heur.profile.peak_bytes}")
         order, prof = tuple(heur.order), heur.profile
+    if config.tighten_bound and min(prof.peak_bytes, heur.profile.peak_bytes) > lower and not (
+            cancel_fn is not None and cancel_fn()):
+        lower = _tighter_bound(graph, lower, min(prof.peak_bytes, heur.profile.peak_bytes),
+                               config, records, notes)
     pos = {op: i for i, op in enumerate(order)}
     extra = tuple(e for e in rw.edges if pos[e.src] < pos[e.dst])  # the rewrites it honours
     best_peak[0] = prof.peak_bytes

@@ -248,3 +248,27 @@ def test_chain_group_and_choice_below_monolithic_on_larger_graphs(data):
     for grp in (None, groups):
         assert chain_group_lower_bound(g, None, 512, groups=grp).bound_bytes <= mono.peak_bytes
         assert choice_lower_bound(g, 512, groups=grp).bound_bytes <= mono.peak_bytes
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_chain_group_with_overlapping_groups(data):
+    """Each group is solved on its own, so groups may overlap (singletons included)."""
+    from roam_core.oracle.proven_bounds import chain_group_lower_bound
+
+    g = data.draw(random_graphs(max_ops=8))
+    ops = list(g.op_ids)
+    groups = data.draw(st.lists(st.lists(st.sampled_from(ops), unique=True, min_size=1,
+                                         max_size=4), max_size=4))
+    opt = _opt(g, 512)
+    assert chain_group_lower_bound(g, None, 512, groups=groups).bound_bytes <= opt
+
+
+def test_planner_reports_the_tightened_bound():
+    from roam_core.base.config import PlannerConfig
+    from roam_core.planner import make_plan
+
+    g = tiny_train_step()
+    p = make_plan(g, PlannerConfig(workers=1, solve_layout=False))
+    assert p.lower_bound_bytes <= p.planned_peak_bytes
+    assert p.lower_bound_bytes <= _opt(g, 512)
