@@ -47,6 +47,7 @@ small graphs in ``tests/roam_core/test_proven_bounds.py``.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
 import time
@@ -803,6 +804,29 @@ def heavy_path(graph: Graph, reach: Reachability, weights: Sequence[int],
     return path[::-1]
 
 
+def _chain_scan(entry, cost, stop: int):
+    """``w[0] = entry[0]``, ``w[i+1] = min(entry[i+1], max(w[i], cost[i]))`` for ``i < stop``
+    and ``w[i+1] = entry[i+1]`` after: a prefix scan of clamp maps ``x -> min(h, max(l, x))``
+    (closed under composition), in ``log2(len)`` numpy steps."""
+    import numpy as np
+
+    m = len(entry) - 1
+    lo = np.full(m, np.inf)
+    lo[:stop] = cost[:stop]
+    hi = np.asarray(entry[1:], dtype=np.float64).copy()
+    s = 1
+    while s < m:  # Hillis-Steele: P_j = f_j o ... o f_0
+        lo_prev, hi_prev = lo[:-s].copy(), hi[:-s].copy()
+        new_hi = np.minimum(hi[s:], np.maximum(lo[s:], hi_prev))
+        lo[s:] = np.maximum(lo_prev, lo[s:])
+        hi[s:] = new_hi
+        s *= 2
+    out = np.empty(m + 1)
+    out[0] = entry[0]
+    out[1:] = np.minimum(hi, np.maximum(lo, entry[0]))
+    return out
+
+
 def chain_group_lower_bound(
     graph: Graph,
     order: Sequence[OpId] | None = None,
@@ -893,17 +917,22 @@ def chain_group_lower_bound(
     a_s = np.full(n_st, big, dtype=np.int64)  # first chain index in started
     b_s = np.full(n_st, -1, dtype=np.int64)  # last chain index in pending
     out_s = np.zeros(n_st, dtype=bool)
+    # along a chain the program indices increase when program order is topological: then
+    # the first / last chain op of a mask is its lowest / highest set bit
+    monotone = all(x < y for x, y in itertools.pairwise(cidx))
     for k, (st, pd) in enumerate(zip(sm.started, sm.pending, strict=True)):
         sc = st & cmask
         if sc:
-            a_s[k] = min(cpos[i] for i in iter_bits(sc))
+            a_s[k] = (cpos[(sc & -sc).bit_length() - 1] if monotone
+                      else min(cpos[i] for i in iter_bits(sc)))
         if pd == -1:
             out_s[k] = True
             b_s[k] = big
         else:
             pc = pd & cmask
             if pc:
-                b_s[k] = max(cpos[i] for i in iter_bits(pc))
+                b_s[k] = (cpos[pc.bit_length() - 1] if monotone
+                          else max(cpos[i] for i in iter_bits(pc)))
     sizes = np.asarray(sm.sizes, dtype=np.float64)
     idx = np.arange(m + 1)
 
@@ -1031,15 +1060,10 @@ def chain_group_lower_bound(
                 ok = (idx >= lo_u[u]) & (idx <= hi_u[u])
                 v = np.where(ok, np.minimum(v, cand), v)
             cc = chain_cost(d)
-            allowed = np.array([(need[i] & ~d) == 0 for i in range(m)] + [False])
-            vl = v.tolist()
-            ccl = cc.tolist()
-            for i in range(m):
-                if allowed[i] and vl[i] < inf:
-                    x = max(vl[i], ccl[i])
-                    if x < vl[i + 1]:
-                        vl[i + 1] = x
-            val[d] = np.asarray(vl)
+            # chain steps: v[i+1] = min(v[i+1], max(v[i], cc[i])) where allowed; need[] only
+            # grows with i, so the allowed steps are a prefix
+            stop = next((i for i in range(m) if need[i] & ~d), m)
+            val[d] = _chain_scan(v, cc, stop)
         full = (1 << k) - 1
         res = val.get(full)
         if res is None:

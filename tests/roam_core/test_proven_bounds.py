@@ -272,3 +272,20 @@ def test_planner_reports_the_tightened_bound():
     p = make_plan(g, PlannerConfig(workers=1, solve_layout=False))
     assert p.lower_bound_bytes <= p.planned_peak_bytes
     assert p.lower_bound_bytes <= _opt(g, 512)
+
+
+@given(st.lists(st.one_of(st.integers(0, 50).map(float), st.just(float("inf"))),
+                min_size=2, max_size=40), st.data())
+def test_chain_scan_matches_the_loop(entry, data):
+    import numpy as np
+
+    from roam_core.oracle.proven_bounds import _chain_scan
+
+    m = len(entry) - 1
+    cost = data.draw(st.lists(st.integers(0, 50).map(float), min_size=m, max_size=m))
+    stop = data.draw(st.integers(0, m))
+    want = list(entry)
+    for i in range(stop):
+        want[i + 1] = min(want[i + 1], max(want[i], cost[i]))
+    got = _chain_scan(np.asarray(entry), np.asarray(cost), stop)
+    assert got.tolist() == want
