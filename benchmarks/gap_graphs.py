@@ -86,7 +86,7 @@ def _lm_loss(pair: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
 def build(name: str):
     if name.startswith("gpt2-768w-"):
         layers = int(name.split("-")[2].rstrip("l"))
-        cfg = GPT2Config(n_layer=layers, dropout=0.0)
+        cfg = GPT2Config(n_layer=layers)  # GPT-2's dropout 0.1 (random ops are chained)
         with torch.device("meta"):
             model = GPT2(cfg, lm_head=True, attention="sdpa")
         ids = torch.zeros((1, 128), dtype=torch.long, device="meta")
@@ -96,7 +96,7 @@ def build(name: str):
 
         cfg = transformers.T5Config(d_model=256, d_kv=32, d_ff=1024, num_layers=4,
                                     num_decoder_layers=4, num_heads=8, vocab_size=32128,
-                                    dropout_rate=0.0, decoder_start_token_id=0,
+                                    dropout_rate=0.1, decoder_start_token_id=0,
                                     pad_token_id=0)
         with torch.device("meta"):
             model = transformers.T5ForConditionalGeneration(cfg).train()

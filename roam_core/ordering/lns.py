@@ -146,6 +146,7 @@ def peak_search(
     max_rounds: int = 200,
     max_evaluations: int = 20_000,
     max_move_ops: int = 64,
+    max_storages: int = 48,
     window: int = 120,
     window_config: OrderSolverConfig | None = None,
     max_windows: int = 8,
@@ -170,6 +171,8 @@ def peak_search(
         Candidate orders scored at most (the deterministic work limit).
     max_move_ops : int
         Largest op set one hoist or sink moves.
+    max_storages : int
+        Storages live at the peak (largest first, those forced there skipped) tried per round.
     window : int
         Steps of a CP-SAT window (0: no windows).
     window_config : OrderSolverConfig, optional
@@ -209,6 +212,9 @@ def peak_search(
     wcfg = window_config if window_config is not None else OrderSolverConfig(
         time_limit_s=2.0, stop_at_lower_bound=True)
     users = cg.users
+    from roam_core.model.reach import reachability
+
+    reach = reachability(graph)  # program numbering, like the compact view
     stopped = "no move"
     tried_windows: set[tuple[int, ...]] = set()
 
@@ -238,8 +244,13 @@ def peak_search(
         live_ids = live_ids[np.argsort(-sc.size[live_ids], kind="stable")]
         candidates: list[tuple[str, np.ndarray]] = []
         x = int(cur[p])
-        for s in live_ids[:48]:
-            s = int(s)
+        # storages forced live at p in every order cannot be moved away from it: skip them
+        anc_x = reach.ancestors[x] | (1 << x)
+        desc_x = reach.descendants[x] | (1 << x)
+        movable = [int(s) for s in live_ids
+                   if not (anc_x >> int(sc.producer[s]) & 1
+                           and any(desc_x >> u & 1 for u in users[int(s)]))]
+        for s in movable[:max_storages]:
             q = int(sc.producer[s])
             if q != x and not sc.is_output[s]:
                 # hoist the users after p (with what they need and what only waits on them)
@@ -249,8 +260,8 @@ def peak_search(
                                           max_move_ops):
                         candidates.extend(_hoist_orders(cur, pos, p, mv, cg.preds))
             if q != x and pos[q] < p:
-                mv = _sink_set(cur, pos, p, pos[q], cg.succs, max_move_ops)
-                if mv is not None:
+                for mv in _sink_sets(cur, pos, p, int(pos[q]), cg.preds, cg.succs,
+                                     max_move_ops):
                     keep = np.ones(n, dtype=bool)
                     keep[mv] = False
                     rest_before = cur[:p + 1][keep[:p + 1]]
@@ -388,20 +399,45 @@ def _hoist_orders(cur: np.ndarray, pos: np.ndarray, p: int, steps: list[int],
     return out
 
 
-def _sink_set(cur: np.ndarray, pos: np.ndarray, p: int, q: int,
-              succs: Sequence[Sequence[int]], limit: int) -> list[int] | None:
-    """Steps in ``[q, p)`` to move just after ``p``: the op at ``q`` and its descendants."""
+def _sink_sets(cur: np.ndarray, pos: np.ndarray, p: int, q: int,
+               preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]],
+               limit: int) -> list[list[int]]:
+    """Step sets (before ``p``) to move just after ``p``: the op at ``q`` and its
+    descendants up to ``p``; then that set grown by its *feeders* (earlier ops whose every
+    successor is moved or runs after ``p``: what exists only to feed the moved ops), with
+    their descendants up to ``p``."""
     x = int(cur[p])
+
+    def close(chosen: set[int], stack: list[int]) -> bool:
+        while stack:
+            v = stack.pop()
+            for w in succs[v]:
+                if pos[w] <= p and w not in chosen:
+                    if w == x:
+                        return False
+                    chosen.add(w)
+                    if len(chosen) > limit:
+                        return False
+                    stack.append(w)
+        return True
+
     chosen = {int(cur[q])}
-    stack = [int(cur[q])]
-    while stack:
-        v = stack.pop()
-        for w in succs[v]:
-            if pos[w] <= p and w not in chosen:
-                if w == x:
-                    return None
-                chosen.add(w)
-                if len(chosen) > limit:
-                    return None
-                stack.append(w)
-    return sorted(pos[v] for v in chosen)
+    if not close(chosen, [int(cur[q])]):
+        return []
+    out = [sorted(int(pos[v]) for v in chosen)]
+    grew = True
+    while grew and len(chosen) < limit:
+        grew = False
+        for v in sorted(chosen, key=lambda u: -pos[u]):
+            for w in preds[v]:
+                if w in chosen or pos[w] >= p:
+                    continue
+                if all(y in chosen or pos[y] > p for y in succs[w]):
+                    trial = set(chosen)
+                    trial.add(w)
+                    if close(trial, [w]):
+                        chosen = trial
+                        grew = True
+    if len(chosen) > len(out[0]):
+        out.append(sorted(int(pos[v]) for v in chosen))
+    return out

@@ -85,3 +85,27 @@ def test_planner_runs_the_search_and_reports_the_gap():
     off = make_plan(g, PlannerConfig(workers=1, solve_layout=False, search_evaluations=0))
     assert plan.planned_peak_bytes <= off.planned_peak_bytes
     assert all(r.stage != "search" for r in off.provenance)
+
+
+def test_sink_takes_the_feeders_along():
+    """A backward-only product of a forward value made early (RMSNorm backward's ``pow``
+    then ``mul``) holds a buffer over the peak; sinking it needs its feeder too."""
+    from roam_core.model.graph import Graph, Op, OpId, Phase, Tensor, TensorId, TensorKind
+
+    def t(i, size, prod):
+        return Tensor(TensorId(i), size, "float32", (1,), TensorKind.TEMPORARY, OpId(prod))
+
+    ops = [Op(OpId("f"), "x", Phase.FORWARD, (), ("act",)),
+           Op(OpId("pw"), "x", Phase.BACKWARD, ("act",), ("p",)),
+           Op(OpId("ml"), "x", Phase.BACKWARD, ("p",), ("m",)),
+           Op(OpId("big"), "x", Phase.LOSS, ("act",), ("g",)),
+           Op(OpId("c"), "x", Phase.BACKWARD, ("g",), ("h",)),
+           Op(OpId("bw"), "x", Phase.BACKWARD, ("h", "m", "act"), ("out",))]
+    tensors = [t("act", 100, "f"), t("p", 50, "pw"), t("m", 50, "ml"), t("g", 1000, "big"),
+               t("h", 10, "c"), t("out", 1, "bw")]
+    g = Graph.build(ops, tensors, (), (), ("out",), name="feeder")
+    order = ("f", "pw", "ml", "big", "c", "bw")
+    res = peak_search(g, order, alignment_bytes=1, window=0)
+    assert not check_order(g, res.order)
+    assert res.peak_bytes == brute_force_order(g, alignment_bytes=1).peak_bytes
+    assert res.peak_bytes < simulate(g, order, alignment_bytes=1).peak_bytes
