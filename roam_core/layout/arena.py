@@ -52,6 +52,7 @@ from typing import Any
 
 from roam_core.base import cpsat
 from roam_core.base.cancel import as_cancel_flag, is_cancelled
+from roam_core.base.config import ArenaConfig
 from roam_core.base.status import SolveStatus
 from roam_core.layout.dsa_heuristics import greedy_by_size, place_in_order
 from roam_core.layout.dsa_solver import solve_dsa
@@ -64,49 +65,6 @@ __all__ = ["ArenaConfig", "ArenaLayout", "arena_layout", "greedy_arena", "layout
            "plan_arena"]
 
 _logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ArenaConfig:
-    """Layout settings.
-
-    Parameters
-    ----------
-    alignment_bytes : int
-        Offset and size granularity (512 like CUDA's caching allocator).
-    time_limit_s : float
-        Budget of the whole layout (portfolio and sub-task models together).
-    task_time_limit_s : float
-        CP-SAT limit per sub-task group.
-    use_cpsat : bool
-        Run the activation-stack + CP-SAT candidate (steps 1-3).
-    max_group_tensors : int
-        Groups larger than this are cut into chronological chunks for CP-SAT.
-    use_dsa : bool
-        Run the DSA portfolio candidate (step 4).
-    dsa_exact : bool
-        Let the DSA candidate run its canonical search (else greedy orders only).
-    flip_compact : bool
-        Mirror-and-compact every candidate (step 5, cheap) before the polish.
-    shake_rounds : int
-        Rounds of randomised flip-compaction on the winner (step 5; 0 = off).
-    num_workers : int
-        CP-SAT workers.
-    seed : int
-        CP-SAT random seed.
-    """
-
-    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES
-    time_limit_s: float = 60.0
-    task_time_limit_s: float = 5.0
-    use_cpsat: bool = True
-    max_group_tensors: int = 150
-    use_dsa: bool = True
-    dsa_exact: bool = True
-    flip_compact: bool = True
-    shake_rounds: int = 60
-    num_workers: int = 1
-    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -466,7 +424,8 @@ def _polish(problem: Problem, sol: Solution, lb: int, config: ArenaConfig, deadl
 
 # ------------------------------------------------------------------- driver
 def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
-               config: ArenaConfig = ArenaConfig(), cancel: Any = None) -> ArenaLayout:
+               config: ArenaConfig = ArenaConfig(),  # noqa: B008 - frozen
+               cancel: Any = None) -> ArenaLayout:
     """Lay out every storage of ``graph`` for ``order`` in one arena.
 
     Parameters

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import networkx as nx
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -75,6 +76,7 @@ def test_dp_oracle_matches_enumeration(graph: Graph) -> None:
     assert dp_peak(graph) == brute_force_peak(graph)
 
 
+@pytest.mark.slow  # ~3-16 s: CP-SAT / exact search on many instances
 @settings(max_examples=40)
 @given(random_graphs(max_ops=8), st.integers(0, 1000))
 def test_cpsat_equals_brute_force_on_small_graphs(graph: Graph, seed: int) -> None:
