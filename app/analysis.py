@@ -634,6 +634,7 @@ def summary_rows(plan: Plan, before_peak_bytes: int, before_label: str,
         ("arena", fmt_bytes(plan.arena_bytes)),
         ("fragmentation", f"{100 * plan.fragmentation:.2f} %"),
         ("lower bound", fmt_bytes(plan.lower_bound_bytes)),
+        ("proven gap", "-" if plan.proven_gap is None else f"{plan.proven_gap:.4f}"),
         ("solve time", f"{plan.solve_seconds:.2f} s"),
     ]
     stages: dict[str, list[Any]] = {}

@@ -159,6 +159,14 @@ class PlannerConfig:
     # Polishing rounds after the merge: re-solve a window of ``2 * node_limit`` steps centred
     # on the peak step of the merged order (windows may straddle sub-task borders).
     polish_rounds: int = 4
+    # Peak-directed search over the whole order on the input graph (no rewrites, no tree
+    # borders; :mod:`roam_core.ordering.lns`): candidate orders scored at most (0 = off).  A
+    # work limit, not a clock, so the plan does not depend on machine load.
+    search_evaluations: int = 4000
+    # When a gap to the lower bound is left, tighten the bound with the chain-group bound
+    # (:func:`roam_core.oracle.proven_bounds.chain_group_lower_bound`; a few seconds on
+    # thousands of ops).  Plan.lower_bound_bytes / proven_gap report the best bound proven.
+    tighten_bound: bool = True
     # Compute the arena layout with the layout solvers (False: greedy best-fit only).
     solve_layout: bool = True
     # Budget of the layout stage, seconds.
@@ -184,6 +192,7 @@ class PlannerConfig:
                               f"{self.baselines!r}")
         _at_least("alignment_bytes", self.alignment_bytes, 1)
         _at_least("polish_rounds", self.polish_rounds, 0)
+        _at_least("search_evaluations", self.search_evaluations, 0)
         _at_least("layout_time_limit_s", self.layout_time_limit_s, 0.0)
         if not isinstance(self.arena, ArenaConfig):
             raise ConfigError(f"arena must be an ArenaConfig, not {type(self.arena).__name__}")

@@ -101,6 +101,7 @@ def summary_dict(plan: Any, graph: Any = None) -> dict[str, Any]:
         "planned_peak_bytes": plan.planned_peak_bytes,
         "arena_bytes": plan.arena_bytes,
         "lower_bound_bytes": plan.lower_bound_bytes,
+        "proven_gap": plan.proven_gap,
         "resident_bytes": plan.resident_bytes,
         "fragmentation": plan.fragmentation,
         "reduction_vs_baseline": (1 - plan.planned_peak_bytes / plan.baseline_peak_bytes
@@ -158,7 +159,9 @@ def _run(args: argparse.Namespace) -> int:
     print(f"  planned peak    {format_bytes(plan.planned_peak_bytes)}  ({cut:.1%} less)")
     print(f"  arena           {format_bytes(plan.arena_bytes)}  "
           f"(fragmentation {plan.fragmentation:.2%})")
-    print(f"  lower bound     {format_bytes(plan.lower_bound_bytes)}")
+    gap = plan.proven_gap
+    print(f"  lower bound     {format_bytes(plan.lower_bound_bytes)}"
+          + (f"  (proven gap {gap:.4f})" if gap is not None else ""))
     print(f"  solve time      {plan.solve_seconds:.1f} s")
     for n in plan.notes:
         print(f"  note: {n}")

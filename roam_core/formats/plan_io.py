@@ -71,6 +71,7 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "resident_bytes": plan.resident_bytes,
         "baseline_peak_bytes": plan.baseline_peak_bytes,
         "lower_bound_bytes": plan.lower_bound_bytes,
+        "proven_gap": plan.proven_gap,
         "live_bytes": [int(x) for x in plan.live_bytes],
         "solve_seconds": plan.solve_seconds,
         "task_tree": None if plan.task_tree is None else dict(plan.task_tree),

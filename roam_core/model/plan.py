@@ -124,6 +124,14 @@ class Plan:
     notes: tuple[str, ...] = ()
 
     @property
+    def proven_gap(self) -> float | None:
+        """Planned peak / best proven lower bound (1.0: proven optimal order); ``None``
+        without a bound."""
+        if self.lower_bound_bytes <= 0:
+            return None
+        return self.planned_peak_bytes / self.lower_bound_bytes
+
+    @property
     def fragmentation(self) -> float:
         """``arena_bytes / planned_peak_bytes - 1`` (0 when the layout is perfect)."""
         return self.arena_bytes / self.planned_peak_bytes - 1 if self.planned_peak_bytes else 0.0

@@ -12,7 +12,9 @@
    ``concurrent.futures.Executor`` (default: a local process pool), each warm-started from
    the base order; results merged into one order (sub-tasks own disjoint step ranges of the
    base order, so they are independent and the merge is exact);
-5. polish: windows around the peak step re-solved (:mod:`roam_core.planner.polish`);
+5. polish: windows around the peak step re-solved (:mod:`roam_core.planner.polish`), then
+   the peak-directed search over the whole order on the input graph and, when a gap is left,
+   the chain-group bound (:mod:`roam_core.planner.search`);
 6. the arena layout (:mod:`roam_core.layout.arena`);
 7. the guard: the result is never worse than the best baseline order (if it would be, that
    order is returned and ``Plan.notes`` says so), and every plan passes the independent
@@ -68,6 +70,7 @@ from roam_core.ordering.registry import (
 from roam_core.ordering.rewrites import place_weight_updates
 from roam_core.planner.polish import polish_peak
 from roam_core.planner.pool import solve_subtasks
+from roam_core.planner.search import search_whole_order, tighter_bound
 from roam_core.planner.summary import ChosenOrder, finish_plan
 
 __all__ = ["PlanProgress", "make_plan", "order_methods"]
@@ -214,7 +217,13 @@ def make_plan(
         run.emit("order", len(problems), len(problems), "polishing around the peak")
         order, prof = polish_peak(base.rewritten, graph, order, prof, config, floor,
                                   run.cancel_fn, run.deadline, run.records)
+    if config.search_evaluations > 0 and prof.peak_bytes > lower and not run.cancelled():
+        run.emit("order", len(problems), len(problems), "searching the whole order")
+        order, prof = search_whole_order(graph, order, prof, config, floor, run.cancel_fn,
+                                         run.deadline, run.records)
     order, prof = _never_worse(run, order, prof, heur)
+    if config.tighten_bound and prof.peak_bytes > lower and not run.cancelled():
+        lower = tighter_bound(graph, lower, prof.peak_bytes, config, run.records, run.notes)
     pos = {op: i for i, op in enumerate(order)}
     extra = tuple(e for e in base.edges if pos[e.src] < pos[e.dst])  # the rewrites it honours
     chosen = ChosenOrder("roam", order, prof, tree, tree.task_of_op(), extra)

@@ -79,6 +79,7 @@ def test_summary_rows() -> None:
     assert rows["saving"].endswith("(50.0 %)")
     assert rows["eager reserved (caching allocator)"] == "n/a"
     assert "stage order" in rows
+    assert float(rows["proven gap"]) >= 1.0
 
 
 @pytest.mark.parametrize("method", [m for m, _ in planning.BASELINE_METHODS])

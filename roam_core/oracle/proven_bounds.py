@@ -1,0 +1,1075 @@
+"""Restriction bounds: CP-SAT lower bounds on the peak of every order, from any op subset.
+
+The restriction argument
+------------------------
+Take any set ``G`` of ops (a *group*: a window of some order around its peak, a key-point
+unit, a parameter's update, or all ops) and any valid order ``pi`` of the whole graph.
+Restricted to ``G``, ``pi`` is a linear extension ``sigma`` of ``G`` under the *transitive*
+precedences (paths through ops outside ``G`` count).  For a planned storage ``s`` with
+producer ``p`` and users ``U`` (its consumers, ``p`` itself, the end of the step for a graph
+output), let
+
+* ``started(s)`` = the ops of ``G`` that are ``p`` or descendants of ``p``;
+* ``pending(s)`` = the ops of ``G`` that are a user or an ancestor of a user.
+
+When the ``t``-th op ``x`` of ``sigma`` runs, ``s`` is live in ``pi`` if some op of
+``started(s)`` is among ``sigma[0..t]`` (so ``p`` has run: ``s`` exists) and some op of
+``pending(s)`` is *not* among ``sigma[0..t-1]`` (it is ``x`` or runs later, so some user runs
+at or after ``x``: ``s`` is not freed yet); a graph output only needs the first condition.
+Summing those storages at every step of ``sigma``, taking the maximum over steps and the
+minimum over linear extensions of ``G`` gives a number that is at most the peak of ``pi``.
+It is a lower bound on the peak of *every* valid order, and any lower bound that CP-SAT
+proves on that minimum (its ``best_objective_bound``, valid at any time limit) is one too.
+
+* With ``G`` = all ops the model is exact: its optimum is the minimum peak of the graph.
+* With ``G`` = the ops between two consecutive key points (a unit, in every order at the same
+  steps) the model is exact on those steps; the maximum over units is the exact optimum.
+* The live-set bound (:func:`~roam_core.oracle.bounds.live_set_lower_bound`) is the case
+  ``G = {x}``; the update-group bound is the case of one parameter's update (this model also
+  sees users outside ``G`` through ``pending``, so it is at least as tight on the same group).
+
+Model (CP-SAT, time-indexed over the ``k = |G|`` local steps)
+------------------------------------------------------------
+``done[j, t]``: op ``j`` of ``G`` is among the first ``t + 1``; fixed outside the window
+``[#G-ancestors, k - 1 - #G-descendants]``, monotone, ``sum_j done[j, t] = t + 1``, and
+``done[b, t] => done[a, t - 1]`` for each (transitively reduced) local precedence ``a -> b``.
+Storages with equal ``(started, pending)`` are merged; a storage is *constant* when both
+conditions hold at every step (live across the group) and dropped when ``started`` is empty.
+For the others, ``live >= S and P`` with ``S = OR done[j, t]`` over the minimal ops of
+``started`` and ``P = OR not done[u, t - 1]`` over the maximal ops of ``pending`` (lower
+envelopes; the objective pushes them down, so they are exact at an optimum), and
+``peak >= const + sum size * live``.  Minimise ``peak``.  The hint is the given order
+restricted to ``G``.
+
+Every bound here is held against exact optima (brute force and monolithic CP-SAT) on random
+small graphs in ``tests/roam_core/test_proven_bounds.py``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, round_size
+from roam_core.model.reach import Reachability, iter_bits, reachability
+
+__all__ = [
+    "ChainGroupBound",
+    "ChoiceBound",
+    "RestrictionBound",
+    "StorageMasks",
+    "chain_group_lower_bound",
+    "choice_lower_bound",
+    "free_branch_groups",
+    "greedy_chain",
+    "heavy_path",
+    "peak_window_groups",
+    "restriction_bound",
+    "storage_masks",
+    "window_bound",
+]
+
+_logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class StorageMasks:
+    """Per planned storage (non-zero rounded size): the global masks of the argument above.
+
+    Parameters
+    ----------
+    sizes : tuple of int
+        Rounded bytes.
+    started : tuple of int
+        Mask of ops that are the producer or its descendants.
+    pending : tuple of int
+        Mask of ops that are a user or an ancestor of a user (``-1`` for a graph output:
+        always pending).
+    resident_bytes : int
+        Rounded resident bytes.
+    """
+
+    sizes: tuple[int, ...]
+    started: tuple[int, ...]
+    pending: tuple[int, ...]
+    resident_bytes: int
+
+
+def storage_masks(graph: Graph, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES, *,
+                  reach: Reachability | None = None) -> StorageMasks:
+    """The :class:`StorageMasks` of ``graph`` (cost ``O(users * N / 64)``)."""
+    r = reach if reach is not None else reachability(graph)
+    outputs = set(graph.outputs)
+    sizes, started, pending = [], [], []
+    for t in graph.tensors.values():
+        if t.producer is None:
+            continue
+        size = round_size(t.size_bytes, alignment_bytes)
+        if size == 0:
+            continue
+        p = r.index[t.producer]
+        sizes.append(size)
+        started.append(r.descendants[p] | (1 << p))
+        if t.id in outputs:
+            pending.append(-1)
+            continue
+        m = r.ancestors[p] | (1 << p)
+        for c in t.consumers:
+            i = r.index[c]
+            m |= r.ancestors[i] | (1 << i)
+        pending.append(m)
+    return StorageMasks(tuple(sizes), tuple(started), tuple(pending),
+                        graph.resident_bytes(alignment_bytes))
+
+
+@dataclass(frozen=True, slots=True)
+class RestrictionBound:
+    """The outcome of one :func:`restriction_bound` solve.
+
+    Parameters
+    ----------
+    bound_bytes : int
+        Proven lower bound on the peak of every valid order (resident bytes included).
+    objective_bytes : int or None
+        Best restricted peak CP-SAT found (resident included): an upper bound on the
+        restricted minimum, *not* a peak of the graph.
+    status : str
+        ``"optimal"`` (``bound_bytes`` is the restricted minimum), ``"feasible"``,
+        ``"unknown"`` or ``"skipped"`` (group too large).
+    num_ops : int
+        Ops in the group.
+    num_terms : int
+        Variable storage classes modelled.
+    wall_time_s : float
+        Seconds spent (build + solve).
+    label : str
+        What the group was (e.g. ``"window 812+-60"``).
+    """
+
+    bound_bytes: int
+    objective_bytes: int | None
+    status: str
+    num_ops: int
+    num_terms: int
+    wall_time_s: float
+    label: str = ""
+
+
+def _local(mask: int, pos: dict[int, int]) -> list[int]:
+    return [pos[i] for i in iter_bits(mask)]
+
+
+def restriction_bound(
+    graph: Graph,
+    group: Iterable[OpId],
+    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
+    *,
+    reach: Reachability | None = None,
+    masks: StorageMasks | None = None,
+    hint_order: Sequence[OpId] | None = None,
+    time_limit_s: float = 2.0,
+    max_ops: int = 400,
+    random_seed: int = 0,
+    label: str = "",
+    cancel: Callable[[], bool] | None = None,
+) -> RestrictionBound:
+    """A proven lower bound on every order's peak from the restriction to ``group``.
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph (data and control edges are the precedences).
+    group : iterable of OpId
+        Any set of ops.
+    alignment_bytes : int
+        Storage rounding (as in :func:`~roam_core.oracle.simulate.simulate`).
+    reach, masks : optional
+        Precomputed :func:`~roam_core.model.reach.reachability` and :func:`storage_masks`.
+    hint_order : sequence of OpId, optional
+        A valid order of the graph; its restriction to ``group`` warm-starts the search.
+    time_limit_s : float
+        CP-SAT *deterministic* time limit (the bound is valid whenever it stops).
+    max_ops : int
+        Larger groups are skipped (the bound is then the resident bytes).
+    random_seed : int
+        CP-SAT seed (one worker: deterministic).
+    label : str
+        Copied into the result.
+    cancel : callable, optional
+        Returns True to stop early (the bound proven so far is kept).
+
+    Returns
+    -------
+    RestrictionBound
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import diamond
+    >>> g = diamond()
+    >>> restriction_bound(g, g.op_ids, alignment_bytes=1).bound_bytes  # exact with all ops
+    350
+    """
+    from ortools.sat.python import cp_model
+
+    from roam_core.base.cpsat import make_solver, solve_with_stop
+
+    t0 = time.perf_counter()
+    r = reach if reach is not None else reachability(graph)
+    sm = masks if masks is not None else storage_masks(graph, alignment_bytes, reach=r)
+    ops = sorted(dict.fromkeys(group), key=r.index.__getitem__)
+    k = len(ops)
+    if k == 0 or k > max_ops:
+        return RestrictionBound(sm.resident_bytes, None, "skipped" if k else "optimal", k, 0,
+                                time.perf_counter() - t0, label)
+    # local topological order: follow the hint when given (so the hint is the identity)
+    if hint_order is not None:
+        hp = {op: i for i, op in enumerate(hint_order)}
+        ops.sort(key=hp.__getitem__)
+    gidx = [r.index[o] for o in ops]
+    pos = {g: j for j, g in enumerate(gidx)}
+    gm = 0
+    for g in gidx:
+        gm |= 1 << g
+    anc_l = [0] * k
+    desc_l = [0] * k
+    for j, g in enumerate(gidx):
+        for i in iter_bits(r.ancestors[g] & gm):
+            anc_l[j] |= 1 << pos[i]
+        for i in iter_bits(r.descendants[g] & gm):
+            desc_l[j] |= 1 << pos[i]
+    lo = [a.bit_count() for a in anc_l]
+    hi = [k - 1 - d.bit_count() for d in desc_l]
+    # transitive reduction of the local precedences
+    preds: list[list[int]] = []
+    for j in range(k):
+        cover = anc_l[j]
+        for i in iter_bits(anc_l[j]):
+            cover &= ~anc_l[i]
+        preds.append(list(iter_bits(cover)))
+    # storage classes
+    const = 0
+    classes: dict[tuple[int, int], int] = {}
+    for size, st, pd in zip(sm.sizes, sm.started, sm.pending, strict=True):
+        st &= gm
+        if not st:
+            continue
+        pdm = -1 if pd == -1 else pd & gm
+        if pdm == 0:
+            continue
+        if st == gm and (pdm == -1 or pdm == gm):
+            const += size
+            continue
+        key = (st, pdm)
+        classes[key] = classes.get(key, 0) + size
+    scale = 0
+    for s in (const, *classes.values()):
+        scale = math.gcd(scale, s)
+    scale = max(scale, 1)
+    m = cp_model.CpModel()
+    done: list[dict[int, object]] = [{} for _ in range(k)]
+    for j in range(k):
+        prev = None
+        for t in range(lo[j], hi[j]):
+            v = m.new_bool_var(f"d{j}_{t}")
+            done[j][t] = v
+            if prev is not None:
+                m.add_implication(prev, v)
+            prev = v
+
+    def lit(j: int, t: int) -> object:
+        if t < lo[j]:
+            return False
+        if t >= hi[j]:
+            return True
+        return done[j][t]
+
+    for t in range(k):
+        terms_t = [done[j][t] for j in range(k) if lo[j] <= t < hi[j]]
+        fixed = sum(1 for j in range(k) if t >= hi[j])
+        if terms_t:
+            m.add(sum(terms_t) == t + 1 - fixed)
+    for b in range(k):
+        for a in preds[b]:
+            for t in range(lo[b], hi[b]):
+                la = lit(a, t - 1)
+                if la is True:
+                    continue
+                if la is False:
+                    m.add(done[b][t] == 0)
+                else:
+                    m.add_implication(done[b][t], la)
+    mem: list[list[tuple[int, object]]] = [[] for _ in range(k)]
+    const_t = [const // scale] * k
+    s_cache: dict[tuple[int, int], object] = {}
+    p_cache: dict[tuple[int, int], object] = {}
+
+    def or_lit(lits: list[object], cache: dict[tuple[int, int], object],
+               key: tuple[int, int]) -> object:
+        """A literal implied by each of ``lits`` (True / False constants folded)."""
+        if any(x is True for x in lits):
+            return True
+        lits = [x for x in lits if x is not False]
+        if not lits:
+            return False
+        if len(lits) == 1:
+            return lits[0]
+        if key in cache:
+            return cache[key]
+        aux = m.new_bool_var(f"or{len(cache)}_{key[1]}")
+        for x in lits:
+            m.add_implication(x, aux)  # type: ignore[arg-type]
+        cache[key] = aux
+        return aux
+
+    def neg(x: object) -> object:
+        if x is True:
+            return False
+        if x is False:
+            return True
+        return x.Not()  # type: ignore[attr-defined]
+
+    for (st, pdm), size in classes.items():
+        w = size // scale
+        st_l = _local(st, pos)
+        st_set = set(st_l)
+        mins = [j for j in st_l if not (anc_l[j] and any(i in st_set for i in iter_bits(anc_l[j])))]
+        if pdm == -1:
+            maxs: list[int] | None = None
+        else:
+            pd_l = _local(pdm, pos)
+            pd_set = set(pd_l)
+            maxs = [u for u in pd_l
+                    if not (desc_l[u] and any(i in pd_set for i in iter_bits(desc_l[u])))]
+        for t in range(k):
+            s_lit = or_lit([lit(j, t) for j in mins], s_cache, (st, t))
+            if s_lit is False:
+                continue
+            if maxs is None:
+                p_lit: object = True
+            else:
+                p_lit = or_lit([neg(lit(u, t - 1)) for u in maxs], p_cache, (pdm, t))
+            if p_lit is False:
+                continue
+            if s_lit is True and p_lit is True:
+                const_t[t] += w
+                continue
+            live = m.new_bool_var("l")
+            clause = [live]
+            for x in (s_lit, p_lit):
+                if x is not True:
+                    clause.append(neg(x))
+            m.add_bool_or(clause)  # type: ignore[arg-type]
+            mem[t].append((w, live))
+    ub = (const + sum(classes.values())) // scale
+    peak = m.new_int_var(max(const_t), max(ub, max(const_t)), "peak")
+    for t in range(k):
+        m.add(peak >= const_t[t] + sum(w * v for w, v in mem[t]))  # type: ignore[operator]
+    m.minimize(peak)
+    if hint_order is not None:
+        for j in range(k):
+            for t, v in done[j].items():
+                m.add_hint(v, t >= j)  # type: ignore[arg-type]
+    solver = make_solver(time_limit_s=time_limit_s, random_seed=random_seed)
+    out = solve_with_stop(solver, m, cancel=cancel)
+    res = sm.resident_bytes
+    if out.objective is None:
+        return RestrictionBound(res + max(const_t) * scale, None, out.status, k, len(classes),
+                                time.perf_counter() - t0, label)
+    bound = math.ceil(out.best_bound - 1e-6) * scale if out.best_bound is not None else 0
+    obj = round(out.objective) * scale
+    status = "optimal" if out.status == "optimal" else out.status
+    if status == "optimal":
+        bound = obj
+    _logger.debug("restriction bound %s: %d ops, %d classes, %s, bound %d",
+                  label, k, len(classes), status, bound + res)
+    return RestrictionBound(bound + res, obj + res, status, k, len(classes),
+                            time.perf_counter() - t0, label)
+
+
+def peak_window_groups(
+    order: Sequence[OpId],
+    live_bytes: Sequence[int],
+    *,
+    half_width: int = 60,
+    max_windows: int = 3,
+) -> list[tuple[str, tuple[OpId, ...]]]:
+    """Windows of ``order`` centred on its highest steps (distinct windows, highest first).
+
+    Each is ``(label, ops)`` with the ops at steps ``[c - half_width, c + half_width]``.
+    """
+    n = len(order)
+    ranked = sorted(range(n), key=lambda i: (-live_bytes[i], i))
+    out: list[tuple[str, tuple[OpId, ...]]] = []
+    covered: list[tuple[int, int]] = []
+    for c in ranked:
+        if len(out) >= max_windows:
+            break
+        if any(a <= c < b for a, b in covered):
+            continue
+        a, b = max(0, c - half_width), min(n, c + half_width + 1)
+        covered.append((a, b))
+        out.append((f"window {c}+-{half_width}", tuple(order[a:b])))
+    return out
+
+
+def window_bound(
+    graph: Graph,
+    order: Sequence[OpId],
+    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
+    *,
+    half_widths: Sequence[int] = (30, 60),
+    max_windows: int = 2,
+    time_limit_s: float = 2.0,
+    reach: Reachability | None = None,
+    masks: StorageMasks | None = None,
+    deadline: float | None = None,
+    cancel: Callable[[], bool] | None = None,
+) -> tuple[int, list[RestrictionBound]]:
+    """The best :func:`restriction_bound` over windows of ``order`` around its peak steps.
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph.
+    order : sequence of OpId
+        A valid order (typically the plan); the windows are cut from it and it is the hint.
+        The bound holds for every order, whichever order the windows come from.
+    alignment_bytes : int
+        Storage rounding.
+    half_widths : sequence of int
+        Window half-widths tried (each window has ``2 * w + 1`` steps).
+    max_windows : int
+        Distinct peak windows per width.
+    time_limit_s : float
+        Deterministic CP-SAT limit per window.
+    reach, masks : optional
+        Precomputed reachability / :func:`storage_masks`.
+    deadline : float, optional
+        ``time.monotonic()`` after which no new window is started.
+    cancel : callable, optional
+        Returns True to stop.
+
+    Returns
+    -------
+    (int, list of RestrictionBound)
+        The best bound (resident bytes included) and every window's record.
+    """
+    from roam_core.oracle.simulate import simulate
+
+    r = reach if reach is not None else reachability(graph)
+    sm = masks if masks is not None else storage_masks(graph, alignment_bytes, reach=r)
+    prof = simulate(graph, order, alignment_bytes=alignment_bytes)
+    best = sm.resident_bytes
+    records: list[RestrictionBound] = []
+    for w in half_widths:
+        for label, ops in peak_window_groups(order, prof.live_bytes, half_width=w,
+                                             max_windows=max_windows):
+            if (cancel is not None and cancel()) or (deadline is not None
+                                                     and time.monotonic() > deadline):
+                return best, records
+            rb = restriction_bound(graph, ops, alignment_bytes, reach=r, masks=sm,
+                                   hint_order=order, time_limit_s=time_limit_s, label=label,
+                                   cancel=cancel)
+            records.append(rb)
+            best = max(best, rb.bound_bytes)
+            if best >= prof.peak_bytes:
+                return best, records
+    return best, records
+
+
+# ----------------------------------------------------------------- choice bound
+@dataclass(frozen=True, slots=True)
+class ChoiceBound:
+    """The per-op choice bound (see :func:`choice_lower_bound`).
+
+    Parameters
+    ----------
+    bound_bytes : int
+        The bound, resident bytes included.
+    op_id : OpId or None
+        The op where it is attained.
+    per_op_bytes : tuple of int
+        Per op in program order: planned bytes live at that op in every order, choices
+        included (resident bytes excluded).
+    groups_used : int
+        Groups solved (the others were too large and count as forced-only).
+    """
+
+    bound_bytes: int
+    op_id: OpId | None
+    per_op_bytes: tuple[int, ...]
+    groups_used: int
+
+
+def _down_sets(pred_local: Sequence[int], limit: int) -> list[int] | None:
+    k = len(pred_local)
+    seen = {0}
+    frontier = [0]
+    while frontier:
+        nxt = []
+        for d in frontier:
+            for j in range(k):
+                b = 1 << j
+                if d & b or pred_local[j] & ~d:
+                    continue
+                e = d | b
+                if e not in seen:
+                    seen.add(e)
+                    nxt.append(e)
+                    if len(seen) > limit:
+                        return None
+        frontier = nxt
+    return sorted(seen)
+
+
+def free_branch_groups(graph: Graph, max_descendants: int = 40, *,
+                       reach: Reachability | None = None) -> list[tuple[OpId, ...]]:
+    """Weakly connected groups of *free-branch* ops: optimizer ops, and ops with at most
+    ``max_descendants`` descendants all of whose successors are free-branch ops
+    (weight-gradient matmuls, gradient accumulations).  Any disjoint groups give a valid
+    :func:`choice_lower_bound`; these are the ones whose placement is a real choice (run
+    early and hold the result, or late and hold the input)."""
+    from roam_core.model.graph import Phase
+    from roam_core.model.reach import topological_indices
+
+    r = reach if reach is not None else reachability(graph)
+    ids = graph.op_ids
+    free = [False] * len(ids)
+    index = {op: i for i, op in enumerate(ids)}
+    for i in reversed(topological_indices(graph)):
+        op = ids[i]
+        if graph.op(op).phase is Phase.OPTIMIZER:
+            free[i] = True
+        else:
+            free[i] = (r.descendants[r.index[op]].bit_count() <= max_descendants
+                       and all(free[index[s]] for s in graph.successors(op)))
+    parent = list(range(len(ids)))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for src, dst, _ in graph.edges():
+        a, b = index[src], index[dst]
+        if free[a] and free[b]:
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[ra] = rb
+    comps: dict[int, list[OpId]] = {}
+    for i, op in enumerate(ids):
+        # sinks that allocate nothing (``detach``) only multiply the down-sets: leave them out
+        # (a smaller group is still a valid group)
+        if free[i] and (graph.successors(op) or any(
+                graph.tensors[t].size_bytes for t in graph.storages_created(op))):
+            comps.setdefault(find(i), []).append(op)
+    return [tuple(c) for c in comps.values()]
+
+
+def choice_lower_bound(
+    graph: Graph,
+    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
+    *,
+    groups: Sequence[Sequence[OpId]] | None = None,
+    reach: Reachability | None = None,
+    masks: StorageMasks | None = None,
+    max_group_ops: int = 40,
+    max_down_sets: int = 512,
+) -> ChoiceBound:
+    """Live-set bound plus, at each op, the cheapest choice of every free op group.
+
+    For an op ``x`` and a group ``U`` of ops (by default each weakly connected group of
+    optimizer ops: one parameter's update), the ops of ``U`` that run before ``x`` in an
+    order form a down-set ``D`` of ``U`` that contains ``U``'s ancestors of ``x`` and none of
+    its descendants.  Each storage touched by ``U`` (assigned to one group only) is live at
+    ``x`` when, judged from ``{x} | D`` alone (the restriction argument of this module), it
+    has been created and a user is still to come.  The minimum over compatible ``D`` of those
+    bytes, summed over groups, plus every unassigned storage the live-set argument forces
+    at ``x``, is live at ``x`` in every order: the gradient-or-state choice of an Adam update
+    (the gradient waits, or ``exp_avg`` / ``exp_avg_sq`` exist) counts as the cheaper one.
+    The bound is the maximum over ``x`` (resident bytes included).
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph.
+    alignment_bytes : int
+        Storage rounding.
+    groups : sequence of sequence of OpId, optional
+        Disjoint op groups (default :func:`free_branch_groups`).
+    reach, masks : optional
+        Precomputed reachability / :func:`storage_masks`.
+    max_group_ops, max_down_sets : int
+        Groups above these sizes are left out (their storages count as forced only).
+
+    Returns
+    -------
+    ChoiceBound
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import tiny_train_step
+    >>> from roam_core.oracle.bounds import live_set_lower_bound
+    >>> g = tiny_train_step()
+    >>> choice_lower_bound(g, 1).bound_bytes >= live_set_lower_bound(g, 1).bound_bytes
+    True
+    """
+    import numpy as np
+
+    from roam_core.model.reach import mask_to_bool
+    r = reach if reach is not None else reachability(graph)
+    n = len(graph.ops)
+    resident = graph.resident_bytes(alignment_bytes)
+    if n == 0:
+        return ChoiceBound(resident, None, (), 0)
+    outputs = set(graph.outputs)
+    grps = [tuple(gr) for gr in (groups if groups is not None
+                                       else free_branch_groups(graph, max_group_ops, reach=r))]
+    # storages: id -> (size, started mask, pending mask or -1)
+    info: dict[str, tuple[int, int, int]] = {}
+    for t in graph.tensors.values():
+        if t.producer is None:
+            continue
+        size = round_size(t.size_bytes, alignment_bytes)
+        if size == 0:
+            continue
+        p = r.index[t.producer]
+        st = r.descendants[p] | (1 << p)
+        if t.id in outputs:
+            info[t.id] = (size, st, -1)
+            continue
+        pd = r.ancestors[p] | (1 << p)
+        for c in t.consumers:
+            i = r.index[c]
+            pd |= r.ancestors[i] | (1 << i)
+        info[t.id] = (size, st, pd)
+    unit = 0
+    for size, _, _ in info.values():
+        unit = math.gcd(unit, size)
+    unit = max(unit, 1)
+
+    def forced_vec(st: int, pd: int) -> np.ndarray:
+        return mask_to_bool(st if pd == -1 else st & pd, n)
+
+    total = np.zeros(n, dtype=np.float64)
+    for size, st, pd in info.values():
+        total += forced_vec(st, pd) * (size // unit)
+    assigned: set[str] = set()
+    used = 0
+    for grp in grps:
+        k = len(grp)
+        if k == 0 or k > max_group_ops:
+            continue
+        gidx = [r.index[o] for o in grp]
+        local = {g: j for j, g in enumerate(gidx)}
+        umask = 0
+        for g in gidx:
+            umask |= 1 << g
+        pred_local = [0] * k
+        for j, g in enumerate(gidx):
+            for i in iter_bits(r.ancestors[g] & umask):
+                pred_local[j] |= 1 << local[i]
+        ds = _down_sets(pred_local, max_down_sets)
+        if ds is None:
+            continue
+        touched: list[str] = []
+        for op in grp:
+            for s in (*graph.storages_read(op), *graph.storages_created(op)):
+                if s in info and s not in assigned:
+                    assigned.add(s)
+                    touched.append(s)
+        if not touched:
+            continue
+        used += 1
+        nd = len(ds)
+        dmat = np.array([[d >> j & 1 for j in range(k)] for d in ds], dtype=np.float64)
+        # a[u, x]: u is an ancestor of x; b[u, x]: x is u or an ancestor of u
+        a_vec = np.stack([mask_to_bool(r.descendants[g], n) for g in gidx]).astype(np.float64)
+        b_vec = np.stack([mask_to_bool(r.ancestors[g] | (1 << g), n)
+                          for g in gidx]).astype(np.float64)
+        viol = (1.0 - dmat) @ a_vec + dmat @ b_vec  # > 0: D incompatible with x
+        cost = np.zeros((nd, n), dtype=np.float64)
+        base = np.zeros(n, dtype=np.float64)
+        for s in touched:
+            size, st, pd = info[s]
+            w = size // unit
+            st_x = mask_to_bool(st, n)
+            pd_x = np.ones(n, dtype=bool) if pd == -1 else mask_to_bool(pd, n)
+            base += (st_x & pd_x) * w
+            st_u = st & umask
+            a_d = np.array([bool(st_u & _global_mask(d, gidx)) for d in ds])
+            if pd == -1:
+                b_d = np.ones(nd, dtype=bool)
+            else:
+                pd_u = pd & umask
+                b_d = np.array([bool(pd_u & ~_global_mask(d, gidx)) for d in ds])
+            for av in (False, True):
+                for bv in (False, True):
+                    rows = (a_d == av) & (b_d == bv)
+                    if not rows.any():
+                        continue
+                    live = (st_x | av) & (pd_x | bv)
+                    if live.any():
+                        cost[rows] += live.astype(np.float64) * w
+        cost[viol > 0.5] = np.inf
+        best = cost.min(axis=0)
+        assert np.all(np.isfinite(best)), "every op has a compatible down-set"
+        total += best - base
+    per_op = np.rint(total).astype(np.int64) * unit
+    i = int(np.argmax(per_op))
+    return ChoiceBound(int(per_op[i]) + resident, r.op_ids[i],
+                       tuple(int(v) for v in per_op), used)
+
+
+def _global_mask(local_set: int, gidx: Sequence[int]) -> int:
+    m = 0
+    for j in iter_bits(local_set):
+        m |= 1 << gidx[j]
+    return m
+
+
+# ------------------------------------------------------------ chain-group bound
+@dataclass(frozen=True, slots=True)
+class ChainGroupBound:
+    """The chain-group bound (see :func:`chain_group_lower_bound`).
+
+    Parameters
+    ----------
+    bound_bytes : int
+        The bound, resident bytes included.
+    group : tuple of OpId
+        The group that gives it (empty when no group beats the chain alone).
+    chain_ops : int
+        Ops in the chain.
+    groups_used : int
+        Groups solved.
+    """
+
+    bound_bytes: int
+    group: tuple[OpId, ...]
+    chain_ops: int
+    groups_used: int
+
+
+def greedy_chain(order: Sequence[OpId], reach: Reachability,
+                 skip: Iterable[OpId] = ()) -> list[OpId]:
+    """A chain (every two ops comparable) picked greedily along ``order``: an op joins when
+    the last chain op is its ancestor; ops in ``skip`` never join."""
+    sk = set(skip)
+    out: list[OpId] = []
+    last = -1
+    for op in order:
+        if op in sk:
+            continue
+        i = reach.index[op]
+        if last < 0 or reach.ancestors[i] >> last & 1:
+            out.append(op)
+            last = i
+    return out
+
+
+def heavy_path(graph: Graph, reach: Reachability, weights: Sequence[int],
+               skip: Iterable[OpId] = ()) -> list[OpId]:
+    """A chain: the path (along data and control edges, avoiding ``skip``) of largest total
+    ``weights`` (per op, program order; e.g. the bytes the live-set argument forces there)."""
+    from roam_core.model.reach import topological_indices
+
+    sk = {reach.index[o] for o in skip}
+    ids = graph.op_ids
+    index = {op: i for i, op in enumerate(ids)}
+    best = [0] * len(ids)
+    back = [-1] * len(ids)
+    for i in topological_indices(graph):
+        if i in sk:
+            continue
+        top, arg = 0, -1
+        for p in graph.predecessors(ids[i]):
+            j = index[p]
+            if j not in sk and best[j] > top:
+                top, arg = best[j], j
+        best[i] = top + int(weights[i]) + 1
+        back[i] = arg
+    if not ids:
+        return []
+    i = max(range(len(ids)), key=best.__getitem__)
+    path = []
+    while i >= 0:
+        path.append(ids[i])
+        i = back[i]
+    return path[::-1]
+
+
+def _chain_scan(entry, cost, stop: int):
+    """``w[0] = entry[0]``, ``w[i+1] = min(entry[i+1], max(w[i], cost[i]))`` for ``i < stop``
+    and ``w[i+1] = entry[i+1]`` after: a prefix scan of clamp maps ``x -> min(h, max(l, x))``
+    (closed under composition), in ``log2(len)`` numpy steps."""
+    import numpy as np
+
+    m = len(entry) - 1
+    lo = np.full(m, np.inf)
+    lo[:stop] = cost[:stop]
+    hi = np.asarray(entry[1:], dtype=np.float64).copy()
+    s = 1
+    while s < m:  # Hillis-Steele: P_j = f_j o ... o f_0
+        lo_prev, hi_prev = lo[:-s].copy(), hi[:-s].copy()
+        new_hi = np.minimum(hi[s:], np.maximum(lo[s:], hi_prev))
+        lo[s:] = np.maximum(lo_prev, lo[s:])
+        hi[s:] = new_hi
+        s *= 2
+    out = np.empty(m + 1)
+    out[0] = entry[0]
+    out[1:] = np.minimum(hi, np.maximum(lo, entry[0]))
+    return out
+
+
+def chain_group_lower_bound(
+    graph: Graph,
+    order: Sequence[OpId] | None = None,
+    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
+    *,
+    chain: Sequence[OpId] | str | None = None,
+    groups: Sequence[Sequence[OpId]] | None = None,
+    reach: Reachability | None = None,
+    masks: StorageMasks | None = None,
+    max_group_ops: int = 24,
+    max_down_sets: int = 256,
+    max_groups: int = 64,
+) -> ChainGroupBound:
+    """Exact restriction bound of ``G = chain + one group``, maximised over groups.
+
+    A *chain* (ops pairwise comparable: by default the path outside every group through
+    the most bytes the live-set argument forces, :func:`heavy_path`) runs in the same
+    relative order in every valid order, so the linear extensions of ``chain + U`` for a
+    small group ``U`` (a parameter's update, a weight-gradient branch) are interleavings:
+    states ``(i, D)`` = ``i`` chain ops and a down-set ``D`` of ``U`` done.  A dynamic
+    programme over those states (vectorised over ``i``) gives the exact minimum over
+    interleavings of the maximum step memory of the restriction model (module docstring),
+    which bounds every order's peak: it sees that an update run early costs its transient on
+    top of the memory the chain forces there, and one
+    run late holds its gradient across the chain's high steps.
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph.
+    order : sequence of OpId, optional
+        Unused unless ``chain == "greedy"`` (then the chain is :func:`greedy_chain` of it).
+    alignment_bytes : int
+        Storage rounding.
+    chain : sequence of OpId or "greedy", optional
+        A chain to use instead of the heavy path (must be pairwise comparable).
+    groups : sequence of sequence of OpId, optional
+        Disjoint from the chain, not necessarily from each other (default
+        :func:`free_branch_groups`, a component too large split into one-op groups).
+    reach, masks : optional
+        Precomputed reachability / :func:`storage_masks`.
+    max_group_ops, max_down_sets, max_groups : int
+        Size limits: larger groups are skipped; at most ``max_groups`` groups (largest
+        storage touched first) are solved.
+
+    Returns
+    -------
+    ChainGroupBound
+    """
+    import numpy as np
+
+    r = reach if reach is not None else reachability(graph)
+    sm = masks if masks is not None else storage_masks(graph, alignment_bytes, reach=r)
+    if groups is not None:
+        grps = [tuple(gr) for gr in groups]
+    else:
+        # groups need not be disjoint here (each is solved on its own): a component too
+        # large to solve contributes each of its ops as a one-op group
+        grps = []
+        for gr in free_branch_groups(graph, max_group_ops, reach=r):
+            if len(gr) <= max_group_ops:
+                grps.append(tuple(gr))
+            else:
+                grps.extend((op,) for op in gr)
+    in_group = {op for gr in grps for op in gr}
+    if chain is None:
+        from roam_core.oracle.bounds import live_set_lower_bound
+
+        lb = live_set_lower_bound(graph, alignment_bytes, reach=r)
+        ch = heavy_path(graph, r, lb.forced_bytes, in_group)
+    elif chain == "greedy":
+        assert order is not None
+        ch = greedy_chain(order, r, in_group)
+    else:
+        ch = list(chain)
+    m = len(ch)
+    if m == 0:
+        return ChainGroupBound(sm.resident_bytes, (), 0, 0)
+    cidx = [r.index[o] for o in ch]
+    cpos = {g: j for j, g in enumerate(cidx)}
+    cmask = 0
+    for g in cidx:
+        cmask |= 1 << g
+    for j in range(1, m):
+        assert r.ancestors[cidx[j]] >> cidx[j - 1] & 1, "chain ops must be comparable"
+    n_st = len(sm.sizes)
+    big = m + 5
+    a_s = np.full(n_st, big, dtype=np.int64)  # first chain index in started
+    b_s = np.full(n_st, -1, dtype=np.int64)  # last chain index in pending
+    out_s = np.zeros(n_st, dtype=bool)
+    # along a chain the program indices increase when program order is topological: then
+    # the first / last chain op of a mask is its lowest / highest set bit
+    monotone = all(x < y for x, y in itertools.pairwise(cidx))
+    for k, (st, pd) in enumerate(zip(sm.started, sm.pending, strict=True)):
+        sc = st & cmask
+        if sc:
+            a_s[k] = (cpos[(sc & -sc).bit_length() - 1] if monotone
+                      else min(cpos[i] for i in iter_bits(sc)))
+        if pd == -1:
+            out_s[k] = True
+            b_s[k] = big
+        else:
+            pc = pd & cmask
+            if pc:
+                b_s[k] = (cpos[pc.bit_length() - 1] if monotone
+                          else max(cpos[i] for i in iter_bits(pc)))
+    sizes = np.asarray(sm.sizes, dtype=np.float64)
+    idx = np.arange(m + 1)
+
+    def vecs(sel: np.ndarray) -> tuple[np.ndarray, ...]:
+        """Chain/gap cost vectors of a storage subset for the 4 (alpha, beta) cases."""
+        a, b, w = a_s[sel], b_s[sel], sizes[sel]
+
+        def count(lo_ok: np.ndarray | None, hi_ok: np.ndarray | None, shift: int) -> np.ndarray:
+            # sum of w over storages with (a <= i - shift) and (b >= i), per i in 0..m
+            d = np.zeros(m + 3, dtype=np.float64)
+            start = np.clip(a + shift if lo_ok is None else np.zeros_like(a), 0, m + 2)
+            end = np.clip(b + 1 if hi_ok is None else np.full_like(b, m + 1), 0, m + 2)
+            ok = start < end
+            np.add.at(d, start[ok], w[ok])
+            np.add.at(d, end[ok], -w[ok])
+            return np.cumsum(d)[:m + 1]
+
+        c00 = count(None, None, 0)
+        c10 = count(True, None, 0)  # S already true
+        c01 = count(None, True, 0)  # P already true
+        c11 = count(True, True, 0)
+        g00 = count(None, None, 1)
+        g10 = count(True, None, 1)
+        g01 = count(None, True, 1)
+        g11 = count(True, True, 1)
+        return c00, c10, c01, c11, g00, g10, g01, g11
+
+    # the chain alone (U empty): every storage in its (a, b) case
+    base_all = vecs(np.ones(n_st, dtype=bool))
+    best = int(base_all[0][:m].max()) if m else 0
+    best_group: tuple[OpId, ...] = ()
+    # rank groups by the largest storage they touch
+    ranked = []
+    for gr in grps:
+        if not gr or len(gr) > max_group_ops:
+            continue
+        top = 0
+        for op in gr:
+            for s in (*graph.storages_read(op), *graph.storages_created(op)):
+                top = max(top, graph.tensors[s].size_bytes)
+        ranked.append((top, gr))
+    ranked.sort(key=lambda x: -x[0])
+    used = 0
+    for _, gr in ranked[:max_groups]:
+        k = len(gr)
+        gidx = [r.index[o] for o in gr]
+        local = {g: j for j, g in enumerate(gidx)}
+        umask = 0
+        for g in gidx:
+            umask |= 1 << g
+        pred_local = [0] * k
+        lo_u = [0] * k
+        hi_u = [m] * k
+        for j, g in enumerate(gidx):
+            for i in iter_bits(r.ancestors[g] & umask):
+                pred_local[j] |= 1 << local[i]
+            ca = r.ancestors[g] & cmask
+            if ca:
+                lo_u[j] = max(cpos[i] for i in iter_bits(ca)) + 1
+            cd = r.descendants[g] & cmask
+            if cd:
+                hi_u[j] = min(cpos[i] for i in iter_bits(cd))
+        if any(lo_u[j] > hi_u[j] for j in range(k)):
+            continue  # inconsistent (cannot happen for a true chain); skip
+        ds = _down_sets(pred_local, max_down_sets)
+        if ds is None:
+            continue
+        used += 1
+        # storage classes by (started & U, pending & U)
+        cls: dict[tuple[int, int], list[int]] = {}
+        fixed = np.ones(n_st, dtype=bool)
+        for s in range(n_st):
+            st_u = sm.started[s] & umask
+            pd = sm.pending[s]
+            pd_u = 0 if pd == -1 else pd & umask
+            if st_u or pd_u:
+                cls.setdefault((st_u, pd_u), []).append(s)
+                fixed[s] = False
+        fixed_v = vecs(fixed)
+        cls_v = []
+        for (st_u, pd_u), members in cls.items():
+            sel = np.zeros(n_st, dtype=bool)
+            sel[members] = True
+            loc_st = 0
+            for i in iter_bits(st_u):
+                loc_st |= 1 << local[i]
+            loc_pd = 0
+            for i in iter_bits(pd_u):
+                loc_pd |= 1 << local[i]
+            cls_v.append((loc_st, loc_pd, vecs(sel)))
+
+        def chain_cost(d: int, fixed_v=fixed_v, cls_v=cls_v) -> np.ndarray:
+            tot = fixed_v[0].copy()
+            for loc_st, loc_pd, v in cls_v:
+                al = bool(loc_st & d)
+                be = bool(loc_pd & ~d)
+                tot += v[(1 if al else 0) + (2 if be else 0)]
+            return tot
+
+        def gap_cost(d: int, u: int, fixed_v=fixed_v, cls_v=cls_v) -> np.ndarray:
+            tot = fixed_v[4].copy()
+            du = d | (1 << u)
+            for loc_st, loc_pd, v in cls_v:
+                al = bool(loc_st & du)
+                be = bool(loc_pd & ~d)
+                tot += v[4 + (1 if al else 0) + (2 if be else 0)]
+            return tot
+
+        inf = np.inf
+        val: dict[int, np.ndarray] = {}
+        need = [0] * (m + 1)  # local mask of U ops that must be done before chain op i
+        for j in range(k):
+            if hi_u[j] < m:
+                for i in range(hi_u[j], m + 1):
+                    need[i] |= 1 << j
+        for d in ds:  # ascending ints: every subset comes before its supersets
+            v = np.full(m + 1, inf)
+            if d == 0:
+                v[0] = 0.0
+            for u in iter_bits(d):
+                prev = d & ~(1 << u)
+                if prev not in val or pred_local[u] & ~prev:
+                    continue
+                cand = np.maximum(val[prev], gap_cost(prev, u))
+                ok = (idx >= lo_u[u]) & (idx <= hi_u[u])
+                v = np.where(ok, np.minimum(v, cand), v)
+            cc = chain_cost(d)
+            # chain steps: v[i+1] = min(v[i+1], max(v[i], cc[i])) where allowed; need[] only
+            # grows with i, so the allowed steps are a prefix
+            stop = next((i for i in range(m) if need[i] & ~d), m)
+            val[d] = _chain_scan(v, cc, stop)
+        full = (1 << k) - 1
+        res = val.get(full)
+        if res is None:
+            continue
+        gb = res[m]
+        if np.isfinite(gb) and int(gb) > best:
+            best, best_group = int(gb), tuple(gr)
+    _logger.debug("chain-group bound: %d ops in chain, %d groups", m, used)
+    return ChainGroupBound(best + sm.resident_bytes, best_group, m, used)

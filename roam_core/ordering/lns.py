@@ -1,0 +1,443 @@
+"""Peak-directed large-neighbourhood search over a whole order, scored by the simulator.
+
+The task tree fixes which ops may move together, and the weight-update rewrites pin each
+parameter's update; an order that needs a far move (an update run long before its pinned
+place, a weight-gradient matmul run at the other end of the backward) is out of reach of
+every sub-task.  This search works on the *input* graph (no rewrites) and only ever accepts
+an order whose simulated peak is lower, or equal with fewer steps at the peak, so it is
+never worse than where it starts.  Its moves, around the current peak step ``p``:
+
+* **hoist**: for a storage live at ``p`` whose users after ``p`` keep it alive, move those
+  users, their ancestors that run after ``p``, and the ops after ``p`` that only wait on
+  them (up to ``max_move_ops``), to just before ``p``, or as early as they can go;
+* **sink**: for a storage created before ``p`` and live at ``p``, move its producer and its
+  descendants up to ``p`` to just after ``p``;
+* **window**: re-order a window of consecutive steps around ``p`` exactly with the CP-SAT
+  sub-task model (:mod:`roam_core.ordering.order_ilp`) on the input graph.
+
+Every candidate is checked against every ordering edge and scored with the same liveness
+rule as :func:`roam_core.oracle.simulate.simulate` (vectorised, :class:`OrderScorer`); the
+final order is re-simulated by the caller.  Work is counted in candidate evaluations and
+CP-SAT deterministic seconds, so the result does not depend on machine load unless the
+optional wall-clock ``deadline`` cuts it short.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from roam_core.base.config import OrderSolverConfig
+from roam_core.model.dag_view import compact
+from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId
+
+__all__ = ["LnsResult", "OrderScorer", "peak_search"]
+
+_logger = logging.getLogger(__name__)
+
+
+class OrderScorer:
+    """Live bytes per step of an order given as op indices (program numbering).
+
+    The same rule as :func:`roam_core.oracle.simulate.simulate` (resident bytes excluded),
+    vectorised with numpy for repeated scoring of candidate orders.
+    """
+
+    def __init__(self, graph: Graph, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> None:
+        cg = compact(graph, alignment_bytes)
+        self.cg = cg
+        self.n = cg.n_ops
+        self.size = np.asarray(cg.size_bytes, dtype=np.int64)
+        self.producer = np.asarray(cg.producer, dtype=np.int64)
+        self.is_output = np.asarray(cg.is_output, dtype=bool)
+        counts = np.array([len(u) for u in cg.users], dtype=np.int64)
+        self.has_users = counts > 0
+        flat = [u for us in cg.users for u in us]
+        self.users_flat = np.asarray(flat, dtype=np.int64)
+        self.offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) \
+            if len(counts) else np.zeros(0, dtype=np.int64)
+        src, dst = [], []
+        for v, ps in enumerate(cg.preds):
+            for p in ps:
+                src.append(p)
+                dst.append(v)
+        self.src = np.asarray(src, dtype=np.int64)
+        self.dst = np.asarray(dst, dtype=np.int64)
+
+    def positions(self, order: np.ndarray) -> np.ndarray:
+        """Step of every op."""
+        pos = np.empty(self.n, dtype=np.int64)
+        pos[order] = np.arange(self.n)
+        return pos
+
+    def valid(self, order: np.ndarray) -> bool:
+        """True when ``order`` honours every ordering edge."""
+        pos = self.positions(order)
+        return bool(np.all(pos[self.src] < pos[self.dst]))
+
+    def spans(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``[start, end)`` of every kept storage."""
+        start = pos[self.producer]
+        end = start + 1
+        if len(self.users_flat):
+            last = np.maximum.reduceat(pos[self.users_flat], self.offsets[self.has_users]) \
+                if self.has_users.any() else np.zeros(0, dtype=np.int64)
+            end = end.copy()
+            end[self.has_users] = np.maximum(last + 1, start[self.has_users] + 1)
+        end = np.where(self.is_output, self.n, end)
+        return start, end
+
+    def live(self, order: np.ndarray) -> np.ndarray:
+        """Planned bytes live at each step."""
+        start, end = self.spans(self.positions(order))
+        diff = np.bincount(start, self.size, self.n + 1) - np.bincount(end, self.size,
+                                                                        self.n + 1)
+        return np.cumsum(diff[:self.n]).astype(np.int64)
+
+
+@dataclass(frozen=True, slots=True)
+class LnsResult:
+    """What :func:`peak_search` did.
+
+    Parameters
+    ----------
+    order : tuple of OpId
+        The best order found (the start order when nothing better was found).
+    start_peak_bytes, peak_bytes : int
+        Planned peak (resident excluded) before and after.
+    evaluations : int
+        Candidate orders scored.
+    accepted : dict of str to int
+        Accepted moves per kind (``hoist``, ``sink``, ``window``).
+    windows : int
+        CP-SAT window solves.
+    wall_time_s : float
+        Seconds spent.
+    stopped : str
+        Why it stopped: ``"bound"`` (reached the floor), ``"no move"``, ``"budget"``,
+        ``"deadline"``, ``"cancelled"``.
+    """
+
+    order: tuple[OpId, ...]
+    start_peak_bytes: int
+    peak_bytes: int
+    evaluations: int
+    accepted: dict[str, int]
+    windows: int
+    wall_time_s: float
+    stopped: str
+
+
+def _score(live: np.ndarray) -> tuple[int, int]:
+    m = int(live.max()) if len(live) else 0
+    return m, int(np.count_nonzero(live == m))
+
+
+def peak_search(
+    graph: Graph,
+    order: Sequence[OpId],
+    *,
+    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
+    floor_bytes: int = 0,
+    max_rounds: int = 200,
+    max_evaluations: int = 20_000,
+    max_move_ops: int = 64,
+    max_storages: int = 48,
+    window: int = 120,
+    window_config: OrderSolverConfig | None = None,
+    max_windows: int = 8,
+    deadline: float | None = None,
+    cancel: Callable[[], bool] | None = None,
+) -> LnsResult:
+    """Lower the peak of a valid ``order`` of ``graph`` by peak-directed moves.
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph (the input graph: moves honour its data and control edges only).
+    order : sequence of OpId
+        A valid order to start from.
+    alignment_bytes : int
+        Storage rounding.
+    floor_bytes : int
+        Stop once the planned peak (resident excluded) is at or below this (a proven bound).
+    max_rounds : int
+        Accepted moves at most.
+    max_evaluations : int
+        Candidate orders scored at most (the deterministic work limit).
+    max_move_ops : int
+        Largest op set one hoist or sink moves.
+    max_storages : int
+        Storages live at the peak (largest first, those forced there skipped) tried per round.
+    window : int
+        Steps of a CP-SAT window (0: no windows).
+    window_config : OrderSolverConfig, optional
+        Settings of each window solve (default: 2 deterministic seconds).
+    max_windows : int
+        Window solves at most.
+    deadline : float, optional
+        ``time.monotonic()`` at which to stop (a safety net; makes the result load-dependent).
+    cancel : callable, optional
+        Returns True to stop.
+
+    Returns
+    -------
+    LnsResult
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import diamond
+    >>> g = diamond()
+    >>> peak_search(g, g.op_ids, alignment_bytes=1).peak_bytes
+    350
+    """
+    from roam_core.ordering.order_ilp import build_order_problem, merge_orders, solve_order_problem
+
+    t0 = time.perf_counter()
+    sc = OrderScorer(graph, alignment_bytes)
+    cg = sc.cg
+    n = sc.n
+    cur = np.asarray([cg.index[o] for o in order], dtype=np.int64)
+    assert sc.valid(cur), "peak_search needs a valid start order"
+    live = sc.live(cur)
+    best = _score(live)
+    start_peak = best[0]
+    evals = 0
+    wins = 0
+    accepted = {"hoist": 0, "sink": 0, "window": 0}
+    wcfg = window_config if window_config is not None else OrderSolverConfig(
+        time_limit_s=2.0, stop_at_lower_bound=True)
+    users = cg.users
+    from roam_core.model.reach import reachability
+
+    reach = reachability(graph)  # program numbering, like the compact view
+    stopped = "no move"
+    tried_windows: set[tuple[int, ...]] = set()
+
+    def stop_now() -> str | None:
+        if cancel is not None and cancel():
+            return "cancelled"
+        if deadline is not None and time.monotonic() > deadline:
+            return "deadline"
+        if evals >= max_evaluations:
+            return "budget"
+        return None
+
+    rounds = 0
+    while rounds < max_rounds:
+        if best[0] <= floor_bytes:
+            stopped = "bound"
+            break
+        why = stop_now()
+        if why:
+            stopped = why
+            break
+        pos = sc.positions(cur)
+        p = int(np.argmax(live))
+        start, end = sc.spans(pos)
+        live_ids = np.nonzero((start <= p) & (end > p))[0]
+        # biggest storages first: they matter most
+        live_ids = live_ids[np.argsort(-sc.size[live_ids], kind="stable")]
+        candidates: list[tuple[str, np.ndarray]] = []
+        x = int(cur[p])
+        # storages forced live at p in every order cannot be moved away from it: skip them
+        anc_x = reach.ancestors[x] | (1 << x)
+        desc_x = reach.descendants[x] | (1 << x)
+        movable = [int(s) for s in live_ids
+                   if not (anc_x >> int(sc.producer[s]) & 1
+                           and any(desc_x >> u & 1 for u in users[int(s)]))]
+        for s in movable[:max_storages]:
+            q = int(sc.producer[s])
+            if q != x and not sc.is_output[s]:
+                # hoist the users after p (with what they need and what only waits on them)
+                late = sorted({pos[u] for u in users[s] if pos[u] > p})
+                if late:
+                    for mv in _hoist_sets(cur, pos, p, late, cg.preds, cg.succs,
+                                          max_move_ops):
+                        candidates.extend(_hoist_orders(cur, pos, p, mv, cg.preds))
+            if q != x and pos[q] < p:
+                for mv in _sink_sets(cur, pos, p, int(pos[q]), cg.preds, cg.succs,
+                                     max_move_ops):
+                    keep = np.ones(n, dtype=bool)
+                    keep[mv] = False
+                    rest_before = cur[:p + 1][keep[:p + 1]]
+                    candidates.append(("sink", np.concatenate(
+                        [rest_before, cur[mv], cur[p + 1:]])))
+        improved = False
+        best_cand: tuple[tuple[int, int], str, np.ndarray] | None = None
+        seen: set[bytes] = set()
+        for kind, cand in candidates:
+            key = cand.tobytes()
+            if key in seen:
+                continue
+            seen.add(key)
+            if stop_now():
+                break
+            evals += 1
+            if not sc.valid(cand):
+                continue
+            sco = _score(sc.live(cand))
+            if sco < best and (best_cand is None or sco < best_cand[0]):
+                best_cand = (sco, kind, cand)
+        if best_cand is not None:
+            best, kind, cur = best_cand
+            live = sc.live(cur)
+            accepted[kind] += 1
+            improved = True
+        elif window > 1 and wins < max_windows:
+            lo = max(0, min(p - window // 2, n - window))
+            hi = min(n, lo + window)
+            wkey = tuple(int(v) for v in cur[lo:hi])
+            if wkey not in tried_windows:
+                tried_windows.add(wkey)
+                ids = cg.order_ids(cur)
+                prob = build_order_problem(graph, ids, ids[lo:hi], task_id=f"lns{wins + 1}",
+                                           config=wcfg, floor_bytes=floor_bytes,
+                                           alignment_bytes=alignment_bytes)
+                res = solve_order_problem(prob, cancel)
+                wins += 1
+                new = np.asarray([cg.index[o] for o in merge_orders(ids, prob, res)],
+                                 dtype=np.int64)
+                evals += 1
+                if sc.valid(new):
+                    nl = sc.live(new)
+                    sco = _score(nl)
+                    if sco < best:
+                        best, cur, live = sco, new, nl
+                        accepted["window"] += 1
+                        improved = True
+        if not improved:
+            stopped = "no move"
+            break
+        rounds += 1
+    else:
+        stopped = "budget"
+    out = cg.order_ids(cur)
+    _logger.info("peak search on %s: %d -> %d bytes (%s), %d evaluations, %d windows",
+                 graph.name, start_peak, best[0], stopped, evals, wins)
+    return LnsResult(tuple(out), start_peak, best[0], evals, accepted, wins,
+                     time.perf_counter() - t0, stopped)
+
+
+def _closure_after(v: int, pos: np.ndarray, p: int, x: int,
+                   preds: Sequence[Sequence[int]], have: set[int]) -> set[int] | None:
+    """``v`` and its ancestors placed after step ``p`` (minus ``have``); None if ``x`` is one."""
+    out: set[int] = set()
+    stack = [v]
+    while stack:
+        u = stack.pop()
+        if u in out or u in have:
+            continue
+        if u == x:
+            return None
+        out.add(u)
+        for w in preds[u]:
+            if pos[w] >= p and w not in out and w not in have:
+                stack.append(w)
+    return out
+
+
+def _hoist_sets(cur: np.ndarray, pos: np.ndarray, p: int, late: list[int],
+                preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]],
+                limit: int, extra: int = 3) -> list[list[int]]:
+    """Step sets (after ``p``) to move before ``p``: the ``late`` users with their ancestors
+    after ``p``, then that set grown by the later ops that wait on it and need at most
+    ``extra`` more ops each (e.g. the rest of a parameter's update branch)."""
+    x = int(cur[p])
+    chosen: set[int] = set()
+    for k in late:
+        c = _closure_after(int(cur[k]), pos, p, x, preds, chosen)
+        if c is None:
+            return []
+        chosen |= c
+        if len(chosen) > limit:
+            return []
+    out = [sorted(int(pos[v]) for v in chosen)]
+    grew = True
+    while grew and len(chosen) < limit:
+        grew = False
+        for v in sorted(chosen, key=lambda u: pos[u]):
+            for w in succs[v]:
+                if w in chosen or pos[w] <= p:
+                    continue
+                c = _closure_after(w, pos, p, x, preds, chosen)
+                if c is None or len(c) > extra + 1 or len(chosen) + len(c) > limit:
+                    continue
+                chosen |= c
+                grew = True
+    if len(chosen) > len(out[0]):
+        out.append(sorted(int(pos[v]) for v in chosen))
+    return out
+
+
+def _hoist_orders(cur: np.ndarray, pos: np.ndarray, p: int, steps: list[int],
+                  preds: Sequence[Sequence[int]]) -> list[tuple[str, np.ndarray]]:
+    n = len(cur)
+    moved = cur[steps]
+    keep = np.ones(n, dtype=bool)
+    keep[steps] = False
+    rest = cur[keep]
+    mset = {int(v) for v in moved}
+    # just before p
+    cut = p  # steps before p are untouched; p keeps its index among the rest
+    out = [("hoist", np.concatenate([rest[:cut], moved, rest[cut:]]))]
+    # as early as possible: right after the last outside predecessor
+    earliest = 0
+    for v in moved:
+        for u in preds[int(v)]:
+            if u not in mset:
+                earliest = max(earliest, int(pos[u]) + 1)
+    if earliest < p:
+        out.append(("hoist", np.concatenate([rest[:earliest], moved, rest[earliest:]])))
+        mid = (earliest + p) // 2
+        if earliest < mid < p:
+            out.append(("hoist", np.concatenate([rest[:mid], moved, rest[mid:]])))
+    return out
+
+
+def _sink_sets(cur: np.ndarray, pos: np.ndarray, p: int, q: int,
+               preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]],
+               limit: int) -> list[list[int]]:
+    """Step sets (before ``p``) to move just after ``p``: the op at ``q`` and its
+    descendants up to ``p``; then that set grown by its *feeders* (earlier ops whose every
+    successor is moved or runs after ``p``: what exists only to feed the moved ops), with
+    their descendants up to ``p``."""
+    x = int(cur[p])
+
+    def close(chosen: set[int], stack: list[int]) -> bool:
+        while stack:
+            v = stack.pop()
+            for w in succs[v]:
+                if pos[w] <= p and w not in chosen:
+                    if w == x:
+                        return False
+                    chosen.add(w)
+                    if len(chosen) > limit:
+                        return False
+                    stack.append(w)
+        return True
+
+    chosen = {int(cur[q])}
+    if not close(chosen, [int(cur[q])]):
+        return []
+    out = [sorted(int(pos[v]) for v in chosen)]
+    grew = True
+    while grew and len(chosen) < limit:
+        grew = False
+        for v in sorted(chosen, key=lambda u: -pos[u]):
+            for w in preds[v]:
+                if w in chosen or pos[w] >= p:
+                    continue
+                if all(y in chosen or pos[y] > p for y in succs[w]):
+                    trial = set(chosen)
+                    trial.add(w)
+                    if close(trial, [w]):
+                        chosen = trial
+                        grew = True
+    if len(chosen) > len(out[0]):
+        out.append(sorted(int(pos[v]) for v in chosen))
+    return out

@@ -1,0 +1,68 @@
+"""Planner steps after polishing: the whole-order search and the tightened bound.
+
+* :func:`search_whole_order` runs :func:`~roam_core.ordering.lns.peak_search` on the *input*
+  graph (no rewrites, no tree borders): far moves that the task tree and the pinned weight
+  updates forbid (a weight-gradient matmul run where its input is made, a backward-only
+  product of forward values run after the peak).  Kept only if the simulated peak drops;
+  its limit is a count of candidate orders (``PlannerConfig.search_evaluations``).
+* :func:`tighter_bound` computes the chain-group bound
+  (:func:`~roam_core.oracle.proven_bounds.chain_group_lower_bound`) when a gap is left
+  (``PlannerConfig.tighten_bound``), so ``Plan.lower_bound_bytes`` / ``Plan.proven_gap``
+  report the best bound proven.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+from roam_core.base.config import PlannerConfig
+from roam_core.base.status import SolveStatus
+from roam_core.model.graph import Graph, OpId
+from roam_core.model.plan import SolveRecord
+from roam_core.oracle.simulate import simulate
+from roam_core.oracle.validate import check_order
+
+__all__ = ["search_whole_order", "tighter_bound"]
+
+
+def search_whole_order(graph: Graph, order: tuple[OpId, ...], prof: Any,
+                       config: PlannerConfig, floor: int,
+                       cancel: Callable[[], bool] | None, deadline: float | None,
+                       records: list[SolveRecord]) -> tuple[tuple[OpId, ...], Any]:
+    """Peak-directed moves on the input graph; ``(order, profile)``, never worse."""
+    from roam_core.ordering.lns import peak_search
+
+    res = peak_search(graph, order, alignment_bytes=config.alignment_bytes, floor_bytes=floor,
+                      max_evaluations=config.search_evaluations, window=0, deadline=deadline,
+                      cancel=cancel)
+    status = SolveStatus.FEASIBLE if res.peak_bytes < res.start_peak_bytes else SolveStatus.HINT
+    records.append(SolveRecord("search", "global", status, res.peak_bytes + prof.resident_bytes,
+                               None, res.wall_time_s, res.evaluations))
+    if res.peak_bytes >= res.start_peak_bytes:
+        return order, prof
+    new_prof = simulate(graph, res.order, alignment_bytes=config.alignment_bytes)
+    assert new_prof.peak_bytes < prof.peak_bytes
+    assert not check_order(graph, res.order)
+    return tuple(res.order), new_prof
+
+
+def tighter_bound(graph: Graph, lower: int, peak: int, config: PlannerConfig,
+                  records: list[SolveRecord], notes: list[str]) -> int:
+    """The chain-group bound when it beats ``lower`` (recorded as a ``"bound"`` record).
+
+    A bound above ``peak`` (the simulated peak of a valid order) would be a bug; it is then
+    not used, and the plan says so.
+    """
+    from roam_core.oracle.proven_bounds import chain_group_lower_bound
+
+    t0 = time.perf_counter()
+    cb = chain_group_lower_bound(graph, None, config.alignment_bytes)
+    records.append(SolveRecord("bound", "chain_group", SolveStatus.OPTIMAL, None,
+                               cb.bound_bytes, time.perf_counter() - t0, cb.chain_ops))
+    if cb.bound_bytes > peak:
+        notes.append(f"chain-group bound {cb.bound_bytes} above a valid order's peak {peak}: "
+                     "not used (please report)")
+        return lower
+    return max(lower, cb.bound_bytes)

@@ -1,0 +1,291 @@
+"""Restriction bounds (CP-SAT over any op subset) held against exact optima."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from roam_core.model.samples import chain3, diamond, tiny_train_step
+from roam_core.oracle.bounds import best_lower_bound, group_lower_bound
+from roam_core.oracle.brute_force import brute_force_order
+from roam_core.oracle.proven_bounds import (
+    peak_window_groups,
+    restriction_bound,
+    storage_masks,
+    window_bound,
+)
+from roam_core.oracle.simulate import simulate
+from roam_core.ordering.monolithic import solve_monolithic
+from tests.strategies import orders_of, random_graphs
+
+#: How often the bound met the optimum, per test (printed with -s; never asserted on).
+TIGHT: Counter[str] = Counter()
+
+
+def _opt(g, a: int) -> int:
+    return brute_force_order(g, alignment_bytes=a).peak_bytes
+
+
+def test_hand_examples():
+    for g in (chain3(), diamond(), tiny_train_step()):
+        opt = _opt(g, 1)
+        assert restriction_bound(g, g.op_ids, alignment_bytes=1).bound_bytes == opt
+        for op in g.op_ids:  # singletons give at least nothing above the optimum
+            assert restriction_bound(g, [op], alignment_bytes=1).bound_bytes <= opt
+
+
+def test_singleton_matches_live_set_bound_on_diamond():
+    g = diamond()
+    # the live-set bound is the max over singleton groups of the restriction bound
+    singles = max(restriction_bound(g, [op], alignment_bytes=1).bound_bytes for op in g.op_ids)
+    from roam_core.oracle.bounds import live_set_lower_bound
+
+    assert singles == live_set_lower_bound(g, alignment_bytes=1).bound_bytes
+
+
+def test_empty_and_oversized_groups():
+    g = diamond()
+    assert restriction_bound(g, [], alignment_bytes=1).bound_bytes == 0
+    rb = restriction_bound(g, g.op_ids, alignment_bytes=1, max_ops=2)
+    assert rb.status == "skipped"
+    assert rb.bound_bytes == 0
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_graphs(max_ops=8), st.sampled_from([1, 512]))
+def test_all_ops_is_exact(g, a):
+    """With every op in the group the model is the exact problem."""
+    opt = _opt(g, a)
+    rb = restriction_bound(g, g.op_ids, alignment_bytes=a, time_limit_s=5.0)
+    assert rb.status == "optimal"
+    assert rb.bound_bytes == opt
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_any_subset_is_below_the_optimum(data):
+    g = data.draw(random_graphs(max_ops=8))
+    a = data.draw(st.sampled_from([1, 512]))
+    sub = data.draw(st.lists(st.sampled_from(list(g.op_ids)), unique=True))
+    hint = data.draw(orders_of(g))
+    opt = _opt(g, a)
+    rb = restriction_bound(g, sub, alignment_bytes=a, hint_order=hint, time_limit_s=5.0)
+    assert rb.bound_bytes <= opt
+    TIGHT["subset"] += rb.bound_bytes == opt
+    TIGHT["subset_n"] += 1
+    # never weaker than the update-group DP on the same group
+    gb = group_lower_bound(g, sub, a)
+    if gb is not None and rb.status == "optimal":
+        assert rb.bound_bytes >= gb.bound_bytes
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_window_bound_below_optimum(data):
+    g = data.draw(random_graphs(max_ops=8))
+    order = data.draw(orders_of(g))
+    w = data.draw(st.integers(0, 3))
+    opt = _opt(g, 512)
+    best, _ = window_bound(g, order, 512, half_widths=(w,), max_windows=2)
+    assert best <= opt
+    assert best >= g.resident_bytes(512)
+    TIGHT["window"] += best == opt
+    TIGHT["window_n"] += 1
+    TIGHT["window_vs_old"] += best > best_lower_bound(g, 512).bound_bytes
+
+
+@pytest.mark.slow
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_subset_below_monolithic_on_larger_graphs(data):
+    g = data.draw(random_graphs(max_ops=14, min_ops=9))
+    mono = solve_monolithic(g, time_limit_s=10.0)
+    if mono.status != "optimal":
+        return
+    sub = data.draw(st.lists(st.sampled_from(list(g.op_ids)), unique=True, max_size=10))
+    rb = restriction_bound(g, sub, alignment_bytes=512, time_limit_s=5.0)
+    assert rb.bound_bytes <= mono.peak_bytes
+
+
+def test_storage_masks_cover_planned_storages():
+    g = tiny_train_step()
+    sm = storage_masks(g, 1)
+    assert len(sm.sizes) == sum(1 for t in g.tensors.values()
+                                if t.producer is not None and t.size_bytes)
+    assert sm.resident_bytes == g.resident_bytes(1)
+
+
+def test_peak_windows_are_distinct_and_centred():
+    g = tiny_train_step()
+    prof = simulate(g, g.op_ids, alignment_bytes=1)
+    wins = peak_window_groups(g.op_ids, prof.live_bytes, half_width=1, max_windows=3)
+    assert wins
+    assert prof.peak_step in [g.op_ids.index(o) for o in wins[0][1]]
+    assert len({w[1] for w in wins}) == len(wins)
+
+
+def teardown_module() -> None:
+    if TIGHT["subset_n"]:
+        print(f"\nrestriction bound tight on {TIGHT['subset']}/{TIGHT['subset_n']} random "
+              f"subsets; window bound tight on {TIGHT['window']}/{TIGHT['window_n']}, above "
+              f"the old best bound on {TIGHT['window_vs_old']}; choice bound tight on "
+              f"{TIGHT['choice']}/{TIGHT['choice_n']}, above the old on "
+              f"{TIGHT['choice_vs_old']}; chain-group bound tight on {TIGHT['chain']}/"
+              f"{TIGHT['chain_n']}, above the old on {TIGHT['chain_vs_old']}")
+
+
+# ------------------------------------------------------------------ choice bound
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_choice_bound_below_the_optimum(data):
+    from roam_core.oracle.bounds import live_set_lower_bound
+    from roam_core.oracle.proven_bounds import choice_lower_bound, free_branch_groups
+
+    g = data.draw(random_graphs(max_ops=8))
+    a = data.draw(st.sampled_from([1, 512]))
+    opt = _opt(g, a)
+    # default groups, and random disjoint groups
+    ops = list(g.op_ids)
+    labels = data.draw(st.lists(st.integers(0, 3), min_size=len(ops), max_size=len(ops)))
+    rand = [tuple(o for o, lab in zip(ops, labels, strict=True) if lab == k) for k in range(3)]
+    for groups in (None, rand, free_branch_groups(g, 3)):
+        cb = choice_lower_bound(g, a, groups=groups)
+        assert cb.bound_bytes <= opt
+        assert cb.bound_bytes >= live_set_lower_bound(g, a).bound_bytes
+    TIGHT["choice"] += cb.bound_bytes == opt
+    TIGHT["choice_n"] += 1
+    TIGHT["choice_vs_old"] += cb.bound_bytes > best_lower_bound(g, a).bound_bytes
+
+
+def test_choice_bound_sees_gradient_or_state():
+    """One parameter update: the gradient waits (4 KiB) or the state exists (8 KiB)."""
+    from roam_core.model.graph import Graph, Op, OpId, Phase, Tensor, TensorId, TensorKind
+    from roam_core.oracle.bounds import live_set_lower_bound
+    from roam_core.oracle.proven_bounds import choice_lower_bound
+
+    def t(i, size, kind, prod):
+        return Tensor(TensorId(i), size, "float32", (1,), kind, OpId(prod) if prod else None)
+
+    ops = [
+        Op(OpId("f"), "aten.mm.default", Phase.FORWARD, ("w",), ("act",)),
+        Op(OpId("gw"), "aten.mm.default", Phase.BACKWARD, ("act",), ("grad",)),
+        Op(OpId("b"), "aten.mm.default", Phase.BACKWARD, ("act",), ("big",)),
+        Op(OpId("b2"), "aten.relu.default", Phase.BACKWARD, ("big",), ("out",)),
+        Op(OpId("s"), "aten.zeros_like.default", Phase.OPTIMIZER, ("w",), ("state",)),
+        Op(OpId("u"), "aten.add_.Tensor", Phase.OPTIMIZER, ("grad", "state", "w"), (),
+           ("w",)),
+    ]
+    tensors = [t("w", 4096, TensorKind.PARAMETER, None),
+               t("act", 4096, TensorKind.ACTIVATION, "f"),
+               t("grad", 4096, TensorKind.GRADIENT, "gw"),
+               t("big", 40960, TensorKind.TEMPORARY, "b"),
+               t("out", 512, TensorKind.OUTPUT, "b2"),
+               t("state", 8192, TensorKind.OPTIMIZER_STATE, "s")]
+    g = Graph.build(ops, tensors, (), (), ("out", "state"), name="choice")
+    opt = _opt(g, 1)
+    cb = choice_lower_bound(g, 1)
+    assert cb.bound_bytes <= opt
+    assert cb.bound_bytes > live_set_lower_bound(g, 1).bound_bytes
+
+
+# ------------------------------------------------------------- chain-group bound
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_chain_group_bound_below_the_optimum(data):
+    from roam_core.model.reach import reachability
+    from roam_core.oracle.proven_bounds import chain_group_lower_bound, greedy_chain
+
+    g = data.draw(random_graphs(max_ops=8))
+    a = data.draw(st.sampled_from([1, 512]))
+    opt = _opt(g, a)
+    ops = list(g.op_ids)
+    labels = data.draw(st.lists(st.integers(0, 3), min_size=len(ops), max_size=len(ops)))
+    groups = [tuple(o for o, lab in zip(ops, labels, strict=True) if lab == k)
+              for k in (1, 2, 3)]
+    order = data.draw(orders_of(g))
+    r = reachability(g)
+    in_group = {o for gr in groups for o in gr}
+    for kw in ({}, {"groups": groups}, {"groups": groups, "chain": "greedy"},
+               {"groups": groups,
+                "chain": greedy_chain(order, r, in_group | set(data.draw(
+                    st.lists(st.sampled_from(ops), unique=True))))}):
+        cb = chain_group_lower_bound(g, order, a, reach=r, **kw)
+        assert cb.bound_bytes <= opt, kw
+    TIGHT["chain"] += cb.bound_bytes == opt
+    TIGHT["chain_n"] += 1
+    TIGHT["chain_vs_old"] += cb.bound_bytes > best_lower_bound(g, a).bound_bytes
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_chain_group_with_whole_graph_split_is_exact_when_chain_is_all(data):
+    """With a chain graph (every op comparable) and no group, the chain alone is exact."""
+    from roam_core.oracle.proven_bounds import chain_group_lower_bound
+
+    g = data.draw(random_graphs(max_ops=6))
+    a = 1
+    opt = _opt(g, a)
+    cb = chain_group_lower_bound(g, g.op_ids, a, groups=[])
+    assert cb.bound_bytes <= opt
+
+
+@pytest.mark.slow
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_chain_group_and_choice_below_monolithic_on_larger_graphs(data):
+    from roam_core.oracle.proven_bounds import chain_group_lower_bound, choice_lower_bound
+
+    g = data.draw(random_graphs(max_ops=14, min_ops=9))
+    mono = solve_monolithic(g, time_limit_s=10.0)
+    if mono.status != "optimal":
+        return
+    ops = list(g.op_ids)
+    labels = data.draw(st.lists(st.integers(0, 2), min_size=len(ops), max_size=len(ops)))
+    groups = [tuple(o for o, lab in zip(ops, labels, strict=True) if lab == k) for k in (1, 2)]
+    for grp in (None, groups):
+        assert chain_group_lower_bound(g, None, 512, groups=grp).bound_bytes <= mono.peak_bytes
+        assert choice_lower_bound(g, 512, groups=grp).bound_bytes <= mono.peak_bytes
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_chain_group_with_overlapping_groups(data):
+    """Each group is solved on its own, so groups may overlap (singletons included)."""
+    from roam_core.oracle.proven_bounds import chain_group_lower_bound
+
+    g = data.draw(random_graphs(max_ops=8))
+    ops = list(g.op_ids)
+    groups = data.draw(st.lists(st.lists(st.sampled_from(ops), unique=True, min_size=1,
+                                         max_size=4), max_size=4))
+    opt = _opt(g, 512)
+    assert chain_group_lower_bound(g, None, 512, groups=groups).bound_bytes <= opt
+
+
+def test_planner_reports_the_tightened_bound():
+    from roam_core.base.config import PlannerConfig
+    from roam_core.planner import make_plan
+
+    g = tiny_train_step()
+    p = make_plan(g, PlannerConfig(workers=1, solve_layout=False))
+    assert p.lower_bound_bytes <= p.planned_peak_bytes
+    assert p.lower_bound_bytes <= _opt(g, 512)
+
+
+@given(st.lists(st.one_of(st.integers(0, 50).map(float), st.just(float("inf"))),
+                min_size=2, max_size=40), st.data())
+def test_chain_scan_matches_the_loop(entry, data):
+    import numpy as np
+
+    from roam_core.oracle.proven_bounds import _chain_scan
+
+    m = len(entry) - 1
+    cost = data.draw(st.lists(st.integers(0, 50).map(float), min_size=m, max_size=m))
+    stop = data.draw(st.integers(0, m))
+    want = list(entry)
+    for i in range(stop):
+        want[i + 1] = min(want[i + 1], max(want[i], cost[i]))
+    got = _chain_scan(np.asarray(entry), np.asarray(cost), stop)
+    assert got.tolist() == want
