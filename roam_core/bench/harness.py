@@ -23,6 +23,7 @@ include the resident bytes (parameters, buffers, inputs).
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import csv
 import glob
 import gzip
@@ -242,14 +243,13 @@ def _order_arena(graph: Graph, order: Order, layout: str = "best") -> tuple[int 
 
 
 # ------------------------------------------------------------------ methods
-def _run_planner(graph: Graph, method: str, time_limit_s: float | None) -> tuple[Order, int,
-                                                                                  int | None, str,
-                                                                                  str]:
+def _run_planner(graph: Graph, method: str, time_limit_s: float | None,
+                 executor: cf.Executor | None = None) -> tuple[Order, int, int | None, str, str]:
     from roam_core import planner
     from roam_core.base.config import PlannerConfig
 
     config = PlannerConfig(time_limit_s=time_limit_s)
-    plan = planner.make_plan(graph, config, method=method)
+    plan = planner.make_plan(graph, config, method=method, executor=executor)
     status = "ok"
     for rec in getattr(plan, "provenance", ()):
         if rec.status in ("timeout", "unknown", "cancelled"):
@@ -267,6 +267,7 @@ def bench_graph(
     layout: str = "best",
     progress: Callable[[str], None] | None = None,
     baseline: GraphBaseline | None = None,
+    executor: cf.Executor | None = None,
 ) -> list[BenchRow]:
     """Run ``methods`` on one graph; per-method failures become ``failed`` rows.
 
@@ -287,6 +288,8 @@ def bench_graph(
         Called with one line per finished method.
     baseline : GraphBaseline, optional
         Precomputed reference figures.
+    executor : concurrent.futures.Executor, optional
+        Where the planner rows solve their sub-tasks (default: the planner's own pool).
 
     Returns
     -------
@@ -362,7 +365,8 @@ def bench_graph(
                                how and f"layout {how}")))
             else:
                 try:
-                    order, peak, arena, status, note = _run_planner(graph, method, time_limit_s)
+                    order, peak, arena, status, note = _run_planner(graph, method, time_limit_s,
+                                                                    executor)
                 except ImportError as e:
                     emit(_row(graph, base, method, None, None, 0.0, "skipped",
                               f"planner unavailable ({e})"))
@@ -385,8 +389,11 @@ def run_bench(
     layout: str = "best",
     progress: Callable[[str], None] | None = None,
     on_rows: Callable[[list[BenchRow]], None] | None = None,
+    executor: cf.Executor | None = None,
 ) -> list[BenchRow]:
     """Benchmark every case; ``on_rows`` sees the rows so far after each graph.
+
+    ``executor`` is handed to every planner row (:func:`bench_graph`).
 
     A case whose graph cannot be loaded is reported through ``progress`` and skipped.
     """
@@ -406,7 +413,7 @@ def run_bench(
         base = graph_baseline(graph)
         rows += bench_graph(graph, methods, time_limit_s=time_limit_s,
                             monolithic_max_ops=monolithic_max_ops, layout=layout,
-                            progress=progress, baseline=base)
+                            progress=progress, baseline=base, executor=executor)
         if on_rows is not None:
             on_rows(rows)
     return rows
