@@ -261,7 +261,7 @@ def curves_figure(graph_key: str, plan_key: str | None, base: str,
 @functools.lru_cache(maxsize=16)
 def _curves(graph_key: str, plan_key: str | None, base: str,
             x_range: Sequence[float] | None, step: int | None) -> go.Figure:
-    b = before_data(graph_key, base)
+    b = before_data(graph_key, base, state.get_plan(plan_key).alignment_bytes if plan_key else 512)
     if not plan_key:
         return figures.memory_curves_figure(b.curve, None, after_label=b.label,
                                             x_range=x_range, step=step,

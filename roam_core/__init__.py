@@ -5,17 +5,18 @@ executor import torch lazily when called.
 """
 
 from roam_core.base.errors import (
+    ConfigError,
     ExecutorError,
     GraphError,
     InfeasibleError,
     PlanFormatError,
     PlanInvalidError,
     RoamError,
-    SolverTimeoutError,
     TraceError,
     Violation,
     ViolationKind,
 )
+from roam_core.base.status import SolveStatus
 from roam_core.formats.graph_io import dumps_graph, load_graph, loads_graph, save_graph
 from roam_core.model.graph import (
     Alias,
@@ -63,6 +64,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     *sorted(_LAZY),
     "Alias",
+    "ConfigError",
     "ControlEdge",
     "EdgeReason",
     "ExecutorError",
@@ -75,6 +77,7 @@ __all__ = [
     "OpId",
     "Plan",
     "SolveRecord",
+    "SolveStatus",
     "check_arena",
     "check_order",
     "check_plan",
@@ -83,7 +86,6 @@ __all__ = [
     "PlanFormatError",
     "PlanInvalidError",
     "RoamError",
-    "SolverTimeoutError",
     "Tensor",
     "TensorId",
     "TensorKind",

@@ -108,3 +108,27 @@ def eager_greedy_plan(g: Graph) -> Plan:
     return Plan(g.fingerprint(), g.name, "eager", g.op_ids, dict(lay.offsets), 512,
                 lay.arena_bytes, prof.peak_bytes, prof.resident_bytes, prof.peak_bytes,
                 prof.peak_bytes, prof.live_bytes)
+
+
+def tied_branches() -> Graph:
+    """Two branches that tie at 512 B rounding (program order runs the worse one first).
+
+    Exact bytes: branch 1 first peaks at 10 + 600 + 500 = 1110 (running c2), branch 2 first
+    at 500 + 1000 + 10 = 1510 (its 500-byte output stays live across branch 1).
+    """
+    f = Phase.FORWARD
+
+    def t(tid: str, size: int, producer: str) -> Tensor:
+        return Tensor(TensorId(tid), size, "float32", (max(1, size // 4),),
+                      TensorKind.ACTIVATION, OpId(producer))
+
+    return Graph.build(
+        [Op(OpId("a"), "src", f, (), ("s",)),
+         Op(OpId("b2"), "big", f, ("s",), ("big2",)),
+         Op(OpId("c2"), "small", f, ("big2",), ("small2",)),
+         Op(OpId("b1"), "big", f, ("s",), ("big1",)),
+         Op(OpId("c1"), "small", f, ("big1",), ("small1",)),
+         Op(OpId("d"), "join", f, ("small1", "small2"), ("out",))],
+        [t("s", 8, "a"), t("big2", 600, "b2"), t("small2", 500, "c2"),
+         t("big1", 1000, "b1"), t("small1", 10, "c1"), t("out", 8, "d")],
+        outputs=[TensorId("out")], name="tied_branches")

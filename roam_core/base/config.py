@@ -1,7 +1,9 @@
 """Planner knobs: frozen dataclasses with defaults and one comment per field.
 
 Every setting the ROAM planner reads lives here (minimalloc ``SolverParams`` style), so a plan
-can record exactly what produced it (:meth:`PlannerConfig.to_dict`).  Layout (arena) settings
+can record exactly what produced it (:meth:`PlannerConfig.to_dict`).  An impossible setting
+(a negative time limit, no workers, an unknown update policy) raises
+:class:`~roam_core.base.errors.ConfigError` when the config is made.  Layout (arena) settings
 belong to :mod:`roam_core.layout.arena`.
 
 Examples
@@ -11,6 +13,10 @@ Examples
 (2.0, 40)
 >>> PlannerConfig.from_dict(cfg.to_dict()) == cfg
 True
+>>> PlannerConfig(workers=0)
+Traceback (most recent call last):
+    ...
+roam_core.base.errors.ConfigError: workers must be at least 1, not 0
 """
 
 from __future__ import annotations
@@ -19,10 +25,23 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
+from roam_core.base.errors import ConfigError
+
 __all__ = ["UPDATE_POLICIES", "OrderSolverConfig", "PlannerConfig"]
 
 #: Weight-update placement policies understood by :mod:`roam_core.ordering.rewrites`.
 UPDATE_POLICIES = ("cost_aware", "asap", "none")
+
+
+def _at_least(name: str, value: Any, low: float) -> None:
+    """Raise :class:`ConfigError` unless ``value`` is a number ``>= low`` (an int when
+    ``low`` is)."""
+    kinds: tuple[type, ...] = (int,) if isinstance(low, int) else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        kind = "an integer" if kinds == (int,) else "a number"
+        raise ConfigError(f"{name} must be {kind}, not {value!r}")
+    if not value >= low:  # also catches NaN
+        raise ConfigError(f"{name} must be at least {low}, not {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +69,13 @@ class OrderSolverConfig:
     max_range_ops: int = 400
     # Log CP-SAT search progress (debugging only).
     log_search: bool = False
+
+    def __post_init__(self) -> None:
+        _at_least("order.time_limit_s", self.time_limit_s, 0.0)
+        _at_least("order.num_search_workers", self.num_search_workers, 1)
+        _at_least("order.wall_slack", self.wall_slack, 1.0)
+        _at_least("order.relative_gap", self.relative_gap, 0.0)
+        _at_least("order.max_range_ops", self.max_range_ops, 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +107,26 @@ class PlannerConfig:
     solve_layout: bool = True
     # Budget of the layout stage, seconds.
     layout_time_limit_s: float = 20.0
+
+    def __post_init__(self) -> None:
+        _at_least("node_limit", self.node_limit, 1)
+        if not isinstance(self.order, OrderSolverConfig):
+            raise ConfigError(f"order must be an OrderSolverConfig, not "
+                              f"{type(self.order).__name__}")
+        if self.time_limit_s is not None:
+            _at_least("time_limit_s", self.time_limit_s, 0.0)
+        if self.workers is not None:
+            _at_least("workers", self.workers, 1)
+        if self.update_policy not in UPDATE_POLICIES:
+            raise ConfigError(f"unknown update policy {self.update_policy!r}; known: "
+                              f"{', '.join(UPDATE_POLICIES)}")
+        if self.baselines is not None and (isinstance(self.baselines, str) or not all(
+                isinstance(b, str) for b in self.baselines)):
+            raise ConfigError(f"baselines must be a tuple of method names, not "
+                              f"{self.baselines!r}")
+        _at_least("alignment_bytes", self.alignment_bytes, 1)
+        _at_least("polish_rounds", self.polish_rounds, 0)
+        _at_least("layout_time_limit_s", self.layout_time_limit_s, 0.0)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able settings (for ``Plan.settings``)."""

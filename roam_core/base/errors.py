@@ -19,7 +19,6 @@ __all__ = [
     "PlanFormatError",
     "PlanInvalidError",
     "RoamError",
-    "SolverTimeoutError",
     "TraceError",
     "Violation",
     "ViolationKind",
@@ -65,10 +64,6 @@ class PlanInvalidError(RoamError):
 
 class InfeasibleError(RoamError):
     """A solver proved that no solution exists within the given limits (e.g. capacity)."""
-
-
-class SolverTimeoutError(RoamError):
-    """No feasible solution was found before the time limit."""
 
 
 class ExecutorError(RoamError):

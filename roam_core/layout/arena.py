@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from roam_core.base import cpsat
+from roam_core.base.status import SolveStatus
 from roam_core.layout.dsa_heuristics import buffer_arrays, greedy_by_size, place_in_order
 from roam_core.layout.dsa_solver import solve_dsa
 from roam_core.model.dsa import Buffer, Problem, Solution
@@ -160,15 +161,12 @@ def _finish(graph: Graph, problem: Problem, units: Sequence[int], a: int,
             offsets[t.id] = base
             base += round_size(t.size_bytes, a)
     resident = base
-    top = resident
     for b, u in zip(problem.buffers, units):
         offsets[TensorId(b.id)] = resident + u * a
-        top = max(top, resident + (u + b.size) * a)
     for t in graph.tensors.values():
         offsets.setdefault(t.id, 0)  # zero-byte planned storages
     height = max((offsets[t.id] + round_size(t.size_bytes, a) for t in graph.tensors.values()
                   if round_size(t.size_bytes, a)), default=0)
-    del top
     return ArenaLayout(offsets, height, a, resident, tuple(provenance), stats)
 
 
@@ -185,7 +183,7 @@ def greedy_arena(graph: Graph, order: Sequence[OpId], *,
     t0 = time.perf_counter()
     problem = layout_problem(graph, order, alignment_bytes)
     sol = greedy_by_size(problem)
-    rec = SolveRecord("layout", "global", "heuristic", sol.height * alignment_bytes, None,
+    rec = SolveRecord("layout", "global", SolveStatus.HEURISTIC, sol.height * alignment_bytes, None,
                       time.perf_counter() - t0, len(problem))
     return _finish(graph, problem, sol.offsets, alignment_bytes, [rec],
                    {"method": "greedy:size:best"})
@@ -286,7 +284,7 @@ def _solve_group(problem: Problem, group: Sequence[int], fixed: dict[int, int],
     height = max(greedy.height, top)
     hint = {sub_ids[k]: greedy.offsets[k] for k in range(nf, len(sub_ids))}
     if time_limit_s <= 0.05:
-        return hint, SolveRecord("layout", task_id, "heuristic", height, None,
+        return hint, SolveRecord("layout", task_id, SolveStatus.HEURISTIC, height, None,
                                  time.perf_counter() - t0, len(group))
     gm = _build_group_model(problem, group, fixed, hint, height, floor)
     solver = cpsat.make_solver(time_limit_s=time_limit_s, num_workers=config.num_workers,
@@ -330,7 +328,7 @@ def _roam_candidate(graph: Graph, order: Sequence[OpId], problem: Problem, task_
     records: list[SolveRecord] = []
     t0 = time.perf_counter()
     placed = _activation_stack(problem, _loss_step(graph, order))
-    records.append(SolveRecord("layout", "activations", "heuristic",
+    records.append(SolveRecord("layout", "activations", SolveStatus.HEURISTIC,
                                sum(problem.buffers[i].size for i in placed), None,
                                time.perf_counter() - t0, len(placed)))
     groups = _groups(graph, problem, placed, task_tree, config.max_group_tensors)
@@ -371,7 +369,7 @@ def _roam_candidate(graph: Graph, order: Sequence[OpId], problem: Problem, task_
     compact = place_in_order(problem, sorted(range(len(problem)), key=lambda i: cur[i]), "first")
     assert compact is not None
     sol = compact if compact.height <= before else Solution.from_offsets(problem, cur)
-    records.append(SolveRecord("merge", "global", "heuristic", sol.height, None,
+    records.append(SolveRecord("merge", "global", SolveStatus.HEURISTIC, sol.height, None,
                                time.perf_counter() - t1, len(problem)))
     return sol, records
 
@@ -456,8 +454,6 @@ def _polish(problem: Problem, sol: Solution, lb: int, config: ArenaConfig, deadl
     minimising the height.  ``delta`` grows while a round fails, until the band holds
     ``max_group_tensors`` buffers or time runs out.
     """
-    from ortools.sat.python import cp_model
-
     bs = problem.buffers
     offs = list(sol.offsets)
     records: list[SolveRecord] = []
@@ -480,7 +476,7 @@ def _polish(problem: Problem, sol: Solution, lb: int, config: ArenaConfig, deadl
             time_limit_s=min(config.task_time_limit_s, max(0.05, deadline - time.monotonic())),
             num_workers=config.num_workers, random_seed=config.seed, deterministic=False)
         out = cpsat.solve_with_stop(solver, gm.model, target=lb, cancel=cancel_flag)
-        ok = out.status in ("optimal", "feasible")
+        ok = out.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
         records.append(SolveRecord("merge", f"polish@{band}", out.status,
                                    int(out.objective) if ok else None,
                                    None if out.best_bound is None else int(out.best_bound),
@@ -488,9 +484,8 @@ def _polish(problem: Problem, sol: Solution, lb: int, config: ArenaConfig, deadl
         if ok:
             for i, v in zip(free, gm.offsets):
                 offs[i] = int(solver.value(v))
-        elif out.status == "infeasible" or out.status == "unknown":
+        elif out.status in (SolveStatus.INFEASIBLE, SolveStatus.UNKNOWN):
             band *= 2
-    del cp_model
     return Solution.from_offsets(problem, offs), records
 
 
@@ -530,7 +525,7 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
     t = time.perf_counter()
     g = greedy_by_size(problem)
     candidates["greedy:size:best"] = g
-    records.append(SolveRecord("layout", "greedy", "heuristic", g.height * a, lb * a,
+    records.append(SolveRecord("layout", "greedy", SolveStatus.HEURISTIC, g.height * a, lb * a,
                                time.perf_counter() - t, len(problem)))
     if g.height > lb and config.use_cpsat and len(problem):
         budget = deadline if not config.use_dsa else t0 + 0.35 * config.time_limit_s
@@ -553,7 +548,7 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
             flipped = _flip_compact(problem, cand, deadline)
             if flipped.height < cand.height:
                 candidates[f"{name}+flip"] = flipped
-        records.append(SolveRecord("merge", "flip", "heuristic",
+        records.append(SolveRecord("merge", "flip", SolveStatus.HEURISTIC,
                                    min(c.height for c in candidates.values()) * a, lb * a,
                                    time.perf_counter() - t, len(problem)))
     method = min(candidates, key=lambda k: (candidates[k].height, k != "roam"))
@@ -575,7 +570,7 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
                 method = f"{name}+shake"
                 sol = shaken
         candidates.setdefault(method, sol)
-        records.append(SolveRecord("merge", "shake", "heuristic", sol.height * a, lb * a,
+        records.append(SolveRecord("merge", "shake", SolveStatus.HEURISTIC, sol.height * a, lb * a,
                                    time.perf_counter() - t, len(problem)))
     if sol.height > lb and config.use_cpsat and len(problem):
         polished, recs = _polish(problem, sol, lb, config, deadline, cancel)

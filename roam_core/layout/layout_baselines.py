@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from roam_core.base.errors import ConfigError
 from roam_core.layout.dsa_heuristics import greedy_by_size
 from roam_core.model.dsa import Problem, Solution
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, TensorId, round_size
@@ -248,7 +249,7 @@ def baseline_layout(graph: Graph, order: Sequence[OpId], method: str, *,
     1024
     """
     if method not in LAYOUT_METHODS:
-        raise KeyError(f"unknown layout method {method!r}; known: {sorted(LAYOUT_METHODS)}")
+        raise ConfigError(f"unknown layout method {method!r}; known: {sorted(LAYOUT_METHODS)}")
     from roam_core.model.dsa import Buffer
 
     t0 = time.perf_counter()

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from roam_core.model.dag_view import CompactGraph, compact
-from roam_core.model.graph import Graph, OpId, Phase, TensorId, TensorKind
+from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, TensorId, TensorKind
 from roam_core.model.reach import Reachability, iter_bits, reachability
 
 __all__ = ["UpdateGroup", "block_order", "block_profile", "update_groups"]
@@ -63,7 +63,8 @@ class UpdateGroup:
         from outside).
     peak_extra_bytes : int
         Peak of the group run as one block (state creation sunk): its own storages plus the
-        planned storages it reads, while they are live in the block (512 B rounding).
+        planned storages it reads, while they are live in the block (sizes rounded up to
+        ``alignment_bytes``).
     """
 
     param: TensorId
@@ -89,13 +90,16 @@ class _UnionFind:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
-def update_groups(graph: Graph) -> tuple[UpdateGroup, ...]:
+def update_groups(graph: Graph, *,
+                  alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> tuple[UpdateGroup, ...]:
     """The per-parameter update groups of ``graph``, in program order of their first op.
 
     Parameters
     ----------
     graph : Graph
         A training-step graph (ops tagged ``Phase.OPTIMIZER`` by the tracer).
+    alignment_bytes : int
+        Rounding of the storage sizes in ``peak_extra_bytes``.
 
     Returns
     -------
@@ -172,7 +176,7 @@ def update_groups(graph: Graph) -> tuple[UpdateGroup, ...]:
         if ops_c is None:
             _logger.info("update group of %s is not convex; left ungrouped", anchor)
             continue
-        groups.append(_describe(graph, anchor, ops_c))
+        groups.append(_describe(graph, anchor, ops_c, alignment_bytes))
     groups.sort(key=lambda g: index[g.op_ids[0]])
     return tuple(groups)
 
@@ -306,8 +310,9 @@ def block_profile(
     return np.cumsum(internal[:L]), freed, long, ext_list
 
 
-def _describe(graph: Graph, anchor: TensorId, ops: list[int]) -> UpdateGroup:
-    cg = compact(graph)
+def _describe(graph: Graph, anchor: TensorId, ops: list[int],
+              alignment_bytes: int) -> UpdateGroup:
+    cg = compact(graph, alignment_bytes)
     in_group = set(ops)
     state_init = []
     grad: tuple[int, int, TensorId] | None = None

@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from roam_core.base.errors import ConfigError
 from roam_core.model.graph import EdgeReason, Graph
 from roam_core.model.samples import tiny_train_step
 from roam_core.oracle.simulate import simulate
@@ -56,7 +57,7 @@ def test_tiny_train_step_pins_loose_view() -> None:
 
 
 def test_unknown_policy_is_rejected() -> None:
-    with pytest.raises(ValueError, match="unknown update policy"):
+    with pytest.raises(ConfigError, match="unknown update policy"):
         place_weight_updates(tiny_train_step(), policy="sometimes")
 
 
