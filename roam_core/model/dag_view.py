@@ -220,12 +220,21 @@ class ListState:
             if self.indeg[s] == 0:
                 self.ready[s] = True
                 self.newly_ready.append(s)
-        r = self.ready_idx
-        r = np.delete(r, int(np.searchsorted(r, v)))
-        if self.newly_ready:
-            new = np.array(sorted(self.newly_ready), dtype=np.int64)
-            r = np.insert(r, np.searchsorted(r, new), new)
-        self.ready_idx = r
+        r = self.ready_idx  # plain slicing and concatenation: np.delete/np.insert cost more
+        i = int(r.searchsorted(v))
+        new = self.newly_ready
+        if not new:
+            self.ready_idx = np.concatenate((r[:i], r[i + 1:]))
+        elif len(new) == 1:
+            j = int(r.searchsorted(new[0]))
+            if j <= i:
+                self.ready_idx = np.concatenate((r[:j], new, r[j:i], r[i + 1:]))
+            else:
+                self.ready_idx = np.concatenate((r[:i], r[i + 1:j], new, r[j:]))
+        else:
+            rest = np.concatenate((r[:i], r[i + 1:], new))
+            rest.sort()
+            self.ready_idx = rest
         for s in cg.uses[v]:
             self.remaining[s] -= 1
             if self.remaining[s] == 1 and not cg.is_output[s]:

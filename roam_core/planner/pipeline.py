@@ -349,10 +349,11 @@ def make_plan(
     # 4. order each sub-task
     lts = lifetimes(g2, base)
     floor = max(0, lower - base_prof.resident_bytes)
+    base_pos = {op: i for i, op in enumerate(base)}
     problems = [
         build_order_problem(g2, base, st.op_ids, task_id=st.id, config=config.order,
                             floor_bytes=floor, alignment_bytes=a, base_lifetimes=lts,
-                            base_live_bytes=base_prof.live_bytes)
+                            base_live_bytes=base_prof.live_bytes, base_positions=base_pos)
         for st in tree.walk() if st.op_ids
     ]
     hint_peak = {p.task_id: max((max(base_prof.live_bytes[r.start:r.start + len(r.ops)])
