@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from roam_core.layout.arena import greedy_arena
 from roam_core.model.graph import (
     Alias,
@@ -132,3 +135,80 @@ def tied_branches() -> Graph:
         [t("s", 8, "a"), t("big2", 600, "b2"), t("small2", 500, "c2"),
          t("big1", 1000, "b1"), t("small1", 10, "c1"), t("out", 8, "d")],
         outputs=[TensorId("out")], name="tied_branches")
+
+
+def random_valid_order(graph: Graph, seed: int) -> list[str]:
+    """A uniformly drawn ready op at every step (a random valid order, seeded)."""
+    import random
+
+    rnd = random.Random(seed)
+    preds = {op: set(graph.predecessors(op)) for op in graph.op_ids}
+    done: list[str] = []
+    left = set(graph.op_ids)
+    while left:
+        pick = rnd.choice(sorted(op for op in left if preds[op] <= set(done)))
+        done.append(pick)
+        left.discard(pick)
+    return done
+
+
+#: The repository root (tests/ lies directly below it).
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _shared_roots() -> list[Path]:
+    """Where the shared data folder may be: ``$ROAM_SHARED_DIR``, ``<repo>/../shared`` and,
+    in a git worktree, ``<main checkout>/../shared``."""
+    roots = [Path(os.environ["ROAM_SHARED_DIR"])] if os.environ.get("ROAM_SHARED_DIR") else []
+    roots += [REPO / "shared", REPO.parent / "shared"]
+    dot_git = REPO / ".git"
+    if dot_git.is_file():  # a worktree: "gitdir: <main>/.git/worktrees/<name>"
+        text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+        if text.startswith("gitdir:"):
+            main = Path(text.partition(":")[2].strip()).resolve().parents[2]
+            roots.append(main.parent / "shared")
+    return roots
+
+
+def shared_data_dir(relative: str) -> Path | None:
+    """``<shared>/<relative>`` for the first shared root that has it, else ``None``."""
+    for root in _shared_roots():
+        if (root / relative).is_dir():
+            return root / relative
+    return None
+
+
+def wide_branches(k: int, parts: int = 2, seed: int = 0) -> Graph:
+    """``parts`` fan-outs in a row, each ``k`` two-op branches of random sizes joined again.
+
+    With ``node_limit = 2k + 2`` each fan-out is one sub-task whose CP-SAT proof takes long
+    (k = 45: ~16 s per sub-task on one core), so a cancel lands in running solves.
+    """
+    import random
+
+    rnd = random.Random(seed)
+    f = Phase.FORWARD
+    ops: list[Op] = []
+    tensors: list[Tensor] = []
+
+    def t(tid: str, size: int) -> None:
+        tensors.append(Tensor(TensorId(tid), size, "float32", (max(1, size // 4),),
+                              K.ACTIVATION, OpId(tid)))
+
+    prev: str | None = None
+    for part in range(parts):
+        src = f"s{part}"
+        ops.append(Op(OpId(src), "src", f, (prev,) if prev else (), (src,)))
+        t(src, 512)
+        ends = []
+        for b in range(k):
+            a, c = f"a{part}_{b}", f"c{part}_{b}"
+            ops += [Op(OpId(a), "big", f, (src,), (a,)), Op(OpId(c), "small", f, (a,), (c,))]
+            t(a, 512 * rnd.randint(1, 40))
+            t(c, 512 * rnd.randint(1, 40))
+            ends.append(c)
+        prev = f"j{part}"
+        ops.append(Op(OpId(prev), "join", f, tuple(ends), (prev,)))
+        t(prev, 512)
+    assert prev is not None
+    return Graph.build(ops, tensors, outputs=[TensorId(prev)], name=f"wide_branches_{k}x{parts}")

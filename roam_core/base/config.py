@@ -1,10 +1,10 @@
 """Planner knobs: frozen dataclasses with defaults and one comment per field.
 
 Every setting the ROAM planner reads lives here (minimalloc ``SolverParams`` style), so a plan
-can record exactly what produced it (:meth:`PlannerConfig.to_dict`).  An impossible setting
+can record exactly what produced it (:meth:`PlannerConfig.to_dict`), the arena layout's
+settings (:class:`ArenaConfig`, ``PlannerConfig.arena``) included.  An impossible setting
 (a negative time limit, no workers, an unknown update policy) raises
-:class:`~roam_core.base.errors.ConfigError` when the config is made.  Layout (arena) settings
-belong to :mod:`roam_core.layout.arena`.
+:class:`~roam_core.base.errors.ConfigError` when the config is made.
 
 Examples
 --------
@@ -27,7 +27,7 @@ from typing import Any
 
 from roam_core.base.errors import ConfigError
 
-__all__ = ["UPDATE_POLICIES", "OrderSolverConfig", "PlannerConfig"]
+__all__ = ["UPDATE_POLICIES", "ArenaConfig", "OrderSolverConfig", "PlannerConfig"]
 
 #: Weight-update placement policies understood by :mod:`roam_core.ordering.rewrites`.
 UPDATE_POLICIES = ("cost_aware", "asap", "none")
@@ -79,6 +79,62 @@ class OrderSolverConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class ArenaConfig:
+    """Settings of the arena layout (:func:`roam_core.layout.arena.plan_arena`).
+
+    Inside a :class:`PlannerConfig` (its ``arena`` field), ``alignment_bytes``, ``time_limit_s``
+    and ``seed`` always follow the planner's ``alignment_bytes``, ``layout_time_limit_s`` and
+    ``order.random_seed`` (set those there; the planner also caps the layout budget by what
+    ``PlannerConfig.time_limit_s`` leaves).
+
+    Parameters
+    ----------
+    alignment_bytes : int
+        Offset and size granularity (512 like CUDA's caching allocator).
+    time_limit_s : float
+        Budget of the whole layout (portfolio and sub-task models together).
+    task_time_limit_s : float
+        CP-SAT limit per sub-task group.
+    use_cpsat : bool
+        Run the activation-stack + CP-SAT candidate (steps 1-3).
+    max_group_tensors : int
+        Groups larger than this are cut into chronological chunks for CP-SAT.
+    use_dsa : bool
+        Run the DSA portfolio candidate (step 4).
+    dsa_exact : bool
+        Let the DSA candidate run its canonical search (else greedy orders only).
+    flip_compact : bool
+        Mirror-and-compact every candidate (step 5, cheap) before the polish.
+    shake_rounds : int
+        Rounds of randomised flip-compaction on the winner (step 5; 0 = off).
+    num_workers : int
+        CP-SAT workers.
+    seed : int
+        CP-SAT random seed.
+    """
+
+    alignment_bytes: int = 512
+    time_limit_s: float = 60.0
+    task_time_limit_s: float = 5.0
+    use_cpsat: bool = True
+    max_group_tensors: int = 150
+    use_dsa: bool = True
+    dsa_exact: bool = True
+    flip_compact: bool = True
+    shake_rounds: int = 60
+    num_workers: int = 1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _at_least("arena.alignment_bytes", self.alignment_bytes, 1)
+        _at_least("arena.time_limit_s", self.time_limit_s, 0.0)
+        _at_least("arena.task_time_limit_s", self.task_time_limit_s, 0.0)
+        _at_least("arena.max_group_tensors", self.max_group_tensors, 1)
+        _at_least("arena.shake_rounds", self.shake_rounds, 0)
+        _at_least("arena.num_workers", self.num_workers, 1)
+
+
+@dataclass(frozen=True, slots=True)
 class PlannerConfig:
     """Settings of :func:`roam_core.planner.make_plan`."""
 
@@ -107,6 +163,8 @@ class PlannerConfig:
     solve_layout: bool = True
     # Budget of the layout stage, seconds.
     layout_time_limit_s: float = 20.0
+    # Arena layout settings (alignment, budget and seed follow the fields above).
+    arena: ArenaConfig = field(default_factory=ArenaConfig)
 
     def __post_init__(self) -> None:
         _at_least("node_limit", self.node_limit, 1)
@@ -127,6 +185,12 @@ class PlannerConfig:
         _at_least("alignment_bytes", self.alignment_bytes, 1)
         _at_least("polish_rounds", self.polish_rounds, 0)
         _at_least("layout_time_limit_s", self.layout_time_limit_s, 0.0)
+        if not isinstance(self.arena, ArenaConfig):
+            raise ConfigError(f"arena must be an ArenaConfig, not {type(self.arena).__name__}")
+        # one source for each: the arena follows the planner (also after ``replace``)
+        object.__setattr__(self, "arena", replace(
+            self.arena, alignment_bytes=self.alignment_bytes,
+            time_limit_s=self.layout_time_limit_s, seed=self.order.random_seed))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able settings (for ``Plan.settings``)."""
@@ -139,10 +203,10 @@ class PlannerConfig:
         """Inverse of :meth:`to_dict`; unknown keys are ignored."""
         known = {f.name for f in fields(cls)}
         kw = {k: v for k, v in data.items() if k in known}
-        if isinstance(kw.get("order"), Mapping):
-            okeys = {f.name for f in fields(OrderSolverConfig)}
-            kw["order"] = OrderSolverConfig(**{k: v for k, v in kw["order"].items()
-                                               if k in okeys})
+        for key, sub in (("order", OrderSolverConfig), ("arena", ArenaConfig)):
+            if isinstance(kw.get(key), Mapping):
+                skeys = {f.name for f in fields(sub)}
+                kw[key] = sub(**{k: v for k, v in kw[key].items() if k in skeys})
         if kw.get("baselines") is not None:
             kw["baselines"] = tuple(kw["baselines"])
         return cls(**kw)

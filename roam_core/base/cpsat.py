@@ -13,26 +13,22 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
 __all__ = [
-    "CancelFlag",
     "SolveOutcome",
-    "as_cancel_flag",
     "make_solver",
     "solve_with_stop",
     "status_name",
 ]
 
+from roam_core.base.cancel import CancelFlag
 from roam_core.base.status import SolveStatus
 
 _logger = logging.getLogger(__name__)
 
-#: Something that says "stop now": an Event-like object or a zero-argument callable.
-CancelFlag = Callable[[], bool]
 
 _STATUS = {
     cp_model.OPTIMAL: SolveStatus.OPTIMAL,
@@ -167,13 +163,3 @@ def solve_with_stop(
     )
 
 
-def as_cancel_flag(cancel: object) -> CancelFlag | None:
-    """Normalise an ``Event`` / callable / ``None`` into a zero-argument callable."""
-    if cancel is None:
-        return None
-    is_set = getattr(cancel, "is_set", None)
-    if callable(is_set):
-        return is_set  # type: ignore[no-any-return]
-    if callable(cancel):
-        return cancel  # type: ignore[return-value]
-    raise TypeError(f"cancel must be an Event or a callable, not {type(cancel).__name__}")

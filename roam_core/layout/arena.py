@@ -47,12 +47,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from roam_core.base import cpsat
+from roam_core.base.cancel import as_cancel_flag, is_cancelled
+from roam_core.base.config import ArenaConfig
 from roam_core.base.status import SolveStatus
 from roam_core.layout.dsa_heuristics import buffer_arrays, greedy_by_size, place_in_order
 from roam_core.layout.dsa_solver import solve_dsa
@@ -61,52 +63,10 @@ from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, T
 from roam_core.model.plan import SolveRecord
 from roam_core.oracle.simulate import Lifetime, lifetimes
 
-__all__ = ["ArenaConfig", "ArenaLayout", "greedy_arena", "layout_problem", "plan_arena"]
+__all__ = ["ArenaConfig", "ArenaLayout", "arena_layout", "greedy_arena", "layout_problem",
+           "plan_arena"]
 
 _logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ArenaConfig:
-    """Layout settings.
-
-    Parameters
-    ----------
-    alignment_bytes : int
-        Offset and size granularity (512 like CUDA's caching allocator).
-    time_limit_s : float
-        Budget of the whole layout (portfolio and sub-task models together).
-    task_time_limit_s : float
-        CP-SAT limit per sub-task group.
-    use_cpsat : bool
-        Run the activation-stack + CP-SAT candidate (steps 1-3).
-    max_group_tensors : int
-        Groups larger than this are cut into chronological chunks for CP-SAT.
-    use_dsa : bool
-        Run the DSA portfolio candidate (step 4).
-    dsa_exact : bool
-        Let the DSA candidate run its canonical search (else greedy orders only).
-    flip_compact : bool
-        Mirror-and-compact every candidate (step 5, cheap) before the polish.
-    shake_rounds : int
-        Rounds of randomised flip-compaction on the winner (step 5; 0 = off).
-    num_workers : int
-        CP-SAT workers.
-    seed : int
-        CP-SAT random seed.
-    """
-
-    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES
-    time_limit_s: float = 60.0
-    task_time_limit_s: float = 5.0
-    use_cpsat: bool = True
-    max_group_tensors: int = 150
-    use_dsa: bool = True
-    dsa_exact: bool = True
-    flip_compact: bool = True
-    shake_rounds: int = 60
-    num_workers: int = 1
-    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -152,8 +112,22 @@ def layout_problem(graph: Graph, order: Sequence[OpId], alignment_bytes: int,
     return Problem(tuple(bufs))
 
 
-def _finish(graph: Graph, problem: Problem, units: Sequence[int], a: int,
-            provenance: Sequence[SolveRecord], stats: dict[str, Any]) -> ArenaLayout:
+def arena_layout(graph: Graph, problem: Problem, units: Sequence[int], alignment_bytes: int,
+                 provenance: Sequence[SolveRecord] = (),
+                 stats: Mapping[str, Any] | None = None) -> ArenaLayout:
+    """The arena of a solved :func:`layout_problem`: resident storages stacked at the bottom
+    (graph order), each buffer at ``resident + offset * alignment_bytes``, zero-byte storages
+    at 0.
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import chain3
+    >>> g = chain3()
+    >>> p = layout_problem(g, g.op_ids, 512)
+    >>> arena_layout(g, p, [0, 1, 0], 512).offsets
+    {'a': 0, 'b': 512, 'c': 0}
+    """
+    a = alignment_bytes
     offsets: dict[TensorId, int] = {}
     base = 0
     for t in graph.tensors.values():
@@ -167,7 +141,7 @@ def _finish(graph: Graph, problem: Problem, units: Sequence[int], a: int,
         offsets.setdefault(t.id, 0)  # zero-byte planned storages
     height = max((offsets[t.id] + round_size(t.size_bytes, a) for t in graph.tensors.values()
                   if round_size(t.size_bytes, a)), default=0)
-    return ArenaLayout(offsets, height, a, resident, tuple(provenance), stats)
+    return ArenaLayout(offsets, height, a, resident, tuple(provenance), dict(stats or {}))
 
 
 def greedy_arena(graph: Graph, order: Sequence[OpId], *,
@@ -185,7 +159,7 @@ def greedy_arena(graph: Graph, order: Sequence[OpId], *,
     sol = greedy_by_size(problem)
     rec = SolveRecord("layout", "global", SolveStatus.HEURISTIC, sol.height * alignment_bytes, None,
                       time.perf_counter() - t0, len(problem))
-    return _finish(graph, problem, sol.offsets, alignment_bytes, [rec],
+    return arena_layout(graph, problem, sol.offsets, alignment_bytes, [rec],
                    {"method": "greedy:size:best"})
 
 
@@ -290,7 +264,7 @@ def _solve_group(problem: Problem, group: Sequence[int], fixed: dict[int, int],
     solver = cpsat.make_solver(time_limit_s=time_limit_s, num_workers=config.num_workers,
                                 random_seed=config.seed, deterministic=False)
     out = cpsat.solve_with_stop(solver, gm.model, target=floor,
-                                 cancel=cpsat.as_cancel_flag(cancel))
+                                 cancel=as_cancel_flag(cancel))
     if out.objective is None or out.objective > height:
         return hint, SolveRecord("layout", task_id, "hint", height, None,
                                  time.perf_counter() - t0, len(group))
@@ -344,7 +318,7 @@ def _roam_candidate(graph: Graph, order: Sequence[OpId], problem: Problem, task_
     for k, (gid, members) in enumerate(groups):
         left = deadline - time.monotonic()
         share = min(config.task_time_limit_s, left / max(1, len(groups) - k))
-        if cpsat.as_cancel_flag(cancel) and cpsat.as_cancel_flag(cancel)():  # type: ignore[misc]
+        if is_cancelled(cancel):
             share = 0.0
         g_lo = min(int(lower[i]) for i in members)
         g_hi = max(int(upper[i]) for i in members)
@@ -457,7 +431,7 @@ def _polish(problem: Problem, sol: Solution, lb: int, config: ArenaConfig, deadl
     bs = problem.buffers
     offs = list(sol.offsets)
     records: list[SolveRecord] = []
-    cancel_flag = cpsat.as_cancel_flag(cancel)
+    cancel_flag = as_cancel_flag(cancel)
     tops = sorted({o + b.size for o, b in zip(offs, bs)}, reverse=True)
     band = 1
     while time.monotonic() < deadline - 0.2 and not (cancel_flag and cancel_flag()):
@@ -491,7 +465,8 @@ def _polish(problem: Problem, sol: Solution, lb: int, config: ArenaConfig, deadl
 
 # ------------------------------------------------------------------- driver
 def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
-               config: ArenaConfig = ArenaConfig(), cancel: Any = None) -> ArenaLayout:
+               config: ArenaConfig = ArenaConfig(),  # noqa: B008 - frozen
+               cancel: Any = None) -> ArenaLayout:
     """Lay out every storage of ``graph`` for ``order`` in one arena.
 
     Parameters
@@ -592,8 +567,9 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
         "candidates": {k: resident + v.height * a for k, v in candidates.items()},
         "wall_time_s": time.monotonic() - t0,
     }
-    lay = _finish(graph, problem, sol.offsets, a, records, stats)
-    stats["fragmentation"] = lay.arena_bytes / peak - 1 if peak else 0.0
+    lay = arena_layout(graph, problem, sol.offsets, a, records, stats)
+    lay = replace(lay, stats={**lay.stats,
+                              "fragmentation": lay.arena_bytes / peak - 1 if peak else 0.0})
     _logger.info("arena %s: %d bytes (peak %d, %s)", graph.name, lay.arena_bytes, peak, method)
     return lay
 

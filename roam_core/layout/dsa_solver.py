@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from roam_core.base.cancel import is_cancelled
 from roam_core.base.errors import InfeasibleError
 from roam_core.base.status import SolveStatus
 from roam_core.layout.dsa_heuristics import buffer_arrays, portfolio, section_totals
@@ -127,14 +128,6 @@ class _NodeLimit(Exception):
 
 class _Stop(Exception):
     pass
-
-
-def _is_cancelled(cancel: Any) -> bool:
-    if cancel is None:
-        return False
-    if hasattr(cancel, "is_set"):
-        return bool(cancel.is_set())
-    return bool(cancel())
 
 
 class _Search:
@@ -274,7 +267,7 @@ class _Search:
         if self.nodes > self.node_limit:
             raise _NodeLimit
         if (self.nodes & 63) == 0 and (time.monotonic() > self.deadline
-                                        or _is_cancelled(self.cancel)):
+                                        or is_cancelled(self.cancel)):
             raise _Stop
         un = part[~self.placed[part]]
         if len(un) == 0:
@@ -527,7 +520,7 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
             return done(sol, _OPT if sol.height == lb else _FEAS, meth, lb)
         if proven:
             raise InfeasibleError(f"no layout fits capacity {cap} (search exhausted)")
-        return done(None, SolveStatus.CANCELLED if _is_cancelled(cancel) else SolveStatus.TIMEOUT,
+        return done(None, SolveStatus.CANCELLED if is_cancelled(cancel) else SolveStatus.TIMEOUT,
                     meth, lb)
 
     # minimise: bisect between the proven bound and the best layout
@@ -537,7 +530,7 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     first = True
     while lo < hi and do_search:
         left = deadline - time.monotonic()
-        if left <= 0.05 or _is_cancelled(cancel):
+        if left <= 0.05 or is_cancelled(cancel):
             break
         if soft_lo >= hi:  # bisection exhausted by time-outs: descend from the best instead
             target = hi - max(1, (hi - lo) // 16)
@@ -558,6 +551,6 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
         else:
             soft_lo = target + 1
     status = _OPT if best.height <= lo else _FEAS
-    if status != _OPT and _is_cancelled(cancel):
+    if status != _OPT and is_cancelled(cancel):
         status = SolveStatus.CANCELLED
     return done(best, status, method, min(lo, best.height))

@@ -16,6 +16,7 @@ from roam_core.oracle.attribution import (
     bytes_live_at_step_by_module,
     depth_bytes,
     in_module,
+    module_bytes_per_step,
     subtree_bytes,
     tensor_module,
 )
@@ -115,6 +116,11 @@ def test_module_bytes_add_up_to_the_peak_for_any_order(data) -> None:
         other = data.draw(st.integers(0, len(order) - 1))
         at = bytes_live_at_step_by_module(g, order, other)
         assert at.total_bytes == prof.total_bytes()[other]
+    # per-step curves of the top-level modules add up to the total curve
+    curves = [module_bytes_per_step(g, order, m) for m in ("", "a", "c")]
+    assert [sum(c) for c in zip(*curves, strict=True)] == list(prof.total_bytes())
+    assert all(x >= y for x, y in zip(curves[1], module_bytes_per_step(g, order, "a.b"),
+                                      strict=True))
 
 
 def test_graph_without_modules_is_all_top_level() -> None:
@@ -143,3 +149,19 @@ def test_info_json_reports_bytes_at_peak_by_module(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert "by top-level module" in out
     assert "(top level)" in out
+
+
+def test_repeated_blocks_of_zoo_samples() -> None:
+    from pathlib import Path
+
+    from roam_core.formats.graph_io import load_graph
+    from roam_core.oracle.attribution import repeated_blocks
+
+    root = Path(__file__).resolve().parents[2] / "sample_graphs"
+    gpt = load_graph(root / "gpt2-b1-t128-steady.json.gz")
+    assert repeated_blocks(gpt) == tuple(f"h.{i}" for i in range(12))
+    vit = repeated_blocks(load_graph(root / "vit_b_16-b1-roam.json.gz"))
+    assert len(vit) == 12
+    assert vit[0].endswith(".0")
+    assert vit[-1].endswith(".11")
+    assert repeated_blocks(_named_step()) == ()
