@@ -186,7 +186,10 @@ def _markdown(res: dict[str, Any]) -> str:
     for r in rows:
         b = (r.get("before") or {}).get("stage_cpu_s", {})
         a = (r.get("after") or {}).get("stage_cpu_s", {})
-        cells = [f"{b.get(k, float('nan')):.2f} -> {a.get(k, float('nan')):.2f}" for k in keys]
+        def cell(d: dict[str, float], k: str) -> str:
+            return f"{d[k]:.2f}" if k in d else "-"
+
+        cells = [f"{cell(b, k)} -> {cell(a, k)}" for k in keys]
         lines.append(f"| {r['layers']} | " + " | ".join(cells) + " |")
     sb, sa = res.get("growth_before"), res.get("growth_after")
     lines += ["", "Growth exponent (least-squares slope of log plan CPU s against log ops over "
