@@ -117,6 +117,21 @@ def test_cli_plan_on_a_dask_scheduler(tmp_path, capsys, cluster, reference) -> N
     assert len(load_plan(str(out)).order) == len(reference.order)
 
 
+@pytest.mark.slow
+def test_cli_bench_roam_rows_on_a_dask_scheduler(tmp_path, cluster) -> None:  # type: ignore[no-untyped-def]
+    from roam_core.bench import read_csv
+    from roam_core.cli import main
+
+    host_port = cluster.scheduler_address.removeprefix("tcp://")
+    rc = main(["bench", "--graphs", "sample_graphs/mlp-b8-steady.json.gz", "--methods",
+               "lpmf,roam", "--layout", "none", "--executor", f"dask://{host_port}",
+               "--out", str(tmp_path), "--name", "b"])
+    assert rc == 0
+    rows = {r["method"]: r for r in read_csv(str(tmp_path / "b.csv"))}
+    assert rows["roam"]["status"] in ("ok", "partial")
+    assert int(rows["roam"]["peak_bytes"]) <= int(rows["lpmf"]["peak_bytes"])
+
+
 def test_unreachable_scheduler_is_a_config_error() -> None:
     import socket
 
