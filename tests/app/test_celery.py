@@ -147,7 +147,7 @@ def _plan_callback_body(dash_app: Any, graph_key: str) -> dict[str, Any]:
     values = {f"{ids.PLAN_BTN}.n_clicks": 1, f"{ids.GRAPH_KEY}.data": {"key": graph_key},
               f"{ids.METHOD}.value": "roam", f"{ids.TIME_LIMIT}.value": 1.0,
               f"{ids.NODE_LIMIT}.value": 30, f"{ids.WORKERS}.value": 2,
-              f"{ids.ALIGNMENT}.value": 512}
+              f"{ids.ALIGNMENT}.value": 512, f"{ids.SESSION}.data": "celery-test"}
 
     def dep(d: dict[str, Any]) -> dict[str, Any]:
         return {**d, "value": values[f"{d['id']}.{d['property']}"]}
