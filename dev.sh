@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Set-up and entry points for roam on a fresh machine (Python 3.11 is all it needs).
 #   ./dev.sh app    install everything, then start the app on a planned sample graph
-#   ./dev.sh test   install everything (+ Debian chromium for browser tests), run the test suite
+#   ./dev.sh test   install everything (+ Debian chromium for browser tests, redis-server for the
+#                   Celery test), run the test suite
 # The install is skipped when the venv is up to date: after a successful install the hash of
 # pyproject.toml (and this checkout's path) is stored in $VENV/.roam-installed; ROAM_REINSTALL=1
 # forces a fresh install.
@@ -33,13 +34,23 @@ install() {
   stamp > "$STAMP"
 }
 
+apt_install() {
+  if [ "$(id -u)" = 0 ]; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
+  else
+    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@"
+  fi
+}
+
 install_chromium() {
   if command -v chromium >/dev/null 2>&1; then return; fi
-  if [ "$(id -u)" = 0 ]; then
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver
-  else
-    sudo apt-get update -qq && sudo DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver
-  fi
+  apt_install chromium chromium-driver
+}
+
+# the Celery + Redis test (tests/app/test_celery.py) starts its own redis-server
+install_redis() {
+  if command -v redis-server >/dev/null 2>&1; then return; fi
+  apt_install redis-server
 }
 
 case "${1:-}" in
@@ -51,6 +62,7 @@ case "${1:-}" in
   test)
     install
     install_chromium
+    install_redis
     shift
     "$VENV/bin/ruff" check roam_core app tests scripts benchmarks
     set +e

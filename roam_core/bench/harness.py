@@ -22,6 +22,7 @@ include the resident bytes (parameters, buffers, inputs).
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import csv
 import glob
 import gzip
@@ -231,10 +232,10 @@ def _order_arena(graph: Graph, order: Order, layout: str = "best") -> tuple[int 
 
 
 # ------------------------------------------------------------------ methods
-def _run_planner(graph: Graph, method: str, time_limit_s: float | None) -> tuple[Order, int,
-                                                                                  int | None, str,
-                                                                                  str]:
-    plan = make_plan(graph, PlannerConfig(time_limit_s=time_limit_s), method=method)
+def _run_planner(graph: Graph, method: str, time_limit_s: float | None,
+                 executor: cf.Executor | None = None) -> tuple[Order, int, int | None, str, str]:
+    plan = make_plan(graph, PlannerConfig(time_limit_s=time_limit_s), method=method,
+                     executor=executor)
     unfinished = (SolveStatus.TIMEOUT, SolveStatus.UNKNOWN, SolveStatus.CANCELLED)
     status = "partial" if any(r.status in unfinished for r in plan.provenance) else "ok"
     note = "; ".join(plan.notes)
@@ -250,6 +251,7 @@ def bench_graph(
     layout: str = "best",
     progress: Callable[[str], None] | None = None,
     baseline: GraphBaseline | None = None,
+    executor: cf.Executor | None = None,
 ) -> list[BenchRow]:
     """Run ``methods`` on one graph; per-method failures become ``failed`` rows.
 
@@ -270,6 +272,8 @@ def bench_graph(
         Called with one line per finished method.
     baseline : GraphBaseline, optional
         Precomputed reference figures.
+    executor : concurrent.futures.Executor, optional
+        Where the planner rows solve their sub-tasks (default: the planner's own pool).
 
     Returns
     -------
@@ -342,7 +346,8 @@ def bench_graph(
                           note(f"bound {r.best_bound_bytes / MIB:.1f} MiB",
                                how and f"layout {how}")))
             else:
-                order, peak, arena, status, note = _run_planner(graph, method, time_limit_s)
+                order, peak, arena, status, note = _run_planner(graph, method, time_limit_s,
+                                                                executor)
                 seconds = time.perf_counter() - t0
                 emit(_row(graph, base, method, peak, arena, seconds, status, note))
         except Exception as e:  # the harness isolates every method's failure (logged)
@@ -361,8 +366,11 @@ def run_bench(
     layout: str = "best",
     progress: Callable[[str], None] | None = None,
     on_rows: Callable[[list[BenchRow]], None] | None = None,
+    executor: cf.Executor | None = None,
 ) -> list[BenchRow]:
     """Benchmark every case; ``on_rows`` sees the rows so far after each graph.
+
+    ``executor`` is handed to every planner row (:func:`bench_graph`).
 
     A case whose graph cannot be loaded is reported through ``progress`` and skipped.
     """
@@ -382,7 +390,7 @@ def run_bench(
         base = graph_baseline(graph)
         rows += bench_graph(graph, methods, time_limit_s=time_limit_s,
                             monolithic_max_ops=monolithic_max_ops, layout=layout,
-                            progress=progress, baseline=base)
+                            progress=progress, baseline=base, executor=executor)
         if on_rows is not None:
             on_rows(rows)
     return rows

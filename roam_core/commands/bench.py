@@ -23,6 +23,8 @@ import os
 import sys
 import time
 
+from roam_core.base.executors import EXECUTOR_HELP
+
 __all__ = ["register"]
 
 _QUICK_MODELS = (("mlp", 2), ("tiny_gpt", 2))
@@ -58,6 +60,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="at most this many graphs of the suite")
     p.add_argument("--out", default=os.path.join("benchmarks", "results"),
                    help="output folder (default benchmarks/results)")
+    p.add_argument("--executor", default="local", metavar="SPEC",
+                   help=EXECUTOR_HELP + "; used by the roam rows' sub-task solves")
     p.add_argument("--name", default=None,
                    help="file stem (default ordering_<suite>_<setting>)")
     p.set_defaults(func=_run)
@@ -108,6 +112,7 @@ def _cases(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
 
 def _run(args: argparse.Namespace) -> int:
     from roam_core.base.errors import ConfigError
+    from roam_core.base.executors import open_executor, parse_executor
     from roam_core.bench import DEFAULT_BENCH_METHODS, run_bench, write_csv, write_markdown
     from roam_core.ordering.registry import ORDER_METHODS
 
@@ -119,6 +124,7 @@ def _run(args: argparse.Namespace) -> int:
     if unknown:
         raise ConfigError(f"unknown method(s) {', '.join(unknown)}; known: "
                           f"{', '.join([*ORDER_METHODS, *sorted(extra)])}")
+    spec = parse_executor(args.executor)
     cases = _cases(args)
     stem = args.name or (f"ordering_{'files' if args.graphs else args.suite}_{args.setting}")
     csv_path = os.path.join(args.out, stem + ".csv")
@@ -130,9 +136,10 @@ def _run(args: argparse.Namespace) -> int:
         write_markdown(rows, md_path, title)
 
     _progress(f"{len(cases)} graph(s) x {len(methods)} method(s) -> {csv_path}")
-    rows = run_bench(cases, methods, time_limit_s=args.time_limit,
-                     monolithic_max_ops=args.monolithic_max_ops, layout=args.layout,
-                     progress=_progress, on_rows=save)
+    with open_executor(spec) as executor:
+        rows = run_bench(cases, methods, time_limit_s=args.time_limit,
+                         monolithic_max_ops=args.monolithic_max_ops, layout=args.layout,
+                         progress=_progress, on_rows=save, executor=executor)
     save(rows)
     failed = sum(r.status == "failed" for r in rows)
     print(f"{len(rows)} rows ({failed} failed) -> {csv_path}, {md_path}")

@@ -15,6 +15,7 @@ import sys
 import time
 from typing import Any
 
+from roam_core.base.executors import EXECUTOR_HELP
 from roam_core.commands import positive_float, positive_int
 
 __all__ = ["register", "summary_dict"]
@@ -51,6 +52,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="worker processes for sub-tasks (default: one per CPU; 1 = in-process)")
     p.add_argument("--node-limit", type=positive_int, default=None, metavar="K",
                    help="NL: most ops per sub-task (default 60)")
+    p.add_argument("--executor", default="local", metavar="SPEC", help=EXECUTOR_HELP)
     p.add_argument("--method", choices=methods, default="roam",
                    help="'roam' or a baseline ordering: " + ", ".join(methods))
     p.add_argument("--seed", type=int, default=0, help="CP-SAT random seed (default 0)")
@@ -126,11 +128,13 @@ def _run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from roam_core.base.config import PlannerConfig
+    from roam_core.base.executors import open_executor, parse_executor
     from roam_core.base.units import format_bytes
     from roam_core.formats.graph_io import load_graph
     from roam_core.formats.plan_io import save_plan
     from roam_core.planner import make_plan
 
+    spec = parse_executor(args.executor)  # a bad spec fails before the graph is read
     graph = load_graph(args.graph)
     cfg = PlannerConfig()
     if args.node_limit is not None:
@@ -142,7 +146,9 @@ def _run(args: argparse.Namespace) -> int:
     cfg = cfg.with_order(random_seed=args.seed)
     if args.time_limit is not None:
         cfg = cfg.with_order(time_limit_s=args.time_limit)
-    plan = make_plan(graph, cfg, method=args.method, progress=_Bar(not args.no_progress))
+    with open_executor(spec, cpsat_threads=cfg.order.num_search_workers) as executor:
+        plan = make_plan(graph, cfg, method=args.method, progress=_Bar(not args.no_progress),
+                         executor=executor)
     if args.setting_note:
         setting = str(graph.origin.get("setting", "unknown"))
         note = _SETTING_NOTES.get(setting, f"graph setting: {setting}")

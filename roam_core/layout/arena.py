@@ -50,11 +50,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
+
 from roam_core.base import cpsat
 from roam_core.base.cancel import as_cancel_flag, is_cancelled
 from roam_core.base.config import ArenaConfig
 from roam_core.base.status import SolveStatus
-from roam_core.layout.dsa_heuristics import greedy_by_size, place_in_order
+from roam_core.layout.dsa_heuristics import buffer_arrays, greedy_by_size, place_in_order
 from roam_core.layout.dsa_solver import solve_dsa
 from roam_core.model.dsa import Buffer, Problem, Solution
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, TensorId, round_size
@@ -195,14 +197,19 @@ class _GroupModel:
 
 
 def _build_group_model(problem: Problem, group: Sequence[int], fixed: Mapping[int, int],
-                       hint: Mapping[int, int], ub: int) -> _GroupModel:
+                       hint: Mapping[int, int], ub: int, floor: int | None = None,
+                       ) -> _GroupModel:
+    """``floor``: the top of every fixed buffer (default: computed from ``fixed``; a caller
+    that passes only the fixed buffers overlapping the group in time passes the floor of
+    all of them)."""
     from ortools.sat.python import cp_model
 
     bs = problem.buffers
     m = cp_model.CpModel()
     lo = min(bs[i].lower for i in group)
     hi = max(bs[i].upper for i in group)
-    floor = max((fixed[j] + bs[j].size for j in fixed), default=0)
+    if floor is None:
+        floor = max((fixed[j] + bs[j].size for j in fixed), default=0)
     height = m.new_int_var(floor, max(ub, floor), "height")
     xs, ys, offs = [], [], []
     for i in group:
@@ -225,29 +232,41 @@ def _build_group_model(problem: Problem, group: Sequence[int], fixed: Mapping[in
 
 def _solve_group(problem: Problem, group: Sequence[int], fixed: dict[int, int],
                  config: ArenaConfig, time_limit_s: float, cancel: Any,
-                 task_id: str) -> tuple[dict[int, int], SolveRecord]:
+                 task_id: str, floor: int | None = None,
+                 top: int | None = None) -> tuple[dict[int, int], SolveRecord]:
+    """Place ``group`` against the ``fixed`` buffers (greedy hint, then CP-SAT).
+
+    ``fixed`` may hold only the fixed buffers whose lifetimes overlap the group's time span
+    (the others cannot touch it); ``floor`` / ``top`` are then the highest top of *all* fixed
+    buffers (any size / non-zero size), so heights and bounds are those of the whole set.
+    """
     t0 = time.perf_counter()
+    bs = problem.buffers
+    if floor is None:
+        floor = max((fixed[j] + bs[j].size for j in fixed), default=0)
+    if top is None:
+        top = max((fixed[j] + bs[j].size for j in fixed if bs[j].size), default=0)
     # greedy hint: the group best-fit against the fixed boxes
     sub_ids = list(fixed) + list(group)
     sub = Problem(tuple(
-        Buffer(problem.buffers[i].id, problem.buffers[i].lower, problem.buffers[i].upper,
-               problem.buffers[i].size, 1, fixed.get(i)) for i in sub_ids))
+        Buffer(bs[i].id, bs[i].lower, bs[i].upper, bs[i].size, 1, fixed.get(i))
+        for i in sub_ids))
     nf = len(fixed)
     order = sorted(range(nf, len(sub_ids)), key=lambda k: -sub.buffers[k].size)
     greedy = place_in_order(sub, order, "best")
     assert greedy is not None
+    height = max(greedy.height, top)
     hint = {sub_ids[k]: greedy.offsets[k] for k in range(nf, len(sub_ids))}
     if time_limit_s <= 0.05:
-        return hint, SolveRecord("layout", task_id, SolveStatus.HEURISTIC, greedy.height, None,
+        return hint, SolveRecord("layout", task_id, SolveStatus.HEURISTIC, height, None,
                                  time.perf_counter() - t0, len(group))
-    gm = _build_group_model(problem, group, fixed, hint, greedy.height)
+    gm = _build_group_model(problem, group, fixed, hint, height, floor)
     solver = cpsat.make_solver(time_limit_s=time_limit_s, num_workers=config.num_workers,
                                 random_seed=config.seed, deterministic=False)
-    lb = max((fixed[j] + problem.buffers[j].size for j in fixed), default=0)
-    out = cpsat.solve_with_stop(solver, gm.model, target=lb,
+    out = cpsat.solve_with_stop(solver, gm.model, target=floor,
                                  cancel=as_cancel_flag(cancel))
-    if out.objective is None or out.objective > greedy.height:
-        return hint, SolveRecord("layout", task_id, "hint", greedy.height, None,
+    if out.objective is None or out.objective > height:
+        return hint, SolveRecord("layout", task_id, "hint", height, None,
                                  time.perf_counter() - t0, len(group))
     offs = {i: int(solver.value(v)) for i, v in zip(group, gm.offsets)}
     bound = None if out.best_bound is None else int(out.best_bound)
@@ -287,14 +306,36 @@ def _roam_candidate(graph: Graph, order: Sequence[OpId], problem: Problem, task_
                                sum(problem.buffers[i].size for i in placed), None,
                                time.perf_counter() - t0, len(placed)))
     groups = _groups(graph, problem, placed, task_tree, config.max_group_tensors)
+    # each group sees only the placed buffers that overlap its time span (a numpy scan),
+    # plus the highest tops of all of them: linear work per group instead of building every
+    # placed buffer into its sub-problem
+    lower, upper, size, _ = buffer_arrays(problem)
+    p_idx = np.fromiter(placed, np.int64, len(placed))
+    p_top = np.fromiter((placed[i] + int(size[i]) for i in placed), np.int64, len(placed))
+    floor = int(p_top.max()) if len(p_top) else 0
+    nz = size[p_idx] > 0
+    top = int(p_top[nz].max()) if nz.any() else 0
     for k, (gid, members) in enumerate(groups):
         left = deadline - time.monotonic()
         share = min(config.task_time_limit_s, left / max(1, len(groups) - k))
         if is_cancelled(cancel):
             share = 0.0
-        offs, rec = _solve_group(problem, members, placed, config, share, cancel, gid)
+        g_lo = min(int(lower[i]) for i in members)
+        g_hi = max(int(upper[i]) for i in members)
+        near = p_idx[(lower[p_idx] < g_hi) & (upper[p_idx] > g_lo)]
+        fixed = {int(i): placed[int(i)] for i in near}
+        offs, rec = _solve_group(problem, members, fixed, config, share, cancel, gid,
+                                 floor, top)
         placed.update(offs)
         records.append(rec)
+        new_idx = np.fromiter(offs, np.int64, len(offs))
+        new_top = np.fromiter((offs[i] + int(size[i]) for i in offs), np.int64, len(offs))
+        p_idx = np.concatenate((p_idx, new_idx))
+        if len(new_top):
+            floor = max(floor, int(new_top.max()))
+            nzn = size[new_idx] > 0
+            if nzn.any():
+                top = max(top, int(new_top[nzn].max()))
     # compaction: lowest first, each to the lowest offset where it fits
     t1 = time.perf_counter()
     cur = [placed[i] for i in range(len(problem))]

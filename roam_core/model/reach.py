@@ -17,6 +17,7 @@ span is a single step (*key points*) sit at the same position in every valid ord
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -157,8 +158,17 @@ class Reachability:
         return m
 
 
+#: The last graph's reachability (one entry: the bitsets take ``O(N^2 / 8)`` bytes, so at
+#: most one set is kept alive; the planner asks for the same graph's several times in a row).
+_LAST: list[tuple[weakref.ref[Graph], Reachability]] = []
+
+
 def reachability(graph: Graph) -> Reachability:
     """Transitive ancestors and descendants of every op over all ordering edges.
+
+    The result for the most recent graph object is cached (graphs are immutable), so
+    consecutive callers on one graph (update groups, insertion, rewrites, bounds) share one
+    computation.
 
     Parameters
     ----------
@@ -178,6 +188,15 @@ def reachability(graph: Graph) -> Reachability:
     >>> r.key_points()
     ('a', 'd')
     """
+    if _LAST and _LAST[0][0]() is graph:
+        return _LAST[0][1]
+    _LAST.clear()  # free the previous graph's bitsets before building new ones
+    r = _reachability(graph)
+    _LAST.append((weakref.ref(graph), r))
+    return r
+
+
+def _reachability(graph: Graph) -> Reachability:
     ids = graph.op_ids
     n = len(ids)
     index = {op: i for i, op in enumerate(ids)}

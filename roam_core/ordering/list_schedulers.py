@@ -1,8 +1,9 @@
 """Greedy list schedulers: program order, ROAM's LESCEA, inductor's LPMF and XLA's list scheduler.
 
-Each picks, step by step, one ready op by a memory key (vectorised numpy over the ready set,
-one ``O(N)`` pass per step).  See :mod:`roam_core.ordering.registry` for the registry and the
-best-of driver.
+Each picks, step by step, one ready op by a memory key (vectorised numpy over the ready set
+only, ``ListState.ready_idx``: ``O(ready ops)`` per step, not ``O(N)``; ties still go to the
+lowest op index, so the orders are those of a full-array scan).  See
+:mod:`roam_core.ordering.registry` for the registry and the best-of driver.
 
 References
 ----------
@@ -24,11 +25,12 @@ __all__ = ["eager_order", "lescea_order", "lpmf_indices", "lpmf_order", "xla_lis
 _BIG = np.iinfo(np.int64).max // 4
 
 
-def _argmin_masked(mask: np.ndarray, key: np.ndarray) -> tuple[int, np.ndarray]:
-    """Smallest ``key`` under ``mask``: (first index, mask of all ties)."""
-    k = np.where(mask, key, _BIG)
-    m = k.min()
-    return int(np.argmin(k)), mask & (k == m)
+def _argmin_among(idx: np.ndarray, key: np.ndarray) -> tuple[int, np.ndarray]:
+    """Smallest ``key`` among the sorted op indices ``idx`` (``key`` aligned with ``idx``):
+    (the first such op, every op that ties)."""
+    m = key.min()
+    ties = idx[key == m]
+    return int(ties[0]), ties
 
 
 # ----------------------------------------------------------------- the strategies
@@ -53,21 +55,23 @@ def lpmf_indices(cg: CompactGraph) -> list[int]:
     max_mem = int(sum(s for s, o in zip(cg.size_bytes, cg.is_output) if o))
     live = 0
     for _ in range(cg.n_ops):
-        if not st.ready.any():
+        r = st.ready_idx
+        if not len(r):
             break
         gap = max_mem - live
-        free = st.last_free + st.dead_out
-        fits = st.ready & (size <= gap)
+        sz = size[r]
+        after = sz - st.last_free[r] - st.dead_out[r]
+        fits = sz <= gap
         # 2. (i) an op that fits under the peak so far: least memory after it
         if fits.any():
-            v, _ = _argmin_masked(fits, size - free)
+            v, _ = _argmin_among(r[fits], after[fits])
         # 3. (ii) otherwise the least memory while it runs, then least after
         else:
-            _, ties = _argmin_masked(st.ready, size)
-            v, _ = _argmin_masked(ties, size - free)
+            tie = sz == sz.min()
+            v, _ = _argmin_among(r[tie], after[tie])
         live += int(size[v])
         max_mem = max(max_mem, live)
-        live -= int(free[v])
+        live -= int(st.last_free[v] + st.dead_out[v])
         st.schedule(v)
     return st.finish()
 
@@ -112,14 +116,17 @@ def lescea_order(graph: Graph, *,
     defined = st.defined
     base = peak = 0
     for _ in range(cg.n_ops):
-        if not st.ready.any():
+        r = st.ready_idx
+        if not len(r):
             break
-        fits = st.ready & (base + defined <= peak)
+        d = defined[r]
+        fits = base + d <= peak
         if fits.any():
-            _, ties = _argmin_masked(fits, defined - st.last_free)
+            rf = r[fits]
+            _, ties = _argmin_among(rf, d[fits] - st.last_free[rf])
         else:
-            _, ties = _argmin_masked(st.ready, defined)
-        v, _ = _argmin_masked(ties, name_rank)
+            _, ties = _argmin_among(r, d)
+        v, _ = _argmin_among(ties, name_rank[ties])
         peak = max(peak, base + int(defined[v]))
         base += int(defined[v] - st.last_free[v])
         st.schedule(v)
@@ -159,12 +166,13 @@ def xla_list_order(graph: Graph, *,
         counter += 1
         seq[v] = counter
     for _ in range(cg.n_ops):
-        if not st.ready.any():
+        r = st.ready_idx
+        if not len(r):
             break
-        prio = np.where(scalar, _BIG // 2, st.last_free - st.defined)
-        _, ties = _argmin_masked(st.ready, -prio)
-        _, ties = _argmin_masked(ties, -n_users)
-        v, _ = _argmin_masked(ties, -seq)
+        prio = np.where(scalar[r], _BIG // 2, st.last_free[r] - st.defined[r])
+        _, ties = _argmin_among(r, -prio)
+        _, ties = _argmin_among(ties, -n_users[ties])
+        v, _ = _argmin_among(ties, -seq[ties])
         st.schedule(v)
         for s in st.newly_ready:
             counter += 1

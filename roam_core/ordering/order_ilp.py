@@ -245,6 +245,7 @@ def build_order_problem(
     alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
     base_lifetimes: Mapping[TensorId, Lifetime] | None = None,
     base_live_bytes: Sequence[int] | None = None,
+    base_positions: Mapping[OpId, int] | None = None,
 ) -> OrderProblem:
     """The plain-data problem of re-ordering ``op_ids`` inside a valid ``order``.
 
@@ -262,12 +263,17 @@ def build_order_problem(
         Storage rounding.
     base_lifetimes, base_live_bytes : optional
         ``lifetimes(graph, order)`` and ``simulate(graph, order).live_bytes`` if already known.
+    base_positions : mapping of OpId to int, optional
+        ``{op: i for i, op in enumerate(order)}`` if already known (a caller building one
+        problem per sub-task passes it once, so the work per sub-task is its own size, not
+        the graph's).
 
     Returns
     -------
     OrderProblem
     """
-    pos = {op: i for i, op in enumerate(order)}
+    pos = base_positions if base_positions is not None else {
+        op: i for i, op in enumerate(order)}
     lts = base_lifetimes if base_lifetimes is not None else lifetimes(graph, order)
     if base_live_bytes is None:
         from roam_core.oracle.simulate import simulate

@@ -328,10 +328,11 @@ def _subtask_problems(run: _Run, base: _Base, tree: TaskTree, floor: int
     and the base order's peak inside each."""
     lts = lifetimes(base.rewritten, base.order)
     live = base.profile.live_bytes
+    pos = {op: i for i, op in enumerate(base.order)}  # once, not once per sub-task
     problems = [
         build_order_problem(base.rewritten, base.order, st.op_ids, task_id=st.id,
                             config=run.config.order, floor_bytes=floor, alignment_bytes=run.a,
-                            base_lifetimes=lts, base_live_bytes=live)
+                            base_lifetimes=lts, base_live_bytes=live, base_positions=pos)
         for st in tree.walk() if st.op_ids
     ]
     hint_peak = {p.task_id: max((max(live[r.start:r.start + len(r.ops)]) for r in p.ranges),

@@ -1,0 +1,177 @@
+"""The ready-set list schedulers and the windowed layout groups give exactly the old results.
+
+``lescea``, ``lpmf`` and ``xla_list`` evaluate their keys on the ready ops only
+(``ListState.ready_idx``); the reference implementations below scan every op each step
+(``O(N)`` per step, the code before that change).  Both must pick the same op at every step.
+Likewise a ROAM layout group solved against only the placed buffers overlapping it in time (plus
+the tops of all of them) must equal the group solved against every placed buffer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+
+from roam_core.formats.graph_io import load_graph
+from roam_core.layout import arena
+from roam_core.model.dag_view import ListState, compact
+from roam_core.model.graph import Graph
+from roam_core.model.samples import SAMPLES
+from roam_core.oracle.simulate import lifetimes
+from roam_core.ordering.list_schedulers import (
+    _effective_scalar,
+    lescea_order,
+    lpmf_order,
+    xla_list_order,
+)
+from tests.builders import two_param_step
+from tests.strategies import random_graphs
+
+_BIG = np.iinfo(np.int64).max // 4
+SAMPLE_DIR = Path(__file__).resolve().parents[2] / "sample_graphs"
+
+
+def _argmin_masked(mask: np.ndarray, key: np.ndarray) -> tuple[int, np.ndarray]:
+    k = np.where(mask, key, _BIG)
+    m = k.min()
+    return int(np.argmin(k)), mask & (k == m)
+
+
+def _lpmf_full(graph: Graph) -> tuple[str, ...]:
+    cg = compact(graph)
+    st = ListState(cg)
+    size = st.defined
+    max_mem = int(sum(s for s, o in zip(cg.size_bytes, cg.is_output) if o))
+    live = 0
+    for _ in range(cg.n_ops):
+        if not st.ready.any():
+            break
+        gap = max_mem - live
+        free = st.last_free + st.dead_out
+        fits = st.ready & (size <= gap)
+        if fits.any():
+            v, _ = _argmin_masked(fits, size - free)
+        else:
+            _, ties = _argmin_masked(st.ready, size)
+            v, _ = _argmin_masked(ties, size - free)
+        live += int(size[v])
+        max_mem = max(max_mem, live)
+        live -= int(free[v])
+        st.schedule(v)
+    return cg.order_ids(st.finish())
+
+
+def _lescea_full(graph: Graph) -> tuple[str, ...]:
+    cg = compact(graph)
+    st = ListState(cg)
+    name_rank = np.empty(cg.n_ops, dtype=np.int64)
+    name_rank[sorted(range(cg.n_ops), key=lambda i: cg.op_ids[i])] = np.arange(cg.n_ops)
+    defined = st.defined
+    base = peak = 0
+    for _ in range(cg.n_ops):
+        if not st.ready.any():
+            break
+        fits = st.ready & (base + defined <= peak)
+        if fits.any():
+            _, ties = _argmin_masked(fits, defined - st.last_free)
+        else:
+            _, ties = _argmin_masked(st.ready, defined)
+        v, _ = _argmin_masked(ties, name_rank)
+        peak = max(peak, base + int(defined[v]))
+        base += int(defined[v] - st.last_free[v])
+        st.schedule(v)
+    return cg.order_ids(st.finish())
+
+
+def _xla_list_full(graph: Graph) -> tuple[str, ...]:
+    cg = compact(graph)
+    st = ListState(cg)
+    scalar = _effective_scalar(graph, cg)
+    n_users = np.array([len(s) for s in cg.succs], dtype=np.int64)
+    seq = np.zeros(cg.n_ops, dtype=np.int64)
+    counter = 0
+    for v in np.flatnonzero(st.ready):
+        counter += 1
+        seq[v] = counter
+    for _ in range(cg.n_ops):
+        if not st.ready.any():
+            break
+        prio = np.where(scalar, _BIG // 2, st.last_free - st.defined)
+        _, ties = _argmin_masked(st.ready, -prio)
+        _, ties = _argmin_masked(ties, -n_users)
+        v, _ = _argmin_masked(ties, -seq)
+        st.schedule(v)
+        for s in st.newly_ready:
+            counter += 1
+            seq[s] = counter
+    return cg.order_ids(st.finish())
+
+
+PAIRS = [(lpmf_order, _lpmf_full), (lescea_order, _lescea_full),
+         (xla_list_order, _xla_list_full)]
+REAL = sorted(SAMPLE_DIR.glob("*.json.gz"), key=lambda p: p.stat().st_size)[:6]
+
+
+def _same(graph: Graph) -> None:
+    for fast, full in PAIRS:
+        assert fast(graph) == full(graph), fast.__name__
+
+
+@settings(max_examples=40)
+@given(random_graphs(max_ops=30))
+def test_ready_set_schedulers_equal_full_scans_on_random_graphs(graph: Graph) -> None:
+    _same(graph)
+
+
+@pytest.mark.parametrize("graph", [f() for f in SAMPLES.values()]
+                         + [two_param_step("adam"), two_param_step("sgd")],
+                         ids=[*SAMPLES, "adam", "sgd"])
+def test_ready_set_schedulers_equal_full_scans_on_hand_graphs(graph: Graph) -> None:
+    _same(graph)
+
+
+@pytest.mark.parametrize("path", REAL, ids=[p.name.split(".")[0] for p in REAL])
+def test_ready_set_schedulers_equal_full_scans_on_traced_models(path: Path) -> None:
+    _same(load_graph(path))
+
+
+def test_ready_idx_tracks_the_ready_mask() -> None:
+    g = load_graph(REAL[-1])
+    cg = compact(g)
+    st = ListState(cg)
+    while st.ready.any():
+        assert st.ready_idx.tolist() == np.flatnonzero(st.ready).tolist()
+        st.schedule(int(st.ready_idx[-1]))  # any ready op; the last exercises the splices
+    assert len(st.ready_idx) == 0
+
+
+LAYOUT = [SAMPLE_DIR / f"{n}.json.gz" for n in ("gpt2-b1-t128-steady", "resnet50-b8-steady",
+                                                 "tiny_gpt-b2-t32-steady")]
+
+
+@pytest.mark.parametrize("path", LAYOUT, ids=[p.name.split(".")[0] for p in LAYOUT])
+def test_windowed_layout_groups_equal_groups_against_every_placed_buffer(path: Path) -> None:
+    g = load_graph(path)
+    order = lpmf_order(g)
+    cfg = arena.ArenaConfig()
+    problem = arena.layout_problem(g, order, cfg.alignment_bytes, lifetimes(g, order))
+    placed = arena._activation_stack(problem, arena._loss_step(g, order))
+    groups = arena._groups(g, problem, placed, None, cfg.max_group_tensors)
+    bs = problem.buffers
+    checked = 0
+    for gid, members in groups:
+        lo = min(bs[i].lower for i in members)
+        hi = max(bs[i].upper for i in members)
+        near = {i: o for i, o in placed.items() if bs[i].lower < hi and bs[i].upper > lo}
+        floor = max((o + bs[i].size for i, o in placed.items()), default=0)
+        top = max((o + bs[i].size for i, o in placed.items() if bs[i].size), default=0)
+        full = arena._solve_group(problem, members, dict(placed), cfg, 0.0, None, gid)
+        windowed = arena._solve_group(problem, members, near, cfg, 0.0, None, gid, floor, top)
+        assert windowed[0] == full[0]
+        assert windowed[1].objective == full[1].objective
+        checked += len(near) < len(placed)
+        placed.update(full[0])
+    assert checked  # some group really saw fewer buffers
