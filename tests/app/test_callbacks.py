@@ -234,7 +234,9 @@ def test_memos_are_registered_and_return_copies(planned: dict[str, Any]) -> None
     g, pk = planned["graph"]["key"], planned["plan"]
     fig = services.curves_figure(g, pk, "eager", None, None)
     fig.update_layout(title="mutated")
-    assert services.curves_figure(g, pk, "eager", None, None).layout.title.text != "mutated"
+    copy = services.curves_figure(g, pk, "eager", None, None)
+    assert copy.layout.title.text != "mutated"
+    assert max(copy.data[0].y) > 0  # arrays stay arrays in the copy (not base64 dicts)
     a = services.after_data(g, pk)
     with pytest.raises(ValueError):
         a.curve[0] = 0  # frozen arrays
