@@ -434,3 +434,21 @@ def _components(c: Any) -> Any:
             yield from _components(x)
     elif isinstance(c, Component):
         yield from _components(c)
+
+
+def test_walkthrough_links_are_tensor_ids_labelled_by_name(cache_dir: Path) -> None:
+    """On a traced graph the buttons read parameter names, and select by storage id."""
+    from app import services
+    from app.planning import PlanSettings
+    from roam_core.formats.graph_io import load_graph
+
+    g = load_graph(Path(__file__).resolve().parents[2] / "sample_graphs" /
+                   "mlp-b8-steady.json.gz")
+    gk = state.put_graph(g)
+    pk = services.plan_graph(gk, PlanSettings(time_limit_s=2.0))
+    _, steps = services.walkthrough_steps(gk, pk, "eager")
+    links = [link for _, _, ls in steps for link in ls]
+    assert links
+    assert all(tid in g.tensors for tid, _ in links)
+    assert any(g.tensors[tid].name and label.startswith(g.tensors[tid].name)
+               for tid, label in links)
