@@ -57,6 +57,7 @@ __all__ = [
     "peak_contributors",
     "peak_modules",
     "peak_note",
+    "peak_tensors",
     "ring_span",
     "search",
     "shown_children",
@@ -64,6 +65,7 @@ __all__ = [
     "subtree_range",
     "summary_rows",
     "tensor_hover_label",
+    "tensor_label",
     "total_curve",
     "walkthrough",
     "why_notes",
@@ -472,14 +474,20 @@ def peak_contributors(graph: Graph, view: LayoutView, step: int, k: int = 3
     The label is the tensor's name where the graph records one (``Tensor.name``, a
     parameter's qualified name), else its id.
     """
+    return [(tensor_label(graph, tid), b) for tid, b in peak_tensors(view, step, k)]
+
+
+def peak_tensors(view: LayoutView, step: int, k: int = 3) -> list[tuple[str, int]]:
+    """The ``k`` largest storages live at ``step``: ``(id, bytes)``, largest first."""
     m = np.nonzero((view.start <= step) & (view.end > step))[0]
     m = m[np.argsort(-view.size[m], kind="stable")][:k]
-    out = []
-    for i in m:
-        t = graph.tensors.get(view.ids[i])
-        name = getattr(t, "name", None) if t is not None else None
-        out.append((str(name or view.ids[i]), int(view.size[i])))
-    return out
+    return [(str(view.ids[i]), int(view.size[i])) for i in m]
+
+
+def tensor_label(graph: Graph, tensor_id: str) -> str:
+    """A storage for people: its recorded name (``Tensor.name``) or else its id."""
+    t = graph.tensors.get(tensor_id)
+    return str(getattr(t, "name", None) or tensor_id)
 
 
 def peak_modules(graph: Graph, view: LayoutView, step: int, k: int = 3
@@ -590,25 +598,25 @@ def walkthrough(graph: Graph, plan: Plan, before_order: Sequence[OpId], before_l
     4. what recomputation would add.
     """
     k = int(np.argmax(before_curve)) if len(before_curve) else 0
-    top = peak_contributors(graph, before_view, k)
+    top = peak_tensors(before_view, k)
     step1 = (f"1. The {before_label} order peaks at step {k}: "
              f"{fmt_bytes(int(before_curve[k]) if len(before_curve) else 0)}. "
              "The largest tensors live there:",
-             [(t, f"{t} ({fmt_bytes(b)})") for t, b in top])
+             [(t, f"{tensor_label(graph, t)} ({fmt_bytes(b)})") for t, b in top])
     moved = lifetime_changes(graph, plan, before_order)
     step2 = ("2. What the planner moved: the tensors whose lifetime changed most "
              "(bytes × steps; click one to see it everywhere):" if moved else
              "2. The planner changed no lifetime: the order was already as good as it gets.",
-             [(t, f"{t}: {nb} → {na} steps ({'−' if d > 0 else '+'}"
+             [(t, f"{tensor_label(graph, t)}: {nb} → {na} steps ({'−' if d > 0 else '+'}"
                   f"{fmt_bytes(abs(d))}·steps)") for t, nb, na, d in moved])
     pk = int(np.argmax(plan.live_bytes)) if plan.live_bytes else 0
-    ptop = peak_contributors(graph, after_view, pk)
+    ptop = peak_tensors(after_view, pk)
     step3 = (f"3. The layout packs every tensor into one arena of {fmt_bytes(plan.arena_bytes)} "
              f"({100 * plan.fragmentation:.1f} % above the planned peak); the caching allocator "
              f"reserves {fmt_bytes(reserved_bytes)} for the {before_label} order. Click a "
              "rectangle of the layout and Explain says why it sits at its offset, for example "
              "the tensors at the planned peak:",
-             [(t, f"{t} ({fmt_bytes(b)})") for t, b in ptop])
+             [(t, f"{tensor_label(graph, t)} ({fmt_bytes(b)})") for t, b in ptop])
     step4 = ("4. Recomputation (freeing an activation and computing it again in the backward) "
              "would lower the peak further at the cost of extra compute; this build plans "
              "order and layout only, so the plan recomputes nothing.", [])

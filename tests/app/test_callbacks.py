@@ -234,7 +234,9 @@ def test_memos_are_registered_and_return_copies(planned: dict[str, Any]) -> None
     g, pk = planned["graph"]["key"], planned["plan"]
     fig = services.curves_figure(g, pk, "eager", None, None)
     fig.update_layout(title="mutated")
-    assert services.curves_figure(g, pk, "eager", None, None).layout.title.text != "mutated"
+    copy = services.curves_figure(g, pk, "eager", None, None)
+    assert copy.layout.title.text != "mutated"
+    assert max(copy.data[0].y) > 0  # arrays stay arrays in the copy (not base64 dicts)
     a = services.after_data(g, pk)
     with pytest.raises(ValueError):
         a.curve[0] = 0  # frozen arrays
@@ -432,3 +434,21 @@ def _components(c: Any) -> Any:
             yield from _components(x)
     elif isinstance(c, Component):
         yield from _components(c)
+
+
+def test_walkthrough_links_are_tensor_ids_labelled_by_name(cache_dir: Path) -> None:
+    """On a traced graph the buttons read parameter names, and select by storage id."""
+    from app import services
+    from app.planning import PlanSettings
+    from roam_core.formats.graph_io import load_graph
+
+    g = load_graph(Path(__file__).resolve().parents[2] / "sample_graphs" /
+                   "mlp-b8-steady.json.gz")
+    gk = state.put_graph(g)
+    pk = services.plan_graph(gk, PlanSettings(time_limit_s=2.0))
+    _, steps = services.walkthrough_steps(gk, pk, "eager")
+    links = [link for _, _, ls in steps for link in ls]
+    assert links
+    assert all(tid in g.tensors for tid, _ in links)
+    assert any(g.tensors[tid].name and label.startswith(g.tensors[tid].name)
+               for tid, label in links)
