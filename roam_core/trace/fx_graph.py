@@ -33,7 +33,7 @@ from roam_core.model.graph import (
     TensorKind,
 )
 
-__all__ = ["ValueRef", "build_graph"]
+__all__ = ["ValueRef", "build_graph", "is_random"]
 
 _logger = logging.getLogger(__name__)
 _getitem = operator.getitem
@@ -126,12 +126,12 @@ class _Builder:
                 inputs[v] = None
         target = node.target
         mutates = _mutated_storages(node, self)
-        random = _is_random(node)
+        random = is_random(node)
         self.ops.append(Op(OpId(node.name), _target_name(target), phase, tuple(inputs),
                            tuple(outs), tuple(mutates), bool(random)))
 
 
-def _is_random(node: Any) -> bool:
+def is_random(node: Any) -> bool:
     """Seeded-random op; attention kernels count only when their ``dropout_p`` is non-zero."""
     target = node.target
     if not isinstance(target, torch._ops.OpOverload) or (

@@ -103,7 +103,7 @@ def test_names_in_hover_live_table_search_and_explain(planned) -> None:
     tl = services.timeline_fig(key, plan, "eager", None, None)
     assert any("module h.0" in h for h in tl.data[0].hovertext[-1])
     lay, _ = services.layout_figures(key, plan, "eager", None, None)
-    hover = next(t for t in lay.data if t.name == "tensors")
+    hover = [t for t in lay.data if t.name == "tensors"][-1]  # the markers (grid first)
     assert any("wte.weight" in h for h in hover.hovertext)
     # search by module path and by parameter name
     hits = analysis.search(g, "h.1.c_attn")
