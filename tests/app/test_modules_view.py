@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from app import analysis, callbacks, figures, planning, services, state
@@ -11,6 +13,14 @@ from roam_core.formats.graph_io import load_graph
 from roam_core.oracle.attribution import bytes_at_peak_by_module, in_module, tensor_module
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_graphs" / "tiny_gpt-b2-t32-steady.json.gz"
+
+
+def _ys(trace) -> np.ndarray:
+    """A trace's y values (plotly may hold them base64-encoded)."""
+    y = trace.y
+    if isinstance(y, dict):
+        return np.frombuffer(base64.b64decode(y["bdata"]), dtype=y["dtype"])
+    return np.asarray(y, dtype=float)
 
 
 @pytest.fixture
@@ -78,7 +88,7 @@ def test_selecting_a_module_highlights_it_everywhere(planned) -> None:
     assert "module h.0 (planned)" in names
     total = next(t for t in curves.data if t.name and t.name.startswith("planned"))
     mine = next(t for t in curves.data if t.name == "module h.0 (planned)")
-    assert 0 < max(mine.y) <= max(total.y)
+    assert 0 < _ys(mine).max() <= _ys(total).max()
     assert not any((t.name or "").startswith("module") for t in
                    services.curves_figure(key, plan, "eager", None, None, None).data)
     ex = services.explain_sections(key, plan, "eager", sel)
