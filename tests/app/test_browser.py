@@ -78,6 +78,11 @@ def _load(page: Any, tmp_path: Path, graph: Any) -> None:
 def _click_tensor(page: Any, graph_id: str, tensor_id: str) -> None:
     """Click the centre of a tensor's rectangle (its hover marker) in a layout figure."""
     page.locator(f"#{graph_id}").scroll_into_view_if_needed()
+    page.wait_for_function("""([gid, tid]) => {  // a redraw may still be under way
+        const gd = document.querySelector('#' + gid + ' .js-plotly-plot');
+        const tr = gd && gd._fullData && gd._fullData[gd._fullData.length - 1];
+        return !!tr && Array.from(tr.text || []).indexOf(tid) >= 0;
+    }""", arg=[graph_id, tensor_id], timeout=T)
     xy = page.evaluate("""([gid, tid]) => {
         const gd = document.querySelector('#' + gid + ' .js-plotly-plot');
         const tr = gd._fullData[gd._fullData.length - 1];

@@ -78,7 +78,8 @@ def test_module_names_in_hover_table_search_and_the_module_view(page: Any) -> No
         const i = tr.hovertext[r].findIndex(h => h.includes(needle));
         const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
         const box = gd.getBoundingClientRect();
-        return [box.left + xa._offset + xa.l2p(i), box.top + ya._offset + ya.l2p(r)];
+        const x = (tr.x0 === undefined ? 0 : tr.x0) + i * (tr.dx === undefined ? 1 : tr.dx);
+        return [box.left + xa._offset + xa.l2p(x), box.top + ya._offset + ya.l2p(r)];
     }""", ["timeline-graph", "module h.0.c_fc"])
     page.mouse.move(xy[0], xy[1])
     expect(page.locator("#timeline-graph .hovertext")).to_contain_text("module h.0.c_fc",
