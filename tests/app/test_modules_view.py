@@ -2,25 +2,17 @@
 
 from __future__ import annotations
 
-import base64
 from pathlib import Path
+from typing import ClassVar
 
-import numpy as np
 import pytest
 
 from app import analysis, callbacks, figures, planning, services, state
 from roam_core.formats.graph_io import load_graph
 from roam_core.oracle.attribution import bytes_at_peak_by_module, in_module, tensor_module
+from tests.app.helpers import trace_values
 
 SAMPLE = Path(__file__).resolve().parents[2] / "sample_graphs" / "tiny_gpt-b2-t32-steady.json.gz"
-
-
-def _ys(trace) -> np.ndarray:
-    """A trace's y values (plotly may hold them base64-encoded)."""
-    y = trace.y
-    if isinstance(y, dict):
-        return np.frombuffer(base64.b64decode(y["bdata"]), dtype=y["dtype"])
-    return np.asarray(y, dtype=float)
 
 
 @pytest.fixture
@@ -88,7 +80,7 @@ def test_selecting_a_module_highlights_it_everywhere(planned) -> None:
     assert "module h.0 (planned)" in names
     total = next(t for t in curves.data if t.name and t.name.startswith("planned"))
     mine = next(t for t in curves.data if t.name == "module h.0 (planned)")
-    assert 0 < _ys(mine).max() <= _ys(total).max()
+    assert 0 < trace_values(mine.y).max() <= trace_values(total.y).max()
     assert not any((t.name or "").startswith("module") for t in
                    services.curves_figure(key, plan, "eager", None, None, None).data)
     ex = services.explain_sections(key, plan, "eager", sel)
@@ -132,13 +124,18 @@ def test_names_in_hover_live_table_search_and_explain(planned) -> None:
     assert tensor_module(g, w) == "h.0.c_fc"
 
 
-def test_module_pick_callback() -> None:
-    assert callbacks.on_module_pick({"row": 0, "column": 0, "row_id": "h.0"}) == {
-        "kind": "module", "id": "h.0"}
-    assert callbacks.on_module_pick({"row_id": "(top level)"}) == {"kind": "module", "id": ""}
-    with pytest.raises(callbacks.PreventUpdate):
-        callbacks.on_module_pick(None)
-    assert '"(top level)"' in callbacks.ICICLE_PICK_JS  # the icicle's top-level node id
+def test_module_pick_callback(planned, monkeypatch) -> None:
+    class Ctx:
+        triggered_id = "module-table"
+        triggered: ClassVar = [{"value": {"row": 0, "column": 0, "row_id": "h.0"}}]
+
+    monkeypatch.setattr(callbacks.dash, "ctx", Ctx)
+    assert callbacks.on_module_pick({"row_id": "h.0"}, None) == {"kind": "module", "id": "h.0"}
+    Ctx.triggered = [{"value": {"row_id": "(top level)"}}]
+    assert callbacks.on_module_pick(None, None) == {"kind": "module", "id": ""}
+    Ctx.triggered_id = "module-icicle"
+    Ctx.triggered = [{"value": {"points": [{"id": "all"}]}}]
+    assert callbacks.on_module_pick(None, None) is None
 
 
 def test_graph_without_modules_says_so(cache_dir: Path) -> None:
