@@ -404,20 +404,24 @@ def render_modules(graph: dict | None, plan: str | None, base: str, depth: Any, 
     return services.module_view(graph["key"], plan, base, depth, side, sel)
 
 
-def on_module_pick(cell: Any, click: Any) -> Any:
-    """A module table row or an icicle node selects that module (the root clears it)."""
-    value = _triggered_value()
-    if not value:
-        raise PreventUpdate
-    if dash.ctx.triggered_id == ids.MODULE_TABLE:
-        label = value.get("row_id")
-    else:
-        label = value["points"][0].get("id")
+def on_module_pick(cell: Any) -> Any:
+    """A module table row selects that module."""
+    label = (cell or {}).get("row_id")
     if label is None:
         raise PreventUpdate
-    if label == "all":
-        return None
     return {"kind": "module", "id": analysis.module_path(str(label))}
+
+
+#: An icicle click (``assets/module_icicle.js`` turns it into clickData without plotly's
+#: zoom) selects its module; the root clears the selection.
+ICICLE_PICK_JS = """
+function(click) {
+    const p = click && click.points && click.points[0];
+    if (!p || p.id === undefined) { return window.dash_clientside.no_update; }
+    if (p.id === "all") { return null; }
+    return {kind: "module", id: p.id === "TOP_LEVEL" ? "" : p.id};
+}
+""".replace("TOP_LEVEL", analysis.TOP_LEVEL)
 
 
 def module_styles(sel: Any) -> tuple[Any, Any]:
@@ -596,8 +600,9 @@ def register(app: dash.Dash, config: AppConfig = DEFAULT_CONFIG) -> None:
        Output(ids.MODULE_TITLE, "children"), gk, pk, base, Input(ids.MODULE_DEPTH, "value"),
        Input(ids.MODULE_SIDE, "value"), sel)(render_modules)
     cb(Output(ids.SELECTION, "data", allow_duplicate=True),
-       Input(ids.MODULE_TABLE, "active_cell"), Input(ids.MODULE_ICICLE, "clickData"),
-       prevent_initial_call=True)(on_module_pick)
+       Input(ids.MODULE_TABLE, "active_cell"), prevent_initial_call=True)(on_module_pick)
+    app.clientside_callback(ICICLE_PICK_JS, Output(ids.SELECTION, "data", allow_duplicate=True),
+                            Input(ids.MODULE_ICICLE, "clickData"), prevent_initial_call=True)
     cb(Output(ids.LIVE_TABLE, "style_data_conditional"),
        Output(ids.MODULE_TABLE, "style_data_conditional"), sel)(module_styles)
     cb(Output(ids.DOWNLOAD, "data"), Output(ids.EXPORT_STATUS, "children"),

@@ -521,10 +521,11 @@ def module_icicle_figure(
     selected : str, optional
         A module path drawn with a black outline.
     max_depth : int
-        Levels drawn at once (click a node to zoom into it).
+        Levels drawn at once.
 
     The node id of a module is its path (``"(top level)"`` for ``""``; the root is
-    ``"all"``), so a click names the module.
+    ``"all"``), so a click names the module (in the app a click selects it and does not
+    zoom: ``assets/module_icicle.js``).
     """
     from app.analysis import module_label, natural_key
 

@@ -243,7 +243,7 @@ def module_card() -> html.Div:
         style_table={"overflowX": "auto"})
     return _card("Memory by module (bytes live at the peak)",
                  html.Div(id=ids.MODULE_TITLE, className="muted"), controls, table,
-                 _graph(ids.MODULE_ICICLE, 420), id_="module-card")
+                 _graph(ids.MODULE_ICICLE, 440), id_="module-card")
 
 
 def _tree_node(node: Mapping[str, Any], depth: int,

@@ -78,11 +78,11 @@ def _load(page: Any, tmp_path: Path, graph: Any) -> None:
 def _click_tensor(page: Any, graph_id: str, tensor_id: str) -> None:
     """Click the centre of a tensor's rectangle (its hover marker) in a layout figure."""
     page.locator(f"#{graph_id}").scroll_into_view_if_needed()
-    page.wait_for_function("""([gid, tid]) => {  // the figure is (re-)rendered with it
+    page.wait_for_function("""([gid, tid]) => {  // a redraw may still be under way
         const gd = document.querySelector('#' + gid + ' .js-plotly-plot');
         const tr = gd && gd._fullData && gd._fullData[gd._fullData.length - 1];
-        return !!tr && !!tr.text && Array.from(tr.text).includes(tid); }""",
-                           arg=[graph_id, tensor_id], timeout=T)
+        return !!tr && Array.from(tr.text || []).indexOf(tid) >= 0;
+    }""", arg=[graph_id, tensor_id], timeout=T)
     xy = page.evaluate("""([gid, tid]) => {
         const gd = document.querySelector('#' + gid + ' .js-plotly-plot');
         const tr = gd._fullData[gd._fullData.length - 1];
@@ -381,8 +381,8 @@ def test_walkthrough_on_a_teaching_graph(page_factory: Any) -> None:
     for n in ("1. The eager", "2. ", "3. The layout packs", "4. Recomputation"):
         expect(tour).to_contain_text(n, timeout=T)
     first = tour.locator("button.hit").first
-    name = first.inner_text().split(" ")[0].rstrip(":")  # the parameter's name, not an id
+    tid = first.inner_text().split(" ")[0].rstrip(":")
     first.click()
-    expect(page.locator("#explain-panel")).to_contain_text(f"name {name}", timeout=T)
+    expect(page.locator("#explain-panel")).to_contain_text(f"tensor {tid}", timeout=T)
     expect(page.locator("#range-text")).to_contain_text("steps", timeout=T)
     tour.screenshot(path=str(_shot("walkthrough")))

@@ -37,6 +37,12 @@ def _has_trace(page: Any, graph_id: str, name: str) -> bool:
     }""", [graph_id, name])
 
 
+def _row_of(page: Any, module: str) -> int:
+    """Index of the module table's row showing ``module``."""
+    cells = page.locator("#module-table td[data-dash-column=module]").all_inner_texts()
+    return cells.index(module)
+
+
 def test_module_names_in_hover_table_search_and_the_module_view(page: Any) -> None:
     expect = pytest.importorskip("playwright.sync_api").expect
     page.locator("#graph-upload input[type=file]").set_input_files(str(SAMPLE))
@@ -72,7 +78,8 @@ def test_module_names_in_hover_table_search_and_the_module_view(page: Any) -> No
         const i = tr.hovertext[r].findIndex(h => h.includes(needle));
         const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
         const box = gd.getBoundingClientRect();
-        return [box.left + xa._offset + xa.l2p(i + 0.5), box.top + ya._offset + ya.l2p(r)];
+        const x = (tr.x0 === undefined ? 0 : tr.x0) + i * (tr.dx === undefined ? 1 : tr.dx);
+        return [box.left + xa._offset + xa.l2p(x), box.top + ya._offset + ya.l2p(r)];
     }""", ["timeline-graph", "module h.0.c_fc"])
     page.mouse.move(xy[0], xy[1])
     expect(page.locator("#timeline-graph .hovertext")).to_contain_text("module h.0.c_fc",
@@ -106,3 +113,19 @@ def test_module_names_in_hover_table_search_and_the_module_view(page: Any) -> No
     }""", timeout=T)
     assert _has_trace(page, "base-layout-graph", "selected module")
     assert _has_trace(page, "timeline-graph", "selected module")
+
+    # clicking an icicle node selects its module too (and draws no broken paths)
+    page.locator("#module-icicle").scroll_into_view_if_needed()
+    box = page.evaluate("""(target) => {
+        for (const el of document.querySelectorAll('#module-icicle g.slice')) {
+            const d = el.__data__, id = d && d.data && d.data.data && d.data.data.id;
+            if (id === target) { const r = el.getBoundingClientRect();
+                                 return [r.left + r.width / 2, r.top + r.height / 2]; }
+        }
+        return null; }""", "h.1")
+    assert box is not None
+    page.mouse.click(box[0], box[1])
+    expect(page.locator("#explain-panel")).to_contain_text("module h.1", timeout=T)
+    expect(page.locator("#module-table td[data-dash-column=after_mib]").nth(
+        _row_of(page, "h.1"))).to_have_css(
+        "background-color", "rgb(255, 243, 196)", timeout=T)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
 
 import pytest
 
@@ -124,18 +123,13 @@ def test_names_in_hover_live_table_search_and_explain(planned) -> None:
     assert tensor_module(g, w) == "h.0.c_fc"
 
 
-def test_module_pick_callback(planned, monkeypatch) -> None:
-    class Ctx:
-        triggered_id = "module-table"
-        triggered: ClassVar = [{"value": {"row": 0, "column": 0, "row_id": "h.0"}}]
-
-    monkeypatch.setattr(callbacks.dash, "ctx", Ctx)
-    assert callbacks.on_module_pick({"row_id": "h.0"}, None) == {"kind": "module", "id": "h.0"}
-    Ctx.triggered = [{"value": {"row_id": "(top level)"}}]
-    assert callbacks.on_module_pick(None, None) == {"kind": "module", "id": ""}
-    Ctx.triggered_id = "module-icicle"
-    Ctx.triggered = [{"value": {"points": [{"id": "all"}]}}]
-    assert callbacks.on_module_pick(None, None) is None
+def test_module_pick_callback() -> None:
+    assert callbacks.on_module_pick({"row": 0, "column": 0, "row_id": "h.0"}) == {
+        "kind": "module", "id": "h.0"}
+    assert callbacks.on_module_pick({"row_id": "(top level)"}) == {"kind": "module", "id": ""}
+    with pytest.raises(callbacks.PreventUpdate):
+        callbacks.on_module_pick(None)
+    assert '"(top level)"' in callbacks.ICICLE_PICK_JS  # the icicle's top-level node id
 
 
 def test_graph_without_modules_says_so(cache_dir: Path) -> None:
