@@ -381,8 +381,8 @@ def test_walkthrough_on_a_teaching_graph(page_factory: Any) -> None:
     for n in ("1. The eager", "2. ", "3. The layout packs", "4. Recomputation"):
         expect(tour).to_contain_text(n, timeout=T)
     first = tour.locator("button.hit").first
-    tid = first.inner_text().split(" ")[0].rstrip(":")
+    name = first.inner_text().split(" ")[0].rstrip(":")  # the parameter's name, not an id
     first.click()
-    expect(page.locator("#explain-panel")).to_contain_text(f"tensor {tid}", timeout=T)
+    expect(page.locator("#explain-panel")).to_contain_text(f"name {name}", timeout=T)
     expect(page.locator("#range-text")).to_contain_text("steps", timeout=T)
     tour.screenshot(path=str(_shot("walkthrough")))
