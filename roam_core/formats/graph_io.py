@@ -1,11 +1,13 @@
 """Versioned JSON format for graphs (gzip accepted), with a strict loader.
 
-Format (``schema_version`` 1)::
+Format (``schema_version`` 2; files of version 1 load too: their ops have no cost fields)::
 
     {
       "format": "roam-graph", "schema_version": 1, "name": "mlp", "origin": {...},
       "ops": [{"id": "mm", "target": "aten.mm.default", "phase": "forward",
-               "inputs": ["x", "w"], "outputs": ["mm"], "mutates": [], "random": false}],
+               "inputs": ["x", "w"], "outputs": ["mm"], "mutates": [], "random": false,
+               "flops": 65536, "bytes_read": 8192, "bytes_written": 4096,
+               "recomputable": true}],
       "tensors": [{"id": "mm", "size_bytes": 4096, "dtype": "float32", "shape": [32, 32],
                    "kind": "activation", "producer": "mm"}],
       "aliases": [{"id": "t", "storage": "w", "producer": "t"}],
@@ -51,7 +53,9 @@ __all__ = [
     "save_graph",
 ]
 
-GRAPH_SCHEMA_VERSION = 1
+GRAPH_SCHEMA_VERSION = 2
+#: Versions this roam reads (1: no per-op cost fields).
+READABLE_GRAPH_VERSIONS = (1, 2)
 _FORMAT = "roam-graph"
 
 
@@ -71,6 +75,7 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
                 "outputs": list(o.outputs),
                 "mutates": list(o.mutates),
                 "random": o.random,
+                **_cost_fields(o),
             }
             for o in graph.ops
         ],
@@ -93,6 +98,15 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
         ],
         "outputs": list(graph.outputs),
     }
+
+
+def _cost_fields(o: Op) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ("flops", "bytes_read", "bytes_written", "recomputable"):
+        v = getattr(o, key)
+        if v is not None:
+            out[key] = v
+    return out
 
 
 def dumps_graph(graph: Graph, *, compress: bool = False) -> bytes:
@@ -161,7 +175,7 @@ def graph_from_dict(obj: Any) -> Graph:
     if obj.get("format", _FORMAT) != _FORMAT:
         raise GraphError(f"not a roam graph file (format {obj.get('format')!r})")
     version = obj.get("schema_version")
-    if version != GRAPH_SCHEMA_VERSION:
+    if isinstance(version, bool) or version not in READABLE_GRAPH_VERSIONS:
         raise GraphError(
             f"unsupported graph schema_version {version!r} (expected {GRAPH_SCHEMA_VERSION})"
         )
@@ -257,6 +271,15 @@ def _op(d: Any, i: int) -> Op:
     rnd = d.get("random", False)
     if not isinstance(rnd, bool):
         raise GraphError(f"{where}: field 'random' must be true or false")
+    costs: list[int | None] = []
+    for key in ("flops", "bytes_read", "bytes_written"):
+        v = d.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise GraphError(f"{where}: field {key!r} must be a non-negative integer")
+        costs.append(v)
+    rec = d.get("recomputable")
+    if rec is not None and not isinstance(rec, bool):
+        raise GraphError(f"{where}: field 'recomputable' must be true or false")
     return Op(
         OpId(oid),
         _str(d, "target", where),
@@ -265,6 +288,10 @@ def _op(d: Any, i: int) -> Op:
         _strs(d, "outputs", where),
         tuple(TensorId(s) for s in _strs(d, "mutates", where)),
         rnd,
+        costs[0],
+        costs[1],
+        costs[2],
+        rec,
     )
 
 

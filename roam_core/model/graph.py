@@ -171,6 +171,22 @@ class Op:
         Storages written in place.
     random : bool
         True when the op draws from the RNG stream (dropout, bernoulli, ...).
+    flops : int or None
+        Floating-point operations of one run, from torch's own FLOP formulas
+        (``torch.utils.flop_counter``) on the traced shapes; 0 for ops torch counts as free
+        (elementwise, views); ``None`` when not recorded (graphs saved before schema 2).
+    bytes_read, bytes_written : int or None
+        Bytes of the tensor values the op reads / the new or mutated values it writes
+        (views read and write 0); ``None`` when not recorded.
+    recomputable : bool or None
+        Whether a plan may re-run the op in the backward to rebuild a dropped activation
+        (set by the tracer; ``None``: decided from the graph's structure alone, see
+        :func:`roam_core.model.recompute.recompute_blocker`).
+
+    Notes
+    -----
+    The cost fields (``flops``, ``bytes_*``, ``recomputable``) are not part of
+    :meth:`Graph.fingerprint`: they do not change which orders and layouts are valid.
     """
 
     id: OpId
@@ -180,6 +196,10 @@ class Op:
     outputs: tuple[ValueId, ...] = ()
     mutates: tuple[TensorId, ...] = ()
     random: bool = False
+    flops: int | None = None
+    bytes_read: int | None = None
+    bytes_written: int | None = None
+    recomputable: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
