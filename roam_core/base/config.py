@@ -81,6 +81,14 @@ class PlannerConfig:
     solve_layout: bool = True
     # Budget of the layout stage, seconds.
     layout_time_limit_s: float = 20.0
+    # Memory budget (bytes, resident included) for the arena; None: no recomputation, just
+    # the lowest peak by order and layout.  "auto": the knee of the recomputation frontier.
+    # With a budget the planner drops forward storages and recomputes them in the backward,
+    # minimising the added cost, so that the arena fits.
+    budget_bytes: int | str | None = None
+    # Recompute cost of one byte moved, in FLOPs (elementwise re-runs count 0 FLOPs in
+    # torch's counter but still move bytes); the objective is FLOPs + this x bytes.
+    recompute_bytes_weight: float = 1.0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able settings (for ``Plan.settings``)."""

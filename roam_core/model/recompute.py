@@ -249,7 +249,9 @@ def droppable_storages(graph: Graph, blockers: Mapping[OpId, str | None] | None 
             for v in graph.op(r).inputs:
                 if graph.storage_of(v) == t.id:
                     p = graph.value_producer(v)
-                    if p is None or blockers[p] is not None:
+                    # a view made in a late phase follows the copy (its maker reads it)
+                    if p is None or (blockers[p] is not None
+                                     and graph.op(p).phase not in LATE_PHASES):
                         ok = False
         if ok:
             out.append(t.id)
@@ -283,6 +285,8 @@ def recompute_ops_for(graph: Graph, dropped: Iterable[TensorId],
 
     def need(v: ValueId, reader: OpId | None) -> None:
         p = graph.value_producer(v)
+        if reader is not None and p is not None and graph.op(p).phase in LATE_PHASES:
+            return  # a late view of the dropped storage: it follows the copy
         if p is None:
             raise GraphError(f"cannot recompute {v!r}: it has no producer")
         why = blockers[p]
@@ -315,11 +319,13 @@ def recompute_ops_for(graph: Graph, dropped: Iterable[TensorId],
 
 
 # ------------------------------------------------------------------ expansion
-def expand_graph(graph: Graph, ops: Sequence[RecomputeOp]) -> Graph:
+def expand_graph(graph: Graph, ops: Sequence[RecomputeOp],
+                 order: Sequence[OpId] | None = None) -> Graph:
     """The graph with the recompute ops added and their readers reading the copies.
 
     In the result's program order each recompute op runs just before its first reader
-    (inputs first).  Its phase is ``backward``.
+    (inputs first), unless ``order`` (every op and recompute op once) gives the program
+    order.  A recompute op's phase is ``backward``.
 
     Raises
     ------
@@ -412,26 +418,29 @@ def expand_graph(graph: Graph, ops: Sequence[RecomputeOp]) -> Graph:
             if not hit:
                 raise GraphError(f"recompute op {r.id!r}: reader {reader!r} reads none of "
                                  f"the values of {src.id!r}")
-    rebase: dict[int, Alias] = {}
     alias_index = {a.id: i for i, a in enumerate(aliases)}
+    copy_storage = {graph.storage_of(copy_of[v]): st for v, st in new_storage.items()
+                    if graph.storage_of(copy_of[v]) != st}
+    now: dict[ValueId, TensorId] = {}  # value -> storage in the result, where it changed
     final_ops: dict[OpId, Op] = {}
     for op in graph.ops:
-        rep = replace.get(op.id)
-        if not rep:
-            final_ops[op.id] = op
-            continue
-        storage_map = {graph.storage_of(v0): new_storage[v] for v0, v in rep.items()}
-        for w in op.outputs:  # views a reader makes of a replaced value follow the copy
+        rep = replace.get(op.id, {})
+        ins = tuple(rep.get(v, v) for v in op.inputs)
+        reads = {new_storage[v] if v in new_storage else now.get(v, graph.storage_of(v))
+                 for v in ins}
+        for w in op.outputs:  # views of a copy (made by late readers) follow the copy
             i = alias_index.get(w)
-            if i is not None and aliases[i].storage in storage_map:
+            if i is None:
+                continue
+            s0 = aliases[i].storage
+            c = copy_storage.get(s0)
+            if c is not None and c in reads and s0 not in reads:
                 a = aliases[i]
-                rebase[i] = Alias(a.id, storage_map[a.storage], a.producer)
-        final_ops[op.id] = Op(op.id, op.target, op.phase,
-                              tuple(rep.get(v, v) for v in op.inputs), op.outputs, op.mutates,
-                              op.random, op.flops, op.bytes_read, op.bytes_written,
-                              op.recomputable)
-    for i, a in rebase.items():
-        aliases[i] = a
+                aliases[i] = Alias(a.id, c, a.producer)
+                now[w] = c
+        final_ops[op.id] = op if not rep else Op(
+            op.id, op.target, op.phase, ins, op.outputs, op.mutates, op.random, op.flops,
+            op.bytes_read, op.bytes_written, op.recomputable)
     # control edges: each re-run sees the same version of every storage it reads
     edges = list(graph.control_edges)
     pos0 = {o: i for i, o in enumerate(graph.op_ids)}
@@ -449,8 +458,15 @@ def expand_graph(graph: Graph, ops: Sequence[RecomputeOp]) -> Graph:
                     edges.append(ControlEdge(w, OpId(r.id), EdgeReason.MUTATION))
                 elif w != r.source:
                     edges.append(ControlEdge(OpId(r.id), w, EdgeReason.MUTATION))
-    order = _program_order(graph, ops, final_ops, new_ops, copy_of)
-    return Graph.build([*order], tensors.values(), aliases, edges, graph.outputs,
+    if order is None:
+        prog = _program_order(graph, ops, final_ops, new_ops, copy_of)
+    else:
+        every = {**final_ops, **new_ops}
+        if sorted(order) != sorted(every):
+            raise GraphError("expand_graph: the order must list every op and recompute op "
+                             "once")
+        prog = [every[o] for o in order]
+    return Graph.build(prog, tensors.values(), aliases, edges, graph.outputs,
                        name=graph.name, origin=graph.origin)
 
 

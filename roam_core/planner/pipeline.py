@@ -281,6 +281,9 @@ def make_plan(
     ------
     GraphError
         For an unknown method name.
+    BudgetInfeasibleError
+        ``config.budget_bytes`` is below every plan's arena, recomputation included (the
+        message gives the smallest reachable peak).
     PlanInvalidError
         If the plan fails the independent validator (a bug, never expected).
 
@@ -294,6 +297,11 @@ def make_plan(
     """
     from roam_core.ordering.registry import run_method
 
+    if config.budget_bytes is not None and method == "roam":
+        from roam_core.planner.budget import plan_with_budget
+
+        return plan_with_budget(graph, config, make_plan=make_plan, progress=progress,
+                                cancel=cancel, executor=executor)
     t_start = time.perf_counter()
     t_mono = time.monotonic()
     cancel_fn = as_cancel_flag(cancel)
