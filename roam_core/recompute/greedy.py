@@ -386,7 +386,7 @@ def greedy_trajectory(
                 late = [pos[c] for c in ev_self.readers[s] if c in ev_self.late]
                 if not late or max(early, default=a) >= p or min(late) <= p:
                     continue
-                def live_at(t: TensorId, p: int = p) -> bool:
+                def live_at(t: TensorId, p: int = p, spans: dict = spans) -> bool:
                     a, b = spans[t]
                     return a <= p < b
 
