@@ -1,19 +1,25 @@
 """Versioned JSON format for graphs (gzip accepted), with a strict loader.
 
-Format (``schema_version`` 2; files of version 1 load too: their ops have no cost fields)::
+Format (``schema_version`` 2; version 1 files load too: without ``module``, ``name``
+and the per-op cost fields)::
 
     {
-      "format": "roam-graph", "schema_version": 1, "name": "mlp", "origin": {...},
+      "format": "roam-graph", "schema_version": 2, "name": "mlp", "origin": {...},
       "ops": [{"id": "mm", "target": "aten.mm.default", "phase": "forward",
                "inputs": ["x", "w"], "outputs": ["mm"], "mutates": [], "random": false,
-               "flops": 65536, "bytes_read": 8192, "bytes_written": 4096,
-               "recomputable": true}],
+               "module": "blocks.0.fc", "flops": 65536, "bytes_read": 8192,
+               "bytes_written": 4096, "recomputable": true}],
       "tensors": [{"id": "mm", "size_bytes": 4096, "dtype": "float32", "shape": [32, 32],
-                   "kind": "activation", "producer": "mm"}],
+                   "kind": "activation", "producer": "mm", "name": null}],
       "aliases": [{"id": "t", "storage": "w", "producer": "t"}],
       "control_edges": [{"src": "a", "dst": "b", "reason": "mutation"}],
       "outputs": ["loss"]
     }
+
+``module`` (the ``nn.Module`` path an op ran in, ``""`` at the top level) and ``name`` (a
+storage's parameter / buffer / gradient / optimizer-state name, or ``null``) are new in
+version 2; version 1 files (without them) still load, with ``""`` and ``null``.  Neither
+enters the graph fingerprint, so a plan made for a version 1 file fits its version 2 re-trace.
 
 Storage ``consumers`` are derived from the ops; a file may list them, and then they must
 agree.  Every problem raises :class:`~roam_core.base.errors.GraphError` naming the offending id.
@@ -54,8 +60,8 @@ __all__ = [
 ]
 
 GRAPH_SCHEMA_VERSION = 2
-#: Versions this roam reads (1: no per-op cost fields).
-READABLE_GRAPH_VERSIONS = (1, 2)
+#: Versions :func:`graph_from_dict` reads (1: without ``module`` / ``name``).
+READABLE_SCHEMA_VERSIONS = (1, 2)
 _FORMAT = "roam-graph"
 
 
@@ -75,6 +81,7 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
                 "outputs": list(o.outputs),
                 "mutates": list(o.mutates),
                 "random": o.random,
+                "module": o.module,
                 **_cost_fields(o),
             }
             for o in graph.ops
@@ -87,6 +94,7 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
                 "shape": list(t.shape),
                 "kind": t.kind.value,
                 "producer": t.producer,
+                "name": t.name,
             }
             for t in graph.tensors.values()
         ],
@@ -175,9 +183,10 @@ def graph_from_dict(obj: Any) -> Graph:
     if obj.get("format", _FORMAT) != _FORMAT:
         raise GraphError(f"not a roam graph file (format {obj.get('format')!r})")
     version = obj.get("schema_version")
-    if isinstance(version, bool) or version not in READABLE_GRAPH_VERSIONS:
+    if isinstance(version, bool) or version not in READABLE_SCHEMA_VERSIONS:
         raise GraphError(
-            f"unsupported graph schema_version {version!r} (expected {GRAPH_SCHEMA_VERSION})"
+            f"unsupported graph schema_version {version!r} (this roam reads "
+            f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))})"
         )
     ops = [_op(o, i) for i, o in enumerate(_list(obj, "ops"))]
     tensors = [_tensor(t, i) for i, t in enumerate(_list(obj, "tensors"))]
@@ -288,11 +297,21 @@ def _op(d: Any, i: int) -> Op:
         _strs(d, "outputs", where),
         tuple(TensorId(s) for s in _strs(d, "mutates", where)),
         rnd,
-        costs[0],
-        costs[1],
-        costs[2],
-        rec,
+        _module(d, where),
+        flops=costs[0],
+        bytes_read=costs[1],
+        bytes_written=costs[2],
+        recomputable=rec,
     )
+
+
+def _module(d: Mapping[str, Any], where: str) -> str:
+    v = d.get("module", "")
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        raise GraphError(f"{where}: field 'module' must be a string")
+    return v
 
 
 def _tensor(d: Any, i: int) -> Tensor:
@@ -315,4 +334,5 @@ def _tensor(d: Any, i: int) -> Tensor:
         tuple(shape),
         _enum(TensorKind, d, "kind", where),
         _opt_str(d, "producer", where),  # type: ignore[arg-type]
+        name=_opt_str(d, "name", where),
     )

@@ -30,7 +30,7 @@ count 0, as in torch's counter) and :func:`flops_recorded` says so.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from roam_core.base.errors import GraphError
 from roam_core.model.graph import (
@@ -41,7 +41,6 @@ from roam_core.model.graph import (
     Op,
     OpId,
     Phase,
-    Tensor,
     TensorId,
     TensorKind,
     ValueId,
@@ -383,8 +382,8 @@ def expand_graph(graph: Graph, ops: Sequence[RecomputeOp],
             s0 = graph.storage_of(v0)
             if v0 == s0 and s0 in created:
                 t = graph.tensors[s0]
-                tensors[TensorId(v)] = Tensor(TensorId(v), t.size_bytes, t.dtype, t.shape,
-                                              t.kind, OpId(r.id))
+                tensors[TensorId(v)] = replace(t, id=TensorId(v), producer=OpId(r.id),
+                                               consumers=())
                 new_storage[v] = TensorId(v)
                 in_storage.setdefault(s0, TensorId(v))
             else:
@@ -399,11 +398,11 @@ def expand_graph(graph: Graph, ops: Sequence[RecomputeOp],
                 aliases.append(Alias(v, base, OpId(r.id)))
                 new_storage[v] = base
             copy_of[v] = v0
-        new_ops[r.id] = Op(OpId(r.id), src.target, Phase.BACKWARD, tuple(r.inputs),
-                           tuple(r.outputs), (), src.random, src.flops, src.bytes_read,
-                           src.bytes_written, False)
+        new_ops[r.id] = replace(src, id=OpId(r.id), phase=Phase.BACKWARD,
+                                inputs=tuple(r.inputs), outputs=tuple(r.outputs), mutates=(),
+                                recomputable=False)
     # rewire the readers
-    replace: dict[OpId, dict[ValueId, ValueId]] = {}
+    rewire: dict[OpId, dict[ValueId, ValueId]] = {}
     for r in ops:
         src = graph.op(r.source)
         for reader in r.readers:
@@ -413,7 +412,7 @@ def expand_graph(graph: Graph, ops: Sequence[RecomputeOp],
             hit = False
             for v, v0 in zip(r.outputs, src.outputs, strict=True):
                 if v0 in reads:
-                    replace.setdefault(reader, {})[v0] = v
+                    rewire.setdefault(reader, {})[v0] = v
                     hit = True
             if not hit:
                 raise GraphError(f"recompute op {r.id!r}: reader {reader!r} reads none of "
@@ -424,7 +423,7 @@ def expand_graph(graph: Graph, ops: Sequence[RecomputeOp],
     now: dict[ValueId, TensorId] = {}  # value -> storage in the result, where it changed
     final_ops: dict[OpId, Op] = {}
     for op in graph.ops:
-        rep = replace.get(op.id, {})
+        rep = rewire.get(op.id, {})
         ins = tuple(rep.get(v, v) for v in op.inputs)
         reads = {new_storage[v] if v in new_storage else now.get(v, graph.storage_of(v))
                  for v in ins}
@@ -438,9 +437,7 @@ def expand_graph(graph: Graph, ops: Sequence[RecomputeOp],
                 a = aliases[i]
                 aliases[i] = Alias(a.id, c, a.producer)
                 now[w] = c
-        final_ops[op.id] = op if not rep else Op(
-            op.id, op.target, op.phase, ins, op.outputs, op.mutates, op.random, op.flops,
-            op.bytes_read, op.bytes_written, op.recomputable)
+        final_ops[op.id] = op if not rep else replace(op, inputs=ins)
     # control edges: each re-run sees the same version of every storage it reads
     edges = list(graph.control_edges)
     pos0 = {o: i for i, o in enumerate(graph.op_ids)}

@@ -214,6 +214,9 @@ class _Supervised(nn.Module):
 class _SelfSupervised(nn.Module):
     """Wraps a token model so ``forward(ids)`` returns ``(logits, ids)``."""
 
+    #: graph module paths and tensor names are those of the wrapped model
+    roam_name_scope = "model"
+
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
         self.model = model
