@@ -76,7 +76,7 @@ def plan_with_budget(graph: Graph, config: PlannerConfig, *, make_plan: Any,
     sflops = step_flops(graph)
     notes: list[str] = []
     if not flops_recorded(graph):
-        notes.append("the graph has no recorded FLOPs (saved before graph schema 2): "
+        notes.append("the graph has no per-op FLOPs (traced before roam recorded them): "
                      "FLOPs are estimated from the matrix products only; re-trace for "
                      "torch's counts")
     base = make_plan(graph, plain, **kwargs)
