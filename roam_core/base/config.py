@@ -89,6 +89,12 @@ class PlannerConfig:
     # Recompute cost of one byte moved, in FLOPs (elementwise re-runs count 0 FLOPs in
     # torch's counter but still move bytes); the objective is FLOPs + this x bytes.
     recompute_bytes_weight: float = 1.0
+    # Graphs with at most this many ops get the exact recomputation model (CP-SAT over the
+    # drop decisions and the order together, roam_core.recompute.exact); larger ones the
+    # greedy trajectory over the planner's order (roam_core.recompute.greedy).
+    recompute_exact_max_ops: int = 60
+    # CP-SAT (deterministic) seconds of the exact recomputation model.
+    recompute_exact_time_limit_s: float = 20.0
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able settings (for ``Plan.settings``)."""

@@ -5,7 +5,9 @@
 1. plan without recomputation (ROAM order + layout); if its arena fits, that is the answer;
 2. run the greedy drop trajectory (:mod:`roam_core.recompute.greedy`) over that order: every
    prefix is a (peak, cost) point, so one run gives the frontier (and ``"auto"`` its knee);
-3. take the shortest prefix whose just-in-time peak fits, re-admit what the budget does not
+3. on graphs of at most ``recompute_exact_max_ops`` ops, solve the exact CP-SAT model
+   (:mod:`roam_core.recompute.exact`: drops and order together); otherwise take the shortest
+   prefix whose just-in-time peak fits, re-admit what the budget does not
    need (:func:`~roam_core.recompute.greedy.prune`), expand the graph with its recompute ops
    and plan the expanded graph with the full ROAM pipeline (sub-task CP-SAT orders move the
    recompute ops together with everything else; the layout packs the copies);
@@ -18,7 +20,7 @@ The result is an ordinary :class:`~roam_core.model.plan.Plan` for the *input* gr
 from __future__ import annotations
 
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any
 
 from roam_core.base.config import PlannerConfig
@@ -31,6 +33,14 @@ from roam_core.oracle.validate import check_plan
 from roam_core.recompute.greedy import JitEvaluator, TrajectoryPoint, greedy_trajectory, knee, prune
 
 __all__ = ["frontier_points", "plan_with_budget"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    dropped: tuple[Any, ...]
+    recompute: tuple[Any, ...]
+    order: tuple[Any, ...]
+    extra_flops: int
 
 
 def _no_budget(config: PlannerConfig) -> PlannerConfig:
@@ -95,11 +105,35 @@ def plan_with_budget(graph: Graph, config: PlannerConfig, *, make_plan: Any,
     target = budget
     w = config.recompute_bytes_weight
     best_arena = None
-    for _attempt in range(4):
-        idx = next((i for i, p in enumerate(points) if p.peak_bytes <= target), None)
+    exact = len(graph.ops) <= config.recompute_exact_max_ops
+    if exact:
+        from roam_core.recompute.exact import exact_recompute
+    cache: dict[int, Any] = {}
+
+    def candidate(target_bytes: int) -> Any:
+        """(evaluation-like record, expanded graph, plan) for one target peak."""
+        if exact:
+            ex = exact_recompute(graph, target_bytes, alignment_bytes=config.alignment_bytes,
+                                 bytes_weight=w,
+                                 time_limit_s=config.recompute_exact_time_limit_s)
+            if ex.status in ("optimal", "feasible"):
+                notes.append(f"exact recomputation model: {ex.status}, cost {ex.cost:.0f} "
+                             f"(bound {ex.best_bound:.0f}) in {ex.wall_time_s:.1f} s")
+                return _Choice(ex.dropped, ex.recompute, ex.order, ex.extra_flops)
+            if ex.status == "infeasible":
+                return None
+        idx = next((i for i, p in enumerate(points) if p.peak_bytes <= target_bytes), None)
         if idx is None:
+            return None
+        if idx not in cache:
+            e = prune(ev, dropped[:points[idx].n_dropped], target_bytes, w)
+            cache[idx] = _Choice(e.dropped, e.recompute, e.order, e.extra_flops)
+        return cache[idx]
+
+    for _attempt in range(4):
+        ev_i = candidate(target)
+        if ev_i is None:
             break
-        ev_i = prune(ev, dropped[:points[idx].n_dropped], target, w)
         g2 = expand_graph(graph, ev_i.recompute, order=ev_i.order)
         p2 = make_plan(g2, plain, **kwargs)
         best_arena = p2.arena_bytes if best_arena is None else min(best_arena, p2.arena_bytes)
