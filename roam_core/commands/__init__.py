@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["positive_float", "positive_int"]
+__all__ = ["budget_arg", "positive_float", "positive_int", "size_bytes"]
 
 
 def positive_int(text: str) -> int:
