@@ -133,7 +133,7 @@ class BudgetPlanner:
         from roam_core.recompute.greedy import hoist_views, jit_order
 
         rops = recompute_ops_for(self.graph, dropped)
-        order = jit_order(hoist_views(self.graph, self.base.order), rops)
+        order = jit_order(hoist_views(self.graph, self.base.order), rops, self.graph)
         flops = sum(_flops_of(self.graph, r.source) for r in rops)
         return self._finish(_Choice(tuple(dropped), rops, order, flops), None, [], label)
 

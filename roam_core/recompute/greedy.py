@@ -90,15 +90,33 @@ class TrajectoryPoint:
     extra_bytes: int
 
 
-def jit_order(base: Sequence[OpId], rops: Sequence[RecomputeOp]) -> tuple[OpId, ...]:
-    """``base`` with each recompute op just before its first consumer (inputs first)."""
+def jit_order(base: Sequence[OpId], rops: Sequence[RecomputeOp],
+              graph: Graph | None = None) -> tuple[OpId, ...]:
+    """``base`` with each recompute op just before its first consumer (inputs first).
+
+    With ``graph``, a recompute op also runs before any in-place write of an input that
+    follows its source (it must read the version the source read), e.g. the optimizer
+    update of a weight whose gradient matmul was delayed past it.
+    """
     pos = {o: i for i, o in enumerate(base)}
     n = len(base)
     made_by = {v: r.id for r in rops for v in r.outputs}
     first: dict[str, int] = {}
+    writers: dict[str, list[OpId]] = {}
+    if graph is not None:
+        for op in graph.ops:
+            for s in op.mutates:
+                writers.setdefault(s, []).append(op.id)
     for r in rops:
         for reader in r.readers:
             first[r.id] = min(first.get(r.id, n), pos[reader])
+        if graph is not None:
+            for u in r.inputs:
+                if u in made_by:
+                    continue
+                for w in writers.get(graph.storage_of(u), ()):
+                    if pos[w] > pos[r.source]:
+                        first[r.id] = min(first.get(r.id, n), pos[w])
     for r in reversed(rops):
         for u in r.inputs:
             p = made_by.get(u)
@@ -177,7 +195,7 @@ class JitEvaluator:
         drop = tuple(dict.fromkeys(dropped))
         dset = set(drop)
         rops = recompute_ops_for(g, drop, self.blockers) if drop else ()
-        order = jit_order(self.base, rops)
+        order = jit_order(self.base, rops, g)
         pos = {o: i for i, o in enumerate(order)}
         n = len(order)
         diff = np.zeros(n + 2, dtype=np.int64)
