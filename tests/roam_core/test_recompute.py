@@ -250,3 +250,47 @@ def test_cli_plan_budget_json(tmp_path, capsys):
     assert main(["plan", str(tmp_path / "g.json"), "-o", str(tmp_path / "q.json"),
                  "--budget", "1KiB", "--no-progress", "--workers", "1"]) == 2
     assert "smallest peak" in capsys.readouterr().err
+
+
+def test_cli_frontier_json(tmp_path, capsys):
+    from roam_core.cli import main
+    from roam_core.formats.graph_io import save_graph
+
+    g = random_train_graph(3, 8)
+    save_graph(g, tmp_path / "g.json")
+    assert main(["frontier", str(tmp_path / "g.json"), "--budgets", "8", "--json",
+                 "--plans", str(tmp_path / "plans")]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["step_flops"] > 0
+    roam = [p for p in d["points"] if p["method"] == "roam"]
+    assert len(roam) >= 5 and {"method", "peak_bytes", "extra_flops"} <= set(roam[0])
+    # more memory never costs more FLOPs along roam's frontier
+    roam.sort(key=lambda p: p["peak_bytes"])
+    assert all(a["extra_flops"] >= b["extra_flops"] - 1 for a, b in zip(roam, roam[1:]))
+    for f in (tmp_path / "plans").iterdir():
+        assert main(["check", str(tmp_path / "g.json"), str(f)]) == 0
+
+
+def test_baselines_follow_the_module_structure():
+    from roam_core.recompute.baselines import baseline_drop_set, find_blocks
+    from roam_core.zoo import trace_zoo
+
+    g = trace_zoo("tiny_gpt", 2, 16, attention="math").graph
+    assert find_blocks(g) == ("h.0", "h.1")
+    every = set(baseline_drop_set(g, "checkpoint_blocks"))
+    half = set(baseline_drop_set(g, "checkpoint_every_2"))
+    sel = set(baseline_drop_set(g, "selective_attention"))
+    assert half < every and sel and all(g.tensors[s].shape[-1] == 16 for s in sel)
+    assert baseline_drop_set(g, "none") == ()
+    assert all(g.op(g.tensors[s].producer).module.startswith("h.") for s in every)
+
+
+def test_cli_fit_json(capsys):
+    from roam_core.cli import main
+
+    assert main(["fit", "tiny_gpt", "--memory", "2.2MiB", "--batch-sizes", "1", "2",
+                 "--seq-lens", "16", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert set(d["largest"]) == {"eager_reserved", "roam", "roam_recompute_5pct",
+                                 "roam_recompute_25pct"}
+    assert d["configs"] and all("fits" in c for c in d["configs"])

@@ -36,7 +36,7 @@ def _budget_plan(model, x, frac=0.85):  # type: ignore[no-untyped-def]
 
 def test_recompute_plan_replays_bit_exact_on_cpu():
     model, x = _mlp(), torch.randn(512, 32)
-    g, plan = _budget_plan(model, x)
+    _g, plan = _budget_plan(model, x)
     assert plan.recompute, "the budget should need recomputation"
     rep = execute_plan(model, [x], plan, loss_fn=_loss, optimizer="adamw", device="cpu")
     assert rep.max_abs_diff == 0.0
@@ -58,7 +58,7 @@ def test_tiny_gpt_recompute_plan_replays_bit_exact():
 
 def test_a_corrupted_recompute_plan_is_refused_before_running():
     model, x = _mlp(), torch.randn(512, 32)
-    g, plan = _budget_plan(model, x)
+    _g, plan = _budget_plan(model, x)
     r = plan.recompute[-1]
     order = [o for o in plan.order if o != r.id] + [r.id]  # after its readers
     with pytest.raises(PlanInvalidError, match="dropped"):
