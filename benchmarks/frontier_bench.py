@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's roam_core
 
 MIB = 2**20
 CONFIGS = [("gpt2", 2, 512), ("mobilenet_v2", 32, None), ("resnet50", 32, None),
@@ -108,7 +111,9 @@ def write_md(results: list[dict[str, Any]], path: Path) -> None:
                          f"+{100 * p['extra_flops'] / sf:.2f}% | {p['recomputed_ops']} |")
         lines.append("")
         beaten = g["baselines_beating_roam"]
-        lines.append(f"- **Dominance**: {'no baseline point beats roam' if not beaten else 'beaten by ' + ', '.join(beaten)}.")
+        verdict = ("no baseline point beats roam" if not beaten
+                   else "beaten by " + ", ".join(beaten))
+        lines.append(f"- **Dominance**: {verdict}.")
         if "midway_ratio" in g:
             ratio = g["midway_ratio"]
             lines.append(f"- **Midway** ({g['midway_bytes'] / MIB:,.0f} MiB): roam's extra "
