@@ -5,6 +5,7 @@ executor import torch lazily when called.
 """
 
 from roam_core.base.errors import (
+    BudgetInfeasibleError,
     ExecutorError,
     GraphError,
     InfeasibleError,
@@ -32,6 +33,7 @@ from roam_core.model.graph import (
     round_size,
 )
 from roam_core.model.plan import Plan, SolveRecord
+from roam_core.model.recompute import RecomputeOp, expand_graph
 from roam_core.oracle.simulate import Lifetime, MemoryProfile, lifetimes, simulate
 from roam_core.oracle.validate import check_arena, check_order, check_plan
 
@@ -50,6 +52,8 @@ _LAZY = {
     "simulate_allocator": "roam_core.oracle.allocator_sim",
     "plan_arena": "roam_core.layout.arena",
     "solve_dsa": "roam_core.layout.dsa_solver",
+    "recompute_frontier": "roam_core.planner.budget",
+    "exact_recompute": "roam_core.recompute.exact",
 }
 
 
@@ -63,6 +67,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     *sorted(_LAZY),
     "Alias",
+    "BudgetInfeasibleError",
     "ControlEdge",
     "EdgeReason",
     "ExecutorError",
@@ -82,6 +87,7 @@ __all__ = [
     "Phase",
     "PlanFormatError",
     "PlanInvalidError",
+    "RecomputeOp",
     "RoamError",
     "SolverTimeoutError",
     "Tensor",
@@ -92,6 +98,7 @@ __all__ = [
     "ViolationKind",
     "dumps_graph",
     "execute_plan",
+    "expand_graph",
     "lifetimes",
     "load_graph",
     "loads_graph",
