@@ -2,18 +2,35 @@
 # Set-up and entry points for roam on a fresh machine (Python 3.11 is all it needs).
 #   ./dev.sh app    install everything, then start the app on a planned sample graph
 #   ./dev.sh test   install everything (+ Debian chromium for browser tests), run the test suite
+# The install is skipped when the venv is up to date: after a successful install the hash of
+# pyproject.toml (and this checkout's path) is stored in $VENV/.roam-installed; ROAM_REINSTALL=1
+# forces a fresh install.
 set -euo pipefail
 cd "$(dirname "$0")"
 VENV=${ROAM_VENV:-.venv}
 PY="$VENV/bin/python"
 
+STAMP="$VENV/.roam-installed"
+
+stamp() {  # what the venv was installed from: pyproject.toml's hash and this checkout
+  { sha256sum pyproject.toml | cut -d' ' -f1; pwd -P; } | sha256sum | cut -d' ' -f1
+}
+
+up_to_date() {
+  [ "${ROAM_REINSTALL:-0}" != 1 ] && [ -x "$VENV/bin/roam" ] && [ -f "$STAMP" ] \
+    && [ "$(cat "$STAMP")" = "$(stamp)" ]
+}
+
 install() {
+  if up_to_date; then return; fi
   if [ ! -x "$PY" ]; then python3 -m venv "$VENV"; fi
+  rm -f "$STAMP"
   "$PY" -m pip install -q --upgrade pip
   # The CPU wheel of torch 2.13.0 lies on this machine's disk; install it first so that the
   # project's torch range is already satisfied and pip never pulls a CUDA build.
   "$PY" -c "import torch" 2>/dev/null || "$PY" -m pip install -q "torch==2.13.0"
   "$PY" -m pip install -q -e ".[test]"
+  stamp > "$STAMP"
 }
 
 install_chromium() {

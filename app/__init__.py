@@ -19,10 +19,20 @@ import os
 from pathlib import Path
 from typing import Any
 
-__all__ = ["DEFAULT_SAMPLE", "create_app"]
+__all__ = ["DEFAULT_SAMPLE", "create_app", "data_dir"]
 
 _logger = logging.getLogger(__name__)
-ASSETS = Path(__file__).resolve().parents[1] / "assets"
+
+
+def data_dir(name: str) -> Path:
+    """The app's data folder ``name`` (``assets``, ``sample_graphs``): inside the installed
+    package (a wheel carries copies under ``app/``), else the source checkout's top level."""
+    here = Path(__file__).resolve().parent
+    packaged = here / name
+    return packaged if packaged.is_dir() else here.parent / name
+
+
+ASSETS = data_dir("assets")
 #: Preferred start-up graphs (prefixes of dropdown values), first available wins.
 DEFAULT_SAMPLE = ("file:alexnet-b1-roam", "file:tiny_gpt-", "file:mlp-", "hand:tiny_train_step")
 #: The start-up plan uses these settings (and the UI starts with them, so it hits the cache).

@@ -15,11 +15,11 @@ from typing import Any
 
 from roam_core.model.graph import Graph, OpId
 from roam_core.model.plan import Plan
+from roam_core.oracle.allocator_sim import Block
 
 __all__ = [
     "BASELINE_METHODS",
     "PLAN_METHODS",
-    "Block",
     "PlanSettings",
     "baseline_layout",
     "baseline_order",
@@ -53,17 +53,6 @@ class PlanSettings:
     def as_dict(self) -> dict[str, Any]:
         """Plain dict (JSON-able)."""
         return dataclasses.asdict(self)
-
-
-@dataclass(frozen=True, slots=True)
-class Block:
-    """Where one storage lived under the (simulated) caching allocator of a baseline order."""
-
-    tensor_id: str
-    address: int
-    size_bytes: int
-    start_step: int
-    end_step: int
 
 
 def run_planner(graph: Graph, settings: PlanSettings,
@@ -120,6 +109,4 @@ def baseline_layout(graph: Graph, order: Sequence[OpId]
     from roam_core.oracle.allocator_sim import simulate_allocator
 
     res = simulate_allocator(graph, order)
-    blocks = [Block(b.tensor_id, int(b.address), int(b.size_bytes), int(b.start_step),
-                    int(b.end_step)) for b in res.blocks]
-    return blocks, int(res.peak_reserved_bytes), "simulated PyTorch caching allocator"
+    return list(res.blocks), int(res.peak_reserved_bytes), "simulated PyTorch caching allocator"

@@ -4,7 +4,7 @@ Usage::
 
     nice python benchmarks/dsa_bench.py [--time-limit S] [--only SUBSTR] [--out benchmarks/results]
 
-Instances (``/work/shared/dsa``, see its README):
+Instances (``$ROAM_DSA_DIR``, default ``<repo>/../shared/dsa``, see its README):
 
 * ``minimalloc/A..K.1048576.csv``: 11 TPU allocation problems; the task is a valid layout
   within capacity 1,048,576 (MiniMalloc's C++ solver: all 11 in 0.4-3.9 s; greedy: none);
@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DSA = Path(os.environ.get("ROAM_DSA_DIR", "/work/shared/dsa"))
+DSA = Path(os.environ.get("ROAM_DSA_DIR", ROOT.parent / "shared" / "dsa"))
 CAP = 1_048_576
 
 INSTANCES: list[tuple[str, int | None]] = [

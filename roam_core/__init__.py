@@ -6,17 +6,18 @@ executor import torch lazily when called.
 
 from roam_core.base.errors import (
     BudgetInfeasibleError,
+    ConfigError,
     ExecutorError,
     GraphError,
     InfeasibleError,
     PlanFormatError,
     PlanInvalidError,
     RoamError,
-    SolverTimeoutError,
     TraceError,
     Violation,
     ViolationKind,
 )
+from roam_core.base.status import SolveStatus
 from roam_core.formats.graph_io import dumps_graph, load_graph, loads_graph, save_graph
 from roam_core.model.graph import (
     Alias,
@@ -43,6 +44,7 @@ _LAZY = {
     "PlanProgress": "roam_core.planner",
     "PlannerConfig": "roam_core.base.config",
     "OrderSolverConfig": "roam_core.base.config",
+    "ArenaConfig": "roam_core.base.config",
     "save_plan": "roam_core.formats.plan_io",
     "load_plan": "roam_core.formats.plan_io",
     "dumps_plan": "roam_core.formats.plan_io",
@@ -68,6 +70,7 @@ __all__ = [
     *sorted(_LAZY),
     "Alias",
     "BudgetInfeasibleError",
+    "ConfigError",
     "ControlEdge",
     "EdgeReason",
     "ExecutorError",
@@ -80,6 +83,7 @@ __all__ = [
     "OpId",
     "Plan",
     "SolveRecord",
+    "SolveStatus",
     "check_arena",
     "check_order",
     "check_plan",
@@ -89,7 +93,6 @@ __all__ = [
     "PlanInvalidError",
     "RecomputeOp",
     "RoamError",
-    "SolverTimeoutError",
     "Tensor",
     "TensorId",
     "TensorKind",

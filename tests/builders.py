@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from roam_core.layout.arena import greedy_arena
 from roam_core.model.graph import (
     Alias,
@@ -193,3 +196,68 @@ def _storage(v: str, aliases: list[Alias]) -> str:
         if a.id == v:
             return a.storage
     return v
+
+
+def tied_branches() -> Graph:
+    """Two branches that tie at 512 B rounding (program order runs the worse one first).
+
+    Exact bytes: branch 1 first peaks at 10 + 600 + 500 = 1110 (running c2), branch 2 first
+    at 500 + 1000 + 10 = 1510 (its 500-byte output stays live across branch 1).
+    """
+    f = Phase.FORWARD
+
+    def t(tid: str, size: int, producer: str) -> Tensor:
+        return Tensor(TensorId(tid), size, "float32", (max(1, size // 4),),
+                      TensorKind.ACTIVATION, OpId(producer))
+
+    return Graph.build(
+        [Op(OpId("a"), "src", f, (), ("s",)),
+         Op(OpId("b2"), "big", f, ("s",), ("big2",)),
+         Op(OpId("c2"), "small", f, ("big2",), ("small2",)),
+         Op(OpId("b1"), "big", f, ("s",), ("big1",)),
+         Op(OpId("c1"), "small", f, ("big1",), ("small1",)),
+         Op(OpId("d"), "join", f, ("small1", "small2"), ("out",))],
+        [t("s", 8, "a"), t("big2", 600, "b2"), t("small2", 500, "c2"),
+         t("big1", 1000, "b1"), t("small1", 10, "c1"), t("out", 8, "d")],
+        outputs=[TensorId("out")], name="tied_branches")
+
+
+def random_valid_order(graph: Graph, seed: int) -> list[str]:
+    """A uniformly drawn ready op at every step (a random valid order, seeded)."""
+    import random
+
+    rnd = random.Random(seed)
+    preds = {op: set(graph.predecessors(op)) for op in graph.op_ids}
+    done: list[str] = []
+    left = set(graph.op_ids)
+    while left:
+        pick = rnd.choice(sorted(op for op in left if preds[op] <= set(done)))
+        done.append(pick)
+        left.discard(pick)
+    return done
+
+
+#: The repository root (tests/ lies directly below it).
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _shared_roots() -> list[Path]:
+    """Where the shared data folder may be: ``$ROAM_SHARED_DIR``, ``<repo>/../shared`` and,
+    in a git worktree, ``<main checkout>/../shared``."""
+    roots = [Path(os.environ["ROAM_SHARED_DIR"])] if os.environ.get("ROAM_SHARED_DIR") else []
+    roots += [REPO / "shared", REPO.parent / "shared"]
+    dot_git = REPO / ".git"
+    if dot_git.is_file():  # a worktree: "gitdir: <main>/.git/worktrees/<name>"
+        text = dot_git.read_text(encoding="utf-8", errors="replace").strip()
+        if text.startswith("gitdir:"):
+            main = Path(text.partition(":")[2].strip()).resolve().parents[2]
+            roots.append(main.parent / "shared")
+    return roots
+
+
+def shared_data_dir(relative: str) -> Path | None:
+    """``<shared>/<relative>`` for the first shared root that has it, else ``None``."""
+    for root in _shared_roots():
+        if (root / relative).is_dir():
+            return root / relative
+    return None

@@ -35,6 +35,30 @@ def test_wheel_holds_every_package_of_the_source_tree(wheel: Path) -> None:
     assert not any(n.startswith(("tests/", "benchmarks/", "scripts/")) for n in names)
 
 
+def test_wheel_carries_the_app_assets_and_samples(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for top, dest in (("assets", "app/assets"), ("sample_graphs", "app/sample_graphs")):
+        want = {f"{dest}/{p.relative_to(ROOT / top).as_posix()}"
+                for p in (ROOT / top).rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+        assert want, f"{top}/ is empty in the source tree"
+        assert sorted(want - names) == [], f"the wheel lacks files of {top}/"
+
+
+def test_the_installed_app_finds_its_css_and_samples(wheel: Path, tmp_path: Path) -> None:
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    code = ("import app, app.services as s; "
+            "print(app.ASSETS / 'roam.css'); print(len(s.sample_options(s.SAMPLE_DIR)))\n"
+            "assert (app.ASSETS / 'roam.css').is_file()")
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
+                         text=True, env={"PYTHONPATH": str(site), "PATH": ""}, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    css, n_options = out.stdout.split()
+    assert css.startswith(str(site)), "the app read its CSS from outside the wheel"
+    n_files = len(list((ROOT / "sample_graphs").glob("*.json*")))
+    assert int(n_options) >= n_files > 0
+
+
 def test_cli_runs_from_the_unpacked_wheel(wheel: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)

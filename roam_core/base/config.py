@@ -1,8 +1,10 @@
 """Planner knobs: frozen dataclasses with defaults and one comment per field.
 
 Every setting the ROAM planner reads lives here (minimalloc ``SolverParams`` style), so a plan
-can record exactly what produced it (:meth:`PlannerConfig.to_dict`).  Layout (arena) settings
-belong to :mod:`roam_core.layout.arena`.
+can record exactly what produced it (:meth:`PlannerConfig.to_dict`), the arena layout's
+settings (:class:`ArenaConfig`, ``PlannerConfig.arena``) included.  An impossible setting
+(a negative time limit, no workers, an unknown update policy) raises
+:class:`~roam_core.base.errors.ConfigError` when the config is made.
 
 Examples
 --------
@@ -11,6 +13,10 @@ Examples
 (2.0, 40)
 >>> PlannerConfig.from_dict(cfg.to_dict()) == cfg
 True
+>>> PlannerConfig(workers=0)
+Traceback (most recent call last):
+    ...
+roam_core.base.errors.ConfigError: workers must be at least 1, not 0
 """
 
 from __future__ import annotations
@@ -19,10 +25,23 @@ from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
-__all__ = ["UPDATE_POLICIES", "OrderSolverConfig", "PlannerConfig"]
+from roam_core.base.errors import ConfigError
+
+__all__ = ["UPDATE_POLICIES", "ArenaConfig", "OrderSolverConfig", "PlannerConfig"]
 
 #: Weight-update placement policies understood by :mod:`roam_core.ordering.rewrites`.
 UPDATE_POLICIES = ("cost_aware", "asap", "none")
+
+
+def _at_least(name: str, value: Any, low: float) -> None:
+    """Raise :class:`ConfigError` unless ``value`` is a number ``>= low`` (an int when
+    ``low`` is)."""
+    kinds: tuple[type, ...] = (int,) if isinstance(low, int) else (int, float)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        kind = "an integer" if kinds == (int,) else "a number"
+        raise ConfigError(f"{name} must be {kind}, not {value!r}")
+    if not value >= low:  # also catches NaN
+        raise ConfigError(f"{name} must be at least {low}, not {value!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,6 +69,69 @@ class OrderSolverConfig:
     max_range_ops: int = 400
     # Log CP-SAT search progress (debugging only).
     log_search: bool = False
+
+    def __post_init__(self) -> None:
+        _at_least("order.time_limit_s", self.time_limit_s, 0.0)
+        _at_least("order.num_search_workers", self.num_search_workers, 1)
+        _at_least("order.wall_slack", self.wall_slack, 1.0)
+        _at_least("order.relative_gap", self.relative_gap, 0.0)
+        _at_least("order.max_range_ops", self.max_range_ops, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class ArenaConfig:
+    """Settings of the arena layout (:func:`roam_core.layout.arena.plan_arena`).
+
+    Inside a :class:`PlannerConfig` (its ``arena`` field), ``alignment_bytes``, ``time_limit_s``
+    and ``seed`` always follow the planner's ``alignment_bytes``, ``layout_time_limit_s`` and
+    ``order.random_seed`` (set those there; the planner also caps the layout budget by what
+    ``PlannerConfig.time_limit_s`` leaves).
+
+    Parameters
+    ----------
+    alignment_bytes : int
+        Offset and size granularity (512 like CUDA's caching allocator).
+    time_limit_s : float
+        Budget of the whole layout (portfolio and sub-task models together).
+    task_time_limit_s : float
+        CP-SAT limit per sub-task group.
+    use_cpsat : bool
+        Run the activation-stack + CP-SAT candidate (steps 1-3).
+    max_group_tensors : int
+        Groups larger than this are cut into chronological chunks for CP-SAT.
+    use_dsa : bool
+        Run the DSA portfolio candidate (step 4).
+    dsa_exact : bool
+        Let the DSA candidate run its canonical search (else greedy orders only).
+    flip_compact : bool
+        Mirror-and-compact every candidate (step 5, cheap) before the polish.
+    shake_rounds : int
+        Rounds of randomised flip-compaction on the winner (step 5; 0 = off).
+    num_workers : int
+        CP-SAT workers.
+    seed : int
+        CP-SAT random seed.
+    """
+
+    alignment_bytes: int = 512
+    time_limit_s: float = 60.0
+    task_time_limit_s: float = 5.0
+    use_cpsat: bool = True
+    max_group_tensors: int = 150
+    use_dsa: bool = True
+    dsa_exact: bool = True
+    flip_compact: bool = True
+    shake_rounds: int = 60
+    num_workers: int = 1
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        _at_least("arena.alignment_bytes", self.alignment_bytes, 1)
+        _at_least("arena.time_limit_s", self.time_limit_s, 0.0)
+        _at_least("arena.task_time_limit_s", self.task_time_limit_s, 0.0)
+        _at_least("arena.max_group_tensors", self.max_group_tensors, 1)
+        _at_least("arena.shake_rounds", self.shake_rounds, 0)
+        _at_least("arena.num_workers", self.num_workers, 1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -95,6 +177,42 @@ class PlannerConfig:
     recompute_exact_max_ops: int = 60
     # CP-SAT (deterministic) seconds of the exact recomputation model.
     recompute_exact_time_limit_s: float = 20.0
+    # Arena layout settings (alignment, budget and seed follow the fields above).
+    arena: ArenaConfig = field(default_factory=ArenaConfig)
+
+    def __post_init__(self) -> None:
+        _at_least("node_limit", self.node_limit, 1)
+        if not isinstance(self.order, OrderSolverConfig):
+            raise ConfigError(f"order must be an OrderSolverConfig, not "
+                              f"{type(self.order).__name__}")
+        if self.time_limit_s is not None:
+            _at_least("time_limit_s", self.time_limit_s, 0.0)
+        if self.workers is not None:
+            _at_least("workers", self.workers, 1)
+        if self.update_policy not in UPDATE_POLICIES:
+            raise ConfigError(f"unknown update policy {self.update_policy!r}; known: "
+                              f"{', '.join(UPDATE_POLICIES)}")
+        if self.baselines is not None and (isinstance(self.baselines, str) or not all(
+                isinstance(b, str) for b in self.baselines)):
+            raise ConfigError(f"baselines must be a tuple of method names, not "
+                              f"{self.baselines!r}")
+        _at_least("alignment_bytes", self.alignment_bytes, 1)
+        _at_least("polish_rounds", self.polish_rounds, 0)
+        _at_least("layout_time_limit_s", self.layout_time_limit_s, 0.0)
+        bud = self.budget_bytes
+        if bud is not None and bud != "auto" and (isinstance(bud, bool) or not isinstance(
+                bud, int) or bud <= 0):
+            raise ConfigError(f"budget_bytes must be a positive number of bytes, 'auto' or "
+                              f"None, not {bud!r}")
+        _at_least("recompute_bytes_weight", self.recompute_bytes_weight, 0.0)
+        _at_least("recompute_exact_max_ops", self.recompute_exact_max_ops, 0)
+        _at_least("recompute_exact_time_limit_s", self.recompute_exact_time_limit_s, 0.0)
+        if not isinstance(self.arena, ArenaConfig):
+            raise ConfigError(f"arena must be an ArenaConfig, not {type(self.arena).__name__}")
+        # one source for each: the arena follows the planner (also after ``replace``)
+        object.__setattr__(self, "arena", replace(
+            self.arena, alignment_bytes=self.alignment_bytes,
+            time_limit_s=self.layout_time_limit_s, seed=self.order.random_seed))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able settings (for ``Plan.settings``)."""
@@ -107,10 +225,10 @@ class PlannerConfig:
         """Inverse of :meth:`to_dict`; unknown keys are ignored."""
         known = {f.name for f in fields(cls)}
         kw = {k: v for k, v in data.items() if k in known}
-        if isinstance(kw.get("order"), Mapping):
-            okeys = {f.name for f in fields(OrderSolverConfig)}
-            kw["order"] = OrderSolverConfig(**{k: v for k, v in kw["order"].items()
-                                               if k in okeys})
+        for key, sub in (("order", OrderSolverConfig), ("arena", ArenaConfig)):
+            if isinstance(kw.get(key), Mapping):
+                skeys = {f.name for f in fields(sub)}
+                kw[key] = sub(**{k: v for k, v in kw[key].items() if k in skeys})
         if kw.get("baselines") is not None:
             kw["baselines"] = tuple(kw["baselines"])
         return cls(**kw)

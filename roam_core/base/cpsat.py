@@ -2,10 +2,10 @@
 
 Private to roam_core.  Solver modules build a ``cp_model.CpModel``, call
 :func:`make_solver` with their settings, run :func:`solve_with_stop` and map the status with
-:func:`status_name`.  Status names are the strings recorded in
-:class:`~roam_core.model.plan.SolveRecord`: ``"optimal"``, ``"feasible"``, ``"infeasible"``,
-``"unknown"`` (time out without a solution), ``"invalid"``; callers add ``"cancelled"``,
-``"hint"`` (kept the warm start) and ``"skipped"``.
+:func:`status_name`.  Statuses are
+:class:`~roam_core.base.status.SolveStatus` members: CP-SAT's ``OPTIMAL``, ``FEASIBLE``,
+``INFEASIBLE``, ``UNKNOWN`` (time out without a solution) and ``INVALID``; callers add
+``CANCELLED``, ``HINT`` (kept the warm start) and the others.
 """
 
 from __future__ import annotations
@@ -13,43 +13,41 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
 __all__ = [
-    "CancelFlag",
     "SolveOutcome",
-    "as_cancel_flag",
     "make_solver",
     "solve_with_stop",
     "status_name",
 ]
 
+from roam_core.base.cancel import CancelFlag
+from roam_core.base.status import SolveStatus
+
 _logger = logging.getLogger(__name__)
 
-#: Something that says "stop now": an Event-like object or a zero-argument callable.
-CancelFlag = Callable[[], bool]
 
 _STATUS = {
-    cp_model.OPTIMAL: "optimal",
-    cp_model.FEASIBLE: "feasible",
-    cp_model.INFEASIBLE: "infeasible",
-    cp_model.MODEL_INVALID: "invalid",
-    cp_model.UNKNOWN: "unknown",
+    cp_model.OPTIMAL: SolveStatus.OPTIMAL,
+    cp_model.FEASIBLE: SolveStatus.FEASIBLE,
+    cp_model.INFEASIBLE: SolveStatus.INFEASIBLE,
+    cp_model.MODEL_INVALID: SolveStatus.INVALID,
+    cp_model.UNKNOWN: SolveStatus.UNKNOWN,
 }
 
 
-def status_name(status: int) -> str:
-    """The lowercase name of a CP-SAT status.
+def status_name(status: int) -> SolveStatus:
+    """The :class:`SolveStatus` of a CP-SAT status code (a ``str``: its lowercase name).
 
     Examples
     --------
     >>> status_name(cp_model.OPTIMAL), status_name(cp_model.UNKNOWN)
-    ('optimal', 'unknown')
+    (<SolveStatus.OPTIMAL: 'optimal'>, <SolveStatus.UNKNOWN: 'unknown'>)
     """
-    return _STATUS.get(status, "unknown")
+    return _STATUS.get(status, SolveStatus.UNKNOWN)
 
 
 def make_solver(
@@ -108,7 +106,7 @@ class _StopCallback(cp_model.CpSolverSolutionCallback):
 class SolveOutcome:
     """What :func:`solve_with_stop` observed."""
 
-    status: str
+    status: SolveStatus
     wall_time_s: float
     reached_target: bool
     cancelled: bool
@@ -159,19 +157,9 @@ def solve_with_stop(
         status=name,
         wall_time_s=wall,
         reached_target=cb.reached_target,
-        cancelled=was_cancelled and name != "optimal",
+        cancelled=was_cancelled and name != SolveStatus.OPTIMAL,
         objective=solver.objective_value if has else None,
         best_bound=solver.best_objective_bound if has else None,
     )
 
 
-def as_cancel_flag(cancel: object) -> CancelFlag | None:
-    """Normalise an ``Event`` / callable / ``None`` into a zero-argument callable."""
-    if cancel is None:
-        return None
-    is_set = getattr(cancel, "is_set", None)
-    if callable(is_set):
-        return is_set  # type: ignore[no-any-return]
-    if callable(cancel):
-        return cancel  # type: ignore[return-value]
-    raise TypeError(f"cancel must be an Event or a callable, not {type(cancel).__name__}")

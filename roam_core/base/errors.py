@@ -20,7 +20,6 @@ __all__ = [
     "PlanFormatError",
     "PlanInvalidError",
     "RoamError",
-    "SolverTimeoutError",
     "TraceError",
     "Violation",
     "ViolationKind",
@@ -66,10 +65,6 @@ class PlanInvalidError(RoamError):
 
 class InfeasibleError(RoamError):
     """A solver proved that no solution exists within the given limits (e.g. capacity)."""
-
-
-class SolverTimeoutError(RoamError):
-    """No feasible solution was found before the time limit."""
 
 
 class ExecutorError(RoamError):

@@ -13,8 +13,7 @@ bound on any order's peak.  Then every method runs:
   (:func:`~roam_core.ordering.registry.best_heuristic_order`);
 * ``monolithic``: MODeL-style CP-SAT over the whole graph (:mod:`roam_core.ordering.monolithic`),
   only for graphs of at most ``monolithic_max_ops`` ops;
-* ``roam`` (and any name the planner accepts): :func:`roam_core.planner.make_plan`,
-  imported lazily and skipped with a note when the planner is absent.
+* ``roam`` (and any name the planner accepts): :func:`roam_core.planner.make_plan`.
 
 ``memory`` of a row is ``arena_bytes`` when the method produced a layout, else the simulated
 peak; the cuts compare it with the eager figures (``1 - memory / eager``).  All byte figures
@@ -33,9 +32,16 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 
+from roam_core.base.config import PlannerConfig
 from roam_core.base.errors import RoamError
+from roam_core.base.status import SolveStatus
+from roam_core.layout.arena import greedy_arena
+from roam_core.layout.layout_baselines import baseline_layout
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, Order
+from roam_core.oracle.allocator_sim import simulate_allocator
+from roam_core.oracle.bounds import best_lower_bound, live_set_lower_bound
 from roam_core.oracle.simulate import simulate
+from roam_core.ordering.monolithic import solve_monolithic
 from roam_core.ordering.registry import (
     COMPOSITE_METHODS,
     DEFAULT_METHODS,
@@ -43,6 +49,7 @@ from roam_core.ordering.registry import (
     best_heuristic_order,
     run_method,
 )
+from roam_core.planner import make_plan
 
 __all__ = [
     "CSV_COLUMNS",
@@ -143,7 +150,7 @@ class BenchRow:
 
 # ------------------------------------------------------------------ baselines
 def graph_baseline(graph: Graph, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> GraphBaseline:
-    """Eager figures and the lower bound of ``graph`` (optional modules skipped if absent).
+    """Eager figures and the lower bound of ``graph``.
 
     Examples
     --------
@@ -154,25 +161,12 @@ def graph_baseline(graph: Graph, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES)
     """
     t0 = time.perf_counter()
     eager = simulate(graph, alignment_bytes=alignment_bytes).peak_bytes
-    allocated = reserved = moved = bound = None
-    try:
-        from roam_core.oracle.allocator_sim import simulate_allocator
-
-        a = simulate_allocator(graph)
-        allocated, reserved = a.peak_allocated_bytes, a.peak_reserved_bytes
-    except ImportError:
-        _logger.info("allocator model unavailable: no eager allocated/reserved")
-    if "eager_moved_state" in ORDER_METHODS:
-        moved = simulate(graph, run_method(graph, "eager_moved_state"),
-                         alignment_bytes=alignment_bytes).peak_bytes
-    try:
-        from roam_core.oracle import bounds
-
-        best = getattr(bounds, "best_lower_bound", None) or bounds.live_set_lower_bound
-        bound = max(best(graph, alignment_bytes).bound_bytes,
-                    bounds.live_set_lower_bound(graph, alignment_bytes).bound_bytes)
-    except ImportError:
-        _logger.info("bounds unavailable: no lower bound")
+    a = simulate_allocator(graph)
+    allocated, reserved = a.peak_allocated_bytes, a.peak_reserved_bytes
+    moved = simulate(graph, run_method(graph, "eager_moved_state", alignment_bytes=alignment_bytes),
+                     alignment_bytes=alignment_bytes).peak_bytes
+    bound = max(best_lower_bound(graph, alignment_bytes).bound_bytes,
+                live_set_lower_bound(graph, alignment_bytes).bound_bytes)
     return GraphBaseline(
         n_ops=len(graph.ops), resident_bytes=graph.resident_bytes(alignment_bytes),
         eager_peak_bytes=eager, eager_allocated_bytes=allocated, eager_reserved_bytes=reserved,
@@ -213,27 +207,19 @@ def _order_arena(graph: Graph, order: Order, layout: str = "best") -> tuple[int 
 
     ``greedy`` is :func:`roam_core.layout.arena.greedy_arena` (TFLite/XLA greedy by size), ``llfb``
     ROAM's long-lived-first baseline (:mod:`roam_core.layout.layout_baselines`), ``best`` the
-    smaller of the two; ``(None, "")`` when the modules are absent or ``layout == "none"``.
+    smaller of the two; ``(None, "")`` when ``layout == "none"`` or every layout failed.
     """
     if layout == "none":
         return None, ""
     found: list[tuple[int, str]] = []
     if layout in ("best", "greedy"):
         try:
-            from roam_core.layout.arena import greedy_arena
-
             found.append((int(greedy_arena(graph, order).arena_bytes), "greedy"))
-        except ImportError:
-            pass
         except Exception as e:  # a layout is optional: never sink the bench row
             _logger.warning("greedy arena failed on %s: %s", graph.name, e)
     if layout in ("best", "llfb"):
         try:
-            from roam_core.layout.layout_baselines import baseline_layout
-
             found.append((int(baseline_layout(graph, order, "llfb").arena_bytes), "llfb"))
-        except ImportError:
-            pass
         except Exception as e:
             _logger.warning("llfb layout failed on %s: %s", graph.name, e)
     if not found:
@@ -245,16 +231,10 @@ def _order_arena(graph: Graph, order: Order, layout: str = "best") -> tuple[int 
 def _run_planner(graph: Graph, method: str, time_limit_s: float | None) -> tuple[Order, int,
                                                                                   int | None, str,
                                                                                   str]:
-    from roam_core import planner
-    from roam_core.base.config import PlannerConfig
-
-    config = PlannerConfig(time_limit_s=time_limit_s)
-    plan = planner.make_plan(graph, config, method=method)
-    status = "ok"
-    for rec in getattr(plan, "provenance", ()):
-        if rec.status in ("timeout", "unknown", "cancelled"):
-            status = "partial"
-    note = "; ".join(getattr(plan, "notes", ()))
+    plan = make_plan(graph, PlannerConfig(time_limit_s=time_limit_s), method=method)
+    unfinished = (SolveStatus.TIMEOUT, SolveStatus.UNKNOWN, SolveStatus.CANCELLED)
+    status = "partial" if any(r.status in unfinished for r in plan.provenance) else "ok"
+    note = "; ".join(plan.notes)
     return plan.order, plan.planned_peak_bytes, plan.arena_bytes, status, note
 
 
@@ -351,8 +331,6 @@ def bench_graph(
                     emit(_row(graph, base, method, None, None, 0.0, "skipped",
                               f"more than {monolithic_max_ops} ops"))
                     continue
-                from roam_core.ordering.monolithic import solve_monolithic
-
                 r = solve_monolithic(graph, time_limit_s=time_limit_s or 60.0,
                                      max_ops=monolithic_max_ops,
                                      lower_bound_bytes=base.lower_bound_bytes)
@@ -361,12 +339,7 @@ def bench_graph(
                           note(f"bound {r.best_bound_bytes / MIB:.1f} MiB",
                                how and f"layout {how}")))
             else:
-                try:
-                    order, peak, arena, status, note = _run_planner(graph, method, time_limit_s)
-                except ImportError as e:
-                    emit(_row(graph, base, method, None, None, 0.0, "skipped",
-                              f"planner unavailable ({e})"))
-                    continue
+                order, peak, arena, status, note = _run_planner(graph, method, time_limit_s)
                 seconds = time.perf_counter() - t0
                 emit(_row(graph, base, method, peak, arena, seconds, status, note))
         except Exception as e:  # the harness isolates every method's failure (logged)

@@ -107,7 +107,7 @@ def _cases(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from roam_core.base.errors import GraphError
+    from roam_core.base.errors import ConfigError
     from roam_core.bench import DEFAULT_BENCH_METHODS, run_bench, write_csv, write_markdown
     from roam_core.ordering.registry import ORDER_METHODS
 
@@ -117,8 +117,8 @@ def _run(args: argparse.Namespace) -> int:
     unknown = [m for m in methods if m not in extra and not (
         m.partition("+")[0] in ORDER_METHODS and m.partition("+")[2] in ("", "greedy", "llfb"))]
     if unknown:
-        raise GraphError(f"unknown method(s) {', '.join(unknown)}; known: "
-                         f"{', '.join([*ORDER_METHODS, *sorted(extra)])}")
+        raise ConfigError(f"unknown method(s) {', '.join(unknown)}; known: "
+                          f"{', '.join([*ORDER_METHODS, *sorted(extra)])}")
     cases = _cases(args)
     stem = args.name or (f"ordering_{'files' if args.graphs else args.suite}_{args.setting}")
     csv_path = os.path.join(args.out, stem + ".csv")

@@ -35,6 +35,7 @@ from typing import Any
 
 from roam_core.base.errors import PlanFormatError
 from roam_core.base.safe_gzip import gunzip_bounded
+from roam_core.base.status import SolveStatus
 from roam_core.formats.dsa_csv import dumps_problem
 from roam_core.model.dsa import Buffer, Problem, Solution
 from roam_core.model.graph import ControlEdge, EdgeReason, Graph, OpId, TensorId, round_size
@@ -229,9 +230,13 @@ def plan_from_dict(obj: Any) -> Plan:
                                   ) from None
     prov = []
     for i, r in enumerate(_field(obj, "provenance", list, default=[])):
+        if isinstance(r, dict) and SolveStatus.parse(r.get("status")) is None:
+            raise PlanFormatError(f"plan file: field 'provenance' entry {i} has status "
+                                  f"{r.get('status')!r}; known: "
+                                  f"{', '.join(s.value for s in SolveStatus)}")
         try:
             prov.append(SolveRecord(
-                str(r["stage"]), str(r["task_id"]), str(r["status"]),
+                str(r["stage"]), str(r["task_id"]), SolveStatus(r["status"]),
                 None if r.get("objective") is None else int(r["objective"]),
                 None if r.get("best_bound") is None else int(r["best_bound"]),
                 float(r["wall_time_s"]), int(r.get("size", 0))))

@@ -47,10 +47,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from roam_core.base import cpsat
+from roam_core.base.cancel import as_cancel_flag, is_cancelled
+from roam_core.base.config import ArenaConfig
+from roam_core.base.status import SolveStatus
 from roam_core.layout.dsa_heuristics import greedy_by_size, place_in_order
 from roam_core.layout.dsa_solver import solve_dsa
 from roam_core.model.dsa import Buffer, Problem, Solution
@@ -58,52 +61,10 @@ from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, T
 from roam_core.model.plan import SolveRecord
 from roam_core.oracle.simulate import Lifetime, lifetimes
 
-__all__ = ["ArenaConfig", "ArenaLayout", "greedy_arena", "layout_problem", "plan_arena"]
+__all__ = ["ArenaConfig", "ArenaLayout", "arena_layout", "greedy_arena", "layout_problem",
+           "plan_arena"]
 
 _logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ArenaConfig:
-    """Layout settings.
-
-    Parameters
-    ----------
-    alignment_bytes : int
-        Offset and size granularity (512 like CUDA's caching allocator).
-    time_limit_s : float
-        Budget of the whole layout (portfolio and sub-task models together).
-    task_time_limit_s : float
-        CP-SAT limit per sub-task group.
-    use_cpsat : bool
-        Run the activation-stack + CP-SAT candidate (steps 1-3).
-    max_group_tensors : int
-        Groups larger than this are cut into chronological chunks for CP-SAT.
-    use_dsa : bool
-        Run the DSA portfolio candidate (step 4).
-    dsa_exact : bool
-        Let the DSA candidate run its canonical search (else greedy orders only).
-    flip_compact : bool
-        Mirror-and-compact every candidate (step 5, cheap) before the polish.
-    shake_rounds : int
-        Rounds of randomised flip-compaction on the winner (step 5; 0 = off).
-    num_workers : int
-        CP-SAT workers.
-    seed : int
-        CP-SAT random seed.
-    """
-
-    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES
-    time_limit_s: float = 60.0
-    task_time_limit_s: float = 5.0
-    use_cpsat: bool = True
-    max_group_tensors: int = 150
-    use_dsa: bool = True
-    dsa_exact: bool = True
-    flip_compact: bool = True
-    shake_rounds: int = 60
-    num_workers: int = 1
-    seed: int = 0
 
 
 @dataclass(frozen=True)
@@ -149,8 +110,22 @@ def layout_problem(graph: Graph, order: Sequence[OpId], alignment_bytes: int,
     return Problem(tuple(bufs))
 
 
-def _finish(graph: Graph, problem: Problem, units: Sequence[int], a: int,
-            provenance: Sequence[SolveRecord], stats: dict[str, Any]) -> ArenaLayout:
+def arena_layout(graph: Graph, problem: Problem, units: Sequence[int], alignment_bytes: int,
+                 provenance: Sequence[SolveRecord] = (),
+                 stats: Mapping[str, Any] | None = None) -> ArenaLayout:
+    """The arena of a solved :func:`layout_problem`: resident storages stacked at the bottom
+    (graph order), each buffer at ``resident + offset * alignment_bytes``, zero-byte storages
+    at 0.
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import chain3
+    >>> g = chain3()
+    >>> p = layout_problem(g, g.op_ids, 512)
+    >>> arena_layout(g, p, [0, 1, 0], 512).offsets
+    {'a': 0, 'b': 512, 'c': 0}
+    """
+    a = alignment_bytes
     offsets: dict[TensorId, int] = {}
     base = 0
     for t in graph.tensors.values():
@@ -158,16 +133,13 @@ def _finish(graph: Graph, problem: Problem, units: Sequence[int], a: int,
             offsets[t.id] = base
             base += round_size(t.size_bytes, a)
     resident = base
-    top = resident
     for b, u in zip(problem.buffers, units):
         offsets[TensorId(b.id)] = resident + u * a
-        top = max(top, resident + (u + b.size) * a)
     for t in graph.tensors.values():
         offsets.setdefault(t.id, 0)  # zero-byte planned storages
     height = max((offsets[t.id] + round_size(t.size_bytes, a) for t in graph.tensors.values()
                   if round_size(t.size_bytes, a)), default=0)
-    del top
-    return ArenaLayout(offsets, height, a, resident, tuple(provenance), stats)
+    return ArenaLayout(offsets, height, a, resident, tuple(provenance), dict(stats or {}))
 
 
 def greedy_arena(graph: Graph, order: Sequence[OpId], *,
@@ -183,9 +155,9 @@ def greedy_arena(graph: Graph, order: Sequence[OpId], *,
     t0 = time.perf_counter()
     problem = layout_problem(graph, order, alignment_bytes)
     sol = greedy_by_size(problem)
-    rec = SolveRecord("layout", "global", "heuristic", sol.height * alignment_bytes, None,
+    rec = SolveRecord("layout", "global", SolveStatus.HEURISTIC, sol.height * alignment_bytes, None,
                       time.perf_counter() - t0, len(problem))
-    return _finish(graph, problem, sol.offsets, alignment_bytes, [rec],
+    return arena_layout(graph, problem, sol.offsets, alignment_bytes, [rec],
                    {"method": "greedy:size:best"})
 
 
@@ -266,14 +238,14 @@ def _solve_group(problem: Problem, group: Sequence[int], fixed: dict[int, int],
     assert greedy is not None
     hint = {sub_ids[k]: greedy.offsets[k] for k in range(nf, len(sub_ids))}
     if time_limit_s <= 0.05:
-        return hint, SolveRecord("layout", task_id, "heuristic", greedy.height, None,
+        return hint, SolveRecord("layout", task_id, SolveStatus.HEURISTIC, greedy.height, None,
                                  time.perf_counter() - t0, len(group))
     gm = _build_group_model(problem, group, fixed, hint, greedy.height)
     solver = cpsat.make_solver(time_limit_s=time_limit_s, num_workers=config.num_workers,
                                 random_seed=config.seed, deterministic=False)
     lb = max((fixed[j] + problem.buffers[j].size for j in fixed), default=0)
     out = cpsat.solve_with_stop(solver, gm.model, target=lb,
-                                 cancel=cpsat.as_cancel_flag(cancel))
+                                 cancel=as_cancel_flag(cancel))
     if out.objective is None or out.objective > greedy.height:
         return hint, SolveRecord("layout", task_id, "hint", greedy.height, None,
                                  time.perf_counter() - t0, len(group))
@@ -311,14 +283,14 @@ def _roam_candidate(graph: Graph, order: Sequence[OpId], problem: Problem, task_
     records: list[SolveRecord] = []
     t0 = time.perf_counter()
     placed = _activation_stack(problem, _loss_step(graph, order))
-    records.append(SolveRecord("layout", "activations", "heuristic",
+    records.append(SolveRecord("layout", "activations", SolveStatus.HEURISTIC,
                                sum(problem.buffers[i].size for i in placed), None,
                                time.perf_counter() - t0, len(placed)))
     groups = _groups(graph, problem, placed, task_tree, config.max_group_tensors)
     for k, (gid, members) in enumerate(groups):
         left = deadline - time.monotonic()
         share = min(config.task_time_limit_s, left / max(1, len(groups) - k))
-        if cpsat.as_cancel_flag(cancel) and cpsat.as_cancel_flag(cancel)():  # type: ignore[misc]
+        if is_cancelled(cancel):
             share = 0.0
         offs, rec = _solve_group(problem, members, placed, config, share, cancel, gid)
         placed.update(offs)
@@ -330,7 +302,7 @@ def _roam_candidate(graph: Graph, order: Sequence[OpId], problem: Problem, task_
     compact = place_in_order(problem, sorted(range(len(problem)), key=lambda i: cur[i]), "first")
     assert compact is not None
     sol = compact if compact.height <= before else Solution.from_offsets(problem, cur)
-    records.append(SolveRecord("merge", "global", "heuristic", sol.height, None,
+    records.append(SolveRecord("merge", "global", SolveStatus.HEURISTIC, sol.height, None,
                                time.perf_counter() - t1, len(problem)))
     return sol, records
 
@@ -415,12 +387,10 @@ def _polish(problem: Problem, sol: Solution, lb: int, config: ArenaConfig, deadl
     minimising the height.  ``delta`` grows while a round fails, until the band holds
     ``max_group_tensors`` buffers or time runs out.
     """
-    from ortools.sat.python import cp_model
-
     bs = problem.buffers
     offs = list(sol.offsets)
     records: list[SolveRecord] = []
-    cancel_flag = cpsat.as_cancel_flag(cancel)
+    cancel_flag = as_cancel_flag(cancel)
     tops = sorted({o + b.size for o, b in zip(offs, bs)}, reverse=True)
     band = 1
     while time.monotonic() < deadline - 0.2 and not (cancel_flag and cancel_flag()):
@@ -439,7 +409,7 @@ def _polish(problem: Problem, sol: Solution, lb: int, config: ArenaConfig, deadl
             time_limit_s=min(config.task_time_limit_s, max(0.05, deadline - time.monotonic())),
             num_workers=config.num_workers, random_seed=config.seed, deterministic=False)
         out = cpsat.solve_with_stop(solver, gm.model, target=lb, cancel=cancel_flag)
-        ok = out.status in ("optimal", "feasible")
+        ok = out.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
         records.append(SolveRecord("merge", f"polish@{band}", out.status,
                                    int(out.objective) if ok else None,
                                    None if out.best_bound is None else int(out.best_bound),
@@ -447,15 +417,15 @@ def _polish(problem: Problem, sol: Solution, lb: int, config: ArenaConfig, deadl
         if ok:
             for i, v in zip(free, gm.offsets):
                 offs[i] = int(solver.value(v))
-        elif out.status == "infeasible" or out.status == "unknown":
+        elif out.status in (SolveStatus.INFEASIBLE, SolveStatus.UNKNOWN):
             band *= 2
-    del cp_model
     return Solution.from_offsets(problem, offs), records
 
 
 # ------------------------------------------------------------------- driver
 def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
-               config: ArenaConfig = ArenaConfig(), cancel: Any = None) -> ArenaLayout:
+               config: ArenaConfig = ArenaConfig(),  # noqa: B008 - frozen
+               cancel: Any = None) -> ArenaLayout:
     """Lay out every storage of ``graph`` for ``order`` in one arena.
 
     Parameters
@@ -489,7 +459,7 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
     t = time.perf_counter()
     g = greedy_by_size(problem)
     candidates["greedy:size:best"] = g
-    records.append(SolveRecord("layout", "greedy", "heuristic", g.height * a, lb * a,
+    records.append(SolveRecord("layout", "greedy", SolveStatus.HEURISTIC, g.height * a, lb * a,
                                time.perf_counter() - t, len(problem)))
     if g.height > lb and config.use_cpsat and len(problem):
         budget = deadline if not config.use_dsa else t0 + 0.35 * config.time_limit_s
@@ -512,7 +482,7 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
             flipped = _flip_compact(problem, cand, deadline)
             if flipped.height < cand.height:
                 candidates[f"{name}+flip"] = flipped
-        records.append(SolveRecord("merge", "flip", "heuristic",
+        records.append(SolveRecord("merge", "flip", SolveStatus.HEURISTIC,
                                    min(c.height for c in candidates.values()) * a, lb * a,
                                    time.perf_counter() - t, len(problem)))
     method = min(candidates, key=lambda k: (candidates[k].height, k != "roam"))
@@ -534,7 +504,7 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
                 method = f"{name}+shake"
                 sol = shaken
         candidates.setdefault(method, sol)
-        records.append(SolveRecord("merge", "shake", "heuristic", sol.height * a, lb * a,
+        records.append(SolveRecord("merge", "shake", SolveStatus.HEURISTIC, sol.height * a, lb * a,
                                    time.perf_counter() - t, len(problem)))
     if sol.height > lb and config.use_cpsat and len(problem):
         polished, recs = _polish(problem, sol, lb, config, deadline, cancel)
@@ -556,8 +526,9 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
         "candidates": {k: resident + v.height * a for k, v in candidates.items()},
         "wall_time_s": time.monotonic() - t0,
     }
-    lay = _finish(graph, problem, sol.offsets, a, records, stats)
-    stats["fragmentation"] = lay.arena_bytes / peak - 1 if peak else 0.0
+    lay = arena_layout(graph, problem, sol.offsets, a, records, stats)
+    lay = replace(lay, stats={**lay.stats,
+                              "fragmentation": lay.arena_bytes / peak - 1 if peak else 0.0})
     _logger.info("arena %s: %d bytes (peak %d, %s)", graph.name, lay.arena_bytes, peak, method)
     return lay
 

@@ -48,13 +48,16 @@ from typing import Any
 
 import numpy as np
 
+from roam_core.base.cancel import is_cancelled
 from roam_core.base.errors import InfeasibleError
+from roam_core.base.status import SolveStatus
 from roam_core.layout.dsa_heuristics import buffer_arrays, portfolio, section_totals
 from roam_core.model.dsa import Problem, Solution
 
 __all__ = ["PREORDERS", "DsaResult", "SearchOptions", "search_capacity", "solve_dsa"]
 
 _logger = logging.getLogger(__name__)
+_OPT, _FEAS = SolveStatus.OPTIMAL, SolveStatus.FEASIBLE
 
 #: Above this many free buffers the exact search is skipped (its set-up is quadratic).
 MAX_SEARCH_BUFFERS = 6000
@@ -96,10 +99,10 @@ class DsaResult:
         The best layout (``None`` only when a capacity was given and none was found).
     lower_bound : int
         A proven lower bound on the height of any layout.
-    status : str
-        ``"optimal"`` (height equals the bound), ``"feasible"`` (a layout within the
-        capacity, or the best found), ``"timeout"`` (capacity given, no layout found in time)
-        or ``"cancelled"``.
+    status : SolveStatus
+        ``OPTIMAL`` (height equals the bound), ``FEASIBLE`` (a layout within the
+        capacity, or the best found), ``TIMEOUT`` (capacity given, no layout found in time)
+        or ``CANCELLED``.
     wall_time_s : float
         Seconds spent.
     method : str
@@ -112,7 +115,7 @@ class DsaResult:
 
     solution: Solution | None
     lower_bound: int
-    status: str
+    status: SolveStatus
     wall_time_s: float
     method: str
     nodes: int = 0
@@ -125,14 +128,6 @@ class _NodeLimit(Exception):
 
 class _Stop(Exception):
     pass
-
-
-def _is_cancelled(cancel: Any) -> bool:
-    if cancel is None:
-        return False
-    if hasattr(cancel, "is_set"):
-        return bool(cancel.is_set())
-    return bool(cancel())
 
 
 class _Search:
@@ -272,7 +267,7 @@ class _Search:
         if self.nodes > self.node_limit:
             raise _NodeLimit
         if (self.nodes & 63) == 0 and (time.monotonic() > self.deadline
-                                        or _is_cancelled(self.cancel)):
+                                        or is_cancelled(self.cancel)):
             raise _Stop
         un = part[~self.placed[part]]
         if len(un) == 0:
@@ -459,7 +454,7 @@ def search_capacity(problem: Problem, capacity: int, *, deadline: float,
 
 
 def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | None = None,
-              seed: int = 0, cancel: Any = None, options: SearchOptions = SearchOptions(),
+              cancel: Any = None, options: SearchOptions = SearchOptions(),
               exact: bool = True, log: Callable[[str], None] | None = None) -> DsaResult:
     """Find a low layout for ``problem`` (or one within ``capacity``).
 
@@ -471,8 +466,6 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
         Wall-clock budget for the whole call.
     capacity : int, optional
         With a capacity: find any layout of height at most it.  Without: minimise the height.
-    seed : int
-        Reserved for randomised restarts (the current method is deterministic).
     cancel : threading.Event or callable, optional
         Checked during the search; when set, the best layout so far is returned.
     options : SearchOptions
@@ -497,9 +490,8 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     >>> p = Problem((Buffer("a", 0, 2, 2), Buffer("b", 1, 3, 1), Buffer("c", 2, 4, 2)))
     >>> r = solve_dsa(p, time_limit_s=5)
     >>> r.solution.height, r.lower_bound, r.status
-    (3, 3, 'optimal')
+    (3, 3, <SolveStatus.OPTIMAL: 'optimal'>)
     """
-    del seed
     t0 = time.monotonic()
     deadline = t0 + time_limit_s
     say = log or (lambda m: _logger.info("%s", m))
@@ -514,21 +506,22 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     say(f"portfolio: {method} height {best.height} (lb {lb})")
     nodes = 0
 
-    def done(sol: Solution | None, status: str, meth: str, bound: int) -> DsaResult:
+    def done(sol: Solution | None, status: SolveStatus, meth: str, bound: int) -> DsaResult:
         return DsaResult(sol, bound, status, time.monotonic() - t0, meth, nodes, tuple(tried))
 
     if cap is not None:
         if best.height <= cap:
-            return done(best, "optimal" if best.height == lb else "feasible", method, lb)
+            return done(best, _OPT if best.height == lb else _FEAS, method, lb)
         if not do_search:
-            return done(None, "timeout", method, lb)
+            return done(None, SolveStatus.TIMEOUT, method, lb)
         sol, proven, meth, nodes = search_capacity(problem, cap, deadline=deadline,
                                                    cancel=cancel, options=options)
         if sol is not None:
-            return done(sol, "optimal" if sol.height == lb else "feasible", meth, lb)
+            return done(sol, _OPT if sol.height == lb else _FEAS, meth, lb)
         if proven:
             raise InfeasibleError(f"no layout fits capacity {cap} (search exhausted)")
-        return done(None, "cancelled" if _is_cancelled(cancel) else "timeout", meth, lb)
+        return done(None, SolveStatus.CANCELLED if is_cancelled(cancel) else SolveStatus.TIMEOUT,
+                    meth, lb)
 
     # minimise: bisect between the proven bound and the best layout
     lo, hi = lb, best.height
@@ -537,7 +530,7 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     first = True
     while lo < hi and do_search:
         left = deadline - time.monotonic()
-        if left <= 0.05 or _is_cancelled(cancel):
+        if left <= 0.05 or is_cancelled(cancel):
             break
         if soft_lo >= hi:  # bisection exhausted by time-outs: descend from the best instead
             target = hi - max(1, (hi - lo) // 16)
@@ -557,7 +550,7 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
             lo = soft_lo = target + 1
         else:
             soft_lo = target + 1
-    status = "optimal" if best.height <= lo else "feasible"
-    if status != "optimal" and _is_cancelled(cancel):
-        status = "cancelled"
+    status = _OPT if best.height <= lo else _FEAS
+    if status != _OPT and is_cancelled(cancel):
+        status = SolveStatus.CANCELLED
     return done(best, status, method, min(lo, best.height))

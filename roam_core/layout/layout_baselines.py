@@ -35,10 +35,11 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from roam_core.base.errors import ConfigError
+from roam_core.layout.arena import arena_layout, layout_problem
 from roam_core.layout.dsa_heuristics import greedy_by_size
 from roam_core.model.dsa import Problem, Solution
-from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, TensorId, round_size
-from roam_core.oracle.simulate import lifetimes
+from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, TensorId
 
 __all__ = ["LAYOUT_METHODS", "BaselineLayout", "baseline_layout", "inductor_pool", "llfb"]
 
@@ -248,28 +249,10 @@ def baseline_layout(graph: Graph, order: Sequence[OpId], method: str, *,
     1024
     """
     if method not in LAYOUT_METHODS:
-        raise KeyError(f"unknown layout method {method!r}; known: {sorted(LAYOUT_METHODS)}")
-    from roam_core.model.dsa import Buffer
-
+        raise ConfigError(f"unknown layout method {method!r}; known: {sorted(LAYOUT_METHODS)}")
     t0 = time.perf_counter()
     a = max(1, alignment_bytes)
-    offsets: dict[TensorId, int] = {}
-    resident = 0
-    for t in graph.tensors.values():
-        if t.producer is None:
-            offsets[t.id] = resident
-            resident += round_size(t.size_bytes, a)
-    bufs = []
-    for tid, lt in lifetimes(graph, order).items():
-        units = round_size(graph.tensors[tid].size_bytes, a) // a
-        if units:
-            bufs.append(Buffer(str(tid), lt.start, lt.end, units))
-        else:
-            offsets[tid] = 0
-    problem = Problem(tuple(bufs))
-    sol = LAYOUT_METHODS[method](problem)
-    for b, o in zip(problem.buffers, sol.offsets):
-        offsets[TensorId(b.id)] = resident + o * a
-    height = max((offsets[t.id] + round_size(t.size_bytes, a) for t in graph.tensors.values()
-                  if t.size_bytes), default=0)
-    return BaselineLayout(method, offsets, height, a, resident, time.perf_counter() - t0)
+    problem = layout_problem(graph, order, a)
+    lay = arena_layout(graph, problem, LAYOUT_METHODS[method](problem).offsets, a)
+    return BaselineLayout(method, lay.offsets, lay.arena_bytes, a, lay.resident_bytes,
+                          time.perf_counter() - t0)

@@ -378,6 +378,45 @@ class Graph:
         """Storages an op allocates."""
         return self._creates[op_id]  # type: ignore[attr-defined,no-any-return]
 
+    def storages_touched(self, op_ids: Iterable[str]) -> tuple[TensorId, ...]:
+        """Storages that any of ``op_ids`` allocates, reads or writes, deduplicated, in
+        first-touch order (each op's created storages before the ones it reads).
+
+        Examples
+        --------
+        >>> from roam_core.model.samples import diamond
+        >>> diamond().storages_touched(["b", "c"])
+        ('b', 'a', 'c')
+        """
+        touched: dict[TensorId, None] = {}
+        for op in op_ids:
+            touched.update(dict.fromkeys(self._creates[op]))  # type: ignore[attr-defined]
+            touched.update(dict.fromkeys(self._reads[op]))  # type: ignore[attr-defined]
+        return tuple(touched)
+
+    def state_creation_ops(self) -> tuple[OpId, ...]:
+        """Optimizer-phase ops that allocate storage but read no planned storage (optimizer
+        state created in the step: ``zeros_like(param)``, a fresh step counter), in program
+        order.
+
+        Examples
+        --------
+        >>> from roam_core.model.samples import tiny_train_step
+        >>> tiny_train_step().state_creation_ops()
+        ()
+        """
+        out = []
+        for op in self.ops:
+            if op.phase is not Phase.OPTIMIZER:
+                continue
+            created = self.storages_created(op.id)
+            if not any(self.tensors[t].size_bytes for t in created):
+                continue
+            if all(self.tensors[s].producer is None for s in self.storages_read(op.id)
+                   if s not in created):
+                out.append(op.id)
+        return tuple(out)
+
     @property
     def resident_ids(self) -> tuple[TensorId, ...]:
         """Storages live for the whole step (no producer)."""

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from roam_core.base.status import SolveStatus
 from roam_core.model.graph import ControlEdge, OpId, TensorId
 from roam_core.model.recompute import RecomputeOp
 
@@ -30,8 +31,9 @@ class SolveRecord:
         ``"order"``, ``"layout"``, ``"merge"``, ``"baseline"``, ...
     task_id : str
         The sub-task (or ``"global"``).
-    status : str
-        ``"optimal"``, ``"feasible"``, ``"heuristic"``, ``"timeout"``, ``"cancelled"``, ...
+    status : SolveStatus
+        How it ended (``OPTIMAL``, ``FEASIBLE``, ``HEURISTIC``, ``CANCELLED``, ...; a ``str``
+        enum, written to plan files as its value).
     objective : int or None
         The value found (bytes), if any.
     best_bound : int or None
@@ -44,11 +46,15 @@ class SolveRecord:
 
     stage: str
     task_id: str
-    status: str
+    status: SolveStatus
     objective: int | None
     best_bound: int | None
     wall_time_s: float
     size: int = 0
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.status, SolveStatus):  # a plain string of a member's value
+            object.__setattr__(self, "status", SolveStatus(self.status))
 
 
 @dataclass(frozen=True)

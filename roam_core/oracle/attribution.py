@@ -41,6 +41,7 @@ __all__ = [
     "depth_bytes",
     "in_module",
     "module_ancestors",
+    "module_bytes_per_step",
     "subtree_bytes",
     "tensor_module",
     "tensor_modules",
@@ -231,6 +232,43 @@ def bytes_at_peak_by_module(
                                        alignment_bytes=alignment_bytes)
     assert out.total_bytes == prof.peak_bytes, (out.total_bytes, prof.peak_bytes)
     return out
+
+
+def module_bytes_per_step(
+    graph: Graph, order: Sequence[OpId], module: str, *,
+    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
+) -> tuple[int, ...]:
+    """Bytes of the storages of ``module`` (and its submodules) live at each step of ``order``.
+
+    Resident storages of the module count at every step; the curve is the module's part of
+    :func:`~roam_core.oracle.simulate.simulate`'s total at each step.
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import tiny_train_step
+    >>> g = tiny_train_step()
+    >>> module_bytes_per_step(g, g.op_ids, "") == simulate(g).total_bytes()
+    True
+    """
+    n = len(order)
+    lts = lifetimes(graph, order)
+    diff = [0] * (n + 1)
+    resident = 0
+    for t in graph.tensors.values():
+        if not in_module(tensor_module(graph, t), module):
+            continue
+        size = round_size(t.size_bytes, alignment_bytes)
+        if t.producer is None:
+            resident += size
+        elif size:
+            lt = lts[t.id]
+            diff[lt.start] += size
+            diff[lt.end] -= size
+    out, run = [], resident
+    for i in range(n):
+        run += diff[i]
+        out.append(run)
+    return tuple(out)
 
 
 def _attribute(graph: Graph, live: Sequence[Tensor], step: int,

@@ -51,7 +51,7 @@ RESIDENT_PHASE = "resident"
 
 
 def state_creation_ops(graph: Graph) -> tuple[OpId, ...]:
-    """Optimizer-phase ops that allocate storage but read no planned storage (program order).
+    """:meth:`Graph.state_creation_ops <roam_core.model.graph.Graph.state_creation_ops>`.
 
     Examples
     --------
@@ -59,17 +59,7 @@ def state_creation_ops(graph: Graph) -> tuple[OpId, ...]:
     >>> state_creation_ops(tiny_train_step())
     ()
     """
-    out = []
-    for op in graph.ops:
-        if op.phase is not Phase.OPTIMIZER:
-            continue
-        created = graph.storages_created(op.id)
-        if not any(graph.tensors[t].size_bytes for t in created):
-            continue
-        if all(graph.tensors[s].producer is None for s in graph.storages_read(op.id)
-               if s not in created):
-            out.append(op.id)
-    return tuple(out)
+    return graph.state_creation_ops()
 
 
 def moved_state_order(graph: Graph) -> Order:

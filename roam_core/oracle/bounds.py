@@ -45,6 +45,7 @@ import numpy as np
 
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, TensorId, round_size
 from roam_core.model.reach import Reachability, iter_bits, reachability
+from roam_core.model.union_find import UnionFind
 
 __all__ = [
     "GroupBound",
@@ -263,10 +264,7 @@ def group_lower_bound(
             pred_local[j] |= 1 << local[r.op_ids[i]]
     # storages touched by the group
     outputs = set(graph.outputs)
-    touched: dict[TensorId, None] = {}
-    for op in ops:
-        for s in (*graph.storages_read(op), *graph.storages_created(op)):
-            touched[s] = None
+    touched = graph.storages_touched(ops)
     if masks is None:
         masks = forced_live_masks(graph, r)
     # (size, started, users, output, forced), all but size and output local op masks:
@@ -335,24 +333,12 @@ def optimizer_groups(graph: Graph) -> list[tuple[OpId, ...]]:
     For a single-tensor optimizer each group is one parameter's update (state creation
     included).
     """
-    opt = [o.id for o in graph.ops if o.phase is Phase.OPTIMIZER]
-    parent = {op: op for op in opt}
-
-    def find(x: OpId) -> OpId:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
+    opt = {o.id: None for o in graph.ops if o.phase is Phase.OPTIMIZER}
+    uf = UnionFind(opt)
     for src, dst, _ in graph.edges():
-        if src in parent and dst in parent:
-            a, b = find(src), find(dst)
-            if a != b:
-                parent[a] = b
-    groups: dict[OpId, list[OpId]] = {}
-    for op in opt:
-        groups.setdefault(find(op), []).append(op)
-    return [tuple(g) for g in groups.values()]
+        if src in opt and dst in opt:
+            uf.union(src, dst)
+    return [tuple(g) for g in uf.groups()]
 
 
 def update_group_lower_bound(

@@ -40,6 +40,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from roam_core.base.errors import ConfigError
+from roam_core.base.status import SolveStatus
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, TensorId
 from roam_core.model.reach import Reachability, reachability
 
@@ -141,7 +143,7 @@ class TaskTree:
                 before = simulate(self.graph, self.base_order, alignment_bytes=alignment_bytes)
         pos_after = {op: i for i, op in enumerate(order)}
         pos_before = {op: i for i, op in enumerate(self.base_order)}
-        recs = {r.task_id: r for r in records if getattr(r, "stage", "") == "order"}
+        recs = {r.task_id: r for r in records if r.stage == "order"}
 
         def peak(prof: Any, pos: Mapping[OpId, int], ops: Sequence[OpId]) -> int | None:
             if prof is None or not ops or not pos:
@@ -165,7 +167,7 @@ class TaskTree:
                 "id": tid, "kind": st.kind, "num_ops": len(st.op_ids), "steps": runs,
                 "peak_before_bytes": peak(before, pos_before, st.op_ids),
                 "peak_after_bytes": peak(after, pos_after, st.op_ids),
-                "status": rec.status if rec is not None else "none",
+                "status": str(rec.status if rec is not None else SolveStatus.NONE),
                 "objective_bytes": obj, "best_bound_bytes": bound,
                 "gap": gap, "wall_time_s": rec.wall_time_s if rec is not None else 0.0,
                 "num_cifi": len(st.created_inside_freed_inside),
@@ -196,12 +198,7 @@ def _classes(graph: Graph, ops: Sequence[OpId], pos: Mapping[OpId, int]
              ) -> tuple[tuple[TensorId, ...], ...]:
     inside = set(ops)
     outputs = set(graph.outputs)
-    touched: dict[TensorId, None] = {}
-    for op in ops:
-        for s in graph.storages_created(op):
-            touched[s] = None
-        for s in graph.storages_read(op):
-            touched[s] = None
+    touched = graph.storages_touched(ops)
     cifi, cifo, cofi, bnd = [], [], [], []
     for s in touched:
         t = graph.tensors[s]
@@ -254,7 +251,7 @@ def decompose(
     [('root', 'outer', 2), ('t1', 'ring', 0), ('t2', 'segment', 3), ('t3', 'segment', 3)]
     """
     if node_limit < 1:
-        raise ValueError("node_limit must be at least 1")
+        raise ConfigError(f"node_limit must be at least 1, not {node_limit}")
     order = tuple(order)
     reach = reach if reach is not None else reachability(graph)
     pos = {op: i for i, op in enumerate(order)}

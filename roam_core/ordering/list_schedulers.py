@@ -17,7 +17,7 @@ import math
 import numpy as np
 
 from roam_core.model.dag_view import CompactGraph, ListState, compact
-from roam_core.model.graph import Graph, Order
+from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, Order
 
 __all__ = ["eager_order", "lescea_order", "lpmf_indices", "lpmf_order", "xla_list_order"]
 
@@ -32,7 +32,8 @@ def _argmin_masked(mask: np.ndarray, key: np.ndarray) -> tuple[int, np.ndarray]:
 
 
 # ----------------------------------------------------------------- the strategies
-def eager_order(graph: Graph) -> Order:
+def eager_order(graph: Graph, *,
+                alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> Order:
     """Program order (the eager baseline).
 
     Examples
@@ -71,7 +72,8 @@ def lpmf_indices(cg: CompactGraph) -> list[int]:
     return st.finish()
 
 
-def lpmf_order(graph: Graph) -> Order:
+def lpmf_order(graph: Graph, *,
+               alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> Order:
     """Inductor-style "least peak memory first" greedy topological order.
 
     Keeps the peak so far; among ready ops, those whose allocation fits under it are
@@ -84,11 +86,12 @@ def lpmf_order(graph: Graph) -> Order:
     >>> lpmf_order(diamond())  # sizes round to 512 B: all ties, program index wins
     ('a', 'b', 'c', 'd')
     """
-    cg = compact(graph)
+    cg = compact(graph, alignment_bytes)
     return cg.order_ids(lpmf_indices(cg))
 
 
-def lescea_order(graph: Graph) -> Order:
+def lescea_order(graph: Graph, *,
+                 alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> Order:
     """ROAM's LESCEA greedy list scheduler.
 
     ``base`` is the live memory (it never frees outputs nobody reads, as the original);
@@ -102,7 +105,7 @@ def lescea_order(graph: Graph) -> Order:
     >>> lescea_order(diamond())
     ('a', 'b', 'c', 'd')
     """
-    cg = compact(graph)
+    cg = compact(graph, alignment_bytes)
     st = ListState(cg)
     name_rank = np.empty(cg.n_ops, dtype=np.int64)
     name_rank[sorted(range(cg.n_ops), key=lambda i: cg.op_ids[i])] = np.arange(cg.n_ops)
@@ -132,7 +135,8 @@ def _effective_scalar(graph: Graph, cg: CompactGraph) -> np.ndarray:
     return out
 
 
-def xla_list_order(graph: Graph) -> Order:
+def xla_list_order(graph: Graph, *,
+                   alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> Order:
     """XLA-style list scheduler.
 
     Priority of a ready op: ``bytes freed if scheduled - bytes defined`` (highest first),
@@ -145,7 +149,7 @@ def xla_list_order(graph: Graph) -> Order:
     >>> xla_list_order(diamond())
     ('a', 'c', 'b', 'd')
     """
-    cg = compact(graph)
+    cg = compact(graph, alignment_bytes)
     st = ListState(cg)
     scalar = _effective_scalar(graph, cg)
     n_users = np.array([len(s) for s in cg.succs], dtype=np.int64)

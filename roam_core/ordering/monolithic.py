@@ -41,6 +41,7 @@ from ortools.sat.python import cp_model
 
 from roam_core.base.cpsat import make_solver, status_name
 from roam_core.base.errors import GraphError
+from roam_core.base.status import SolveStatus
 from roam_core.model.dag_view import CompactGraph, compact
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, Order
 from roam_core.oracle.simulate import simulate
@@ -84,9 +85,9 @@ class MonolithicResult:
         Best order found (the hint when the solver found nothing better).
     peak_bytes : int
         Its simulated peak, resident bytes included.
-    status : str
-        ``"optimal"`` (solved, or the warm start meets a proven lower bound),
-        ``"feasible"`` or ``"hint"`` (no better solver solution: the warm start is returned).
+    status : SolveStatus
+        ``OPTIMAL`` (solved, or the warm start meets a proven lower bound),
+        ``FEASIBLE`` or ``HINT`` (no better solver solution: the warm start is returned).
     best_bound_bytes : int
         Proven lower bound on the peak of any order (resident included); equals
         ``peak_bytes`` when optimal.
@@ -100,7 +101,7 @@ class MonolithicResult:
 
     order: Order
     peak_bytes: int
-    status: str
+    status: SolveStatus
     best_bound_bytes: int
     wall_time_s: float
     hint_method: str
@@ -286,7 +287,7 @@ def solve_monolithic(
     >>> from roam_core.model.samples import diamond
     >>> r = solve_monolithic(diamond(), time_limit_s=5, alignment_bytes=1)
     >>> r.status, r.peak_bytes, r.best_bound_bytes
-    ('optimal', 350, 350)
+    (<SolveStatus.OPTIMAL: 'optimal'>, 350, 350)
     """
     t0 = time.perf_counter()
     if len(graph.ops) > max_ops:
@@ -327,14 +328,14 @@ def solve_monolithic(
         if found_peak <= peak:
             order, peak = found, found_peak
         else:
-            status = "hint"
+            status = SolveStatus.HINT
         bound = resident + int(solver.best_objective_bound) * mm.unit_bytes
     else:
         # no solution in time (or, impossibly, infeasible under the hint's own peak)
-        status = "hint"
+        status = SolveStatus.HINT
     bound = min(max(bound, lower_bound_bytes), peak)
     if code == cp_model.OPTIMAL or bound >= peak:
-        status, bound = "optimal", peak
+        status, bound = SolveStatus.OPTIMAL, peak
     wall = time.perf_counter() - t0
     _logger.info("monolithic %s: %s peak %d bound %d (%.2f s)", graph.name, status, peak,
                  bound, wall)

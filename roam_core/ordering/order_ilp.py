@@ -49,6 +49,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from roam_core.base.config import OrderSolverConfig
+from roam_core.base.status import SolveStatus
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, TensorId, round_size
 from roam_core.oracle.simulate import Lifetime, lifetimes
 
@@ -159,10 +160,10 @@ class OrderResult:
         Peak (non-resident bytes) of the returned orders over the sub-task's steps.
     hint_peak_bytes : int
         The same for the base order.
-    status : str
-        ``"optimal"``, ``"feasible"``, ``"hint"`` (the solver found nothing better than the
-        warm start), ``"trivial"`` (nothing to permute), ``"bound"`` (already at the floor),
-        ``"cancelled"``, ``"unknown"``.
+    status : SolveStatus
+        ``OPTIMAL``, ``FEASIBLE``, ``HINT`` (the solver found nothing better than the
+        warm start), ``TRIVIAL`` (nothing to permute), ``BOUND`` (already at the floor),
+        ``CANCELLED``, ``UNKNOWN``.
     best_bound_bytes : int or None
         Proven lower bound on the sub-task's peak (non-resident bytes), if any.
     wall_time_s : float
@@ -175,7 +176,7 @@ class OrderResult:
     orders: tuple[tuple[OpId, ...], ...]
     peak_bytes: int
     hint_peak_bytes: int
-    status: str
+    status: SolveStatus
     best_bound_bytes: int | None
     wall_time_s: float
     num_ops: int
@@ -286,12 +287,7 @@ def build_order_problem(
         local = {op: i for i, op in enumerate(ops)}
         preds = tuple(tuple(sorted({local[p] for p in graph.predecessors(op) if p in local}))
                       for op in ops)
-        touched: dict[TensorId, None] = {}
-        for op in ops:
-            for s in graph.storages_created(op):
-                touched[s] = None
-            for s in graph.storages_read(op):
-                touched[s] = None
+        touched = graph.storages_touched(ops)
         terms = []
         for s in touched:
             t = graph.tensors[s]
@@ -499,7 +495,7 @@ def solve_order_problem(
     """Solve one sub-task (top-level and picklable, for worker processes).
 
     The result is never worse than the base order: if the solver returns nothing better,
-    the hint is kept (status ``"hint"``).
+    the hint is kept (status ``HINT``).
     """
     from roam_core.base.cpsat import make_solver, solve_with_stop
 
@@ -508,7 +504,7 @@ def solve_order_problem(
     hint_peak = _peak(problem, identity)
     cfg = problem.config
 
-    def result(orders: list[list[int]], status: str, bound: int | None) -> OrderResult:
+    def result(orders: list[list[int]], status: SolveStatus, bound: int | None) -> OrderResult:
         return OrderResult(
             task_id=problem.task_id,
             orders=tuple(tuple(r.ops[i] for i in o) for r, o in zip(problem.ranges, orders,
@@ -522,11 +518,11 @@ def solve_order_problem(
         )
 
     if not any(len(r.ops) > 1 for r in problem.ranges):
-        return result(identity, "trivial", hint_peak)
+        return result(identity, SolveStatus.TRIVIAL, hint_peak)
     if cfg.stop_at_lower_bound and hint_peak <= problem.floor_bytes:
-        return result(identity, "bound", None)
+        return result(identity, SolveStatus.BOUND, None)
     if cancel is not None and cancel():
-        return result(identity, "cancelled", None)
+        return result(identity, SolveStatus.CANCELLED, None)
     om = build_order_model(problem)
     solver = make_solver(
         time_limit_s=cfg.time_limit_s, num_workers=cfg.num_search_workers,
@@ -538,7 +534,7 @@ def solve_order_problem(
     if outcome.best_bound is not None and not outcome.reached_target:
         bound = math.ceil(outcome.best_bound - 1e-6) * om.scale
     if outcome.objective is None:
-        status = "cancelled" if outcome.cancelled else outcome.status
+        status = SolveStatus.CANCELLED if outcome.cancelled else outcome.status
         return result(identity, status, None)
     orders = extract_order(problem, om, solver)
     for r, o in zip(problem.ranges, orders, strict=True):
@@ -547,13 +543,13 @@ def solve_order_problem(
     assert found <= round(outcome.objective) * om.scale, (
         f"{problem.task_id}: simulated peak {found} above the model objective")
     if outcome.reached_target:
-        status = "bound"
+        status = SolveStatus.BOUND
     elif outcome.cancelled:
-        status = "cancelled"
-    elif outcome.status == "optimal":
-        status = "optimal"
+        status = SolveStatus.CANCELLED
+    elif outcome.status == SolveStatus.OPTIMAL:
+        status = SolveStatus.OPTIMAL
     else:
-        status = "feasible" if found < hint_peak else "hint"
+        status = SolveStatus.FEASIBLE if found < hint_peak else SolveStatus.HINT
     if found < hint_peak:
         return result(orders, status, bound)
     return result(identity, status, bound)
@@ -601,7 +597,7 @@ def solve_order(
     >>> g = diamond()
     >>> new, res = solve_order(g, g.op_ids, alignment_bytes=1)
     >>> res.status, res.peak_bytes, simulate(g, new, alignment_bytes=1).peak_bytes
-    ('optimal', 350, 350)
+    (<SolveStatus.OPTIMAL: 'optimal'>, 350, 350)
     """
     ops = list(order) if op_ids is None else list(op_ids)
     problem = build_order_problem(graph, order, ops, config=config, floor_bytes=floor_bytes,

@@ -13,7 +13,7 @@ Strategies (the registry :data:`ORDER_METHODS`)
 -----------------------------------------------
 1. ``eager``: program order (what PyTorch runs).
 2. ``eager_moved_state``: program order with optimizer-state creation sunk to its first
-   user (the paper's PyTorch baseline; from ``roam_core.oracle.baseline`` when present).
+   user (the paper's PyTorch baseline, :func:`roam_core.oracle.baseline.moved_state_order`).
 3. ``lescea``: ROAM's heuristic baseline, a greedy list scheduler.  Among ready ops prefer
    one whose run does not raise the running peak (then the smallest live memory after it),
    otherwise the one with the smallest new peak; ties by op name.
@@ -47,14 +47,15 @@ no code was copied.
 
 from __future__ import annotations
 
-import importlib.util
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
-from roam_core.base.errors import GraphError, RoamError
+from roam_core.base.errors import ConfigError, GraphError, RoamError
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, Order
+from roam_core.oracle.baseline import moved_state_order
 from roam_core.oracle.simulate import MemoryProfile, simulate
 from roam_core.oracle.validate import check_order
 from roam_core.ordering.list_schedulers import eager_order, lescea_order, lpmf_order, xla_list_order
@@ -84,27 +85,35 @@ __all__ = [
 
 _logger = logging.getLogger(__name__)
 
-#: A strategy: graph in, valid order out.
-OrderMethod = Callable[[Graph], Order]
+class OrderMethod(Protocol):
+    """A strategy: graph in, valid order out.
+
+    ``alignment_bytes`` is the allocator granularity its memory keys round every storage up
+    to (the planner passes ``PlannerConfig.alignment_bytes``).
+    """
+
+    def __call__(self, graph: Graph, *,
+                 alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> Order: ...
 
 
-def _best_of(graph: Graph, names: Sequence[str]) -> Order:
-    res = best_heuristic_order(graph, names, validate=False)
+def _best_of(graph: Graph, names: Sequence[str], alignment_bytes: int) -> Order:
+    res = best_heuristic_order(graph, names, alignment_bytes=alignment_bytes, validate=False)
     return res.order
 
 
-def inductor_order(graph: Graph) -> Order:
+def inductor_order(graph: Graph, *, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> Order:
     """Best of ``lpmf``, ``bfs`` and ``dfs`` scored by
     :func:`~roam_core.oracle.simulate.simulate`."""
-    return _best_of(graph, ("lpmf", "bfs", "dfs"))
+    return _best_of(graph, ("lpmf", "bfs", "dfs"), alignment_bytes)
 
 
-def xla_order(graph: Graph) -> Order:
+def xla_order(graph: Graph, *, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> Order:
     """Best of ``xla_list``, ``xla_dfs`` and ``xla_postorder`` (one estimator)."""
-    return _best_of(graph, ("xla_list", "xla_dfs", "xla_postorder"))
+    return _best_of(graph, ("xla_list", "xla_dfs", "xla_postorder"), alignment_bytes)
 
 
-def lpmf_updates_order(graph: Graph) -> Order:
+def lpmf_updates_order(graph: Graph, *,
+                       alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> Order:
     """LPMF on forward + backward, then cost-aware insertion of per-parameter updates.
 
     See :func:`roam_core.ordering.update_groups.insert_update_groups` and
@@ -120,20 +129,18 @@ def lpmf_updates_order(graph: Graph) -> Order:
     >>> check_order(g, lpmf_updates_order(g))
     []
     """
-    return best_update_insertion(graph)
+    return best_update_insertion(graph, alignment_bytes=alignment_bytes)
 
 
-def _eager_moved_state(graph: Graph) -> Order:
-    from roam_core.oracle.baseline import moved_state_order  # type: ignore[import-not-found]
-
+def _eager_moved_state(graph: Graph, *,
+                       alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> Order:
     return tuple(moved_state_order(graph))
 
 
 #: Every registered strategy, by name.
-ORDER_METHODS: dict[str, OrderMethod] = {"eager": eager_order}
-if importlib.util.find_spec("roam_core.oracle.baseline") is not None:
-    ORDER_METHODS["eager_moved_state"] = _eager_moved_state
-ORDER_METHODS.update({
+ORDER_METHODS: dict[str, OrderMethod] = {
+    "eager": eager_order,
+    "eager_moved_state": _eager_moved_state,
     "lescea": lescea_order,
     "lpmf": lpmf_order,
     "bfs": bfs_order,
@@ -144,7 +151,7 @@ ORDER_METHODS.update({
     "xla_postorder": xla_postorder_order,
     "xla": xla_order,
     "lpmf_updates": lpmf_updates_order,
-})
+}
 
 #: Methods that are themselves best-of runs over other entries.
 COMPOSITE_METHODS = ("inductor", "xla")
@@ -179,8 +186,11 @@ class HeuristicResult:
     seconds: Mapping[str, float]
 
 
-def run_method(graph: Graph, method: str, *, validate: bool = True) -> Order:
-    """Run one registered method; raises ``GraphError`` for an unknown name or bad order.
+def run_method(graph: Graph, method: str, *, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
+               validate: bool = True) -> Order:
+    """Run one registered method at ``alignment_bytes``.
+
+    Raises ``ConfigError`` for an unknown name and ``GraphError`` for an invalid order.
 
     Examples
     --------
@@ -191,10 +201,10 @@ def run_method(graph: Graph, method: str, *, validate: bool = True) -> Order:
     try:
         fn = ORDER_METHODS[method]
     except KeyError:
-        raise GraphError(
+        raise ConfigError(
             f"unknown ordering method {method!r}; known: {', '.join(ORDER_METHODS)}"
         ) from None
-    order = tuple(fn(graph))
+    order = tuple(fn(graph, alignment_bytes=alignment_bytes))
     if validate:
         bad = check_order(graph, order)
         if bad:
@@ -230,6 +240,8 @@ def best_heuristic_order(
 
     Raises
     ------
+    ConfigError
+        If a name is not in :data:`ORDER_METHODS`.
     RoamError
         If every method failed.
 
@@ -241,13 +253,17 @@ def best_heuristic_order(
     ('eager', 1504, {'eager': 1504, 'lpmf': 1504})
     """
     names = tuple(methods) if methods is not None else DEFAULT_METHODS
+    unknown = [m for m in names if m not in ORDER_METHODS]
+    if unknown:  # a typo is the caller's mistake, not a strategy failure to isolate
+        raise ConfigError(f"unknown ordering method(s) {', '.join(map(repr, unknown))}; "
+                          f"known: {', '.join(ORDER_METHODS)}")
     best: tuple[int, str, Order, MemoryProfile] | None = None
     scores: dict[str, int] = {}
     seconds: dict[str, float] = {}
     for name in names:
         t0 = time.perf_counter()
         try:
-            order = run_method(graph, name, validate=validate)
+            order = run_method(graph, name, alignment_bytes=alignment_bytes, validate=validate)
             prof = simulate(graph, order, alignment_bytes=alignment_bytes)
         except Exception as e:  # isolate one strategy's failure
             seconds[name] = time.perf_counter() - t0

@@ -57,7 +57,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from roam_core.model.graph import ControlEdge, EdgeReason, Graph, OpId, Order, TensorId
+from roam_core.base.errors import ConfigError
+from roam_core.model.graph import (
+    DEFAULT_ALIGNMENT_BYTES,
+    ControlEdge,
+    EdgeReason,
+    Graph,
+    OpId,
+    Order,
+    TensorId,
+)
 from roam_core.model.reach import Reachability, reachability
 
 __all__ = ["GroupPlacement", "RewriteResult", "asap_insertion", "place_weight_updates"]
@@ -156,25 +165,15 @@ def asap_insertion(graph: Graph, reference: Sequence[OpId],
 
 
 def _reference(graph: Graph, policy: str, groups: Sequence[Any],
-               reach: Reachability) -> Order:
+               reach: Reachability, alignment_bytes: int) -> Order:
     from roam_core.ordering.update_insertion import best_update_insertion
 
-    ref = tuple(best_update_insertion(graph))
+    ref = tuple(best_update_insertion(graph, alignment_bytes=alignment_bytes))
     if policy == "asap":
         first = {op: i for i, op in enumerate(graph.op_ids)}
         by_program = sorted((g.op_ids for g in groups), key=lambda g: min(first[o] for o in g))
         ref = asap_insertion(graph, ref, by_program, reach)
     return ref
-
-
-def _is_pure_view(graph: Graph, op: OpId) -> bool:
-    """Reads one storage and returns only aliases of it (view, detach, transpose ...)."""
-    o = graph.op(op)
-    if o.mutates or graph.storages_created(op):
-        return False
-    reads = graph.storages_read(op)
-    return (len(reads) == 1 and bool(o.outputs)
-            and all(graph.storage_of(v) == reads[0] for v in o.outputs))
 
 
 def _loose_ops(graph: Graph, grouped: set[OpId]) -> list[OpId]:
@@ -332,6 +331,7 @@ def place_weight_updates(
     policy: str = "cost_aware",
     reference: Sequence[OpId] | None = None,
     zero_fanin_just_in_time: bool = True,
+    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
 ) -> RewriteResult:
     """Pin every update group (and zero-fan-in op) with extra control edges.
 
@@ -346,6 +346,8 @@ def place_weight_updates(
         from ``policy``.
     zero_fanin_just_in_time : bool
         Also pin zero-fan-in ops just before their first consumer.
+    alignment_bytes : int
+        Rounding of the storage sizes when the cost-aware reference order is scored.
 
     Returns
     -------
@@ -353,7 +355,7 @@ def place_weight_updates(
 
     Raises
     ------
-    ValueError
+    ConfigError
         For an unknown policy.
 
     Examples
@@ -368,13 +370,13 @@ def place_weight_updates(
     from roam_core.ordering.update_groups import update_groups
 
     if policy not in UPDATE_POLICIES:
-        raise ValueError(f"unknown update policy {policy!r}; known: {UPDATE_POLICIES}")
+        raise ConfigError(f"unknown update policy {policy!r}; known: {UPDATE_POLICIES}")
     reach = reachability(graph)
-    found = update_groups(graph) if policy != "none" else ()
+    found = update_groups(graph, alignment_bytes=alignment_bytes) if policy != "none" else ()
     groups = [tuple(g.op_ids) for g in found]
     params = [g.param for g in found]
-    ref = list(reference) if reference is not None else list(_reference(graph, policy, found,
-                                                                        reach))
+    ref = list(reference) if reference is not None else list(
+        _reference(graph, policy, found, reach, alignment_bytes))
     grouped = {op for g in groups for op in g}
     edges: list[ControlEdge] = []
     loose: list[OpId] = []

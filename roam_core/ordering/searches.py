@@ -15,11 +15,12 @@ from collections.abc import Callable, Sequence
 
 from roam_core.base.errors import GraphError
 from roam_core.model.dag_view import CompactGraph, compact
-from roam_core.model.graph import Graph, Order
+from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, Order
 
 __all__ = ["bfs_order", "dfs_order", "xla_dfs_order", "xla_postorder_order"]
 
-def bfs_order(graph: Graph) -> Order:
+def bfs_order(graph: Graph, *,
+              alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> Order:
     """Inductor-style BFS: the ready op whose predecessors ran earliest goes first.
 
     The priority of a ready op is the sorted list of the steps its predecessors ran at
@@ -31,7 +32,7 @@ def bfs_order(graph: Graph) -> Order:
     >>> bfs_order(diamond())
     ('a', 'b', 'c', 'd')
     """
-    cg = compact(graph)
+    cg = compact(graph, alignment_bytes)
     n = cg.n_ops
     step = [-1] * n
     indeg = [len(p) for p in cg.preds]
@@ -74,7 +75,8 @@ def _post_order(cg: CompactGraph, roots: Sequence[int],
     return out
 
 
-def dfs_order(graph: Graph) -> Order:
+def dfs_order(graph: Graph, *,
+              alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> Order:
     """Inductor-style DFS: visit ops by ascending ``output + input bytes``.
 
     Each visited op first visits its unmet predecessors (also by that key), then is
@@ -86,7 +88,7 @@ def dfs_order(graph: Graph) -> Order:
     >>> dfs_order(diamond())
     ('a', 'b', 'c', 'd')
     """
-    cg = compact(graph)
+    cg = compact(graph, alignment_bytes)
     swr = cg.defined_bytes()
     for v, ss in enumerate(cg.uses):
         swr[v] += sum(cg.size_bytes[s] for s in ss)
@@ -100,7 +102,8 @@ def _sinks(cg: CompactGraph) -> list[int]:
     return [v for v in range(cg.n_ops) if not cg.succs[v]]
 
 
-def xla_dfs_order(graph: Graph) -> Order:
+def xla_dfs_order(graph: Graph, *,
+                  alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> Order:
     """XLA-style DFS scheduler: post-order from the sinks, heavy operands first.
 
     For each op, ``extra_users`` (fan-out beyond one, accumulated over its operands) and
@@ -116,7 +119,7 @@ def xla_dfs_order(graph: Graph) -> Order:
     """
     from roam_core.model.reach import topological_indices
 
-    cg = compact(graph)
+    cg = compact(graph, alignment_bytes)
     n = cg.n_ops
     defined = cg.defined_bytes()
     extra = [0] * n
@@ -137,7 +140,8 @@ def xla_dfs_order(graph: Graph) -> Order:
     return cg.order_ids(_post_order(cg, roots, lambda v: ops_sorted[v]))
 
 
-def xla_postorder_order(graph: Graph) -> Order:
+def xla_postorder_order(graph: Graph, *,
+                        alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> Order:
     """XLA-style post order: DFS from each sink (program order), operands in input order.
 
     Examples
@@ -146,5 +150,5 @@ def xla_postorder_order(graph: Graph) -> Order:
     >>> xla_postorder_order(diamond())
     ('a', 'b', 'c', 'd')
     """
-    cg = compact(graph)
+    cg = compact(graph, alignment_bytes)
     return cg.order_ids(_post_order(cg, _sinks(cg), lambda v: cg.preds[v]))

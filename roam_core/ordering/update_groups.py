@@ -38,8 +38,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from roam_core.model.dag_view import CompactGraph, compact
-from roam_core.model.graph import Graph, OpId, Phase, TensorId, TensorKind
+from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, TensorId, TensorKind
 from roam_core.model.reach import Reachability, iter_bits, reachability
+from roam_core.model.union_find import UnionFind
 
 __all__ = ["UpdateGroup", "block_order", "block_profile", "update_groups"]
 
@@ -63,7 +64,8 @@ class UpdateGroup:
         from outside).
     peak_extra_bytes : int
         Peak of the group run as one block (state creation sunk): its own storages plus the
-        planned storages it reads, while they are live in the block (512 B rounding).
+        planned storages it reads, while they are live in the block (sizes rounded up to
+        ``alignment_bytes``).
     """
 
     param: TensorId
@@ -73,29 +75,16 @@ class UpdateGroup:
     peak_extra_bytes: int
 
 
-class _UnionFind:
-    def __init__(self, n: int) -> None:
-        self.parent = list(range(n))
-
-    def find(self, a: int) -> int:
-        while self.parent[a] != a:
-            self.parent[a] = self.parent[self.parent[a]]
-            a = self.parent[a]
-        return a
-
-    def union(self, a: int, b: int) -> None:
-        ra, rb = self.find(a), self.find(b)
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-
-
-def update_groups(graph: Graph) -> tuple[UpdateGroup, ...]:
+def update_groups(graph: Graph, *,
+                  alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> tuple[UpdateGroup, ...]:
     """The per-parameter update groups of ``graph``, in program order of their first op.
 
     Parameters
     ----------
     graph : Graph
         A training-step graph (ops tagged ``Phase.OPTIMIZER`` by the tracer).
+    alignment_bytes : int
+        Rounding of the storage sizes in ``peak_extra_bytes``.
 
     Returns
     -------
@@ -122,7 +111,7 @@ def update_groups(graph: Graph) -> tuple[UpdateGroup, ...]:
     if not mutated_resident:
         return ()
     # 1. components of optimizer ops linked through planned or mutated-resident storages
-    uf = _UnionFind(len(ids))
+    uf = UnionFind(opt)
     touch: dict[TensorId, list[int]] = {}
     for i in opt:
         op = graph.ops[i]
@@ -134,9 +123,7 @@ def update_groups(graph: Graph) -> tuple[UpdateGroup, ...]:
     for ops in touch.values():
         for j in ops[1:]:
             uf.union(ops[0], j)
-    comps: dict[int, list[int]] = {}
-    for i in opt:
-        comps.setdefault(uf.find(i), []).append(i)
+    comps = uf.groups()
     reach = None
     members: list[tuple[TensorId, list[int]]] = []
     param_kind = any(graph.tensors[s].kind == TensorKind.PARAMETER for s in mutated_resident)
@@ -144,7 +131,7 @@ def update_groups(graph: Graph) -> tuple[UpdateGroup, ...]:
     for s, ms in mutated_resident.items():
         for m in ms:
             mutated_by.setdefault(m, []).append(s)
-    for comp in comps.values():
+    for comp in comps:
         anchors = list(dict.fromkeys(s for i in comp for s in mutated_by.get(i, ())))
         if param_kind:
             # parameters are tagged: a chain that mutates only state (a step counter) is
@@ -172,7 +159,7 @@ def update_groups(graph: Graph) -> tuple[UpdateGroup, ...]:
         if ops_c is None:
             _logger.info("update group of %s is not convex; left ungrouped", anchor)
             continue
-        groups.append(_describe(graph, anchor, ops_c))
+        groups.append(_describe(graph, anchor, ops_c, alignment_bytes))
     groups.sort(key=lambda g: index[g.op_ids[0]])
     return tuple(groups)
 
@@ -306,16 +293,17 @@ def block_profile(
     return np.cumsum(internal[:L]), freed, long, ext_list
 
 
-def _describe(graph: Graph, anchor: TensorId, ops: list[int]) -> UpdateGroup:
-    cg = compact(graph)
+def _describe(graph: Graph, anchor: TensorId, ops: list[int],
+              alignment_bytes: int) -> UpdateGroup:
+    cg = compact(graph, alignment_bytes)
     in_group = set(ops)
-    state_init = []
+    creates_state = set(graph.state_creation_ops())
+    # state inits: state creation with no predecessor in the group (sunk just in time)
+    state_init = [v for v in ops if cg.op_ids[v] in creates_state
+                  and not any(p in in_group for p in cg.preds[v])]
     grad: tuple[int, int, TensorId] | None = None
     for v in ops:
         external_planned = [s for s in cg.uses[v] if cg.producer[s] not in in_group]
-        if not any(p in in_group for p in cg.preds[v]) and not external_planned \
-                and cg.creates[v]:
-            state_init.append(v)
         for s in external_planned:
             p = cg.producer[s]
             if graph.ops[p].phase != Phase.OPTIMIZER:

@@ -23,7 +23,7 @@ import numpy as np
 
 from roam_core.base.errors import ConfigError, GraphError
 from roam_core.model.dag_view import CompactGraph, compact
-from roam_core.model.graph import Graph, Order
+from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, Order
 from roam_core.model.reach import Reachability, mask_to_bool, reachability, topological_indices
 from roam_core.oracle.simulate import simulate
 from roam_core.ordering.list_schedulers import lpmf_indices, lpmf_order
@@ -44,6 +44,7 @@ def insert_update_groups(
     base_method: BaseMethod = "lpmf",
     tie: str = "early",
     group_order: str = "largest",
+    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
 ) -> Order:
     """An order: a cheap base order with every update group inserted at its best slot.
 
@@ -63,6 +64,8 @@ def insert_update_groups(
     group_order : str
         ``"largest"`` (by ``peak_extra_bytes``, descending) or ``"program"`` (by the
         program position of each group's first op).
+    alignment_bytes : int
+        Rounding of every storage size in the slot scores.
 
     Returns
     -------
@@ -75,8 +78,9 @@ def insert_update_groups(
     >>> insert_update_groups(tiny_train_step())[-2:]
     ('grad_w', 'update')
     """
-    groups = update_groups(graph) if groups is None else tuple(groups)
-    return tracked_insertion(graph, groups, base_method, tie, group_order)[0]
+    a = alignment_bytes
+    groups = update_groups(graph, alignment_bytes=a) if groups is None else tuple(groups)
+    return tracked_insertion(graph, groups, base_method, tie, group_order, alignment_bytes=a)[0]
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,8 +103,8 @@ class _Prepared:
 
 
 def _prepare(graph: Graph, groups: Sequence[UpdateGroup], base_method: BaseMethod,
-             ) -> _Prepared:
-    cg = compact(graph)
+             alignment_bytes: int) -> _Prepared:
+    cg = compact(graph, alignment_bytes)
     n = cg.n_ops
     reach = reachability(graph)
     gops = tuple(tuple(cg.index[o] for o in g.op_ids) for g in groups)
@@ -171,14 +175,21 @@ def _insert_all(prep: _Prepared, tie: str, group_order: str) -> tuple[list[int],
 
 def tracked_insertion(
     graph: Graph, groups: Sequence[UpdateGroup], base_method: BaseMethod, tie: str,
-    group_order: str = "largest",
+    group_order: str = "largest", *, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
 ) -> tuple[Order, np.ndarray | None]:
-    """The insertion order and the live-bytes curve it tracked (equals ``simulate``'s)."""
-    cg = compact(graph)
+    """The insertion order and the live-bytes curve it tracked (equals ``simulate``'s at
+    ``alignment_bytes``)."""
+    cg = compact(graph, alignment_bytes)
     if not groups:
-        seq = lpmf_indices(cg) if base_method == "lpmf" else list(range(cg.n_ops))
+        if base_method == "lpmf":
+            seq = lpmf_indices(cg)
+        elif callable(base_method):
+            seq = [cg.index[o] for o in base_method(graph)]
+        else:
+            seq = list(range(cg.n_ops))
         return cg.order_ids(seq), None
-    seq, prof = _insert_all(_prepare(graph, groups, base_method), tie, group_order)
+    seq, prof = _insert_all(_prepare(graph, groups, base_method, alignment_bytes), tie,
+                            group_order)
     return cg.order_ids(seq), prof
 
 
@@ -272,9 +283,10 @@ def _insert_block(
     return seq, prof, freed
 
 
-def best_update_insertion(graph: Graph) -> Order:
-    """Best (by ``simulate``) of LPMF-based update insertion over both slot tie rules and
-    both group orders; never worse than plain LPMF on the whole graph.
+def best_update_insertion(graph: Graph, *,
+                          alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> Order:
+    """Best (by ``simulate`` at ``alignment_bytes``) of LPMF-based update insertion over both
+    slot tie rules and both group orders; never worse than plain LPMF on the whole graph.
 
     Examples
     --------
@@ -282,12 +294,13 @@ def best_update_insertion(graph: Graph) -> Order:
     >>> best_update_insertion(tiny_train_step())[-1]
     'update'
     """
-    groups = update_groups(graph)
-    plain = lpmf_order(graph)
+    a = alignment_bytes
+    groups = update_groups(graph, alignment_bytes=a)
+    plain = lpmf_order(graph, alignment_bytes=a)
     if not groups:
         return plain
-    best: tuple[int, Order] = (simulate(graph, plain).peak_bytes, plain)
-    prep = _prepare(graph, groups, "lpmf")
+    best: tuple[int, Order] = (simulate(graph, plain, alignment_bytes=a).peak_bytes, plain)
+    prep = _prepare(graph, groups, "lpmf", a)
     for group_order in ("largest", "program"):
         for tie in ("early", "light"):
             try:
@@ -296,7 +309,7 @@ def best_update_insertion(graph: Graph) -> Order:
                 _logger.warning("update insertion failed on %s (%s); using LPMF", graph.name, e)
                 return best[1]
             order = prep.cg.order_ids(seq)
-            peak = simulate(graph, order).peak_bytes
+            peak = simulate(graph, order, alignment_bytes=a).peak_bytes
             if peak < best[0]:
                 best = (peak, order)
     return best[1]

@@ -38,9 +38,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from roam_core.base.cancel import as_cancel_flag
 from roam_core.base.config import PlannerConfig
-from roam_core.base.cpsat import as_cancel_flag
 from roam_core.base.errors import PlanInvalidError
+from roam_core.base.status import SolveStatus
 from roam_core.model.graph import Graph, OpId
 from roam_core.model.plan import Plan, SolveRecord
 from roam_core.oracle.simulate import lifetimes, simulate
@@ -119,7 +120,7 @@ def _baselines(graph: Graph, config: PlannerConfig) -> tuple[Any, tuple[OpId, ..
     if config.update_policy != "cost_aware" or "lpmf_updates" not in methods:
         return best_heuristic_order(graph, methods, alignment_bytes=a), None
     t0 = time.perf_counter()
-    ref = run_method(graph, "lpmf_updates")
+    ref = run_method(graph, "lpmf_updates", alignment_bytes=a)
     ref_prof = simulate(graph, ref, alignment_bytes=a)
     ref_s = time.perf_counter() - t0
     others = tuple(m for m in methods if m != "lpmf_updates")
@@ -140,15 +141,16 @@ def _baselines(graph: Graph, config: PlannerConfig) -> tuple[Any, tuple[OpId, ..
 
 def _layout(graph: Graph, order: Sequence[OpId], tree: TaskTree | None, cfg: PlannerConfig,
             cancel: Any, t_start: float) -> Any:
-    from roam_core.layout.arena import ArenaConfig, greedy_arena, plan_arena
+    from dataclasses import replace
+
+    from roam_core.layout.arena import greedy_arena, plan_arena
 
     if not cfg.solve_layout:
         return greedy_arena(graph, order, alignment_bytes=cfg.alignment_bytes)
     budget = cfg.layout_time_limit_s
     if cfg.time_limit_s is not None:  # the overall limit caps the layout too (at least 1 s)
         budget = min(budget, max(1.0, cfg.time_limit_s - (time.perf_counter() - t_start)))
-    acfg = ArenaConfig(alignment_bytes=cfg.alignment_bytes, time_limit_s=budget,
-                       seed=cfg.order.random_seed)
+    acfg = replace(cfg.arena, time_limit_s=budget)  # alignment and seed: the planner's
     return plan_arena(graph, order, task_tree=tree, config=acfg, cancel=cancel)
 
 
@@ -319,16 +321,17 @@ def make_plan(
     lower = _lower_bound(graph, a, notes)
     if method != "roam":
         t0 = time.perf_counter()
-        order = run_method(graph, method)
+        order = run_method(graph, method, alignment_bytes=a)
         prof = simulate(graph, order, alignment_bytes=a)
-        records.append(SolveRecord("order", "global", "heuristic", prof.peak_bytes, None,
+        records.append(SolveRecord("order", "global", SolveStatus.HEURISTIC, prof.peak_bytes, None,
                                    time.perf_counter() - t0, len(order)))
         best_peak[0] = prof.peak_bytes
         return _finish(graph, config, method, order, prof, baseline.peak_bytes, lower, None,
                        {}, (), records, notes, t_start, cancel, emit)
     t0 = time.perf_counter()
     heur, reference = _baselines(graph, config)
-    records.append(SolveRecord("baseline", "global", "heuristic", heur.profile.peak_bytes, None,
+    records.append(SolveRecord("baseline", "global", SolveStatus.HEURISTIC,
+                               heur.profile.peak_bytes, None,
                                time.perf_counter() - t0, len(graph.ops)))
     best_peak[0] = heur.profile.peak_bytes
     emit("baseline", 1, 1, f"best baseline {heur.method}")
@@ -337,14 +340,16 @@ def make_plan(
 
     t0 = time.perf_counter()
     rw = place_weight_updates(graph, policy=config.update_policy, reference=reference,
-                              zero_fanin_just_in_time=config.zero_fanin_just_in_time)
+                              zero_fanin_just_in_time=config.zero_fanin_just_in_time,
+                              alignment_bytes=a)
     g2 = rw.graph
     assert not check_order(g2, rw.order), "rewrites must return a valid reference order"
     base = tuple(rw.order)
     base_prof = simulate(graph, base, alignment_bytes=a)
     if (heur.profile.peak_bytes < base_prof.peak_bytes and not check_order(g2, heur.order)):
         base, base_prof = tuple(heur.order), heur.profile
-    records.append(SolveRecord("rewrite", "global", "heuristic", base_prof.peak_bytes, None,
+    records.append(SolveRecord("rewrite", "global", SolveStatus.HEURISTIC,
+                               base_prof.peak_bytes, None,
                                time.perf_counter() - t0, len(rw.edges)))
     emit("rewrite", 1, 1, f"{len(rw.edges)} placement edges, {rw.num_delayed} updates delayed")
     # 3. task tree
@@ -388,7 +393,7 @@ def make_plan(
             None if res.best_bound_bytes is None else res.best_bound_bytes + res_,
             res.wall_time_s, res.num_ops))
     for tid in left:
-        records.append(SolveRecord("order", tid, "cancelled", hint_peak[tid] + res_, None,
+        records.append(SolveRecord("order", tid, SolveStatus.CANCELLED, hint_peak[tid] + res_, None,
                                    0.0, by_id[tid].num_ops))
     assert not check_order(g2, order), "merged sub-task orders must honour the rewrites"
     prof = simulate(graph, order, alignment_bytes=a)

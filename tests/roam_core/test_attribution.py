@@ -16,6 +16,7 @@ from roam_core.oracle.attribution import (
     bytes_live_at_step_by_module,
     depth_bytes,
     in_module,
+    module_bytes_per_step,
     subtree_bytes,
     tensor_module,
 )
@@ -115,6 +116,11 @@ def test_module_bytes_add_up_to_the_peak_for_any_order(data) -> None:
         other = data.draw(st.integers(0, len(order) - 1))
         at = bytes_live_at_step_by_module(g, order, other)
         assert at.total_bytes == prof.total_bytes()[other]
+    # per-step curves of the top-level modules add up to the total curve
+    curves = [module_bytes_per_step(g, order, m) for m in ("", "a", "c")]
+    assert [sum(c) for c in zip(*curves, strict=True)] == list(prof.total_bytes())
+    assert all(x >= y for x, y in zip(curves[1], module_bytes_per_step(g, order, "a.b"),
+                                      strict=True))
 
 
 def test_graph_without_modules_is_all_top_level() -> None:

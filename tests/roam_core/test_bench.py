@@ -122,7 +122,7 @@ def test_layouts_of_plain_orders():
 def test_a_crashing_method_becomes_a_failed_row(monkeypatch):
     from roam_core.ordering import registry as heuristics
 
-    def boom(graph):
+    def boom(graph, *, alignment_bytes=512):
         raise AssertionError("internal bug")
 
     monkeypatch.setitem(heuristics.ORDER_METHODS, "boom", boom)

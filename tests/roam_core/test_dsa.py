@@ -12,8 +12,6 @@ from roam_core.formats.dsa_csv import dumps_problem, load_problem, loads_problem
 from roam_core.model.dsa import Buffer, Problem, Solution, solution_from_problem
 from tests.strategies import problems
 
-MINIMALLOC = "/work/shared/dsa/minimalloc"
-
 
 class TestProblem:
     def test_lower_bound_is_max_live_sum(self) -> None:
@@ -46,8 +44,8 @@ class TestProblem:
 
 
 class TestCsv:
-    def test_reads_minimalloc_toy(self) -> None:
-        p = load_problem(f"{MINIMALLOC}/input.12.csv", capacity=12)
+    def test_reads_minimalloc_toy(self, minimalloc) -> None:
+        p = load_problem(f"{minimalloc}/input.12.csv", capacity=12)
         assert p.capacity == 12
         assert [b.id for b in p.buffers] == ["b1", "b2", "b3", "b4", "b5"]
         assert p.lower_bound() == 12

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import given
 
+from roam_core.base.errors import ConfigError
 from roam_core.layout.layout_baselines import LAYOUT_METHODS, baseline_layout, inductor_pool, llfb
 from roam_core.model.dsa import Buffer, Problem
 from roam_core.model.samples import diamond, tiny_train_step
@@ -31,7 +32,7 @@ def test_valid_on_graphs(method: str) -> None:
 
 
 def test_unknown_method() -> None:
-    with pytest.raises(KeyError, match="unknown layout method"):
+    with pytest.raises(ConfigError, match="unknown layout method"):
         baseline_layout(diamond(), diamond().op_ids, "nope")
 
 

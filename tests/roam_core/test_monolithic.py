@@ -15,6 +15,7 @@ from tests.builders import two_param_step
 from tests.strategies import random_graphs
 
 
+@pytest.mark.slow  # ~3-16 s: CP-SAT / exact search on many instances
 @settings(max_examples=20)
 @given(random_graphs(max_ops=7))
 def test_optimum_equals_brute_force(g):

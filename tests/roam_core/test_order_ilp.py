@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import networkx as nx
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +19,7 @@ from roam_core.ordering.order_ilp import (
     solve_order,
     solve_order_problem,
 )
+from tests.builders import random_valid_order
 from tests.strategies import random_graphs
 
 EXACT = OrderSolverConfig(time_limit_s=20.0, stop_at_lower_bound=False)
@@ -68,31 +70,17 @@ def dp_peak(graph: Graph) -> int:
     return best[full] + graph.resident_bytes(1)
 
 
-def _random_valid_order(graph: Graph, seed: int) -> list[str]:
-    import random
-
-    rnd = random.Random(seed)
-    preds = {op: set(graph.predecessors(op)) for op in graph.op_ids}
-    done: list[str] = []
-    left = set(graph.op_ids)
-    while left:
-        ready = sorted(op for op in left if preds[op] <= set(done))
-        pick = rnd.choice(ready)
-        done.append(pick)
-        left.discard(pick)
-    return done
-
-
 @settings(max_examples=10)
 @given(random_graphs(max_ops=6))
 def test_dp_oracle_matches_enumeration(graph: Graph) -> None:
     assert dp_peak(graph) == brute_force_peak(graph)
 
 
+@pytest.mark.slow  # ~3-16 s: CP-SAT / exact search on many instances
 @settings(max_examples=40)
 @given(random_graphs(max_ops=8), st.integers(0, 1000))
 def test_cpsat_equals_brute_force_on_small_graphs(graph: Graph, seed: int) -> None:
-    base = _random_valid_order(graph, seed)
+    base = random_valid_order(graph, seed)
     new, res = solve_order(graph, base, config=EXACT, alignment_bytes=1)
     assert check_order(graph, new) == []
     prof = simulate(graph, new, alignment_bytes=1)
@@ -107,7 +95,7 @@ def test_cpsat_equals_brute_force_on_small_graphs(graph: Graph, seed: int) -> No
 @given(random_graphs(max_ops=12), st.integers(0, 1000), st.data())
 def test_sub_range_solve_keeps_order_valid_and_never_worse(graph: Graph, seed: int,
                                                            data: st.DataObject) -> None:
-    base = _random_valid_order(graph, seed)
+    base = random_valid_order(graph, seed)
     n = len(base)
     a = data.draw(st.integers(0, n - 1))
     b = data.draw(st.integers(a + 1, n))
@@ -163,7 +151,7 @@ def _range_orders(rng):  # every permutation of a range that honours its precede
 @given(random_graphs(max_ops=12, min_ops=4), st.integers(0, 1000), st.data())
 def test_multi_range_optimum_equals_enumeration(graph: Graph, seed: int,
                                                 data: st.DataObject) -> None:
-    base = _random_valid_order(graph, seed)
+    base = random_valid_order(graph, seed)
     n = len(base)
     picks = data.draw(st.lists(st.integers(0, n - 1), min_size=2, max_size=7, unique=True))
     problem = build_order_problem(graph, base, [base[i] for i in picks], config=EXACT,

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from roam_core.base.errors import PlanFormatError
+from roam_core.base.status import SolveStatus
 from roam_core.cli import main
 from roam_core.formats.dsa_csv import loads_problem
 from roam_core.formats.graph_io import save_graph
@@ -50,6 +51,23 @@ class TestRoundTrip:
         save_plan(plan, tmp_path / "p.json.gz")
         assert gzip.decompress((tmp_path / "p.json.gz").read_bytes()).startswith(b"{")
         assert load_plan(tmp_path / "p.json.gz", tiny_train_step()) == plan
+
+    def test_statuses_are_strings_in_the_file_and_enums_when_loaded(self) -> None:
+        plan = dataclasses.replace(_full_plan(), provenance=tuple(
+            SolveRecord("order", f"t{i}", s.value, None, None, 0.0)
+            for i, s in enumerate(SolveStatus)))
+        d = json.loads(dumps_plan(plan))
+        assert [r["status"] for r in d["provenance"]] == [s.value for s in SolveStatus]
+        back = loads_plan(json.dumps(d))  # what an old file (plain strings) holds
+        assert [r.status for r in back.provenance] == list(SolveStatus)
+        assert all(type(r.status) is SolveStatus for r in back.provenance)
+
+    def test_unknown_status_is_named(self) -> None:
+        d = plan_to_dict(_full_plan())
+        d["provenance"][0]["status"] = "splendid"
+        with pytest.raises(PlanFormatError, match=r"entry 0 has status .splendid.; known: "
+                                                  "optimal, feasible"):
+            loads_plan(json.dumps(d))
 
     def test_header(self) -> None:
         d = plan_to_dict(_full_plan())

@@ -9,6 +9,8 @@ import pytest
 from hypothesis import given, settings
 
 from roam_core.base.config import OrderSolverConfig, PlannerConfig
+from roam_core.base.errors import ConfigError
+from roam_core.base.status import SolveStatus
 from roam_core.model.graph import Graph
 from roam_core.model.plan import Plan
 from roam_core.model.samples import tiny_train_step
@@ -16,6 +18,7 @@ from roam_core.oracle.simulate import simulate
 from roam_core.oracle.validate import check_order, check_plan
 from roam_core.ordering.registry import best_heuristic_order, run_method
 from roam_core.planner import PlanProgress, make_plan, order_methods
+from tests.builders import tied_branches
 from tests.strategies import random_graphs
 
 FAST = PlannerConfig(node_limit=4, workers=1, solve_layout=False,
@@ -39,6 +42,7 @@ def _valid(graph: Graph, plan: Plan) -> None:
     assert all(pos[e.src] < pos[e.dst] for e in plan.extra_edges)
 
 
+@pytest.mark.slow  # ~3-16 s: CP-SAT / exact search on many instances
 @settings(max_examples=20)
 @given(random_graphs(max_ops=20))
 def test_plans_are_valid_and_never_worse_than_the_best_baseline(graph: Graph) -> None:
@@ -169,3 +173,63 @@ def test_cli_plan_baseline_method(tmp_path, capsys) -> None:
     save_graph(tiny_train_step(), src)
     assert main(["plan", str(src), "-o", str(out), "--method", "lescea", "--no-progress"]) == 0
     assert "method lescea" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("make", "words"), [
+    (lambda: PlannerConfig(workers=0), "workers must be at least 1"),
+    (lambda: PlannerConfig(time_limit_s=-1.0), "time_limit_s must be at least 0"),
+    (lambda: PlannerConfig(node_limit=0), "node_limit must be at least 1"),
+    (lambda: PlannerConfig(alignment_bytes=0), "alignment_bytes must be at least 1"),
+    (lambda: PlannerConfig(update_policy="sometimes"), "unknown update policy 'sometimes'"),
+    (lambda: PlannerConfig(baselines="lpmf"), "baselines must be a tuple"),
+    (lambda: PlannerConfig(workers=2.5), "workers must be an integer"),
+    (lambda: PlannerConfig(layout_time_limit_s=float("nan")), "layout_time_limit_s"),
+    (lambda: OrderSolverConfig(time_limit_s=-0.5), r"order\.time_limit_s must be at least"),
+    (lambda: OrderSolverConfig(num_search_workers=0), "num_search_workers"),
+])
+def test_impossible_settings_raise_config_error_when_made(make, words) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ConfigError, match=words):
+        make()
+
+
+def test_unknown_names_raise_config_error() -> None:
+    g = tiny_train_step()
+    with pytest.raises(ConfigError, match="unknown ordering method 'nope'"):
+        make_plan(g, FAST, method="nope")
+    with pytest.raises(ConfigError, match=r"unknown ordering method.*'lpmff'"):
+        make_plan(g, PlannerConfig(workers=1, solve_layout=False, baselines=("lpmff",)))
+
+
+def test_the_planner_orders_at_its_alignment() -> None:
+    g = tied_branches()  # the branches tie at 512 B; in exact bytes one order is 400 B lower
+    exact = PlannerConfig(workers=1, solve_layout=False, alignment_bytes=1)
+    plan = make_plan(g, exact, method="inductor")
+    assert (plan.alignment_bytes, plan.planned_peak_bytes) == (1, 1110)
+    rounded = make_plan(g, FAST, method="inductor")
+    assert simulate(g, rounded.order, alignment_bytes=1).peak_bytes == 1510
+    assert make_plan(g, exact).planned_peak_bytes == 1110
+
+
+def test_statuses_are_solve_status_members() -> None:
+    plan = make_plan(tiny_train_step(), FAST)
+    assert plan.provenance
+    assert all(type(r.status) is SolveStatus for r in plan.provenance)
+
+
+def test_arena_settings_are_reachable_and_recorded() -> None:
+    from roam_core.base.config import ArenaConfig
+
+    cfg = PlannerConfig(workers=1, node_limit=4, layout_time_limit_s=3.0,
+                        arena=ArenaConfig(shake_rounds=2, use_cpsat=False),
+                        order=OrderSolverConfig(time_limit_s=1.0, random_seed=7))
+    # alignment, budget and seed follow the planner's own settings (one source each)
+    assert (cfg.arena.alignment_bytes, cfg.arena.time_limit_s, cfg.arena.seed) == (512, 3.0, 7)
+    assert PlannerConfig.from_dict(cfg.to_dict()) == cfg
+    plan = make_plan(tiny_train_step(), cfg)
+    assert plan.settings["arena"]["shake_rounds"] == 2
+    assert plan.settings["arena"]["use_cpsat"] is False
+    assert PlannerConfig.from_dict(plan.settings).arena == cfg.arena
+    with pytest.raises(ConfigError, match=r"arena\.num_workers must be at least 1"):
+        ArenaConfig(num_workers=0)
+    moved = cfg.with_order(random_seed=9)  # a copy keeps them in step
+    assert moved.arena.seed == 9

@@ -6,27 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from roam_core.base.errors import ConfigError
 from roam_core.model.graph import EdgeReason, Graph
 from roam_core.model.samples import tiny_train_step
 from roam_core.oracle.simulate import simulate
 from roam_core.oracle.validate import check_order
 from roam_core.ordering.rewrites import asap_insertion, place_weight_updates
 from roam_core.ordering.update_groups import update_groups
+from tests.builders import random_valid_order
 from tests.strategies import random_graphs
-
-
-def _random_valid_order(graph: Graph, seed: int) -> list[str]:
-    import random
-
-    rnd = random.Random(seed)
-    preds = {op: set(graph.predecessors(op)) for op in graph.op_ids}
-    done: list[str] = []
-    left = set(graph.op_ids)
-    while left:
-        pick = rnd.choice(sorted(op for op in left if preds[op] <= set(done)))
-        done.append(pick)
-        left.discard(pick)
-    return done
 
 
 def _check(graph: Graph, policy: str) -> None:
@@ -56,7 +44,7 @@ def test_tiny_train_step_pins_loose_view() -> None:
 
 
 def test_unknown_policy_is_rejected() -> None:
-    with pytest.raises(ValueError, match="unknown update policy"):
+    with pytest.raises(ConfigError, match="unknown update policy"):
         place_weight_updates(tiny_train_step(), policy="sometimes")
 
 
@@ -77,7 +65,7 @@ def test_cost_aware_reference_is_not_worse_than_asap_on_the_sample() -> None:
 @given(random_graphs(max_ops=14), st.integers(0, 1000))
 def test_just_in_time_moves_never_raise_the_peak(graph: Graph, seed: int) -> None:
     """The reference order handed in is only changed by moves that cannot raise the peak."""
-    ref = _random_valid_order(graph, seed)
+    ref = random_valid_order(graph, seed)
     r = place_weight_updates(graph, reference=ref)
     assert check_order(r.graph, r.order) == []
     assert sorted(r.order) == sorted(ref)

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import random
-import time
 
 from hypothesis import given
 from hypothesis import strategies as st
@@ -160,13 +159,15 @@ def test_sweep_reports_exactly_the_overlapping_pairs(raw: list) -> None:  # type
     assert got == want
 
 
-def test_sweep_is_fast_on_10k_tensors() -> None:
+def test_sweep_on_10k_tensors_finds_the_one_overlap() -> None:
+    # (its speed is measured by benchmarks, not asserted here)
     rnd = random.Random(0)
     rects, top = [], 0
     for i in range(10_000):  # a valid layout: every rectangle on its own band
         size = rnd.randint(1, 100)
         rects.append((f"t{i}", rnd.randint(0, 5000), rnd.randint(5001, 10000), top, size))
         top += size
-    t0 = time.perf_counter()
     assert _overlapping_pairs(rects) == []
-    assert time.perf_counter() - t0 < 5.0
+    _, start, end, offset, size = rects[7000]
+    rects.append(("late", start, end, offset + size - 1, 1))  # t7000's last byte
+    assert [tuple(sorted(p)) for p in _overlapping_pairs(rects)] == [("late", "t7000")]
