@@ -56,7 +56,9 @@ def _rerun_meta(node: Any) -> None:
         return
     args = torch.fx.node.map_arg(node.args, lambda n: n.meta.get("val"))
     kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: n.meta.get("val"))
-    mode = _fake_mode(list(torch.utils._pytree.tree_leaves((args, kwargs))))
+    # the node's own (copied) fake value names the mode when it reads no tensor (factories)
+    mode = _fake_mode(list(torch.utils._pytree.tree_leaves((args, kwargs, node.meta.get(
+        "val")))))
     if mode is None:
         raise ExecutorError(f"op {node.name!r}: no fake inputs to recompute its value from")
     with mode:
@@ -148,6 +150,14 @@ def expand_traced(traced: Any, recompute: Sequence[RecomputeOp]) -> Any:
             for v, v0 in zip(r.outputs, src.outputs, strict=True):
                 if v0 in reads:
                     rn.replace_input_with(node_of_value(v0), node_of_value(v))
+    # getitems whose readers all moved to the copies are dropped, as the tracer drops unread
+    # ones (the runner runs getitems on demand, so an unread one would never run)
+    for n in list(fx.nodes):
+        if n.op == "call_function" and n.target is operator.getitem and not n.users:
+            ref_ids = [v for v, ref in values.items() if ref.fx_node == n.name]
+            fx.erase_node(n)
+            for v in ref_ids:
+                values[v] = replace(values[v], fx_node=None)
     # views of the copies (made by late readers) get fake values on the copies' storages
     stale = {a.producer for a in g2.aliases
              if a.storage in copy_storages and a.producer is not None

@@ -64,3 +64,18 @@ def test_a_corrupted_recompute_plan_is_refused_before_running():
     with pytest.raises(PlanInvalidError, match="dropped"):
         execute_plan(model, [x], replace(plan, order=tuple(order)), loss_fn=_loss,
                      optimizer="adamw", device="cpu")
+
+
+@pytest.mark.slow
+def test_roam_execute_replays_an_auto_budget_plan(tmp_path):
+    from roam_core.cli import main
+
+    g, p = str(tmp_path / "g.json.gz"), str(tmp_path / "p.json")
+    assert main(["trace", "tiny_gpt", "-b", "2", "-t", "32", "--attention", "math",
+                 "-o", g]) == 0
+    assert main(["plan", g, "-o", p, "--budget", "auto", "--no-progress", "--workers",
+                 "1"]) == 0
+    from roam_core.formats.plan_io import load_plan
+
+    assert load_plan(p).recompute  # factories (ones) and multi-output ops among the re-runs
+    assert main(["execute", g, p, "-o", str(tmp_path / "r.json")]) == 0
