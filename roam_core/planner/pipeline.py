@@ -184,16 +184,11 @@ def make_plan(
 
     Raises
     ------
-<<<<<<< HEAD
     ConfigError
         For an unknown method name (or baseline in ``config.baselines``).
-=======
-    GraphError
-        For an unknown method name.
     BudgetInfeasibleError
         ``config.budget_bytes`` is below every plan's arena, recomputation included (the
         message gives the smallest reachable peak).
->>>>>>> h-recompute
     PlanInvalidError
         If the plan fails the independent validator (a bug, never expected).
 
@@ -205,33 +200,13 @@ def make_plan(
     >>> p.method, p.planned_peak_bytes <= p.baseline_peak_bytes, len(p.order)
     ('roam', True, 8)
     """
-<<<<<<< HEAD
-    run = _Run(graph, config, progress, cancel, as_cancel_flag(cancel))
-    baseline_peak, lower = _eager_and_bound(run)
-=======
-    from roam_core.ordering.registry import run_method
-
     if config.budget_bytes is not None and method == "roam":
         from roam_core.planner.budget import plan_with_budget
 
         return plan_with_budget(graph, config, make_plan=make_plan, progress=progress,
                                 cancel=cancel, executor=executor)
-    t_start = time.perf_counter()
-    t_mono = time.monotonic()
-    cancel_fn = as_cancel_flag(cancel)
-    a = config.alignment_bytes
-    notes: list[str] = []
-    records: list[SolveRecord] = []
-    best_peak: list[int | None] = [None]
-
-    def emit(stage: str, done: int, total: int, message: str) -> None:
-        if progress is not None:
-            progress(PlanProgress(stage, done, total, best_peak[0], message))
-
-    baseline = simulate(graph, alignment_bytes=a)
-    emit("baseline", 0, 1, "scoring baselines")
-    lower = _lower_bound(graph, a, notes)
->>>>>>> h-recompute
+    run = _Run(graph, config, progress, cancel, as_cancel_flag(cancel))
+    baseline_peak, lower = _eager_and_bound(run)
     if method != "roam":
         return run.finish(_baseline_method(run, method), baseline_peak, lower)
     heur, reference = _best_baseline(run)
