@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from app import analysis, data_dir, figures, planning, state
+from app import analysis, data_dir, figures, planning, recompute_view, state
 from roam_core.base import catalog
 from roam_core.base.errors import GraphError, PlanFormatError, PlanInvalidError, RoamError
 from roam_core.formats.graph_io import load_graph, loads_graph
@@ -233,7 +233,7 @@ def before_data(graph_key: str, method: str = "eager", alignment_bytes: int = 51
 @functools.lru_cache(maxsize=8)
 def after_data(graph_key: str, plan_key: str) -> After:
     """Planned curve, layout arrays and per-step bytes (memoised)."""
-    graph = state.get_graph(graph_key)
+    graph = recompute_view.view_graph(graph_key, plan_key)
     plan = state.get_plan(plan_key)
     curve = np.asarray(plan.live_bytes, np.int64) + plan.resident_bytes
     if len(curve) != len(plan.order):
@@ -286,7 +286,8 @@ def _curves(graph_key: str, plan_key: str | None, base: str,
     extra = [] if module is None else [
         (f"{label} (before)", module_bytes_per_step(graph, b.order, module), "#8fb8de"),
         (f"{label} (planned)", module_bytes_per_step(
-            graph, a.plan.order, module, alignment_bytes=a.plan.alignment_bytes), "#e89c9f")]
+            recompute_view.view_graph(graph_key, plan_key), a.plan.order, module,
+            alignment_bytes=a.plan.alignment_bytes), "#e89c9f")]
     return figures.memory_curves_figure(
         a.curve, b.curve, arena_bytes=a.plan.arena_bytes,
         lower_bound_bytes=a.plan.lower_bound_bytes, after_label=f"planned ({a.plan.method})",
@@ -312,9 +313,11 @@ def _timeline(graph_key: str, plan_key: str | None, base: str, x_range: Any, sel
         _mark_module_ops(fig, graph_key, selection, [b.order])
         return fig
     a = after_data(graph_key, plan_key)
+    graph = recompute_view.view_graph(graph_key, plan_key)
     fig = figures.timeline_figure(graph, a.plan.order, b.order, alloc_bytes=a.alloc,
                                   freed_bytes=a.freed, x_range=x_range, highlight_op=hl,
                                   before_label=b.label)
+    recompute_view.mark_recompute(fig, a.plan, 1, 2)
     _mark_module_ops(fig, graph_key, selection, [b.order, a.plan.order])
     return fig
 
@@ -348,7 +351,7 @@ def _layouts(graph_key: str, plan_key: str | None, base: str, x_range: Any, sel:
 def live_table(graph_key: str, plan_key: str | None, base: str, step: int | None
                ) -> tuple[list[dict[str, Any]], str]:
     """View 5: rows live at ``step`` (the planned peak when ``None``) and a title."""
-    graph = state.get_graph(graph_key)
+    graph = recompute_view.view_graph(graph_key, plan_key)
     if plan_key:
         a = after_data(graph_key, plan_key)
         view, curve, what = a.view, a.curve, "planned"
@@ -392,8 +395,11 @@ def explain_sections(graph_key: str, plan_key: str | None, base: str,
             module_attribution(graph_key, None, base), f"planned ({plan.method})",
             before_data(graph_key, base).label)
     explain = analysis.explain_op if selection.get("kind") == "op" else analysis.explain_tensor
+    extra = recompute_view.explain_recompute(graph, plan, selection.get("kind", ""),
+                                             selection["id"])
     try:
-        return explain(graph, plan, order, selection["id"])
+        return explain(recompute_view.view_graph(graph_key, plan_key), plan, order,
+                       selection["id"]) + extra
     except RoamError as e:
         return [analysis.Section("Explain", (str(e),))]
 
@@ -443,6 +449,7 @@ def module_attribution(graph_key: str, plan_key: str | None, base: str = "eager"
     graph = state.get_graph(graph_key)
     if plan_key:
         plan = after_data(graph_key, plan_key).plan
+        graph = recompute_view.view_graph(graph_key, plan_key)
         return bytes_at_peak_by_module(graph, plan.order, alignment_bytes=plan.alignment_bytes)
     return bytes_at_peak_by_module(graph, before_data(graph_key, base).order)
 
@@ -557,7 +564,8 @@ def export_payload(kind: str, graph_key: str, plan_key: str | None, base: str,
     if kind == "json":
         return {"content": dumps_plan(plan), "filename": f"{stem}.plan.json"}
     if kind == "csv":
-        return {"content": plan_to_csv(plan, graph), "filename": f"{stem}.csv"}
+        csv = plan_to_csv(plan, recompute_view.view_graph(graph_key, plan_key))
+        return {"content": csv, "filename": f"{stem}.csv"}
     figs = report_figures(graph_key, plan_key, base)
     if kind == "html":
         from app.report import report_html
