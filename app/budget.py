@@ -39,6 +39,7 @@ FRONTIER_STATUS = "frontier-status"
 FRONTIER_RESULT = "frontier-result"  # store: {"key": frontier cache key, "graph": graph key}
 FRONTIER_GRAPH = "frontier-graph"
 FRONTIER_TABLE = "frontier-table"
+FRONTIER_NOTES = "frontier-notes"
 
 #: Words for the baseline policies of :mod:`roam_core.recompute.baselines`.
 BASELINE_LABELS = {
@@ -56,6 +57,23 @@ _COLORS = {"none": "#7f7f7f", "checkpoint_blocks": "#1f77b4", "checkpoint_every_
            "sqrt_segments": "#9467bd", "checkpoint_sequential": "#8c564b",
            "selective_attention": "#bcbd22"}
 ROAM_COLOR = "#d62728"
+
+
+def byte_unit(max_bytes: float) -> tuple[float, str]:
+    """``(divisor, name)`` of the binary unit that shows ``max_bytes`` best (B .. TiB)."""
+    names = ("B", "KiB", "MiB", "GiB", "TiB")
+    i = 0
+    while max_bytes >= 1024 ** (i + 1) and i < len(names) - 1:
+        i += 1
+    return float(1024**i), names[i]
+
+
+def flops_text(flops: float) -> str:
+    """``1.2 GFLOP`` style."""
+    for div, name in ((1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "kFLOP")):
+        if flops >= div:
+            return f"{flops / div:,.2f} {name}"
+    return f"{flops:,.0f} FLOP"
 
 
 # ------------------------------------------------------------------ service (no Dash)
@@ -129,7 +147,7 @@ def frontier_rows(record: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 def frontier_figure(record: Mapping[str, Any] | None, selected_plan: str | None = None
                     ) -> go.Figure:
-    """Peak memory (MiB) against extra FLOPs (% of the step): roam's budget plans as a line,
+    """Peak memory against extra FLOPs (% of the step): roam's budget plans as a line,
     each baseline as its own marker; ``customdata`` is the plan key (a click loads it)."""
     fig = go.Figure()
     if not record or not record.get("points"):
@@ -138,10 +156,11 @@ def frontier_figure(record: Mapping[str, Any] | None, selected_plan: str | None 
         return fig
     pts = record["points"]
     sf = record.get("step_flops") or 0
+    div, unit = byte_unit(max(p["peak_bytes"] for p in pts))
     roam = sorted((p for p in pts if p["method"] == "roam"), key=lambda p: p["peak_bytes"])
     if roam:
         fig.add_trace(go.Scatter(
-            x=[p["extra_pct"] for p in roam], y=[p["peak_bytes"] / 2**20 for p in roam],
+            x=[p["extra_pct"] for p in roam], y=[p["peak_bytes"] / div for p in roam],
             mode="lines+markers", name="roam (budget plans)", customdata=[
                 p["plan_key"] for p in roam],
             marker={"color": ROAM_COLOR, "size": 10}, line={"color": ROAM_COLOR},
@@ -154,7 +173,7 @@ def frontier_figure(record: Mapping[str, Any] | None, selected_plan: str | None 
             continue
         m = p["method"]
         fig.add_trace(go.Scatter(
-            x=[p["extra_pct"]], y=[p["peak_bytes"] / 2**20], mode="markers",
+            x=[p["extra_pct"]], y=[p["peak_bytes"] / div], mode="markers",
             name=BASELINE_LABELS.get(m, m), customdata=[p["plan_key"]],
             marker={"symbol": _SYMBOLS.get(m, "x"), "size": 13, "color": _COLORS.get(m, "#333"),
                     "line": {"width": 1, "color": "#222"}},
@@ -164,13 +183,14 @@ def frontier_figure(record: Mapping[str, Any] | None, selected_plan: str | None 
     sel = [p for p in pts if selected_plan and p["plan_key"] == selected_plan]
     if sel:
         fig.add_trace(go.Scatter(
-            x=[sel[0]["extra_pct"]], y=[sel[0]["peak_bytes"] / 2**20], mode="markers",
+            x=[sel[0]["extra_pct"]], y=[sel[0]["peak_bytes"] / div], mode="markers",
             name="shown in the views", hoverinfo="skip",
             marker={"size": 22, "color": "rgba(0,0,0,0)", "line": {"width": 3, "color": "#000"}}))
     fig.update_layout(
         title=f"{record.get('graph_name', '')}: peak memory vs extra compute "
-              f"(step {sf / 1e9:,.3f} GFLOP); click a point to load its plan",
-        xaxis_title="extra FLOPs (% of the step)", yaxis_title="peak (MiB, arena incl. resident)",
+              f"(step {flops_text(sf)}); click a point to load its plan",
+        xaxis_title="extra FLOPs (% of the step)",
+        yaxis_title=f"peak ({unit}, arena incl. resident)",
         height=420, margin={"l": 70, "r": 20, "t": 50, "b": 50}, clickmode="event",
         legend={"font": {"size": 11}}, template="plotly_white")
     return fig
@@ -202,6 +222,7 @@ def card() -> html.Div:
         html.Div(id=FRONTIER_STATUS, className="status"),
         dcc.Graph(id=FRONTIER_GRAPH, figure=frontier_figure(None),
                   config={"displaylogo": False}, style={"height": "420px"}),
+        html.Ul(id=FRONTIER_NOTES, className="muted"),
         dash_table.DataTable(id=FRONTIER_TABLE, columns=cols, page_size=20,
                              sort_action="native",
                              style_cell={"fontFamily": "monospace", "fontSize": 12},
@@ -241,16 +262,18 @@ def frontier_job(set_progress: Any, n: int | None, graph: dict | None, budgets: 
 
 def render_frontier(result: dict | None, graph: dict | None, plan: str | None, budgets: Any,
                     method: Any, tl: Any, nl: Any, w: Any, al: Any
-                    ) -> tuple[go.Figure, list[dict[str, Any]]]:
-    """The frontier of the loaded graph: the job's, or one cached for these settings."""
+                    ) -> tuple[go.Figure, list[dict[str, Any]], list[Any]]:
+    """The frontier of the loaded graph: the job's, or one cached for these settings
+    (figure, table rows, the planner's notes)."""
     if not graph:
         raise PreventUpdate
     key = result["key"] if result and result.get("graph") == graph["key"] else frontier_key(
         graph["key"], _settings(method, tl, nl, w, al), int(budgets or 8))
     rec = state.get_json(key)
     if rec is None:
-        return frontier_figure(None), []
-    return frontier_figure(rec, plan), frontier_rows(rec)
+        return frontier_figure(None), [], []
+    return (frontier_figure(rec, plan), frontier_rows(rec),
+            [html.Li(n) for n in rec.get("notes") or []])
 
 
 def on_frontier_click(click: Any, cell: Any, rows: Any) -> Any:
@@ -283,6 +306,7 @@ def register(app: dash.Dash) -> None:
                   Output(FRONTIER_PROGRESS_TEXT, "children")],
         cancel=[Input(FRONTIER_CANCEL, "n_clicks")])(frontier_job)
     app.callback(Output(FRONTIER_GRAPH, "figure"), Output(FRONTIER_TABLE, "data"),
+                 Output(FRONTIER_NOTES, "children"),
                  Input(FRONTIER_RESULT, "data"), Input(ids.GRAPH_KEY, "data"),
                  Input(ids.PLAN_KEY, "data"), State(FRONTIER_BUDGETS, "value"),
                  *settings)(render_frontier)

@@ -166,9 +166,11 @@ def fit_figure(rows: Sequence[FitRow], memory_gib: float | None = None) -> go.Fi
     sizes = [(g, f"{g} GiB", "#999", "dot") for g in GPU_SIZES_GIB]
     if memory_gib:
         sizes.append((float(memory_gib), f"yours: {memory_gib:g} GiB", "#000", "dash"))
-    for g, label, color, dash_ in sizes:
-        fig.add_hline(y=g, line={"color": color, "dash": dash_, "width": 1},
-                      annotation_text=label, annotation_position="top left")
+    for g, label, color, dash_ in sizes:  # (annotations on a log axis take log10 positions)
+        fig.add_hline(y=g, line={"color": color, "dash": dash_, "width": 1})
+        fig.add_annotation(x=0, xref="paper", y=_log10(g), yref="y", text=label,
+                           showarrow=False, xanchor="left", yanchor="bottom",
+                           font={"size": 10, "color": color})
     lo = min(min(r.peak_bytes.values()) for r in rows) / 2**30
     hi = max(max(r.peak_bytes.values()) / 2**30 for r in rows)
     top = max(hi, *(s[0] for s in sizes))

@@ -121,9 +121,10 @@ def snapshot_curves_figure(rec: Mapping[str, Any], before: np.ndarray | None,
         x=[x[p]], y=[rec["peak_allocated_bytes"] / 2**20], mode="markers+text",
         name="measured peak", text=[f"peak {fmt_bytes(rec['peak_allocated_bytes'])}"],
         textposition="top center", marker={"size": 10, "color": "#000", "symbol": "x"}))
-    how = ("events at their recorded steps" if rec.get("event_steps") is not None
-           and x and x[-1] < n_steps else f"{rec['n_events']} events spread over the step axis")
-    fig.update_layout(title=f"Measured ({rec.get('name', '')}: {how}) vs simulated",
+    how = ("events at their steps" if rec.get("event_steps") is not None
+           and x and x[-1] < n_steps else f"{rec['n_events']} events spread over the steps")
+    fig.update_layout(title={"text": f"Measured vs simulated<br><sup>{rec.get('name', '')}: "
+                                     f"{how}</sup>", "font": {"size": 14}},
                       xaxis_title="step", yaxis_title="MiB", height=380,
                       margin={"l": 70, "r": 20, "t": 50, "b": 50}, template="plotly_white")
     return fig
@@ -165,9 +166,10 @@ def segments_figure(rec: Mapping[str, Any], arena_bytes: int | None,
                                  text=f"{name}: {fmt_bytes(used)} live in {len(blocks)} blocks",
                                  name="live at the peak (planned)" if c == 0 and arena_bytes
                                  else "live at the measured peak",
-                                 showlegend=c <= 1))
+                                 showlegend=c == 0 or (c == 1 and bool(arena_bytes))))
     fig.update_xaxes(tickvals=list(range(len(names))), ticktext=names)
-    fig.update_layout(title="Segments at the measured peak beside the planned arena",
+    fig.update_layout(title={"text": "Segments at the measured peak beside the planned arena",
+                             "font": {"size": 14}},
                       yaxis_title="MiB (offset inside the segment)", height=380,
                       margin={"l": 70, "r": 20, "t": 50, "b": 60}, template="plotly_white")
     return fig
