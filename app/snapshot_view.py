@@ -22,6 +22,7 @@ from dash.exceptions import PreventUpdate
 
 from app import ids, services, state
 from app.analysis import fmt_bytes
+from app.budget import byte_unit
 from roam_core.base.errors import RoamError
 
 __all__ = ["MAX_SNAPSHOT_UPLOAD_BYTES", "card", "measured_record", "register",
@@ -105,27 +106,30 @@ def snapshot_curves_figure(rec: Mapping[str, Any], before: np.ndarray | None,
     fig = go.Figure()
     n_steps = max(len(before) if before is not None else 0,
                   len(planned) if planned is not None else 0, 1)
+    x = _x_on(rec, n_steps)
+    top = max([max(rec["reserved"], default=0)] + [int(np.max(c)) for c in (before, planned)
+                                                    if c is not None and len(c)])
+    div, unit = byte_unit(top)
     for curve, label, color in ((before, f"simulated: {before_label}", "#4c72b0"),
                                 (planned, f"simulated: {planned_label}", "#c44e52")):
         if curve is not None and len(curve):
-            fig.add_trace(go.Scatter(x=list(range(len(curve))), y=np.asarray(curve) / 2**20,
+            fig.add_trace(go.Scatter(x=list(range(len(curve))), y=np.asarray(curve) / div,
                                      mode="lines", name=label, line={"color": color}))
-    x = _x_on(rec, n_steps)
     for key, label, color, dash_ in (("reserved", "measured reserved", "#555", "dot"),
                                      ("allocated", "measured allocated", "#000", "solid")):
         xs, ys = _decimate(x, list(rec[key]))
-        fig.add_trace(go.Scatter(x=xs, y=[v / 2**20 for v in ys], mode="lines",
+        fig.add_trace(go.Scatter(x=xs, y=[v / div for v in ys], mode="lines",
                                  name=label, line={"color": color, "dash": dash_, "width": 2}))
     p = rec["peak_index"]
     fig.add_trace(go.Scatter(
-        x=[x[p]], y=[rec["peak_allocated_bytes"] / 2**20], mode="markers+text",
+        x=[x[p]], y=[rec["peak_allocated_bytes"] / div], mode="markers+text",
         name="measured peak", text=[f"peak {fmt_bytes(rec['peak_allocated_bytes'])}"],
         textposition="top center", marker={"size": 10, "color": "#000", "symbol": "x"}))
     how = ("events at their steps" if rec.get("event_steps") is not None
            and x and x[-1] < n_steps else f"{rec['n_events']} events spread over the steps")
     fig.update_layout(title={"text": f"Measured vs simulated<br><sup>{rec.get('name', '')}: "
                                      f"{how}</sup>", "font": {"size": 14}},
-                      xaxis_title="step", yaxis_title="MiB", height=380,
+                      xaxis_title="step", yaxis_title=unit, height=380,
                       margin={"l": 70, "r": 20, "t": 50, "b": 50}, template="plotly_white")
     return fig
 
@@ -151,26 +155,31 @@ def segments_figure(rec: Mapping[str, Any], arena_bytes: int | None,
         cols.append((f"segment {i + 1}", int(s["size"]),
                      [(int(a), int(b), str(n)) for a, b, n in s["blocks"]], "#333333"))
     names = []
+    div, unit = byte_unit(max((c[1] for c in cols), default=0))
+    legend_measured = True
     for c, (name, size, blocks, color) in enumerate(cols):
         names.append(name)
-        xs, ys = _rects(c - 0.4, c + 0.4, [(0, size / 2**20)])
+        xs, ys = _rects(c - 0.4, c + 0.4, [(0, size / div)])
         fig.add_trace(go.Scatter(x=xs, y=ys, fill="toself", fillcolor="rgba(200,200,200,0.35)",
                                  line={"color": "#888", "width": 1}, mode="lines",
                                  hoverinfo="text", text=f"{name}: {fmt_bytes(size)}",
                                  showlegend=c == 0, name="reserved, free"))
-        spans = [(a / 2**20, (a + b) / 2**20) for a, b, _ in blocks]
+        spans = [(a / div, (a + b) / div) for a, b, _ in blocks]
+        planned_col = c == 0 and bool(arena_bytes)
+        show = planned_col or (bool(blocks) and legend_measured)
+        if show and not planned_col:
+            legend_measured = False
         xs, ys = _rects(c - 0.38, c + 0.38, spans)
         used = sum(b for _, b, _ in blocks)
         fig.add_trace(go.Scatter(x=xs, y=ys, fill="toself", fillcolor=color, mode="lines",
                                  line={"color": "#fff", "width": 0.5}, hoverinfo="text",
                                  text=f"{name}: {fmt_bytes(used)} live in {len(blocks)} blocks",
-                                 name="live at the peak (planned)" if c == 0 and arena_bytes
-                                 else "live at the measured peak",
-                                 showlegend=c == 0 or (c == 1 and bool(arena_bytes))))
+                                 name="live at the peak (planned)" if planned_col
+                                 else "live at the measured peak", showlegend=show))
     fig.update_xaxes(tickvals=list(range(len(names))), ticktext=names)
     fig.update_layout(title={"text": "Segments at the measured peak beside the planned arena",
                              "font": {"size": 14}},
-                      yaxis_title="MiB (offset inside the segment)", height=380,
+                      yaxis_title=f"{unit} (offset inside the segment)", height=380,
                       margin={"l": 70, "r": 20, "t": 50, "b": 60}, template="plotly_white")
     return fig
 

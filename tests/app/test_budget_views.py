@@ -172,7 +172,9 @@ def test_snapshot_overlay_segments_and_fragmentation(cache_dir: Path) -> None:
     names = [t.name for t in curves.data]
     assert names[:2] == ["simulated: eager (program order)", "simulated: planned (roam)"]
     measured = curves.data[names.index("measured allocated")]
-    assert max(measured.y) == pytest.approx(plan.planned_peak_bytes / 2**20)
+    div, unit = budget.byte_unit(plan.arena_bytes + (2 << 20))  # the top: measured reserved
+    assert curves.layout.yaxis.title.text == unit
+    assert max(measured.y) * div == pytest.approx(plan.planned_peak_bytes)
     assert max(measured.x) < len(plan.order)  # on the plan's step axis
     assert list(segs.layout.xaxis.ticktext) == ["planned arena", "segment 1", "segment 2"]
     text = " ".join(li.children for li in summary)
