@@ -17,8 +17,9 @@ first).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -74,6 +75,11 @@ class Evaluation:
     peak_steps: int
     extra_flops: int
     extra_bytes: int
+    #: ``[start, end)`` steps of every planned storage with bytes (originals only).
+    spans: Mapping[TensorId, tuple[int, int]] | None = field(default=None, compare=False,
+                                                              repr=False)
+    #: Planned live bytes per step of ``order``.
+    live: Any = field(default=None, compare=False, repr=False)
 
     def cost(self, bytes_weight: float) -> float:
         """The objective the planner minimises: FLOPs + ``bytes_weight`` x bytes moved."""
@@ -199,6 +205,7 @@ class JitEvaluator:
         pos = {o: i for i, o in enumerate(order)}
         n = len(order)
         diff = np.zeros(n + 2, dtype=np.int64)
+        spans: dict[TensorId, tuple[int, int]] = {}
         extra_reads: dict[TensorId, list[int]] = {}  # storage -> steps of re-runs reading it
         copy_end: dict[str, int] = {}
         for r in rops:
@@ -223,6 +230,7 @@ class JitEvaluator:
                 e = max(ends, default=s) + 1
             diff[s] += self.size[t.id]
             diff[max(e, s + 1)] -= self.size[t.id]
+            spans[t.id] = (s, max(e, s + 1))
         for r in rops:  # the copies
             here = pos[r.id]
             for sid in g.storages_created(r.source):
@@ -240,7 +248,8 @@ class JitEvaluator:
         steps = int((live == peak).sum()) if n else 0
         flops = sum(self.flops[r.source] for r in rops)
         moved = sum(self.moved[r.source] for r in rops)
-        return Evaluation(drop, tuple(rops), order, peak + self.resident, steps, flops, moved)
+        return Evaluation(drop, tuple(rops), order, peak + self.resident, steps, flops, moved,
+                          spans, live)
 
     def live_curve(self, ev: Evaluation) -> np.ndarray:
         """Per-step planned bytes of an evaluation's order (for candidate scoring)."""
@@ -384,10 +393,10 @@ def greedy_trajectory(
         if cur.peak_bytes != last_peak:
             rejected.clear()
             last_peak = cur.peak_bytes
-        curve = _curve(ev_self, cur)
+        curve = cur.live
         peak_live = int(curve.max())
         peak_steps = np.flatnonzero(curve == peak_live)
-        spans = _spans(ev_self, cur)
+        spans = cur.spans
         pos = {o: i for i, o in enumerate(cur.order)}
         dset = set(dropped)
         running = {r.source for r in cur.recompute}
