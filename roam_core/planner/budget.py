@@ -86,7 +86,7 @@ class BudgetPlanner:
                               "re-trace for torch's counts")
         self.base = make_plan(graph, self.plain, **kwargs)
         self._traj: tuple[JitEvaluator, list[Any], list[TrajectoryPoint]] | None = None
-        self._cache: dict[int, _Choice] = {}
+        self._cache: dict[tuple[int, int], _Choice] = {}
 
     @property
     def trajectory(self) -> tuple[JitEvaluator, list[Any], list[TrajectoryPoint]]:

@@ -458,12 +458,11 @@ def prune(evaluator: JitEvaluator, dropped: Sequence[TensorId], limit_bytes: int
         assert p is not None
         return evaluator.flops[p] + bytes_weight * evaluator.moved[p]
 
+    allowed = max(limit_bytes, best.peak_bytes)  # never worse than the input
     for s in sorted(dropped, key=lambda s: (-own_cost(s), s)):
         trial = [x for x in cur if x != s]
         ev = evaluator.evaluate(trial)
-        if ev.peak_bytes <= max(limit_bytes, best.peak_bytes if best.peak_bytes > limit_bytes
-                                else limit_bytes) and ev.cost(bytes_weight) <= best.cost(
-                                    bytes_weight):
+        if ev.peak_bytes <= allowed and ev.cost(bytes_weight) <= best.cost(bytes_weight):
             cur, best = trial, ev
     return best
 
