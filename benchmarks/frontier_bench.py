@@ -141,19 +141,20 @@ def write_png(res: dict[str, Any], path: Path) -> None:
                   key=lambda p: p["peak_bytes"])
     fig.add_trace(go.Scatter(x=[p["peak_bytes"] / MIB for p in roam],
                              y=[100 * p["extra_flops"] / sf for p in roam],
-                             mode="lines+markers", name="roam (budgets)",
+                             mode="lines+markers", name="roam (one plan per budget)",
                              line={"shape": "hv", "width": 3}))
     for p in res["points"]:
         if p["method"] == "roam":
             continue
         fig.add_trace(go.Scatter(x=[p["peak_bytes"] / MIB], y=[100 * p["extra_flops"] / sf],
-                                 mode="markers+text", name=p["method"],
+                                 mode="markers+text", name=p["method"], showlegend=False,
                                  text=[p["method"]], textposition="top center",
                                  marker={"size": 12, "symbol": "diamond"}))
     fig.update_layout(title=f"{res['config']}: memory vs recompute FLOPs",
                       xaxis_title="peak memory (arena, MiB, resident included)",
                       yaxis_title="extra FLOPs (% of the step)", width=900, height=560,
-                      template="plotly_white", showlegend=False)
+                      template="plotly_white",
+                      legend={"x": 0.62, "y": 0.98, "bgcolor": "rgba(255,255,255,0.8)"})
     fig.write_image(str(path))
 
 
