@@ -37,6 +37,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's 
 MIB = 2**20
 CONFIGS = [("gpt2", 2, 512), ("mobilenet_v2", 32, None), ("resnet50", 32, None),
            ("vit_b_16", 32, None), ("gpt2", 8, 1024)]
+#: The order the benchmark runs them in (cheap ones first; the report keeps CONFIGS order).
+RUN_ORDER = [1, 2, 0, 3, 4]
 
 
 def run_config(name: str, batch: int, seq: int | None, budgets: int) -> dict[str, Any]:
@@ -168,7 +170,7 @@ def main() -> None:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     results = []
-    for name, b, t in CONFIGS:
+    for name, b, t in (CONFIGS[i] for i in RUN_ORDER):
         if args.only and args.only not in name:
             continue
         r = run_config(name, b, t, args.budgets)
@@ -179,7 +181,8 @@ def main() -> None:
         (out / "frontier.json").write_text(json.dumps(results, indent=1))
         write_md(results, out / "frontier.md")
     if results and args.png:
-        write_png(results[0], Path(args.png))
+        first = next((r for r in results if r["config"].startswith("gpt2-b2")), results[0])
+        write_png(first, Path(args.png))
 
 
 if __name__ == "__main__":

@@ -194,6 +194,10 @@ class JitEvaluator:
         self.flops = {o.id: op_flops(graph, o) for o in graph.ops}
         self.moved = {o.id: op_bytes_moved(graph, o) for o in graph.ops}
         self.values = set(graph.tensors) | {a.id for a in graph.aliases}
+        self.writers: dict[TensorId, list[OpId]] = {}
+        for op in graph.ops:
+            for s in op.mutates:
+                self.writers.setdefault(s, []).append(op.id)
 
     def evaluate(self, dropped: Iterable[TensorId]) -> Evaluation:
         """Recompute ops, order and peak of one drop set."""
@@ -341,6 +345,20 @@ def _closure(ev_self: JitEvaluator, s: TensorId, dset: set[TensorId], running: s
     return new, kept, chain
 
 
+def _pinned_before(ev_self: JitEvaluator, new: Sequence[OpId], pos: dict[str, int],
+                   step: int) -> bool:
+    """Whether a re-run of ``new`` must run at or before ``step``: it reads a storage that
+    an in-place write after its source (at or before ``step``) overwrites."""
+    g = ev_self.graph
+    for o in new:
+        src = pos[o]
+        for u in g.op(o).inputs:
+            for w in ev_self.writers.get(g.storage_of(u), ()):
+                if src < pos[w] <= step:
+                    return True
+    return False
+
+
 def greedy_trajectory(
     graph: Graph,
     base_order: Sequence[OpId],
@@ -418,6 +436,8 @@ def greedy_trajectory(
                     return a <= p < b
 
                 new, kept, chain = _closure(ev_self, s, dset, running, live_at)
+                if _pinned_before(ev_self, new, pos, p):
+                    continue  # a re-run would have to run before the peak: no gain
                 penalty = sum(ev_self.size[k] for k in set(kept) if not live_at(k))
                 gain = ev_self.size[s] - penalty
                 if gain <= 0:
@@ -425,7 +445,8 @@ def greedy_trajectory(
                 cost = sum(ev_self.flops[o] + bytes_weight * ev_self.moved[o] for o in new)
                 scored.append((gain / (cost + 1.0), s, tuple(chain)))
         scored.sort(key=lambda x: (-x[0], x[1]))
-        moved = False
+        if not scored:
+            break
         for _, s, chain in scored[:tries_per_step]:
             nxt = ev_self.evaluate([*dropped, *chain, s])
             if (nxt.peak_bytes, nxt.peak_steps) < (cur.peak_bytes, cur.peak_steps):
@@ -434,11 +455,10 @@ def greedy_trajectory(
                 cur = nxt
                 points.append(TrajectoryPoint(len(dropped), cur.peak_bytes, cur.extra_flops,
                                               cur.extra_bytes))
-                moved = True
                 break
             rejected.add(s)
-        if not moved:
-            break
+        # when none of the tried candidates lowered the peak, the loop goes on with the
+        # next best ones (the rejected are skipped until the peak changes)
     return dropped, points
 
 
