@@ -46,6 +46,7 @@ __all__ = [
     "module_members",
     "module_path",
     "module_rows",
+    "natural_key",
     "node_range",
     "search",
     "shown_children",
@@ -374,7 +375,7 @@ def explain_tensor(graph: Graph, plan: Plan, before_order: Sequence[OpId], tenso
         co = sorted((x for x, lt in after.items() if lt.start <= peak < lt.end and x != tensor_id),
                     key=lambda x: -graph.tensors[x].size_bytes)
         out.append(Section(f"live with it at the planned peak (step {peak})", tuple(
-            f"{x} ({fmt_bytes(graph.tensors[x].size_bytes)})" for x in co[:limit])))
+            _tensor_line(graph, x) for x in co[:limit])))
     else:
         out.append(Section("at the planned peak", (f"not live at the peak (step {peak})",)))
     out.extend(explain_op(graph, plan, before_order, t.producer, limit)[1:])
@@ -417,6 +418,15 @@ def summary_rows(plan: Plan, before_peak_bytes: int, before_label: str,
 MODULE_KINDS: tuple[str, ...] = ("activation", "gradient", "parameter", "optimizer_state",
                                  "temporary")
 TOP_LEVEL = "(top level)"
+
+
+def natural_key(path: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key ordering ``h.2`` before ``h.10`` (numeric path parts as numbers).
+
+    >>> sorted(["h.10", "h.2", "h.1.attn", "wte"], key=natural_key)
+    ['h.1.attn', 'h.2', 'h.10', 'wte']
+    """
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in path.split("."))
 
 
 def module_label(path: str) -> str:
@@ -481,7 +491,8 @@ def module_rows(after: PeakAttribution, before: PeakAttribution | None = None,
         row["other_mib"] = round(sum(v for k, v in kinds.items() if k not in MODULE_KINDS)
                                  / mib, 3)
         rows.append(row)
-    rows.sort(key=lambda r: (-max(r["after_mib"], r["before_mib"] or 0), r["module"]))
+    rows.sort(key=lambda r: (-max(r["after_mib"], r["before_mib"] or 0),
+                             natural_key(r["module"])))
     return rows
 
 

@@ -437,7 +437,7 @@ def module_icicle_figure(
     The node id of a module is its path (``"(top level)"`` for ``""``; the root is
     ``"all"``), so a click names the module.
     """
-    from app.analysis import module_label
+    from app.analysis import module_label, natural_key
 
     def totals(own: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
@@ -456,7 +456,7 @@ def module_icicle_figure(
         return empty_figure("no bytes live at the peak")
     ids, parents, values, colors, lines = ["all"], [""], [peak], ["#eeeeee"], [1]
     text = [f"{fmt_bytes(peak)} at the peak"]
-    for path in sorted(sub, key=lambda p: (p.count("."), p)):
+    for path in sorted(sub, key=lambda p: (p.count("."), natural_key(p))):
         kinds = sub[path]
         total = sum(kinds.values())
         if not total:

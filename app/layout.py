@@ -95,7 +95,7 @@ def _export_card() -> html.Div:
                   html.Button("HTML report", id=ids.EXPORT_HTML)], className="buttons"),
         html.Div([dcc.Dropdown(id=ids.PNG_FIGURE, clearable=False, value="curves",
                                options=["curves", "timeline", "layout", "base_layout",
-                                        "tree"]),
+                                        "tree", "modules"]),
                   html.Button("PNG", id=ids.EXPORT_PNG)], className="buttons png"),
         dcc.Download(id=ids.DOWNLOAD),
         html.Div(id=ids.EXPORT_STATUS, className="status"),

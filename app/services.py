@@ -582,4 +582,5 @@ def report_figures(graph_key: str, plan_key: str, base: str) -> dict[str, go.Fig
         "layout": layout,
         "base_layout": base_layout,
         "tree": figures.task_tree_figure(tree_of(plan_key)),
+        "modules": module_view(graph_key, plan_key, base, 2, "after")[1],
     }

@@ -261,3 +261,39 @@ def shared_data_dir(relative: str) -> Path | None:
         if (root / relative).is_dir():
             return root / relative
     return None
+
+
+def wide_branches(k: int, parts: int = 2, seed: int = 0) -> Graph:
+    """``parts`` fan-outs in a row, each ``k`` two-op branches of random sizes joined again.
+
+    With ``node_limit = 2k + 2`` each fan-out is one sub-task whose CP-SAT proof takes long
+    (k = 45: ~16 s per sub-task on one core), so a cancel lands in running solves.
+    """
+    import random
+
+    rnd = random.Random(seed)
+    f = Phase.FORWARD
+    ops: list[Op] = []
+    tensors: list[Tensor] = []
+
+    def t(tid: str, size: int) -> None:
+        tensors.append(Tensor(TensorId(tid), size, "float32", (max(1, size // 4),),
+                              K.ACTIVATION, OpId(tid)))
+
+    prev: str | None = None
+    for part in range(parts):
+        src = f"s{part}"
+        ops.append(Op(OpId(src), "src", f, (prev,) if prev else (), (src,)))
+        t(src, 512)
+        ends = []
+        for b in range(k):
+            a, c = f"a{part}_{b}", f"c{part}_{b}"
+            ops += [Op(OpId(a), "big", f, (src,), (a,)), Op(OpId(c), "small", f, (a,), (c,))]
+            t(a, 512 * rnd.randint(1, 40))
+            t(c, 512 * rnd.randint(1, 40))
+            ends.append(c)
+        prev = f"j{part}"
+        ops.append(Op(OpId(prev), "join", f, tuple(ends), (prev,)))
+        t(prev, 512)
+    assert prev is not None
+    return Graph.build(ops, tensors, outputs=[TensorId(prev)], name=f"wide_branches_{k}x{parts}")

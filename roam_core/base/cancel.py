@@ -2,6 +2,7 @@
 
 A cancel is ``None``, an Event-like object (``threading.Event``, ``multiprocessing.Event``:
 anything with ``is_set()``) or a zero-argument callable returning true to stop.
+:class:`StopFile` carries a cancel into worker processes (it pickles as a path).
 
 Examples
 --------
@@ -15,9 +16,11 @@ True
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from pathlib import Path
 
-__all__ = ["CancelFlag", "as_cancel_flag", "is_cancelled"]
+__all__ = ["CancelFlag", "StopFile", "as_cancel_flag", "is_cancelled"]
 
 #: Something that says "stop now": an Event-like object or a zero-argument callable.
 CancelFlag = Callable[[], bool]
@@ -39,3 +42,42 @@ def is_cancelled(cancel: object) -> bool:
     """Whether ``cancel`` (``None``, an Event or a callable) says stop now."""
     flag = as_cancel_flag(cancel)
     return flag is not None and bool(flag())
+
+
+class StopFile:
+    """A cancel flag that crosses process boundaries: set once the file ``path`` exists.
+
+    It pickles as its path, so a worker process (``concurrent.futures.ProcessPoolExecutor``,
+    any executor whose workers share the file system) polls the same flag; checking costs
+    one ``stat``.
+
+    Examples
+    --------
+    >>> import pickle, tempfile
+    >>> flag = StopFile(tempfile.mkdtemp() + "/stop")
+    >>> twin = pickle.loads(pickle.dumps(flag))
+    >>> twin.is_set(); flag.set(); twin.is_set()
+    False
+    True
+    """
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+
+    def is_set(self) -> bool:
+        """Whether the stop was requested (the file exists)."""
+        return os.path.exists(self.path)
+
+    __call__ = is_set
+
+    def set(self) -> None:
+        """Request the stop (create the file)."""
+        Path(self.path).touch()
+
+    def __getstate__(self) -> str:
+        return self.path
+
+    def __setstate__(self, state: str) -> None:
+        self.path = state

@@ -460,7 +460,31 @@ def _set(g: Graph, name: str, value: object) -> None:
 
 
 def _check_and_index(g: Graph) -> None:
-    # 1. unique op ids
+    """Check ``g`` (raising ``GraphError`` naming the first broken rule) and store its
+    indices: op ids, values, op references and edges, consumers, acyclicity."""
+    ops_by_id = _index_ops(g)
+    storage_of, value_producer = _index_values(g, ops_by_id)
+    reads, preds, succs, data_edges = _index_edges(g, ops_by_id, storage_of, value_producer)
+    _check_outputs_and_consumers(g, reads)
+    _check_acyclic(g, preds, succs)
+    creates: dict[str, list[TensorId]] = {op.id: [] for op in g.ops}
+    for t in g.tensors.values():
+        if t.producer is not None:
+            creates[t.producer].append(t.id)
+    _set(g, "_ops_by_id", ops_by_id)
+    _set(g, "_op_ids", tuple(op.id for op in g.ops))
+    _set(g, "_storage_of", storage_of)
+    _set(g, "_value_producer", value_producer)
+    _set(g, "_preds", {k: tuple(v) for k, v in preds.items()})
+    _set(g, "_succs", {k: tuple(v) for k, v in succs.items()})
+    _set(g, "_data_edges", tuple(data_edges))
+    _set(g, "_reads", reads)
+    _set(g, "_creates", {k: tuple(v) for k, v in creates.items()})
+    _set(g, "_fingerprint", _fingerprint(g))
+
+
+def _index_ops(g: Graph) -> dict[str, Op]:
+    """Step 1: op ids are unique non-empty strings."""
     ops_by_id: dict[str, Op] = {}
     for op in g.ops:
         if not isinstance(op.id, str) or not op.id:
@@ -468,7 +492,13 @@ def _check_and_index(g: Graph) -> None:
         if op.id in ops_by_id:
             raise GraphError(f"duplicate op id {op.id!r}")
         ops_by_id[op.id] = op
-    # 2. storages: sizes, producers, ids
+    return ops_by_id
+
+
+def _index_values(g: Graph, ops_by_id: Mapping[str, Op]
+                  ) -> tuple[dict[str, TensorId], dict[str, OpId | None]]:
+    """Step 2: storages (ids, sizes, producers, consumers) and aliases; the storage and the
+    producer of every value."""
     storage_of: dict[str, TensorId] = {}
     value_producer: dict[str, OpId | None] = {}
     for key, t in g.tensors.items():
@@ -494,11 +524,16 @@ def _check_and_index(g: Graph) -> None:
             raise GraphError(f"alias {a.id!r}: producer {a.producer!r} is not an op")
         storage_of[a.id] = a.storage
         value_producer[a.id] = a.producer
-    # 3. op references
-    creates: dict[str, list[TensorId]] = {op.id: [] for op in g.ops}
-    for t in g.tensors.values():
-        if t.producer is not None:
-            creates[t.producer].append(t.id)
+    return storage_of, value_producer
+
+
+def _index_edges(
+    g: Graph, ops_by_id: Mapping[str, Op], storage_of: Mapping[str, TensorId],
+    value_producer: Mapping[str, OpId | None],
+) -> tuple[dict[str, tuple[TensorId, ...]], dict[str, dict[str, None]],
+           dict[str, dict[str, None]], list[tuple[OpId, OpId, EdgeReason]]]:
+    """Step 3: every op's outputs, inputs and mutations name known values; the storages each
+    op touches, and the data and control edges."""
     reads: dict[str, tuple[TensorId, ...]] = {}
     preds: dict[str, dict[str, None]] = {op.id: {} for op in g.ops}
     succs: dict[str, dict[str, None]] = {op.id: {} for op in g.ops}
@@ -532,6 +567,11 @@ def _check_and_index(g: Graph) -> None:
             raise GraphError(f"control edge on op {e.src!r} points to itself")
         preds[e.dst][e.src] = None
         succs[e.src][e.dst] = None
+    return reads, preds, succs, data_edges
+
+
+def _check_outputs_and_consumers(g: Graph, reads: Mapping[str, tuple[TensorId, ...]]) -> None:
+    """Step 4: graph outputs are storages; each storage's consumers are the ops reading it."""
     for o in g.outputs:
         if o not in g.tensors:
             raise GraphError(f"graph output {o!r} is not a storage")
@@ -546,7 +586,11 @@ def _check_and_index(g: Graph) -> None:
                 f"tensor {t.id!r}: consumers {list(t.consumers)} disagree with the ops "
                 f"that read it {consumers[t.id]}"
             )
-    # 4. acyclic (Kahn); name an op on a cycle
+
+
+def _check_acyclic(g: Graph, preds: Mapping[str, Mapping[str, None]],
+                   succs: Mapping[str, Mapping[str, None]]) -> None:
+    """Step 5: no cycle (Kahn); the error names an op on one."""
     indeg = {k: len(v) for k, v in preds.items()}
     ready = [k for k, d in indeg.items() if d == 0]
     n_done = 0
@@ -566,16 +610,6 @@ def _check_and_index(g: Graph) -> None:
             path[k] = None
             k = next(p for p in preds[k] if p in left)
         raise GraphError(f"graph has a cycle through op {k!r}")
-    _set(g, "_ops_by_id", ops_by_id)
-    _set(g, "_op_ids", tuple(op.id for op in g.ops))
-    _set(g, "_storage_of", storage_of)
-    _set(g, "_value_producer", value_producer)
-    _set(g, "_preds", {k: tuple(v) for k, v in preds.items()})
-    _set(g, "_succs", {k: tuple(v) for k, v in succs.items()})
-    _set(g, "_data_edges", tuple(data_edges))
-    _set(g, "_reads", reads)
-    _set(g, "_creates", {k: tuple(v) for k, v in creates.items()})
-    _set(g, "_fingerprint", _fingerprint(g))
 
 
 def _fingerprint(g: Graph) -> str:

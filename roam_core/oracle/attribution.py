@@ -26,6 +26,7 @@ from roam_core.model.graph import (
     DEFAULT_ALIGNMENT_BYTES,
     Graph,
     OpId,
+    Phase,
     Tensor,
     TensorId,
     TensorKind,
@@ -42,6 +43,7 @@ __all__ = [
     "in_module",
     "module_ancestors",
     "module_bytes_per_step",
+    "repeated_blocks",
     "subtree_bytes",
     "tensor_module",
     "tensor_modules",
@@ -186,6 +188,41 @@ def depth_bytes(own: Mapping[str, int], depth: int) -> dict[str, int]:
         key = ".".join(path.split(".")[:depth]) if path else ""
         out[key] = out.get(key, 0) + b
     return out
+
+
+def repeated_blocks(graph: Graph) -> tuple[str, ...]:
+    """The model's repeated blocks: sibling modules ``<prefix>.0``, ``<prefix>.1``, ...
+
+    Among every module whose children are numbered (an ``nn.ModuleList`` or
+    ``nn.Sequential``), the family of at least two blocks holding the most forward ops wins
+    (GPT-2's ``h.0`` ... ``h.11``, ViT's ``encoder.layers.0`` ...); ``()`` when there is
+    none.  Blocks are returned in numeric order.
+
+    Examples
+    --------
+    >>> from roam_core.model.graph import Op, Phase, Tensor, TensorKind
+    >>> ops = [Op(f"o{i}", "aten.relu.default", Phase.FORWARD, (), (f"t{i}",), module=m)
+    ...        for i, m in enumerate(["h.0.attn", "h.1.attn", "h.10.mlp", "head.0", "h.2"])]
+    >>> g = Graph.build(ops, [Tensor(f"t{i}", 4, "float32", (1,), TensorKind.ACTIVATION,
+    ...                              f"o{i}") for i in range(5)])
+    >>> repeated_blocks(g)
+    ('h.0', 'h.1', 'h.2', 'h.10')
+    """
+    fwd: dict[str, dict[int, int]] = {}  # prefix -> block number -> forward ops inside
+    for op in graph.ops:
+        if op.phase is not Phase.FORWARD or not op.module:
+            continue
+        parts = op.module.split(".")
+        for i in range(1, len(parts)):
+            if parts[i].isdigit():
+                fam = fwd.setdefault(".".join(parts[:i]), {})
+                fam[int(parts[i])] = fam.get(int(parts[i]), 0) + 1
+    families = [(sum(f.values()), -prefix.count("."), prefix) for prefix, f in fwd.items()
+                if len(f) >= 2]
+    if not families:
+        return ()
+    _, _, best = max(families)
+    return tuple(f"{best}.{i}" for i in sorted(fwd[best]))
 
 
 def bytes_live_at_step_by_module(

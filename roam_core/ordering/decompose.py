@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -257,60 +257,96 @@ def decompose(
     pos = {op: i for i, op in enumerate(order)}
     us = units(order, reach)
     nl = node_limit
+    weight = _unit_weight(us, nl)
+    center = _loss_unit(graph, order, us, pos)
+    rings, rest_left, rest_right = _rings(us, center, weight, nl)
+    tails, outer = _tails(rest_left, rest_right, weight, nl)
+    specs = _tree_specs(rings, tails, outer, us, nl)
+    subtasks = _subtasks(graph, order, pos, us, specs, weight)
+    tree = TaskTree("root", subtasks, graph, order, nl)
+    _logger.info("task tree of %s: %d units, %d rings, %d tails, %d sub-tasks (NL %d)",
+                 graph.name, len(us), len(rings), len(tails), len(subtasks), nl)
+    return tree
 
+
+def _unit_weight(us: Sequence[tuple[int, int]], nl: int) -> Callable[[int], int]:
+    """Ops a unit adds to the sub-task holding it (0 for an oversized unit: its ops go to
+    segment windows instead)."""
     def weight(u: int) -> int:
         a, b = us[u]
         return b - a if b - a <= nl else 0
 
+    return weight
+
+
+def _loss_unit(graph: Graph, order: Sequence[OpId], us: Sequence[tuple[int, int]],
+               pos: Mapping[OpId, int]) -> int | None:
+    """Step 1: the unit holding the last loss op (the centre of the rings), if any."""
     losses = [op for op in order if graph.op(op).phase == Phase.LOSS]
-    center = None
-    if losses:
-        lp = pos[losses[-1]]
-        center = next(k for k, (a, b) in enumerate(us) if a <= lp < b)
-    # groups of units: ("ring"|"tail"|"outer", [unit indices])
+    if not losses:
+        return None
+    lp = pos[losses[-1]]
+    return next(k for k, (a, b) in enumerate(us) if a <= lp < b)
+
+
+def _rings(us: Sequence[tuple[int, int]], center: int | None, weight: Callable[[int], int],
+           nl: int) -> tuple[list[list[int]], list[int], list[int]]:
+    """Step 2: rings of units grown around the centre, both sides at once while they fit in
+    NL ops, else the lighter side; the units left over on each side."""
+    if center is None:
+        return [], [], list(range(len(us)))
     rings: list[list[int]] = []
-    if center is not None:
-        cur, size = [center], weight(center)
-        lo, hi = center - 1, center + 1
-        while lo >= 0 and hi < len(us):
-            wl, wr = weight(lo), weight(hi)
-            if size + wl + wr <= nl:
-                cur += [lo, hi]
-                size += wl + wr
-                lo, hi = lo - 1, hi + 1
-            elif size + min(wl, wr) <= nl:
-                if wl <= wr:
-                    cur.append(lo)
-                    size += wl
-                    lo -= 1
-                else:
-                    cur.append(hi)
-                    size += wr
-                    hi += 1
+    cur, size = [center], weight(center)
+    lo, hi = center - 1, center + 1
+    while lo >= 0 and hi < len(us):
+        wl, wr = weight(lo), weight(hi)
+        if size + wl + wr <= nl:
+            cur += [lo, hi]
+            size += wl + wr
+            lo, hi = lo - 1, hi + 1
+        elif size + min(wl, wr) <= nl:
+            if wl <= wr:
+                cur.append(lo)
+                size += wl
+                lo -= 1
             else:
-                rings.append(cur)
-                cur, size = [], 0
-        if cur:
+                cur.append(hi)
+                size += wr
+                hi += 1
+        else:
             rings.append(cur)
-        rest_left, rest_right = list(range(lo + 1)), list(range(hi, len(us)))
-    else:
-        rest_left, rest_right = [], list(range(len(us)))
-    tails: list[list[int]] = []
-    outer: list[int] = []
-    if sum(weight(u) for u in rest_left + rest_right) <= nl:
-        outer = rest_left + rest_right
-    else:
-        for side in (rest_left, rest_right):
             cur, size = [], 0
-            for u in side:
-                if cur and size + weight(u) > nl:
-                    tails.append(cur)
-                    cur, size = [], 0
-                cur.append(u)
-                size += weight(u)
-            if cur:
+    if cur:
+        rings.append(cur)
+    return rings, list(range(lo + 1)), list(range(hi, len(us)))
+
+
+def _tails(rest_left: list[int], rest_right: list[int], weight: Callable[[int], int],
+           nl: int) -> tuple[list[list[int]], list[int]]:
+    """Step 3: the leftover units: all in the outer task when they fit in NL ops, else cut
+    into tails of at most NL ops per side."""
+    if sum(weight(u) for u in rest_left + rest_right) <= nl:
+        return [], rest_left + rest_right
+    tails: list[list[int]] = []
+    for side in (rest_left, rest_right):
+        cur: list[int] = []
+        size = 0
+        for u in side:
+            if cur and size + weight(u) > nl:
                 tails.append(cur)
-    # sub-task records
+                cur, size = [], 0
+            cur.append(u)
+            size += weight(u)
+        if cur:
+            tails.append(cur)
+    return tails, []
+
+
+def _tree_specs(rings: list[list[int]], tails: list[list[int]], outer: list[int],
+                us: Sequence[tuple[int, int]], nl: int) -> dict[str, dict[str, Any]]:
+    """Step 4: the tree's shape: root (outer units), nested rings (innermost deepest),
+    tails under the root, and NL-op segment windows under the task holding an oversized
+    unit."""
     specs: dict[str, dict[str, Any]] = {}
     counter = itertools.count(1)
 
@@ -331,7 +367,6 @@ def decompose(
         tid = new("tail", t)
         specs["root"]["children"].append(tid)
         specs[tid]["parent"] = "root"
-    # oversized units -> segment windows under the sub-task that holds the unit
     for owner in list(specs):
         for u in specs[owner]["units"]:
             a, b = us[u]
@@ -342,6 +377,13 @@ def decompose(
                 specs[tid]["window"] = (w, min(b, w + nl))
                 specs[tid]["parent"] = owner
                 specs[owner]["children"].append(tid)
+    return specs
+
+
+def _subtasks(graph: Graph, order: tuple[OpId, ...], pos: Mapping[OpId, int],
+              us: Sequence[tuple[int, int]], specs: Mapping[str, Mapping[str, Any]],
+              weight: Callable[[int], int]) -> dict[str, SubTask]:
+    """Step 5: every sub-task's ops (program order) and storage classes."""
     index = {op: i for i, op in enumerate(graph.op_ids)}
     subtasks: dict[str, SubTask] = {}
     for tid, sp in specs.items():
@@ -354,7 +396,4 @@ def decompose(
         cifi, cifo, cofi, bnd = _classes(graph, ops, pos)
         subtasks[tid] = SubTask(tid, sp["kind"], tuple(ops), tuple(sp["children"]),
                                 sp["parent"], cifi, cifo, cofi, bnd)
-    tree = TaskTree("root", subtasks, graph, order, nl)
-    _logger.info("task tree of %s: %d units, %d rings, %d tails, %d sub-tasks (NL %d)",
-                 graph.name, len(us), len(rings), len(tails), len(subtasks), nl)
-    return tree
+    return subtasks

@@ -47,6 +47,7 @@ import math
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from roam_core.base.config import OrderSolverConfig
 from roam_core.base.status import SolveStatus
@@ -324,11 +325,47 @@ class OrderModel:
     fixed_peak_bytes: int  # peak of the ranges that are not modelled
 
 
-def build_order_model(problem: OrderProblem) -> OrderModel:
-    """The CP-SAT model of ``problem`` (see the module docstring), hinted with the base order."""
+class _Cancelled(Exception):
+    """Raised inside :func:`build_order_model` when its ``cancel`` says stop."""
+
+
+def build_order_model(problem: OrderProblem,
+                      cancel: Callable[[], bool] | None = None) -> OrderModel:
+    """The CP-SAT model of ``problem`` (see the module docstring), hinted with the base order.
+
+    Steps, per modelled range: step variables (:func:`_step_vars`), one op per step and
+    predecessors first (:func:`_schedule_constraints`), the memory of every step
+    (:func:`_step_memory`), then ``peak >=`` each step's memory and the base-order hint
+    (:func:`_peak_and_hint`).  ``cancel`` is polled while the liveness terms are built.
+    """
     from ortools.sat.python import cp_model
 
     m = cp_model.CpModel()
+    scale, active, fixed_peak, ub = _scale_and_bounds(problem)
+    peak = m.new_int_var(fixed_peak // scale, ub, "peak")
+    all_done: list[list[dict[int, object]]] = []
+    all_lo: list[list[int]] = []
+    all_hi: list[list[int]] = []
+    for k, r in enumerate(problem.ranges):
+        lo, hi = _closure_windows(r.preds)
+        all_lo.append(lo)
+        all_hi.append(hi)
+        if k not in active:
+            all_done.append([{} for _ in r.ops])
+            continue
+        done = _step_vars(m, k, lo, hi)
+        all_done.append(done)
+        lit = _Literals(done, lo, hi)
+        _schedule_constraints(m, r, lit)
+        const_t, mem = _step_memory(m, k, r, scale, lit, cancel)
+        _peak_and_hint(m, peak, const_t, mem, done)
+    m.minimize(peak)
+    return OrderModel(m, peak, all_done, all_lo, all_hi, scale, active, fixed_peak)
+
+
+def _scale_and_bounds(problem: OrderProblem) -> tuple[int, list[int], int, int]:
+    """Step 0: the byte unit (gcd of every size), the modelled ranges, the peak of the
+    others and an upper bound on the peak (in units)."""
     sizes = [t.size_bytes for r in problem.ranges for t in r.terms]
     sizes += [r.const_bytes for r in problem.ranges]
     scale = 0
@@ -343,105 +380,134 @@ def build_order_model(problem: OrderProblem) -> OrderModel:
             fixed_peak = max(fixed_peak, max(range_profile(r, range(len(r.ops)))))
     ub = max([fixed_peak] + [r.const_bytes + sum(t.size_bytes for t in r.terms)
                              for r in problem.ranges]) // scale
-    peak = m.new_int_var(fixed_peak // scale, ub, "peak")
-    all_done: list[list[dict[int, object]]] = []
-    all_lo: list[list[int]] = []
-    all_hi: list[list[int]] = []
-    for k, r in enumerate(problem.ranges):
-        n = len(r.ops)
-        lo, hi = _closure_windows(r.preds)
-        all_lo.append(lo)
-        all_hi.append(hi)
-        done: list[dict[int, object]] = [{} for _ in range(n)]
-        all_done.append(done)
-        if k not in active:
-            continue
-        for i in range(n):
-            prev = None
-            for t in range(lo[i], hi[i]):
-                v = m.new_bool_var(f"d{k}_{i}_{t}")
-                done[i][t] = v
-                if prev is not None:
-                    m.add_implication(prev, v)
-                prev = v
+    return scale, active, fixed_peak, ub
 
-        def lit(i: int, t: int, done=done, lo=lo, hi=hi) -> object:
-            """done[i, t] as a literal or a Python bool."""
-            if t < lo[i]:
-                return False
-            if t >= hi[i]:
-                return True
-            return done[i][t]
 
-        for t in range(n):
-            terms_t = [done[i][t] for i in range(n) if lo[i] <= t < hi[i]]
-            fixed = sum(1 for i in range(n) if t >= hi[i])
-            m.add(sum(terms_t) == t + 1 - fixed)
-        for b in range(n):
-            for a in r.preds[b]:
-                for t in range(lo[b], hi[b]):
-                    la = lit(a, t - 1)
-                    if la is True:
-                        continue
-                    if la is False:
-                        m.add(done[b][t] == 0)
-                    else:
-                        m.add_implication(done[b][t], la)
-        # liveness and memory
-        mem: list[list[tuple[int, object]]] = [[] for _ in range(n)]
-        const_t = [r.const_bytes // scale] * n
-        for j, term in enumerate(r.terms):
-            w = term.size_bytes // scale
-            for t in range(n):
-                # conditions: each is a list of (lit_true, lit_false) -> live if all hold
-                conds: list[list[tuple[object, bool]]] = []
-                created = True if term.producer is None else lit(term.producer, t)
-                if created is False:
+def _step_vars(m: Any, k: int, lo: Sequence[int], hi: Sequence[int]
+               ) -> list[dict[int, object]]:
+    """Step 1: ``done[i][t]`` (op ``i`` ran at or before step ``t``) inside its window,
+    monotone in ``t``."""
+    done: list[dict[int, object]] = [{} for _ in lo]
+    for i in range(len(lo)):
+        prev = None
+        for t in range(lo[i], hi[i]):
+            v = m.new_bool_var(f"d{k}_{i}_{t}")
+            done[i][t] = v
+            if prev is not None:
+                m.add_implication(prev, v)
+            prev = v
+    return done
+
+
+class _Literals:
+    """``done[i, t]`` as a literal, or a Python bool outside op ``i``'s window."""
+
+    __slots__ = ("done", "hi", "lo")
+
+    def __init__(self, done: list[dict[int, object]], lo: Sequence[int],
+                 hi: Sequence[int]) -> None:
+        self.done, self.lo, self.hi = done, lo, hi
+
+    def __call__(self, i: int, t: int) -> object:
+        if t < self.lo[i]:
+            return False
+        if t >= self.hi[i]:
+            return True
+        return self.done[i][t]
+
+
+def _schedule_constraints(m: Any, r: RangeProblem, lit: _Literals) -> None:
+    """Step 2: exactly ``t + 1`` ops done by step ``t``; an op runs after its predecessors."""
+    n = len(r.ops)
+    done, lo, hi = lit.done, lit.lo, lit.hi
+    for t in range(n):
+        terms_t = [done[i][t] for i in range(n) if lo[i] <= t < hi[i]]
+        fixed = sum(1 for i in range(n) if t >= hi[i])
+        m.add(sum(terms_t) == t + 1 - fixed)
+    for b in range(n):
+        for a in r.preds[b]:
+            for t in range(lo[b], hi[b]):
+                la = lit(a, t - 1)
+                if la is True:
                     continue
-                if term.live_after:
-                    conds.append([(created, True)])
-                elif term.users:
-                    for u in term.users:
-                        conds.append([(created, True), (lit(u, t - 1), False)])
+                if la is False:
+                    m.add(done[b][t] == 0)
                 else:
-                    p = term.producer
-                    assert p is not None
-                    conds.append([(created, True), (lit(p, t - 1), False)])
-                clauses = []
-                always = False
-                for cond in conds:
-                    lits = []
-                    dead = False
-                    for value, want in cond:
-                        if value is True or value is False:
-                            if value != want:
-                                dead = True
-                                break
-                            continue
-                        lits.append(value if want else value.Not())  # type: ignore[attr-defined]
-                    if dead:
-                        continue
-                    if not lits:
-                        always = True
-                        break
-                    clauses.append(lits)
-                if always:
-                    const_t[t] += w
-                    continue
-                if not clauses:
-                    continue
-                live = m.new_bool_var(f"l{k}_{j}_{t}")
-                for lits in clauses:
-                    m.add_bool_or([x.Not() for x in lits] + [live])  # type: ignore[attr-defined]
-                mem[t].append((w, live))
+                    m.add_implication(done[b][t], la)
+
+
+def _step_memory(m: Any, k: int, r: RangeProblem, scale: int, lit: _Literals,
+                 cancel: Callable[[], bool] | None,
+                 ) -> tuple[list[int], list[list[tuple[int, object]]]]:
+    """Step 3: the memory of every step: constant bytes plus ``size * live`` for each
+    storage whose liveness at that step depends on the order (one literal per term and
+    step, forced true by each way the storage can be live)."""
+    n = len(r.ops)
+    mem: list[list[tuple[int, object]]] = [[] for _ in range(n)]
+    const_t = [r.const_bytes // scale] * n
+    for j, term in enumerate(r.terms):
+        if cancel is not None and cancel():
+            raise _Cancelled
+        w = term.size_bytes // scale
         for t in range(n):
-            m.add(peak >= const_t[t] + sum(w * v for w, v in mem[t]))
-        # hint: the base order is the identity permutation of the range
-        for i in range(n):
-            for t, v in done[i].items():
-                m.add_hint(v, t >= i)
-    m.minimize(peak)
-    return OrderModel(m, peak, all_done, all_lo, all_hi, scale, active, fixed_peak)
+            clauses = _live_clauses(term, t, lit)
+            if clauses is True:
+                const_t[t] += w
+                continue
+            if not clauses:
+                continue
+            live = m.new_bool_var(f"l{k}_{j}_{t}")
+            for lits in clauses:
+                m.add_bool_or([x.Not() for x in lits] + [live])  # type: ignore[attr-defined]
+            mem[t].append((w, live))
+    return const_t, mem
+
+
+def _live_clauses(term: StorageTerm, t: int, lit: _Literals) -> list[list[Any]] | bool:
+    """When ``term`` is live at step ``t``: ``True`` (always), or conjunctions of literals
+    (live if any one holds; empty: never)."""
+    # conditions: each is a list of (lit_or_bool, wanted value) -> live if all hold
+    conds: list[list[tuple[object, bool]]] = []
+    created = True if term.producer is None else lit(term.producer, t)
+    if created is False:
+        return []
+    if term.live_after:
+        conds.append([(created, True)])
+    elif term.users:
+        for u in term.users:
+            conds.append([(created, True), (lit(u, t - 1), False)])
+    else:
+        p = term.producer
+        assert p is not None
+        conds.append([(created, True), (lit(p, t - 1), False)])
+    clauses = []
+    for cond in conds:
+        lits = []
+        dead = False
+        for value, want in cond:
+            if value is True or value is False:
+                if value != want:
+                    dead = True
+                    break
+                continue
+            lits.append(value if want else value.Not())  # type: ignore[attr-defined]
+        if dead:
+            continue
+        if not lits:
+            return True
+        clauses.append(lits)
+    return clauses
+
+
+def _peak_and_hint(m: Any, peak: Any, const_t: Sequence[int],
+                   mem: Sequence[Sequence[tuple[int, object]]],
+                   done: list[dict[int, object]]) -> None:
+    """Step 4: ``peak`` bounds every step's memory; hint the base order (the identity)."""
+    for t in range(len(const_t)):
+        m.add(peak >= const_t[t] + sum(w * v for w, v in mem[t]))
+    for i in range(len(done)):
+        for t, v in done[i].items():
+            m.add_hint(v, t >= i)
 
 
 def extract_order(problem: OrderProblem, om: OrderModel, solver: object) -> list[list[int]]:
@@ -523,7 +589,10 @@ def solve_order_problem(
         return result(identity, SolveStatus.BOUND, None)
     if cancel is not None and cancel():
         return result(identity, SolveStatus.CANCELLED, None)
-    om = build_order_model(problem)
+    try:
+        om = build_order_model(problem, cancel)
+    except _Cancelled:  # cancelled while the model was built
+        return result(identity, SolveStatus.CANCELLED, None)
     solver = make_solver(
         time_limit_s=cfg.time_limit_s, num_workers=cfg.num_search_workers,
         random_seed=cfg.random_seed, deterministic=cfg.deterministic,

@@ -52,12 +52,15 @@ from roam_core.runtime.step import (
     planned_values,
     prepare_state,
 )
+from roam_core.runtime.train import BatchMismatchError, PlannedStep
 
 __all__ = [
     "OUT_DENY",
     "REQUIRED_KEYS",
     "ArenaRunner",
+    "BatchMismatchError",
     "ExecutionReport",
+    "PlannedStep",
     "RunStats",
     "check_fingerprint",
     "execute_plan",
@@ -227,10 +230,12 @@ def execute_traced(
 
 @contextlib.contextmanager
 def _deterministic(dev: torch.device) -> Iterator[None]:
-    """Deterministic kernels on CUDA for the comparison; the caller's setting is restored."""
-    if dev.type != "cuda":
-        yield
-        return
+    """Deterministic kernels for the comparison; the caller's setting is restored.
+
+    On CPU too: ``index_put(accumulate=True)`` (the backward of advanced indexing, e.g. MoE
+    expert gathers) sums floats in parallel with atomics unless deterministic algorithms are
+    on, so two eager runs would not even agree with each other.
+    """
     was, warn_only = (torch.are_deterministic_algorithms_enabled(),
                       torch.is_deterministic_algorithms_warn_only_enabled())
     torch.use_deterministic_algorithms(True, warn_only=True)
@@ -270,7 +275,8 @@ def _execute_checked(traced: Any, model: Any, example_inputs: Sequence[Any], pla
 
     # 2. planned: numerics step (+ in-process measurement)
     runner = ArenaRunner(traced.gm, traced.graph, traced.values, plan.offsets,
-                         plan.arena_bytes, dev, check_addresses=check_addresses)
+                         plan.arena_bytes, dev, check_addresses=check_addresses,
+                         rng=traced.rng)
     st = prepare_state(traced, model, example_inputs, factory, dev, seed=seed)
     loss_p, _ = planned_step(runner, traced, plan.order, seed, load=st)
     del st

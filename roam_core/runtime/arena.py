@@ -1,7 +1,10 @@
 """Replay a traced training step inside one preallocated ``uint8`` arena.
 
-:class:`ArenaRunner` interprets the step's FX graph op by op **in the plan's order** and
-places every tensor the plan knows about at its planned byte offset:
+:class:`ArenaRunner` owns the arena and the slots.  :meth:`ArenaRunner.run` compiles the
+plan's order into a :class:`~roam_core.runtime.program.Program` (cached per order), runs it
+*checked* the first time and through its prepared fast path afterwards (the one-step
+verification of ``execute_plan`` and the training loop of ``PlannedStep`` are two modes of
+the same program).  Every tensor the plan knows about is at its planned byte offset:
 
 * a new storage is a strided view of the arena,
   ``arena[off:off + nbytes].view(dtype).as_strided(shape, stride, off // esize + so)``, and
@@ -15,7 +18,8 @@ places every tensor the plan knows about at its planned byte offset:
   arena slots and their real values are copied in before the step; the updated values are
   read back from the slots afterwards.
 
-Checks, each an :class:`~roam_core.base.errors.ExecutorError` naming the op:
+Checks, each an :class:`~roam_core.base.errors.ExecutorError` naming the op (placement when
+the program is built, addresses on checked runs):
 
 * **placement**: a slot lies inside the arena, is aligned to its element size and does not
   overlap a storage that is still live at that step (a corrupted plan is caught before it
@@ -33,45 +37,35 @@ Ops whose ``out=`` kernel uses its output as scratch space and resizes it are de
 
 from __future__ import annotations
 
-import heapq
 import logging
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch._library._out_variant import to_out_variant
 from torch.multiprocessing.reductions import StorageWeakRef
-from torch.utils._pytree import tree_leaves
 
 from roam_core.base.errors import ExecutorError
 from roam_core.model.graph import Graph, TensorId
-from roam_core.oracle.simulate import lifetimes
+from roam_core.runtime.program import Program, flat_outputs, storage_key
+from roam_core.runtime.rng import RngReplay
+from roam_core.trace.rng import RngTimeline
 
-__all__ = ["OUT_DENY", "ArenaRunner", "RunStats", "fake_of_value", "out_variant"]
+try:  # private helper (torch >= 2.11 has it); without it every op takes the fallback path
+    from torch._library._out_variant import to_out_variant
+except ImportError:  # pragma: no cover - depends on the torch build
+    to_out_variant = None
+
+__all__ = [
+    "OUT_DENY", "ArenaRunner", "RunStats", "fake_of_value", "flat_outputs", "out_variant",
+    "same_strides", "storage_key",
+]
 
 _logger = logging.getLogger(__name__)
 _aten = torch.ops.aten
 
 #: Ops whose out= kernel resizes (uses ``out`` as scratch): always take the fallback path.
 OUT_DENY = frozenset({_aten.mse_loss.default})
-
-# Factory ops: the value written into the slot (None: leave the bytes as they are).
-_FILL_CONST = {
-    _aten.ones_like.default: 1, _aten.zeros_like.default: 0,
-    _aten.ones.default: 1, _aten.zeros.default: 0,
-    _aten.new_ones.default: 1, _aten.new_zeros.default: 0,
-}
-_FILL_ARG = {  # position of the fill value among the positional args
-    _aten.full.default: 1, _aten.full_like.default: 1, _aten.new_full.default: 2,
-    _aten.scalar_tensor.default: 0,
-}
-_EMPTY = frozenset({
-    _aten.empty.memory_format, _aten.empty_like.default, _aten.new_empty.default,
-    _aten.empty_strided.default, _aten.new_empty_strided.default,
-})
-_ARANGE = frozenset({_aten.arange.default, _aten.arange.start, _aten.arange.start_step})
 
 _OUT_CACHE: dict[Any, tuple[Any, tuple[str, ...]] | None] = {}
 
@@ -102,11 +96,17 @@ def out_variant(op: Any) -> tuple[Any, tuple[str, ...]] | None:
     if op in _OUT_CACHE:
         return _OUT_CACHE[op]
     found = None
-    if isinstance(op, torch._ops.OpOverload) and op not in OUT_DENY:
-        try:
-            ov = to_out_variant(op)
-        except RuntimeError:  # not functional (in-place / mutating)
-            ov = None
+    if isinstance(op, torch._ops.OpOverload) and op not in OUT_DENY and _is_functional(op):
+        ov = None
+        if to_out_variant is not None:
+            try:
+                ov = to_out_variant(op)
+            except RuntimeError:  # not functional (in-place / mutating)
+                ov = None
+        if ov is None:
+            # torch 2.11's helper only finds overloads tagged ``out_variant``, which ATen's
+            # own ``.out`` overloads are not: match the schemas ourselves
+            ov = _schema_out_overload(op)
         if ov is not None:
             n_base = len(op._schema.arguments)
             names = tuple(a.name for a in ov._schema.arguments[n_base:])
@@ -114,6 +114,38 @@ def out_variant(op: Any) -> tuple[Any, tuple[str, ...]] | None:
                 found = (ov, names)
     _OUT_CACHE[op] = found
     return found
+
+
+def _is_write(arg: Any) -> bool:
+    return arg.alias_info is not None and arg.alias_info.is_write
+
+
+def _is_functional(op: Any) -> bool:
+    schema = op._schema
+    return not schema.name.endswith("_") and not any(_is_write(a) for a in schema.arguments)
+
+
+def _schema_out_overload(op: Any) -> Any:
+    """The overload of ``op``'s packet that is ``op`` plus keyword-only written ``out``
+    arguments, one per return, each returned (ATen's ``out=`` convention), if any."""
+    schema = op._schema
+    plain = [(a.name, str(a.type), repr(a.default_value)) for a in schema.arguments]
+    packet = op.overloadpacket
+    for name in packet.overloads():
+        cand = getattr(packet, name)
+        cs = cand._schema
+        outs = [a for a in cs.arguments if _is_write(a)]
+        if not outs or len(outs) != len(schema.returns) or not all(a.kwarg_only for a in outs):
+            continue
+        rest = [(a.name, str(a.type), repr(a.default_value)) for a in cs.arguments
+                if not _is_write(a)]
+        if rest != plain or [a.name for a in cs.arguments[len(plain):]] != [
+                a.name for a in outs]:
+            continue
+        if len(cs.returns) not in (0, len(outs)):
+            continue
+        return cand
+    return None
 
 
 def fake_of_value(gm: Any, values: Mapping[str, Any], value_id: str) -> Any:
@@ -134,10 +166,6 @@ def _node_by_name(gm: Any) -> dict[str, Any]:
         cache = {n.name: n for n in gm.graph.nodes}
         gm._roam_nodes = cache
     return cache
-
-
-def _key(t: torch.Tensor) -> StorageWeakRef:
-    return StorageWeakRef(t.untyped_storage())
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,16 +218,21 @@ class ArenaRunner:
         Where the arena lives.
     check_addresses : bool
         Verify every produced tensor's address after each op.
+    rng : RngTimeline, optional
+        The step's RNG timeline (``TracedStep.rng``): RNG rewinds such as
+        ``torch.utils.checkpoint``'s are replayed (:class:`~roam_core.runtime.rng.RngReplay`).
     """
 
     def __init__(self, gm: Any, graph: Graph, values: Mapping[str, Any],
                  offsets: Mapping[TensorId, int], arena_bytes: int,
-                 device: str | torch.device = "cpu", *, check_addresses: bool = True) -> None:
+                 device: str | torch.device = "cpu", *, check_addresses: bool = True,
+                 rng: RngTimeline | None = None) -> None:
         self.gm, self.graph = gm, graph
         self.device = torch.device(device)
         self.check_addresses = check_addresses
         self.nodes = _node_by_name(gm)
         self.arena_bytes = int(arena_bytes)
+        self.rng = RngReplay(rng if rng is not None else RngTimeline(), self.device)
         # storage key of the fake -> (storage id, offset)
         self.slot: dict[StorageWeakRef, tuple[TensorId, int]] = {}
         self._fakes: list[Any] = []  # keep fakes alive: the weak keys must stay unique
@@ -216,7 +249,7 @@ class ArenaRunner:
                 self.off_device.append(tid)
                 continue
             self._fakes.append(fake)
-            self.slot[_key(fake)] = (tid, int(offsets[tid]))
+            self.slot[storage_key(fake)] = (tid, int(offsets[tid]))
         keep = torch.empty(self.arena_bytes, dtype=torch.uint8, device=self.device)
         # Same memory, but a storage that cannot be resized: an out= kernel that tries to
         # grow its output fails instead of reallocating behind our back.
@@ -224,9 +257,9 @@ class ArenaRunner:
         self._keep = keep
         self.base = self.arena.data_ptr()
         self.env: dict[str, Any] = {}
-        self._stats = {"out": 0, "factory": 0, "fallback": 0, "checked": 0}
-        self._extra_peak = self._extra_total = 0
-        self._fallback_targets: dict[str, None] = {}
+        self._stats = {"checked": 0}
+        self._programs: dict[Any, Any] = {}
+        self._last: Any = None
 
     # ------------------------------------------------------------------ slots
     def slot_view(self, fake: torch.Tensor, offset: int, nbytes: int) -> torch.Tensor:
@@ -244,7 +277,7 @@ class ArenaRunner:
             self.env[node_name] = real.to(fake.device)
             return self.env[node_name]
         tid, off = self._planned(fake, node_name)
-        self._check_slot(node_name, tid, fake, off)
+        self.check_slot(node_name, tid, fake, off)
         if tuple(real.shape) != tuple(fake.shape) or real.dtype != fake.dtype:
             raise ExecutorError(
                 f"input {node_name!r}: got {tuple(real.shape)} {real.dtype}, the traced step "
@@ -261,17 +294,17 @@ class ArenaRunner:
     def read_storage(self, tid: TensorId, values: Mapping[str, Any]) -> torch.Tensor:
         """The slot of any storage, shaped like the value that created it."""
         fake = fake_of_value(self.gm, values, tid)
-        _, off = self.slot[_key(fake)]
+        _, off = self.slot[storage_key(fake)]
         return self.slot_view(fake, off, fake.untyped_storage().nbytes())
 
     def _planned(self, fake: torch.Tensor, where: str) -> tuple[TensorId, int]:
         try:
-            return self.slot[_key(fake)]
+            return self.slot[storage_key(fake)]
         except KeyError:
             raise ExecutorError(f"op {where!r}: its output storage is not in the graph") \
                 from None
 
-    def _check_slot(self, op: str, tid: TensorId, fake: torch.Tensor, off: int) -> None:
+    def check_slot(self, op: str, tid: TensorId, fake: torch.Tensor, off: int) -> None:
         nbytes = fake.untyped_storage().nbytes()
         if off < 0 or off + nbytes > self.arena_bytes:
             raise ExecutorError(
@@ -283,99 +316,65 @@ class ArenaRunner:
                 f"size {fake.element_size()}")
 
     # ------------------------------------------------------------------ run
-    def run(self, order: Sequence[str], *, check_live: bool = True) -> Any:
-        """Run the step's ops in ``order``; returns the FX graph's output (``[loss]``).
+    def program(self, order: Sequence[str], *, check_live: bool = True,
+                scalar_slots: Mapping[str, Sequence[tuple[int, int]]] | None = None) -> Any:
+        """The prepared :class:`~roam_core.runtime.program.Program` of ``order`` (cached)."""
+        key = (tuple(order), check_live, None if scalar_slots is None else id(scalar_slots))
+        prog = self._programs.get(key)
+        if prog is None:
+            prog = Program(self, order, scalar_slots, check_live=check_live)
+            self._programs[key] = prog
+        return prog
 
-        Every placeholder must have been loaded with :meth:`load_resident` (constants are
-        loaded here).  Nodes that are not graph ops (``getitem``) run when first needed.
-        """
+    def load_constants(self) -> None:
+        """Copy the graph's tensor constants (``get_attr`` nodes) into their slots (once)."""
         for n in self.gm.graph.nodes:
-            if n.op == "placeholder" and n.name not in self.env:
-                raise ExecutorError(f"input {n.name!r} was not loaded into the arena")
             if n.op == "get_attr" and n.name not in self.env:
                 real = getattr(self.gm, n.target)
                 if isinstance(real, torch.Tensor) and n.name in self.graph.tensors:
                     self.load_resident(n.name, real.to(self.device))
                 else:
                     self.env[n.name] = real
-        self._in_order = set(order)
-        self._stats = dict.fromkeys(self._stats, 0)
-        self._extra_peak = self._extra_total = 0
-        self._fallback_targets = {}
-        live = _LiveSet(self.graph, order, self.slot) if check_live else None
-        for step, name in enumerate(order):
-            node = self.nodes.get(name)
-            if node is None:
-                raise ExecutorError(f"plan order names op {name!r}, which the step does not have")
-            if live is not None:
-                live.advance(step)
-            self._run_node(node, live)
-        out = next(n for n in self.gm.graph.nodes if n.op == "output")
-        result = self._materialize(out.args[0])
-        self._check_all_ran()
-        return result
+
+    def run(self, order: Sequence[str], *, check_live: bool = True,
+            checked: bool | None = None) -> Any:
+        """Run the step's ops in ``order``; returns the FX graph's output (``[loss]``).
+
+        Every placeholder must have been loaded with :meth:`load_resident` (constants are
+        loaded here).  The first run of an order is *checked* (errors name the op; with
+        ``check_addresses``, every output's address is verified); later runs take the
+        prepared fast path unless ``checked=True``.  Nodes that are not graph ops
+        (``getitem``) run just before their first reader.
+        """
+        for n in self.gm.graph.nodes:
+            if n.op == "placeholder" and n.name not in self.env:
+                raise ExecutorError(f"input {n.name!r} was not loaded into the arena")
+        self.load_constants()
+        prog = self.program(order, check_live=check_live)
+        self._last = prog
+        if checked or (checked is None and not prog.checked_runs):
+            return prog.run_checked(self.env, check_addresses=self.check_addresses)
+        return prog.run_fast(self.env)
 
     def stats(self) -> RunStats:
-        """Counters of the last :meth:`run`."""
-        s = self._stats
-        return RunStats(s["out"], s["factory"], s["fallback"], self._extra_peak,
-                        self._extra_total, tuple(self._fallback_targets), s["checked"])
+        """Counters of the last run's program (extra bytes: its last checked run)."""
+        p = self._last
+        if p is None:
+            return RunStats(0, 0, 0, 0, 0, (), 0)
+        return RunStats(p.counts["out"], p.counts["factory"], p.counts["fallback"],
+                        p.extra_peak, p.extra_total, tuple(p.fallback_targets),
+                        p.checked_values)
 
-    def _materialize(self, arg: Any) -> Any:
-        if isinstance(arg, torch.fx.Node):
-            if arg.name not in self.env:
-                if arg.name in self._in_order:
-                    raise ExecutorError(f"a value of op {arg.name!r} is read before it runs: "
-                                        "the order is invalid")
-                self._run_node(arg, None)  # folded node (getitem), run on demand
-            return self.env[arg.name]
-        if isinstance(arg, (list, tuple)):
-            return type(arg)(self._materialize(a) for a in arg)
-        if isinstance(arg, dict):
-            return {k: self._materialize(v) for k, v in arg.items()}
-        return arg
+    @staticmethod
+    def out_variant(op: Any) -> tuple[Any, tuple[str, ...]] | None:
+        """:func:`out_variant` (looked up at call time, so a patched one is used)."""
+        return out_variant(op)
 
-    def _check_all_ran(self) -> None:
-        for n in self.gm.graph.nodes:
-            if n.op == "call_function" and n.name not in self.env:
-                target = n.target
-                mutating = isinstance(target, torch._ops.OpOverload) and any(
-                    a.alias_info is not None and a.alias_info.is_write
-                    for a in target._schema.arguments)
-                if mutating or n.name in self.graph.tensors:
-                    raise ExecutorError(f"op {n.name!r} ({target}) never ran: it is missing "
-                                        "from the plan's order")
-
-    def _run_node(self, node: Any, live: _LiveSet | None) -> None:
-        args = self._materialize(node.args)
-        kwargs = self._materialize(node.kwargs)
-        val = node.meta.get("val")
-        fakes = [f for f in tree_leaves(val) if isinstance(f, torch.Tensor)]
-        new = self._new_storages(node, fakes)
-        if new and live is not None:
-            for f, tid, off in new:
-                self._check_slot(node.name, tid, f, off)
-                live.place(node.name, tid, off, f.untyped_storage().nbytes())
-        elif new:
-            for f, tid, off in new:
-                self._check_slot(node.name, tid, f, off)
-        if new and isinstance(node.target, torch._ops.OpOverload):
-            result = self._run_creating(node, args, kwargs, val, fakes, new)
-        else:
-            try:
-                result = node.target(*args, **kwargs)
-            except Exception as e:  # re-raised with the op named
-                raise ExecutorError(f"op {node.name!r} ({node.target}) failed: "
-                                    f"{type(e).__name__}: {e}") from e
-        self.env[node.name] = result
-        if self.check_addresses:
-            self._check_addresses(node, val, result)
-
-    def _new_storages(self, node: Any, fakes: list[torch.Tensor]) -> list[Any]:
+    def new_storages(self, node: Any, fakes: list[torch.Tensor]) -> list[Any]:
         """``(fake, storage id, offset)`` of the storages ``node`` allocates (graph producer)."""
         out, seen = [], set()
         for f in fakes:
-            k = _key(f)
+            k = storage_key(f)
             if k in self.slot and k not in seen:
                 tid, off = self.slot[k]
                 if self.graph.tensors[tid].producer == node.name:
@@ -383,91 +382,33 @@ class ArenaRunner:
                     seen.add(k)
         return out
 
-    def _run_creating(self, node: Any, args: Any, kwargs: Any, val: Any,
-                      fakes: list[torch.Tensor], new: list[Any]) -> Any:
-        target = node.target
-        bufs = {id(f): self.slot_view(f, off, f.untyped_storage().nbytes())
-                for f, _, off in new}
-        all_new = len(new) == len(fakes) and len(fakes) == len(_flat(val))
-        if all_new and isinstance(val, torch.Tensor) and (
-                target in _FILL_CONST or target in _FILL_ARG or target in _EMPTY
-                or target in _ARANGE):
-            buf = bufs[id(val)]
-            if target in _FILL_CONST:
-                buf.fill_(_FILL_CONST[target])
-            elif target in _FILL_ARG:
-                buf.fill_(args[_FILL_ARG[target]])
-            elif target in _ARANGE:
-                a = list(args) + [None] * (3 - len(args))
-                start, end, step = (0, a[0], 1) if target == _aten.arange.default else (
-                    a[0], a[1], a[2] if a[2] is not None else 1)
-                _aten.arange.start_out(start, end, step, out=buf)
-            self._stats["factory"] += 1
-            return buf
-        ov = out_variant(target) if all_new else None
-        if ov is not None:
-            overload, names = ov
-            outs = [bufs[id(f)] for f in fakes]
-            if len(names) == 1 and isinstance(val, (list, tuple)):
-                out_kw = {names[0]: outs}
-            else:
-                out_kw = dict(zip(names, outs, strict=True))
-            try:
-                with warnings.catch_warnings():
-                    warnings.filterwarnings("error", message=".*was resized.*")
-                    overload(*args, **kwargs, **out_kw)
-            except Exception as e:  # re-raised with the op named
-                raise ExecutorError(f"op {node.name!r} ({target}) failed writing into its "
-                                    f"arena slot with {overload}: {type(e).__name__}: {e}") \
-                    from e
-            self._stats["out"] += 1
-            if isinstance(val, torch.Tensor):
-                return outs[0]
-            return type(val)(outs)
-        # fallback: compute into a temporary, copy the new storages into their slots
-        try:
-            result = target(*args, **kwargs)
-        except Exception as e:  # re-raised with the op named
-            raise ExecutorError(f"op {node.name!r} ({target}) failed: "
-                                f"{type(e).__name__}: {e}") from e
-        reals = [r for r in tree_leaves(result) if isinstance(r, torch.Tensor)]
-        if len(reals) != len(fakes):
-            raise ExecutorError(f"op {node.name!r} ({target}) returned {len(reals)} tensors, "
-                                f"the trace recorded {len(fakes)}")
-        swap: dict[int, torch.Tensor] = {}
-        temp_bytes = 0
-        for f, r in zip(fakes, reals, strict=True):
-            if id(f) in bufs:
-                buf = bufs[id(f)]
-                buf.copy_(r)
-                temp_bytes += r.untyped_storage().nbytes()
-                swap[id(r)] = buf
-        self._stats["fallback"] += 1
-        self._extra_peak = max(self._extra_peak, temp_bytes)
-        self._extra_total += temp_bytes
-        self._fallback_targets[str(target)] = None
-        if isinstance(result, torch.Tensor):
-            return swap.get(id(result), result)
-        return type(result)(swap.get(id(r), r) if isinstance(r, torch.Tensor) else r
-                            for r in result)
+    def check_outputs(self, node: Any, val: Any, result: Any) -> int:
+        """Verify the address, shape and strides of every output of ``node`` in the arena.
+
+        Returns the number of tensors checked; raises :class:`ExecutorError` naming the op.
+        """
+        before = self._stats["checked"]
+        self._check_addresses(node, val, result)
+        return self._stats["checked"] - before
 
     def _check_addresses(self, node: Any, val: Any, result: Any) -> None:
-        fakes = _flat(val)
-        reals = _flat(result)
+        fakes = flat_outputs(val)
+        reals = flat_outputs(result)
         if len(fakes) != len(reals):
             raise ExecutorError(f"op {node.name!r} ({node.target}) produced {len(reals)} "
                                 f"values, the trace recorded {len(fakes)}")
         for i, (f, r) in enumerate(zip(fakes, reals, strict=True)):
             if not isinstance(f, torch.Tensor):
                 continue
-            k = _key(f)
+            k = storage_key(f)
             if k not in self.slot or f.untyped_storage().nbytes() == 0 or f.numel() == 0:
                 continue
             tid, off = self.slot[k]
             if not isinstance(r, torch.Tensor):
                 raise ExecutorError(f"op {node.name!r}: output {i} is not a tensor")
             want = self.base + off + f.storage_offset() * f.element_size()
-            if r.data_ptr() != want or r.shape != f.shape or r.stride() != f.stride():
+            if (r.data_ptr() != want or r.shape != f.shape
+                    or not same_strides(f.shape, r.stride(), f.stride())):
                 got = r.data_ptr() - self.base
                 where = (f"arena offset {got}" if 0 <= got < self.arena_bytes
                          else "memory outside the arena")
@@ -478,43 +419,23 @@ class ArenaRunner:
             self._stats["checked"] += 1
 
 
-def _flat(v: Any) -> list[Any]:
-    """Output leaves, keeping ``None`` placeholders so positions line up."""
-    if isinstance(v, (list, tuple)):
-        return list(v)
-    return [v]
+def same_strides(shape: Sequence[int], got: Sequence[int], want: Sequence[int]) -> bool:
+    """Whether two strides address the same elements of a tensor of ``shape``.
 
+    Only dimensions of size > 1 count: a size-1 dimension is never stepped along, so its
+    stride has no meaning (PyTorch itself picks different ones for the same layout, e.g.
+    ``(64, 1, 64)`` and ``(49152, 1, 64)`` for a ``(1, 64, 768)`` view).  A tensor with no
+    elements has no layout to compare.
 
-class _LiveSet:
-    """Byte ranges of the storages live at the current step, to catch overlapping slots."""
-
-    def __init__(self, graph: Graph, order: Sequence[str],
-                 slot: Mapping[StorageWeakRef, tuple[TensorId, int]]) -> None:
-        self.lts = lifetimes(graph, order)
-        offset = dict(slot.values())
-        self.active: dict[TensorId, tuple[int, int]] = {}  # tid -> (first byte, end byte)
-        self.expiry: list[tuple[int, TensorId]] = []  # heap of (end step, tid)
-        for t in graph.tensors.values():
-            if t.producer is None and t.id in offset and t.size_bytes:
-                self.active[t.id] = (offset[t.id], offset[t.id] + t.size_bytes)
-        self.step = 0
-
-    def advance(self, step: int) -> None:
-        self.step = step
-        while self.expiry and self.expiry[0][0] <= step:
-            _, tid = heapq.heappop(self.expiry)
-            self.active.pop(tid, None)
-
-    def place(self, op: str, tid: TensorId, off: int, nbytes: int) -> None:
-        if nbytes == 0:
-            return
-        end = off + nbytes
-        for other, (lo, hi) in self.active.items():
-            if other != tid and lo < end and off < hi:
-                raise ExecutorError(
-                    f"op {op!r}: storage {tid!r} at [{off}, {end}) overlaps storage {other!r} "
-                    f"at [{lo}, {hi}), which is still live at step {self.step}: the plan's "
-                    f"offsets are corrupt")
-        lt = self.lts.get(tid)
-        self.active[tid] = (off, end)
-        heapq.heappush(self.expiry, (lt.end if lt is not None else self.step + 1, tid))
+    Examples
+    --------
+    >>> same_strides((1, 64, 768), (64, 1, 64), (49152, 1, 64))
+    True
+    >>> same_strides((2, 3), (3, 1), (1, 2))
+    False
+    """
+    if len(got) != len(shape) or len(want) != len(shape):
+        return False
+    if any(d == 0 for d in shape):
+        return True
+    return all(d == 1 or a == b for d, a, b in zip(shape, got, want, strict=True))

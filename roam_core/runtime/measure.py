@@ -103,6 +103,11 @@ def _record_one(device: torch.device, snapshot_path: str | None,
     """Run one more step while recording the allocator history; dump it as a snapshot."""
     if snapshot_path is None or device.type != "cuda":
         return
+    if not (hasattr(torch.cuda.memory, "_record_memory_history")
+            and hasattr(torch.cuda.memory, "_dump_snapshot")):  # private API: detect it
+        _logger.warning("torch %s cannot record memory snapshots: none written",
+                        torch.__version__)
+        return
     torch.cuda.memory._record_memory_history(max_entries=1_000_000, stacks="python")
     try:
         step()
@@ -178,7 +183,8 @@ def _child(recipe: Recipe, which: str, plan_light: dict[str, Any], device: str, 
         p = measure_eager(st, loss_fn, steps, seed, snapshot_path)
     else:
         runner = ArenaRunner(traced.gm, traced.graph, traced.values, plan_light["offsets"],
-                             plan_light["arena_bytes"], dev, check_addresses=check_addresses)
+                             plan_light["arena_bytes"], dev, check_addresses=check_addresses,
+                             rng=traced.rng)
         load_arena(runner, st)
         del st  # only the arena holds the model now
         p = measure_planned(runner, traced, plan_light["order"], steps, seed, snapshot_path)

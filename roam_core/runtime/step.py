@@ -23,6 +23,12 @@ from torch import nn
 from roam_core.base.errors import ExecutorError
 from roam_core.model.graph import TensorKind
 from roam_core.runtime.arena import ArenaRunner, RunStats
+from roam_core.trace.params import (
+    retie,
+    tie_groups,
+    unique_named_buffers,
+    unique_named_parameters,
+)
 
 __all__ = [
     "Comparison",
@@ -52,15 +58,26 @@ class StepState:
 
 
 def _materialize(model: nn.Module, device: torch.device, seed: int) -> nn.Module:
-    """A copy of ``model`` on ``device``; meta parameters get a seeded ``N(0, 0.02)`` init."""
+    """A copy of ``model`` on ``device``; meta parameters get a seeded ``N(0, 0.02)`` init.
+
+    Tied and shared tensors stay tied: ``to_empty`` replaces parameters module by module,
+    which unties them, so the tie groups are recorded first and restored after
+    (:func:`roam_core.trace.params.retie`).  Parameters that were not on the meta device
+    keep their values.
+    """
     metas = [t for t in list(model.parameters()) + list(model.buffers()) if t.is_meta]
     if not metas:
         return copy.deepcopy(model).to(device)
-    m = copy.deepcopy(model).to_empty(device=device)
+    groups = tie_groups(model)
+    real = {n: t for n, t in unique_named_parameters(model) + unique_named_buffers(model)
+            if not t.is_meta}
+    m = retie(copy.deepcopy(model).to_empty(device=device), groups)
     gen = torch.Generator(device=device).manual_seed(seed)
     with torch.no_grad():
-        for name, t in list(m.named_parameters()) + list(m.named_buffers()):
-            if t.dtype.is_floating_point:
+        for name, t in unique_named_parameters(m) + unique_named_buffers(m):
+            if name in real:
+                t.copy_(real[name])
+            elif t.dtype.is_floating_point:
                 if name.endswith(("running_var", "weight")) and t.dim() == 1:
                     t.fill_(1.0)  # norm scales and running variances
                 elif t.dim() <= 1:
@@ -107,8 +124,8 @@ def prepare_state(traced: Any, model: nn.Module, example_inputs: Sequence[Any],
     m.train()
     gen = torch.Generator(device="cpu").manual_seed(seed + 1)
     inputs = [_real_input(x, dev, gen) for x in example_inputs]
-    params = list(dict.fromkeys(p for _, p in m.named_parameters(remove_duplicate=False)))
-    buffers = list(dict.fromkeys(b for _, b in m.named_buffers(remove_duplicate=False)))
+    params = [p for _, p in unique_named_parameters(m)]
+    buffers = [b for _, b in unique_named_buffers(m)]
     opt = factory(params)
     if traced.setting == "steady":
         for p in params:
@@ -152,7 +169,7 @@ def created_state_ids(traced: Any) -> list[str]:
 def eager_values(st: StepState, n_created: int) -> list[torch.Tensor]:
     """Parameters, buffers, state and inputs after the step (placeholder order), then the
     optimizer state created during the step (``n_created`` tensors, creation order)."""
-    params = list(dict.fromkeys(p for _, p in st.model.named_parameters(remove_duplicate=False)))
+    params = [p for _, p in unique_named_parameters(st.model)]
     state = [v for p in params for v in st.optimizer.state.get(p, {}).values()
              if isinstance(v, torch.Tensor)]
     resident = {id(t) for t in st.flat}
@@ -171,9 +188,6 @@ def planned_step(runner: ArenaRunner, traced: Any, order: Sequence[str], seed: i
     """
     if load is not None:
         load_arena(runner, load)
-    else:
-        runner.env = {k: v for k, v in runner.env.items()
-                      if runner.nodes[k].op in ("placeholder", "get_attr")}
     torch.manual_seed(seed)
     _sync(runner.device)
     t0 = time.perf_counter()

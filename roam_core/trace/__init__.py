@@ -66,7 +66,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -76,13 +76,17 @@ from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 
 from roam_core.base.errors import TraceError
 from roam_core.model.graph import Graph, Phase, TensorKind
-from roam_core.trace.fx_graph import ValueRef, build_graph
+from roam_core.trace.fx_graph import ValueRef, build_graph, is_random
+from roam_core.trace.guards import guard_data_dependence
 from roam_core.trace.modules import SCOPE_ATTRIBUTE, ModuleTracker, node_modules, scoped_name
+from roam_core.trace.params import unique_named_buffers, unique_named_parameters
+from roam_core.trace.rng import RngTimeline, record_rng, rng_timeline
 
 __all__ = [
     "OPTIMIZERS",
     "SETTINGS",
     "PlaceholderRole",
+    "RngTimeline",
     "TracedStep",
     "ValueRef",
     "make_optimizer_factory",
@@ -148,6 +152,9 @@ class TracedStep:
         Optimizer name (``"custom"`` for a factory callable).
     trace_time_s : float
         Wall time of the trace and graph build.
+    rng : RngTimeline
+        The generator state every random op draws at (:mod:`roam_core.trace.rng`): records
+        RNG rewinds such as ``torch.utils.checkpoint``'s, which the runtime replays.
     """
 
     gm: Any
@@ -159,6 +166,7 @@ class TracedStep:
     setting: str
     optimizer: str
     trace_time_s: float
+    rng: RngTimeline = field(default_factory=RngTimeline)
 
 
 # ----------------------------------------------------------------- optimizers
@@ -328,8 +336,8 @@ def trace_fx(
     # closed-over real tensors (e.g. labels captured by loss_fn) become graph constants
     fm = FakeTensorMode(allow_non_fake_inputs=True)
     with _FakeSwap(model, fm, dev):
-        named_params = _dedup(model.named_parameters(remove_duplicate=False))
-        named_buffers = _dedup(model.named_buffers(remove_duplicate=False))
+        named_params = unique_named_parameters(model)
+        named_buffers = unique_named_buffers(model)
         params = [p for _, p in named_params]
         buffers = [b for _, b in named_buffers]
         inputs = [_fake_input(x, fm, dev) for x in example_inputs]
@@ -358,16 +366,17 @@ def trace_fx(
             args = list(inputs)
             for i, x in zip(tensor_pos, inputs_, strict=True):
                 args[i] = x
-            out = model(*args)
-            ctx.mark("forward")
-            loss = out if loss_fn is None else loss_fn(out)
-            if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-                raise TraceError("the loss must be a tensor with one element")
-            ctx.mark("loss")
-            tracker.hook_backward(loss)
-            loss.backward()
-            tracker.set_backward("")
-            ctx.mark("backward")
+            with guard_data_dependence(model):
+                out = model(*args)
+                ctx.mark("forward")
+                loss = out if loss_fn is None else loss_fn(out)
+                if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                    raise TraceError("the loss must be a tensor with one element")
+                ctx.mark("loss")
+                tracker.hook_backward(loss)
+                loss.backward()
+                tracker.set_backward("")
+                ctx.mark("backward")
             ctx.grads = [p.grad for p in params_ if p.grad is not None]
             ctx.named.extend((f"{pname[id(p)]}.grad", p.grad) for p in params_
                              if p.grad is not None)
@@ -383,7 +392,7 @@ def trace_fx(
             return loss
 
         try:
-            with fm, tracker:
+            with fm, tracker, record_rng() as rng_calls:
                 gm = make_fx(step, tracing_mode="real")(
                     params, buffers, state, [inputs[i] for i in tensor_pos])
         except TraceError:
@@ -398,6 +407,7 @@ def trace_fx(
         + [(TensorKind.INPUT, f"inputs[{i}]") for i in tensor_pos]
     )
     phases = ctx.phases(gm.graph)
+    rng = rng_timeline(gm, rng_calls, is_random)
     _strip(gm)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     assert len(placeholders) == len(roles), (len(placeholders), len(roles))
@@ -419,7 +429,8 @@ def trace_fx(
     dt = time.perf_counter() - t0
     _logger.info("traced %s: %d ops, %d storages in %.2f s", gname, len(graph),
                  len(graph.tensors), dt)
-    return TracedStep(gm, graph, ph_roles, consts, values, loss_value, setting, opt_name, dt)
+    return TracedStep(gm, graph, ph_roles, consts, values, loss_value, setting, opt_name, dt,
+                      rng)
 
 
 def _storage_name(role: PlaceholderRole) -> str:
@@ -428,13 +439,6 @@ def _storage_name(role: PlaceholderRole) -> str:
         param, _, key = role.name.rpartition(":")
         return f"{param}.{key}"
     return role.name
-
-
-def _dedup(named: Any) -> list[tuple[str, torch.Tensor]]:
-    seen: dict[int, tuple[str, torch.Tensor]] = {}
-    for n, t in named:
-        seen.setdefault(id(t), (n, t))
-    return list(seen.values())
 
 
 class _StepContext:

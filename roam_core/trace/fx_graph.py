@@ -33,7 +33,7 @@ from roam_core.model.graph import (
     TensorKind,
 )
 
-__all__ = ["ValueRef", "build_graph"]
+__all__ = ["ValueRef", "build_graph", "is_random"]
 
 _logger = logging.getLogger(__name__)
 _getitem = operator.getitem
@@ -126,7 +126,7 @@ class _Builder:
                 inputs[v] = None
         target = node.target
         mutates = _mutated_storages(node, self)
-        random = _is_random(node)
+        random = is_random(node)
         flops, read, wrote = _costs(node, val, outs, mutates, self)
         # None: the structural rule (roam_core.model.recompute) decides; False: the executor
         # could not replay the op (not an ATen overload) or it is not bit-reproducible
@@ -201,7 +201,7 @@ def _costs(node: Any, val: Any, outs: Sequence[str], mutates: Sequence[TensorId]
     return flops, read, wrote
 
 
-def _is_random(node: Any) -> bool:
+def is_random(node: Any) -> bool:
     """Seeded-random op; attention kernels count only when their ``dropout_p`` is non-zero."""
     target = node.target
     if not isinstance(target, torch._ops.OpOverload) or (

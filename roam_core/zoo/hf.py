@@ -29,13 +29,14 @@ from torch import nn
 
 from roam_core.base.errors import TraceError
 
-__all__ = ["HEADS", "hf_model_from_config", "trace_hf"]
+__all__ = ["HEADS", "hf_model_from_config", "hf_step", "trace_hf"]
 
 _logger = logging.getLogger(__name__)
 
 #: Which ``AutoModel*`` class builds the model for each head.
 HEADS = {"causal-lm": "AutoModelForCausalLM", "masked-lm": "AutoModelForMaskedLM",
-         "base": "AutoModel"}
+         "seq2seq-lm": "AutoModelForSeq2SeqLM",
+         "image-classification": "AutoModelForImageClassification", "base": "AutoModel"}
 
 
 def _transformers() -> Any:
@@ -106,11 +107,48 @@ class _HFHidden(nn.Module):
         return self.model(input_ids=ids).last_hidden_state
 
 
+class _HFImageLoss(nn.Module):
+    """``forward(pixel_values, labels)`` returns the classifier's cross-entropy loss."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, pixel_values: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        return self.model(pixel_values=pixel_values, labels=labels).loss
+
+
 def _ce_zeros(out: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(out, torch.zeros_like(out))
 
 
-def trace_hf(config: Any, batch_size: int, seq_len: int, *, head: str = "causal-lm",
+def hf_step(config: Any, batch_size: int, seq_len: int | None = None, *,
+            head: str = "causal-lm", **overrides: Any) -> tuple[nn.Module, list[Any], Any]:
+    """``(model, example_inputs, loss_fn)`` of one HF training step, built on meta, offline.
+
+    Token heads take ``[B, T]`` ids (``labels = input_ids``; ``seq2seq-lm`` models such as
+    T5 derive the decoder inputs from the labels); ``image-classification`` takes ``[B, 3,
+    S, S]`` pixels (``S = config.image_size``, default 224) and ``[B]`` labels; ``base``
+    returns the last hidden states, scored against zeros.  ``loss_fn`` is ``None`` when the
+    wrapped model returns its own loss.
+    """
+    model = hf_model_from_config(config, head, **overrides)
+    cfg = model.config
+    if head == "image-classification":
+        size = int(getattr(cfg, "image_size", 224) or 224)
+        chans = int(getattr(cfg, "num_channels", 3) or 3)
+        pixels = torch.empty(batch_size, chans, size, size, device="meta")
+        labels = torch.empty(batch_size, dtype=torch.long, device="meta")
+        return _HFImageLoss(model), [pixels, labels], None
+    if seq_len is None:
+        raise TraceError(f"HF head {head!r} needs a sequence length")
+    ids = torch.empty(batch_size, seq_len, dtype=torch.long, device="meta")
+    if head == "base":
+        return _HFHidden(model), [ids], _ce_zeros
+    return _HFLoss(model), [ids], None
+
+
+def trace_hf(config: Any, batch_size: int, seq_len: int | None, *, head: str = "causal-lm",
              setting: str = "steady", optimizer: str | None = None,
              **overrides: Any) -> Any:
     """Trace one training step of an HF model built from a config; returns a TracedStep.
@@ -121,19 +159,15 @@ def trace_hf(config: Any, batch_size: int, seq_len: int, *, head: str = "causal-
     from roam_core.trace import make_optimizer_factory, trace_fx
 
     tf = _transformers()
-    model = hf_model_from_config(config, head, **overrides)
-    cfg = model.config
-    ids = torch.empty(batch_size, seq_len, dtype=torch.long, device="meta")
-    if head == "base":
-        wrapped, loss_fn = _HFHidden(model), _ce_zeros
-    else:
-        wrapped, loss_fn = _HFLoss(model), None
+    wrapped, inputs, loss_fn = hf_step(config, batch_size, seq_len, head=head, **overrides)
+    cfg = wrapped.model.config
     opt_name, factory = make_optimizer_factory(optimizer, setting)
     origin = {"source": "custom", "builder": "hf", "model": cfg.model_type, "head": head,
               "hf_config": json.loads(cfg.to_json_string(use_diff=False)),
               "batch_size": batch_size, "seq_len": seq_len, "setting": setting,
               "optimizer": opt_name, "dtype": "float32", "torch": torch.__version__,
               "transformers": tf.__version__}
-    name = f"hf-{cfg.model_type}-b{batch_size}-t{seq_len}-{setting}"
-    return trace_fx(wrapped, [ids], loss_fn, factory, setting=setting, name=name,
+    name = f"hf-{cfg.model_type}-b{batch_size}" + (f"-t{seq_len}" if seq_len else "") + \
+        f"-{setting}"
+    return trace_fx(wrapped, inputs, loss_fn, factory, setting=setting, name=name,
                     origin=origin)

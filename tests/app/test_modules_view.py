@@ -149,3 +149,15 @@ def test_graph_without_modules_says_so(cache_dir: Path) -> None:
 def test_icicle_of_nothing_is_an_empty_figure() -> None:
     fig = figures.module_icicle_figure({})
     assert "no bytes" in fig.layout.annotations[0].text
+
+
+def test_report_has_the_module_icicle_and_named_live_rows(planned) -> None:
+    key, plan = planned
+    figs = services.report_figures(key, plan, "eager")
+    ice = figs["modules"].data[0]
+    assert ice.type == "icicle"
+    assert "h.0" in ice.ids
+    html = services.export_payload("html", key, plan, "eager")["content"]
+    assert "Bytes at the peak by module" in html
+    assert "h.0.c_fc.weight" in html
+    assert "<td><b>module</b></td>" in html

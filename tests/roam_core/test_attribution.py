@@ -149,3 +149,19 @@ def test_info_json_reports_bytes_at_peak_by_module(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert "by top-level module" in out
     assert "(top level)" in out
+
+
+def test_repeated_blocks_of_zoo_samples() -> None:
+    from pathlib import Path
+
+    from roam_core.formats.graph_io import load_graph
+    from roam_core.oracle.attribution import repeated_blocks
+
+    root = Path(__file__).resolve().parents[2] / "sample_graphs"
+    gpt = load_graph(root / "gpt2-b1-t128-steady.json.gz")
+    assert repeated_blocks(gpt) == tuple(f"h.{i}" for i in range(12))
+    vit = repeated_blocks(load_graph(root / "vit_b_16-b1-roam.json.gz"))
+    assert len(vit) == 12
+    assert vit[0].endswith(".0")
+    assert vit[-1].endswith(".11")
+    assert repeated_blocks(_named_step()) == ()

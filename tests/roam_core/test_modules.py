@@ -277,3 +277,21 @@ def test_bad_module_field_is_a_clear_error() -> None:
     d["tensors"][0]["name"] = ["x"]
     with pytest.raises(GraphError, match="name"):
         loads_graph(json.dumps(d))
+
+
+@pytest.mark.slow
+def test_hugging_face_gpt2_names_are_its_own() -> None:
+    pytest.importorskip("transformers")
+    from roam_core.zoo.hf import hf_model_from_config, trace_hf
+
+    cfg = {"n_layer": 2, "n_embd": 32, "n_head": 2, "vocab_size": 64, "n_positions": 16}
+    g = trace_hf("gpt2", 1, 8, **cfg).graph
+    hf = hf_model_from_config("gpt2", "causal-lm", **cfg)
+    params = {t.name for t in g.tensors.values() if t.kind is TensorKind.PARAMETER}
+    assert params == {n for n, _ in hf.named_parameters()}
+    assert "transformer.h.1.attn.c_attn.weight" in params
+    grads = {t.name for t in g.tensors.values() if t.kind is TensorKind.GRADIENT}
+    assert "transformer.h.1.attn.c_attn.weight.grad" in grads
+    # HF's Conv1D runs addmm forward and two mms backward inside the projection
+    assert _ops(g, Phase.FORWARD, "aten.addmm.default", "transformer.h.1.attn.c_attn")
+    assert len(_ops(g, Phase.BACKWARD, "aten.mm.default", "transformer.h.1.attn.c_attn")) == 2

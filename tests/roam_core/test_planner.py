@@ -18,7 +18,7 @@ from roam_core.oracle.simulate import simulate
 from roam_core.oracle.validate import check_order, check_plan
 from roam_core.ordering.registry import best_heuristic_order, run_method
 from roam_core.planner import PlanProgress, make_plan, order_methods
-from tests.builders import tied_branches
+from tests.builders import tied_branches, wide_branches
 from tests.strategies import random_graphs
 
 FAST = PlannerConfig(node_limit=4, workers=1, solve_layout=False,
@@ -233,3 +233,31 @@ def test_arena_settings_are_reachable_and_recorded() -> None:
         ArenaConfig(num_workers=0)
     moved = cfg.with_order(random_seed=9)  # a copy keeps them in step
     assert moved.arena.seed == 9
+
+
+@pytest.mark.slow  # ~2-4 s: two CP-SAT solves in a process pool, stopped after about 1 s
+def test_cancel_stops_the_pool_solves_that_are_running() -> None:
+    import multiprocessing
+
+    g = wide_branches(60)  # two fan-outs: two sub-tasks that each take minutes to prove
+    cfg = PlannerConfig(node_limit=122, workers=2, solve_layout=False, polish_rounds=0,
+                        baselines=("eager",),
+                        order=OrderSolverConfig(time_limit_s=120.0, stop_at_lower_bound=False))
+    ev = threading.Event()
+    timer: list[threading.Timer] = []
+
+    def progress(p: PlanProgress) -> None:
+        if p.stage == "order" and p.done == 0 and not timer:  # the solves are being submitted
+            timer.append(threading.Timer(1.5, ev.set))
+            timer[0].start()
+
+    plan = make_plan(g, cfg, progress=progress, cancel=ev)
+    _valid(g, plan)
+    orders = [r for r in plan.provenance if r.stage == "order"]
+    assert len(orders) == 2
+    # both were running when the cancel came, and both came back stopped, long before their
+    # 120 s (deterministic) limit, with what they had found by then
+    assert [r.status for r in orders] == [SolveStatus.CANCELLED] * 2
+    assert all(0.0 < r.wall_time_s < 60.0 for r in orders)
+    assert any("stopped early (cancelled)" in n for n in plan.notes)
+    assert multiprocessing.active_children() == []  # the pool is gone, nothing runs on

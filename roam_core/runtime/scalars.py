@@ -1,0 +1,283 @@
+"""Follow an optimizer's per-step Python scalars in a traced step.
+
+A traced ``steady`` step is the optimizer's *second* step (one warm step runs before the
+trace).  Torch's single-tensor optimizers compute some arguments of their update kernels in
+Python from the step count and the hyper-parameters, and the trace records the numbers it
+saw: Adam's ``step_size = lr / (1 - beta1 ** 2)`` and ``sqrt(1 - beta2 ** 2)``,
+AdamW's ``1 - lr * weight_decay``.  Replaying the graph as is would apply step 2's bias
+corrections at every step.
+
+:class:`OptimizerScalars` keeps those arguments right without knowing any optimizer's
+formulas: it runs the **same optimizer class**, with the same hyper-parameters, on a
+one-element *probe* parameter per parameter group, and records the ATen calls of each probe
+step (a ``TorchDispatchMode``).  The probe's state is reset to the fresh state (see
+:func:`fresh_state`) after a warm step, so its state advances exactly like the real
+optimizer's.  Each of the graph's update ops is matched once, at set-up, to the probe's
+call at the traced step (same ATen op, same arguments where they are numbers); before every
+step the probe steps once and its numbers are copied into the program.  A learning-rate
+scheduler that changes ``optimizer.param_groups`` is followed the same way.
+
+The match is verified: an optimizer whose update ops do not map one-to-one onto a single
+parameter (``foreach``/``fused`` implementations), whose traced numbers differ from the
+probe's, or whose code path changes from one step to the next (RAdam's rectification
+switch) raises :class:`~roam_core.base.errors.ExecutorError` naming the optimizer.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import operator
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from roam_core.base.errors import ExecutorError
+from roam_core.model.graph import Phase, TensorKind
+
+__all__ = ["FRESH_ZERO_STATE", "OptimizerScalars", "fresh_state"]
+
+_logger = logging.getLogger(__name__)
+
+#: Optimizers whose lazily created state is all zeros (step counters included) and whose
+#: first update is the steady update applied to that zero state.
+FRESH_ZERO_STATE: tuple[type, ...] = tuple(
+    c for c in (getattr(torch.optim, n, None) for n in ("SGD", "Adam", "AdamW", "Adamax",
+                                                       "RMSprop", "Adagrad"))
+    if c is not None)
+
+
+def fresh_state(optimizer: torch.optim.Optimizer, param: torch.Tensor,
+                key: str, like: torch.Tensor) -> torch.Tensor:
+    """The value state entry ``key`` of ``param`` has before the first update.
+
+    State created by the constructor (Adagrad's ``sum``) is taken as it is; lazily created
+    state is zeros for the classes of :data:`FRESH_ZERO_STATE`.
+
+    Raises
+    ------
+    ExecutorError
+        For an optimizer whose fresh state is not known (NAdam's ``mu_product`` starts at
+        1, ...), or SGD with dampening (its first step skips the dampening).
+    """
+    made = optimizer.state.get(param, {}).get(key)
+    if isinstance(made, torch.Tensor):
+        return made.detach()
+    check_supported(optimizer)
+    return torch.zeros_like(like)
+
+
+def check_supported(optimizer: torch.optim.Optimizer) -> None:
+    """Refuse optimizers whose first step PlannedStep cannot reproduce."""
+    name = type(optimizer).__name__
+    if not isinstance(optimizer, FRESH_ZERO_STATE):
+        known = ", ".join(c.__name__ for c in FRESH_ZERO_STATE)
+        raise ExecutorError(
+            f"PlannedStep starts from a fresh {name} optimizer but does not know its initial "
+            f"state; supported optimizers: {known}")
+    if isinstance(optimizer, torch.optim.SGD):
+        for g in optimizer.param_groups:
+            if g.get("momentum", 0) and g.get("dampening", 0):
+                raise ExecutorError(
+                    "SGD with momentum and dampening skips the dampening on its first step, "
+                    "which the steady step does not; use dampening=0")
+
+
+class _Recorder(TorchDispatchMode):
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[Any, list[Any]]] = []
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        kwargs = kwargs or {}
+        leaves, _ = tree_flatten((args, kwargs))
+        self.calls.append((func, leaves))
+        return func(*args, **kwargs)
+
+
+def _hyper(group: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in group.items() if k != "params"}
+
+
+class _Probe:
+    """One-element copy of a parameter group, stepped once per real step."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, group: dict[str, Any],
+                 dtype: torch.dtype) -> None:
+        cls = type(optimizer)
+        self.param = nn.Parameter(torch.zeros(1, dtype=dtype))
+        sig = inspect.signature(cls.__init__).parameters
+        kw = {k: v for k, v in _hyper(group).items() if k in sig}
+        try:
+            self.opt = cls([dict(_hyper(group), params=[self.param])], **kw)
+        except Exception as e:  # any constructor failure: the optimizer cannot be followed
+            raise ExecutorError(f"cannot build a probe {cls.__name__} to follow its per-step "
+                                f"scalars: {type(e).__name__}: {e}") from e
+        made = {k: v.clone() for k, v in self.opt.state.get(self.param, {}).items()
+                if isinstance(v, torch.Tensor)}
+        self.param.grad = torch.zeros_like(self.param)
+        self.opt.step()  # creates the lazy state, as the tracer's warm step does
+        for k, v in self.opt.state[self.param].items():
+            if isinstance(v, torch.Tensor):
+                with torch.no_grad():
+                    v.copy_(made[k] if k in made else torch.zeros_like(v))
+        self.param.grad = torch.ones_like(self.param)
+
+    def step(self, group: dict[str, Any] | None = None) -> list[tuple[Any, list[Any]]]:
+        if group is not None:
+            self.opt.param_groups[0].update(_hyper(group))
+        rec = _Recorder()
+        with rec:
+            self.opt.step()
+        return rec.calls
+
+
+class OptimizerScalars:
+    """Keeps a traced steady step's optimizer scalars equal to eager's at every step.
+
+    Parameters
+    ----------
+    optimizer : torch.optim.Optimizer
+        The real optimizer (fresh); its ``param_groups`` are read before every step.
+    traced : roam_core.trace.TracedStep
+        The traced steady step.
+    params : sequence of Tensor
+        The model's distinct parameters in placeholder order.
+
+    Attributes
+    ----------
+    slots : dict
+        ``node name -> [(flat argument index, scalar index)]`` for
+        :class:`~roam_core.runtime.program.Program`.
+    """
+
+    def __init__(self, optimizer: torch.optim.Optimizer, traced: Any,
+                 params: Sequence[torch.Tensor]) -> None:
+        self.optimizer = optimizer
+        self.name = type(optimizer).__name__
+        segments = _segments(traced)
+        group_of = {id(p): gi for gi, g in enumerate(optimizer.param_groups)
+                    for p in g["params"]}
+        ph_params = [r.node for r in traced.placeholders if r.kind == TensorKind.PARAMETER]
+        param_of = dict(zip(ph_params, params, strict=True))
+        dtypes = {gi: g["params"][0].dtype for gi, g in enumerate(optimizer.param_groups)
+                  if g["params"]}
+        # 1. the probe at the traced step (warm step, then one recorded step)
+        ref: dict[int, list[tuple[Any, list[Any]]]] = {}
+        for gi in {group_of.get(id(param_of[ph]), -1) for ph in segments}:
+            if gi < 0:
+                raise ExecutorError(f"{self.name}: the traced step updates a parameter that "
+                                    "the optimizer does not hold")
+            probe = _Probe(optimizer, optimizer.param_groups[gi], dtypes[gi])
+            probe.step()  # the probe's step 1 (its state was reset to fresh)
+            ref[gi] = probe.step()  # step 2: what the trace saw
+        # 2. match every update op to a probe call; numeric arguments become slots
+        self.slots: dict[str, list[tuple[int, int]]] = {}
+        self._src: list[tuple[int, int, int]] = []  # scalar -> (group, call index, leaf)
+        self._groups = sorted(ref)
+        self._targets = {gi: [c[0] for c in ref[gi]] for gi in ref}
+        for ph, nodes in segments.items():
+            gi = group_of[id(param_of[ph])]
+            self._match(nodes, ref[gi], gi)
+        # 3. the live probes, stepped once per real step
+        self._probes = {gi: _Probe(optimizer, optimizer.param_groups[gi], dtypes[gi])
+                        for gi in self._groups}
+        self.values: list[Any] = [None] * len(self._src)
+        self.steps = 0
+
+    def _match(self, nodes: Sequence[Any], calls: list[tuple[Any, list[Any]]],
+               gi: int) -> None:
+        ci = 0
+        for node in nodes:
+            while ci < len(calls) and calls[ci][0] != node.target:
+                ci += 1
+            if ci == len(calls):
+                raise ExecutorError(
+                    f"{self.name}: update op {node.name!r} ({node.target}) has no counterpart "
+                    "in the optimizer's single-parameter step; PlannedStep needs a "
+                    "per-parameter implementation (foreach=False, fused=False)")
+            leaves, _ = tree_flatten((node.args, dict(node.kwargs)))
+            got = calls[ci][1]
+            if len(leaves) != len(got):
+                raise ExecutorError(f"{self.name}: update op {node.name!r} has other "
+                                    "arguments than the optimizer's own step")
+            slots = []
+            for k, (a, b) in enumerate(zip(leaves, got, strict=True)):
+                if isinstance(a, torch.fx.Node) != isinstance(b, torch.Tensor):
+                    raise ExecutorError(f"{self.name}: update op {node.name!r} has other "
+                                        "arguments than the optimizer's own step")
+                if isinstance(a, (int, float)) and not isinstance(a, bool):
+                    if a != b:
+                        raise ExecutorError(
+                            f"{self.name}: update op {node.name!r} argument {k} is {a!r} in "
+                            f"the trace but {b!r} in the optimizer's step")
+                    slots.append((k, len(self._src)))
+                    self._src.append((gi, ci, k))
+            if slots:
+                self.slots[node.name] = slots
+            ci += 1
+
+    def advance(self) -> list[Any]:
+        """Step the probes once; returns the scalar values of the coming real step."""
+        recs = {}
+        for gi in self._groups:
+            calls = self._probes[gi].step(self.optimizer.param_groups[gi])
+            if [c[0] for c in calls] != self._targets[gi]:
+                raise ExecutorError(
+                    f"{self.name} takes another code path at step {self.steps + 1} than at "
+                    "the traced step; PlannedStep cannot follow it")
+            recs[gi] = calls
+        for j, (gi, ci, k) in enumerate(self._src):
+            self.values[j] = recs[gi][ci][1][k]
+        self.steps += 1
+        return self.values
+
+
+def _segments(traced: Any) -> dict[str, list[Any]]:
+    """Optimizer-phase ATen nodes of each parameter (placeholder name), in program order.
+
+    A node belongs to the parameter whose parameter or state placeholders it reads, directly
+    or through earlier optimizer-phase nodes.
+    """
+    phase = {op.id: op.phase for op in traced.graph.ops}
+    owner: dict[str, str] = {}
+    by_name = {r.name: r.node for r in traced.placeholders if r.kind == TensorKind.PARAMETER}
+    for r in traced.placeholders:
+        if r.kind == TensorKind.PARAMETER:
+            owner[r.node] = r.node
+        elif r.kind == TensorKind.OPTIMIZER_STATE:
+            pname = r.name.rpartition(":")[0]
+            if pname in by_name:
+                owner[r.node] = by_name[pname]
+    out: dict[str, list[Any]] = {}
+    for n in traced.gm.graph.nodes:
+        if n.op != "call_function":
+            continue
+        if n.target is operator.getitem:
+            src = n.args[0]
+            if isinstance(src, torch.fx.Node) and src.name in owner:
+                owner[n.name] = owner[src.name]
+            continue
+        if phase.get(n.name) is not Phase.OPTIMIZER:
+            continue
+        owners = {owner[a.name] for a in n.all_input_nodes if a.name in owner}
+        if len(owners) > 1:
+            raise ExecutorError(
+                f"optimizer op {n.name!r} ({n.target}) updates several parameters at once; "
+                "PlannedStep needs a per-parameter implementation (foreach=False, fused=False)")
+        if not owners:
+            if isinstance(n.target, torch._ops.OpOverload) and any(
+                    isinstance(a, float) for a in tree_flatten((n.args, dict(n.kwargs)))[0]):
+                raise ExecutorError(f"optimizer op {n.name!r} ({n.target}) belongs to no "
+                                    "parameter; PlannedStep cannot follow its scalars")
+            continue
+        o = owners.pop()
+        owner[n.name] = o
+        if isinstance(n.target, torch._ops.OpOverload):
+            out.setdefault(o, []).append(n)
+    return out
