@@ -56,10 +56,10 @@ _LAZY = {
     "simulate_allocator": "roam_core.oracle.allocator_sim",
     "plan_arena": "roam_core.layout.arena",
     "solve_dsa": "roam_core.layout.dsa_solver",
-    "PlannedStep": "roam_core.runtime",
-    "BatchMismatchError": "roam_core.runtime",
     "recompute_frontier": "roam_core.planner.budget",
     "exact_recompute": "roam_core.recompute.exact",
+    "PlannedStep": "roam_core.runtime",
+    "BatchMismatchError": "roam_core.runtime",
 }
 
 

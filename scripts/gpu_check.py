@@ -132,7 +132,7 @@ def run_child(variant: str, text: str, args: argparse.Namespace, out: Path) -> d
 
     from roam_core.formats.plan_io import load_plan
     from roam_core.runtime import PlannedStep, resolve_device
-    from roam_core.runtime.compare import synthetic_batches
+    from roam_core.runtime.training import synthetic_batches
     from roam_core.trace.params import unique_named_parameters
     from roam_core.zoo import build_zoo_step
 

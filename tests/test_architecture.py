@@ -168,3 +168,21 @@ def test_the_ast_rules_fail_on_planted_violations(tmp_path: Path) -> None:
 def test_the_walk_sees_the_package() -> None:
     # the rules above must see every module; an empty walk would make them vacuous
     assert len(_modules()) >= 60
+
+
+def test_no_package_attribute_is_shadowed_by_a_submodule() -> None:
+    """``from pkg.step import compare`` in ``pkg/__init__`` and a module ``pkg/compare.py``:
+    importing the module rebinds ``pkg.compare`` to it, silently replacing the function."""
+    clashes = []
+    for init in sorted(CORE.rglob("__init__.py")):
+        pkg = init.parent
+        subs = {p.stem for p in pkg.glob("*.py")} - {"__init__"} | {p.name for p in pkg.iterdir()
+                                                     if (p / "__init__.py").exists()}
+        pkg_name = ".".join(("roam_core", *pkg.relative_to(CORE).parts))
+        for node in ast.walk(ast.parse(init.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module != pkg_name:
+                clashes += [f"{pkg_name}.{a.asname or a.name}" for a in node.names
+                            if (a.asname or a.name) in subs]
+            elif isinstance(node, (ast.FunctionDef, ast.ClassDef)) and node.name in subs:
+                clashes.append(f"{pkg_name}.{node.name}")
+    assert clashes == [], f"names shadowed by a submodule of the same name: {clashes}"

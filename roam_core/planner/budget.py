@@ -86,7 +86,7 @@ class BudgetPlanner:
                               "re-trace for torch's counts")
         self.base = make_plan(graph, self.plain, **kwargs)
         self._traj: tuple[JitEvaluator, list[Any], list[TrajectoryPoint]] | None = None
-        self._cache: dict[int, _Choice] = {}
+        self._cache: dict[tuple[int, int], _Choice] = {}
 
     @property
     def trajectory(self) -> tuple[JitEvaluator, list[Any], list[TrajectoryPoint]]:
@@ -267,7 +267,8 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
                        budgets: int = 8, baselines: bool = True,
                        plans: dict[str, Plan] | None = None, **kwargs: Any
                        ) -> tuple[int, list[FrontierPoint], list[str]]:
-    """roam at ``budgets`` budgets (plus each baseline's memory) and every baseline policy.
+    """roam at ``budgets`` budgets (plus each baseline's memory and the midway budget between
+    no recomputation and every block) and every baseline policy.
 
     Parameters
     ----------
@@ -314,6 +315,9 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
                 plans[name] = p
     hi = bp.base.arena_bytes
     lo = bp.lowest_bytes()
+    by_name = {p.method: p.peak_bytes for p in points}
+    if "none" in by_name and "checkpoint_blocks" in by_name:  # the issue's "midway" budget
+        extra_budgets.append((by_name["none"] + by_name["checkpoint_blocks"]) // 2)
     grid = [int(lo + (hi - lo) * i / max(budgets - 1, 1)) for i in range(budgets)]
     a = config.alignment_bytes
     todo = sorted({-(-b // a) * a for b in grid + extra_budgets if b >= lo}, reverse=True)

@@ -13,8 +13,9 @@ planner as roam, so the comparison is like for like:
 * ``checkpoint_sequential`` -- ``torch.utils.checkpoint.checkpoint_sequential`` with 4
   segments (the last segment is not checkpointed, as torch does);
 * ``selective_attention`` -- Korthikanti et al. 2022 (arXiv 2205.05198): drop the attention
-  core, the forward tensors whose last two dimensions are the sequence length (scores,
-  softmax, dropout output), and recompute them from Q and K.
+  core, the forward tensors whose last two dimensions are the attention length (the side of
+  the square softmax outputs: scores, softmax, dropout output), and recompute them from Q and
+  K.  Not applicable without such a softmax (CNNs, fused attention kernels).
 
 Blocks are the children of the graph's largest module list (module paths ``<prefix>.<i>``
 from the tracer, ``Op.module``).  What a policy may drop follows roam's rules: outputs of
@@ -93,13 +94,15 @@ def _segment_drops(graph: Graph, roots: Sequence[str], why: dict) -> set[TensorI
 
 
 def _seq_len(graph: Graph) -> int | None:
-    t = graph.origin.get("seq_len") if isinstance(graph.origin, dict) else None
-    if isinstance(t, int) and t > 1:
-        return t
+    """The attention length: the square side of the forward softmax outputs, if any."""
     sq: Counter[int] = Counter()
-    for ten in graph.tensors.values():
-        if len(ten.shape) >= 3 and ten.shape[-1] == ten.shape[-2] and ten.shape[-1] > 1:
-            sq[ten.shape[-1]] += ten.size_bytes
+    for op in graph.ops:
+        if op.phase is not Phase.FORWARD or "softmax" not in op.target:
+            continue
+        for s in graph.storages_created(op.id):
+            shape = graph.tensors[s].shape
+            if len(shape) >= 3 and shape[-1] == shape[-2] > 1:
+                sq[shape[-1]] += graph.tensors[s].size_bytes
     return sq.most_common(1)[0][0] if sq else None
 
 

@@ -17,8 +17,9 @@ first).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -74,6 +75,11 @@ class Evaluation:
     peak_steps: int
     extra_flops: int
     extra_bytes: int
+    #: ``[start, end)`` steps of every planned storage with bytes (originals only).
+    spans: Mapping[TensorId, tuple[int, int]] | None = field(default=None, compare=False,
+                                                              repr=False)
+    #: Planned live bytes per step of ``order``.
+    live: Any = field(default=None, compare=False, repr=False)
 
     def cost(self, bytes_weight: float) -> float:
         """The objective the planner minimises: FLOPs + ``bytes_weight`` x bytes moved."""
@@ -188,6 +194,10 @@ class JitEvaluator:
         self.flops = {o.id: op_flops(graph, o) for o in graph.ops}
         self.moved = {o.id: op_bytes_moved(graph, o) for o in graph.ops}
         self.values = set(graph.tensors) | {a.id for a in graph.aliases}
+        self.writers: dict[TensorId, list[OpId]] = {}
+        for op in graph.ops:
+            for s in op.mutates:
+                self.writers.setdefault(s, []).append(op.id)
 
     def evaluate(self, dropped: Iterable[TensorId]) -> Evaluation:
         """Recompute ops, order and peak of one drop set."""
@@ -199,6 +209,7 @@ class JitEvaluator:
         pos = {o: i for i, o in enumerate(order)}
         n = len(order)
         diff = np.zeros(n + 2, dtype=np.int64)
+        spans: dict[TensorId, tuple[int, int]] = {}
         extra_reads: dict[TensorId, list[int]] = {}  # storage -> steps of re-runs reading it
         copy_end: dict[str, int] = {}
         for r in rops:
@@ -223,6 +234,7 @@ class JitEvaluator:
                 e = max(ends, default=s) + 1
             diff[s] += self.size[t.id]
             diff[max(e, s + 1)] -= self.size[t.id]
+            spans[t.id] = (s, max(e, s + 1))
         for r in rops:  # the copies
             here = pos[r.id]
             for sid in g.storages_created(r.source):
@@ -240,7 +252,8 @@ class JitEvaluator:
         steps = int((live == peak).sum()) if n else 0
         flops = sum(self.flops[r.source] for r in rops)
         moved = sum(self.moved[r.source] for r in rops)
-        return Evaluation(drop, tuple(rops), order, peak + self.resident, steps, flops, moved)
+        return Evaluation(drop, tuple(rops), order, peak + self.resident, steps, flops, moved,
+                          spans, live)
 
     def live_curve(self, ev: Evaluation) -> np.ndarray:
         """Per-step planned bytes of an evaluation's order (for candidate scoring)."""
@@ -332,6 +345,20 @@ def _closure(ev_self: JitEvaluator, s: TensorId, dset: set[TensorId], running: s
     return new, kept, chain
 
 
+def _pinned_before(ev_self: JitEvaluator, new: Sequence[OpId], pos: dict[str, int],
+                   step: int) -> bool:
+    """Whether a re-run of ``new`` must run at or before ``step``: it reads a storage that
+    an in-place write after its source (at or before ``step``) overwrites."""
+    g = ev_self.graph
+    for o in new:
+        src = pos[o]
+        for u in g.op(o).inputs:
+            for w in ev_self.writers.get(g.storage_of(u), ()):
+                if src < pos[w] <= step:
+                    return True
+    return False
+
+
 def greedy_trajectory(
     graph: Graph,
     base_order: Sequence[OpId],
@@ -384,10 +411,10 @@ def greedy_trajectory(
         if cur.peak_bytes != last_peak:
             rejected.clear()
             last_peak = cur.peak_bytes
-        curve = _curve(ev_self, cur)
+        curve = cur.live
         peak_live = int(curve.max())
         peak_steps = np.flatnonzero(curve == peak_live)
-        spans = _spans(ev_self, cur)
+        spans = cur.spans
         pos = {o: i for i, o in enumerate(cur.order)}
         dset = set(dropped)
         running = {r.source for r in cur.recompute}
@@ -409,6 +436,8 @@ def greedy_trajectory(
                     return a <= p < b
 
                 new, kept, chain = _closure(ev_self, s, dset, running, live_at)
+                if _pinned_before(ev_self, new, pos, p):
+                    continue  # a re-run would have to run before the peak: no gain
                 penalty = sum(ev_self.size[k] for k in set(kept) if not live_at(k))
                 gain = ev_self.size[s] - penalty
                 if gain <= 0:
@@ -416,7 +445,8 @@ def greedy_trajectory(
                 cost = sum(ev_self.flops[o] + bytes_weight * ev_self.moved[o] for o in new)
                 scored.append((gain / (cost + 1.0), s, tuple(chain)))
         scored.sort(key=lambda x: (-x[0], x[1]))
-        moved = False
+        if not scored:
+            break
         for _, s, chain in scored[:tries_per_step]:
             nxt = ev_self.evaluate([*dropped, *chain, s])
             if (nxt.peak_bytes, nxt.peak_steps) < (cur.peak_bytes, cur.peak_steps):
@@ -425,11 +455,10 @@ def greedy_trajectory(
                 cur = nxt
                 points.append(TrajectoryPoint(len(dropped), cur.peak_bytes, cur.extra_flops,
                                               cur.extra_bytes))
-                moved = True
                 break
             rejected.add(s)
-        if not moved:
-            break
+        # when none of the tried candidates lowered the peak, the loop goes on with the
+        # next best ones (the rejected are skipped until the peak changes)
     return dropped, points
 
 
@@ -449,12 +478,11 @@ def prune(evaluator: JitEvaluator, dropped: Sequence[TensorId], limit_bytes: int
         assert p is not None
         return evaluator.flops[p] + bytes_weight * evaluator.moved[p]
 
+    allowed = max(limit_bytes, best.peak_bytes)  # never worse than the input
     for s in sorted(dropped, key=lambda s: (-own_cost(s), s)):
         trial = [x for x in cur if x != s]
         ev = evaluator.evaluate(trial)
-        if ev.peak_bytes <= max(limit_bytes, best.peak_bytes if best.peak_bytes > limit_bytes
-                                else limit_bytes) and ev.cost(bytes_weight) <= best.cost(
-                                    bytes_weight):
+        if ev.peak_bytes <= allowed and ev.cost(bytes_weight) <= best.cost(bytes_weight):
             cur, best = trial, ev
     return best
 

@@ -298,3 +298,28 @@ def test_cli_fit_json(capsys):
                                  "roam_recompute_25pct"}
     assert d["configs"]
     assert all("fits" in c for c in d["configs"])
+
+
+@pytest.mark.slow
+def test_block_baseline_matches_torch_checkpoint():
+    """checkpoint_blocks on the plain trace == the same model wrapped in torch.utils.checkpoint
+    (eager order both: same peak, same extra FLOPs)."""
+    from torch.utils.checkpoint import checkpoint
+
+    from roam_core.model.recompute import step_flops
+    from roam_core.recompute.baselines import baseline_drop_set
+    from roam_core.trace import trace_fx
+    from roam_core.zoo import build_zoo_step
+
+    def trace(wrap: bool):  # type: ignore[no-untyped-def]
+        m, xs, loss_fn, opt = build_zoo_step("tiny_gpt", 4, 32, device="meta", attention="math")
+        if wrap:
+            for blk in m.model.h:
+                blk.forward = (lambda f: (lambda x: checkpoint(f, x, use_reentrant=False)))(
+                    blk.forward)
+        return trace_fx(m, list(xs), loss_fn, opt).graph
+
+    g, gc = trace(False), trace(True)
+    e = JitEvaluator(g, g.op_ids).evaluate(baseline_drop_set(g, "checkpoint_blocks"))
+    assert e.peak_bytes == simulate(gc).peak_bytes < simulate(g).peak_bytes
+    assert e.extra_flops == step_flops(gc) - step_flops(g) > 0

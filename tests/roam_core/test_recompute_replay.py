@@ -79,3 +79,25 @@ def test_roam_execute_replays_an_auto_budget_plan(tmp_path):
 
     assert load_plan(p).recompute  # factories (ones) and multi-output ops among the re-runs
     assert main(["execute", g, p, "-o", str(tmp_path / "r.json")]) == 0
+
+
+def test_planned_step_trains_with_a_recompute_plan_like_eager():
+    import copy
+
+    from roam_core.runtime import PlannedStep
+
+    model, x = _mlp(), torch.randn(512, 32)
+    _g, plan = _budget_plan(model, x)
+    assert plan.recompute
+    ref = copy.deepcopy(model)
+    opt = torch.optim.AdamW(ref.parameters(), foreach=False, fused=False)
+    step = PlannedStep(model, plan, _loss, "adamw", example_inputs=[x])
+    for _ in range(3):
+        loss = step(x)
+        opt.zero_grad(set_to_none=True)
+        want = _loss(ref(x))
+        want.backward()
+        opt.step()
+        assert torch.equal(torch.as_tensor(loss).float(), want.detach().float())
+    for a, b in zip(model.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(a.detach(), b.detach())

@@ -414,7 +414,7 @@ def test_roam_train_cli_json_on_a_tiny_model(capsys) -> None:
     import json
 
     from roam_core.cli import main
-    from roam_core.runtime.compare import TRAIN_KEYS
+    from roam_core.runtime.training import TRAIN_KEYS
 
     assert main(["train", "mlp", "-b", "2", "--steps", "3", "--method", "eager",
                  "--json"]) == 0
