@@ -18,7 +18,8 @@ from app.analysis import Section, fmt_bytes
 from roam_core.model.graph import Graph, OpId
 from roam_core.model.plan import Plan
 
-__all__ = ["RECOMPUTE_COLOR", "explain_recompute", "mark_recompute", "view_graph"]
+__all__ = ["RECOMPUTE_COLOR", "explain_recompute", "mark_recompute", "view_graph",
+           "without_reruns"]
 
 #: Timeline colour of recomputed ops (the phase colours are blue/orange/green/red/purple).
 RECOMPUTE_COLOR = "#e377c2"
@@ -37,6 +38,18 @@ def view_graph(graph_key: str, plan_key: str | None) -> Graph:
     if plan_key and state.get_plan(plan_key).recompute:
         return _expanded(graph_key, plan_key)
     return state.get_graph(graph_key)
+
+
+def without_reruns(plan: Plan) -> Plan:
+    """``plan`` with its re-runs left out of the order: an order of the *input* graph, for
+    views that compare it op by op with a baseline order (the walkthrough, the why notes).
+    Dropped values then look kept until their late readers (those views say so)."""
+    if not plan.recompute:
+        return plan
+    from dataclasses import replace
+
+    ids = {r.id for r in plan.recompute}
+    return replace(plan, order=tuple(o for o in plan.order if o not in ids))
 
 
 def mark_recompute(fig: go.Figure, plan: Plan, row: int, n_rows: int) -> None:

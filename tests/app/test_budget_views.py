@@ -79,6 +79,10 @@ def test_clicking_a_point_loads_a_recompute_plan_into_every_view(
     services.layout_figures(gk, key, "eager", None, None)
     rows, _ = services.live_table(gk, key, "eager", None)
     assert rows
+    assert services.summary_rows(gk, key, "eager")
+    services.walkthrough_steps(gk, key, "eager")
+    services.module_view(gk, key, "eager", 2, "after")
+    services.curves_figure(gk, key, "eager", None, None, {"kind": "module", "id": ""})
     # Explain says why, the cost and what it frees
     rop = plan.recompute[0]
     for sel in ({"kind": "op", "id": rop.id}, {"kind": "op", "id": rop.source}):
