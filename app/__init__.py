@@ -110,6 +110,6 @@ def create_app(
                 "max_upload_bytes": max_bytes, "zoo_models": services.zoo_models(),
                 "load_message": f"opened {name}" + (" (planned)" if plan_key else "")}
     app.layout = lambda: layout.build_layout(defaults)
-    callbacks.register(app, max_upload_bytes=max_bytes)
+    callbacks.register(app, callbacks.AppConfig(max_upload_bytes=max_bytes))
     app.roam_celery = celery_app  # type: ignore[attr-defined]
     return app

@@ -28,6 +28,8 @@ from roam_core.oracle.simulate import Lifetime, lifetimes, simulate
 __all__ = [
     "KINDS",
     "MODULE_KINDS",
+    "NODE_ROLES",
+    "TEACHING_GRAPHS",
     "TOP_LEVEL",
     "TREE_PAGE",
     "LayoutView",
@@ -37,9 +39,12 @@ __all__ = [
     "explain_op",
     "explain_tensor",
     "fmt_bytes",
+    "has_modules",
     "iter_tree",
     "layout_from_blocks",
     "layout_from_plan",
+    "lifetime_change",
+    "lifetime_changes",
     "live_rows",
     "module_depth",
     "module_label",
@@ -48,12 +53,20 @@ __all__ = [
     "module_rows",
     "natural_key",
     "node_range",
+    "node_role",
+    "peak_contributors",
+    "peak_modules",
+    "peak_note",
+    "ring_span",
     "search",
     "shown_children",
     "step_bytes",
+    "subtree_range",
     "summary_rows",
     "tensor_hover_label",
     "total_curve",
+    "walkthrough",
+    "why_notes",
 ]
 
 _logger = logging.getLogger(__name__)
@@ -172,7 +185,8 @@ def live_rows(graph: Graph, view: LayoutView, step: int, limit: int = 200
         t = graph.tensors[view.ids[i]]
         rows.append({"id": t.id, "name": t.name or "", "module": _module_label(graph, t),
                      "kind": t.kind.value, "size": fmt_bytes(int(view.size[i])),
-                     "size_bytes": int(view.size[i]), "offset": int(view.offset[i]),
+                     "size_bytes": int(view.size[i]), "offset": fmt_bytes(int(view.offset[i])),
+                     "offset_bytes": int(view.offset[i]),
                      "lifetime": f"[{view.start[i]}, {view.end[i]})",
                      "producer": t.producer or "(resident)"})
     return rows
@@ -282,6 +296,56 @@ def expand_node(tree: Mapping[str, Any] | None, shown: Mapping[str, int], node_i
     return dict(shown)
 
 
+#: What each kind of task-tree node is, in words (ROAM's decomposition).
+NODE_ROLES: dict[str, str] = {
+    "outer": "the whole step: what is left outside the rings and tails",
+    "ring": "forward/backward ring around the loss",
+    "tail": "optimizer tail (or the ops before the first ring)",
+    "segment": "a window of a long chain of ops (cut to the node limit)",
+}
+
+
+def ring_span(tree: Mapping[str, Any] | None) -> tuple[int, int] | None:
+    """Steps covered by the rings around the loss: the root's ring children hold every inner
+    ring, so only their sub-trees are walked (once per tree, not once per node)."""
+    spans = [r for c in (tree or {}).get("children") or () if c.get("kind") == "ring"
+             and (r := subtree_range(c)) is not None]
+    return (min(a for a, _ in spans), max(b for _, b in spans)) if spans else None
+
+
+def node_role(node: Mapping[str, Any], tree: Mapping[str, Any] | None = None,
+              rings: tuple[int, int] | None = None) -> str:
+    """A task-tree node in words (with ``tree``, or its :func:`ring_span` ``rings``, a tail
+    says which side of the rings it is).
+
+    >>> node_role({"kind": "ring"})
+    'forward/backward ring around the loss'
+    >>> tree = {"id": "root", "kind": "outer", "children": [
+    ...     {"id": "t1", "kind": "ring", "steps": [[10, 20]]},
+    ...     {"id": "t2", "kind": "tail", "steps": [[25, 30]]}]}
+    >>> node_role(tree["children"][1], tree)
+    'optimizer tail: the ops after the backward ring'
+    """
+    kind = str(node.get("kind", ""))
+    if kind == "tail" and (tree is not None or rings is not None):
+        rings = rings if rings is not None else ring_span(tree)
+        mine = subtree_range(node)
+        if rings is not None and mine is not None:
+            if mine[0] >= rings[1]:
+                return "optimizer tail: the ops after the backward ring"
+            if mine[1] <= rings[0]:
+                return "forward head: the ops before the ring around the loss"
+    return NODE_ROLES.get(kind, kind or "sub-task")
+
+
+def subtree_range(node: Mapping[str, Any]) -> tuple[int, int] | None:
+    """The step range ``[min start, max end)`` of a node's own ops and all its children's."""
+    spans = [r for n, _ in iter_tree(node) if (r := node_range(n)) is not None]
+    if not spans:
+        return None
+    return min(a for a, _ in spans), max(b for _, b in spans)
+
+
 def node_range(node: Mapping[str, Any]) -> tuple[int, int] | None:
     """The step range ``[min start, max end)`` covered by a task-tree node."""
     steps = [s for s in node.get("steps") or () if len(s) == 2]
@@ -356,7 +420,7 @@ def explain_tensor(graph: Graph, plan: Plan, before_order: Sequence[OpId], tenso
     lines = [*([f"name {t.name}"] if t.name else []),
              f"{t.kind.value}, {t.dtype} {list(t.shape)}, {fmt_bytes(size)}, "
              f"module {_module_label(graph, t)}",
-             f"offset {off} ({fmt_bytes(off)}) .. {fmt_bytes((off or 0) + size)}",
+             f"offset {fmt_bytes(off)} .. {fmt_bytes((off or 0) + size)}",
              f"producer: {t.producer or '(resident: lives the whole step)'}",
              "consumers: " + (", ".join(t.consumers[:limit]) or "(none)")
              + (" …" if len(t.consumers) > limit else "")]
@@ -369,6 +433,7 @@ def explain_tensor(graph: Graph, plan: Plan, before_order: Sequence[OpId], tenso
     out.append(Section("lifetime", (
         f"before planning: steps [{lb.start}, {lb.end}) ({lb.end - lb.start} steps)",
         f"after planning: steps [{la.start}, {la.end}) ({la.end - la.start} steps)",
+        lifetime_change(size, lb.end - lb.start, la.end - la.start),
         f"sub-task of its producer: {plan.task_of_op.get(t.producer, '(none)')}")))
     peak = int(np.argmax(plan.live_bytes)) if plan.live_bytes else 0
     if la.start <= peak < la.end:
@@ -382,16 +447,188 @@ def explain_tensor(graph: Graph, plan: Plan, before_order: Sequence[OpId], tenso
     return out
 
 
+def lifetime_change(size_bytes: int, steps_before: int, steps_after: int) -> str:
+    """A lifetime change in steps and in bytes × steps (the memory it holds over time).
+
+    >>> lifetime_change(2**20, 6, 2)
+    'change: 4 steps shorter; bytes × steps 6.00 MiB·steps → 2.00 MiB·steps (-4.00 MiB·steps)'
+    >>> lifetime_change(512, 3, 3)
+    'change: none (3 steps either way; 1.50 KiB·steps)'
+    """
+    d = steps_after - steps_before
+    b0, b1 = size_bytes * steps_before, size_bytes * steps_after
+    if d == 0:
+        return f"change: none ({steps_after} steps either way; {fmt_bytes(b0)}·steps)"
+    word = "shorter" if d < 0 else "longer"
+    sign = "-" if d < 0 else "+"
+    return (f"change: {abs(d)} steps {word}; bytes × steps {fmt_bytes(b0)}·steps → "
+            f"{fmt_bytes(b1)}·steps ({sign}{fmt_bytes(abs(b1 - b0))}·steps)")
+
+
+def peak_contributors(graph: Graph, view: LayoutView, step: int, k: int = 3
+                      ) -> list[tuple[str, int]]:
+    """The ``k`` largest storages live at ``step``: ``(label, bytes)``, largest first.
+
+    The label is the tensor's name where the graph records one (``Tensor.name``, a
+    parameter's qualified name), else its id.
+    """
+    m = np.nonzero((view.start <= step) & (view.end > step))[0]
+    m = m[np.argsort(-view.size[m], kind="stable")][:k]
+    out = []
+    for i in m:
+        t = graph.tensors.get(view.ids[i])
+        name = getattr(t, "name", None) if t is not None else None
+        out.append((str(name or view.ids[i]), int(view.size[i])))
+    return out
+
+
+def peak_modules(graph: Graph, view: LayoutView, step: int, k: int = 3
+                 ) -> list[tuple[str, int]]:
+    """The ``k`` modules holding the most bytes live at ``step`` (``tensor_module``: a
+    parameter's module, an activation's producing module), largest first."""
+    m = np.nonzero((view.start <= step) & (view.end > step))[0]
+    by: dict[str, int] = {}
+    for i in m:
+        t = graph.tensors.get(view.ids[i])
+        if t is not None:
+            label = _module_label(graph, t)
+            by[label] = by.get(label, 0) + int(view.size[i])
+    return sorted(by.items(), key=lambda kv: (-kv[1], kv[0]))[:k]
+
+
+def has_modules(graph: Graph) -> bool:
+    """True when the tracer recorded module paths (``Op.module``) in this graph."""
+    return any(o.module for o in graph.ops)
+
+
+def peak_note(contributors: Sequence[tuple[str, int]], what: str = "top") -> str:
+    """``'top: a 2.00 MiB, b 1.00 MiB'`` (empty for none).
+
+    >>> peak_note([("w.grad", 2**21), ("act", 2**20)])
+    'top: w.grad 2.00 MiB, act 1.00 MiB'
+    """
+    return (f"{what}: " + ", ".join(f"{n} {fmt_bytes(b)}" for n, b in contributors)
+            if contributors else "")
+
+
+def why_notes(graph: Graph, plan: Plan, before_order: Sequence[OpId], before_label: str,
+              before_curve: np.ndarray, after_curve: np.ndarray) -> list[str]:
+    """One-line reasons for results that look odd, where the plan knows them.
+
+    * optimizer ops that run before the loss in the plan but after it in the compared order;
+    * a planned curve above the compared one for much of the time before its peak;
+    * no saving at all, when the peak equals the lower bound.
+    """
+    notes: list[str] = []
+    pos_a = {o: i for i, o in enumerate(plan.order)}
+    pos_b = {o: i for i, o in enumerate(before_order)}
+    losses = [o.id for o in graph.ops if o.phase.value == "loss"]
+    if losses and all(x in pos_a and x in pos_b for x in losses):
+        la, lb = min(pos_a[x] for x in losses), min(pos_b[x] for x in losses)
+        hoisted = [o.id for o in graph.ops if o.phase.value == "optimizer"
+                   and pos_a.get(o.id, la) < la and pos_b.get(o.id, -1) > lb]
+        if hoisted:
+            made = sum(round_size(graph.tensors[t].size_bytes, plan.alignment_bytes)
+                       for op in hoisted for t in graph.storages_created(op))
+            notes.append(
+                f"{len(hoisted)} optimizer ops run before the loss in the plan (after it in "
+                f"{before_label}): they need nothing from this step's backward (step counters, "
+                f"bias corrections, state set-up), so they may run first; "
+                + (f"together they allocate {fmt_bytes(made)}." if made else
+                   "they allocate nothing."))
+    n = min(len(before_curve), len(after_curve))
+    if n:
+        k = int(np.argmax(after_curve[:n]))
+        if k > 4:
+            above = float(np.mean(after_curve[:k] > before_curve[:k]))
+            if above >= 0.25:
+                notes.append(
+                    f"The planned curve is above {before_label} for {100 * above:.0f} % of the "
+                    f"steps before its peak: only the peak sets the memory a step needs, so "
+                    f"below it the planner is free to keep tensors longer or run work earlier; "
+                    f"that costs nothing.")
+    before_peak = float(np.max(before_curve, initial=0))
+    if plan.planned_peak_bytes >= before_peak and plan.lower_bound_bytes \
+            and plan.lower_bound_bytes >= before_peak:
+        notes.append(f"No saving is possible here: {before_label} already reaches the lower "
+                     f"bound ({fmt_bytes(plan.lower_bound_bytes)}), the bytes that some step of "
+                     f"every valid order must hold at once.")
+    return notes
+
+
+def lifetime_changes(graph: Graph, plan: Plan, before_order: Sequence[OpId], limit: int = 6
+                     ) -> list[tuple[str, int, int, int]]:
+    """Storages whose lifetime the plan changed most, by bytes × steps:
+    ``(id, steps before, steps after, bytes x steps saved)``, largest change first."""
+    a = plan.alignment_bytes
+    after, before = lifetimes(graph, plan.order), lifetimes(graph, before_order)
+    rows = []
+    for tid, la in after.items():
+        lb = before.get(tid)
+        if lb is None or graph.tensors[tid].producer is None:
+            continue
+        nb, na = lb.end - lb.start, la.end - la.start
+        if nb != na:
+            size = round_size(graph.tensors[tid].size_bytes, a)
+            rows.append((tid, nb, na, size * (nb - na)))
+    rows.sort(key=lambda r: (-abs(r[3]), r[0]))
+    return rows[:limit]
+
+
+#: Graph-name prefixes of the teaching graphs (the walkthrough opens by itself on them).
+TEACHING_GRAPHS = ("mlp", "residual_block", "tiny_gpt", "tiny_train_step")
+
+
+def walkthrough(graph: Graph, plan: Plan, before_order: Sequence[OpId], before_label: str,
+                before_curve: np.ndarray, before_view: LayoutView, after_view: LayoutView,
+                reserved_bytes: int | None) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """The guided walkthrough: ``(title, text, [(tensor id, link label)])`` per step.
+
+    1. where the compared order peaks and which tensors make that peak;
+    2. what the planner moved: the largest lifetime changes (clickable);
+    3. how the layout packs the arena (and where to ask why a tensor sits at its offset);
+    4. what recomputation would add.
+    """
+    k = int(np.argmax(before_curve)) if len(before_curve) else 0
+    top = peak_contributors(graph, before_view, k)
+    step1 = (f"1. The {before_label} order peaks at step {k}: "
+             f"{fmt_bytes(int(before_curve[k]) if len(before_curve) else 0)}. "
+             "The largest tensors live there:",
+             [(t, f"{t} ({fmt_bytes(b)})") for t, b in top])
+    moved = lifetime_changes(graph, plan, before_order)
+    step2 = ("2. What the planner moved: the tensors whose lifetime changed most "
+             "(bytes × steps; click one to see it everywhere):" if moved else
+             "2. The planner changed no lifetime: the order was already as good as it gets.",
+             [(t, f"{t}: {nb} → {na} steps ({'−' if d > 0 else '+'}"
+                  f"{fmt_bytes(abs(d))}·steps)") for t, nb, na, d in moved])
+    pk = int(np.argmax(plan.live_bytes)) if plan.live_bytes else 0
+    ptop = peak_contributors(graph, after_view, pk)
+    step3 = (f"3. The layout packs every tensor into one arena of {fmt_bytes(plan.arena_bytes)} "
+             f"({100 * plan.fragmentation:.1f} % above the planned peak); the caching allocator "
+             f"reserves {fmt_bytes(reserved_bytes)} for the {before_label} order. Click a "
+             "rectangle of the layout and Explain says why it sits at its offset, for example "
+             "the tensors at the planned peak:",
+             [(t, f"{t} ({fmt_bytes(b)})") for t, b in ptop])
+    step4 = ("4. Recomputation (freeing an activation and computing it again in the backward) "
+             "would lower the peak further at the cost of extra compute; this build plans "
+             "order and layout only, so the plan recomputes nothing.", [])
+    return [("where the peak is", *step1), ("what the planner moved", *step2),
+            ("how the layout packs", *step3), ("what recomputation would add", *step4)]
+
+
 # ------------------------------------------------------------------ summary
 def summary_rows(plan: Plan, before_peak_bytes: int, before_label: str,
-                 reserved_bytes: int | None) -> list[tuple[str, str]]:
-    """(label, value) rows of the summary card."""
+                 reserved_bytes: int | None, *, show_eager: bool = True
+                 ) -> list[tuple[str, str]]:
+    """(label, value) rows of the summary card (``show_eager=False`` when the "before" order
+    is eager already: its peak is not repeated)."""
     saved = before_peak_bytes - plan.planned_peak_bytes
     pct = 100.0 * saved / before_peak_bytes if before_peak_bytes else 0.0
     rows = [
         (f"{before_label} peak (allocated)", fmt_bytes(before_peak_bytes)),
         (f"{before_label} reserved (caching allocator)", fmt_bytes(reserved_bytes)),
-        ("eager peak (allocated)", fmt_bytes(plan.baseline_peak_bytes)),
+        *([("eager peak (allocated)", fmt_bytes(plan.baseline_peak_bytes))]
+          if show_eager else []),
         (f"planned peak ({plan.method})", fmt_bytes(plan.planned_peak_bytes)),
         ("saving", f"{fmt_bytes(saved)} ({pct:.1f} %)"),
         ("arena", fmt_bytes(plan.arena_bytes)),

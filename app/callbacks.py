@@ -7,7 +7,13 @@ return keys and JSON only (they run in another process).
 
 from __future__ import annotations
 
+import functools
 import logging
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import dash
@@ -17,20 +23,48 @@ from dash.exceptions import PreventUpdate
 from app import analysis, ids, layout, services, verify
 from app.analysis import expand_node, search
 from app.planning import PlanSettings
-from app.state import get_graph
-from roam_core.base.errors import RoamError
+from app.state import get_graph, get_plan
+from roam_core.base.errors import ConfigError, RoamError
 
-__all__ = ["CONFIG", "register"]
+__all__ = ["AppConfig", "register"]
 
 _logger = logging.getLogger(__name__)
-#: Set by :func:`register`: ``max_upload_bytes``, ``auto_plan_max_ops``.
-CONFIG: dict[str, Any] = {"max_upload_bytes": 200 * 2**20, "auto_plan_max_ops": 300}
+
+
+@dataclass(frozen=True, slots=True)
+class AppConfig:
+    """Per-app settings the callbacks read (bound at :func:`register`; also kept as
+    ``app.server.config["ROAM"]``).  No module-level state: two apps in one process keep
+    their own limits."""
+
+    max_upload_bytes: int = 200 * 2**20
+    auto_plan_max_ops: int = 300
+
+
+DEFAULT_CONFIG = AppConfig()
 _PLAN_RESULT, _IMPORT_RESULT = ids.PLAN_RESULT, ids.IMPORT_RESULT
 
 
 def _settings(method: str, tl: float, nl: int, w: int, al: int) -> PlanSettings:
-    return PlanSettings(method or "roam", float(tl or 1), int(nl or 1), int(w or 1),
-                        int(al or 1))
+    """The settings from the form; ``ConfigError`` (in words) when they are not usable."""
+    def num(v: Any, default: float) -> float:
+        return default if v is None or v == "" else float(v)
+
+    s = PlanSettings(method or "roam", num(tl, 1.0), int(num(nl, 1)), int(num(w, 1)),
+                     int(num(al, 1)))
+    bad = s.problems()
+    if bad:
+        raise ConfigError("; ".join(bad))
+    return s
+
+
+def settings_message(method: str, tl: float, nl: int, w: int, al: int) -> str:
+    """Says at once what is wrong with the plan settings (empty when fine)."""
+    try:
+        _settings(method, tl, nl, w, al)
+    except ConfigError as e:
+        return f"Settings: {e}"
+    return ""
 
 
 def _triggered_value() -> Any:
@@ -40,13 +74,14 @@ def _triggered_value() -> Any:
 
 # ------------------------------------------------------------------ loading
 def load_graph(sample: str | None, contents: str | None, trace: dict | None,
-               filename: str | None) -> tuple[Any, str, None]:
+               filename: str | None, *, config: AppConfig = DEFAULT_CONFIG
+               ) -> tuple[Any, str, None]:
     """Sample pick, upload or finished zoo trace -> graph key (the upload is cleared so
     the same file can be dropped again)."""
     trig = dash.ctx.triggered_id
     try:
         if trig == ids.UPLOAD and contents:
-            key = services.graph_from_upload(contents, filename, CONFIG["max_upload_bytes"])
+            key = services.graph_from_upload(contents, filename, config.max_upload_bytes)
         elif trig == ids.TRACE_RESULT and trace and trace.get("key"):
             key = trace["key"]
         elif trig == ids.SAMPLE_PICK and sample:
@@ -59,8 +94,34 @@ def load_graph(sample: str | None, contents: str | None, trace: dict | None,
     return {"key": key, "name": g.name}, f"loaded {g.name}: {len(g.ops)} ops", None
 
 
+def sample_pick_for(graph: dict | None, current: str | None, options: list | None
+                    ) -> tuple[Any, str]:
+    """The sample dropdown follows the loaded graph: it keeps a sample's value, and clears
+    (naming the graph in its placeholder) once an upload or a trace replaced it."""
+    if not graph:
+        raise PreventUpdate
+    name = graph.get("name", "")
+    values = {o["value"] for o in options or ()}
+    if current in values and current is not None and _choice_name(current) == name:
+        return dash.no_update, "pick a sample graph"
+    return None, f"{name} (loaded; not a sample)"
+
+
+def _choice_name(value: str) -> str:
+    """Graph name of a dropdown value (``file:mlp-b8-steady.json.gz`` -> ``mlp-b8-steady``)."""
+    return value.partition(":")[2].split(".")[0]
+
+
+def clear_plan_status(graph: dict | None) -> tuple[str, str, int]:
+    """A new graph: the previous graph's plan status and progress go away."""
+    if not graph:
+        raise PreventUpdate
+    return "", "", 0
+
+
 def resolve_plan(graph: dict | None, result: dict | None, imported: dict | None,
-                 method: str, tl: float, nl: int, w: int, al: int) -> Any:
+                 method: str, tl: float, nl: int, w: int, al: int, *,
+                 config: AppConfig = DEFAULT_CONFIG) -> Any:
     """Which plan the views show: a fresh job result, an import, or the cached one."""
     if not graph:
         raise PreventUpdate
@@ -69,9 +130,12 @@ def resolve_plan(graph: dict | None, result: dict | None, imported: dict | None,
         if trig == src:
             ok = data and data.get("graph") == graph["key"]
             return data["key"] if ok else dash.no_update  # type: ignore[index]
-    s = _settings(method, tl, nl, w, al)
+    try:
+        s = _settings(method, tl, nl, w, al)
+    except ConfigError:
+        return dash.no_update  # the settings message says why
     key = services.cached_plan_key(graph["key"], s)
-    if key is None and len(get_graph(graph["key"]).ops) <= CONFIG["auto_plan_max_ops"]:
+    if key is None and len(get_graph(graph["key"]).ops) <= config.auto_plan_max_ops:
         try:  # small graphs are planned on load; a failure leaves them unplanned
             key = services.plan_graph(graph["key"], s)
         except Exception:
@@ -80,32 +144,112 @@ def resolve_plan(graph: dict | None, result: dict | None, imported: dict | None,
 
 
 def plan_job(set_progress: Any, n: int | None, graph: dict | None, method: str, tl: float,
-             nl: int, w: int, al: int) -> tuple[Any, str]:
-    """Background: run the planner with progress; returns the plan key as JSON."""
+             nl: int, w: int, al: int, session: str | None = None) -> tuple[Any, str]:
+    """Background: run the planner with progress; returns the plan key as JSON.
+
+    Cancel is cooperative (:func:`cancel_plan` writes a request that the planner polls):
+    the planner stops and the best valid plan found so far is shown, marked cancelled.
+    """
     if not n or not graph:
         raise PreventUpdate
-    s = _settings(method, tl, nl, w, al)
     try:
-        key = services.plan_graph(graph["key"], s,
-                                  lambda p: set_progress(services.progress_values(p)))
+        s = _settings(method, tl, nl, w, al)
+    except ConfigError as e:
+        return dash.no_update, f"Planning not started: {e}"
+    cancel = services.cancel_flag(session, n) if session else None
+    track = services.PlanProgressTracker(s.time_limit_s)
+    t0 = time.monotonic()
+
+    def report(p: Any) -> None:
+        if cancel is None or not cancel():  # after a cancel the text says "cancelling"
+            set_progress(track(p))
+
+    try:
+        key, cancelled = services.plan_graph_job(graph["key"], s, report, cancel)
     except RoamError as e:
         return dash.no_update, f"Planning failed: {e}"
     except Exception as e:  # a planner bug must reach the user, not only the log
         _logger.exception("planner failed")
         return dash.no_update, f"Planning failed: {type(e).__name__}: {e}"
+    if cancelled:
+        peak = analysis.fmt_bytes(get_plan(key).planned_peak_bytes)
+        set_progress((0, 1, f"cancelled after {time.monotonic() - t0:.1f} s"))
+        return ({"key": key, "graph": graph["key"], "cancelled": True},
+                f"cancelled: showing the best plan found so far (peak {peak})")
     return {"key": key, "graph": graph["key"]}, f"planned with {s.method} (key {key[:10]})"
 
 
-def trace_job(n: int | None, model: str, batch: int, seq: int, optimizer: str,
-              setting: str) -> tuple[Any, str]:
-    """Background: trace a zoo model server-side."""
+def cancel_plan(n: int | None, session: str | None, run: int | None) -> tuple[str, str]:
+    """Cancel pressed: ask this page's running planner job to stop."""
+    if not n or not session or not run:
+        raise PreventUpdate
+    services.request_cancel(session, run)
+    return ("cancelling: the planner stops at its next check and keeps the best plan "
+            "found so far…", "cancelled: stopping the planner…")
+
+
+def cancelled(n: int | None) -> str:
+    """Cancel of a job that has no partial result (trace, verify): it is stopped."""
+    if not n:
+        raise PreventUpdate
+    return "cancelled"
+
+
+def buttons(running: dict | None, verify_off: bool | None, zoo: list | None
+            ) -> tuple[bool, bool, bool, bool, bool, bool]:
+    """Every job button from the one ``RUNNING`` store: ``disabled`` of (Plan, Cancel, Trace,
+    Cancel trace, Verify, Cancel verify)."""
+    r = running or {}
+    plan, trace, ver = bool(r.get("plan")), bool(r.get("trace")), bool(r.get("verify"))
+    return (plan, not plan, trace or not zoo, not trace, ver or verify_off is not False,
+            not ver)
+
+
+def plan_buttons(running: dict | None) -> tuple[bool, bool]:
+    """Plan / Cancel ``disabled`` from the ``RUNNING`` store."""
+    return buttons(running, None, None)[:2]
+
+
+def trace_buttons(running: dict | None, zoo: list | None) -> tuple[bool, bool]:
+    """Trace / Cancel ``disabled`` from the ``RUNNING`` store (Trace off without a zoo)."""
+    return buttons(running, None, zoo)[2:4]
+
+
+def verify_buttons(running: dict | None, verify_off: bool | None) -> tuple[bool, bool]:
+    """Verify / Cancel ``disabled`` from the ``RUNNING`` store and the device check."""
+    return buttons(running, verify_off, None)[4:]
+
+
+def _running(job: str, on: bool) -> dash.Patch:
+    patch = dash.Patch()
+    patch[job] = on
+    return patch
+
+
+def trace_job(set_progress: Any, n: int | None, model: str, batch: int, seq: int,
+              optimizer: str, setting: str) -> tuple[Any, str]:
+    """Background: trace a zoo model server-side (a status line ticks while it runs)."""
     if not n or not model:
         raise PreventUpdate
+    what = f"tracing {model} (batch {int(batch or 1)})"
+    done = threading.Event()
+    t0 = time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(1.0):
+            set_progress((f"{what}: {time.monotonic() - t0:.0f} s (large models take a "
+                          "minute or more)",))
+
+    set_progress((f"{what}…",))
+    threading.Thread(target=tick, name="roam-trace-status", daemon=True).start()
     try:
         key = services.trace_zoo_graph(model, int(batch or 1), int(seq or 0) or None,
                                        optimizer, setting)
     except Exception as e:  # a trace failure must not kill the app
         return dash.no_update, f"Trace failed: {type(e).__name__}: {e}"
+    finally:
+        done.set()
+    set_progress((f"traced in {time.monotonic() - t0:.1f} s",))
     return {"key": key}, f"traced {model}"
 
 
@@ -155,6 +299,13 @@ def render_panels(graph: dict | None, plan: str | None, base: str) -> Any:
     return layout.summary_children(services.summary_rows(graph["key"], plan, base))
 
 
+def render_walkthrough(graph: dict | None, plan: str | None, base: str) -> Any:
+    """The guided walkthrough (open by itself on the teaching graphs)."""
+    if not graph:
+        raise PreventUpdate
+    return layout.walkthrough_children(*services.walkthrough_steps(graph["key"], plan, base))
+
+
 def render_tree(plan: str | None, shown: dict | None) -> Any:
     """View 2: the task tree, with the user's expansions mounted."""
     return layout.tree_children(services.tree_of(plan), shown)
@@ -175,6 +326,11 @@ def render_live(graph: dict | None, plan: str | None, base: str, step: Any) -> t
     if not graph:
         raise PreventUpdate
     return services.live_table(graph["key"], plan, base, (step or {}).get("step"))
+
+
+def live_tooltips(rows: list | None) -> list:
+    """Exact bytes of the live table's sizes and offsets, on hover."""
+    return services.live_tooltips(rows or [])
 
 
 def render_explain(graph: dict | None, plan: str | None, base: str, sel: Any) -> Any:
@@ -201,10 +357,13 @@ def on_range(*args: Any) -> tuple[Any, str]:
         rng = services.range_from_relayout(_triggered_value())
     if rng == "keep":
         raise PreventUpdate
-    return rng, "whole step axis" if rng is None else f"steps {rng[0]:.0f} – {rng[1]:.0f}"
+    if rng is None:
+        return rng, "whole step axis"
+    return rng, f"steps {max(math.ceil(rng[0]), 0)} – {math.floor(rng[1])}"
 
 
-def on_select(layout_click: Any, base_click: Any, tl_click: Any, hits: Any, graph: Any) -> Any:
+def on_select(layout_click: Any, base_click: Any, tl_click: Any, hits: Any, graph: Any,
+              tour_hits: Any = None) -> Any:
     """Selected op or tensor (from a click or a search hit)."""
     trig, value = dash.ctx.triggered_id, _triggered_value()
     if trig == ids.GRAPH_KEY:
@@ -226,7 +385,7 @@ def on_step(click: Any, plan: Any) -> Any:
         return None
     if not click:
         raise PreventUpdate
-    return {"step": round(click["points"][0]["x"])}
+    return {"step": math.floor(click["points"][0]["x"])}  # step s spans [s, s + 1)
 
 
 def on_search(query: str | None, graph: dict | None) -> Any:
@@ -282,13 +441,13 @@ def on_export(_j: Any, _c: Any, _h: Any, _p: Any, graph: dict | None, plan: str 
     return payload, f"exported {payload['filename']}"
 
 
-def on_plan_upload(contents: str | None, filename: str | None, graph: dict | None
-                   ) -> tuple[Any, str, None]:
+def on_plan_upload(contents: str | None, filename: str | None, graph: dict | None, *,
+                   config: AppConfig = DEFAULT_CONFIG) -> tuple[Any, str, None]:
     """Import a plan file: fingerprint and validator checks before it is shown."""
     if not contents or not graph:
         raise PreventUpdate
     try:
-        key = services.import_plan(contents, filename, graph["key"], CONFIG["max_upload_bytes"])
+        key = services.import_plan(contents, filename, graph["key"], config.max_upload_bytes)
     except RoamError as e:
         return dash.no_update, f"Import failed: {e}", None
     msg = f"imported {filename}: valid for this graph"
@@ -334,9 +493,18 @@ def render_verify(_done: Any, graph: dict | None, plan: str | None, device: str 
 
 
 # ------------------------------------------------------------------ wiring
-def register(app: dash.Dash, **config: Any) -> None:
-    """Register every callback on ``app``."""
-    CONFIG.update(config)
+def _bind(fn: Callable[..., Any], config: AppConfig) -> Callable[..., Any]:
+    """``fn`` with this app's ``config`` (Dash passes only the dependencies)."""
+    @functools.wraps(fn)
+    def bound(*args: Any) -> Any:
+        return fn(*args, config=config)
+
+    return bound
+
+
+def register(app: dash.Dash, config: AppConfig = DEFAULT_CONFIG) -> None:
+    """Register every callback on ``app``, bound to ``config``."""
+    app.server.config["ROAM"] = config
     verify.cuda_status()  # probed once at start-up, in a subprocess (no torch in the server)
     gk, pk, base = (Input(ids.GRAPH_KEY, "data"), Input(ids.PLAN_KEY, "data"),
                     Input(ids.BASELINE, "value"))
@@ -347,25 +515,51 @@ def register(app: dash.Dash, **config: Any) -> None:
        Output(ids.UPLOAD, "contents"), Input(ids.SAMPLE_PICK, "value"),
        Input(ids.UPLOAD, "contents"),
        Input(ids.TRACE_RESULT, "data"), State(ids.UPLOAD, "filename"),
-       prevent_initial_call=True)(load_graph)
+       prevent_initial_call=True)(_bind(load_graph, config))
     cb(Output(ids.PLAN_KEY, "data"), gk, Input(_PLAN_RESULT, "data"),
-       Input(_IMPORT_RESULT, "data"), *settings, prevent_initial_call=True)(resolve_plan)
+       Input(_IMPORT_RESULT, "data"), *settings,
+       prevent_initial_call=True)(_bind(resolve_plan, config))
     cb(Output(_PLAN_RESULT, "data"), Output(ids.PLAN_STATUS, "children"),
        Input(ids.PLAN_BTN, "n_clicks"), State(ids.GRAPH_KEY, "data"), *settings,
+       State(ids.SESSION, "data"),
        background=True, prevent_initial_call=True, interval=300,
-       running=[(Output(ids.PLAN_BTN, "disabled"), True, False),
-                (Output(ids.CANCEL_BTN, "disabled"), False, True)],
+       running=[(Output(ids.RUNNING, "data"), _running("plan", True),
+                 _running("plan", False))],
        progress=[Output(ids.PROGRESS, "value"), Output(ids.PROGRESS, "max"),
-                 Output(ids.PROGRESS_TEXT, "children")],
-       cancel=[Input(ids.CANCEL_BTN, "n_clicks")])(plan_job)
+                 Output(ids.PROGRESS_TEXT, "children")])(plan_job)
+    cb(Output(ids.PLAN_STATUS, "children", allow_duplicate=True),
+       Output(ids.PROGRESS_TEXT, "children", allow_duplicate=True),
+       Input(ids.CANCEL_BTN, "n_clicks"), State(ids.SESSION, "data"),
+       State(ids.PLAN_BTN, "n_clicks"), prevent_initial_call=True)(cancel_plan)
+    cb(Output(ids.PLAN_STATUS, "children", allow_duplicate=True),
+       Output(ids.PROGRESS_TEXT, "children", allow_duplicate=True),
+       Output(ids.PROGRESS, "value", allow_duplicate=True), gk,
+       prevent_initial_call=True)(clear_plan_status)
+    cb(Output(ids.SAMPLE_PICK, "value", allow_duplicate=True),
+       Output(ids.SAMPLE_PICK, "placeholder"), gk, State(ids.SAMPLE_PICK, "value"),
+       State(ids.SAMPLE_PICK, "options"), prevent_initial_call=True)(sample_pick_for)
+    cb(Output(ids.SETTINGS_MSG, "children"), *[Input(i, "value") for i in (
+        ids.METHOD, ids.TIME_LIMIT, ids.NODE_LIMIT, ids.WORKERS, ids.ALIGNMENT)]
+       )(settings_message)
     cb(Output(ids.TRACE_RESULT, "data"), Output(ids.ZOO_STATUS, "children"),
        Input(ids.ZOO_TRACE_BTN, "n_clicks"),
        *[State(i, "value") for i in (ids.ZOO_MODEL, ids.ZOO_BATCH, ids.ZOO_SEQ,
                                      ids.ZOO_OPTIMIZER, ids.ZOO_SETTING)],
        background=True, prevent_initial_call=True, interval=500,
-       running=[(Output(ids.ZOO_TRACE_BTN, "disabled"), True, False),
-                (Output(ids.ZOO_CANCEL_BTN, "disabled"), False, True)],
+       running=[(Output(ids.RUNNING, "data"), _running("trace", True),
+                 _running("trace", False))],
+       progress=[Output(ids.ZOO_PROGRESS, "children")],
        cancel=[Input(ids.ZOO_CANCEL_BTN, "n_clicks")])(trace_job)
+    cb(Output(ids.ZOO_STATUS, "children", allow_duplicate=True),
+       Input(ids.ZOO_CANCEL_BTN, "n_clicks"), prevent_initial_call=True)(cancelled)
+    # one callback per job: Dash holds a callback back while any of its inputs may still be
+    # changed by a running chain, so the Plan buttons must not wait on the verify inputs
+    cb(Output(ids.PLAN_BTN, "disabled"), Output(ids.CANCEL_BTN, "disabled"),
+       Input(ids.RUNNING, "data"))(plan_buttons)
+    cb(Output(ids.ZOO_TRACE_BTN, "disabled"), Output(ids.ZOO_CANCEL_BTN, "disabled"),
+       Input(ids.RUNNING, "data"), State(ids.ZOO_MODEL, "options"))(trace_buttons)
+    cb(Output(ids.VERIFY_BTN, "disabled"), Output(ids.VERIFY_CANCEL_BTN, "disabled"),
+       Input(ids.RUNNING, "data"), Input(ids.VERIFY_OFF, "data"))(verify_buttons)
     rng, sel, step = (Input(ids.VIEW_RANGE, "data"), Input(ids.SELECTION, "data"),
                       Input(ids.STEP, "data"))
     cb(Output(ids.CURVES, "figure"), gk, pk, base, rng, step, sel)(render_curves)
@@ -373,22 +567,26 @@ def register(app: dash.Dash, **config: Any) -> None:
     cb(Output(ids.LAYOUT, "figure"), Output(ids.BASE_LAYOUT, "figure"), gk, pk, base, rng,
        sel)(render_layouts)
     cb(Output(ids.SUMMARY, "children"), gk, pk, base)(render_panels)
+    cb(Output(ids.TOUR, "children"), gk, pk, base)(render_walkthrough)
     cb(Output(ids.TREE_OPEN, "data"), Input({"type": ids.TREE_MORE, "index": ALL}, "n_clicks"),
        pk, State(ids.TREE_OPEN, "data"), prevent_initial_call=True)(on_tree_more)
     cb(Output(ids.TREE, "children"), pk, Input(ids.TREE_OPEN, "data"))(render_tree)
     cb(Output(ids.LIVE_TABLE, "data"), Output(ids.LIVE_TITLE, "children"), gk, pk, base,
        step)(render_live)
+    cb(Output(ids.LIVE_TABLE, "tooltip_data"), Input(ids.LIVE_TABLE, "data"))(live_tooltips)
     cb(Output(ids.EXPLAIN, "children"), gk, pk, base, sel)(render_explain)
     cb(Output(ids.VIEW_RANGE, "data"), Output(ids.RANGE_TEXT, "children"),
        *[Input(g, "relayoutData") for g in (ids.CURVES, ids.TIMELINE, ids.LAYOUT,
                                             ids.BASE_LAYOUT)],
        Input({"type": ids.TREE_NODE, "index": ALL}, "n_clicks"),
        Input({"type": ids.SEARCH_HIT, "index": ALL}, "n_clicks"),
+       Input({"type": ids.TOUR_HIT, "index": ALL, "step": ALL}, "n_clicks"),
        Input(ids.RESET_ZOOM, "n_clicks"), pk, State(ids.GRAPH_KEY, "data"),
        State(ids.BASELINE, "value"), prevent_initial_call=True)(on_range)
     cb(Output(ids.SELECTION, "data"), Input(ids.LAYOUT, "clickData"),
        Input(ids.BASE_LAYOUT, "clickData"), Input(ids.TIMELINE, "clickData"),
        Input({"type": ids.SEARCH_HIT, "index": ALL}, "n_clicks"), gk,
+       Input({"type": ids.TOUR_HIT, "index": ALL, "step": ALL}, "n_clicks"),
        prevent_initial_call=True)(on_select)
     cb(Output(ids.STEP, "data"), Input(ids.CURVES, "clickData"), pk,
        prevent_initial_call=True)(on_step)
@@ -410,17 +608,19 @@ def register(app: dash.Dash, **config: Any) -> None:
     cb(Output(_IMPORT_RESULT, "data"), Output(ids.IMPORT_STATUS, "children"),
        Output(ids.PLAN_UPLOAD, "contents"), Input(ids.PLAN_UPLOAD, "contents"),
        State(ids.PLAN_UPLOAD, "filename"),
-       State(ids.GRAPH_KEY, "data"), prevent_initial_call=True)(on_plan_upload)
+       State(ids.GRAPH_KEY, "data"), prevent_initial_call=True)(_bind(on_plan_upload, config))
     cb(Output(ids.VERIFY_DEVICE, "options"), Output(ids.VERIFY_DEVICE, "value"),
-       Output(ids.VERIFY_NOTE, "children"), Output(ids.VERIFY_BTN, "disabled"), gk, pk,
+       Output(ids.VERIFY_NOTE, "children"), Output(ids.VERIFY_OFF, "data"), gk, pk,
        State(ids.VERIFY_DEVICE, "value"))(verify_options)
     cb(Output(ids.VERIFY_BTN, "children"), Input(ids.VERIFY_DEVICE, "value"))(verify_label)
     cb(Output(ids.VERIFY_DONE, "data"), Output(ids.VERIFY_STATUS, "children"),
        Input(ids.VERIFY_BTN, "n_clicks"), State(ids.GRAPH_KEY, "data"),
        State(ids.PLAN_KEY, "data"), State(ids.VERIFY_DEVICE, "value"),
        background=True, prevent_initial_call=True, interval=500,
-       running=[(Output(ids.VERIFY_BTN, "disabled"), True, False),
-                (Output(ids.VERIFY_CANCEL_BTN, "disabled"), False, True)],
+       running=[(Output(ids.RUNNING, "data"), _running("verify", True),
+                 _running("verify", False))],
        cancel=[Input(ids.VERIFY_CANCEL_BTN, "n_clicks")])(verify_job)
+    cb(Output(ids.VERIFY_STATUS, "children", allow_duplicate=True),
+       Input(ids.VERIFY_CANCEL_BTN, "n_clicks"), prevent_initial_call=True)(cancelled)
     cb(Output(ids.VERIFY_RESULT, "children"), Input(ids.VERIFY_DONE, "data"), gk, pk,
        Input(ids.VERIFY_DEVICE, "value"))(render_verify)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from app.analysis import KINDS, LayoutView, fmt_bytes, iter_tree
+from app.analysis import KINDS, LayoutView, fmt_bytes, iter_tree, node_role, ring_span
 from app.raster import paint_index, png_data_uri, rasterize
 from roam_core.model.graph import Graph, OpId, Phase
 
@@ -26,6 +26,7 @@ __all__ = [
     "KIND_COLORS",
     "PHASE_COLORS",
     "binary_ticks",
+    "drawn_index",
     "empty_figure",
     "layout_figure",
     "mark_ops",
@@ -48,6 +49,10 @@ PHASE_COLORS: dict[str, str] = {
     "other": "#8c8c8c",
 }
 _UNIT_NAMES = ("B", "KiB", "MiB", "GiB", "TiB")
+#: Left/right margins of every figure with a step axis (curves, timeline, layouts), fixed
+#: (no automargin), so step s sits at the same x on screen in every view.  Step s occupies
+#: ``[s, s + 1)`` on every step axis, and the whole axis is ``[0, n_steps]``.
+STEP_AXIS_MARGIN: dict[str, int] = {"l": 84, "r": 20}
 _BASE_LAYOUT: dict[str, Any] = {
     "template": "plotly_white", "margin": {"l": 70, "r": 20, "t": 64, "b": 40},
     "hovermode": "closest",
@@ -95,6 +100,30 @@ def empty_figure(message: str = "nothing to show yet") -> go.Figure:
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return fig
+
+
+def _peak_text_position(k: int, n: int, placed: Sequence[int]) -> str:
+    """Where a long peak label goes: towards the middle (never cut off at an edge), and
+    under its marker when another peak label is already near it (no overlap).
+
+    >>> _peak_text_position(90, 100, []), _peak_text_position(10, 100, [15])
+    ('top left', 'bottom right')
+    """
+    side = "left" if k > 0.6 * n else "right"
+    near = any(abs(k - j) < 0.35 * max(n, 1) for j in placed)
+    return f"{'bottom' if near else 'top'} {side}"
+
+
+def _short(label: str, width: int = 10) -> str:
+    """A row label that fits the fixed step-axis margin (the full name goes in the title)."""
+    return label if len(label) <= width else label[:width - 1] + "…"
+
+
+def _step_axis(fig: go.Figure, n_steps: int) -> None:
+    """The shared step axis: fixed margins, whole range ``[0, n_steps]``."""
+    fig.update_layout(margin=STEP_AXIS_MARGIN)
+    fig.update_yaxes(automargin=False)
+    fig.update_xaxes(range=[0, max(n_steps, 1)], autorange=False)
 
 
 def _apply_range(fig: go.Figure, x_range: Sequence[float] | None) -> None:
@@ -151,15 +180,18 @@ def memory_curves_figure(
     before_label: str = "before", x_range: Sequence[float] | None = None,
     step: int | None = None, title: str | None = None, max_points: int = 4000,
     extra_curves: Sequence[tuple[str, np.ndarray, str]] = (),
+    peak_notes: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """Live bytes per step before and after planning on one chart.
 
     ``extra_curves`` adds ``(name, curve, colour)`` lines (the selected module's bytes).
 
     Both peaks are annotated (value, step); the arena size and the lower bound are
-    horizontal lines; the y axis uses binary units.  ``step`` draws a marker line.  Curves
-    longer than ``max_points`` keep every step inside ``x_range`` up to that budget and the
-    min and max of each bucket elsewhere (see :func:`decimate`), so peaks never vanish.
+    horizontal lines; the y axis uses binary units.  ``peak_notes`` (by curve label) adds a
+    line under a peak's label, such as its largest contributors.  ``step`` draws a marker
+    line.  Curves longer than ``max_points`` keep every step inside ``x_range`` up to that
+    budget and the min and max of each bucket elsewhere (see :func:`decimate`), so peaks
+    never vanish.
     """
     after = np.asarray(after, dtype=np.float64)
     curves = [(after_label, after, "#c44e52")]
@@ -171,26 +203,33 @@ def memory_curves_figure(
     div, unit = _unit(top)
     fig = go.Figure(layout=_BASE_LAYOUT)
     n = max(len(c) for _, c, _ in curves)
+    placed: list[int] = []  # steps of the peak labels drawn so far
     for (name, c, color), pos in zip(curves, ("top left", "top right", "top right",
                                               "bottom right", "bottom right")):
         if not len(c):
             continue
         k = int(np.argmax(c))
         xs = decimate(c, max_points, x_range)
+        ys = c[xs] / div
+        # one point at the end of the last step, so the "hv" line covers [s, s + 1)
+        xs, ys = np.append(xs, len(c)), np.append(ys, ys[-1])
         fig.add_trace(go.Scatter(
-            x=xs.astype(np.int32), y=(c[xs] / div).astype(np.float32), name=name,
+            x=xs.astype(np.int32), y=ys.astype(np.float32), name=name,
             mode="lines", line={"color": color, "shape": "hv"},
             hovertemplate=f"{name}<br>step %{{x}}<br>%{{y:.3f}} {unit}<extra></extra>"))
         fig.add_trace(go.Scatter(
-            x=[k], y=[c[k] / div], mode="markers+text", showlegend=False,
+            x=[k + 0.5], y=[c[k] / div], mode="markers+text", showlegend=False,
             marker={"color": color, "size": 9, "symbol": "diamond"},
-            text=[f"peak {fmt_bytes(c[k])} @ step {k}"], textposition=pos,
+            text=[f"peak {fmt_bytes(c[k])} @ step {k}"
+                  + (f"<br>{peak_notes[name]}" if peak_notes and peak_notes.get(name) else "")],
+            textposition=_peak_text_position(k, len(c), placed) if peak_notes else pos,
             hoverinfo="skip", cliponaxis=False))
+        placed.append(k)
     for label, val, dash in (("arena", arena_bytes, "dash"),
                              ("lower bound", lower_bound_bytes, "dot")):
         if val:
             fig.add_trace(go.Scatter(
-                x=[0, max(n - 1, 1)], y=[val / div] * 2, mode="lines", name=label,
+                x=[0, max(n, 1)], y=[val / div] * 2, mode="lines", name=label,
                 line={"color": "#333", "dash": dash, "width": 1},
                 hovertemplate=f"{label}: {fmt_bytes(val)}<extra></extra>"))
     if title is None and before is not None and len(curves[0][1]) and len(after):
@@ -198,11 +237,16 @@ def memory_curves_figure(
         pct = 100 * (b - a) / b if b else 0.0
         title = f"peak {fmt_bytes(b)} → {fmt_bytes(a)}: saves {fmt_bytes(b - a)} ({pct:.1f} %)"
     if step is not None:
-        fig.add_vline(x=step, line={"color": "#999", "width": 1, "dash": "dot"})
+        fig.add_vline(x=step + 0.5, line={"color": "#999", "width": 1, "dash": "dot"})
     fig.update_layout(title={"text": title or "", "font": {"size": 14}, "x": 0.01, "y": 0.98},
                       xaxis_title="step", yaxis_title=f"memory ({unit})", dragmode="zoom",
                       yaxis_rangemode="tozero",
                       uirevision="curves")
+    if peak_notes:  # the peak labels take the top: the legend goes under the axis
+        fig.update_layout(legend={"orientation": "h", "y": -0.22, "yanchor": "top", "x": 0,
+                                  "xanchor": "left"}, margin={"b": 80, "t": 80})
+        fig.update_yaxes(range=[0, top / div * 1.12])
+    _step_axis(fig, n)
     _apply_range(fig, x_range)
     return fig
 
@@ -246,10 +290,11 @@ def timeline_figure(
     for i, p in enumerate(phases):
         c = PHASE_COLORS[p.value]
         scale += [[i / k, c], [(i + 1) / k, c]]
-    fig.add_trace(go.Heatmap(
-        z=z, x0=0, dx=1, y=list(range(len(rows))), text=text, hovertext=hover, zmin=0,
-        zmax=k, colorscale=scale, showscale=False, xgap=0, ygap=6,
-        hovertemplate="%{text}%{hovertext}<br>step %{x}<extra></extra>"))
+    steps = np.tile(np.arange(n, dtype=np.int32), (len(rows), 1))
+    fig.add_trace(go.Heatmap(  # cell s spans [s, s + 1), as on every step axis
+        z=z, x0=0.5, dx=1, y=list(range(len(rows))), text=text, hovertext=hover, zmin=0,
+        zmax=k, colorscale=scale, showscale=False, xgap=0, ygap=6, customdata=steps,
+        hovertemplate="%{text}%{hovertext}<br>step %{customdata}<extra></extra>"))
     present = {p for _, o in rows for p in {phase_of[x] for x in o}}
     for i, p in enumerate(phases):
         if i in present:
@@ -260,15 +305,18 @@ def timeline_figure(
         for r, (_, order) in enumerate(rows):
             if highlight_op in order:
                 fig.add_trace(go.Scatter(
-                    x=[list(order).index(highlight_op)], y=[r], mode="markers",
+                    x=[list(order).index(highlight_op) + 0.5], y=[r], mode="markers",
                     showlegend=False, hoverinfo="skip",
                     marker={"size": 18, "color": "rgba(0,0,0,0)",
                             "line": {"color": "#000", "width": 2}}))
-    fig.update_yaxes(tickvals=list(range(len(rows))), ticktext=[r[0] for r in rows],
+    fig.update_yaxes(tickvals=list(range(len(rows))), ticktext=[_short(r[0]) for r in rows],
                      range=[-0.5, len(rows) - 0.5], fixedrange=True)
-    fig.update_xaxes(range=[-0.5, n - 0.5])
     fig.update_layout(xaxis_title="step", height=230, uirevision="timeline",
-                      margin={"l": 110, "r": 20, "t": 30, "b": 40})
+                      margin={"t": 30, "b": 40})
+    if before_order is not None:
+        fig.update_layout(title={"text": f"before: {before_label}", "font": {"size": 12},
+                                 "x": 0.01, "y": 0.97})
+    _step_axis(fig, n)
     _apply_range(fig, x_range)
     return fig
 
@@ -328,7 +376,9 @@ def layout_figure(
         for name in dict.fromkeys(kind_names[int(c)] for c in np.unique(view.kind[vis])):
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
                                      marker={"color": KIND_COLORS[name], "symbol": "square"}))
-        _hover_grid(fig, view, vis, (xa, xb, 0.0, height), hover_grid)
+    # hover and click anywhere on a rectangle: a transparent grid naming the storage drawn
+    # at each cell's centre (vector mode adds exact markers at the centres, on top)
+    _hover_grid(fig, view, vis, (xa, xb, 0.0, height), hover_grid, raster_px)
     if mode == "vector":  # after the fills, so the markers are on top
         _hover_markers(fig, view, vis)
     if highlight_id is not None:
@@ -341,26 +391,33 @@ def layout_figure(
     vals, texts = binary_ticks(height)
     fig.update_yaxes(tickvals=vals, ticktext=texts, range=[0, height * 1.02],
                      title="offset")
+    _step_axis(fig, view.n_steps)
     fig.update_xaxes(range=[xa, xb], autorange=False, title="step")
     fig.update_layout(
         title={"text": title or f"{view.label}: {len(view)} storages, height "
                                   f"{fmt_bytes(view.height_bytes)} ({mode}, {len(vis)} in view)",
                "font": {"size": 13}, "x": 0.01, "y": 0.98},
-        meta={"lod": mode, "visible": len(vis)}, uirevision=view.label, height=460)
+        meta={"lod": mode, "visible": len(vis)}, uirevision=view.label, height=460,
+        hoverdistance=4)  # the grid answers everywhere; a marker only right at its centre
     return fig
 
 
-_TENSOR_HOVER = ("%{text}%{hovertext}<br>%{customdata[0]:,} B at offset %{customdata[1]:,}<br>"
-                 "steps [%{customdata[2]}, %{customdata[3]})<extra></extra>")
+_TENSOR_HOVER = ("%{text}%{hovertext}<br>%{customdata[4]} at offset %{customdata[5]}<br>"
+                 "steps [%{customdata[2]}, %{customdata[3]})<br>"
+                 "<span style='font-size:10px'>exact: %{customdata[0]:,} B at byte "
+                 "%{customdata[1]:,}</span><extra></extra>")
 
 
 def _hover_markers(fig: go.Figure, view: LayoutView, hov: np.ndarray) -> None:
-    cd = np.c_[view.size[hov], view.offset[hov], view.start[hov], view.end[hov]]
+    sizes = [fmt_bytes(int(v)) for v in view.size[hov]]
+    offs = [fmt_bytes(int(v)) for v in view.offset[hov]]
+    cd = [[int(a), int(b), int(c), int(d), e, f] for a, b, c, d, e, f in zip(
+        view.size[hov], view.offset[hov], view.start[hov], view.end[hov], sizes, offs)]
     fig.add_trace(go.Scattergl(
         x=((view.start[hov] + view.end[hov]) / 2).astype(np.float32),
         y=(view.offset[hov] + view.size[hov] / 2).astype(np.float64),
         mode="markers", marker={"size": 6, "opacity": 0.01, "color": "#000"}, name="tensors",
-        showlegend=False, text=list(view.ids[hov]), customdata=cd.astype(np.float64),
+        showlegend=False, text=list(view.ids[hov]), customdata=cd,
         hovertext=_labels(view, hov), hovertemplate=_TENSOR_HOVER))
 
 
@@ -371,48 +428,80 @@ def _labels(view: LayoutView, idx: np.ndarray) -> list[str]:
     return list(view.labels[idx])
 
 
+def drawn_index(view: LayoutView, vis: np.ndarray, window: tuple[float, float, float, float],
+                grid: tuple[int, int], image_px: tuple[int, int]) -> np.ndarray:
+    """Index into ``vis`` of the storage drawn at each grid cell's centre (``-1``: none).
+
+    The storages are painted at the image's resolution (as the raster overview and the
+    vector fills show them), then sampled at the cell centres, so a cell names the storage
+    a user sees there, not the smallest one touching the cell.
+    """
+    gw, gh = grid
+    w, h = max(image_px[0], gw), max(image_px[1], gh)
+    full = paint_index(view.start[vis], view.end[vis], view.offset[vis],
+                       view.offset[vis] + view.size[vis], window, w, h)
+    cols = ((np.arange(gw) + 0.5) * w / gw).astype(np.int64)
+    rows = ((np.arange(gh) + 0.5) * h / gh).astype(np.int64)
+    return full[np.ix_(rows, cols)]
+
+
 def _hover_grid(fig: go.Figure, view: LayoutView, vis: np.ndarray,
-                window: tuple[float, float, float, float], grid: tuple[int, int]) -> None:
+                window: tuple[float, float, float, float], grid: tuple[int, int],
+                image_px: tuple[int, int] = (1400, 700)) -> None:
     gw, gh = grid
     xa, xb, ya, yb = window
-    idx = paint_index(view.start[vis], view.end[vis], view.offset[vis],
-                      view.offset[vis] + view.size[vis], window, gw, gh)
+    idx = drawn_index(view, vis, window, grid, image_px)
     pick = vis[np.maximum(idx, 0)]
     text = np.where(idx >= 0, view.ids[pick], "")
     names = np.array(_labels(view, pick.ravel()), dtype=object).reshape(pick.shape)
     names = np.where(idx >= 0, names, "")
-    z = np.where(idx >= 0, view.size[pick], np.nan).astype(np.float64)
+    div, unit = _unit(float(view.size[vis].max(initial=1)) if len(vis) else 1.0)
+    z = np.where(idx >= 0, view.size[pick] / div, np.nan).astype(np.float64)
     dx, dy = (xb - xa) / gw, (yb - ya) / gh
     fig.add_trace(go.Heatmap(
         z=z, x0=xa + dx / 2, dx=dx, y0=ya + dy / 2, dy=dy, text=text.tolist(), opacity=0,
         hovertext=names.tolist(), showscale=False, hoverongaps=False, name="tensors",
-        hovertemplate="%{text}%{hovertext}<br>%{z:,} B<br>(click for details)<extra></extra>"))
+        hovertemplate=f"%{{text}}%{{hovertext}}<br>%{{z:.2f}} {unit}<br>(click for offset, "
+                      "lifetime and exact bytes)<extra></extra>"))
 
 
 def task_tree_figure(tree: Mapping[str, Any] | None) -> go.Figure:
-    """The planner's task division as an icicle (size = op count); for the report."""
+    """The planner's task division as an icicle; for the report and the tree PNG.
+
+    A node's size is the op count of its whole sub-tree (its own ops plus its children's):
+    with ``branchvalues="total"`` a parent smaller than its children's sum draws nothing.
+    """
     nodes = list(iter_tree(tree))
     if not nodes:
         return empty_figure("no task tree (baseline plan)")
-    ids, parents, values, text = [], [], [], []
+    ids, parents, values, text, colors = [], [], [], [], []
+    rings = ring_span(tree)
 
-    def walk(node: Mapping[str, Any], parent: str) -> None:
+    def walk(node: Mapping[str, Any], parent: str) -> int:
         nid = str(node.get("id"))
+        at = len(ids)
         ids.append(nid)
         parents.append(parent)
-        values.append(int(node.get("num_ops", 0) or 0))
-        text.append(f"{node.get('kind', '')} · {node.get('num_ops', 0)} ops · "
-                    f"{fmt_bytes(node.get('peak_before_bytes'))} → "
-                    f"{fmt_bytes(node.get('peak_after_bytes'))} · {node.get('status', '')}")
-        for c in node.get("children") or ():
-            walk(c, nid)
+        values.append(0)
+        own = int(node.get("num_ops", 0) or 0)
+        before, after = node.get("peak_before_bytes"), node.get("peak_after_bytes")
+        fell = before is not None and after is not None and after < before
+        text.append(f"{node_role(node, rings=rings)} · {own} own ops · {fmt_bytes(before)} → "
+                    f"{fmt_bytes(after)}" + (" (peak fell)" if fell else "")
+                    + f" · {node.get('status', '')}")
+        colors.append("#55a868" if fell else "#c8ccd2")
+        values[at] = own + sum(walk(c, nid) for c in node.get("children") or ())
+        return values[at]
 
     walk(tree, "")  # type: ignore[arg-type]
     fig = go.Figure(go.Icicle(ids=ids, labels=ids, parents=parents, values=values,
-                              text=text, branchvalues="total",
-                              hovertemplate="%{label}<br>%{text}<extra></extra>"),
+                              text=text, branchvalues="total", marker={"colors": colors},
+                              hovertemplate="%{label}: %{value} ops in its sub-tree<br>"
+                                            "%{text}<extra></extra>"),
                     layout=_BASE_LAYOUT)
-    fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 30, "b": 10})
+    fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 30, "b": 10},
+                      title={"text": "green: sub-tasks whose peak fell", "font": {"size": 12},
+                             "x": 0.01})
     return fig
 
 

@@ -14,6 +14,9 @@ STEP = "step"  # {"step": int} or None (then: the planned peak step)
 TRACE_RESULT = "trace-result"  # last zoo trace {"key": graph key}
 PLAN_RESULT = "plan-result"  # last background plan {"key": plan key, "graph": graph key}
 IMPORT_RESULT = "import-result"  # last imported plan {"key": plan key, "graph": graph key}
+RUNNING = "running"  # {"plan": bool, "trace": bool, "verify": bool}: jobs running in this page
+SESSION = "session"  # a random id per page load (names this page's cancel requests)
+VERIFY_OFF = "verify-off"  # True when no device may verify this plan
 
 # ---- loading
 SAMPLE_PICK = "sample-pick"
@@ -27,6 +30,7 @@ ZOO_SETTING = "zoo-setting"
 ZOO_TRACE_BTN = "zoo-trace-btn"
 ZOO_CANCEL_BTN = "zoo-cancel-btn"
 ZOO_STATUS = "zoo-status"
+ZOO_PROGRESS = "zoo-progress"  # "tracing gpt2-xl… 12 s" while the trace job runs
 
 # ---- planning
 METHOD = "plan-method"
@@ -40,6 +44,7 @@ CANCEL_BTN = "cancel-btn"
 PROGRESS = "plan-progress"
 PROGRESS_TEXT = "plan-progress-text"
 PLAN_STATUS = "plan-status"
+SETTINGS_MSG = "plan-settings-msg"  # what is wrong with the settings, in words
 
 # ---- views
 SUMMARY = "summary-card"
@@ -60,6 +65,8 @@ SEARCH_HIT = "search-hit"  # pattern-matching type: {"type": SEARCH_HIT, "index"
 RESET_ZOOM = "reset-zoom"
 RANGE_TEXT = "range-text"
 EXPLAIN = "explain-panel"
+TOUR = "walkthrough"  # the guided walkthrough card
+TOUR_HIT = "tour-hit"  # pattern-matching: {"type": TOUR_HIT, "index": "tensor:x", "step": i}
 MODULE_TABLE = "module-table"  # per-module memory at the peak (sortable; click selects)
 MODULE_ICICLE = "module-icicle"
 MODULE_DEPTH = "module-depth"  # group module paths by this many components, or "full"

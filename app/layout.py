@@ -5,20 +5,54 @@ No callbacks and no roam_core computations here (the defaults come in as argumen
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from dash import dash_table, dcc, html
 
 from app import ids
-from app.analysis import MODULE_KINDS, Section, fmt_bytes, shown_children
+from app.analysis import MODULE_KINDS, Section, fmt_bytes, node_role, ring_span, shown_children
 from app.planning import BASELINE_METHODS, PLAN_METHODS, PlanSettings
 
-__all__ = ["build_layout", "explain_children", "module_card", "search_children",
-           "summary_children", "tree_children", "verify_children"]
+__all__ = ["HOW_TO_READ", "build_layout", "explain_children", "how_to_read", "module_card",
+           "search_children", "summary_children", "tree_children", "verify_children",
+           "walkthrough_children"]
 
 _GRAPH_CFG = {"displaylogo": False, "scrollZoom": False,
               "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
+
+
+#: "How to read this", one or two lines per view (collapsed under the view's title).
+HOW_TO_READ: dict[str, str] = {
+    "summary": "The peak is the most memory live at once: it decides what fits on the GPU. "
+               "'before' is the order you compare with; 'planned' is roam's. The lower bound "
+               "is a floor no order can beat.",
+    "curves": "Bytes live at every step of the training step, before (blue) and after "
+              "planning (red). Only the highest point matters; the labels at each peak name "
+              "the largest tensors live there. Click a step to list what is live.",
+    "timeline": "One cell per operator, coloured by phase (forward, loss, backward, "
+                "optimizer), in the compared order (top) and the planned order (bottom). "
+                "Click an op to see what pins it in place.",
+    "layout": "Every tensor is a rectangle: x is when it is alive, y where it sits in memory. "
+              "The planned arena (top) packs them with no gaps that matter; the caching "
+              "allocator (bottom) leaves holes. Hover anywhere on a rectangle; click it to "
+              "ask why it sits there.",
+    "tree": "roam splits the step into sub-tasks small enough to solve exactly and orders "
+            "each one. Green '▼ peak fell' marks sub-tasks whose own peak fell: that is "
+            "where the saving came from. Click a node to zoom every view to its steps.",
+    "explain": "Why the selected op or tensor is where it is: what it depends on, how its "
+               "lifetime changed and what is live with it at the peak.",
+    "live": "The tensors live at the selected step (the planned peak by default), largest "
+            "first. Hover a size or offset for the exact bytes.",
+}
+
+
+def how_to_read(view: str) -> html.Details:
+    """The collapsible "How to read this" note of one view (closed by default)."""
+    return html.Details([html.Summary("How to read this"),
+                         html.Div(HOW_TO_READ[view], className="muted")],
+                        className="howto", id=f"howto-{view}")
 
 
 def _card(title: str, *children: Any, id_: str | None = None, cls: str = "") -> html.Div:
@@ -26,9 +60,11 @@ def _card(title: str, *children: Any, id_: str | None = None, cls: str = "") -> 
     return html.Div([html.H3(title), *children], className=f"card {cls}".strip(), **kw)
 
 
-def _num(id_: str, label: str, value: float, step: float = 1, min_: float = 0) -> html.Label:
+def _num(id_: str, label: str, value: float, step: float | str = 1,
+         min_: float | None = 0) -> html.Label:
+    kw = {} if min_ is None else {"min": min_}  # no min: a bad value reaches the check
     return html.Label([label, dcc.Input(id=id_, type="number", value=value, step=step,
-                                        min=min_, debounce=True)], className="field")
+                                        debounce=True, **kw)], className="field")
 
 
 def _loading_card(defaults: Mapping[str, Any]) -> html.Div:
@@ -57,6 +93,7 @@ def _loading_card(defaults: Mapping[str, Any]) -> html.Div:
             html.Div([html.Button("Trace", id=ids.ZOO_TRACE_BTN, disabled=not zoo),
                       html.Button("Cancel", id=ids.ZOO_CANCEL_BTN, disabled=True)],
                      className="buttons"),
+            html.Div(id=ids.ZOO_PROGRESS, className="status"),
             html.Div(id=ids.ZOO_STATUS, className="status"),
         ], className="zoo"),
     )
@@ -73,15 +110,17 @@ def _plan_card(s: PlanSettings) -> html.Div:
             id=ids.BASELINE, clearable=False, value="eager",
             options=[{"label": lbl, "value": v} for v, lbl in BASELINE_METHODS])],
             className="field"),
-        html.Div([_num(ids.TIME_LIMIT, "time limit (s)", s.time_limit_s, step=0.5),
-                  _num(ids.NODE_LIMIT, "node limit", s.node_limit, min_=1),
-                  _num(ids.WORKERS, "workers", s.workers, min_=1),
-                  _num(ids.ALIGNMENT, "alignment (B)", s.alignment_bytes, min_=1)],
+        html.Div([_num(ids.TIME_LIMIT, "time limit (s)", s.time_limit_s, step="any",
+                       min_=None),
+                  _num(ids.NODE_LIMIT, "node limit", s.node_limit, min_=None),
+                  _num(ids.WORKERS, "workers", s.workers, min_=None),
+                  _num(ids.ALIGNMENT, "alignment (B)", s.alignment_bytes, min_=None)],
                  className="grid2"),
+        html.Div(id=ids.SETTINGS_MSG, className="status error"),
         html.Div([html.Button("Plan", id=ids.PLAN_BTN, className="primary"),
                   html.Button("Cancel", id=ids.CANCEL_BTN, disabled=True)],
                  className="buttons"),
-        html.Progress(id=ids.PROGRESS, value="0", max="1"),
+        html.Progress(id=ids.PROGRESS, value="0", max="1000"),
         html.Div(id=ids.PROGRESS_TEXT, className="status"),
         html.Div(id=ids.PLAN_STATUS, className="status"),
     )
@@ -134,7 +173,10 @@ def build_layout(defaults: Mapping[str, Any]) -> html.Div:
               dcc.Store(id=ids.STEP, data=None), dcc.Store(id=ids.TRACE_RESULT, data=None),
               dcc.Store(id=ids.PLAN_RESULT, data=None),
               dcc.Store(id=ids.IMPORT_RESULT, data=None),
-              dcc.Store(id=ids.VERIFY_DONE, data=None), dcc.Store(id=ids.TREE_OPEN, data={})]
+              dcc.Store(id=ids.VERIFY_DONE, data=None), dcc.Store(id=ids.TREE_OPEN, data={}),
+              dcc.Store(id=ids.RUNNING, data={"plan": False, "trace": False, "verify": False}),
+              dcc.Store(id=ids.SESSION, data=uuid.uuid4().hex),
+              dcc.Store(id=ids.VERIFY_OFF, data=True)]
     side = html.Div([_loading_card(defaults), _plan_card(s),
                      _card("Search", dcc.Input(id=ids.SEARCH_INPUT, type="search",
                                                placeholder="op or tensor name (regex)",
@@ -144,22 +186,26 @@ def build_layout(defaults: Mapping[str, Any]) -> html.Div:
                     className="side")
     main = html.Div([
         html.Div(id=ids.SUMMARY, className="card summary"),
+        html.Div(id=ids.TOUR),
         html.Div([html.Span(id=ids.RANGE_TEXT),
                   html.Button("Reset zoom", id=ids.RESET_ZOOM)], className="rangebar"),
-        _card("Memory: before vs after", _graph(ids.CURVES, 380)),
-        _card("Operator timeline", _graph(ids.TIMELINE, 230)),
-        _card("Tensor layout (x: lifetime steps, y: byte offset)", _graph(ids.LAYOUT, 460),
-              _graph(ids.BASE_LAYOUT, 460)),
-        html.Div([_card("Task division", html.Div(id=ids.TREE, className="tree")),
-                  _card("Explain", html.Div(id=ids.EXPLAIN, className="explain"))],
+        _card("Memory: before vs after", how_to_read("curves"), _graph(ids.CURVES, 380)),
+        _card("Operator timeline", how_to_read("timeline"), _graph(ids.TIMELINE, 230)),
+        _card("Tensor layout (x: lifetime steps, y: byte offset)", how_to_read("layout"),
+              _graph(ids.LAYOUT, 460), _graph(ids.BASE_LAYOUT, 460)),
+        html.Div([_card("Task division", how_to_read("tree"),
+                        html.Div(id=ids.TREE, className="tree")),
+                  _card("Explain", how_to_read("explain"),
+                        html.Div(id=ids.EXPLAIN, className="explain"))],
                  className="row2"),
-        _card("Live tensors", html.Div(id=ids.LIVE_TITLE, className="muted"),
+        _card("Live tensors", how_to_read("live"), html.Div(id=ids.LIVE_TITLE, className="muted"),
               dash_table.DataTable(
                   id=ids.LIVE_TABLE, page_size=15, sort_action="native",
                   columns=[{"name": c, "id": c} for c in
                            ("id", "name", "module", "kind", "size", "offset", "lifetime",
                             "producer")],
                   style_cell={"fontFamily": "monospace", "fontSize": 12},
+                  tooltip_delay=300, tooltip_duration=None,
                   style_table={"overflowX": "auto"})),
         module_card(),
     ], className="main")
@@ -201,14 +247,21 @@ def module_card() -> html.Div:
 
 
 def _tree_node(node: Mapping[str, Any], depth: int,
-               shown: Mapping[str, int]) -> html.Details | html.Div:
+               shown: Mapping[str, int], rings: tuple[int, int] | None = None
+               ) -> html.Details | html.Div:
     gap, nid = node.get("gap"), str(node.get("id"))
+    fell = _peak_fell(node)
     label = (f"{nid} · {node.get('kind', '')} · {node.get('num_ops', 0)} ops · "
              f"peak {fmt_bytes(node.get('peak_before_bytes'))} → "
              f"{fmt_bytes(node.get('peak_after_bytes'))} · {node.get('status', '?')}"
              + (f" · gap {100 * float(gap):.1f} %" if gap is not None else ""))
-    btn = html.Button(label, id={"type": ids.TREE_NODE, "index": nid},
-                      className="node", title="zoom every view to this sub-task's steps")
+    role = node_role(node, rings=rings) if rings is not None else node_role(node)
+    # one string, not spans: the lazy tree stays a few components per node
+    btn = html.Button(f"{label} — {role}" + (" ▼ peak fell" if fell else ""),
+                      id={"type": ids.TREE_NODE, "index": nid},
+                      className="node" + (" fell" if fell else ""),
+                      title=f"{role}. Click: zoom every view to this sub-task's steps"
+                            + (" (its peak fell: part of the saving)" if fell else ""))
     kids = node.get("children") or ()
     n_shown = shown_children(node, depth, shown)
     more = [html.Button(f"+ {len(kids) - n_shown} more sub-tasks",
@@ -218,7 +271,8 @@ def _tree_node(node: Mapping[str, Any], depth: int,
     if not n_shown:
         return html.Div([btn, *more], className="leaf")
     return html.Details([html.Summary(btn),
-                         *[_tree_node(c, depth + 1, shown) for c in kids[:n_shown]], *more],
+                         *[_tree_node(c, depth + 1, shown, rings) for c in kids[:n_shown]],
+                         *more],
                         open=True)
 
 
@@ -233,13 +287,35 @@ def tree_children(tree: Mapping[str, Any] | None, shown: Mapping[str, int] | Non
     if not tree:
         return html.Div("No task tree: this plan comes from a baseline method (or is not "
                         "planned yet).", className="muted")
-    return _tree_node(tree, 0, shown or {})
+    return _tree_node(tree, 0, shown or {}, ring_span(tree))
+
+
+def _peak_fell(node: Mapping[str, Any]) -> bool:
+    before, after = node.get("peak_before_bytes"), node.get("peak_after_bytes")
+    return before is not None and after is not None and after < before
+
+
+def walkthrough_children(open_: bool, steps: Sequence[tuple[str, str, Sequence[tuple[str, str]]]]
+                         ) -> list[Any]:
+    """The guided walkthrough card: numbered steps, each with clickable tensors."""
+    if not steps:
+        return []
+    items = [html.Li([html.Div(text), html.Div(  # "step" keeps ids unique across steps
+        [html.Button(label, id={"type": ids.TOUR_HIT, "index": f"tensor:{tid}", "step": i},
+                     className="hit") for tid, label in links], className="tour-links")])
+        for i, (_, text, links) in enumerate(steps)]
+    return [html.Details([html.Summary("Guided walkthrough: what the planner did, step by "
+                                       "step"), html.Ol(items, className="tour")],
+                         open=open_, className="card walkthrough")]
 
 
 def summary_children(rows: Sequence[tuple[str, str]]) -> list[Any]:
-    """The summary card body."""
-    return [html.H3("Summary"),
-            html.Table([html.Tr([html.Td(k), html.Td(v)]) for k, v in rows])]
+    """The summary card body (rows labelled "why" are the plan's own explanations)."""
+    table = [r for r in rows if r[0] != "why"]
+    why = [v for k, v in rows if k == "why"]
+    return [html.H3("Summary"), how_to_read("summary"),
+            html.Table([html.Tr([html.Td(k), html.Td(v)]) for k, v in table]),
+            *([html.Ul([html.Li(w) for w in why], className="why")] if why else [])]
 
 
 def explain_children(sections: Sequence[Section]) -> list[Any]:

@@ -54,9 +54,27 @@ class PlanSettings:
         """Plain dict (JSON-able)."""
         return dataclasses.asdict(self)
 
+    def problems(self) -> list[str]:
+        """What is wrong with these settings, in words (empty when they are usable).
+
+        >>> PlanSettings(time_limit_s=-5, workers=0).problems()
+        ['time limit must be more than 0 s (got -5 s)', 'workers must be at least 1 (got 0)']
+        """
+        out = []
+        if not self.time_limit_s > 0:
+            out.append(f"time limit must be more than 0 s (got {self.time_limit_s:g} s)")
+        if self.node_limit < 1:
+            out.append(f"node limit must be at least 1 (got {self.node_limit})")
+        if self.workers < 1:
+            out.append(f"workers must be at least 1 (got {self.workers})")
+        if self.alignment_bytes < 1:
+            out.append(f"alignment must be at least 1 byte (got {self.alignment_bytes})")
+        return out
+
 
 def run_planner(graph: Graph, settings: PlanSettings,
-                progress: Callable[[Any], None] | None = None) -> Plan:
+                progress: Callable[[Any], None] | None = None,
+                cancel: Callable[[], bool] | None = None) -> Plan:
     """Plan ``graph`` with ``roam_core.planner.make_plan``.
 
     Parameters
@@ -67,6 +85,9 @@ def run_planner(graph: Graph, settings: PlanSettings,
         Method and limits.
     progress : callable, optional
         Receives ``PlanProgress(stage, done, total, best_peak_bytes, message)`` records.
+    cancel : callable, optional
+        Cooperative cancellation: once it returns True the planner stops and returns the
+        best valid plan found so far.
 
     Returns
     -------
@@ -77,7 +98,8 @@ def run_planner(graph: Graph, settings: PlanSettings,
 
     cfg = PlannerConfig(time_limit_s=settings.time_limit_s, node_limit=settings.node_limit,
                         workers=settings.workers, alignment_bytes=settings.alignment_bytes)
-    return make_plan(graph, config=cfg, method=settings.method, progress=progress)
+    return make_plan(graph, config=cfg, method=settings.method, progress=progress,
+                     cancel=cancel)
 
 
 def baseline_order(graph: Graph, method: str) -> tuple[tuple[OpId, ...], str]:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import html
 import logging
+import os
+import tempfile
 from collections.abc import Mapping, Sequence
 
 import plotly.graph_objects as go
@@ -12,7 +14,7 @@ import plotly.io as pio
 from roam_core.model.graph import Graph
 from roam_core.model.plan import Plan
 
-__all__ = ["report_html"]
+__all__ = ["build_report", "report_html"]
 
 _logger = logging.getLogger(__name__)
 
@@ -75,3 +77,43 @@ def report_html(graph: Graph, plan: Plan, figures: Mapping[str, go.Figure],
         parts.append("</table>")
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def build_report(graph: Graph, plan: Plan, base: str = "eager") -> str:
+    """The app's offline HTML report of ``plan`` (what "HTML report" downloads), built
+    without a server: the figures are made in a private, temporary app cache.
+
+    Parameters
+    ----------
+    graph, plan : Graph, Plan
+        The plan must fit the graph (checked by the validator first).
+    base : str
+        The "before" method the report compares with (default eager).
+
+    Returns
+    -------
+    str
+        The HTML text.
+
+    Raises
+    ------
+    PlanFormatError, PlanInvalidError
+        When the plan was made for another graph or fails the validator.
+    """
+    from app import services, state
+
+    services.validate_plan(graph, plan)
+    old = os.environ.get("ROAM_CACHE_DIR")
+    with tempfile.TemporaryDirectory(prefix="roam-report-") as d:
+        state.configure(d)
+        try:
+            gk = state.put_graph(graph)
+            pk = state.put_plan(plan)
+            return str(services.export_payload("html", gk, pk, base)["content"])
+        finally:
+            state.cache().close()
+            if old is not None:
+                state.configure(old)
+            else:
+                os.environ.pop("ROAM_CACHE_DIR", None)
+                services.clear_caches()

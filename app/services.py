@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import base64
 import binascii
-import functools
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +21,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from app import analysis, data_dir, figures, planning, state
+from app.memo import clear_caches, freeze_arrays, memoised
 from roam_core.base import catalog
 from roam_core.base.errors import GraphError, PlanFormatError, PlanInvalidError, RoamError
 from roam_core.formats.graph_io import load_graph, loads_graph
@@ -38,8 +39,12 @@ __all__ = [
     "SAMPLE_DIR",
     "After",
     "Before",
+    "PlanProgressTracker",
     "after_data",
     "before_data",
+    "cancel_flag",
+    "cancel_key",
+    "clear_caches",
     "curves_figure",
     "decode_upload",
     "explain_sections",
@@ -48,19 +53,23 @@ __all__ = [
     "import_plan",
     "layout_figures",
     "live_table",
+    "live_tooltips",
     "load_choice",
     "module_attribution",
     "module_highlight_style",
     "module_view",
     "plan_graph",
+    "plan_graph_job",
     "progress_values",
     "range_from_relayout",
     "range_of",
+    "request_cancel",
     "sample_options",
     "summary_rows",
     "timeline_fig",
     "trace_zoo_graph",
     "validate_plan",
+    "walkthrough_steps",
     "warm",
 ]
 
@@ -95,7 +104,7 @@ def decode_upload(contents: str, max_bytes: int) -> bytes:
     """Bytes of a ``dcc.Upload`` data URL, refusing files over ``max_bytes``."""
     head, _, b64 = (contents or "").partition(",")
     if not head.startswith("data:") or not b64:
-        raise GraphError("the upload is empty or not a data URL")
+        raise GraphError("the file arrived empty or damaged in the upload; drop it again")
     if len(b64) * 3 // 4 > max_bytes:
         raise GraphError(f"file is larger than the upload limit ({analysis.fmt_bytes(max_bytes)})")
     try:
@@ -144,7 +153,8 @@ def zoo_models() -> list[str]:
 def validate_plan(graph: Graph, plan: Plan) -> None:
     """Raise ``PlanFormatError``/``PlanInvalidError`` unless ``plan`` fits ``graph``."""
     if plan.graph_fingerprint != graph.fingerprint():
-        raise PlanFormatError("plan was made for another graph (fingerprint mismatch)")
+        raise PlanFormatError(f"plan was made for graph '{plan.graph_name}', not for this "
+                              f"graph '{graph.name}'")
     from roam_core.oracle import validate
 
     check = getattr(validate, "check_plan", None)
@@ -174,12 +184,117 @@ def cached_plan_key(graph_key: str, settings: planning.PlanSettings) -> str | No
 def progress_values(p: Any) -> tuple[int, int, str]:
     """``(done, total, text)`` for the progress bar from a ``PlanProgress``."""
     best = getattr(p, "best_peak_bytes", None)
-    text = f"{p.stage}: {p.done}/{p.total} sub-tasks"
+    text = f"{p.stage}: {p.done}/{p.total} sub-tasks" if p.stage == "order" else p.stage
     if best is not None:
         text += f", best peak {analysis.fmt_bytes(best)}"
     if getattr(p, "message", ""):
         text += f" ({p.message})"
     return int(p.done), max(int(p.total), 1), text
+
+
+#: Share of a planner run each stage takes (the order stage dominates), for the overall bar.
+STAGE_SHARES: tuple[tuple[str, float], ...] = (
+    ("baseline", 0.05), ("rewrite", 0.02), ("decompose", 0.03), ("order", 0.70),
+    ("layout", 0.20))
+
+
+class PlanProgressTracker:
+    """Progress across the planner's stages: an overall percentage and the time left.
+
+    Call it with each ``PlanProgress``; it returns ``(value, max, text)`` for the progress
+    bar (value in thousandths).  The time left is extrapolated from the elapsed time and
+    capped by the time limit (the planner stops there, then lays out the arena).
+
+    Examples
+    --------
+    >>> from roam_core.planner import PlanProgress
+    >>> now = iter([0.0, 2.0, 4.0]).__next__
+    >>> track = PlanProgressTracker(10.0, clock=now)
+    >>> track(PlanProgress("order", 1, 4, 3 * 2**20, "sub-task t1"))[2]
+    '28 % · order: 1/4 sub-tasks, best peak 3.00 MiB (sub-task t1) · about 5 s left'
+    >>> track(PlanProgress("done", 1, 1, 3 * 2**20))[:2]
+    (1000, 1000)
+    """
+
+    def __init__(self, time_limit_s: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._t0 = clock()
+        self._limit = time_limit_s
+        self._fraction = 0.0
+
+    def fraction(self, p: Any) -> float:
+        """Overall fraction done (never goes back)."""
+        if p.stage == "done":
+            self._fraction = 1.0
+            return 1.0
+        start = 0.0
+        for stage, share in STAGE_SHARES:
+            if stage == p.stage:
+                within = min(max(p.done / max(p.total, 1), 0.0), 1.0)
+                self._fraction = max(self._fraction, start + share * within)
+                break
+            start += share
+        return self._fraction
+
+    def __call__(self, p: Any) -> tuple[int, int, str]:
+        f = self.fraction(p)
+        elapsed = self._clock() - self._t0
+        _, _, text = progress_values(p)
+        if f >= 1.0:
+            what = f": {p.message}" if getattr(p, "message", "") else ""
+            return 1000, 1000, f"100 % · planned in {elapsed:.1f} s{what}"
+        left = elapsed * (1 - f) / f if f > 0.02 else None
+        if self._limit:
+            cap = max(self._limit - elapsed, 0.0) + 1.0
+            left = cap if left is None else min(left, cap)
+        eta = f" · about {left:.0f} s left" if left is not None else ""
+        return int(1000 * f), 1000, f"{100 * f:.0f} % · {text}{eta}"
+
+
+# ------------------------------------------------------------------ cancellation
+def cancel_key(session: str, run: int) -> str:
+    """Cache key of the cancel request of run ``run`` (Plan clicks) in page ``session``."""
+    return f"cancel-{session}-{int(run)}"
+
+
+def request_cancel(session: str, run: int) -> None:
+    """Ask the planner job of that run to stop (it keeps the best plan found so far)."""
+    state.put_json(cancel_key(session, run), True)
+
+
+def cancel_flag(session: str, run: int, every_s: float = 0.25,
+                clock: Callable[[], float] = time.monotonic) -> Callable[[], bool]:
+    """A ``cancel()`` callable for the planner that reads the request at most every
+    ``every_s`` seconds (it is polled by solver threads)."""
+    key = cancel_key(session, run)
+    last = {"t": -1e9, "v": False}
+
+    def flag() -> bool:
+        if not last["v"] and clock() - last["t"] >= every_s:
+            last["t"], last["v"] = clock(), bool(state.get_json(key, False))
+        return bool(last["v"])
+
+    return flag
+
+
+def plan_graph_job(graph_key: str, settings: planning.PlanSettings,
+                   progress: Callable[[Any], None] | None = None,
+                   cancel: Callable[[], bool] | None = None) -> tuple[str, bool]:
+    """Like :func:`plan_graph`, cancellable: ``(plan key, cancelled)``.
+
+    A cancelled run returns the best valid plan found so far; it is stored under its content
+    hash, never under the settings' cache key (the next Plan press plans in full).
+    """
+    key = state.plan_key(graph_key, settings.as_dict())
+    if state.has_plan(key):
+        return key, False
+    graph = state.get_graph(graph_key)
+    plan = planning.run_planner(graph, settings, progress, cancel)
+    validate_plan(graph, plan)
+    if cancel is not None and cancel():
+        return state.put_plan(plan), True
+    return state.put_plan(plan, key), False
 
 
 def import_plan(contents: str, filename: str | None, graph_key: str, max_bytes: int) -> str:
@@ -218,7 +333,7 @@ class After:
     freed: np.ndarray
 
 
-@functools.lru_cache(maxsize=8)
+@memoised(8)
 def before_data(graph_key: str, method: str = "eager", alignment_bytes: int = 512) -> Before:
     """Baseline order, curve and simulated-allocator layout (memoised)."""
     graph = state.get_graph(graph_key)
@@ -226,11 +341,12 @@ def before_data(graph_key: str, method: str = "eager", alignment_bytes: int = 51
     blocks, reserved, how = planning.baseline_layout(graph, order)
     view = analysis.layout_from_blocks(graph, blocks, len(order),
                                        label=f"{label} layout ({how})")
-    return Before(method, label, order, analysis.total_curve(graph, order, alignment_bytes),
-                  view, reserved)
+    return freeze_arrays(Before(method, label, order,
+                                analysis.total_curve(graph, order, alignment_bytes), view,
+                                reserved))
 
 
-@functools.lru_cache(maxsize=8)
+@memoised(8)
 def after_data(graph_key: str, plan_key: str) -> After:
     """Planned curve, layout arrays and per-step bytes (memoised)."""
     graph = state.get_graph(graph_key)
@@ -240,7 +356,7 @@ def after_data(graph_key: str, plan_key: str) -> After:
         curve = analysis.total_curve(graph, plan.order, plan.alignment_bytes)
     alloc, freed = analysis.step_bytes(graph, plan.order, plan.alignment_bytes)
     view = analysis.layout_from_plan(graph, plan, label=f"planned layout ({plan.method})")
-    return After(plan, curve, view, alloc, freed)
+    return freeze_arrays(After(plan, curve, view, alloc, freed))
 
 
 def warm(graph_key: str, plan_key: str | None, base: str = "eager") -> None:
@@ -260,16 +376,26 @@ def _hashable(x: Any) -> Any:
     return x
 
 
+def _copy_fig(fig: go.Figure) -> go.Figure:
+    """A caller's own copy of a memoised figure, not validated again (half the time of
+    ``go.Figure(fig)``: 0.2 s instead of 0.4 s for a GPT2-XL timeline on a loaded machine)."""
+    return go.Figure(fig.to_dict(), _validate=False)
+
+
+def _copy_pair(figs: tuple[go.Figure, go.Figure]) -> tuple[go.Figure, go.Figure]:
+    return _copy_fig(figs[0]), _copy_fig(figs[1])
+
+
 def curves_figure(graph_key: str, plan_key: str | None, base: str,
                   x_range: Sequence[float] | None, step: int | None,
                   selection: Mapping[str, str] | None = None) -> go.Figure:
-    """View 1: before/after live bytes (memoised; do not mutate the result); a selected
+    """View 1: before/after live bytes (memoised; each call gets its own copy); a selected
     module adds its own bytes per step, before and after."""
     module = selection["id"] if selection and selection.get("kind") == "module" else None
     return _curves(graph_key, plan_key, base, _hashable(x_range), step, module)
 
 
-@functools.lru_cache(maxsize=16)
+@memoised(16, copy=_copy_fig)
 def _curves(graph_key: str, plan_key: str | None, base: str,
             x_range: Sequence[float] | None, step: int | None,
             module: str | None = None) -> go.Figure:
@@ -287,10 +413,22 @@ def _curves(graph_key: str, plan_key: str | None, base: str,
         (f"{label} (before)", module_bytes_per_step(graph, b.order, module), "#8fb8de"),
         (f"{label} (planned)", module_bytes_per_step(
             graph, a.plan.order, module, alignment_bytes=a.plan.alignment_bytes), "#e89c9f")]
+    after_label = f"planned ({a.plan.method})"
+    notes = {lbl: _peak_note(graph, view, curve)
+             for lbl, view, curve in ((b.label, b.view, b.curve), (after_label, a.view, a.curve))}
     return figures.memory_curves_figure(
         a.curve, b.curve, arena_bytes=a.plan.arena_bytes,
-        lower_bound_bytes=a.plan.lower_bound_bytes, after_label=f"planned ({a.plan.method})",
-        before_label=b.label, x_range=x_range, step=step, extra_curves=extra)
+        lower_bound_bytes=a.plan.lower_bound_bytes, after_label=after_label,
+        before_label=b.label, x_range=x_range, step=step, extra_curves=extra,
+        peak_notes=notes)
+
+
+def _peak_note(graph: Graph, view: analysis.LayoutView, curve: np.ndarray) -> str:
+    """The line under a peak: its top-3 modules (tensors when the graph has no modules)."""
+    k = int(np.argmax(curve)) if len(curve) else 0
+    if analysis.has_modules(graph):
+        return analysis.peak_note(analysis.peak_modules(graph, view, k), "top modules")
+    return analysis.peak_note(analysis.peak_contributors(graph, view, k))
 
 
 def timeline_fig(graph_key: str, plan_key: str | None, base: str,
@@ -300,7 +438,7 @@ def timeline_fig(graph_key: str, plan_key: str | None, base: str,
     return _timeline(graph_key, plan_key, base, _hashable(x_range), _hashable(selection))
 
 
-@functools.lru_cache(maxsize=16)
+@memoised(16, copy=_copy_fig)
 def _timeline(graph_key: str, plan_key: str | None, base: str, x_range: Any, sel: Any
               ) -> go.Figure:
     selection = dict(sel) if sel else None
@@ -326,7 +464,7 @@ def layout_figures(graph_key: str, plan_key: str | None, base: str,
     return _layouts(graph_key, plan_key, base, _hashable(x_range), _hashable(selection))
 
 
-@functools.lru_cache(maxsize=16)
+@memoised(16, copy=_copy_pair)
 def _layouts(graph_key: str, plan_key: str | None, base: str, x_range: Any, sel: Any
              ) -> tuple[go.Figure, go.Figure]:
     selection = dict(sel) if sel else None
@@ -363,6 +501,16 @@ def live_table(graph_key: str, plan_key: str | None, base: str, step: int | None
     return rows, f"Live at step {s}{tag} in the {what} order: {total}, largest first"
 
 
+def live_tooltips(rows: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Exact bytes on demand: the live table's size and offset cells show them on hover.
+
+    >>> live_tooltips([{"size_bytes": 1536, "offset_bytes": 2**20}])[0]["offset"]["value"]
+    '1,048,576 B'
+    """
+    return [{"size": {"value": f"{r['size_bytes']:,} B", "type": "text"},
+             "offset": {"value": f"{r['offset_bytes']:,} B", "type": "text"}} for r in rows]
+
+
 def summary_rows(graph_key: str, plan_key: str | None, base: str) -> list[tuple[str, str]]:
     """View 7: the summary card."""
     graph = state.get_graph(graph_key)
@@ -373,8 +521,24 @@ def summary_rows(graph_key: str, plan_key: str | None, base: str) -> list[tuple[
                 (f"{b.label} reserved", analysis.fmt_bytes(b.reserved_bytes)),
                 ("plan", "not planned yet: press Plan")]
     a = after_data(graph_key, plan_key)
+    why = [("why", w) for w in analysis.why_notes(graph, a.plan, b.order, b.label, b.curve,
+                                                  a.curve)]
     return head + analysis.summary_rows(a.plan, int(b.curve.max(initial=0)), b.label,
-                                        b.reserved_bytes)
+                                        b.reserved_bytes, show_eager=base != "eager") + why
+
+
+@memoised(8)
+def walkthrough_steps(graph_key: str, plan_key: str | None, base: str
+                      ) -> tuple[bool, tuple[tuple[str, str, tuple[tuple[str, str], ...]], ...]]:
+    """The guided walkthrough of this plan: ``(open by default, steps)`` (memoised, frozen)."""
+    if not plan_key:
+        return False, ()
+    graph = state.get_graph(graph_key)
+    a, b = after_data(graph_key, plan_key), before_data(graph_key, base)
+    teach = graph.name.startswith(analysis.TEACHING_GRAPHS)
+    steps = analysis.walkthrough(graph, a.plan, b.order, b.label, b.curve, b.view, a.view,
+                                 b.reserved_bytes)
+    return teach, tuple((t, x, tuple(links)) for t, x, links in steps)
 
 
 def explain_sections(graph_key: str, plan_key: str | None, base: str,
@@ -416,7 +580,7 @@ def _selected_tensor(graph: Graph, sel: Mapping[str, str] | None) -> str | None:
     return sel["id"] if sel and sel.get("kind") == "tensor" else None
 
 
-@functools.lru_cache(maxsize=8)
+@memoised(8)
 def _members(graph_key: str, path: str) -> tuple[frozenset[str], frozenset[str]]:
     ops, tensors = analysis.module_members(state.get_graph(graph_key), path)
     return frozenset(ops), frozenset(tensors)
@@ -435,7 +599,7 @@ def _mark_module_ops(fig: go.Figure, graph_key: str, sel: Mapping[str, str] | No
 
 
 # ------------------------------------------------------------------ memory by module
-@functools.lru_cache(maxsize=16)
+@memoised(16)
 def module_attribution(graph_key: str, plan_key: str | None, base: str = "eager"
                        ) -> PeakAttribution:
     """Bytes live at the peak by module: of the plan's order, or of the baseline's when
@@ -517,9 +681,12 @@ def range_from_relayout(data: Mapping[str, Any] | None) -> list[float] | str | N
 def range_of(graph_key: str, plan_key: str | None, base: str, kind: str, ident: str
              ) -> list[float] | None:
     """Step window showing an op, a tensor's lifetime or a task-tree node (with a margin)."""
+    n_steps = len(after_data(graph_key, plan_key).plan.order if plan_key
+                  else before_data(graph_key, base).order)
     if kind == "node":
         node = analysis.find_node(tree_of(plan_key), ident)
-        span = analysis.node_range(node) if node else None
+        span = analysis.subtree_range(node) if node else None
+        return None if span is None else _window(span, n_steps, margin=0.0)
     else:
         graph = state.get_graph(graph_key)
         view = after_data(graph_key, plan_key).view if plan_key else before_data(
@@ -538,11 +705,28 @@ def range_of(graph_key: str, plan_key: str | None, base: str, kind: str, ident: 
             span = (int(view.start[idx[0]]), int(view.end[idx[0]])) if len(idx) else None
             if span is None and ident in graph.tensors:
                 span = (0, view.n_steps)
-    if span is None:
-        return None
+    return None if span is None else _window(span, n_steps)
+
+
+def _window(span: tuple[int, int], n_steps: int, margin: float = 0.05) -> list[float]:
+    """Axis range showing steps ``[lo, hi)`` (at least ``MIN_RANGE_STEPS`` wide, ``margin``
+    of its width on each side), never outside the step axis ``[0, n_steps]`` (step s spans
+    ``[s, s + 1)``).
+
+    >>> _window((0, 8000), 8000)
+    [0.0, 8000.0]
+    >>> _window((10, 12), 100, margin=0.0)
+    [7.0, 15.0]
+    """
     lo, hi = span
-    pad = max(MIN_RANGE_STEPS - (hi - lo), 0) / 2 + 0.05 * (hi - lo)
-    return [lo - pad - 0.5, hi + pad - 0.5]
+    pad = max(MIN_RANGE_STEPS - (hi - lo), 0) / 2 + margin * (hi - lo)
+    a, b = lo - pad, hi + pad
+    top = max(n_steps, 1)
+    if b > top:
+        a, b = a - (b - top), top
+    if a < 0:
+        a, b = 0, min(b - a, top)
+    return [float(a), float(b)]
 
 
 # ------------------------------------------------------------------ export

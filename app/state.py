@@ -8,7 +8,6 @@ process (small LRU) because parsing a GPT-2-XL graph takes a while.
 
 from __future__ import annotations
 
-import functools
 import gzip
 import hashlib
 import json
@@ -20,6 +19,7 @@ from typing import Any
 
 import diskcache
 
+from app.memo import clear_caches, memoised
 from roam_core.base.errors import GraphError, PlanFormatError
 from roam_core.formats.graph_io import dumps_graph, loads_graph
 from roam_core.formats.plan_io import dumps_plan, loads_plan
@@ -54,6 +54,7 @@ def configure(directory: str | os.PathLike[str] | None = None) -> Path:
     d.mkdir(parents=True, exist_ok=True)
     os.environ[_ENV] = str(d)
     _OPEN.clear()
+    clear_caches()  # memos are keyed by cache key: another directory, other data
     return d
 
 
@@ -90,7 +91,7 @@ def put_graph(graph: Graph) -> str:
     return key
 
 
-@functools.lru_cache(maxsize=8)
+@memoised(8)
 def get_graph(key: str) -> Graph:
     """The graph stored under ``key``.
 
@@ -116,7 +117,7 @@ def put_plan(plan: Plan, key: str | None = None) -> str:
     text = dumps_plan(plan)
     key = key or "p-" + _sha(text.encode())
     cache().set(key, gzip.compress(text.encode(), compresslevel=3, mtime=0))
-    _get_plan.cache_clear()
+    _get_plan.cache_clear()  # type: ignore[attr-defined]
     return key
 
 
@@ -130,7 +131,7 @@ def get_plan(key: str) -> Plan:
     return _get_plan(key)
 
 
-@functools.lru_cache(maxsize=16)
+@memoised(16)
 def _get_plan(key: str) -> Plan:
     data = cache().get(key)
     if data is None:

@@ -21,8 +21,8 @@ Format (``schema_version`` 2; version 1 files, without recomputation, load too):
     }
 
 Every problem raises :class:`~roam_core.base.errors.PlanFormatError` naming the field.  With a
-graph, a plan made for another graph is refused ("plan was made for graph <fp12>, this graph
-is <fp12>").
+graph, a plan made for another graph is refused, naming both graphs ("plan was made for graph
+'mlp', not for this graph 'tiny_gpt'").
 """
 
 from __future__ import annotations
@@ -171,9 +171,11 @@ def loads_plan(data: bytes | str, graph: Graph | None = None) -> Plan:
         raise PlanFormatError(f"plan file is not JSON: {e}") from None
     plan = plan_from_dict(obj)
     if graph is not None and plan.graph_fingerprint != graph.fingerprint():
+        same = plan.graph_name == graph.name
         raise PlanFormatError(
-            f"plan was made for graph {plan.graph_fingerprint[:12]}, this graph is "
-            f"{graph.fingerprint()[:12]}")
+            f"plan was made for graph '{plan.graph_name}', not for this graph "
+            f"'{graph.name}'" + (" (same name, different contents: another batch size, "
+                                 "optimizer or version of it)" if same else ""))
     return plan
 
 

@@ -45,6 +45,7 @@ from typing import Any
 from roam_core.base.cancel import as_cancel_flag
 from roam_core.base.config import PlannerConfig
 from roam_core.base.status import SolveStatus
+from roam_core.base.units import format_bytes
 from roam_core.model.graph import ControlEdge, Graph, OpId
 from roam_core.model.plan import Plan, SolveRecord
 from roam_core.oracle.bounds import best_lower_bound
@@ -349,7 +350,8 @@ def _order_subtasks(run: _Run, problems: list[OrderProblem], executor: cf.Execut
     def on_result(res: OrderResult) -> None:
         results[res.task_id] = res
         run.emit("order", len(results), total,
-                 f"{res.task_id}: {res.status} {res.hint_peak_bytes} -> {res.peak_bytes} bytes")
+                 f"{res.task_id}: {res.status} {format_bytes(res.hint_peak_bytes)} -> "
+                 f"{format_bytes(res.peak_bytes)}")
 
     run.emit("order", 0, total, "ordering sub-tasks")
     left = solve_subtasks(problems, run.config, executor, run.cancel_fn, run.deadline,
@@ -393,7 +395,7 @@ def _never_worse(run: _Run, order: tuple[OpId, ...], prof: MemoryProfile,
     """Step 7 (the guard): never return an order worse than the best baseline."""
     if prof.peak_bytes > heur.profile.peak_bytes:
         run.notes.append(f"returned the best baseline order ({heur.method}): the ROAM order "
-                         f"peaked at {prof.peak_bytes} bytes, above its "
-                         f"{heur.profile.peak_bytes}")
+                         f"peaked at {format_bytes(prof.peak_bytes)}, above its "
+                         f"{format_bytes(heur.profile.peak_bytes)}")
         return tuple(heur.order), heur.profile
     return order, prof

@@ -14,6 +14,7 @@ from typing import Any
 
 from roam_core.base.config import PlannerConfig
 from roam_core.base.errors import PlanInvalidError
+from roam_core.base.units import format_bytes
 from roam_core.layout.arena import ArenaLayout, greedy_arena, plan_arena
 from roam_core.model.graph import ControlEdge, Graph, OpId
 from roam_core.model.plan import Plan, SolveRecord
@@ -110,5 +111,6 @@ def finish_plan(graph: Graph, config: PlannerConfig, chosen: ChosenOrder, *,
     bad = check_plan(graph, plan)
     if bad:
         raise PlanInvalidError(bad)
-    emit("done", 1, 1, f"peak {prof.peak_bytes} bytes, arena {plan.arena_bytes} bytes")
+    emit("done", 1, 1,
+         f"peak {format_bytes(prof.peak_bytes)}, arena {format_bytes(plan.arena_bytes)}")
     return plan

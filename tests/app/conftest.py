@@ -27,12 +27,7 @@ def cache_dir(tmp_path: Path) -> Iterator[Path]:
 
     old = os.environ.get("ROAM_CACHE_DIR")
     d = state.configure(tmp_path / "cache")
-    state.get_graph.cache_clear()
-    services.before_data.cache_clear()
-    services.after_data.cache_clear()
-    for memo in (services._curves, services._timeline, services._layouts,
-                 services.module_attribution, services._members):
-        memo.cache_clear()
+    services.clear_caches()
     yield d
     os.environ.pop("ROAM_CACHE_DIR", None)
     if old is not None:

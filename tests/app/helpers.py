@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 
 import numpy as np
@@ -48,3 +49,11 @@ def planned_with_tree(graph: Graph | None = None) -> tuple[Graph, Plan]:
     half = len(plan.order) // 2
     task_of_op = {o: ("t0" if i < half else "t1") for i, o in enumerate(plan.order)}
     return graph, dataclasses.replace(plan, task_tree=tree_for(plan), task_of_op=task_of_op)
+
+
+def trace_values(values: object) -> np.ndarray:
+    """A trace's ``x``/``y`` as an array, also when the figure was copied through
+    ``to_dict()`` (plotly 6 then holds typed arrays as ``{"dtype", "bdata"}``)."""
+    if isinstance(values, dict) and "bdata" in values:
+        return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
+    return np.asarray(values)

@@ -100,7 +100,7 @@ def test_sample_plan_views_tree_tensor_export_reimport(page_factory: Any,
     page.press("#plan-time-limit", "Enter")
     page.click("#plan-btn")
     expect(page.locator("#plan-status")).to_contain_text("planned with roam", timeout=T)
-    expect(page.locator("#plan-progress-text")).to_contain_text("sub-tasks")
+    expect(page.locator("#plan-progress-text")).to_contain_text("100 % · planned in")
     done, total = (page.get_attribute("#plan-progress", a) for a in ("value", "max"))
     assert done == total != "0"
     # a plan with a task tree: import it, click a node, every view zooms
@@ -160,6 +160,24 @@ def test_malformed_upload_shows_error_and_app_keeps_working(page_factory: Any,
     expect(page.locator("#load-status")).to_contain_text("Error: bad.json:", timeout=T)
     _load(page, tmp_path, diamond())
     expect(page.locator("#summary-card")).to_contain_text("diamond: 4 ops", timeout=T)
+    # the sample dropdown no longer claims the old sample
+    expect(page.locator("#sample-pick")).to_contain_text("diamond (loaded; not a sample)",
+                                                         timeout=T)
+    # bad settings get a message in words, at once
+    page.fill("#plan-time-limit", "-5")
+    page.press("#plan-time-limit", "Enter")
+    page.fill("#plan-workers", "0")
+    page.press("#plan-workers", "Enter")
+    expect(page.locator("#plan-settings-msg")).to_contain_text(
+        "time limit must be more than 0 s (got -5 s)", timeout=T)
+    expect(page.locator("#plan-settings-msg")).to_contain_text("workers must be at least 1")
+    page.click("#plan-btn")
+    expect(page.locator("#plan-status")).to_contain_text("Planning not started", timeout=T)
+    page.fill("#plan-time-limit", "2")
+    page.press("#plan-time-limit", "Enter")
+    page.fill("#plan-workers", "1")
+    page.press("#plan-workers", "Enter")
+    expect(page.locator("#plan-settings-msg")).to_have_text("", timeout=T)
     foreign = tmp_path / "foreign.plan.json"
     foreign.write_text(plan_io.dumps_plan(planned_with_tree()[1]))
     _upload(page, "#plan-upload", foreign)
@@ -170,33 +188,67 @@ def test_malformed_upload_shows_error_and_app_keeps_working(page_factory: Any,
 def _slow_planner(delay_s: float, then_real: bool) -> Any:
     real = planning.run_planner
 
-    def slow(graph: Any, settings: Any, progress: Any = None) -> Any:
+    def slow(graph: Any, settings: Any, progress: Any = None, cancel: Any = None) -> Any:
+        if cancel is None:  # planned on load (small graphs), not by the Plan button
+            return real(graph, settings, progress)
         if progress:
             progress(PlanProgress("order", 0, 3, None, "slow test planner"))
-        time.sleep(delay_s)
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < delay_s:
+            if cancel is not None and cancel():  # what make_plan does between sub-tasks
+                return real(graph, dataclasses.replace(settings, method="eager"))
+            time.sleep(0.05)
         if not then_real:
             raise AssertionError("the job should have been cancelled")
-        return real(graph, settings, progress)
+        return real(graph, settings, progress, cancel)
 
     return slow
 
 
 def test_cancel_stops_the_job(page_factory: Any, tmp_path: Path,
                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cancel says so, stops the progress text, clears the old status, shows the best plan."""
     monkeypatch.setattr(planning, "run_planner", _slow_planner(60, then_real=False))
     page = page_factory()
     _views_rendered(page)
-    _load(page, tmp_path, chain3())
     page.fill("#plan-time-limit", "7")
+    page.press("#plan-time-limit", "Enter")
+    page.click("#plan-btn")  # the start-up graph: a status that must go with a new graph
+    expect(page.locator("#cancel-btn")).to_be_enabled(timeout=T)
+    page.click("#cancel-btn")
+    expect(page.locator("#plan-status")).to_contain_text("cancelled", timeout=T)
+    expect(page.locator("#plan-btn")).to_be_enabled(timeout=T)
+    _load(page, tmp_path, chain3())
+    expect(page.locator("#plan-status")).to_have_text("", timeout=T)
+    expect(page.locator("#plan-progress-text")).to_have_text("", timeout=T)
+    page.fill("#plan-time-limit", "8")
     page.press("#plan-time-limit", "Enter")
     page.click("#plan-btn")
     expect(page.locator("#cancel-btn")).to_be_enabled(timeout=T)
     expect(page.locator("#plan-progress-text")).to_contain_text("slow test planner", timeout=T)
+    expect(page.locator("#plan-progress-text")).to_contain_text("%")
     page.click("#cancel-btn")
+    expect(page.locator("#plan-status")).to_contain_text(
+        "cancelled: showing the best plan found so far", timeout=T)
     expect(page.locator("#plan-btn")).to_be_enabled(timeout=10_000)
     expect(page.locator("#cancel-btn")).to_be_disabled()
+    text = page.locator("#plan-progress-text").inner_text()
+    assert text.startswith("cancelled"), text
     time.sleep(1.0)
-    assert "planned" not in page.locator("#plan-status").inner_text()
+    assert page.locator("#plan-progress-text").inner_text() == text  # stopped
+    expect(page.locator("#summary-card")).to_contain_text("chain3:", timeout=T)
+    expect(page.locator("#summary-card")).to_contain_text("planned peak (eager)", timeout=T)
+    page.screenshot(path=str(_shot("cancel")), full_page=False)
+
+
+def _shot(name: str) -> Path:
+    """Where a test's screenshot goes (``$ROAM_SHOTS`` or the pytest temp dir)."""
+    import os
+    import tempfile
+
+    d = Path(os.environ.get("ROAM_SHOTS") or tempfile.gettempdir()) / "roam-shots"
+    d.mkdir(parents=True, exist_ok=True)
+    return d / f"{name}.png"
 
 
 def test_two_contexts_plan_at_once(page_factory: Any, tmp_path: Path,
@@ -248,3 +300,84 @@ def test_verify_on_cpu_runs_the_plan(page_factory: Any) -> None:
                                                            timeout=60_000)
     expect(page.locator("#verify-result")).to_contain_text("PASS")
     expect(page.locator("#verify-result")).to_contain_text("max |eager − planned|0")
+
+
+def test_report_tree_is_drawn(browser: Any, tmp_path: Path) -> None:
+    """The report's task-tree icicle paints every node (it was blank: parents too small)."""
+    from app.report import build_report
+
+    graph = tiny_train_step()
+    plan = planning.run_planner(graph, planning.PlanSettings(time_limit_s=2.0, node_limit=3))
+    n_nodes = sum(1 for _ in _iter(plan.task_tree))
+    assert n_nodes > 2
+    out = tmp_path / "report.html"
+    out.write_text(build_report(graph, plan))
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    try:
+        page.goto(out.as_uri())
+        page.wait_for_function("document.querySelectorAll('.js-plotly-plot').length >= 5",
+                               timeout=T)
+        drawn = page.evaluate("""() => {
+            const gd = [...document.querySelectorAll('.js-plotly-plot')]
+                .find(g => g._fullData[0] && g._fullData[0].type === 'icicle'
+                      && Array.from(g._fullData[0].ids).includes('root'));
+            const slices = [...gd.querySelectorAll('g.slice path.surface')];
+            return slices.map(p => p.getBBox()).filter(b => b.width > 1 && b.height > 1)
+                         .length; }""")
+        assert drawn == n_nodes
+        page.locator("h2", has_text="Task division").scroll_into_view_if_needed()
+        page.screenshot(path=str(_shot("report-tree")))
+    finally:
+        page.close()
+
+
+def _iter(node: Any) -> Iterator[Any]:
+    yield node
+    for c in node.get("children") or ():
+        yield from _iter(c)
+
+
+def test_layout_hover_and_click_anywhere_on_a_rectangle(page_factory: Any) -> None:
+    """Off the centre of a big storage, hover names it and a click explains it."""
+    page = page_factory()
+    _views_rendered(page)
+    page.locator("#layout-graph").scroll_into_view_if_needed()
+    time.sleep(0.5)
+    # the largest storage of the view, at 10 % of its width and height from its corner
+    xy = page.evaluate("""() => {
+        const gd = document.querySelector('#layout-graph .js-plotly-plot');
+        const tr = gd._fullData[gd._fullData.length - 1];
+        const area = c => c[0] * (c[3] - c[2]);
+        let best = 0;
+        tr.customdata.forEach((c, i) => { if (area(c) > area(tr.customdata[best])) best = i; });
+        const c = tr.customdata[best];
+        const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
+        const r = gd.getBoundingClientRect();
+        const x = c[2] + 0.1 * (c[3] - c[2]), y = c[1] + 0.1 * c[0];
+        return [r.left + xa._offset + xa.l2p(x), r.top + ya._offset + ya.l2p(y), tr.text[best]];
+    }""")
+    for i in range(3):
+        page.mouse.move(xy[0] + i, xy[1])
+        time.sleep(0.2)
+    expect(page.locator("#layout-graph .hovertext").first).to_contain_text(xy[2], timeout=T)
+    page.mouse.click(xy[0] + 2, xy[1])
+    expect(page.locator("#explain-panel")).to_contain_text(f"tensor {xy[2]}", timeout=T)
+    page.locator("#layout-graph").screenshot(path=str(_shot("layout-hover")))
+
+
+def test_walkthrough_on_a_teaching_graph(page_factory: Any) -> None:
+    """The guided walkthrough opens on a teaching graph; a tensor in it is shown everywhere."""
+    page = page_factory()
+    _views_rendered(page)
+    _upload(page, "#graph-upload", _sample("mlp-b8-steady.json.gz"))
+    expect(page.locator("#load-status")).to_contain_text("loaded mlp-b8-steady", timeout=T)
+    tour = page.locator("#walkthrough details.walkthrough")
+    expect(tour).to_have_attribute("open", "", timeout=T)
+    for n in ("1. The eager", "2. ", "3. The layout packs", "4. Recomputation"):
+        expect(tour).to_contain_text(n, timeout=T)
+    first = tour.locator("button.hit").first
+    tid = first.inner_text().split(" ")[0].rstrip(":")
+    first.click()
+    expect(page.locator("#explain-panel")).to_contain_text(f"tensor {tid}", timeout=T)
+    expect(page.locator("#range-text")).to_contain_text("steps", timeout=T)
+    tour.screenshot(path=str(_shot("walkthrough")))

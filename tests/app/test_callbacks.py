@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import functools
 import json
 from collections.abc import Callable
 from contextvars import copy_context
@@ -18,7 +19,7 @@ from dash.exceptions import PreventUpdate
 from app import callbacks, ids, state
 from roam_core.formats import plan_io
 from roam_core.formats.graph_io import dumps_graph
-from roam_core.model.samples import diamond
+from roam_core.model.samples import diamond, tiny_train_step
 from tests.app.helpers import planned_with_tree
 
 
@@ -200,3 +201,234 @@ def test_layout_builds_with_every_id(cache_dir: Path) -> None:
         assert f"'{getattr(ids, name)}'" in text, name
     assert app.config.assets_folder.endswith("/assets")
     assert app.server.config["MAX_CONTENT_LENGTH"] > 200 * 2**20
+
+
+def test_two_apps_keep_their_own_upload_limits(cache_dir: Path) -> None:
+    """The config is per app (bound at registration), not module state."""
+    from app import create_app
+
+    small = create_app(cache_dir=str(cache_dir), plan_on_start=False, max_upload_mb=0.001)
+    big = create_app(cache_dir=str(cache_dir), plan_on_start=False, max_upload_mb=50)
+    assert small.server.config["ROAM"].max_upload_bytes == int(0.001 * 2**20)
+    assert big.server.config["ROAM"].max_upload_bytes == 50 * 2**20
+    assert not hasattr(callbacks, "CONFIG")
+    url = _url(dumps_graph(tiny_train_step()))
+    cfg = small.server.config["ROAM"]
+    data, msg, _ = run(functools.partial(callbacks.load_graph, config=cfg), ids.UPLOAD, url,
+                       None, url, None, "t.json")
+    assert data is dash.no_update
+    assert "larger than the upload limit" in msg
+    data, _, _ = run(functools.partial(callbacks.load_graph, config=big.server.config["ROAM"]),
+                     ids.UPLOAD, url, None, url, None, "t.json")
+    assert data["name"] == "tiny_train_step"
+
+
+def test_memos_are_registered_and_return_copies(planned: dict[str, Any]) -> None:
+    from app import memo, services
+
+    names = memo.memo_names()
+    for n in ("app.state.get_graph", "app.state._get_plan", "app.services.before_data",
+              "app.services.after_data", "app.services._curves", "app.services._timeline",
+              "app.services._layouts"):
+        assert n in names
+    g, pk = planned["graph"]["key"], planned["plan"]
+    fig = services.curves_figure(g, pk, "eager", None, None)
+    fig.update_layout(title="mutated")
+    assert services.curves_figure(g, pk, "eager", None, None).layout.title.text != "mutated"
+    a = services.after_data(g, pk)
+    with pytest.raises(ValueError):
+        a.curve[0] = 0  # frozen arrays
+    assert services._curves.cache_info().currsize >= 1
+    services.clear_caches()
+    assert services._curves.cache_info().currsize == 0
+    assert services.after_data.cache_info().currsize == 0
+
+
+def test_plan_job_cancel_keeps_the_best_plan_so_far(cache_dir: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cancel is cooperative: the planner stops, the best valid plan so far is shown."""
+    from app import planning
+
+    real = planning.run_planner
+    polled: list[bool] = []
+
+    def stoppable(graph: Any, settings: Any, progress: Any = None, cancel: Any = None) -> Any:
+        callbacks.cancel_plan(1, "page1", 1)  # the user presses Cancel mid-run
+        polled.append(cancel())
+        return real(graph, settings, progress, cancel)
+
+    monkeypatch.setattr(planning, "run_planner", stoppable)
+    gk = state.put_graph(tiny_train_step())
+    seen: list[tuple] = []
+    out, status = callbacks.plan_job(seen.append, 1, {"key": gk}, "roam", 5, 10, 1, 512,
+                                     "page1")
+    assert polled == [True]
+    assert out["cancelled"] is True
+    assert status.startswith("cancelled: showing the best plan found so far (peak ")
+    assert state.get_plan(out["key"]).order  # a valid plan, shown in every view
+    assert seen[-1][2].startswith("cancelled after")
+    # not cached as the full plan of these settings: the next Plan press plans in full
+    from app import services
+    assert services.cached_plan_key(gk, callbacks._settings("roam", 5, 10, 1, 512)) is None
+    # another page's run is not cancelled
+    monkeypatch.setattr(planning, "run_planner", real)
+    out2, status2 = callbacks.plan_job(seen.append, 1, {"key": gk}, "roam", 5, 10, 1, 512,
+                                       "page2")
+    assert "cancelled" not in out2
+    assert status2.startswith("planned with roam")
+
+
+def test_cancel_feedback_for_jobs_without_partial_results() -> None:
+    assert callbacks.cancelled(1) == "cancelled"
+    with pytest.raises(PreventUpdate):
+        callbacks.cancelled(None)
+    msg, progress = callbacks.cancel_plan(2, "s", 3)
+    assert msg.startswith("cancelling")
+    assert progress.startswith("cancelled")
+    with pytest.raises(PreventUpdate):
+        callbacks.cancel_plan(1, "s", None)  # nothing was started
+
+
+def test_buttons_derive_from_the_running_store() -> None:
+    idle = {"plan": False, "trace": False, "verify": False}
+    assert callbacks.buttons(idle, False, ["mlp"]) == (False, True, False, True, False, True)
+    assert callbacks.buttons({**idle, "plan": True}, False, ["mlp"])[:2] == (True, False)
+    assert callbacks.buttons({**idle, "trace": True}, False, ["mlp"])[2:4] == (True, False)
+    assert callbacks.buttons({**idle, "verify": True}, False, [])[2:] == (
+        True, True, True, False)
+    assert callbacks.buttons(None, None, None)[4] is True  # verify off until known
+
+
+def test_settings_are_checked_in_words(cache_dir: Path) -> None:
+    assert callbacks.settings_message("roam", 5, 60, 1, 512) == ""
+    msg = callbacks.settings_message("roam", -5, 60, 0, 512)
+    assert msg == ("Settings: time limit must be more than 0 s (got -5 s); "
+                   "workers must be at least 1 (got 0)")
+    gk = state.put_graph(diamond())
+    out, status = callbacks.plan_job(print, 1, {"key": gk}, "roam", -5, 60, 0, 512)
+    assert out is dash.no_update
+    assert status.startswith("Planning not started: time limit must be more than 0 s")
+    g = {"key": gk, "name": "diamond"}
+    assert run(callbacks.resolve_plan, ids.TIME_LIMIT, -5, g, None, None, "roam", -5, 60, 1,
+               512) is dash.no_update
+
+
+def test_new_graph_clears_status_and_sample_pick(cache_dir: Path) -> None:
+    assert callbacks.clear_plan_status({"key": "g", "name": "x"}) == ("", "", 0)
+    opts = [{"label": "mlp", "value": "file:mlp-b8-steady.json.gz"},
+            {"label": "chain3", "value": "hand:chain3"}]
+    assert callbacks.sample_pick_for({"key": "g", "name": "chain3"}, "hand:chain3",
+                                     opts)[0] is dash.no_update
+    value, placeholder = callbacks.sample_pick_for({"key": "g", "name": "mlp-b2-steady"},
+                                                   "hand:chain3", opts)
+    assert value is None
+    assert "mlp-b2-steady" in placeholder
+
+
+def test_tree_node_zoom_stays_on_the_step_axis(planned: dict[str, Any]) -> None:
+    """The root spans every step: its window is the axis, never a negative, too wide range."""
+    g, pk = planned["graph"], planned["plan"]
+    n = len(state.get_plan(pk).order)
+    r, text = run(callbacks.on_range, {"index": "root", "type": ids.TREE_NODE}, 1,
+                  *([None] * 7), pk, g, "eager")
+    assert r == [0.0, n]
+    assert text == f"steps 0 – {n}"
+    r, _ = run(callbacks.on_range, {"index": "t1", "type": ids.TREE_NODE}, 1,
+               *([None] * 7), pk, g, "eager")
+    assert 0 <= r[0] < r[1] <= n
+
+
+def test_units_are_binary_with_exact_bytes_on_demand(planned: dict[str, Any]) -> None:
+    g, pk = planned["graph"], planned["plan"]
+    rows, _ = callbacks.render_live(g, pk, "eager", None)
+    assert all(r["offset"].endswith("B") for r in rows)  # "1.50 KiB", never a raw count
+    tips = callbacks.live_tooltips(rows)
+    assert tips[0]["offset"]["value"] == f"{rows[0]['offset_bytes']:,} B"
+    text = str(callbacks.render_explain(g, pk, "eager", {"kind": "tensor", "id": "relu"}))
+    assert "offset " in text
+    import re
+    assert not re.search(r"offset \d+ \(", text)
+
+
+def test_summary_does_not_repeat_the_eager_peak(planned: dict[str, Any]) -> None:
+    g, pk = planned["graph"], planned["plan"]
+    eager = str(callbacks.render_panels(g, pk, "eager"))
+    assert eager.count("peak (allocated)") == 1
+    other = str(callbacks.render_panels(g, pk, "lescea"))
+    assert other.count("peak (allocated)") == 2  # LESCEA's and eager's
+
+
+def test_trace_job_reports_a_status_while_it_runs(cache_dir: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The zoo trace (17 s for GPT-2) shows a ticking status line, then how long it took."""
+    import time
+
+    from app import services
+
+    def slow_trace(model: str, batch: int, *_: Any) -> str:
+        time.sleep(1.3)
+        return state.put_graph(diamond())
+
+    monkeypatch.setattr(services, "trace_zoo_graph", slow_trace)
+    seen: list[tuple] = []
+    out, status = callbacks.trace_job(seen.append, 1, "gpt2", 1, 0, "adamw", "steady")
+    assert status == "traced gpt2"
+    assert out["key"].startswith("g-")
+    texts = [s[0] for s in seen]
+    assert texts[0] == "tracing gpt2 (batch 1)…"
+    assert any(t.startswith("tracing gpt2 (batch 1): 1 s") for t in texts[1:-1])
+    assert texts[-1].startswith("traced in 1.")
+
+
+def test_walkthrough_on_a_teaching_graph(cache_dir: Path) -> None:
+    """The four steps, open on a teaching graph; its tensors are clickable everywhere."""
+    from app import services
+    from app.planning import PlanSettings
+
+    gk = state.put_graph(tiny_train_step())
+    pk = services.plan_graph(gk, PlanSettings(time_limit_s=2.0, node_limit=3))
+    g = {"key": gk, "name": "tiny_train_step"}
+    body = callbacks.render_walkthrough(g, pk, "eager")
+    text = str(body)
+    assert "open=True" in text
+    for n in ("1. The eager (program order) order peaks at step", "2. ", "3. The layout packs",
+              "4. Recomputation"):
+        assert n in text
+    open_, steps = services.walkthrough_steps(gk, pk, "eager")
+    assert open_
+    hits = [t for _, _, links in steps for t, _ in links]
+    assert hits
+    hit = {"index": f"tensor:{hits[0]}", "step": 0, "type": ids.TOUR_HIT}
+    assert run(callbacks.on_select, hit, 1, None, None, None, [], g, [1]) == {
+        "kind": "tensor", "id": hits[0]}
+    rng, _ = run(callbacks.on_range, hit, 1, *([None] * 8), pk, g, "eager")
+    assert rng is not None
+    assert callbacks.render_walkthrough(g, None, "eager") == []
+    idents = [(c.id["index"], c.id["step"]) for c in _components(body)
+              if isinstance(getattr(c, "id", None), dict)]
+    assert len(idents) == len(set(idents))  # a tensor in two steps: still unique ids
+
+
+def test_lifetime_changes_rank_by_bytes_times_steps(cache_dir: Path) -> None:
+    from app.analysis import lifetime_changes
+    from app.planning import PlanSettings, run_planner
+
+    g = tiny_train_step()
+    plan = run_planner(g, PlanSettings(time_limit_s=2.0))
+    order = tuple(reversed(plan.order))  # not valid: only lifetimes matter here
+    rows = lifetime_changes(g, plan, order)
+    assert [abs(r[3]) for r in rows] == sorted((abs(r[3]) for r in rows), reverse=True)
+    assert all(r[1] != r[2] for r in rows)
+
+
+def _components(c: Any) -> Any:
+    from dash.development.base_component import Component
+
+    if isinstance(c, Component):
+        yield c
+        c = getattr(c, "children", None)
+    if isinstance(c, list | tuple):
+        for x in c:
+            yield from _components(x)
+    elif isinstance(c, Component):
+        yield from _components(c)

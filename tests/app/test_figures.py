@@ -40,7 +40,7 @@ def test_curves_annotate_both_peaks_and_lines() -> None:
 def test_curves_range_and_step_marker() -> None:
     fig = figures.memory_curves_figure(np.arange(10), x_range=[2, 5], step=3)
     assert tuple(fig.layout.xaxis.range) == (2, 5)
-    assert [s.x0 for s in fig.layout.shapes] == [3]
+    assert [s.x0 for s in fig.layout.shapes] == [3.5]  # the middle of step 3
 
 
 def test_layout_raster_when_crowded_vector_when_zoomed() -> None:
@@ -63,13 +63,13 @@ def test_layout_raster_when_crowded_vector_when_zoomed() -> None:
             assert view.start[i] - 20 <= x <= view.end[i] + 20  # within a cell of it
             lo, hi = view.offset[i], view.offset[i] + view.size[i]
             assert lo - grid.dy <= y <= hi + grid.dy
-            assert grid.z[r][c] == view.size[i]
+            assert grid.z[r][c] * 1024 == view.size[i]  # KiB: sizes up to 32 KiB
     small = figures.layout_figure(view, x_range=[100, 110], vector_limit=5000)
     assert small.layout.meta["lod"] == "vector"
     assert not small.layout.images
     n_vis = int(view.visible(100, 110).sum())
     assert small.layout.meta["visible"] == n_vis
-    fills = [t for t in small.data if t.fill == "toself"]
+    fills = [t for t in small.data if t.type == "scatter" and t.fill == "toself"]
     assert sum(np.isnan(np.asarray(t.x, dtype=float)).sum() for t in fills) == n_vis
     assert small.data[-1].type == "scattergl"
     assert len(small.data[-1].x) == n_vis
@@ -106,7 +106,7 @@ def test_timeline_rows_phases_and_hover() -> None:
     z = np.asarray(heat.z)
     assert z[1][order.index("mm")] == z[0][list(g.op_ids).index("mm")]
     rings = [t for t in fig.data if t.type == "scatter" and t.hoverinfo == "skip"]
-    assert sorted((t.x[0], t.y[0]) for t in rings) == [(0, 0), (len(order) - 1, 1)]
+    assert sorted((t.x[0], t.y[0]) for t in rings) == [(0.5, 0), (len(order) - 0.5, 1)]
 
 
 def test_task_tree_icicle() -> None:
@@ -162,3 +162,48 @@ def test_long_curves_are_decimated_but_keep_peaks_and_the_window() -> None:
     assert max(line.y) * 1024 == pytest.approx(5000, rel=1e-3)  # KiB axis
     zoom = figures.memory_curves_figure(curve, None, x_range=[100, 400], max_points=1000)
     assert set(range(100, 401)) <= set(zoom.data[0].x)  # every step inside the window
+
+
+def test_step_axes_line_up_in_every_view() -> None:
+    """Same fixed margins, no automargin and the same whole range: step s at the same x."""
+    graph, plan = planned_with_tree()
+    view = layout_from_plan(graph, plan)
+    n = len(plan.order)
+    curve = np.arange(n) * 2**20
+    figs = [figures.memory_curves_figure(curve, curve[::-1]),
+            figures.timeline_figure(graph, plan.order, graph.op_ids,
+                                    before_label="eager, optimizer state moved (paper's)"),
+            figures.layout_figure(view)]
+    for f in figs:
+        assert (f.layout.margin.l, f.layout.margin.r) == (figures.STEP_AXIS_MARGIN["l"],
+                                                         figures.STEP_AXIS_MARGIN["r"])
+        assert f.layout.yaxis.automargin is False
+        assert tuple(f.layout.xaxis.range) == (0, n)
+    assert all(len(t) <= 10 for t in figs[1].layout.yaxis.ticktext)  # fits the margin
+    assert "eager, optimizer state moved" in figs[1].layout.title.text
+    line = figs[0].data[0]
+    assert line.x[-1] == n  # the last step's line reaches the end of its step
+
+
+def test_hover_names_the_storage_drawn_there_anywhere_on_it() -> None:
+    """A big storage beside a sliver: every cell on the big one names the big one (the old
+    grid named the smallest storage touching a cell), in raster and in vector mode."""
+    from app.analysis import LayoutView
+
+    ids = np.array(["big", "sliver"], dtype=object)
+    view = LayoutView(ids, np.array([0, 50]), np.array([100, 51]), np.array([0, 0]),
+                      np.array([1000 * 512, 512]), np.array([3, 5], np.int8), 100,
+                      1000 * 512, "two")
+    for limit in (0, 5000):  # raster, vector
+        fig = figures.layout_figure(view, vector_limit=limit, hover_grid=(50, 20))
+        grid = next(t for t in fig.data if t.type == "heatmap")
+        text = np.asarray(grid.text)
+        assert (text == "big").mean() > 0.95, fig.layout.meta["lod"]
+        assert (text == "").sum() == 0  # the whole window is covered: hover anywhere
+        assert "MiB" in grid.hovertemplate or "KiB" in grid.hovertemplate
+    vec = figures.layout_figure(view, vector_limit=5000)
+    assert vec.data[-1].type == "scattergl"  # exact markers stay on top
+    assert vec.layout.hoverdistance == 4
+    cd = vec.data[-1].customdata[0]
+    assert cd[4] == "500.00 KiB"  # binary units first, exact bytes after
+    assert cd[0] == 512000

@@ -81,3 +81,56 @@ def test_expand_node_pages_and_caps() -> None:
     assert analysis.expand_node(tree, s, "c3") == {"root": 15, "c3": analysis.TREE_PAGE}
     assert analysis.expand_node(tree, s, "nope") == s
     assert analysis.expand_node(None, {}, "root") == {}
+
+
+def test_icicle_values_cover_the_subtree_so_it_is_not_blank() -> None:
+    """branchvalues="total" draws nothing when a parent is smaller than its children."""
+    from app import figures
+
+    tree = big_tree()
+    fig = figures.task_tree_figure(tree)
+    ice = fig.data[0]
+    assert ice.type == "icicle"
+    assert ice.branchvalues == "total"
+    value = dict(zip(ice.ids, ice.values))
+    parent = dict(zip(ice.ids, ice.parents))
+    kids: dict[str, list[str]] = {}
+    for i, p in parent.items():
+        kids.setdefault(p, []).append(i)
+    for nid, v in value.items():  # every parent holds at least its children's sum
+        assert v >= sum(value[c] for c in kids.get(nid, ())), nid
+        assert v > 0
+    assert value["root"] == 3 * 242  # every node has 3 own ops
+    assert value["deep"] == 3
+    text = dict(zip(ice.ids, ice.text))
+    assert "(peak fell)" in text["root"]  # 4 KiB -> 2 KiB in big_tree
+
+
+def test_node_roles_in_words() -> None:
+    tree = {"id": "root", "kind": "outer", "steps": [[0, 2]], "children": [
+        {"id": "t1", "kind": "ring", "steps": [[2, 10]], "children": [
+            {"id": "t3", "kind": "segment", "steps": [[4, 6]]}]},
+        {"id": "t2", "kind": "tail", "steps": [[10, 14]]},
+        {"id": "t4", "kind": "tail", "steps": [[0, 1]]}]}
+    roles = {n["id"]: analysis.node_role(n, tree) for n, _ in analysis.iter_tree(tree)}
+    assert roles["t1"] == "forward/backward ring around the loss"
+    assert roles["t2"].startswith("optimizer tail")
+    assert roles["t4"].startswith("forward head")
+    assert roles["t3"].startswith("a window of a long chain")
+    assert analysis.subtree_range(tree["children"][0]) == (2, 10)
+    assert analysis.subtree_range(tree) == (0, 14)
+
+
+def test_tree_nodes_say_what_they_are_and_where_the_peak_fell() -> None:
+    tree = {"id": "root", "kind": "outer", "num_ops": 2, "steps": [[0, 2]],
+            "peak_before_bytes": 4096, "peak_after_bytes": 4096, "status": "optimal",
+            "children": [{"id": "t1", "kind": "ring", "num_ops": 8, "steps": [[2, 10]],
+                          "peak_before_bytes": 8192, "peak_after_bytes": 4096,
+                          "status": "optimal", "children": []}]}
+    root = layout.tree_children(tree, {})
+    btn = {c.id["index"]: c for c in _walk(root)
+           if isinstance(getattr(c, "id", None), dict) and c.id["type"] == ids.TREE_NODE}
+    assert "forward/backward ring around the loss ▼ peak fell" in btn["t1"].children
+    assert "fell" in btn["t1"].className
+    assert "peak fell" not in btn["root"].children
+    assert "How to read this" in str(layout.summary_children([("graph", "g")]))

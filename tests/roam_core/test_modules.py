@@ -80,8 +80,10 @@ def _ops(g, phase, target=None, module=None):
 
 
 def test_forward_ops_record_their_module(net_step) -> None:
-    _, ts = net_step
+    model, ts = net_step
     g = ts.graph
+    # the tracer's hooks are gone afterwards
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())
     fwd = {op.module for op in _ops(g, Phase.FORWARD)}
     assert {"blocks.0.mlp.fc", "blocks.0.mlp.proj", "blocks.0.ln", "blocks.1.mlp.fc",
             "norm", "head"} <= fwd
@@ -295,3 +297,20 @@ def test_hugging_face_gpt2_names_are_its_own() -> None:
     # HF's Conv1D runs addmm forward and two mms backward inside the projection
     assert _ops(g, Phase.FORWARD, "aten.addmm.default", "transformer.h.1.attn.c_attn")
     assert len(_ops(g, Phase.BACKWARD, "aten.mm.default", "transformer.h.1.attn.c_attn")) == 2
+
+
+def test_hooks_are_removed_when_tracing_fails() -> None:
+    from roam_core.base.errors import TraceError
+
+    class Bad(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("boom")
+
+    model = Bad()
+    with pytest.raises(TraceError, match="boom"):
+        trace_fx(model, [X], _loss)
+    assert not any(m._forward_hooks or m._forward_pre_hooks for m in model.modules())

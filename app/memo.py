@@ -1,0 +1,93 @@
+"""One registry for the app's per-process memo caches, and :func:`clear_caches`.
+
+Every memoised function of the app is declared with :func:`memoised`, so one call empties
+them all (tests do, and so does :func:`app.state.configure` when the cache directory
+changes).  A memo never hands out its stored object when that object could be mutated:
+figures are returned as copies (``copy=``), and array records are frozen (read-only NumPy
+arrays, see :func:`freeze_arrays`).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import numpy as np
+
+__all__ = ["clear_caches", "freeze_arrays", "memo_names", "memoised"]
+
+F = TypeVar("F", bound=Callable[..., Any])
+_REGISTRY: dict[str, Any] = {}
+
+
+def memoised(maxsize: int, *, copy: Callable[[Any], Any] | None = None
+             ) -> Callable[[F], F]:
+    """Decorator: an LRU memo of ``maxsize`` entries, registered for :func:`clear_caches`.
+
+    Parameters
+    ----------
+    maxsize : int
+        Entries kept (least recently used evicted).
+    copy : callable, optional
+        Applied to the stored value on every call, so callers get their own copy (for
+        mutable results such as ``go.Figure``).
+
+    Examples
+    --------
+    >>> calls = []
+    >>> @memoised(2, copy=list)
+    ... def f(n):
+    ...     calls.append(n)
+    ...     return [n]
+    >>> f(1).append(9); f(1), len(calls)
+    ([1], 1)
+    >>> clear_caches(); f(1), len(calls)
+    ([1], 2)
+    """
+    def deco(fn: F) -> F:
+        cached = functools.lru_cache(maxsize=maxsize)(fn)
+        _REGISTRY[f"{fn.__module__}.{fn.__qualname__}"] = cached
+        if copy is None:
+            return cached  # type: ignore[return-value]
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            return copy(cached(*args, **kwargs))
+
+        wrapper.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
+        wrapper.cache_info = cached.cache_info  # type: ignore[attr-defined]
+        return wrapper  # type: ignore[return-value]
+
+    return deco
+
+
+def clear_caches() -> None:
+    """Empty every memo registered with :func:`memoised`."""
+    for cached in _REGISTRY.values():
+        cached.cache_clear()
+
+
+def memo_names() -> tuple[str, ...]:
+    """Qualified names of the registered memos (for tests and diagnostics)."""
+    return tuple(_REGISTRY)
+
+
+def freeze_arrays(obj: Any) -> Any:
+    """Make every NumPy array attribute of a (frozen dataclass) record read-only; returns it.
+
+    >>> import dataclasses
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class R:
+    ...     a: np.ndarray
+    >>> r = freeze_arrays(R(np.zeros(2)))
+    >>> r.a.flags.writeable
+    False
+    """
+    for value in vars(obj).values() if hasattr(obj, "__dict__") else (
+            getattr(obj, s) for s in getattr(obj, "__slots__", ())):
+        if isinstance(value, np.ndarray):
+            value.setflags(write=False)
+        elif hasattr(value, "__dataclass_fields__") and not isinstance(value, type):
+            freeze_arrays(value)
+    return obj
