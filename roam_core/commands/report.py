@@ -39,7 +39,8 @@ def _run(args: argparse.Namespace) -> int:
 
     graph = load_graph(args.graph)
     plan = load_plan(args.plan)
-    if plan.recompute and plan.graph_fingerprint == graph.fingerprint():  # shown on the expanded graph: the re-runs are ops ("<op>@r")
+    # a recompute plan is shown on the expanded graph: the re-runs are ops ("<op>@r")
+    if plan.recompute and plan.graph_fingerprint == graph.fingerprint():
         from dataclasses import replace
 
         from roam_core.model.recompute import expand_graph
