@@ -162,26 +162,34 @@ def write_png(res: dict[str, Any], path: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--only", default=None)
+    ap.add_argument("--only", default=None,
+                    help="comma-separated configs (model or model-bB) to (re)run; the others "
+                         "are kept from the existing frontier.json")
     ap.add_argument("--budgets", type=int, default=8)
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--png", default="assets/frontier.png")
     args = ap.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    results = []
+    results: list[dict[str, Any]] = []
+    old = out / "frontier.json"
+    kept = json.loads(old.read_text()) if args.only and old.exists() else []
+    wanted = args.only.split(",") if args.only else None
     for name, b, t in (CONFIGS[i] for i in RUN_ORDER):
-        if args.only and args.only not in name:
+        if wanted and not any(w == f"{name}-b{b}" or w == name for w in wanted):
             continue
         r = run_config(name, b, t, args.budgets)
         r["goals"] = goals(r)
         results.append(r)
         print(json.dumps({"config": r["config"], "goals": r["goals"],
                           "frontier_s": round(r["frontier_s"], 1)}), flush=True)
-        (out / "frontier.json").write_text(json.dumps(results, indent=1))
-        write_md(results, out / "frontier.md")
+        merged = [k for k in kept if k["config"] not in {r["config"] for r in results}]
+        merged += results
+        (out / "frontier.json").write_text(json.dumps(merged, indent=1))
+        write_md(merged, out / "frontier.md")
     if results and args.png:
-        first = next((r for r in results if r["config"].startswith("gpt2-b2")), results[0])
+        allr = json.loads((out / "frontier.json").read_text())
+        first = next((r for r in allr if r["config"].startswith("gpt2-b2")), allr[0])
         write_png(first, Path(args.png))
 
 

@@ -44,17 +44,21 @@ _INDEXED = re.compile(r"^(.*?)(\d+)(?:\.|$)")
 def find_blocks(graph: Graph) -> tuple[str, ...]:
     """Module paths of the repeated blocks (``("h.0", "h.1", ...)``), or ``()``.
 
-    The blocks are the indexed children of the module-list prefix that holds the most
-    forward ops.
+    Blocks are the indexed children (``<prefix>.<i>``) of module lists: the list holding the
+    most forward ops, together with every other list of at least 3 at the same depth
+    (ResNet's ``layer1`` ... ``layer4``), in forward order.
     """
     count: Counter[tuple[str, int]] = Counter()
-    for op in graph.ops:
+    first: dict[str, int] = {}
+    for k, op in enumerate(graph.ops):
         if op.phase is not Phase.FORWARD or not op.module:
             continue
         parts = op.module.split(".")
         for i, part in enumerate(parts):
             if part.isdigit():
-                count[(".".join(parts[:i]), int(part))] += 1
+                key = (".".join(parts[:i]), int(part))
+                count[key] += 1
+                first.setdefault(f"{key[0]}.{key[1]}" if key[0] else part, k)
                 break
     per_prefix: Counter[str] = Counter()
     idx: dict[str, set[int]] = {}
@@ -65,8 +69,11 @@ def find_blocks(graph: Graph) -> tuple[str, ...]:
     if not good:
         return ()
     best = max(good, key=lambda p: (per_prefix[p], p))
-    head = f"{best}." if best else ""
-    return tuple(f"{head}{i}" for i in sorted(idx[best]))
+    depth = best.count(".") if best else -1
+    lists = [p for p in good if p == best or (
+        (p.count(".") if p else -1) == depth and len(idx[p]) >= 3)]
+    blocks = [f"{p}.{i}" if p else str(i) for p in lists for i in idx[p]]
+    return tuple(sorted(blocks, key=lambda b: first[b]))
 
 
 def _inside(module: str, roots: Sequence[str]) -> bool:
