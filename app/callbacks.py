@@ -20,7 +20,7 @@ import dash
 from dash import ALL, Input, Output, State
 from dash.exceptions import PreventUpdate
 
-from app import analysis, ids, layout, services, verify
+from app import analysis, extra_views, ids, layout, services, verify
 from app.analysis import expand_node, search
 from app.planning import PlanSettings
 from app.state import get_graph, get_plan
@@ -509,6 +509,7 @@ def _bind(fn: Callable[..., Any], config: AppConfig) -> Callable[..., Any]:
 def register(app: dash.Dash, config: AppConfig = DEFAULT_CONFIG) -> None:
     """Register every callback on ``app``, bound to ``config``."""
     app.server.config["ROAM"] = config
+    extra_views.register(app)  # Budget, What fits, Measured memory (app.extra_views)
     verify.cuda_status()  # probed once at start-up, in a subprocess (no torch in the server)
     gk, pk, base = (Input(ids.GRAPH_KEY, "data"), Input(ids.PLAN_KEY, "data"),
                     Input(ids.BASELINE, "value"))

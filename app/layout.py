@@ -11,7 +11,7 @@ from typing import Any
 
 from dash import dash_table, dcc, html
 
-from app import ids
+from app import extra_views, ids
 from app.analysis import MODULE_KINDS, Section, fmt_bytes, node_role, ring_span, shown_children
 from app.planning import BASELINE_METHODS, PLAN_METHODS, PlanSettings
 
@@ -208,6 +208,7 @@ def build_layout(defaults: Mapping[str, Any]) -> html.Div:
                   tooltip_delay=300, tooltip_duration=None,
                   style_table={"overflowX": "auto"})),
         module_card(),
+        *extra_views.cards(defaults),
     ], className="main")
     header = html.Header([html.H1("roam"),
                           html.Span("memory-efficient execution plans for a training step",

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import plotly.graph_objects as go
 
-from app import analysis, data_dir, figures, planning, state
+from app import analysis, data_dir, figures, planning, recompute_view, state
 from app.memo import clear_caches, freeze_arrays, memoised
 from roam_core.base import catalog
 from roam_core.base.errors import GraphError, PlanFormatError, PlanInvalidError, RoamError
@@ -349,7 +349,7 @@ def before_data(graph_key: str, method: str = "eager", alignment_bytes: int = 51
 @memoised(8)
 def after_data(graph_key: str, plan_key: str) -> After:
     """Planned curve, layout arrays and per-step bytes (memoised)."""
-    graph = state.get_graph(graph_key)
+    graph = recompute_view.view_graph(graph_key, plan_key)
     plan = state.get_plan(plan_key)
     curve = np.asarray(plan.live_bytes, np.int64) + plan.resident_bytes
     if len(curve) != len(plan.order):
@@ -415,10 +415,12 @@ def _curves(graph_key: str, plan_key: str | None, base: str,
     extra = [] if module is None else [
         (f"{label} (before)", module_bytes_per_step(graph, b.order, module), "#8fb8de"),
         (f"{label} (planned)", module_bytes_per_step(
-            graph, a.plan.order, module, alignment_bytes=a.plan.alignment_bytes), "#e89c9f")]
+            recompute_view.view_graph(graph_key, plan_key), a.plan.order, module,
+            alignment_bytes=a.plan.alignment_bytes), "#e89c9f")]
     after_label = f"planned ({a.plan.method})"
-    notes = {lbl: _peak_note(graph, view, curve)
-             for lbl, view, curve in ((b.label, b.view, b.curve), (after_label, a.view, a.curve))}
+    g_after = recompute_view.view_graph(graph_key, plan_key)
+    notes = {lbl: _peak_note(g, view, curve) for lbl, g, view, curve in (
+        (b.label, graph, b.view, b.curve), (after_label, g_after, a.view, a.curve))}
     return figures.memory_curves_figure(
         a.curve, b.curve, arena_bytes=a.plan.arena_bytes,
         lower_bound_bytes=a.plan.lower_bound_bytes, after_label=after_label,
@@ -453,9 +455,11 @@ def _timeline(graph_key: str, plan_key: str | None, base: str, x_range: Any, sel
         _mark_module_ops(fig, graph_key, selection, [b.order])
         return fig
     a = after_data(graph_key, plan_key)
+    graph = recompute_view.view_graph(graph_key, plan_key)
     fig = figures.timeline_figure(graph, a.plan.order, b.order, alloc_bytes=a.alloc,
                                   freed_bytes=a.freed, x_range=x_range, highlight_op=hl,
                                   before_label=b.label)
+    recompute_view.mark_recompute(fig, a.plan, 1, 2)
     _mark_module_ops(fig, graph_key, selection, [b.order, a.plan.order])
     return fig
 
@@ -489,7 +493,7 @@ def _layouts(graph_key: str, plan_key: str | None, base: str, x_range: Any, sel:
 def live_table(graph_key: str, plan_key: str | None, base: str, step: int | None
                ) -> tuple[list[dict[str, Any]], str]:
     """View 5: rows live at ``step`` (the planned peak when ``None``) and a title."""
-    graph = state.get_graph(graph_key)
+    graph = recompute_view.view_graph(graph_key, plan_key)
     if plan_key:
         a = after_data(graph_key, plan_key)
         view, curve, what = a.view, a.curve, "planned"
@@ -524,8 +528,9 @@ def summary_rows(graph_key: str, plan_key: str | None, base: str) -> list[tuple[
                 (f"{b.label} reserved", analysis.fmt_bytes(b.reserved_bytes)),
                 ("plan", "not planned yet: press Plan")]
     a = after_data(graph_key, plan_key)
-    why = [("why", w) for w in analysis.why_notes(graph, a.plan, b.order, b.label, b.curve,
-                                                  a.curve)]
+    # op by op against the baseline: the plan's re-runs left out of its order
+    why = [("why", w) for w in analysis.why_notes(graph, recompute_view.without_reruns(a.plan),
+                                                  b.order, b.label, b.curve, a.curve)]
     return head + analysis.summary_rows(a.plan, int(b.curve.max(initial=0)), b.label,
                                         b.reserved_bytes, show_eager=base != "eager") + why
 
@@ -539,7 +544,8 @@ def walkthrough_steps(graph_key: str, plan_key: str | None, base: str
     graph = state.get_graph(graph_key)
     a, b = after_data(graph_key, plan_key), before_data(graph_key, base)
     teach = graph.name.startswith(analysis.TEACHING_GRAPHS)
-    steps = analysis.walkthrough(graph, a.plan, b.order, b.label, b.curve, b.view, a.view,
+    steps = analysis.walkthrough(graph, recompute_view.without_reruns(a.plan),
+                                 b.order, b.label, b.curve, b.view, a.view,
                                  b.reserved_bytes)
     return teach, tuple((t, x, tuple(links)) for t, x, links in steps)
 
@@ -559,8 +565,11 @@ def explain_sections(graph_key: str, plan_key: str | None, base: str,
             module_attribution(graph_key, None, base), f"planned ({plan.method})",
             before_data(graph_key, base).label)
     explain = analysis.explain_op if selection.get("kind") == "op" else analysis.explain_tensor
+    extra = recompute_view.explain_recompute(graph, plan, selection.get("kind", ""),
+                                             selection["id"])
     try:
-        return explain(graph, plan, order, selection["id"])
+        return explain(recompute_view.view_graph(graph_key, plan_key), plan, order,
+                       selection["id"]) + extra
     except RoamError as e:
         return [analysis.Section("Explain", (str(e),))]
 
@@ -610,6 +619,7 @@ def module_attribution(graph_key: str, plan_key: str | None, base: str = "eager"
     graph = state.get_graph(graph_key)
     if plan_key:
         plan = after_data(graph_key, plan_key).plan
+        graph = recompute_view.view_graph(graph_key, plan_key)
         return bytes_at_peak_by_module(graph, plan.order, alignment_bytes=plan.alignment_bytes)
     return bytes_at_peak_by_module(graph, before_data(graph_key, base).order)
 
@@ -744,7 +754,8 @@ def export_payload(kind: str, graph_key: str, plan_key: str | None, base: str,
     if kind == "json":
         return {"content": dumps_plan(plan), "filename": f"{stem}.plan.json"}
     if kind == "csv":
-        return {"content": plan_to_csv(plan, graph), "filename": f"{stem}.csv"}
+        csv = plan_to_csv(plan, recompute_view.view_graph(graph_key, plan_key))
+        return {"content": csv, "filename": f"{stem}.csv"}
     figs = report_figures(graph_key, plan_key, base)
     if kind == "html":
         from app.report import report_html

@@ -7,6 +7,7 @@ executor import torch lazily when called.  The module paths of roam 0.0 (``roam_
 """
 
 from roam_core.base.errors import (
+    BudgetInfeasibleError,
     ConfigError,
     ExecutorError,
     GraphError,
@@ -35,6 +36,7 @@ from roam_core.model.graph import (
     round_size,
 )
 from roam_core.model.plan import Plan, SolveRecord
+from roam_core.model.recompute import RecomputeOp, expand_graph
 from roam_core.oracle.simulate import Lifetime, MemoryProfile, lifetimes, simulate
 from roam_core.oracle.validate import check_arena, check_order, check_plan
 
@@ -54,6 +56,8 @@ _LAZY = {
     "simulate_allocator": "roam_core.oracle.allocator_sim",
     "plan_arena": "roam_core.layout.arena",
     "solve_dsa": "roam_core.layout.dsa_solver",
+    "recompute_frontier": "roam_core.planner.budget",
+    "exact_recompute": "roam_core.recompute.exact",
     "PlannedStep": "roam_core.runtime",
     "BatchMismatchError": "roam_core.runtime",
 }
@@ -69,6 +73,7 @@ def __getattr__(name: str) -> object:
 __all__ = [
     *sorted(_LAZY),
     "Alias",
+    "BudgetInfeasibleError",
     "ConfigError",
     "ControlEdge",
     "EdgeReason",
@@ -91,6 +96,7 @@ __all__ = [
     "Phase",
     "PlanFormatError",
     "PlanInvalidError",
+    "RecomputeOp",
     "RoamError",
     "Tensor",
     "TensorId",
@@ -100,6 +106,7 @@ __all__ = [
     "ViolationKind",
     "dumps_graph",
     "execute_plan",
+    "expand_graph",
     "lifetimes",
     "load_graph",
     "loads_graph",

@@ -113,6 +113,91 @@ def eager_greedy_plan(g: Graph) -> Plan:
                 prof.peak_bytes, prof.live_bytes)
 
 
+def random_train_graph(seed: int, n_layers: int = 6, *, skip_prob: float = 0.3,
+                       param_prob: float = 0.5, view_prob: float = 0.2) -> Graph:
+    """A random training step: a forward chain with skips, a loss, a mirrored backward.
+
+    Layer ``i`` computes ``h_i`` from ``h_{i-1}`` (sometimes also ``h_{i-2}``, and a weight
+    ``w_i``, which makes it costly); its backward reads the layer's inputs (the kept
+    activations) and ``h_i`` itself for some layers; weights get a gradient op and an
+    in-place SGD update (``MUTATION`` edges after every reader of the weight).  Some layers
+    read their input through a forward view (``v_i``), whose backward reads the view.
+    Sizes are multiples of 512 bytes; FLOPs are random (weighted layers cost more).
+    """
+    import random
+
+    rnd = random.Random(seed)
+    ops: list[Op] = []
+    tensors = [_t("x", 512 * rnd.randint(1, 4), K.INPUT, None)]
+    aliases: list[Alias] = []
+    edges: list[ControlEdge] = []
+    layer_inputs: list[list[str]] = []
+    reads_out: list[bool] = []
+    has_w: list[bool] = []
+    h = ["x"]
+    for i in range(1, n_layers + 1):
+        ins = [h[-1]]
+        if i >= 2 and rnd.random() < skip_prob:
+            ins.append(h[-2])
+        if rnd.random() < view_prob:
+            aliases.append(Alias(f"v{i}", TensorId(_storage(ins[0], aliases)), OpId(f"view{i}")))
+            ops.append(Op(OpId(f"view{i}"), "aten.view.default", FW, (ins[0],), (f"v{i}",),
+                          flops=0, bytes_read=0, bytes_written=0))
+            ins[0] = f"v{i}"
+        w = rnd.random() < param_prob
+        if w:
+            tensors.append(_t(f"w{i}", 512 * rnd.randint(1, 3), K.PARAMETER, None))
+            ins.append(f"w{i}")
+        size = 512 * rnd.randint(1, 8)
+        flops = rnd.randint(2000, 9000) if w else rnd.randint(0, 300)
+        tensors.append(_t(f"h{i}", size, K.ACTIVATION, f"f{i}"))
+        ops.append(Op(OpId(f"f{i}"), "aten.mm.default" if w else "aten.relu.default", FW,
+                      tuple(ins), (f"h{i}",), flops=flops, bytes_read=size, bytes_written=size))
+        layer_inputs.append(ins)
+        reads_out.append(rnd.random() < 0.4)
+        has_w.append(w)
+        h.append(f"h{i}")
+    tensors.append(_t("loss", 512, K.OUTPUT, "loss"))
+    ops.append(Op(OpId("loss"), "aten.sum.default", LO, (h[-1],), ("loss",), flops=10,
+                  bytes_read=512, bytes_written=512))
+    tensors.append(_t("g_top", 512 * rnd.randint(1, 8), K.TEMPORARY, "g_top"))
+    ops.append(Op(OpId("g_top"), "aten.ones_like.default", BW, ("loss",), ("g_top",),
+                  flops=0, bytes_read=512, bytes_written=512))
+    grad = "g_top"
+    for i in range(n_layers, 0, -1):
+        ins = layer_inputs[i - 1]
+        reads = [grad, *(v for v in ins if not v.startswith("w"))]
+        if reads_out[i - 1]:
+            reads.append(f"h{i}")
+        if has_w[i - 1]:
+            reads.append(f"w{i}")
+            tensors.append(_t(f"gw{i}", 512, K.GRADIENT, f"bw{i}"))
+            ops.append(Op(OpId(f"bw{i}"), "aten.mm.default", BW,
+                          (grad, *(v for v in ins if not v.startswith("w"))), (f"gw{i}",),
+                          flops=rnd.randint(2000, 9000), bytes_read=1024, bytes_written=512))
+        g_new = f"g{i - 1}"
+        tensors.append(_t(g_new, 512 * rnd.randint(1, 8), K.TEMPORARY, f"b{i}"))
+        ops.append(Op(OpId(f"b{i}"), "aten.mm.default" if has_w[i - 1] else "aten.mul.Tensor",
+                      BW, tuple(dict.fromkeys(reads)), (g_new,), flops=rnd.randint(0, 5000),
+                      bytes_read=1024, bytes_written=1024))
+        grad = g_new
+        if has_w[i - 1]:
+            ops.append(Op(OpId(f"upd{i}"), "aten.sub_.Tensor", OPT, (f"w{i}", f"gw{i}"),
+                          (), (TensorId(f"w{i}"),), flops=0, bytes_read=1024,
+                          bytes_written=512))
+            for r in (f"f{i}", f"b{i}"):
+                edges.append(ControlEdge(OpId(r), OpId(f"upd{i}"), EdgeReason.MUTATION))
+    return Graph.build(ops, tensors, aliases, edges, outputs=[TensorId("loss")],
+                       name=f"random-train-{seed}")
+
+
+def _storage(v: str, aliases: list[Alias]) -> str:
+    for a in aliases:
+        if a.id == v:
+            return a.storage
+    return v
+
+
 def tied_branches() -> Graph:
     """Two branches that tie at 512 B rounding (program order runs the worse one first).
 

@@ -171,6 +171,20 @@ class PlannerConfig:
     solve_layout: bool = True
     # Budget of the layout stage, seconds.
     layout_time_limit_s: float = 20.0
+    # Memory budget (bytes, resident included) for the arena; None: no recomputation, just
+    # the lowest peak by order and layout.  "auto": the knee of the recomputation frontier.
+    # With a budget the planner drops forward storages and recomputes them in the backward,
+    # minimising the added cost, so that the arena fits.
+    budget_bytes: int | str | None = None
+    # Recompute cost of one byte moved, in FLOPs (elementwise re-runs count 0 FLOPs in
+    # torch's counter but still move bytes); the objective is FLOPs + this x bytes.
+    recompute_bytes_weight: float = 1.0
+    # Graphs with at most this many ops get the exact recomputation model (CP-SAT over the
+    # drop decisions and the order together, roam_core.recompute.exact); larger ones the
+    # greedy trajectory over the planner's order (roam_core.recompute.greedy).
+    recompute_exact_max_ops: int = 60
+    # CP-SAT (deterministic) seconds of the exact recomputation model.
+    recompute_exact_time_limit_s: float = 20.0
     # Arena layout settings (alignment, budget and seed follow the fields above).
     arena: ArenaConfig = field(default_factory=ArenaConfig)
 
@@ -194,6 +208,14 @@ class PlannerConfig:
         _at_least("polish_rounds", self.polish_rounds, 0)
         _at_least("search_evaluations", self.search_evaluations, 0)
         _at_least("layout_time_limit_s", self.layout_time_limit_s, 0.0)
+        bud = self.budget_bytes
+        if bud is not None and bud != "auto" and (isinstance(bud, bool) or not isinstance(
+                bud, int) or bud <= 0):
+            raise ConfigError(f"budget_bytes must be a positive number of bytes, 'auto' or "
+                              f"None, not {bud!r}")
+        _at_least("recompute_bytes_weight", self.recompute_bytes_weight, 0.0)
+        _at_least("recompute_exact_max_ops", self.recompute_exact_max_ops, 0)
+        _at_least("recompute_exact_time_limit_s", self.recompute_exact_time_limit_s, 0.0)
         if not isinstance(self.arena, ArenaConfig):
             raise ConfigError(f"arena must be an ArenaConfig, not {type(self.arena).__name__}")
         # one source for each: the arena follows the planner (also after ``replace``)

@@ -12,6 +12,7 @@ import enum
 from dataclasses import dataclass
 
 __all__ = [
+    "BudgetInfeasibleError",
     "ConfigError",
     "ExecutorError",
     "GraphError",
@@ -88,6 +89,10 @@ class ViolationKind(enum.Enum):
     WRONG_HEIGHT = "wrong_height"  # the declared arena size disagrees with the layout
     FINGERPRINT = "fingerprint"  # the plan was made for another graph
     FIXED_OFFSET = "fixed_offset"  # a buffer with a fixed offset was moved (DSA problems)
+    # recomputation (plans with recompute ops)
+    RECOMPUTE_INPUT = "recompute_input"  # a recompute op reads a value not available then
+    READ_DROPPED = "read_dropped"  # an op reads a dropped value before its recomputation
+    RECOMPUTE_MISMATCH = "recompute_mismatch"  # the recomputed value can differ from the original
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,3 +112,22 @@ class Violation:
     kind: ViolationKind
     subject_id: str
     message: str
+
+
+class BudgetInfeasibleError(InfeasibleError):
+    """No plan (with or without recomputation) fits the memory budget.
+
+    Parameters
+    ----------
+    message : str
+        What was asked and the smallest reachable peak, in people's units.
+    budget_bytes : int
+        The budget asked for.
+    smallest_peak_bytes : int
+        The lowest arena the planner reached (recomputing everything it may).
+    """
+
+    def __init__(self, message: str, budget_bytes: int, smallest_peak_bytes: int) -> None:
+        super().__init__(message)
+        self.budget_bytes = budget_bytes
+        self.smallest_peak_bytes = smallest_peak_bytes

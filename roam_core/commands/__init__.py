@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-__all__ = ["positive_float", "positive_int"]
+__all__ = ["budget_arg", "positive_float", "positive_int", "size_bytes"]
 
 
 def positive_int(text: str) -> int:
@@ -31,3 +31,18 @@ def positive_float(text: str) -> float:
     if not v > 0:
         raise argparse.ArgumentTypeError(f"{v} is not a positive number")
     return v
+
+
+def size_bytes(text: str) -> int:
+    """argparse type: a size such as ``2GiB``, ``1.5GB`` or ``123456`` (bytes)."""
+    from roam_core.base.units import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def budget_arg(text: str) -> int | str:
+    """argparse type: ``auto`` or a size (see :func:`size_bytes`)."""
+    return "auto" if text.strip().lower() == "auto" else size_bytes(text)

@@ -4,7 +4,9 @@ Runs :func:`roam_core.planner.make_plan` with a progress bar on stderr (sub-task
 total and the best peak so far), writes the plan with :func:`roam_core.formats.plan_io.save_plan`
 and prints a summary (``--json``: one JSON object with ``baseline_peak_bytes``,
 ``planned_peak_bytes``, ``arena_bytes``, ``lower_bound_bytes``, ``solve_seconds``,
-``method``, ``fragmentation``, ``eager_reserved_bytes``, ...).
+``method``, ``fragmentation``, ``eager_reserved_bytes``, ``extra_flops``, ``step_flops``,
+``recomputed_ops``, ...).  ``--budget BYTES|auto`` plans under a memory budget with
+recomputation (:mod:`roam_core.planner.budget`).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import time
 from typing import Any
 
 from roam_core.base.executors import EXECUTOR_HELP
-from roam_core.commands import positive_float, positive_int
+from roam_core.commands import budget_arg, positive_float, positive_int
 
 __all__ = ["register", "summary_dict"]
 
@@ -56,6 +58,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--method", choices=methods, default="roam",
                    help="'roam' or a baseline ordering: " + ", ".join(methods))
     p.add_argument("--seed", type=int, default=0, help="CP-SAT random seed (default 0)")
+    p.add_argument("--budget", type=budget_arg, default=None, metavar="BYTES|auto",
+                   help="memory budget for the arena (e.g. 2GiB, 3000MiB, 123456, or 'auto' "
+                        "for the knee of the recomputation frontier): drop forward "
+                        "activations and recompute them in the backward, for the fewest "
+                        "extra FLOPs, so that the plan fits")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--setting-note", action="store_true",
                    help="explain the graph's tracing setting (steady / roam) and record it "
@@ -111,7 +118,14 @@ def summary_dict(plan: Any, graph: Any = None) -> dict[str, Any]:
         "solve_seconds": plan.solve_seconds,
         "num_subtasks": sum(1 for r in plan.provenance if r.stage == "order"),
         "notes": list(plan.notes),
+        "extra_flops": int(plan.extra_flops),
+        "step_flops": int(plan.step_flops),
+        "recomputed_ops": [r.source for r in plan.recompute],
     }
+    if graph is not None and not plan.step_flops:
+        from roam_core.model.recompute import step_flops
+
+        out["step_flops"] = step_flops(graph)
     if graph is not None:
         try:
             from roam_core.oracle.baseline import eager_report
@@ -143,6 +157,8 @@ def _run(args: argparse.Namespace) -> int:
         cfg = replace(cfg, workers=args.workers)
     if args.total_time_limit is not None:
         cfg = replace(cfg, time_limit_s=args.total_time_limit)
+    if args.budget is not None:
+        cfg = replace(cfg, budget_bytes=args.budget)
     cfg = cfg.with_order(random_seed=args.seed)
     if args.time_limit is not None:
         cfg = cfg.with_order(time_limit_s=args.time_limit)
@@ -168,6 +184,9 @@ def _run(args: argparse.Namespace) -> int:
     gap = plan.proven_gap
     print(f"  lower bound     {format_bytes(plan.lower_bound_bytes)}"
           + (f"  (proven gap {gap:.4f})" if gap is not None else ""))
+    if plan.recompute:
+        pct = 100 * plan.extra_flops / plan.step_flops if plan.step_flops else 0.0
+        print(f"  recomputation   {len(plan.recompute)} ops re-run, +{pct:.2f}% FLOPs")
     print(f"  solve time      {plan.solve_seconds:.1f} s")
     for n in plan.notes:
         print(f"  note: {n}")

@@ -39,6 +39,14 @@ def _run(args: argparse.Namespace) -> int:
 
     graph = load_graph(args.graph)
     plan = load_plan(args.plan)
+    # a recompute plan is shown on the expanded graph: the re-runs are ops ("<op>@r")
+    if plan.recompute and plan.graph_fingerprint == graph.fingerprint():
+        from dataclasses import replace
+
+        from roam_core.model.recompute import expand_graph
+
+        graph = expand_graph(graph, plan.recompute)
+        plan = replace(plan, graph_fingerprint=graph.fingerprint(), recompute=())
     text = build_report(graph, plan, args.baseline)
     out = Path(args.output)
     out.write_text(text, encoding="utf-8")

@@ -1,12 +1,14 @@
 """Versioned JSON format for graphs (gzip accepted), with a strict loader.
 
-Format (``schema_version`` 2)::
+Format (``schema_version`` 2; version 1 files load too: without ``module``, ``name``
+and the per-op cost fields)::
 
     {
       "format": "roam-graph", "schema_version": 2, "name": "mlp", "origin": {...},
       "ops": [{"id": "mm", "target": "aten.mm.default", "phase": "forward",
                "inputs": ["x", "w"], "outputs": ["mm"], "mutates": [], "random": false,
-               "module": "blocks.0.fc"}],
+               "module": "blocks.0.fc", "flops": 65536, "bytes_read": 8192,
+               "bytes_written": 4096, "recomputable": true}],
       "tensors": [{"id": "mm", "size_bytes": 4096, "dtype": "float32", "shape": [32, 32],
                    "kind": "activation", "producer": "mm", "name": null}],
       "aliases": [{"id": "t", "storage": "w", "producer": "t"}],
@@ -80,6 +82,7 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
                 "mutates": list(o.mutates),
                 "random": o.random,
                 "module": o.module,
+                **_cost_fields(o),
             }
             for o in graph.ops
         ],
@@ -103,6 +106,15 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
         ],
         "outputs": list(graph.outputs),
     }
+
+
+def _cost_fields(o: Op) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key in ("flops", "bytes_read", "bytes_written", "recomputable"):
+        v = getattr(o, key)
+        if v is not None:
+            out[key] = v
+    return out
 
 
 def dumps_graph(graph: Graph, *, compress: bool = False) -> bytes:
@@ -268,6 +280,15 @@ def _op(d: Any, i: int) -> Op:
     rnd = d.get("random", False)
     if not isinstance(rnd, bool):
         raise GraphError(f"{where}: field 'random' must be true or false")
+    costs: list[int | None] = []
+    for key in ("flops", "bytes_read", "bytes_written"):
+        v = d.get(key)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
+            raise GraphError(f"{where}: field {key!r} must be a non-negative integer")
+        costs.append(v)
+    rec = d.get("recomputable")
+    if rec is not None and not isinstance(rec, bool):
+        raise GraphError(f"{where}: field 'recomputable' must be true or false")
     return Op(
         OpId(oid),
         _str(d, "target", where),
@@ -277,6 +298,10 @@ def _op(d: Any, i: int) -> Op:
         tuple(TensorId(s) for s in _strs(d, "mutates", where)),
         rnd,
         _module(d, where),
+        flops=costs[0],
+        bytes_read=costs[1],
+        bytes_written=costs[2],
+        recomputable=rec,
     )
 
 

@@ -1,9 +1,9 @@
 """Versioned JSON plan files (gzip accepted) and MiniMalloc CSV export of a plan's layout.
 
-Format (``schema_version`` 1)::
+Format (``schema_version`` 2; version 1 files, without recomputation, load too)::
 
     {
-      "format": "roam-plan", "schema_version": 1,
+      "format": "roam-plan", "schema_version": 2,
       "graph_fingerprint": "3fa4...", "graph_name": "mlp", "method": "roam",
       "order": ["a", "b", ...],
       "offsets": {"a": 0, "w": 4096, ...},
@@ -14,7 +14,10 @@ Format (``schema_version`` 1)::
       "extra_edges": [{"src": "a", "dst": "b", "reason": "weight_update"}],
       "provenance": [{"stage": "layout", "task_id": "global", "status": "optimal",
                       "objective": 8192, "best_bound": 8192, "wall_time_s": 0.1, "size": 3}],
-      "settings": {...}, "notes": ["..."]
+      "settings": {...}, "notes": ["..."],
+      "recompute": [{"id": "relu@r", "source": "relu", "inputs": ["mm"],
+                     "outputs": ["relu@r"], "readers": ["threshold_backward"]}],
+      "extra_flops": 0, "step_flops": 123456
     }
 
 Every problem raises :class:`~roam_core.base.errors.PlanFormatError` naming the field.  With a
@@ -37,6 +40,7 @@ from roam_core.formats.dsa_csv import dumps_problem
 from roam_core.model.dsa import Buffer, Problem, Solution
 from roam_core.model.graph import ControlEdge, EdgeReason, Graph, OpId, TensorId, round_size
 from roam_core.model.plan import Plan, SolveRecord
+from roam_core.model.recompute import RecomputeOp, expand_graph
 from roam_core.oracle.simulate import lifetimes
 
 __all__ = [
@@ -51,7 +55,9 @@ __all__ = [
     "save_plan",
 ]
 
-PLAN_SCHEMA_VERSION = 1
+PLAN_SCHEMA_VERSION = 2
+#: Versions this roam reads (1: no recomputation fields).
+READABLE_PLAN_VERSIONS = (1, 2)
 _FORMAT = "roam-plan"
 
 
@@ -86,6 +92,13 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         ],
         "settings": dict(plan.settings),
         "notes": list(plan.notes),
+        "recompute": [
+            {"id": r.id, "source": r.source, "inputs": list(r.inputs),
+             "outputs": list(r.outputs), "readers": list(r.readers)}
+            for r in plan.recompute
+        ],
+        "extra_flops": int(plan.extra_flops),
+        "step_flops": int(plan.step_flops),
     }
 
 
@@ -195,9 +208,9 @@ def plan_from_dict(obj: Any) -> Plan:
         raise PlanFormatError(f"plan file: field 'format' is {obj.get('format')!r}, "
                               f"expected {_FORMAT!r}")
     version = obj.get("schema_version")
-    if version != PLAN_SCHEMA_VERSION:
+    if version not in READABLE_PLAN_VERSIONS or isinstance(version, bool):
         raise PlanFormatError(f"plan file: field 'schema_version' is {version!r}, this roam "
-                              f"reads {PLAN_SCHEMA_VERSION}")
+                              f"reads {', '.join(map(str, READABLE_PLAN_VERSIONS))}")
     order = _field(obj, "order", list)
     if not all(isinstance(x, str) for x in order):
         raise PlanFormatError("plan file: field 'order' must list op ids (strings)")
@@ -234,6 +247,19 @@ def plan_from_dict(obj: Any) -> Plan:
             raise PlanFormatError(f"plan file: field 'provenance' entry {i} is malformed"
                                   ) from None
     notes = _field(obj, "notes", list, default=[])
+    rops = []
+    for i, r in enumerate(_field(obj, "recompute", list, default=[])):
+        try:
+            lists = [r[k] for k in ("inputs", "outputs", "readers")]
+            if not all(isinstance(x, list) and all(isinstance(y, str) for y in x)
+                       for x in lists) or not isinstance(r["id"], str) \
+                    or not isinstance(r["source"], str):
+                raise TypeError
+            rops.append(RecomputeOp(OpId(r["id"]), OpId(r["source"]), tuple(lists[0]),
+                                    tuple(lists[1]), tuple(OpId(x) for x in lists[2])))
+        except (KeyError, TypeError):
+            raise PlanFormatError(f"plan file: field 'recompute' entry {i} is malformed"
+                                  ) from None
     solve_s = _field(obj, "solve_seconds", (int, float), default=0.0)
     return Plan(
         graph_fingerprint=_field(obj, "graph_fingerprint", str),
@@ -255,6 +281,9 @@ def plan_from_dict(obj: Any) -> Plan:
         provenance=tuple(prov),
         settings=_field(obj, "settings", dict, default={}),
         notes=tuple(str(x) for x in notes),
+        recompute=tuple(rops),
+        extra_flops=_int(obj, "extra_flops", default=0),
+        step_flops=_int(obj, "step_flops", default=0),
     )
 
 
@@ -271,6 +300,7 @@ def problem_from_plan(plan: Plan, graph: Graph) -> tuple[Problem, Solution]:
     PlanFormatError
         The plan lacks an offset for a planned storage.
     """
+    graph = expand_graph(graph, plan.recompute)
     lts = lifetimes(graph, plan.order)
     buffers: list[Buffer] = []
     offs: list[int] = []

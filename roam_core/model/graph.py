@@ -183,6 +183,22 @@ class Op:
         Qualified path of the ``nn.Module`` the op ran in (``"transformer.h.3.attn"``;
         ``""`` at the top level).  Backward ops carry their forward op's module and
         optimizer ops their parameter's module.  Not part of the fingerprint.
+    flops : int or None
+        Floating-point operations of one run, from torch's own FLOP formulas
+        (``torch.utils.flop_counter``) on the traced shapes; 0 for ops torch counts as free
+        (elementwise, views); ``None`` when not recorded (graphs saved before schema 2).
+    bytes_read, bytes_written : int or None
+        Bytes of the tensor values the op reads / the new or mutated values it writes
+        (views read and write 0); ``None`` when not recorded.
+    recomputable : bool or None
+        Whether a plan may re-run the op in the backward to rebuild a dropped activation
+        (set by the tracer; ``None``: decided from the graph's structure alone, see
+        :func:`roam_core.model.recompute.recompute_blocker`).
+
+    Notes
+    -----
+    The cost fields (``flops``, ``bytes_*``, ``recomputable``) are not part of
+    :meth:`Graph.fingerprint`: they do not change which orders and layouts are valid.
     """
 
     id: OpId
@@ -193,6 +209,10 @@ class Op:
     mutates: tuple[TensorId, ...] = ()
     random: bool = False
     module: str = ""
+    flops: int | None = None
+    bytes_read: int | None = None
+    bytes_written: int | None = None
+    recomputable: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)

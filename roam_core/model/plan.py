@@ -16,6 +16,7 @@ from typing import Any
 
 from roam_core.base.status import SolveStatus
 from roam_core.model.graph import ControlEdge, OpId, TensorId
+from roam_core.model.recompute import RecomputeOp
 
 __all__ = ["Plan", "SolveRecord"]
 
@@ -101,6 +102,15 @@ class Plan:
         The planner settings used.
     notes : tuple of str
         Human-readable remarks (e.g. "returned the best baseline: it was better").
+    recompute : tuple of RecomputeOp
+        Forward ops re-run in the backward to rebuild dropped storages (empty: nothing is
+        recomputed).  ``order`` then contains the recompute ops' ids and ``offsets`` their
+        new storages; lifetimes, peaks and checks are those of
+        :func:`roam_core.model.recompute.expand_graph` ``(graph, recompute)``.
+    extra_flops : int
+        FLOPs the recompute ops add to the step (0 without recomputation).
+    step_flops : int
+        FLOPs of the step without recomputation (0 when unknown).
     """
 
     graph_fingerprint: str
@@ -122,6 +132,9 @@ class Plan:
     provenance: tuple[SolveRecord, ...] = ()
     settings: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    recompute: tuple[RecomputeOp, ...] = ()
+    extra_flops: int = 0
+    step_flops: int = 0
 
     @property
     def proven_gap(self) -> float | None:

@@ -8,7 +8,12 @@ never raises on a bad plan.  The rules:
 2. every data edge runs forward (``PRECEDENCE``), every mutation hazard keeps its side
    (``MUTATION_ORDER``), random ops keep their relative order (``RNG_ORDER``);
 3. (layouts, see :func:`check_arena`) every planned tensor has an aligned offset inside the
-   arena and no two co-live tensors share bytes.
+   arena and no two co-live tensors share bytes;
+4. (recomputation, see :func:`check_recompute`) every recompute op re-runs a re-runnable op
+   on the same inputs it read (``RECOMPUTE_MISMATCH``), its inputs exist when it runs
+   (``RECOMPUTE_INPUT``), and no op reads a dropped value before it is recomputed
+   (``READ_DROPPED``).  Orders and layouts of such plans are checked on the expanded graph
+   (:func:`roam_core.model.recompute.expand_graph`).
 """
 
 from __future__ import annotations
@@ -18,13 +23,14 @@ import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from roam_core.base.errors import Violation, ViolationKind
+from roam_core.base.errors import GraphError, Violation, ViolationKind
 from roam_core.model.graph import EdgeReason, Graph, OpId, TensorId, round_size
+from roam_core.model.recompute import expand_graph, recompute_blocker
 
 if TYPE_CHECKING:  # data types only; the validator shares no code with any solver
     from roam_core.model.dsa import Problem, Solution
 
-__all__ = ["check_arena", "check_dsa_solution", "check_order", "check_plan"]
+__all__ = ["check_arena", "check_dsa_solution", "check_order", "check_plan", "check_recompute"]
 
 _EDGE_KIND = {
     EdgeReason.DATA: ViolationKind.PRECEDENCE,
@@ -259,9 +265,135 @@ def check_plan(graph: Graph, plan: Any) -> list[Violation]:
         out.append(Violation(ViolationKind.FINGERPRINT, "plan",
                              f"plan was made for graph {plan.graph_fingerprint[:12]}, "
                              f"this graph is {fp[:12]}"))
-    out.extend(check_order(graph, plan.order))
-    out.extend(check_arena(graph, plan.order, plan.offsets, plan.arena_bytes,
+    rops = tuple(getattr(plan, "recompute", ()) or ())
+    if not rops:
+        out.extend(check_order(graph, plan.order))
+        out.extend(check_arena(graph, plan.order, plan.offsets, plan.arena_bytes,
+                               plan.alignment_bytes))
+        return out
+    own = check_recompute(graph, rops, plan.order)
+    out.extend(own)
+    try:
+        g2 = expand_graph(graph, rops)
+    except GraphError as e:
+        if not own:
+            out.append(Violation(ViolationKind.RECOMPUTE_MISMATCH, "recompute", str(e)))
+        return out
+    # a reader before its recompute op, or a recompute op before its input's producer,
+    # is reported once, by check_recompute, not again as a broken data edge
+    flagged = {v.subject_id for v in own}
+    out.extend(v for v in check_order(g2, plan.order)
+               if not (v.kind is ViolationKind.PRECEDENCE and v.subject_id in flagged))
+    out.extend(check_arena(g2, plan.order, plan.offsets, plan.arena_bytes,
                            plan.alignment_bytes))
+    return out
+
+
+def check_recompute(graph: Graph, recompute: Sequence[Any],
+                    order: Sequence[OpId]) -> list[Violation]:
+    """Check the recompute ops of a plan against ``graph`` and the plan's ``order``.
+
+    Rules:
+
+    * ``RECOMPUTE_MISMATCH``: the copy may differ from the original -- the source op is
+      unknown or may not be re-run (in-place, random, optimizer, ...), an input is neither
+      the value the source read nor a recomputed copy of it, the output count differs, a
+      listed reader reads none of the source's values, or an input storage was written in
+      place between the source and the re-run (the re-run would read another version);
+    * ``RECOMPUTE_INPUT``: an input is not available at the recompute op's step (its
+      producer, or the recompute op making the copy, runs later or not at all);
+    * ``READ_DROPPED``: a reader of the copy runs before the recompute op (it would read the
+      dropped value between its drop and its recomputation).
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph the plan was made for (without the recompute ops).
+    recompute : sequence of RecomputeOp
+        The plan's recompute ops.
+    order : sequence of OpId
+        The plan's order (graph ops and recompute ops).
+
+    Returns
+    -------
+    list of Violation
+    """
+    out: list[Violation] = []
+    pos = _positions(graph, order)
+    copy_of: dict[str, str] = {}  # copy value -> original value
+    made_by: dict[str, str] = {}  # copy value -> recompute op id
+    for r in recompute:
+        try:
+            src = graph.op(r.source)
+        except GraphError:
+            continue
+        for v, v0 in zip(r.outputs, src.outputs):
+            copy_of[v] = v0
+            made_by[v] = r.id
+    writers: dict[TensorId, list[OpId]] = {}
+    for op in graph.ops:
+        for s in op.mutates:
+            writers.setdefault(s, []).append(op.id)
+    for r in recompute:
+        try:
+            src = graph.op(r.source)
+        except GraphError:
+            out.append(Violation(ViolationKind.RECOMPUTE_MISMATCH, r.id,
+                                 f"recompute op {r.id!r} copies unknown op {r.source!r}"))
+            continue
+        why = recompute_blocker(graph, src.id)
+        if why is not None:
+            out.append(Violation(ViolationKind.RECOMPUTE_MISMATCH, r.id,
+                                 f"recompute op {r.id!r} re-runs {src.id!r}, which may not be "
+                                 f"re-run ({why})"))
+        if len(r.inputs) != len(src.inputs) or len(r.outputs) != len(src.outputs):
+            out.append(Violation(ViolationKind.RECOMPUTE_MISMATCH, r.id,
+                                 f"recompute op {r.id!r} has {len(r.inputs)} inputs and "
+                                 f"{len(r.outputs)} outputs; {src.id!r} has "
+                                 f"{len(src.inputs)} and {len(src.outputs)}"))
+            continue
+        here = pos.get(r.id)
+        if here is None:
+            out.append(Violation(ViolationKind.RECOMPUTE_INPUT, r.id,
+                                 f"recompute op {r.id!r} is not in the order"))
+        for u, u0 in zip(r.inputs, src.inputs):
+            if u != u0 and copy_of.get(u) != u0:
+                out.append(Violation(ViolationKind.RECOMPUTE_MISMATCH, r.id,
+                                     f"recompute op {r.id!r} reads {u!r} where {src.id!r} "
+                                     f"read {u0!r}"))
+                continue
+            if here is None:
+                continue
+            maker = made_by[u] if u != u0 else graph.value_producer(u0)
+            if maker is not None and pos.get(maker, len(order)) >= here:
+                out.append(Violation(ViolationKind.RECOMPUTE_INPUT, r.id,
+                                     f"recompute op {r.id!r} (step {here}) reads {u!r}, which "
+                                     f"{maker!r} only makes at step {pos.get(maker, 'never')}"))
+            if u == u0 and src.id in pos:
+                s = graph.storage_of(u0)
+                a = {w for w in writers.get(s, ()) if pos.get(w, len(order)) < pos[src.id]}
+                b = {w for w in writers.get(s, ()) if pos.get(w, len(order)) < here}
+                if a != b:
+                    w = sorted(a ^ b)[0]
+                    out.append(Violation(ViolationKind.RECOMPUTE_MISMATCH, r.id,
+                                         f"recompute op {r.id!r} reads {s!r} after {w!r} wrote "
+                                         f"it in place, {src.id!r} read it before"))
+        outs0 = set(src.outputs)
+        for reader in r.readers:
+            if reader not in graph.op_ids:
+                out.append(Violation(ViolationKind.RECOMPUTE_MISMATCH, r.id,
+                                     f"recompute op {r.id!r} lists unknown reader {reader!r}"))
+                continue
+            if not outs0 & set(graph.op(reader).inputs):
+                out.append(Violation(ViolationKind.RECOMPUTE_MISMATCH, r.id,
+                                     f"recompute op {r.id!r} lists reader {reader!r}, which "
+                                     f"reads none of the values of {src.id!r}"))
+                continue
+            if here is not None and reader in pos and pos[reader] < here:
+                out.append(Violation(ViolationKind.READ_DROPPED, reader,
+                                     f"op {reader!r} (step {pos[reader]}) reads the value of "
+                                     f"{src.id!r} after it was dropped, before recompute op "
+                                     f"{r.id!r} rebuilds it (step {here})"))
     return out
 
 

@@ -190,6 +190,9 @@ def make_plan(
     ------
     ConfigError
         For an unknown method name (or baseline in ``config.baselines``).
+    BudgetInfeasibleError
+        ``config.budget_bytes`` is below every plan's arena, recomputation included (the
+        message gives the smallest reachable peak).
     PlanInvalidError
         If the plan fails the independent validator (a bug, never expected).
 
@@ -201,6 +204,11 @@ def make_plan(
     >>> p.method, p.planned_peak_bytes <= p.baseline_peak_bytes, len(p.order)
     ('roam', True, 8)
     """
+    if config.budget_bytes is not None and method == "roam":
+        from roam_core.planner.budget import plan_with_budget
+
+        return plan_with_budget(graph, config, make_plan=make_plan, progress=progress,
+                                cancel=cancel, executor=executor)
     run = _Run(graph, config, progress, cancel, as_cancel_flag(cancel))
     baseline_peak, lower = _eager_and_bound(run)
     if method != "roam":

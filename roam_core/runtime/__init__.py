@@ -211,6 +211,14 @@ def execute_traced(
     if measure == "subprocess" and dev.type == "cuda" and recipe is None:
         raise ExecutorError("measuring in fresh processes needs a picklable recipe")
     check_fingerprint(traced.graph, plan)
+    if getattr(plan, "recompute", ()):
+        from roam_core.oracle.validate import check_plan
+        from roam_core.runtime.recompute import expand_traced
+
+        bad = check_plan(traced.graph, plan)
+        if bad:
+            raise PlanInvalidError(bad)
+        traced = expand_traced(traced, plan.recompute)
     bad = check_order(traced.graph, plan.order)
     if bad:
         raise PlanInvalidError(bad)

@@ -158,6 +158,14 @@ class PlannedStep:
             check_fingerprint(traced.graph, self.plan)
         except PlanFormatError as e:
             raise PlanFormatError(_mismatch(traced, self._graph_hint) or str(e)) from None
+        if getattr(self.plan, "recompute", ()):
+            from roam_core.oracle.validate import check_plan
+            from roam_core.runtime.recompute import expand_traced
+
+            bad = check_plan(traced.graph, self.plan)
+            if bad:
+                raise PlanInvalidError(bad)
+            traced = expand_traced(traced, self.plan.recompute)
         bad = check_order(traced.graph, self.plan.order)
         if bad:
             raise PlanInvalidError(bad)

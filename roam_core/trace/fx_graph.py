@@ -127,8 +127,78 @@ class _Builder:
         target = node.target
         mutates = _mutated_storages(node, self)
         random = is_random(node)
+        flops, read, wrote = _costs(node, val, outs, mutates, self)
+        # None: the structural rule (roam_core.model.recompute) decides; False: the executor
+        # could not replay the op (not an ATen overload) or it is not bit-reproducible
+        replayable = isinstance(target, torch._ops.OpOverload) and (
+            torch.Tag.nondeterministic_bitwise not in target.tags)
         self.ops.append(Op(OpId(node.name), _target_name(target), phase, tuple(inputs),
-                           tuple(outs), tuple(mutates), bool(random)))
+                           tuple(outs), tuple(mutates), bool(random), flops=flops,
+                           bytes_read=read, bytes_written=wrote,
+                           recomputable=None if replayable else False))
+
+
+def _nbytes(v: Any) -> int:
+    if isinstance(v, torch.Tensor):
+        return int(v.numel()) * v.element_size()
+    return 0
+
+
+def _flop_formula(target: Any) -> Any:
+    """torch's registered FLOP formula for an ATen overload (``None`` when it has none).
+
+    The CPU flash-attention kernels have no entry in torch's table (torch 2.13); they take
+    the formula of the CUDA flash kernels, whose leading arguments (query, key, value; and
+    grad_out first for the backward) are the same.
+    """
+    from torch.utils.flop_counter import flop_registry
+
+    packet = target.overloadpacket
+    f = flop_registry.get(packet)
+    if f is None:
+        alias = _FLOP_ALIASES.get(str(packet))
+        if alias is not None:
+            f = flop_registry.get(getattr(torch.ops.aten, alias))
+    return f
+
+
+_FLOP_ALIASES = {
+    "aten._scaled_dot_product_flash_attention_for_cpu": "_scaled_dot_product_flash_attention",
+    "aten._scaled_dot_product_flash_attention_for_cpu_backward":
+        "_scaled_dot_product_flash_attention_backward",
+}
+
+
+def _costs(node: Any, val: Any, outs: Sequence[str], mutates: Sequence[TensorId],
+           b: _Builder) -> tuple[int, int, int]:
+    """``(flops, bytes read, bytes written)`` of one node, from its fake values.
+
+    FLOPs use torch's own formulas (``torch.utils.flop_counter.flop_registry``, the table
+    behind ``FlopCounterMode``) on the traced shapes; ops without a formula count 0, as in
+    ``FlopCounterMode``.  Bytes are the sizes of the tensor values read and of the new or
+    written ones; a pure view (no new storage, no write) moves 0 bytes.
+    """
+    target = node.target
+    flops = 0
+    if isinstance(target, torch._ops.OpOverload):
+        f = _flop_formula(target)
+        if f is not None:
+            def fake(n: Any) -> Any:
+                return n.meta.get("val")
+
+            try:
+                args = torch.fx.node.map_arg(node.args, fake)
+                kwargs = torch.fx.node.map_arg(node.kwargs, fake)
+                flops = int(f(*args, **kwargs, out_val=val))
+            except Exception as e:  # a formula that cannot read these args: count 0
+                _logger.debug("no FLOP count for %s (%s): %s", node.name, target, e)
+    new = [v for v in outs if b.storage_of.get(v) == v]
+    if not new and not mutates:
+        return flops, 0, 0
+    read = sum(_nbytes(a.meta.get("val")) for a in node.all_input_nodes)
+    leaves = val if isinstance(val, (tuple, list)) else [val]
+    wrote = sum(_nbytes(x) for x in leaves)
+    return flops, read, wrote
 
 
 def is_random(node: Any) -> bool:

@@ -72,7 +72,7 @@ class TestRoundTrip:
     def test_header(self) -> None:
         d = plan_to_dict(_full_plan())
         assert d["format"] == "roam-plan"
-        assert d["schema_version"] == 1
+        assert d["schema_version"] == 2
 
 
 class TestErrors:

@@ -1,0 +1,316 @@
+"""Budget view: peak memory against extra compute, roam's budget plans and the baselines.
+
+``frontier`` runs :func:`roam_core.planner.budget.recompute_frontier` (roam at ``budgets``
+budgets plus every checkpointing baseline) as a background job, stores every plan in the
+cache and returns one JSON record (cached by graph + settings).  Clicking a point loads its
+plan into every view.  Service and figure functions take plain values (unit-tested); the
+Dash pieces are :func:`card` and :func:`register`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import dash
+import plotly.graph_objects as go
+from dash import Input, Output, State, dash_table, dcc, html
+from dash.exceptions import PreventUpdate
+
+from app import ids, state
+from app.analysis import fmt_bytes
+from app.planning import PlanSettings
+from roam_core.base.errors import RoamError
+
+__all__ = ["BASELINE_LABELS", "card", "frontier", "frontier_figure", "frontier_key",
+           "frontier_rows", "register"]
+
+_logger = logging.getLogger(__name__)
+
+FRONTIER_BTN = "frontier-btn"
+FRONTIER_CANCEL = "frontier-cancel-btn"
+FRONTIER_BUDGETS = "frontier-budgets"
+FRONTIER_PROGRESS = "frontier-progress"
+FRONTIER_PROGRESS_TEXT = "frontier-progress-text"
+FRONTIER_STATUS = "frontier-status"
+FRONTIER_RESULT = "frontier-result"  # store: {"key": frontier cache key, "graph": graph key}
+FRONTIER_GRAPH = "frontier-graph"
+FRONTIER_TABLE = "frontier-table"
+FRONTIER_NOTES = "frontier-notes"
+
+#: Words for the baseline policies of :mod:`roam_core.recompute.baselines`.
+BASELINE_LABELS = {
+    "none": "no recomputation",
+    "checkpoint_blocks": "checkpoint every block",
+    "checkpoint_every_2": "checkpoint every 2nd block",
+    "sqrt_segments": "sqrt(n) segments (Chen 2016)",
+    "checkpoint_sequential": "checkpoint_sequential (4 segments)",
+    "selective_attention": "selective attention core (Korthikanti 2022)",
+}
+_SYMBOLS = {"none": "circle-open", "checkpoint_blocks": "square", "checkpoint_every_2": "diamond",
+            "sqrt_segments": "triangle-up", "checkpoint_sequential": "cross",
+            "selective_attention": "star"}
+_COLORS = {"none": "#7f7f7f", "checkpoint_blocks": "#1f77b4", "checkpoint_every_2": "#2ca02c",
+           "sqrt_segments": "#9467bd", "checkpoint_sequential": "#8c564b",
+           "selective_attention": "#bcbd22"}
+ROAM_COLOR = "#d62728"
+
+
+def byte_unit(max_bytes: float) -> tuple[float, str]:
+    """``(divisor, name)`` of the binary unit that shows ``max_bytes`` best (B .. TiB)."""
+    names = ("B", "KiB", "MiB", "GiB", "TiB")
+    i = 0
+    while max_bytes >= 1024 ** (i + 1) and i < len(names) - 1:
+        i += 1
+    return float(1024**i), names[i]
+
+
+def flops_text(flops: float) -> str:
+    """``1.2 GFLOP`` style."""
+    for div, name in ((1e12, "TFLOP"), (1e9, "GFLOP"), (1e6, "MFLOP"), (1e3, "kFLOP")):
+        if flops >= div:
+            return f"{flops / div:,.2f} {name}"
+    return f"{flops:,.0f} FLOP"
+
+
+# ------------------------------------------------------------------ service (no Dash)
+def frontier_key(graph_key: str, settings: PlanSettings, budgets: int) -> str:
+    """Cache key of a frontier: graph, planner settings and the number of budgets."""
+    blob = json.dumps([graph_key, settings.as_dict(), int(budgets)], sort_keys=True).encode()
+    return "fr-" + hashlib.sha256(blob).hexdigest()[:32]
+
+
+def frontier(graph_key: str, settings: PlanSettings, budgets: int = 8,
+             progress: Callable[[int, int, str], None] | None = None) -> str:
+    """Plan the frontier of a stored graph (or find it cached); returns its cache key.
+
+    The stored record is ``{"graph", "graph_name", "step_flops", "points": [{"method",
+    "label", "peak_bytes", "extra_flops", "extra_pct", "budget_bytes", "recomputed_ops",
+    "plan_key"}], "notes"}``; every plan is stored under its ``plan_key``.
+    """
+    from roam_core.base.config import PlannerConfig
+    from roam_core.planner import make_plan
+    from roam_core.planner.budget import recompute_frontier
+    from roam_core.recompute.baselines import BASELINES
+
+    key = frontier_key(graph_key, settings, budgets)
+    if state.get_json(key) is not None:
+        return key
+    graph = state.get_graph(graph_key)
+    cfg = PlannerConfig(time_limit_s=settings.time_limit_s, node_limit=settings.node_limit,
+                        workers=settings.workers, alignment_bytes=settings.alignment_bytes)
+    # one plain plan, one per baseline, one per budget (plus a roam point at each baseline's
+    # memory): the count of planner calls is the progress bar
+    total = 1 + 2 * len(BASELINES) + int(budgets)
+    calls = [0]
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[0] += 1
+        if progress is not None:
+            what = "plan without recomputation" if calls[0] == 1 else (
+                f"plan {calls[0]} (baselines, then roam at each budget)")
+            progress(min(calls[0], total - 1), total, f"{what}: {calls[0]}/~{total}")
+        return make_plan(*args, **kwargs)
+
+    plans: dict[str, Any] = {}
+    sf, points, notes = recompute_frontier(graph, cfg, make_plan=counted, budgets=int(budgets),
+                                           plans=plans)
+    keys = {label: state.put_plan(p) for label, p in plans.items()}
+    out = []
+    for p in points:
+        label = p.method if p.method != "roam" else f"roam@{p.budget_bytes}"
+        out.append({"method": p.method, "label": label, "peak_bytes": int(p.peak_bytes),
+                    "extra_flops": int(p.extra_flops),
+                    "extra_pct": 100.0 * p.extra_flops / max(sf, 1),
+                    "budget_bytes": p.budget_bytes, "recomputed_ops": int(p.recomputed_ops),
+                    "plan_key": keys.get(label)})
+    state.put_json(key, {"graph": graph_key, "graph_name": graph.name, "step_flops": int(sf),
+                         "points": out, "notes": list(notes)})
+    if progress is not None:
+        progress(total, total, f"done: {len(out)} points")
+    return key
+
+
+def frontier_rows(record: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Table rows of a frontier record (roam first, by peak; then the baselines)."""
+    pts = sorted(record.get("points") or [],
+                 key=lambda p: (p["method"] != "roam", -p["peak_bytes"]))
+    return [{"method": "roam" if p["method"] == "roam" else
+             BASELINE_LABELS.get(p["method"], p["method"]),
+             "budget": fmt_bytes(p["budget_bytes"]) if p["budget_bytes"] is not None else "",
+             "peak": fmt_bytes(p["peak_bytes"]), "extra_pct": round(p["extra_pct"], 3),
+             "recomputed_ops": p["recomputed_ops"], "plan_key": p["plan_key"]} for p in pts]
+
+
+def frontier_figure(record: Mapping[str, Any] | None, selected_plan: str | None = None
+                    ) -> go.Figure:
+    """Peak memory against extra FLOPs (% of the step): roam's budget plans as a line,
+    each baseline as its own marker; ``customdata`` is the plan key (a click loads it)."""
+    fig = go.Figure()
+    if not record or not record.get("points"):
+        fig.update_layout(title="No frontier yet: press “Compute frontier”",
+                          xaxis={"visible": False}, yaxis={"visible": False}, height=380)
+        return fig
+    pts = record["points"]
+    sf = record.get("step_flops") or 0
+    div, unit = byte_unit(max(p["peak_bytes"] for p in pts))
+    roam = sorted((p for p in pts if p["method"] == "roam"), key=lambda p: p["peak_bytes"])
+    if roam:
+        fig.add_trace(go.Scatter(
+            x=[p["extra_pct"] for p in roam], y=[p["peak_bytes"] / div for p in roam],
+            mode="lines+markers", name="roam (budget plans)", customdata=[
+                p["plan_key"] for p in roam],
+            marker={"color": ROAM_COLOR, "size": 10}, line={"color": ROAM_COLOR},
+            text=[f"roam, budget {fmt_bytes(p['budget_bytes'])}"
+                  f"<br>peak {fmt_bytes(p['peak_bytes'])}"
+                  f"<br>+{p['extra_pct']:.2f}% FLOPs, {p['recomputed_ops']} re-runs"
+                  for p in roam], hovertemplate="%{text}<extra></extra>"))
+    for p in pts:
+        if p["method"] == "roam":
+            continue
+        m = p["method"]
+        fig.add_trace(go.Scatter(
+            x=[p["extra_pct"]], y=[p["peak_bytes"] / div], mode="markers",
+            name=BASELINE_LABELS.get(m, m), customdata=[p["plan_key"]],
+            marker={"symbol": _SYMBOLS.get(m, "x"), "size": 13, "color": _COLORS.get(m, "#333"),
+                    "line": {"width": 1, "color": "#222"}},
+            text=[f"{BASELINE_LABELS.get(m, m)}<br>peak {fmt_bytes(p['peak_bytes'])}"
+                  f"<br>+{p['extra_pct']:.2f}% FLOPs, {p['recomputed_ops']} re-runs"],
+            hovertemplate="%{text}<extra></extra>"))
+    sel = [p for p in pts if selected_plan and p["plan_key"] == selected_plan]
+    if sel:
+        fig.add_trace(go.Scatter(
+            x=[sel[0]["extra_pct"]], y=[sel[0]["peak_bytes"] / div], mode="markers",
+            name="shown in the views", hoverinfo="skip",
+            marker={"size": 22, "color": "rgba(0,0,0,0)", "line": {"width": 3, "color": "#000"}}))
+    fig.update_layout(
+        title=f"{record.get('graph_name', '')}: peak memory vs extra compute "
+              f"(step {flops_text(sf)}); click a point to load its plan",
+        xaxis_title="extra FLOPs (% of the step)",
+        yaxis_title=f"peak ({unit}, arena incl. resident)",
+        height=420, margin={"l": 70, "r": 20, "t": 50, "b": 50}, clickmode="event",
+        legend={"font": {"size": 11}}, template="plotly_white")
+    return fig
+
+
+# ------------------------------------------------------------------ Dash pieces
+def card() -> html.Div:
+    """The Budget view card."""
+    cols = [{"name": n, "id": i} for n, i in (
+        ("method", "method"), ("budget", "budget"), ("peak", "peak"),
+        ("extra FLOPs %", "extra_pct"), ("re-runs", "recomputed_ops"))]
+    return html.Div([
+        html.H3("Budget: memory vs recomputation"),
+        html.Details([html.Summary("How to read this"), html.Div(
+            "Each point is a plan of this graph: its peak (y) and the FLOPs its recomputation "
+            "adds (x, % of one step). The red line is roam planned at several budgets; the "
+            "markers are the usual checkpointing recipes applied to the same graph. Lower and "
+            "further left is better. Click a point to load its plan into every view; "
+            "recomputed ops are pink in the timeline and Explain says why.",
+            className="muted")]),
+        html.Div([html.Label(["budgets", dcc.Input(id=FRONTIER_BUDGETS, type="number",
+                                                   value=8, min=2, max=24, step=1,
+                                                   debounce=True)], className="field"),
+                  html.Button("Compute frontier", id=FRONTIER_BTN, className="primary"),
+                  html.Button("Cancel", id=FRONTIER_CANCEL, disabled=True)],
+                 className="buttons"),
+        html.Progress(id=FRONTIER_PROGRESS, value="0", max="1"),
+        html.Div(id=FRONTIER_PROGRESS_TEXT, className="status"),
+        html.Div(id=FRONTIER_STATUS, className="status"),
+        dcc.Graph(id=FRONTIER_GRAPH, figure=frontier_figure(None),
+                  config={"displaylogo": False}, style={"height": "420px"}),
+        html.Ul(id=FRONTIER_NOTES, className="muted"),
+        dash_table.DataTable(id=FRONTIER_TABLE, columns=cols, page_size=20,
+                             sort_action="native",
+                             style_cell={"fontFamily": "monospace", "fontSize": 12},
+                             style_table={"overflowX": "auto"}),
+    ], className="card", id="budget-card")
+
+
+def stores() -> list[Any]:
+    """The view's stores."""
+    return [dcc.Store(id=FRONTIER_RESULT, data=None)]
+
+
+def _settings(method: Any, tl: Any, nl: Any, w: Any, al: Any) -> PlanSettings:
+    return PlanSettings("roam", float(tl or 1), int(nl or 1), int(w or 1), int(al or 1))
+
+
+def frontier_job(set_progress: Any, n: int | None, graph: dict | None, budgets: Any,
+                 method: Any, tl: Any, nl: Any, w: Any, al: Any) -> tuple[Any, str]:
+    """Background: the frontier of the loaded graph, with progress."""
+    if not n or not graph:
+        raise PreventUpdate
+    try:
+        b = int(budgets or 8)
+        if not 2 <= b <= 24:
+            return dash.no_update, "budgets: give a number from 2 to 24"
+        key = frontier(graph["key"], _settings(method, tl, nl, w, al), b,
+                       lambda d, t, msg: set_progress((d, t, msg)))
+    except RoamError as e:
+        return dash.no_update, f"Frontier failed: {e}"
+    except Exception as e:  # a planner bug must reach the user, not only the log
+        _logger.exception("frontier failed")
+        return dash.no_update, f"Frontier failed: {type(e).__name__}: {e}"
+    rec = state.get_json(key) or {}
+    return ({"key": key, "graph": graph["key"]},
+            f"frontier of {rec.get('graph_name', '')}: {len(rec.get('points') or [])} plans")
+
+
+def render_frontier(result: dict | None, graph: dict | None, plan: str | None, budgets: Any,
+                    method: Any, tl: Any, nl: Any, w: Any, al: Any
+                    ) -> tuple[go.Figure, list[dict[str, Any]], list[Any]]:
+    """The frontier of the loaded graph: the job's, or one cached for these settings
+    (figure, table rows, the planner's notes)."""
+    if not graph:
+        raise PreventUpdate
+    key = result["key"] if result and result.get("graph") == graph["key"] else frontier_key(
+        graph["key"], _settings(method, tl, nl, w, al), int(budgets or 8))
+    rec = state.get_json(key)
+    if rec is None:
+        return frontier_figure(None), [], []
+    return (frontier_figure(rec, plan), frontier_rows(rec),
+            [html.Li(n) for n in rec.get("notes") or []])
+
+
+def on_frontier_click(click: Any, cell: Any, rows: Any) -> Any:
+    """A point (or a table row) of the frontier loads its plan into every view."""
+    trig = dash.ctx.triggered_id
+    if trig == FRONTIER_TABLE:
+        if not cell or not rows:
+            raise PreventUpdate
+        key = rows[cell["row"]].get("plan_key") if cell["row"] < len(rows) else None
+    else:
+        pts = (click or {}).get("points") or []
+        key = pts[0].get("customdata") if pts else None
+    if not key or not state.has_plan(key):
+        raise PreventUpdate
+    return key
+
+
+def register(app: dash.Dash) -> None:
+    """Register the Budget view's callbacks."""
+    settings = [State(i, "value") for i in (ids.METHOD, ids.TIME_LIMIT, ids.NODE_LIMIT,
+                                            ids.WORKERS, ids.ALIGNMENT)]
+    app.callback(
+        Output(FRONTIER_RESULT, "data"), Output(FRONTIER_STATUS, "children"),
+        Input(FRONTIER_BTN, "n_clicks"), State(ids.GRAPH_KEY, "data"),
+        State(FRONTIER_BUDGETS, "value"), *settings,
+        background=True, prevent_initial_call=True, interval=400,
+        running=[(Output(FRONTIER_BTN, "disabled"), True, False),
+                 (Output(FRONTIER_CANCEL, "disabled"), False, True)],
+        progress=[Output(FRONTIER_PROGRESS, "value"), Output(FRONTIER_PROGRESS, "max"),
+                  Output(FRONTIER_PROGRESS_TEXT, "children")],
+        cancel=[Input(FRONTIER_CANCEL, "n_clicks")])(frontier_job)
+    app.callback(Output(FRONTIER_GRAPH, "figure"), Output(FRONTIER_TABLE, "data"),
+                 Output(FRONTIER_NOTES, "children"),
+                 Input(FRONTIER_RESULT, "data"), Input(ids.GRAPH_KEY, "data"),
+                 Input(ids.PLAN_KEY, "data"), State(FRONTIER_BUDGETS, "value"),
+                 *settings)(render_frontier)
+    app.callback(Output(ids.PLAN_KEY, "data", allow_duplicate=True),
+                 Input(FRONTIER_GRAPH, "clickData"), Input(FRONTIER_TABLE, "active_cell"),
+                 State(FRONTIER_TABLE, "derived_viewport_data"),
+                 prevent_initial_call=True)(on_frontier_click)

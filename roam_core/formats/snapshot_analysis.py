@@ -1,0 +1,229 @@
+"""A measured memory snapshot read for comparison with a plan: curves, segments, fragmentation.
+
+:func:`analyze_snapshot` reads a ``torch.cuda.memory._dump_snapshot`` pickle with the
+restricted unpickler of :mod:`roam_core.formats.snapshot` (it resolves no class) and returns
+
+* the allocated-bytes curve per allocator event (from
+  :func:`~roam_core.formats.snapshot.load_snapshot`) and the **reserved** curve beside it
+  (dump-time segments, with the trace's ``segment_alloc`` / ``segment_free`` undone backwards);
+* the **peak**: the event with the most allocated bytes, its reserved bytes and the
+  fragmentation ``reserved - allocated`` there;
+* the **segments at the peak** with the blocks live in them, to draw beside the planned arena;
+* each event's step when the frames carry one (a snapshot exported by
+  :func:`~roam_core.formats.snapshot.plan_snapshot` names the step in ``line``), so the
+  measured curve can sit on the plan's step axis; otherwise events are spread evenly.
+
+This module needs no torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from roam_core.base.errors import PlanFormatError
+from roam_core.formats.snapshot import MAX_SNAPSHOT_BYTES, load_snapshot, loads_snapshot_dict
+
+__all__ = ["MeasuredBlock", "MeasuredMemory", "MeasuredSegment", "analyze_snapshot"]
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredBlock:
+    """One allocation live at the peak: its address, size and innermost frame name."""
+
+    addr: int
+    size_bytes: int
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredSegment:
+    """One allocator segment (a ``cudaMalloc``) present at the peak, with its live blocks."""
+
+    addr: int
+    size_bytes: int
+    blocks: tuple[MeasuredBlock, ...]
+
+    @property
+    def allocated_bytes(self) -> int:
+        """Bytes of the live blocks."""
+        return sum(b.size_bytes for b in self.blocks)
+
+
+@dataclass(frozen=True, slots=True)
+class MeasuredMemory:
+    """What a memory snapshot measured.
+
+    Parameters
+    ----------
+    device : int
+        The device trace read.
+    allocated_bytes, reserved_bytes : tuple of int
+        After each alloc/free event.
+    event_steps : tuple of int or None
+        Step of each event (``None`` when the frames carry none).
+    peak_index : int
+        Event index of the allocated peak.
+    peak_allocated_bytes, peak_reserved_bytes : int
+        At that event.
+    segments : tuple of MeasuredSegment
+        Segments present at the peak, by address.
+    """
+
+    device: int
+    allocated_bytes: tuple[int, ...]
+    reserved_bytes: tuple[int, ...]
+    event_steps: tuple[int, ...] | None
+    peak_index: int
+    peak_allocated_bytes: int
+    peak_reserved_bytes: int
+    segments: tuple[MeasuredSegment, ...]
+
+    @property
+    def fragmentation_bytes(self) -> int:
+        """Reserved minus allocated at the peak (never negative)."""
+        return max(self.peak_reserved_bytes - self.peak_allocated_bytes, 0)
+
+    @property
+    def n_events(self) -> int:
+        """Alloc/free events counted."""
+        return len(self.allocated_bytes)
+
+    def steps_on(self, n_steps: int) -> list[float]:
+        """x positions of the events on a plan's step axis of ``n_steps`` steps: the frames'
+        steps when recorded and in range, else the events spread evenly over the axis."""
+        n = self.n_events
+        if self.event_steps is not None and all(0 <= s < max(n_steps, 1)
+                                                for s in self.event_steps):
+            return [float(s) for s in self.event_steps]
+        if n <= 1:
+            return [0.0] * n
+        return [i * (max(n_steps, 1) - 1) / (n - 1) for i in range(n)]
+
+
+def _int(x: Any) -> int:
+    return int(x) if isinstance(x, int) and not isinstance(x, bool) else 0
+
+
+def analyze_snapshot(source: str | Path | bytes, *, device: int | None = None,
+                     max_bytes: int = MAX_SNAPSHOT_BYTES) -> MeasuredMemory:
+    """Read a memory snapshot (path or bytes) for comparison with a plan.
+
+    Parameters
+    ----------
+    source : path or bytes
+        A ``torch.cuda.memory._dump_snapshot`` pickle (or one exported by roam).
+    device : int, optional
+        Which device trace (default: the one with the most events).
+    max_bytes : int
+        Size cap of the file.
+
+    Raises
+    ------
+    PlanFormatError
+        Unreadable, too big, refers to any class, no usable trace, or no alloc events.
+
+    Examples
+    --------
+    >>> import pickle
+    >>> seg = {"address": 0, "total_size": 4096, "blocks": [
+    ...     {"address": 0, "size": 1024, "state": "active_allocated"}]}
+    >>> trace = [{"action": "alloc", "addr": 0, "size": 1024, "frames": []},
+    ...          {"action": "alloc", "addr": 1024, "size": 2048, "frames": []},
+    ...          {"action": "free_completed", "addr": 1024, "size": 2048, "frames": []}]
+    >>> m = analyze_snapshot(pickle.dumps({"segments": [seg], "device_traces": [trace]}))
+    >>> m.peak_allocated_bytes, m.peak_reserved_bytes, m.fragmentation_bytes
+    (3072, 4096, 1024)
+    >>> [(b.addr, b.size_bytes) for b in m.segments[0].blocks]
+    [(0, 1024), (1024, 2048)]
+    """
+    data = source if isinstance(source, (bytes, bytearray)) else None
+    if data is None:
+        p = Path(source)  # type: ignore[arg-type]
+        try:
+            if p.stat().st_size > max_bytes:
+                raise PlanFormatError(f"snapshot {p.name} is over the limit of "
+                                      f"{max_bytes:,} bytes")
+            data = p.read_bytes()
+        except OSError as e:
+            raise PlanFormatError(f"cannot read snapshot {p.name}: {e}") from e
+    data = bytes(data)
+    curve = load_snapshot(data, device=device, max_bytes=max_bytes)
+    if not curve.allocated_bytes:
+        raise PlanFormatError("the snapshot's trace has no alloc/free events (was memory "
+                              "history recorded while the step ran?)")
+    snap = loads_snapshot_dict(data, max_bytes=max_bytes)
+    trace = [e for e in snap["device_traces"][curve.device] or [] if isinstance(e, Mapping)]
+    segs_end = [s for s in snap.get("segments") or [] if isinstance(s, Mapping)
+                and (s.get("device", curve.device) == curve.device)]
+    has_completed = any(e.get("action") == "free_completed" for e in trace)
+    free_name = "free_completed" if has_completed else "free_requested"
+    from_roam = isinstance(snap.get("roam"), Mapping)  # exported by plan_snapshot: steps known
+
+    # walk the trace: counted events (alloc/free) and segment events, in order
+    seg_events: list[tuple[int, str, int, int]] = []  # (last counted index, action, addr, size)
+    counted = -1
+    steps: list[int] = []
+    for e in trace:
+        a = e.get("action")
+        if a in ("alloc", free_name):
+            counted += 1
+            frames = e.get("frames") or []
+            line = frames[0].get("line") if frames and isinstance(frames[0], Mapping) else None
+            if from_roam and isinstance(line, int) and not isinstance(line, bool):
+                steps.append(line)
+        elif a in ("segment_alloc", "segment_free", "segment_map", "segment_unmap"):
+            seg_events.append((counted, a, _int(e.get("addr")), _int(e.get("size"))))
+    n = len(curve.allocated_bytes)
+    reserved_end = sum(_int(s.get("total_size")) for s in segs_end)
+    # reserved after counted event i = dump-time segments - segment bytes added after event i
+    bucket = [0] * (n + 1)
+    for idx, a, _addr, size in seg_events:
+        if idx >= 0:
+            bucket[min(idx, n)] += size if a in ("segment_alloc", "segment_map") else -size
+    suffix = [0] * (n + 1)
+    for i in range(n - 1, -1, -1):
+        suffix[i] = suffix[i + 1] + bucket[i]
+    allocated = curve.allocated_bytes
+    peak = max(range(n), key=lambda i: allocated[i])
+    # reserved can never be below allocated (a trace that misses segment events)
+    reserved = tuple(max(reserved_end - suffix[i], a) for i, a in enumerate(allocated))
+
+    # blocks live at the peak: replay the counted events up to it, over the blocks that were
+    # live before recording started (dump-time blocks never allocated in the trace)
+    traced_addrs = {ev.addr for ev in curve.events if ev.action == "alloc"}
+    live: dict[int, MeasuredBlock] = {}
+    for s in segs_end:
+        for b in s.get("blocks") or ():
+            if isinstance(b, Mapping) and b.get("state") == "active_allocated":
+                addr = _int(b.get("address"))
+                if addr not in traced_addrs:
+                    live[addr] = MeasuredBlock(addr, _int(b.get("size")))
+    for ev in curve.events[:peak + 1]:
+        if ev.action == "alloc":
+            live[ev.addr] = MeasuredBlock(ev.addr, ev.size, ev.name)
+        else:
+            live.pop(ev.addr, None)
+    # segments present at the peak: dump-time ones, with later segment events undone
+    segs: dict[int, int] = {_int(s.get("address")): _int(s.get("total_size")) for s in segs_end}
+    for idx, a, addr, size in reversed(seg_events):
+        if idx < peak:
+            break
+        if a in ("segment_alloc", "segment_map"):
+            segs.pop(addr, None)
+        else:
+            segs[addr] = size
+    blocks = sorted(live.values(), key=lambda b: b.addr)
+    out: list[MeasuredSegment] = []
+    for addr, size in sorted(segs.items()):
+        inside = tuple(b for b in blocks if addr <= b.addr < addr + size)
+        out.append(MeasuredSegment(addr, size, inside))
+    if not out and blocks:  # a trace without segments: one pseudo-segment over the blocks
+        lo = blocks[0].addr
+        hi = max(b.addr + b.size_bytes for b in blocks)
+        out.append(MeasuredSegment(lo, hi - lo, tuple(blocks)))
+    return MeasuredMemory(curve.device, allocated, reserved,
+                          tuple(steps) if from_roam and len(steps) == n else None, peak,
+                          allocated[peak], reserved[peak], tuple(out))

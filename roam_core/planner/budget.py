@@ -1,0 +1,334 @@
+"""Planning under a memory budget: recomputation chosen with the order and the layout.
+
+:func:`plan_with_budget` (reached through ``make_plan(graph, PlannerConfig(budget_bytes=B))``):
+
+1. plan without recomputation (ROAM order + layout); if its arena fits, that is the answer;
+2. run the greedy drop trajectory (:mod:`roam_core.recompute.greedy`) over that order: every
+   prefix is a (peak, cost) point, so one run gives the frontier (and ``"auto"`` its knee);
+3. on graphs of at most ``recompute_exact_max_ops`` ops, solve the exact CP-SAT model
+   (:mod:`roam_core.recompute.exact`: drops and order together); otherwise take the shortest
+   prefix whose just-in-time peak fits, re-admit what the budget does not
+   need (:func:`~roam_core.recompute.greedy.prune`), expand the graph with its recompute ops
+   and plan the expanded graph with the full ROAM pipeline (sub-task CP-SAT orders move the
+   recompute ops together with everything else; the layout packs the copies);
+4. if fragmentation pushes the arena over the budget, aim lower and repeat.
+
+The result is an ordinary :class:`~roam_core.model.plan.Plan` for the *input* graph with
+``recompute`` ops, ``extra_flops`` and ``step_flops``; it passes the independent validator.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+from roam_core.base.config import PlannerConfig
+from roam_core.base.errors import BudgetInfeasibleError, ConfigError, PlanInvalidError
+from roam_core.base.units import format_bytes
+from roam_core.model.graph import Graph
+from roam_core.model.plan import Plan
+from roam_core.model.recompute import expand_graph, flops_recorded, step_flops
+from roam_core.oracle.validate import check_plan
+from roam_core.recompute.greedy import JitEvaluator, TrajectoryPoint, greedy_trajectory, knee, prune
+
+__all__ = ["BudgetPlanner", "FrontierPoint", "frontier_points", "plan_with_budget",
+           "recompute_frontier"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Choice:
+    dropped: tuple[Any, ...]
+    recompute: tuple[Any, ...]
+    order: tuple[Any, ...]
+    extra_flops: int
+
+
+def _no_budget(config: PlannerConfig) -> PlannerConfig:
+    return replace(config, budget_bytes=None)
+
+
+def frontier_points(graph: Graph, base_order: Any, config: PlannerConfig
+                    ) -> tuple[JitEvaluator, list[Any], list[TrajectoryPoint]]:
+    """The greedy trajectory over ``base_order``: evaluator, drop sequence, points."""
+    ev = JitEvaluator(graph, base_order, config.alignment_bytes)
+    dropped, points = greedy_trajectory(graph, base_order, evaluator=ev,
+                                        alignment_bytes=config.alignment_bytes,
+                                        bytes_weight=config.recompute_bytes_weight)
+    return ev, dropped, points
+
+
+class BudgetPlanner:
+    """Plans one graph at many budgets, sharing the plain plan and the greedy trajectory.
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph.
+    config : PlannerConfig
+        Settings (``budget_bytes`` is ignored here; pass budgets to :meth:`plan_at`).
+    make_plan : callable
+        The planner without a budget.
+    **kwargs
+        Forwarded to ``make_plan``.
+    """
+
+    def __init__(self, graph: Graph, config: PlannerConfig, *, make_plan: Any,
+                 **kwargs: Any) -> None:
+        self.graph, self.config = graph, config
+        self.plain = _no_budget(config)
+        self.make_plan, self.kwargs = make_plan, kwargs
+        self.step_flops = step_flops(graph)
+        self.notes: list[str] = []
+        if not flops_recorded(graph):
+            self.notes.append("the graph has no per-op FLOPs (traced before roam recorded "
+                              "them): FLOPs are estimated from the matrix products only; "
+                              "re-trace for torch's counts")
+        self.base = make_plan(graph, self.plain, **kwargs)
+        self._traj: tuple[JitEvaluator, list[Any], list[TrajectoryPoint]] | None = None
+        self._cache: dict[tuple[int, int], _Choice] = {}
+
+    @property
+    def trajectory(self) -> tuple[JitEvaluator, list[Any], list[TrajectoryPoint]]:
+        """(evaluator, drop sequence, points) of the greedy run over the plain order."""
+        if self._traj is None:
+            self._traj = frontier_points(self.graph, self.base.order, self.config)
+        return self._traj
+
+    def knee_bytes(self) -> int:
+        """The budget ``"auto"`` stands for: the peak at the trajectory's knee."""
+        k = knee(self.trajectory[2], self.config.recompute_bytes_weight)
+        return max(k.peak_bytes, 1)
+
+    def lowest_bytes(self) -> int:
+        """The lowest just-in-time peak of the trajectory."""
+        return min(p.peak_bytes for p in self.trajectory[2])
+
+    def _choice(self, target: int, exact: bool, notes: list[str]) -> _Choice | None:
+        g, cfg, w = self.graph, self.config, self.config.recompute_bytes_weight
+        if exact:
+            from roam_core.recompute.exact import exact_recompute
+
+            ex = exact_recompute(g, target, alignment_bytes=cfg.alignment_bytes,
+                                 bytes_weight=w, time_limit_s=cfg.recompute_exact_time_limit_s)
+            if ex.status in ("optimal", "feasible"):
+                notes.append(f"exact recomputation model: {ex.status}, cost {ex.cost:.0f} "
+                             f"(bound {ex.best_bound:.0f}) in {ex.wall_time_s:.1f} s")
+                return _Choice(ex.dropped, ex.recompute, ex.order, ex.extra_flops)
+            if ex.status == "infeasible":
+                return None
+        ev, dropped, points = self.trajectory
+        idx = next((i for i, p in enumerate(points) if p.peak_bytes <= target), None)
+        if idx is None:
+            return None
+        key = (idx, target)
+        if key not in self._cache:
+            e = prune(ev, dropped[:points[idx].n_dropped], target, w)
+            self._cache[key] = _Choice(e.dropped, e.recompute, e.order, e.extra_flops)
+        return self._cache[key]
+
+    def plan_for_drops(self, dropped: Any, label: str = "roam") -> Plan:
+        """Plan a given drop set (a baseline policy) with the same order and layout stages."""
+        from roam_core.model.recompute import recompute_ops_for
+        from roam_core.recompute.greedy import hoist_views, jit_order
+
+        rops = recompute_ops_for(self.graph, dropped)
+        order = jit_order(hoist_views(self.graph, self.base.order), rops, self.graph)
+        flops = sum(_flops_of(self.graph, r.source) for r in rops)
+        return self._finish(_Choice(tuple(dropped), rops, order, flops), None, [], label)
+
+    def _finish(self, c: _Choice, budget: int | None, notes: list[str], method: str) -> Plan:
+        g = self.graph
+        g2 = expand_graph(g, c.recompute, order=c.order)
+        p2 = self.make_plan(g2, self.plain, **self.kwargs)
+        sf = self.step_flops
+        plan = replace(
+            p2, graph_fingerprint=g.fingerprint(), graph_name=g.name, method=method,
+            baseline_peak_bytes=self.base.baseline_peak_bytes,
+            recompute=tuple(c.recompute), extra_flops=int(c.extra_flops), step_flops=sf,
+            settings={**self.config.to_dict(), "method": method, "budget_bytes": budget},
+            notes=(*p2.notes, *self.notes, *notes,
+                   f"recomputes {len(c.recompute)} ops ({len(c.dropped)} storages dropped) "
+                   f"for +{100 * c.extra_flops / max(sf, 1):.2f}% FLOPs"
+                   + (f"; budget {format_bytes(budget)}" if budget is not None else "")))
+        bad = check_plan(g, plan)
+        if bad:
+            raise PlanInvalidError(bad)
+        return plan
+
+    def plan_at(self, budget: int | str) -> Plan:
+        """The cheapest plan found whose arena is at most ``budget`` (or ``"auto"``).
+
+        Raises
+        ------
+        BudgetInfeasibleError
+            No plan fits; the message states the smallest reachable peak.
+        """
+        t0 = time.perf_counter()
+        g, cfg = self.graph, self.config
+        notes: list[str] = []
+        if budget != "auto" and (isinstance(budget, bool) or not isinstance(budget, int)
+                                 or budget <= 0):
+            raise ConfigError(f"budget {budget!r}: give a positive number of bytes or 'auto'")
+        if budget == "auto":
+            budget = self.knee_bytes()
+            k = knee(self.trajectory[2], cfg.recompute_bytes_weight)
+            notes.append(f"budget auto: the frontier's knee, {format_bytes(budget)} "
+                         f"(+{100 * k.extra_flops / max(self.step_flops, 1):.1f}% FLOPs)")
+        assert isinstance(budget, int)
+        if self.base.arena_bytes <= budget:
+            return replace(self.base, step_flops=self.step_flops,
+                           settings={**cfg.to_dict(), "method": "roam", "budget_bytes": budget},
+                           notes=(*self.base.notes, *self.notes, *notes,
+                                  "fits the budget without recomputation"))
+        exact = len(g.ops) <= cfg.recompute_exact_max_ops
+        target = budget
+        best_arena: int | None = None
+        for _attempt in range(4):
+            c = self._choice(target, exact, notes)
+            if c is None:
+                break
+            plan = self._finish(c, budget, notes, "roam")
+            best_arena = plan.arena_bytes if best_arena is None else min(best_arena,
+                                                                         plan.arena_bytes)
+            if plan.arena_bytes <= budget:
+                return replace(plan, solve_seconds=time.perf_counter() - t0)
+            target -= max(plan.arena_bytes - budget, cfg.alignment_bytes)
+        lowest = self.lowest_bytes()
+        smallest = min(lowest, best_arena) if best_arena is not None else lowest
+        raise BudgetInfeasibleError(
+            f"graph {g.name!r}: no plan fits {format_bytes(budget)}; the smallest peak roam "
+            f"reaches with recomputation is {format_bytes(smallest)} (without recomputation "
+            f"{format_bytes(self.base.arena_bytes)}; resident "
+            f"{format_bytes(self.base.resident_bytes)})", budget, smallest)
+
+
+def _flops_of(graph: Graph, op_id: str) -> int:
+    from roam_core.model.recompute import op_flops
+
+    return op_flops(graph, graph.op(op_id))
+
+
+def plan_with_budget(graph: Graph, config: PlannerConfig, *, make_plan: Any,
+                     **kwargs: Any) -> Plan:
+    """Plan ``graph`` so that its arena is at most ``config.budget_bytes``.
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph.
+    config : PlannerConfig
+        ``budget_bytes`` is an int (bytes, resident included) or ``"auto"``.
+    make_plan : callable
+        The planner without a budget (passed in to keep this module below the façade).
+    **kwargs
+        Forwarded to ``make_plan`` (progress, cancel, executor).
+
+    Raises
+    ------
+    BudgetInfeasibleError
+        No plan fits; the message states the smallest reachable peak.
+    """
+    budget = config.budget_bytes
+    if budget != "auto" and (isinstance(budget, bool) or not isinstance(budget, int)
+                             or budget <= 0):
+        raise ConfigError(f"budget {budget!r}: give a positive number of bytes or 'auto'")
+    t0 = time.perf_counter()
+    plan = BudgetPlanner(graph, config, make_plan=make_plan, **kwargs).plan_at(budget)
+    return replace(plan, solve_seconds=time.perf_counter() - t0)
+
+
+@dataclass(frozen=True, slots=True)
+class FrontierPoint:
+    """One point of ``roam frontier``: a method's memory and the FLOPs it adds.
+
+    Parameters
+    ----------
+    method : str
+        ``"roam"`` or a baseline policy name.
+    peak_bytes : int
+        The plan's arena (resident included): the memory the step needs.
+    extra_flops : int
+        FLOPs recomputation adds.
+    budget_bytes : int or None
+        The budget roam was given (``None`` for baselines).
+    recomputed_ops : int
+        Recompute ops in the plan.
+    """
+
+    method: str
+    peak_bytes: int
+    extra_flops: int
+    budget_bytes: int | None = None
+    recomputed_ops: int = 0
+
+
+def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
+                       budgets: int = 8, baselines: bool = True,
+                       plans: dict[str, Plan] | None = None, **kwargs: Any
+                       ) -> tuple[int, list[FrontierPoint], list[str]]:
+    """roam at ``budgets`` budgets (plus each baseline's memory and the midway budget between
+    no recomputation and every block) and every baseline policy.
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph.
+    config : PlannerConfig
+        Planner settings.
+    make_plan : callable
+        The planner without a budget.
+    budgets : int
+        Evenly spaced budgets between the lowest reachable peak and the plan without
+        recomputation.
+    baselines : bool
+        Also score the module-structured baselines (:mod:`roam_core.recompute.baselines`).
+    plans : dict, optional
+        Filled with every plan made, by label (``"roam@<bytes>"``, baseline names).
+    **kwargs
+        Forwarded to ``make_plan``.
+
+    Returns
+    -------
+    (int, list of FrontierPoint, list of str)
+        The step's FLOPs without recomputation, the points, and notes.
+    """
+    from roam_core.recompute.baselines import BASELINES, baseline_drop_set
+
+    bp = BudgetPlanner(graph, config, make_plan=make_plan, **kwargs)
+    notes: list[str] = list(bp.notes)
+    points: list[FrontierPoint] = []
+    extra_budgets: list[int] = []
+    if baselines:
+        for name in BASELINES:
+            drop = baseline_drop_set(graph, name)
+            if drop is None:
+                notes.append(f"baseline {name}: not applicable (no repeated blocks or no "
+                             "attention in the module structure)")
+                continue
+            p = bp.plan_for_drops(drop, label=name) if drop else replace(
+                bp.base, method=name, step_flops=bp.step_flops)
+            points.append(FrontierPoint(name, p.arena_bytes, p.extra_flops, None,
+                                        len(p.recompute)))
+            extra_budgets.append(p.arena_bytes)
+            if plans is not None:
+                plans[name] = p
+    hi = bp.base.arena_bytes
+    lo = bp.lowest_bytes()
+    by_name = {p.method: p.peak_bytes for p in points}
+    if "none" in by_name and "checkpoint_blocks" in by_name:  # the issue's "midway" budget
+        extra_budgets.append((by_name["none"] + by_name["checkpoint_blocks"]) // 2)
+    grid = [int(lo + (hi - lo) * i / max(budgets - 1, 1)) for i in range(budgets)]
+    a = config.alignment_bytes
+    todo = sorted({-(-b // a) * a for b in grid + extra_budgets if b >= lo}, reverse=True)
+    for b in todo:
+        try:
+            p = bp.plan_at(b)
+        except BudgetInfeasibleError:
+            notes.append(f"roam: no plan fits {format_bytes(b)}")
+            continue
+        points.append(FrontierPoint("roam", p.arena_bytes, p.extra_flops, b,
+                                    len(p.recompute)))
+        if plans is not None:
+            plans[f"roam@{b}"] = p
+    return bp.step_flops, points, notes

@@ -1,0 +1,176 @@
+"""What fits: the memory a graph needs four ways, and the largest configuration under a size.
+
+For one traced graph (one batch size / sequence length) :func:`fit_row` measures
+
+* ``eager_reserved``: PyTorch eager's reserved memory (the simulated caching allocator on the
+  program order, :func:`~roam_core.oracle.allocator_sim.simulate_allocator`);
+* ``roam``: roam's arena without recomputation;
+* ``roam_recompute_<p>pct``: the smallest arena roam reaches with recomputation adding at
+  most ``p`` % of the step's FLOPs (the greedy trajectory's lowest peak within that cost,
+  planned and laid out by :class:`~roam_core.planner.budget.BudgetPlanner`).
+
+:func:`largest_fitting` then answers "largest batch (tokens) that fits ``memory_bytes``"
+for each method over a sweep of rows.  Torch-free: the caller traces (``roam_core.zoo``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from roam_core.base.config import PlannerConfig
+from roam_core.base.errors import BudgetInfeasibleError
+from roam_core.model.graph import Graph
+
+__all__ = ["FIT_METHODS", "FitRow", "fit_row", "largest_fitting", "method_label"]
+
+#: Extra-FLOP limits (percent of the step) of the recomputation methods.
+RECOMPUTE_LIMITS_PCT = (5.0, 25.0)
+#: Methods of a :class:`FitRow`, in report order.
+FIT_METHODS = ("eager_reserved", "roam", "roam_recompute_5pct", "roam_recompute_25pct")
+
+
+def method_label(method: str) -> str:
+    """Words for a method name (``"roam_recompute_5pct"`` -> ``"roam + recompute ≤5% FLOPs"``)."""
+    if method == "eager_reserved":
+        return "PyTorch eager (reserved)"
+    if method.startswith("roam_recompute_"):
+        return f"roam + recompute ≤{method[len('roam_recompute_'):-3]}% FLOPs"
+    return method
+
+
+@dataclass(frozen=True, slots=True)
+class FitRow:
+    """Memory one configuration needs, by method.
+
+    Parameters
+    ----------
+    batch_size : int
+        Batch size traced.
+    seq_len : int or None
+        Sequence length (token models), else ``None``.
+    graph_name : str
+        The traced graph's name.
+    peak_bytes : dict
+        ``{method: bytes}`` for every name of :data:`FIT_METHODS`.
+    extra_flops_pct : dict
+        ``{method: percent}``: extra FLOPs of each recomputation plan (0 for the others).
+    step_flops : int
+        FLOPs of the step without recomputation.
+    """
+
+    batch_size: int
+    seq_len: int | None
+    graph_name: str
+    peak_bytes: Mapping[str, int]
+    extra_flops_pct: Mapping[str, float] = field(default_factory=dict)
+    step_flops: int = 0
+
+    @property
+    def tokens(self) -> int:
+        """``batch_size * seq_len`` (just the batch size without a sequence)."""
+        return self.batch_size * (self.seq_len or 1)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (JSON-able)."""
+        return {"batch_size": self.batch_size, "seq_len": self.seq_len,
+                "graph_name": self.graph_name, "peak_bytes": dict(self.peak_bytes),
+                "extra_flops_pct": dict(self.extra_flops_pct), "step_flops": self.step_flops}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> FitRow:
+        """Inverse of :meth:`to_dict`."""
+        return cls(int(d["batch_size"]), d.get("seq_len"), str(d.get("graph_name", "")),
+                   {k: int(v) for k, v in d["peak_bytes"].items()},
+                   {k: float(v) for k, v in (d.get("extra_flops_pct") or {}).items()},
+                   int(d.get("step_flops", 0)))
+
+
+def fit_row(graph: Graph, config: PlannerConfig, *, batch_size: int,
+            seq_len: int | None = None, make_plan: Callable[..., Any] | None = None,
+            limits_pct: Sequence[float] = RECOMPUTE_LIMITS_PCT) -> FitRow:
+    """The memory ``graph`` needs: eager reserved, roam, roam with recomputation.
+
+    Parameters
+    ----------
+    graph : Graph
+        One traced configuration.
+    config : PlannerConfig
+        Planner settings (``budget_bytes`` is ignored).
+    batch_size, seq_len : int
+        The configuration (recorded in the row).
+    make_plan : callable, optional
+        The planner (default :func:`roam_core.planner.make_plan`).
+    limits_pct : sequence of float
+        Extra-FLOP limits of the recomputation methods (percent of the step).
+
+    Returns
+    -------
+    FitRow
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import tiny_train_step
+    >>> r = fit_row(tiny_train_step(), PlannerConfig(workers=1), batch_size=1)
+    >>> r.peak_bytes["roam"] <= r.peak_bytes["eager_reserved"]
+    True
+    >>> r.peak_bytes["roam_recompute_25pct"] <= r.peak_bytes["roam"]
+    True
+    """
+    from roam_core.oracle.allocator_sim import simulate_allocator
+    from roam_core.planner.budget import BudgetPlanner
+    from roam_core.planner.pipeline import make_plan as default_make_plan
+
+    mp = make_plan or default_make_plan
+    reserved = int(simulate_allocator(graph, graph.op_ids).peak_reserved_bytes)
+    bp = BudgetPlanner(graph, config, make_plan=mp)
+    base = bp.base.arena_bytes
+    peaks: dict[str, int] = {"eager_reserved": reserved, "roam": base}
+    pcts: dict[str, float] = {"eager_reserved": 0.0, "roam": 0.0}
+    sf = max(bp.step_flops, 1)
+    points = bp.trajectory[2] if bp.step_flops > 0 else []
+    for lim in limits_pct:
+        name = f"roam_recompute_{lim:g}pct"
+        within = [p.peak_bytes for p in points if 100 * p.extra_flops / sf <= lim]
+        best, pct = base, 0.0
+        if within and min(within) < base:
+            try:
+                plan = bp.plan_at(int(min(within)))
+                if 100 * plan.extra_flops / sf <= lim and plan.arena_bytes < best:
+                    best, pct = plan.arena_bytes, 100 * plan.extra_flops / sf
+            except BudgetInfeasibleError:
+                pass  # fragmentation: keep the plan without recomputation
+        peaks[name], pcts[name] = best, pct
+    return FitRow(batch_size, seq_len, graph.name, peaks, pcts, bp.step_flops)
+
+
+def largest_fitting(rows: Sequence[FitRow], memory_bytes: int
+                    ) -> dict[str, FitRow | None]:
+    """For each method, the row with the most tokens whose peak fits ``memory_bytes``.
+
+    A method counts as fitting a row only when it also fits every smaller batch of the same
+    sequence length (memory grows with the batch; a non-monotone blip does not count).
+
+    Examples
+    --------
+    >>> rows = [FitRow(b, None, "g", {"roam": 10 * b}) for b in (1, 2, 4)]
+    >>> largest_fitting(rows, 25)["roam"].batch_size
+    2
+    """
+    out: dict[str, FitRow | None] = {}
+    methods = sorted({m for r in rows for m in r.peak_bytes},
+                     key=lambda m: FIT_METHODS.index(m) if m in FIT_METHODS else 99)
+    for m in methods:
+        best: FitRow | None = None
+        by_seq: dict[Any, list[FitRow]] = {}
+        for r in rows:
+            by_seq.setdefault(r.seq_len, []).append(r)
+        for group in by_seq.values():
+            for r in sorted(group, key=lambda r: r.batch_size):
+                if m not in r.peak_bytes or r.peak_bytes[m] > memory_bytes:
+                    break
+                if best is None or r.tokens > best.tokens:
+                    best = r
+        out[m] = best
+    return out

@@ -1,0 +1,29 @@
+"""Recomputation under a memory budget: which storages to drop, and the baselines.
+
+Layer: between ``ordering | layout`` and ``planner`` (it may import ordering, layout,
+oracle, model and base; the planner imports it).
+
+* :mod:`~roam_core.recompute.greedy` -- the scalable method: a greedy drop trajectory over
+  the planner's order, scored by bytes removed at the peak per recompute cost and evaluated
+  exactly (just-in-time placement);
+* :mod:`~roam_core.recompute.exact` -- an exact CP-SAT model (drop decisions and the order
+  jointly) for small graphs, the test oracle;
+* :mod:`~roam_core.recompute.baselines` -- checkpointing policies applied by module
+  structure (every block, every k-th block, sqrt(n) segments, ``checkpoint_sequential``,
+  selective attention core).
+"""
+
+from roam_core.recompute.greedy import (
+    Evaluation,
+    JitEvaluator,
+    TrajectoryPoint,
+    greedy_trajectory,
+    hoist_views,
+    jit_order,
+    knee,
+    prune,
+)
+
+__all__ = ["Evaluation", "JitEvaluator", "TrajectoryPoint", "greedy_trajectory", "hoist_views",
+           "jit_order", "knee",
+           "prune"]

@@ -1,0 +1,173 @@
+"""Replay recompute plans: the traced step's FX graph with the recompute ops added.
+
+:func:`expand_traced` turns a :class:`~roam_core.trace.TracedStep` and a plan's recompute
+ops into a traced step the :class:`~roam_core.runtime.arena.ArenaRunner` runs unchanged:
+
+* each recompute op is a copy of its source's FX node (and of the ``getitem`` nodes that
+  unpack it), named by the recompute op's id, reading the original inputs or their copies;
+* each listed reader reads the copies instead of the originals;
+* every new node, and every view a reader makes of a copy, gets a fresh fake value computed
+  by running its target on the fake inputs (so a copy is a new storage and a view of a
+  copy shares the copy's storage, as in the expanded memory graph);
+* the memory graph is :func:`roam_core.model.recompute.expand_graph` of the traced one.
+
+The FX graph is not recompiled (recompute op ids are not Python identifiers); the runner
+interprets nodes, it never calls the generated code.  Random ops are never recomputed
+(:func:`~roam_core.model.recompute.recompute_blocker`), so no RNG state is replayed here.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import torch
+
+from roam_core.base.errors import ExecutorError
+from roam_core.model.recompute import RecomputeOp, expand_graph
+
+__all__ = ["expand_traced"]
+
+
+class _GraphView:
+    """A GraphModule stand-in: a new FX graph, attributes (constants) from the original."""
+
+    def __init__(self, gm: Any, graph: Any) -> None:
+        self._gm = gm
+        self.graph = graph
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_gm"], name)
+
+
+def _fake_mode(vals: Sequence[Any]) -> Any:
+    from torch._guards import detect_fake_mode
+
+    return detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
+
+
+def _rerun_meta(node: Any) -> None:
+    """Recompute ``node.meta['val']`` from its inputs' fake values."""
+    if node.target is operator.getitem:
+        parent, idx = node.args
+        node.meta["val"] = parent.meta["val"][idx]
+        return
+    args = torch.fx.node.map_arg(node.args, lambda n: n.meta.get("val"))
+    kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: n.meta.get("val"))
+    # the node's own (copied) fake value names the mode when it reads no tensor (factories)
+    mode = _fake_mode(list(torch.utils._pytree.tree_leaves((args, kwargs, node.meta.get(
+        "val")))))
+    if mode is None:
+        raise ExecutorError(f"op {node.name!r}: no fake inputs to recompute its value from")
+    with mode:
+        node.meta["val"] = node.target(*args, **kwargs)
+
+
+def expand_traced(traced: Any, recompute: Sequence[RecomputeOp]) -> Any:
+    """The traced step with the plan's recompute ops as FX nodes (see the module docstring).
+
+    Raises
+    ------
+    ExecutorError
+        A recompute op names an op or value the traced step does not have.
+    """
+    if not recompute:
+        return traced
+    g0 = traced.graph
+    g2 = expand_graph(g0, recompute)
+    fx = torch.fx.Graph()
+    env: dict[Any, Any] = {}
+    out_val = fx.graph_copy(traced.gm.graph, env)
+    fx.output(out_val)
+    nodes = {n.name: n for n in fx.nodes}
+    values = dict(traced.values)
+    fx_of: dict[str, Any] = {}  # value id -> the FX node whose value it is
+
+    def node_of_value(v: str) -> Any:
+        if v in fx_of:
+            return fx_of[v]
+        ref = values.get(v)
+        if ref is None or ref.fx_node is None or ref.fx_node not in nodes:
+            raise ExecutorError(f"recompute: value {v!r} has no FX node in the traced step")
+        return nodes[ref.fx_node]
+
+    index = {n.name: i for i, n in enumerate(fx.nodes)}
+    made_by = {v: r for r in recompute for v in r.outputs}
+    first: dict[str, int] = {}
+    for r in recompute:
+        for reader in r.readers:
+            first[r.id] = min(first.get(r.id, len(index)), index[reader])
+    for r in reversed(recompute):
+        for u in r.inputs:
+            if u in made_by:
+                p = made_by[u].id
+                first[p] = min(first.get(p, len(index)), first.get(r.id, len(index)))
+    anchor_of = {i: n for n, i in index.items()}
+    read_copies = {u for r in recompute for u in r.inputs if u in made_by}
+    for r in recompute:
+        src = g0.op(r.source)
+        for reader in r.readers:
+            reads = set(g0.op(reader).inputs)
+            read_copies.update(v for v, v0 in zip(r.outputs, src.outputs) if v0 in reads)
+    for r in recompute:
+        src = g0.op(r.source)
+        if r.source not in nodes:
+            raise ExecutorError(f"recompute op {r.id!r}: the traced step has no op "
+                                f"{r.source!r}")
+        arg_map = {}
+        for u, u0 in zip(r.inputs, src.inputs, strict=True):
+            if u != u0:
+                arg_map[node_of_value(u0)] = node_of_value(u)
+        anchor = nodes[anchor_of.get(first.get(r.id, len(index)), "output")] \
+            if first.get(r.id, len(index)) < len(index) else next(
+                n for n in fx.nodes if n.op == "output")
+        with fx.inserting_before(anchor):
+            new = fx.node_copy(nodes[r.source], lambda n, m=arg_map: m.get(n, n))
+            new.name = r.id
+            _rerun_meta(new)
+            for v, v0 in zip(r.outputs, src.outputs, strict=True):
+                ref = values[v0]
+                if ref.index is None:
+                    fx_of[v] = new
+                    values[v] = replace(ref, op=r.id, fx_node=r.id)
+                elif v not in read_copies:  # nobody reads it: no getitem, like the trace
+                    values[v] = replace(ref, op=r.id, fx_node=None)
+                else:
+                    gi = fx.call_function(operator.getitem, (new, ref.index))
+                    gi.name = v
+                    _rerun_meta(gi)
+                    fx_of[v] = gi
+                    values[v] = replace(ref, op=r.id, fx_node=v)
+    # readers read the copies
+    copy_storages = {t for t in g2.tensors if t not in g0.tensors}
+    for r in recompute:
+        src = g0.op(r.source)
+        for reader in r.readers:
+            rn = nodes[reader]
+            reads = set(g0.op(reader).inputs)
+            for v, v0 in zip(r.outputs, src.outputs, strict=True):
+                if v0 in reads:
+                    rn.replace_input_with(node_of_value(v0), node_of_value(v))
+    # getitems whose readers all moved to the copies are dropped, as the tracer drops unread
+    # ones (the runner runs getitems on demand, so an unread one would never run)
+    for n in list(fx.nodes):
+        if n.op == "call_function" and n.target is operator.getitem and not n.users:
+            ref_ids = [v for v, ref in values.items() if ref.fx_node == n.name]
+            fx.erase_node(n)
+            for v in ref_ids:
+                values[v] = replace(values[v], fx_node=None)
+    # views of the copies (made by late readers) get fake values on the copies' storages
+    stale = {a.producer for a in g2.aliases
+             if a.storage in copy_storages and a.producer is not None
+             and a.producer in g0.op_ids}
+    if stale:
+        for n in fx.nodes:
+            if n.name in stale:
+                _rerun_meta(n)
+                for u in n.users:
+                    if u.target is operator.getitem:
+                        _rerun_meta(u)
+    gm = _GraphView(traced.gm, fx)
+    return replace(traced, gm=gm, graph=g2, values=values)
