@@ -22,7 +22,7 @@ from torch import nn
 
 from roam_core.base.errors import ExecutorError
 from roam_core.model.graph import TensorKind
-from roam_core.runtime.arena import ArenaRunner, RunStats
+from roam_core.runtime.arena import ArenaRunner
 from roam_core.trace.params import (
     retie,
     tie_groups,
@@ -254,12 +254,3 @@ def compare(named_eager: Sequence[tuple[str, torch.Tensor]],
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
-
-
-def run_stats_dict(stats: RunStats) -> dict[str, Any]:
-    """``RunStats`` as report fields."""
-    return {
-        "out_variant_ops": stats.out_variant_ops, "factory_ops": stats.factory_ops,
-        "fallback_ops": stats.fallback_ops, "extra_bytes_counted": stats.extra_bytes,
-        "fallback_targets": stats.fallback_targets, "checked_values": stats.checked_values,
-    }
