@@ -30,6 +30,7 @@ __all__ = [
     "MODULE_KINDS",
     "NODE_ROLES",
     "TEACHING_GRAPHS",
+    "TEACHING_LESSONS",
     "TOP_LEVEL",
     "TREE_PAGE",
     "LayoutView",
@@ -64,6 +65,7 @@ __all__ = [
     "step_bytes",
     "subtree_range",
     "summary_rows",
+    "teaching_lesson",
     "tensor_hover_label",
     "tensor_label",
     "total_curve",
@@ -584,7 +586,43 @@ def lifetime_changes(graph: Graph, plan: Plan, before_order: Sequence[OpId], lim
 
 
 #: Graph-name prefixes of the teaching graphs (the walkthrough opens by itself on them).
-TEACHING_GRAPHS = ("mlp", "residual_block", "tiny_gpt", "tiny_train_step")
+TEACHING_GRAPHS = ("teach_order", "teach_updates", "teach_layout", "teach_recompute", "mlp",
+                   "residual_block", "tiny_gpt", "tiny_train_step")
+
+#: What each ``teach_*`` graph teaches (graph-name prefix -> one line, shown in the walkthrough).
+TEACHING_LESSONS: dict[str, str] = {
+    "teach_order": "the order. A wide branch's backward makes a big temporary gradient; program "
+                   "order makes it while the narrow branch's saved activations are still "
+                   "alive, the planner runs the narrow branch's backward first and frees them "
+                   "before it.",
+    "teach_updates": "weight-update placement. Big weights, small batch: in program order every "
+                     "gradient is alive when the optimizer runs at the end; the planner applies "
+                     "each update as soon as its gradient is ready and frees the gradients one "
+                     "by one.",
+    "teach_layout": "the layout. Activation sizes swell and shrink: the caching allocator's "
+                    "segments reserve about twice the peak (step 3), while roam's arena gives "
+                    "every tensor a fixed offset within the peak.",
+    "teach_recompute": "recomputation. A chain of cheap tanh layers whose outputs are all saved: "
+                       "the order is already at the floor, and only a memory budget (the budget "
+                       "view) lowers the peak, by dropping activations and re-running them in "
+                       "the backward.",
+}
+
+
+def teaching_lesson(graph_name: str) -> str | None:
+    """The one line a ``teach_*`` graph teaches (``None`` for other graphs).
+
+    Examples
+    --------
+    >>> teaching_lesson("teach_order-b256-steady").split(".")[0]
+    'the order'
+    >>> teaching_lesson("gpt2-b1-t128-steady") is None
+    True
+    """
+    for prefix, line in TEACHING_LESSONS.items():
+        if graph_name.startswith(prefix):
+            return line
+    return None
 
 
 def walkthrough(graph: Graph, plan: Plan, before_order: Sequence[OpId], before_label: str,
@@ -599,7 +637,9 @@ def walkthrough(graph: Graph, plan: Plan, before_order: Sequence[OpId], before_l
     """
     k = int(np.argmax(before_curve)) if len(before_curve) else 0
     top = peak_tensors(before_view, k)
-    step1 = (f"1. The {before_label} order peaks at step {k}: "
+    lesson = teaching_lesson(graph.name)
+    step1 = ((f"What this graph teaches: {lesson} " if lesson else "")
+             + f"1. The {before_label} order peaks at step {k}: "
              f"{fmt_bytes(int(before_curve[k]) if len(before_curve) else 0)}. "
              "The largest tensors live there:",
              [(t, f"{tensor_label(graph, t)} ({fmt_bytes(b)})") for t, b in top])
@@ -618,8 +658,8 @@ def walkthrough(graph: Graph, plan: Plan, before_order: Sequence[OpId], before_l
              "the tensors at the planned peak:",
              [(t, f"{tensor_label(graph, t)} ({fmt_bytes(b)})") for t, b in ptop])
     step4 = ("4. Recomputation (freeing an activation and computing it again in the backward) "
-             "would lower the peak further at the cost of extra compute; this build plans "
-             "order and layout only, so the plan recomputes nothing.", [])
+             "lowers the peak further at the cost of extra compute; a plan without a memory "
+             "budget recomputes nothing: give one (the budget view, or roam plan --budget).", [])
     return [("where the peak is", *step1), ("what the planner moved", *step2),
             ("how the layout packs", *step3), ("what recomputation would add", *step4)]
 

@@ -33,6 +33,10 @@ SAMPLES: tuple[tuple[str, int, int | None, str], ...] = (
     ("mlp", 8, None, "steady"),
     ("tiny_gpt", 2, 32, "steady"),
     ("residual_block", 4, None, "steady"),
+    ("teach_order", 256, None, "steady"),
+    ("teach_updates", 8, None, "steady"),
+    ("teach_layout", 512, None, "steady"),
+    ("teach_recompute", 256, None, "steady"),
 )
 
 _HEADER = """# Sample graphs
@@ -71,6 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     rows = []
     for model, batch, seq, setting in SAMPLES:
+        if args.only and not any(args.only in n for n in (model, f"{model}-b{batch}")):
+            continue  # tracing is the slow part: skip before it
         t0 = time.perf_counter()
         ts = trace_zoo(model, batch, seq, setting)
         g = ts.graph
@@ -87,7 +93,9 @@ def main(argv: list[str] | None = None) -> int:
                     f"{path.stat().st_size / 1024:.0f} | {peak / 2**20:.1f} | {cmd} |")
         print(f"{path.name}: {len(g)} ops, {path.stat().st_size / 1024:.0f} KiB, "
               f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-    if not args.only:
+    if args.only:
+        print("\n".join(rows))  # README rows of the samples made
+    else:
         total = sum(p.stat().st_size for p in out.glob("*.json.gz"))
         text = _HEADER.format(torch=torch.__version__) + "\n".join(rows)
         text += f"\n\nTotal size: {total / 2**20:.1f} MiB in {len(rows)} files.\n"

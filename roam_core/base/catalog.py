@@ -11,6 +11,7 @@ __all__ = ["ZOO_NAMES"]
 
 #: Model names of :data:`roam_core.zoo.ZOO` (``roam trace MODEL``), teaching models first.
 ZOO_NAMES: tuple[str, ...] = (
-    "mlp", "tiny_gpt", "residual_block", "alexnet", "vgg11", "mnasnet0_5", "mobilenet_v2",
+    "mlp", "tiny_gpt", "residual_block", "teach_order", "teach_updates", "teach_layout",
+    "teach_recompute", "alexnet", "vgg11", "mnasnet0_5", "mobilenet_v2",
     "efficientnet_b0", "vit_b_16", "resnet50", "roberta-base", "gpt2", "gpt2-xl",
 )

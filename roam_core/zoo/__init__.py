@@ -40,6 +40,7 @@ from roam_core.zoo.cnn import (
     ResidualBlockNet,
     ResNet50,
 )
+from roam_core.zoo.teach import TeachLayout, TeachOrder, TeachRecompute, TeachUpdates
 from roam_core.zoo.transformer import ATTENTION_IMPLS, GPT2, GPT2Config, Roberta, VisionTransformer
 
 __all__ = [
@@ -158,6 +159,14 @@ ZOO: dict[str, ModelSpec] = {s.name: s for s in (
     ModelSpec("residual_block", "vision", lambda s, a: ResidualBlockNet(), None,
               image_size=32, num_classes=10,
               description="teaching: conv-BN stem + one residual block, 32x32 images"),
+    ModelSpec("teach_order", "mlp", lambda s, a: TeachOrder(), None, num_classes=10,
+              description="teaching (the order): a wide branch's big temporary, freed early"),
+    ModelSpec("teach_updates", "mlp", lambda s, a: TeachUpdates(), None, num_classes=10,
+              description="teaching (update placement): big weights, small batch"),
+    ModelSpec("teach_layout", "mlp", lambda s, a: TeachLayout(), None, num_classes=10,
+              description="teaching (the layout): widths that swell and shrink"),
+    ModelSpec("teach_recompute", "mlp", lambda s, a: TeachRecompute(), None, num_classes=10,
+              description="teaching (recomputation): a chain of cheap wide layers"),
 )}
 
 #: The ROAM paper's 14 (model, batch size) configurations.
