@@ -51,7 +51,8 @@ GPU_SIZES_GIB = (24, 40, 80, 141)
 #: Most configurations one sweep traces (teaching models) and for the larger zoo models.
 MAX_CONFIGS, MAX_CONFIGS_LARGE = 12, 3
 #: Zoo models that trace and plan in seconds on a CPU.
-SMALL_MODELS = frozenset({"mlp", "tiny_gpt", "residual_block"})
+SMALL_MODELS = frozenset({"mlp", "tiny_gpt", "residual_block", "teach_order", "teach_updates",
+                          "teach_layout", "teach_recompute"})
 _COLORS = {"eager_reserved": "#1f77b4", "roam": "#d62728", "roam_recompute_5pct": "#ff7f0e",
            "roam_recompute_25pct": "#2ca02c"}
 _DASH = {"eager_reserved": "solid", "roam": "solid", "roam_recompute_5pct": "dash",
