@@ -630,6 +630,8 @@ def walkthrough(graph: Graph, plan: Plan, before_order: Sequence[OpId], before_l
                 reserved_bytes: int | None) -> list[tuple[str, str, list[tuple[str, str]]]]:
     """The guided walkthrough: ``(title, text, [(tensor id, link label)])`` per step.
 
+    On a ``teach_*`` graph a first line says what the graph teaches (:func:`teaching_lesson`).
+
     1. where the compared order peaks and which tensors make that peak;
     2. what the planner moved: the largest lifetime changes (clickable);
     3. how the layout packs the arena (and where to ask why a tensor sits at its offset);
@@ -638,8 +640,7 @@ def walkthrough(graph: Graph, plan: Plan, before_order: Sequence[OpId], before_l
     k = int(np.argmax(before_curve)) if len(before_curve) else 0
     top = peak_tensors(before_view, k)
     lesson = teaching_lesson(graph.name)
-    step1 = ((f"What this graph teaches: {lesson} " if lesson else "")
-             + f"1. The {before_label} order peaks at step {k}: "
+    step1 = (f"1. The {before_label} order peaks at step {k}: "
              f"{fmt_bytes(int(before_curve[k]) if len(before_curve) else 0)}. "
              "The largest tensors live there:",
              [(t, f"{tensor_label(graph, t)} ({fmt_bytes(b)})") for t, b in top])
@@ -660,7 +661,9 @@ def walkthrough(graph: Graph, plan: Plan, before_order: Sequence[OpId], before_l
     step4 = ("4. Recomputation (freeing an activation and computing it again in the backward) "
              "lowers the peak further at the cost of extra compute; a plan without a memory "
              "budget recomputes nothing: give one (the budget view, or roam plan --budget).", [])
-    return [("where the peak is", *step1), ("what the planner moved", *step2),
+    intro = ([("what this graph teaches", f"What this graph teaches: {lesson}", [])]
+             if lesson else [])
+    return [*intro, ("where the peak is", *step1), ("what the planner moved", *step2),
             ("how the layout packs", *step3), ("what recomputation would add", *step4)]
 
 

@@ -386,3 +386,17 @@ def test_walkthrough_on_a_teaching_graph(page_factory: Any) -> None:
     expect(page.locator("#explain-panel")).to_contain_text(f"name {name}", timeout=T)
     expect(page.locator("#range-text")).to_contain_text("steps", timeout=T)
     tour.screenshot(path=str(_shot("walkthrough")))
+
+
+def test_teach_order_says_what_it_teaches(page_factory: Any) -> None:
+    """A teach_* sample's walkthrough opens on the one line of what it teaches."""
+    page = page_factory()
+    _views_rendered(page)
+    _upload(page, "#graph-upload", _sample("teach_order-b256-steady.json.gz"))
+    expect(page.locator("#load-status")).to_contain_text("loaded teach_order-b256", timeout=T)
+    tour = page.locator("#walkthrough details.walkthrough")
+    expect(tour).to_have_attribute("open", "", timeout=T)
+    expect(tour).to_contain_text("What this graph teaches: the order.", timeout=T)
+    _views_rendered(page)
+    page.locator("#curves-graph").screenshot(path=str(_shot("teach-order-curves")))
+    tour.screenshot(path=str(_shot("teach-order-walkthrough")))
