@@ -591,10 +591,9 @@ TEACHING_GRAPHS = ("teach_order", "teach_updates", "teach_layout", "teach_recomp
 
 #: What each ``teach_*`` graph teaches (graph-name prefix -> one line, shown in the walkthrough).
 TEACHING_LESSONS: dict[str, str] = {
-    "teach_order": "the order. A wide branch's backward makes a big temporary gradient; program "
-                   "order makes it while the narrow branch's saved activations are still "
-                   "alive, the planner runs the narrow branch's backward first and frees them "
-                   "before it.",
+    "teach_order": "the order. A wide branch makes a big temporary that no backward needs; "
+                   "program order makes it on top of the narrow branch's saved activations, "
+                   "the planner runs the wide branch first and frees it before they exist.",
     "teach_updates": "weight-update placement. Big weights, small batch: in program order every "
                      "gradient is alive when the optimizer runs at the end; the planner applies "
                      "each update as soon as its gradient is ready and frees the gradients one "

@@ -4,9 +4,8 @@ All take ``[B, 784]`` vectors and return 10 class logits (the zoo's ``mlp`` fami
 trace like the ``mlp`` teaching model:
 
 * :class:`TeachOrder`: **the order**.  A wide branch makes a big temporary activation that
-  nothing saves for the backward; program order makes it after the narrow branch's saved
-  activations, so it stacks on them.  Computing the wide branch first frees it before they
-  exist.
+  no backward needs; program order makes it after the narrow branch's saved activations, so
+  it stacks on them.  Computing the wide branch first frees it before they exist.
 * :class:`TeachUpdates`: **weight-update placement**.  Large weights, small activations: in
   program order every gradient is alive when the optimizer runs at the end.  Applying each
   update as soon as its gradient is ready frees the gradients one by one.
@@ -36,14 +35,14 @@ class TeachOrder(nn.Module):
         self.gain = nn.Parameter(torch.ones(784))
         self.depth = depth
         self.narrow_head = nn.Linear(784, num_classes)
-        self.scale = nn.Parameter(torch.ones(width))
+        self.register_buffer("scale", torch.ones(width))  # a buffer: no gradient through it
         self.wide_head = nn.Linear(784, num_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         a = x * self.gain
         for _ in range(self.depth):  # every output is saved for the backward
             a = torch.tanh(a)
-        # a [B, width, 784] temporary: nothing saves it (mean's backward does not need it)
+        # a [B, width, 784] temporary that no backward needs: freed once its mean is taken
         big = (x.unsqueeze(1) * self.scale[None, :, None]).mean(1)
         return self.narrow_head(a) + self.wide_head(big)
 

@@ -1,7 +1,7 @@
 """Each ``teach_*`` sample graph makes ONE planner effect plain, by a measurable margin.
 
 The numbers asserted are loose versions of what the committed samples give (see the README's
-"Teaching graphs" lines): the order saves 29 %, update placement 20 %, the caching allocator
+"Teaching graphs" lines): the order saves 37 %, update placement 20 %, the caching allocator
 reserves 2.0x roam's arena on teach_layout, and a budget plan cuts teach_recompute's peak by
 36 % with 8 recomputed ops.
 """
@@ -38,13 +38,14 @@ def _eager(g: Graph) -> int:
 def test_teach_order_frees_the_wide_temporary_first() -> None:
     g = _graph("teach_order")
     plan = make_plan(g, CONFIG)
-    assert plan.planned_peak_bytes <= 0.75 * _eager(g)  # measured: 29 % lower
+    assert plan.planned_peak_bytes <= 0.7 * _eager(g)  # measured: 37 % lower
     # the effect is the order: the arena adds nothing over the planned peak
     assert plan.arena_bytes == plan.planned_peak_bytes
-    # the wide branch's [B, 8, 784] gradient: made while the narrow branch's saved
-    # activations are alive in program order, after the plan has freed them
-    big = [t for t in g.tensors.values() if t.size_bytes == 256 * 8 * 784 * 4
-           and g.op(t.producer).phase is Phase.BACKWARD]
+    # the wide branch's [B, 8, 784] temporary: made on top of the narrow branch's saved
+    # activations in program order, before them in the plan (and freed in the forward)
+    big = [t for t in g.tensors.values() if t.size_bytes == 256 * 8 * 784 * 4]
+    assert len(big) == 1
+    assert g.op(big[0].producer).phase is Phase.FORWARD
     saved = [t for t in g.tensors.values() if t.size_bytes == 256 * 784 * 4
              and t.producer is not None and g.op(t.producer).phase is Phase.FORWARD]
     assert big
