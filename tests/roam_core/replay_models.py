@@ -69,11 +69,16 @@ def _resnet() -> Case:
     return _vision(ResNet50(num_classes=10, layers=(1, 1, 1, 1)), 32, classes=10)
 
 
-def _mlp() -> Case:
-    torch.manual_seed(0)
-    x = torch.randn(4, 784, generator=_gen())
-    y = torch.randint(0, 10, (4,), generator=_gen())
-    return _Supervised(build_model("mlp", device="cpu")), [x, y], _ce_labels, "sgd"
+def _vectors(name: str, optimizer: str = "sgd") -> Callable[[], Case]:
+    """A ``[B, 784]``-input zoo model (mlp and the teach_* models), batch 4."""
+
+    def build() -> Case:
+        torch.manual_seed(0)
+        x = torch.randn(4, 784, generator=_gen())
+        y = torch.randint(0, 10, (4,), generator=_gen())
+        return _Supervised(build_model(name, device="cpu")), [x, y], _ce_labels, optimizer
+
+    return build
 
 
 def _residual() -> Case:
@@ -93,7 +98,11 @@ ZOO_SMALL: dict[str, tuple[Callable[[], Case], bool]] = {
     "roberta-base": (_roberta, False),
     "gpt2": (_gpt(n_embd=32, n_layer=2, n_head=2, dropout=0.1), False),
     "gpt2-xl": (_gpt(n_embd=50, n_layer=2, n_head=25, dropout=0.1), True),  # 25 heads
-    "mlp": (_mlp, False),
+    "mlp": (_vectors("mlp"), False),
+    "teach_order": (_vectors("teach_order", "adamw"), False),
+    "teach_updates": (_vectors("teach_updates", "adamw"), False),
+    "teach_layout": (_vectors("teach_layout", "adamw"), False),
+    "teach_recompute": (_vectors("teach_recompute", "adamw"), False),
     "tiny_gpt": (_gpt(n_embd=64, n_layer=2, n_head=4, dropout=0.0), True),
     "residual_block": (_residual, False),
 }

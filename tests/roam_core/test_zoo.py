@@ -28,7 +28,9 @@ PUBLISHED = {
 
 
 def test_names_are_exactly_the_published_ones() -> None:
-    assert set(PUBLISHED) | {"mlp", "tiny_gpt", "residual_block"} == set(ZOO)
+    teaching = {"mlp", "tiny_gpt", "residual_block", "teach_order", "teach_updates",
+                "teach_layout", "teach_recompute"}
+    assert set(PUBLISHED) | teaching == set(ZOO)
     assert len(ROAM_CONFIGS) == 14
     assert {b for _, b in ROAM_CONFIGS} == {1, 32}
 
