@@ -388,15 +388,20 @@ def test_walkthrough_on_a_teaching_graph(page_factory: Any) -> None:
     tour.screenshot(path=str(_shot("walkthrough")))
 
 
-def test_teach_order_says_what_it_teaches(page_factory: Any) -> None:
+@pytest.mark.parametrize(("sample", "lesson"), [
+    ("teach_order-b256-steady", "the order."),
+    ("teach_layout-b512-steady", "the layout.")])
+def test_teaching_sample_says_what_it_teaches(page_factory: Any, sample: str, lesson: str
+                                              ) -> None:
     """A teach_* sample's walkthrough opens on the one line of what it teaches."""
     page = page_factory()
     _views_rendered(page)
-    _upload(page, "#graph-upload", _sample("teach_order-b256-steady.json.gz"))
-    expect(page.locator("#load-status")).to_contain_text("loaded teach_order-b256", timeout=T)
+    _upload(page, "#graph-upload", _sample(f"{sample}.json.gz"))
+    expect(page.locator("#load-status")).to_contain_text(f"loaded {sample}", timeout=T)
     tour = page.locator("#walkthrough details.walkthrough")
     expect(tour).to_have_attribute("open", "", timeout=T)
-    expect(tour).to_contain_text("What this graph teaches: the order.", timeout=T)
+    expect(tour).to_contain_text(f"What this graph teaches: {lesson}", timeout=T)
     _views_rendered(page)
-    page.locator("#curves-graph").screenshot(path=str(_shot("teach-order-curves")))
-    tour.screenshot(path=str(_shot("teach-order-walkthrough")))
+    for view in ("curves-graph", "layout-graph", "base-layout-graph"):
+        page.locator(f"#{view}").screenshot(path=str(_shot(f"{sample}-{view}")))
+    tour.screenshot(path=str(_shot(f"{sample}-walkthrough")))
