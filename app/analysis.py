@@ -17,14 +17,23 @@ import numpy as np
 from roam_core.base.units import format_bytes
 from roam_core.model.graph import EdgeReason, Graph, OpId, TensorKind, round_size
 from roam_core.model.plan import Plan
+from roam_core.oracle.attribution import (
+    PeakAttribution,
+    in_module,
+    module_ancestors,
+    tensor_module,
+)
 from roam_core.oracle.simulate import Lifetime, lifetimes, simulate
 
 __all__ = [
     "KINDS",
+    "MODULE_KINDS",
+    "TOP_LEVEL",
     "TREE_PAGE",
     "LayoutView",
     "Section",
     "expand_node",
+    "explain_module",
     "explain_op",
     "explain_tensor",
     "fmt_bytes",
@@ -32,11 +41,18 @@ __all__ = [
     "layout_from_blocks",
     "layout_from_plan",
     "live_rows",
+    "module_depth",
+    "module_label",
+    "module_members",
+    "module_path",
+    "module_rows",
+    "natural_key",
     "node_range",
     "search",
     "shown_children",
     "step_bytes",
     "summary_rows",
+    "tensor_hover_label",
     "total_curve",
 ]
 
@@ -65,6 +81,8 @@ class LayoutView:
     n_steps: int
     height_bytes: int
     label: str = "layout"
+    #: hover text per rectangle: the storage's name and module (object array of str)
+    labels: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -75,15 +93,31 @@ class LayoutView:
 
 
 def _arrays(rows: list[tuple[str, int, int, int, int, int]], n: int, height: int,
-            label: str) -> LayoutView:
+            label: str, graph: Graph | None = None) -> LayoutView:
     if rows:
         ids, s, e, o, z, k = zip(*rows)
     else:
         ids, s, e, o, z, k = (), (), (), (), (), ()
     i64 = np.int64
+    labels = None
+    if graph is not None:
+        mods = any(op.module for op in graph.ops)  # graphs traced before modules: no line
+        labels = np.array([tensor_hover_label(graph, graph.tensors[i], mods) for i in ids],
+                          dtype=object)
     return LayoutView(np.array(ids, dtype=object), np.array(s, i64), np.array(e, i64),
                       np.array(o, i64), np.array(z, i64), np.array(k, np.int8), n, height,
-                      label)
+                      label, labels)
+
+
+def tensor_hover_label(graph: Graph, t: Any, with_module: bool = True) -> str:
+    """``"<br>h.0.attn.c_attn.weight<br>module h.0.attn.c_attn"`` (hover lines after the id).
+
+    >>> from roam_core.model.samples import tiny_train_step
+    >>> tensor_hover_label(tiny_train_step(), tiny_train_step().tensors["mm"])
+    '<br>module (top level)'
+    """
+    return ((f"<br>{t.name}" if t.name else "")
+            + (f"<br>module {_module_label(graph, t)}" if with_module else ""))
 
 
 def layout_from_plan(graph: Graph, plan: Plan, *, label: str = "planned layout") -> LayoutView:
@@ -96,7 +130,7 @@ def layout_from_plan(graph: Graph, plan: Plan, *, label: str = "planned layout")
         lt = lts.get(tid, Lifetime(0, max(n, 1)))
         rows.append((tid, lt.start, lt.end, int(plan.offsets.get(tid, 0)),
                      round_size(t.size_bytes, a), _KIND_CODE[t.kind]))
-    return _arrays(rows, n, int(plan.arena_bytes), label)
+    return _arrays(rows, n, int(plan.arena_bytes), label, graph)
 
 
 def layout_from_blocks(graph: Graph, blocks: Sequence[Any], n_steps: int, *,
@@ -106,7 +140,7 @@ def layout_from_blocks(graph: Graph, blocks: Sequence[Any], n_steps: int, *,
              _KIND_CODE[graph.tensors[b.tensor_id].kind]) for b in blocks
             if b.tensor_id in graph.tensors]
     height = max((r[3] + r[4] for r in rows), default=0)
-    return _arrays(rows, n_steps, height, label)
+    return _arrays(rows, n_steps, height, label, graph)
 
 
 def total_curve(graph: Graph, order: Sequence[OpId], alignment_bytes: int = 512) -> np.ndarray:
@@ -136,7 +170,8 @@ def live_rows(graph: Graph, view: LayoutView, step: int, limit: int = 200
     rows = []
     for i in m:
         t = graph.tensors[view.ids[i]]
-        rows.append({"id": t.id, "kind": t.kind.value, "size": fmt_bytes(int(view.size[i])),
+        rows.append({"id": t.id, "name": t.name or "", "module": _module_label(graph, t),
+                     "kind": t.kind.value, "size": fmt_bytes(int(view.size[i])),
                      "size_bytes": int(view.size[i]), "offset": int(view.offset[i]),
                      "lifetime": f"[{view.start[i]}, {view.end[i]})",
                      "producer": t.producer or "(resident)"})
@@ -144,10 +179,12 @@ def live_rows(graph: Graph, view: LayoutView, step: int, limit: int = 200
 
 
 def search(graph: Graph, query: str, limit: int = 30) -> list[tuple[str, str, str]]:
-    """Ops and storages whose id (or op target) matches ``query`` (regex, case-insensitive;
-    a plain substring when it is not a valid regex).
+    """Modules, ops and storages matching ``query`` (regex, case-insensitive; a plain
+    substring when it is not a valid regex).
 
-    Returns ``[(kind, id, label)]`` with ``kind`` in ``{"op", "tensor"}``.
+    A module matches by its path; an op by its id, target or module path; a storage by its
+    id or name (``h.0.attn.c_attn.weight``, ``...weight.exp_avg``).  Returns
+    ``[(kind, id, label)]`` with ``kind`` in ``{"module", "op", "tensor"}``.
 
     Examples
     --------
@@ -165,18 +202,34 @@ def search(graph: Graph, query: str, limit: int = 30) -> list[tuple[str, str, st
         low = q.lower()
         match = lambda s: low in s.lower()  # noqa: E731
     hits: list[tuple[str, str, str]] = []
+    n_ops: dict[str, int] = {}
     for op in graph.ops:
-        if match(op.id) or match(op.target):
-            hits.append(("op", op.id, f"op {op.id} ({op.target})"))
+        for m in module_ancestors(op.module):
+            n_ops[m] = n_ops.get(m, 0) + 1
+    for m, n in n_ops.items():
+        if match(m):
+            hits.append(("module", m, f"module {m} ({n} ops)"))
+            if len(hits) >= limit:
+                return hits
+    for op in graph.ops:
+        if match(op.id) or match(op.target) or (op.module and match(op.module)):
+            where = f", in {op.module}" if op.module else ""
+            hits.append(("op", op.id, f"op {op.id} ({op.target}{where})"))
             if len(hits) >= limit:
                 return hits
     for t in graph.tensors.values():
-        if match(t.id):
-            hits.append(("tensor", t.id, f"tensor {t.id} ({t.kind.value}, "
+        if match(t.id) or (t.name and match(t.name)):
+            ident = f"{t.name} ({t.id}, " if t.name else f"{t.id} ("
+            hits.append(("tensor", t.id, f"tensor {ident}{t.kind.value}, "
                                           f"{fmt_bytes(t.size_bytes)})"))
             if len(hits) >= limit:
                 break
     return hits
+
+
+def _module_label(graph: Graph, t: Any) -> str:
+    """A storage's module for people (``"(top level)"`` for ``""``)."""
+    return tensor_module(graph, t) or "(top level)"
 
 
 # ------------------------------------------------------------------ task tree
@@ -272,6 +325,7 @@ def explain_op(graph: Graph, plan: Plan, before_order: Sequence[OpId], op_id: st
     s = pos[op_id]
     a = plan.alignment_bytes
     head = [f"target {op.target}, phase {op.phase.value}",
+            f"module {op.module or '(top level)'}",
             f"step {bpos.get(op_id)} before planning, {s} after",
             f"sub-task: {plan.task_of_op.get(op_id, '(none: baseline plan)')}"]
     made = graph.storages_created(op_id)
@@ -299,7 +353,9 @@ def explain_tensor(graph: Graph, plan: Plan, before_order: Sequence[OpId], tenso
     a = plan.alignment_bytes
     size = round_size(t.size_bytes, a)
     off = plan.offsets.get(tensor_id)
-    lines = [f"{t.kind.value}, {t.dtype} {list(t.shape)}, {fmt_bytes(size)}",
+    lines = [*([f"name {t.name}"] if t.name else []),
+             f"{t.kind.value}, {t.dtype} {list(t.shape)}, {fmt_bytes(size)}, "
+             f"module {_module_label(graph, t)}",
              f"offset {off} ({fmt_bytes(off)}) .. {fmt_bytes((off or 0) + size)}",
              f"producer: {t.producer or '(resident: lives the whole step)'}",
              "consumers: " + (", ".join(t.consumers[:limit]) or "(none)")
@@ -319,7 +375,7 @@ def explain_tensor(graph: Graph, plan: Plan, before_order: Sequence[OpId], tenso
         co = sorted((x for x, lt in after.items() if lt.start <= peak < lt.end and x != tensor_id),
                     key=lambda x: -graph.tensors[x].size_bytes)
         out.append(Section(f"live with it at the planned peak (step {peak})", tuple(
-            f"{x} ({fmt_bytes(graph.tensors[x].size_bytes)})" for x in co[:limit])))
+            _tensor_line(graph, x) for x in co[:limit])))
     else:
         out.append(Section("at the planned peak", (f"not live at the peak (step {peak})",)))
     out.extend(explain_op(graph, plan, before_order, t.producer, limit)[1:])
@@ -355,3 +411,141 @@ def summary_rows(plan: Plan, before_peak_bytes: int, before_label: str,
                      f"{sum(r.wall_time_s for r in recs):.2f} s ({st})"))
     rows.extend(("note", n) for n in plan.notes)
     return rows
+
+
+# ------------------------------------------------------------------ memory by module
+#: Kind columns of the per-module table (the rest are summed into ``other``).
+MODULE_KINDS: tuple[str, ...] = ("activation", "gradient", "parameter", "optimizer_state",
+                                 "temporary")
+TOP_LEVEL = "(top level)"
+
+
+def natural_key(path: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key ordering ``h.2`` before ``h.10`` (numeric path parts as numbers).
+
+    >>> sorted(["h.10", "h.2", "h.1.attn", "wte"], key=natural_key)
+    ['h.1.attn', 'h.2', 'h.10', 'wte']
+    """
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in path.split("."))
+
+
+def module_label(path: str) -> str:
+    """A module path for people: ``""`` is ``"(top level)"``."""
+    return path or TOP_LEVEL
+
+
+def module_path(label: str) -> str:
+    """The inverse of :func:`module_label`."""
+    return "" if label == TOP_LEVEL else label
+
+
+def _grouped_kinds(attr: PeakAttribution, depth: int | None) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for m in attr.modules:
+        key = m.module if depth is None else ".".join(m.module.split(".")[:depth])
+        slot = out.setdefault(key, {})
+        for k, b in m.bytes_by_kind.items():
+            slot[k] = slot.get(k, 0) + b
+    return out
+
+
+def module_rows(after: PeakAttribution, before: PeakAttribution | None = None,
+                depth: int | None = 1) -> list[dict[str, Any]]:
+    """Rows of the per-module table: bytes live at the peak, per module, before and after.
+
+    Parameters
+    ----------
+    after : PeakAttribution
+        The shown order's peak by module (the plan; or the baseline when unplanned).
+    before : PeakAttribution, optional
+        The baseline order's peak by module.
+    depth : int or None
+        Group paths by their first ``depth`` components (``None``: every full path, each
+        with its own bytes only).  Every grouping adds up to the peak.
+
+    Returns
+    -------
+    list of dict
+        ``id`` (the label), ``module``, ``depth``, ``after_mib``, ``before_mib``,
+        ``change_mib``, ``share_pct`` and one ``<kind>_mib`` column per
+        :data:`MODULE_KINDS` plus ``other_mib`` (the kinds of ``after``); largest first.
+    """
+    mib = float(2**20)
+    ka = _grouped_kinds(after, depth)
+    kb = _grouped_kinds(before, depth) if before is not None else {}
+    total = after.total_bytes or 1
+    rows = []
+    for path in dict.fromkeys([*ka, *kb]):
+        a = sum(ka.get(path, {}).values())
+        b = sum(kb.get(path, {}).values()) if before is not None else None
+        row: dict[str, Any] = {
+            "id": module_label(path), "module": module_label(path),
+            "depth": path.count(".") + 1 if path else 0,
+            "after_mib": round(a / mib, 3),
+            "before_mib": None if b is None else round(b / mib, 3),
+            "change_mib": None if b is None else round((a - b) / mib, 3),
+            "share_pct": round(100 * a / total, 1)}
+        kinds = ka.get(path, {})
+        for k in MODULE_KINDS:
+            row[f"{k}_mib"] = round(kinds.get(k, 0) / mib, 3)
+        row["other_mib"] = round(sum(v for k, v in kinds.items() if k not in MODULE_KINDS)
+                                 / mib, 3)
+        rows.append(row)
+    rows.sort(key=lambda r: (-max(r["after_mib"], r["before_mib"] or 0),
+                             natural_key(r["module"])))
+    return rows
+
+
+def module_depth(graph: Graph) -> int:
+    """The deepest module path of ``graph`` (0 when it records no modules)."""
+    return max((op.module.count(".") + 1 for op in graph.ops if op.module), default=0)
+
+
+def module_members(graph: Graph, path: str) -> tuple[set[str], set[str]]:
+    """``(op ids, storage ids)`` of module ``path`` and its submodules.
+
+    ``""`` (the top level) means exactly the ops and storages outside every module.
+    """
+    ops = {op.id for op in graph.ops if in_module(op.module, path)}
+    tensors = {tid for tid, t in graph.tensors.items() if in_module(tensor_module(graph, t), path)}
+    return ops, tensors
+
+
+def explain_module(graph: Graph, path: str, after: PeakAttribution,
+                   before: PeakAttribution | None, after_label: str = "planned",
+                   before_label: str = "before", limit: int = 8) -> list[Section]:
+    """What module ``path`` holds at the peak (before and after) and its largest storages."""
+    ops, tensors = module_members(graph, path)
+    by_phase: dict[str, int] = {}
+    for op in graph.ops:
+        if op.id in ops:
+            by_phase[op.phase.value] = by_phase.get(op.phase.value, 0) + 1
+    params = sum(graph.tensors[t].size_bytes for t in tensors
+                 if graph.tensors[t].kind is TensorKind.PARAMETER)
+    head = [f"{len(ops)} ops (" + ", ".join(f"{k} {v}" for k, v in by_phase.items()) + ")",
+            f"{len(tensors)} storages, parameters {fmt_bytes(params)}"]
+    out = [Section(f"module {module_label(path)}", tuple(head))]
+    for label, attr in ((after_label, after), (before_label, before)):
+        if attr is None:
+            continue
+        mine = [m for m in attr.modules if in_module(m.module, path)]
+        total = sum(m.total_bytes for m in mine)
+        kinds: dict[str, int] = {}
+        for m in mine:
+            for k, b in m.bytes_by_kind.items():
+                kinds[k] = kinds.get(k, 0) + b
+        lines = [f"{fmt_bytes(total)} of {fmt_bytes(attr.total_bytes)} "
+                 f"({100 * total / (attr.total_bytes or 1):.1f} %)"]
+        lines += [f"{k}: {fmt_bytes(b)}" for k, b in sorted(kinds.items(), key=lambda kv: -kv[1])]
+        big = sorted((t for m in mine for t in m.tensors),
+                     key=lambda t: -graph.tensors[t].size_bytes)[:limit]
+        lines += [_tensor_line(graph, t) for t in big]
+        out.append(Section(f"live at the {label} peak (step {attr.step})", tuple(lines)))
+    return out
+
+
+def _tensor_line(graph: Graph, tid: str) -> str:
+    """``"h.0.c_fc.weight (params__11, parameter, 64.00 KiB)"`` (the id alone if unnamed)."""
+    t = graph.tensors[tid]
+    head = f"{t.name} ({tid}, " if t.name else f"{tid} ("
+    return f"{head}{t.kind.value}, {fmt_bytes(t.size_bytes)})"

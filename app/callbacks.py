@@ -14,7 +14,7 @@ import dash
 from dash import ALL, Input, Output, State
 from dash.exceptions import PreventUpdate
 
-from app import ids, layout, services, verify
+from app import analysis, ids, layout, services, verify
 from app.analysis import expand_node, search
 from app.planning import PlanSettings
 from app.state import get_graph
@@ -123,11 +123,13 @@ def _range_patch(rng: list[float] | None) -> dash.Patch:
     return patch
 
 
-def render_curves(graph: dict | None, plan: str | None, base: str, rng: Any, step: Any) -> Any:
+def render_curves(graph: dict | None, plan: str | None, base: str, rng: Any, step: Any,
+                  sel: Any = None) -> Any:
     """View 1 (re-rendered on zoom: long curves are decimated outside the window)."""
     if not graph:
         raise PreventUpdate
-    return services.curves_figure(graph["key"], plan, base, rng, (step or {}).get("step"))
+    return services.curves_figure(graph["key"], plan, base, rng, (step or {}).get("step"),
+                                  sel)
 
 
 def render_timeline(graph: dict | None, plan: str | None, base: str, rng: Any, sel: Any) -> Any:
@@ -234,6 +236,37 @@ def on_search(query: str | None, graph: dict | None) -> Any:
     return layout.search_children(search(get_graph(graph["key"]), query))
 
 
+# ------------------------------------------------------------------ memory by module
+def render_modules(graph: dict | None, plan: str | None, base: str, depth: Any, side: str,
+                   sel: Any) -> tuple[Any, Any, str]:
+    """Per-module table, icicle and title (the selected module outlined)."""
+    if not graph:
+        raise PreventUpdate
+    return services.module_view(graph["key"], plan, base, depth, side, sel)
+
+
+def on_module_pick(cell: Any, click: Any) -> Any:
+    """A module table row or an icicle node selects that module (the root clears it)."""
+    value = _triggered_value()
+    if not value:
+        raise PreventUpdate
+    if dash.ctx.triggered_id == ids.MODULE_TABLE:
+        label = value.get("row_id")
+    else:
+        label = value["points"][0].get("id")
+    if label is None:
+        raise PreventUpdate
+    if label == "all":
+        return None
+    return {"kind": "module", "id": analysis.module_path(str(label))}
+
+
+def module_styles(sel: Any) -> tuple[Any, Any]:
+    """Rows of the selected module highlighted in the live and module tables."""
+    style = services.module_highlight_style(sel)
+    return style, style
+
+
 # ------------------------------------------------------------------ export / import
 def on_export(_j: Any, _c: Any, _h: Any, _p: Any, graph: dict | None, plan: str | None,
               base: str, figure: str) -> tuple[Any, str]:
@@ -335,7 +368,7 @@ def register(app: dash.Dash, **config: Any) -> None:
        cancel=[Input(ids.ZOO_CANCEL_BTN, "n_clicks")])(trace_job)
     rng, sel, step = (Input(ids.VIEW_RANGE, "data"), Input(ids.SELECTION, "data"),
                       Input(ids.STEP, "data"))
-    cb(Output(ids.CURVES, "figure"), gk, pk, base, rng, step)(render_curves)
+    cb(Output(ids.CURVES, "figure"), gk, pk, base, rng, step, sel)(render_curves)
     cb(Output(ids.TIMELINE, "figure"), gk, pk, base, rng, sel)(render_timeline)
     cb(Output(ids.LAYOUT, "figure"), Output(ids.BASE_LAYOUT, "figure"), gk, pk, base, rng,
        sel)(render_layouts)
@@ -361,6 +394,14 @@ def register(app: dash.Dash, **config: Any) -> None:
        prevent_initial_call=True)(on_step)
     cb(Output(ids.SEARCH_RESULTS, "children"), Input(ids.SEARCH_INPUT, "value"),
        gk)(on_search)
+    cb(Output(ids.MODULE_TABLE, "data"), Output(ids.MODULE_ICICLE, "figure"),
+       Output(ids.MODULE_TITLE, "children"), gk, pk, base, Input(ids.MODULE_DEPTH, "value"),
+       Input(ids.MODULE_SIDE, "value"), sel)(render_modules)
+    cb(Output(ids.SELECTION, "data", allow_duplicate=True),
+       Input(ids.MODULE_TABLE, "active_cell"), Input(ids.MODULE_ICICLE, "clickData"),
+       prevent_initial_call=True)(on_module_pick)
+    cb(Output(ids.LIVE_TABLE, "style_data_conditional"),
+       Output(ids.MODULE_TABLE, "style_data_conditional"), sel)(module_styles)
     cb(Output(ids.DOWNLOAD, "data"), Output(ids.EXPORT_STATUS, "children"),
        *[Input(i, "n_clicks") for i in (ids.EXPORT_JSON, ids.EXPORT_CSV, ids.EXPORT_HTML,
                                         ids.EXPORT_PNG)],

@@ -28,7 +28,10 @@ __all__ = [
     "binary_ticks",
     "empty_figure",
     "layout_figure",
+    "mark_ops",
     "memory_curves_figure",
+    "module_icicle_figure",
+    "outline_tensors",
     "task_tree_figure",
     "timeline_figure",
 ]
@@ -147,8 +150,11 @@ def memory_curves_figure(
     lower_bound_bytes: int | None = None, after_label: str = "planned",
     before_label: str = "before", x_range: Sequence[float] | None = None,
     step: int | None = None, title: str | None = None, max_points: int = 4000,
+    extra_curves: Sequence[tuple[str, np.ndarray, str]] = (),
 ) -> go.Figure:
     """Live bytes per step before and after planning on one chart.
+
+    ``extra_curves`` adds ``(name, curve, colour)`` lines (the selected module's bytes).
 
     Both peaks are annotated (value, step); the arena size and the lower bound are
     horizontal lines; the y axis uses binary units.  ``step`` draws a marker line.  Curves
@@ -159,12 +165,14 @@ def memory_curves_figure(
     curves = [(after_label, after, "#c44e52")]
     if before is not None:
         curves.insert(0, (before_label, np.asarray(before, dtype=np.float64), "#4c72b0"))
+    curves += [(n, np.asarray(c, dtype=np.float64), col) for n, c, col in extra_curves]
     top = max([float(c.max()) for _, c, _ in curves if len(c)]
               + [float(arena_bytes or 0), float(lower_bound_bytes or 0), 1.0])
     div, unit = _unit(top)
     fig = go.Figure(layout=_BASE_LAYOUT)
     n = max(len(c) for _, c, _ in curves)
-    for (name, c, color), pos in zip(curves, ("top left", "top right", "top right")):
+    for (name, c, color), pos in zip(curves, ("top left", "top right", "top right",
+                                              "bottom right", "bottom right")):
         if not len(c):
             continue
         k = int(np.argmax(c))
@@ -216,7 +224,8 @@ def timeline_figure(
     phases = list(Phase)
     code = {p.value: i for i, p in enumerate(phases)}
     phase_of = {o.id: code[o.phase.value] for o in graph.ops}
-    target_of = {o.id: o.target for o in graph.ops}
+    target_of = {o.id: o.target + (f"<br>module {o.module}" if o.module else "")
+                 for o in graph.ops}
     n = max(len(o) for _, o in rows)
     z = np.full((len(rows), n), np.nan, np.float32)
     text = [[""] * n for _ in rows]
@@ -341,7 +350,7 @@ def layout_figure(
     return fig
 
 
-_TENSOR_HOVER = ("%{text}<br>%{customdata[0]:,} B at offset %{customdata[1]:,}<br>"
+_TENSOR_HOVER = ("%{text}%{hovertext}<br>%{customdata[0]:,} B at offset %{customdata[1]:,}<br>"
                  "steps [%{customdata[2]}, %{customdata[3]})<extra></extra>")
 
 
@@ -352,7 +361,14 @@ def _hover_markers(fig: go.Figure, view: LayoutView, hov: np.ndarray) -> None:
         y=(view.offset[hov] + view.size[hov] / 2).astype(np.float64),
         mode="markers", marker={"size": 6, "opacity": 0.01, "color": "#000"}, name="tensors",
         showlegend=False, text=list(view.ids[hov]), customdata=cd.astype(np.float64),
-        hovertemplate=_TENSOR_HOVER))
+        hovertext=_labels(view, hov), hovertemplate=_TENSOR_HOVER))
+
+
+def _labels(view: LayoutView, idx: np.ndarray) -> list[str]:
+    """Hover lines naming each storage (its name and module), ``""`` when unknown."""
+    if view.labels is None:
+        return [""] * len(idx)
+    return list(view.labels[idx])
 
 
 def _hover_grid(fig: go.Figure, view: LayoutView, vis: np.ndarray,
@@ -363,12 +379,14 @@ def _hover_grid(fig: go.Figure, view: LayoutView, vis: np.ndarray,
                       view.offset[vis] + view.size[vis], window, gw, gh)
     pick = vis[np.maximum(idx, 0)]
     text = np.where(idx >= 0, view.ids[pick], "")
+    names = np.array(_labels(view, pick.ravel()), dtype=object).reshape(pick.shape)
+    names = np.where(idx >= 0, names, "")
     z = np.where(idx >= 0, view.size[pick], np.nan).astype(np.float64)
     dx, dy = (xb - xa) / gw, (yb - ya) / gh
     fig.add_trace(go.Heatmap(
         z=z, x0=xa + dx / 2, dx=dx, y0=ya + dy / 2, dy=dy, text=text.tolist(), opacity=0,
-        showscale=False, hoverongaps=False, name="tensors",
-        hovertemplate="%{text}<br>%{z:,} B<br>(click for details)<extra></extra>"))
+        hovertext=names.tolist(), showscale=False, hoverongaps=False, name="tensors",
+        hovertemplate="%{text}%{hovertext}<br>%{z:,} B<br>(click for details)<extra></extra>"))
 
 
 def task_tree_figure(tree: Mapping[str, Any] | None) -> go.Figure:
@@ -396,3 +414,116 @@ def task_tree_figure(tree: Mapping[str, Any] | None) -> go.Figure:
                     layout=_BASE_LAYOUT)
     fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 30, "b": 10})
     return fig
+
+
+# ------------------------------------------------------------------ memory by module
+def module_icicle_figure(
+    after: Mapping[str, Mapping[str, int]], before: Mapping[str, Mapping[str, int]] | None = None,
+    *, title: str | None = None, selected: str | None = None, max_depth: int = 4,
+) -> go.Figure:
+    """Bytes live at the peak as an icicle by module (area = bytes, colour = main kind).
+
+    Parameters
+    ----------
+    after, before : Mapping of full module path to (kind -> bytes)
+        Own bytes of each module at the shown peak (and at the baseline's); ``""`` is the
+        top level.  Each node's value is its subtree's bytes, so the root is the peak.
+    title : str, optional
+    selected : str, optional
+        A module path drawn with a black outline.
+    max_depth : int
+        Levels drawn at once (click a node to zoom into it).
+
+    The node id of a module is its path (``"(top level)"`` for ``""``; the root is
+    ``"all"``), so a click names the module.
+    """
+    from app.analysis import module_label, natural_key
+
+    def totals(own: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
+        out: dict[str, dict[str, int]] = {}
+        for path, kinds in own.items():
+            parts = path.split(".") if path else [""]
+            for i in range(1, len(parts) + 1):
+                slot = out.setdefault(".".join(parts[:i]), {})
+                for k, b in kinds.items():
+                    slot[k] = slot.get(k, 0) + b
+        return out
+
+    sub = totals(after)
+    sub_before = totals(before) if before is not None else {}
+    peak = sum(sum(k.values()) for k in after.values())
+    if not peak:
+        return empty_figure("no bytes live at the peak")
+    ids, parents, values, colors, lines = ["all"], [""], [peak], ["#eeeeee"], [1]
+    text = [f"{fmt_bytes(peak)} at the peak"]
+    for path in sorted(sub, key=lambda p: (p.count("."), natural_key(p))):
+        kinds = sub[path]
+        total = sum(kinds.values())
+        if not total:
+            continue
+        parent = path.rpartition(".")[0] if "." in path else "all"
+        ids.append(module_label(path))
+        parents.append(module_label(parent) if parent != "all" else "all")
+        values.append(total)
+        main = max(kinds, key=lambda k: kinds[k])
+        colors.append(KIND_COLORS.get(main, "#8c8c8c"))
+        was = sum(sub_before.get(path, {}).values()) if before is not None else None
+        parts = [f"{fmt_bytes(total)} at the peak ({100 * total / peak:.1f} %)"]
+        if was is not None:
+            parts.append(f"before: {fmt_bytes(was)}")
+        parts += [f"{k}: {fmt_bytes(b)}" for k, b in
+                  sorted(kinds.items(), key=lambda kv: -kv[1]) if b]
+        text.append("<br>".join(parts))
+        lines.append(3 if selected is not None and path == selected else 1)
+    fig = go.Figure(go.Icicle(
+        ids=ids, labels=[i.rpartition(".")[2] if i not in ("all", "(top level)") else i
+                         for i in ids],
+        parents=parents, values=values, branchvalues="total", text=text,
+        marker={"colors": colors, "line": {"width": lines, "color": "#000"}},
+        maxdepth=max_depth, sort=False, tiling={"orientation": "v"},
+        hovertemplate="<b>%{id}</b><br>%{text}<extra></extra>", textinfo="label"),
+        layout=_BASE_LAYOUT)
+    shown = {k for kinds in after.values() for k, b in kinds.items() if b}
+    key = "  ".join(f'<span style="color:{c}">■</span> {k}' for k, c in KIND_COLORS.items()
+                    if k in shown)
+    head = title or f"bytes at the peak by module: {fmt_bytes(peak)}"
+    fig.update_layout(height=440, margin={"l": 10, "r": 10, "t": 56, "b": 10},
+                      title={"text": f"{head}<br><sup>colour: the largest kind · {key}</sup>",
+                             "font": {"size": 13}, "x": 0.01, "y": 0.97},
+                      uirevision="modules")
+    return fig
+
+
+def outline_tensors(fig: go.Figure, view: LayoutView, tensor_ids: Any,
+                    limit: int = 4000) -> None:
+    """Outline the rectangles of ``tensor_ids`` in a layout figure (the largest ``limit``)."""
+    mask = np.isin(view.ids, np.array(list(tensor_ids), dtype=object))
+    idx = np.nonzero(mask)[0]
+    if not len(idx):
+        return
+    idx = idx[np.argsort(-view.size[idx], kind="stable")][:limit]
+    xs, ys = _rect_xy(view.start[idx], view.end[idx], view.offset[idx],
+                      view.offset[idx] + view.size[idx])
+    fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name="selected module",
+                             line={"color": "#000", "width": 1.5}, hoverinfo="skip"))
+
+
+def mark_ops(fig: go.Figure, orders: Sequence[Sequence[OpId]], op_ids: Any) -> None:
+    """Underline, on each timeline row (``orders[r]`` is row ``r``), the steps of ``op_ids``.
+
+    Consecutive steps are drawn as one segment, so a module's forward is a few lines.
+    """
+    chosen = set(op_ids)
+    xs: list[float | None] = []
+    ys: list[float | None] = []
+    for r, order in enumerate(orders):
+        hit = np.fromiter((o in chosen for o in order), bool, len(order))
+        if not hit.any():
+            continue
+        d = np.diff(np.r_[0, hit.astype(np.int8), 0])
+        for s, e in zip(np.nonzero(d == 1)[0], np.nonzero(d == -1)[0]):
+            xs += [s - 0.5, e - 0.5, None]
+            ys += [r - 0.42, r - 0.42, None]
+    if xs:
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", name="selected module",
+                                 line={"color": "#000", "width": 4}, hoverinfo="skip"))

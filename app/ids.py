@@ -60,6 +60,11 @@ SEARCH_HIT = "search-hit"  # pattern-matching type: {"type": SEARCH_HIT, "index"
 RESET_ZOOM = "reset-zoom"
 RANGE_TEXT = "range-text"
 EXPLAIN = "explain-panel"
+MODULE_TABLE = "module-table"  # per-module memory at the peak (sortable; click selects)
+MODULE_ICICLE = "module-icicle"
+MODULE_DEPTH = "module-depth"  # group module paths by this many components, or "full"
+MODULE_SIDE = "module-side"  # "after" (the plan) or "before" (the baseline) kinds
+MODULE_TITLE = "module-title"
 
 # ---- export / import
 EXPORT_JSON = "export-json-btn"

@@ -11,11 +11,11 @@ from typing import Any
 from dash import dash_table, dcc, html
 
 from app import ids
-from app.analysis import Section, fmt_bytes, shown_children
+from app.analysis import MODULE_KINDS, Section, fmt_bytes, shown_children
 from app.planning import BASELINE_METHODS, PLAN_METHODS, PlanSettings
 
-__all__ = ["build_layout", "explain_children", "search_children", "summary_children",
-           "tree_children", "verify_children"]
+__all__ = ["build_layout", "explain_children", "module_card", "search_children",
+           "summary_children", "tree_children", "verify_children"]
 
 _GRAPH_CFG = {"displaylogo": False, "scrollZoom": False,
               "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
@@ -95,7 +95,7 @@ def _export_card() -> html.Div:
                   html.Button("HTML report", id=ids.EXPORT_HTML)], className="buttons"),
         html.Div([dcc.Dropdown(id=ids.PNG_FIGURE, clearable=False, value="curves",
                                options=["curves", "timeline", "layout", "base_layout",
-                                        "tree"]),
+                                        "tree", "modules"]),
                   html.Button("PNG", id=ids.EXPORT_PNG)], className="buttons png"),
         dcc.Download(id=ids.DOWNLOAD),
         html.Div(id=ids.EXPORT_STATUS, className="status"),
@@ -157,14 +157,47 @@ def build_layout(defaults: Mapping[str, Any]) -> html.Div:
               dash_table.DataTable(
                   id=ids.LIVE_TABLE, page_size=15, sort_action="native",
                   columns=[{"name": c, "id": c} for c in
-                           ("id", "kind", "size", "offset", "lifetime", "producer")],
+                           ("id", "name", "module", "kind", "size", "offset", "lifetime",
+                            "producer")],
                   style_cell={"fontFamily": "monospace", "fontSize": 12},
                   style_table={"overflowX": "auto"})),
+        module_card(),
     ], className="main")
     header = html.Header([html.H1("roam"),
                           html.Span("memory-efficient execution plans for a training step",
                                     className="muted")])
     return html.Div([*stores, header, html.Div([side, main], className="page")])
+
+
+def module_card() -> html.Div:
+    """Memory by module: a sortable table and an icicle of the bytes live at the peak."""
+    mib = {"type": "numeric", "format": {"specifier": ",.3f"}}
+    cols = [{"name": "module", "id": "module"},
+            {"name": "before (MiB)", "id": "before_mib", **mib},
+            {"name": "after (MiB)", "id": "after_mib", **mib},
+            {"name": "change (MiB)", "id": "change_mib", **mib},
+            {"name": "share %", "id": "share_pct", "type": "numeric"}]
+    cols += [{"name": f"{k} (MiB)", "id": f"{k}_mib", **mib}
+             for k in (*MODULE_KINDS, "other")]
+    controls = html.Div([
+        html.Label(["group by", dcc.Dropdown(
+            id=ids.MODULE_DEPTH, clearable=False, value=2,
+            options=[{"label": f"depth {d}", "value": d} for d in (1, 2, 3, 4)]
+            + [{"label": "full paths (own bytes)", "value": "full"}])], className="field"),
+        html.Label(["kinds and icicle of", dcc.RadioItems(
+            id=ids.MODULE_SIDE, value="after", inline=True,
+            options=[{"label": "the plan", "value": "after"},
+                     {"label": "the baseline", "value": "before"}])], className="field"),
+    ], className="grid2")
+    table = dash_table.DataTable(
+        id=ids.MODULE_TABLE, page_size=15, sort_action="native", columns=cols,
+        sort_by=[{"column_id": "after_mib", "direction": "desc"}],
+        style_cell={"fontFamily": "monospace", "fontSize": 12},
+        style_cell_conditional=[{"if": {"column_id": "module"}, "textAlign": "left"}],
+        style_table={"overflowX": "auto"})
+    return _card("Memory by module (bytes live at the peak)",
+                 html.Div(id=ids.MODULE_TITLE, className="muted"), controls, table,
+                 _graph(ids.MODULE_ICICLE, 420), id_="module-card")
 
 
 def _tree_node(node: Mapping[str, Any], depth: int,

@@ -22,6 +22,7 @@ _TITLES = {
     "layout": "Planned tensor layout",
     "base_layout": "Baseline allocator layout",
     "tree": "Task division",
+    "modules": "Bytes at the peak by module",
 }
 _CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1500px}
 table{border-collapse:collapse}td{padding:2px 12px;border-bottom:1px solid #eee}
@@ -65,7 +66,8 @@ def report_html(graph: Graph, plan: Plan, figures: Mapping[str, go.Figure],
                                  config={"displaylogo": False}))
         first = False
     if live_at_peak:
-        cols = ("id", "kind", "size", "offset", "lifetime", "producer")
+        cols = tuple(c for c in ("id", "name", "module", "kind", "size", "offset",
+                                 "lifetime", "producer") if c in live_at_peak[0])
         parts.append(f"<h2>{html.escape(live_title or 'Live at the peak')}</h2><table>")
         parts.append("<tr>" + "".join(f"<td><b>{c}</b></td>" for c in cols) + "</tr>")
         parts += ["<tr>" + "".join(f"<td>{html.escape(str(r[c]))}</td>" for c in cols)

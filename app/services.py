@@ -28,6 +28,11 @@ from roam_core.formats.plan_io import dumps_plan, loads_plan, plan_to_csv
 from roam_core.model.graph import Graph, OpId
 from roam_core.model.plan import Plan
 from roam_core.model.samples import SAMPLES
+from roam_core.oracle.attribution import (
+    PeakAttribution,
+    bytes_at_peak_by_module,
+    module_bytes_per_step,
+)
 
 __all__ = [
     "SAMPLE_DIR",
@@ -44,6 +49,9 @@ __all__ = [
     "layout_figures",
     "live_table",
     "load_choice",
+    "module_attribution",
+    "module_highlight_style",
+    "module_view",
     "plan_graph",
     "progress_values",
     "range_from_relayout",
@@ -240,6 +248,7 @@ def warm(graph_key: str, plan_key: str | None, base: str = "eager") -> None:
     curves_figure(graph_key, plan_key, base, None, None)
     timeline_fig(graph_key, plan_key, base, None, None)
     layout_figures(graph_key, plan_key, base, None, None)
+    module_view(graph_key, plan_key, base, 2, "after")
 
 
 # ------------------------------------------------------------------ views
@@ -252,24 +261,36 @@ def _hashable(x: Any) -> Any:
 
 
 def curves_figure(graph_key: str, plan_key: str | None, base: str,
-                  x_range: Sequence[float] | None, step: int | None) -> go.Figure:
-    """View 1: before/after live bytes (memoised; do not mutate the result)."""
-    return _curves(graph_key, plan_key, base, _hashable(x_range), step)
+                  x_range: Sequence[float] | None, step: int | None,
+                  selection: Mapping[str, str] | None = None) -> go.Figure:
+    """View 1: before/after live bytes (memoised; do not mutate the result); a selected
+    module adds its own bytes per step, before and after."""
+    module = selection["id"] if selection and selection.get("kind") == "module" else None
+    return _curves(graph_key, plan_key, base, _hashable(x_range), step, module)
 
 
 @functools.lru_cache(maxsize=16)
 def _curves(graph_key: str, plan_key: str | None, base: str,
-            x_range: Sequence[float] | None, step: int | None) -> go.Figure:
+            x_range: Sequence[float] | None, step: int | None,
+            module: str | None = None) -> go.Figure:
     b = before_data(graph_key, base, state.get_plan(plan_key).alignment_bytes if plan_key else 512)
+    graph = state.get_graph(graph_key)
+    label = f"module {analysis.module_label(module or '')}"
     if not plan_key:
+        extra = [] if module is None else [
+            (f"{label} ({b.label})", module_bytes_per_step(graph, b.order, module), "#55a868")]
         return figures.memory_curves_figure(b.curve, None, after_label=b.label,
-                                            x_range=x_range, step=step,
+                                            x_range=x_range, step=step, extra_curves=extra,
                                             title="not planned yet: press Plan")
     a = after_data(graph_key, plan_key)
+    extra = [] if module is None else [
+        (f"{label} (before)", module_bytes_per_step(graph, b.order, module), "#8fb8de"),
+        (f"{label} (planned)", module_bytes_per_step(
+            graph, a.plan.order, module, alignment_bytes=a.plan.alignment_bytes), "#e89c9f")]
     return figures.memory_curves_figure(
         a.curve, b.curve, arena_bytes=a.plan.arena_bytes,
         lower_bound_bytes=a.plan.lower_bound_bytes, after_label=f"planned ({a.plan.method})",
-        before_label=b.label, x_range=x_range, step=step)
+        before_label=b.label, x_range=x_range, step=step, extra_curves=extra)
 
 
 def timeline_fig(graph_key: str, plan_key: str | None, base: str,
@@ -287,11 +308,15 @@ def _timeline(graph_key: str, plan_key: str | None, base: str, x_range: Any, sel
     b = before_data(graph_key, base)
     hl = _selected_op(graph, selection)
     if not plan_key:
-        return figures.timeline_figure(graph, b.order, None, x_range=x_range, highlight_op=hl)
+        fig = figures.timeline_figure(graph, b.order, None, x_range=x_range, highlight_op=hl)
+        _mark_module_ops(fig, graph_key, selection, [b.order])
+        return fig
     a = after_data(graph_key, plan_key)
-    return figures.timeline_figure(graph, a.plan.order, b.order, alloc_bytes=a.alloc,
-                                   freed_bytes=a.freed, x_range=x_range, highlight_op=hl,
-                                   before_label=b.label)
+    fig = figures.timeline_figure(graph, a.plan.order, b.order, alloc_bytes=a.alloc,
+                                  freed_bytes=a.freed, x_range=x_range, highlight_op=hl,
+                                  before_label=b.label)
+    _mark_module_ops(fig, graph_key, selection, [b.order, a.plan.order])
+    return fig
 
 
 def layout_figures(graph_key: str, plan_key: str | None, base: str,
@@ -308,10 +333,16 @@ def _layouts(graph_key: str, plan_key: str | None, base: str, x_range: Any, sel:
     b = before_data(graph_key, base)
     tid = _selected_tensor(state.get_graph(graph_key), selection)
     base_fig = figures.layout_figure(b.view, x_range=x_range, highlight_id=tid)
+    members = _module_tensors(graph_key, selection)
+    if members:
+        figures.outline_tensors(base_fig, b.view, members)
     if not plan_key:
         return figures.empty_figure("not planned yet: press Plan"), base_fig
     a = after_data(graph_key, plan_key)
-    return figures.layout_figure(a.view, x_range=x_range, highlight_id=tid), base_fig
+    fig = figures.layout_figure(a.view, x_range=x_range, highlight_id=tid)
+    if members:
+        figures.outline_tensors(fig, a.view, members)
+    return fig, base_fig
 
 
 def live_table(graph_key: str, plan_key: str | None, base: str, step: int | None
@@ -355,6 +386,11 @@ def explain_sections(graph_key: str, plan_key: str | None, base: str,
     graph = state.get_graph(graph_key)
     plan = after_data(graph_key, plan_key).plan
     order = before_data(graph_key, base).order
+    if selection.get("kind") == "module":
+        return analysis.explain_module(
+            graph, selection["id"], module_attribution(graph_key, plan_key, base),
+            module_attribution(graph_key, None, base), f"planned ({plan.method})",
+            before_data(graph_key, base).label)
     explain = analysis.explain_op if selection.get("kind") == "op" else analysis.explain_tensor
     try:
         return explain(graph, plan, order, selection["id"])
@@ -378,6 +414,90 @@ def _selected_op(graph: Graph, sel: Mapping[str, str] | None) -> str | None:
 
 def _selected_tensor(graph: Graph, sel: Mapping[str, str] | None) -> str | None:
     return sel["id"] if sel and sel.get("kind") == "tensor" else None
+
+
+@functools.lru_cache(maxsize=8)
+def _members(graph_key: str, path: str) -> tuple[frozenset[str], frozenset[str]]:
+    ops, tensors = analysis.module_members(state.get_graph(graph_key), path)
+    return frozenset(ops), frozenset(tensors)
+
+
+def _module_tensors(graph_key: str, sel: Mapping[str, str] | None) -> frozenset[str]:
+    if not sel or sel.get("kind") != "module":
+        return frozenset()
+    return _members(graph_key, sel["id"])[1]
+
+
+def _mark_module_ops(fig: go.Figure, graph_key: str, sel: Mapping[str, str] | None,
+                     orders: Sequence[Sequence[OpId]]) -> None:
+    if sel and sel.get("kind") == "module":
+        figures.mark_ops(fig, orders, _members(graph_key, sel["id"])[0])
+
+
+# ------------------------------------------------------------------ memory by module
+@functools.lru_cache(maxsize=16)
+def module_attribution(graph_key: str, plan_key: str | None, base: str = "eager"
+                       ) -> PeakAttribution:
+    """Bytes live at the peak by module: of the plan's order, or of the baseline's when
+    ``plan_key`` is ``None`` (memoised)."""
+    graph = state.get_graph(graph_key)
+    if plan_key:
+        plan = after_data(graph_key, plan_key).plan
+        return bytes_at_peak_by_module(graph, plan.order, alignment_bytes=plan.alignment_bytes)
+    return bytes_at_peak_by_module(graph, before_data(graph_key, base).order)
+
+
+def module_view(graph_key: str, plan_key: str | None, base: str, depth: Any,
+                side: str = "after", selection: Mapping[str, str] | None = None
+                ) -> tuple[list[dict[str, Any]], go.Figure, str]:
+    """Per-module memory: table rows, icicle and a title.
+
+    ``depth`` groups module paths (an int, or ``"full"`` for every full path); ``side``
+    picks whose kinds the table and the icicle show: ``"after"`` (the plan) or
+    ``"before"`` (the baseline).
+    """
+    graph = state.get_graph(graph_key)
+    before = module_attribution(graph_key, None, base)
+    b_label = before_data(graph_key, base).label
+    after = module_attribution(graph_key, plan_key, base) if plan_key else None
+    shown = after if after is not None and side != "before" else before
+    d = None if depth in (None, "full") else max(int(depth), 1)
+    if after is None:
+        rows = analysis.module_rows(before, None, d)
+    else:
+        rows = analysis.module_rows(shown, before if shown is after else after, d)
+        if shown is before:  # columns keep their meaning: before = baseline, after = plan
+            for r in rows:
+                r["before_mib"], r["after_mib"] = r["after_mib"], r["before_mib"]
+                r["change_mib"] = None if r["change_mib"] is None else -r["change_mib"]
+    sel = selection.get("id") if selection and selection.get("kind") == "module" else None
+    other = before if shown is after else after
+    fig = figures.module_icicle_figure(
+        shown.kind_bytes(), other.kind_bytes() if other is not None else None, selected=sel,
+        title=f"{'planned' if shown is after else b_label} peak by module: "
+              f"{analysis.fmt_bytes(shown.total_bytes)} at step {shown.step}")
+    if not analysis.module_depth(graph):
+        title = ("This graph records no module paths (traced before module attribution): "
+                 "re-trace it to see memory by module.")
+    else:
+        what = f"planned peak (step {after.step})" if after is not None else "no plan yet"
+        title = (f"Bytes live at the peak by module: {b_label} peak (step {before.step}) "
+                 f"vs {what}; kind columns of the "
+                 f"{'plan' if shown is after else b_label}.  Click a module to highlight "
+                 "its ops and tensors in every view.")
+    return rows, fig, title
+
+
+def module_highlight_style(selection: Mapping[str, str] | None) -> list[dict[str, Any]]:
+    """``style_data_conditional`` of a table with a ``module`` column: rows of the
+    selected module (and its submodules) highlighted."""
+    if not selection or selection.get("kind") != "module":
+        return []
+    label = analysis.module_label(selection["id"])
+    query = f'{{module}} = "{label}"'
+    if selection["id"]:
+        query += f' or {{module}} contains "{selection["id"]}."'
+    return [{"if": {"filter_query": query}, "backgroundColor": "#fff3c4"}]
 
 
 # ------------------------------------------------------------------ linking
@@ -404,11 +524,15 @@ def range_of(graph_key: str, plan_key: str | None, base: str, kind: str, ident: 
         graph = state.get_graph(graph_key)
         view = after_data(graph_key, plan_key).view if plan_key else before_data(
             graph_key, base).view
-        if kind == "op":
+        if kind in ("op", "module"):
             op_pos = {o: i for i, o in enumerate(
                 after_data(graph_key, plan_key).plan.order if plan_key
                 else before_data(graph_key, base).order)}
-            span = (op_pos[ident], op_pos[ident] + 1) if ident in op_pos else None
+            if kind == "module":
+                at = [op_pos[o] for o in _members(graph_key, ident)[0] if o in op_pos]
+                span = (min(at), max(at) + 1) if at else None
+            else:
+                span = (op_pos[ident], op_pos[ident] + 1) if ident in op_pos else None
         else:
             idx = np.nonzero(view.ids == ident)[0]
             span = (int(view.start[idx[0]]), int(view.end[idx[0]])) if len(idx) else None
@@ -458,4 +582,5 @@ def report_figures(graph_key: str, plan_key: str, base: str) -> dict[str, go.Fig
         "layout": layout,
         "base_layout": base_layout,
         "tree": figures.task_tree_figure(tree_of(plan_key)),
+        "modules": module_view(graph_key, plan_key, base, 2, "after")[1],
     }

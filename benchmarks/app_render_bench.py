@@ -46,6 +46,9 @@ VIEWS = {
     "task tree": "!!document.querySelector('#task-tree button, #task-tree .muted')",
     "live table": "!!document.querySelector('#live-table td')",
     "explain panel": "!!document.querySelector('#explain-panel li')",
+    "module table": "!!document.querySelector('#module-table td')",
+    "module icicle": "(g => g && g._fullData && g._fullData.length > 0)"
+                     "(document.querySelector('#module-icicle .js-plotly-plot'))",
 }
 PROBE = """
 window.__firstRender = {};

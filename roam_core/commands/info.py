@@ -3,7 +3,10 @@
 Prints the graph's size (ops by phase, storages, aliases, control edges by reason), bytes by
 tensor kind and by phase, the eager baseline peaks (program order and the moved-state
 variant; live-bytes oracle and caching-allocator model), the lower bound and the resident
-bytes.  ``--json`` prints one JSON object instead.  Progress goes to stderr for big graphs.
+bytes, and the bytes live at the eager peak by module (``bytes_at_peak_by_module``:
+``top_level`` and full ``modules`` paths, ``""`` for the top level, with ``modules_by_kind``;
+each adds up to the eager simulated peak).  ``--json`` prints one JSON object instead.
+Progress goes to stderr for big graphs.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ __all__ = ["info_dict", "register"]
 #: Graphs with at least this many ops (or files this large) get progress lines on stderr.
 _PROGRESS_OPS = 1000
 _PROGRESS_FILE_BYTES = 1 << 20
+#: Top-level modules listed by the human-readable output.
+_TOP_MODULES = 8
 
 
 
@@ -59,9 +64,13 @@ class _Progress:
 def info_dict(graph: Any, alignment_bytes: int = 512, progress: Any = None) -> dict[str, Any]:
     """The JSON object ``roam info --json`` prints for ``graph``."""
     from roam_core.model.graph import Phase
+    from roam_core.oracle.attribution import bytes_at_peak_by_module
     from roam_core.oracle.baseline import eager_report
 
     r = eager_report(graph, alignment_bytes, progress=progress)
+    if progress is not None:
+        progress("bytes at the eager peak by module")
+    by_module = bytes_at_peak_by_module(graph, alignment_bytes=alignment_bytes)
     ops_by_phase = {p.value: 0 for p in Phase}
     for op in graph.ops:
         ops_by_phase[op.phase.value] += 1
@@ -95,6 +104,14 @@ def info_dict(graph: Any, alignment_bytes: int = 512, progress: Any = None) -> d
         "lower_bound_method": r.lower_bound_method,
         "live_set_lower_bound_bytes": r.live_set_lower_bound_bytes,
         "lower_bound_op": r.lower_bound_op,
+        "bytes_at_peak_by_module": {
+            "order": "program",
+            "step": by_module.step,
+            "peak_bytes": by_module.total_bytes,
+            "top_level": by_module.top_level_bytes(),
+            "modules": by_module.own_bytes(),
+            "modules_by_kind": by_module.kind_bytes(),
+        },
     }
 
 
@@ -132,6 +149,13 @@ def _human(d: dict[str, Any]) -> str:
         f"lower bound    {fb(d['lower_bound_bytes'])} ({d['lower_bound_method']}; live-set "
         f"{fb(d['live_set_lower_bound_bytes'])} at op {d['lower_bound_op']})",
     ]
+    bm = d["bytes_at_peak_by_module"]
+    top = sorted(bm["top_level"].items(), key=lambda kv: -kv[1])
+    lines.append(f"at the eager peak (step {bm['step']}), by top-level module:")
+    lines += _table({(k or "(top level)"): v for k, v in top[:_TOP_MODULES]})
+    if len(top) > _TOP_MODULES:
+        rest = sum(v for _, v in top[_TOP_MODULES:])
+        lines.append(f"  ... {len(top) - _TOP_MODULES} more, {fb(rest)}")
     return "\n".join(lines)
 
 

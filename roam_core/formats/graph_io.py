@@ -1,17 +1,23 @@
 """Versioned JSON format for graphs (gzip accepted), with a strict loader.
 
-Format (``schema_version`` 1)::
+Format (``schema_version`` 2)::
 
     {
-      "format": "roam-graph", "schema_version": 1, "name": "mlp", "origin": {...},
+      "format": "roam-graph", "schema_version": 2, "name": "mlp", "origin": {...},
       "ops": [{"id": "mm", "target": "aten.mm.default", "phase": "forward",
-               "inputs": ["x", "w"], "outputs": ["mm"], "mutates": [], "random": false}],
+               "inputs": ["x", "w"], "outputs": ["mm"], "mutates": [], "random": false,
+               "module": "blocks.0.fc"}],
       "tensors": [{"id": "mm", "size_bytes": 4096, "dtype": "float32", "shape": [32, 32],
-                   "kind": "activation", "producer": "mm"}],
+                   "kind": "activation", "producer": "mm", "name": null}],
       "aliases": [{"id": "t", "storage": "w", "producer": "t"}],
       "control_edges": [{"src": "a", "dst": "b", "reason": "mutation"}],
       "outputs": ["loss"]
     }
+
+``module`` (the ``nn.Module`` path an op ran in, ``""`` at the top level) and ``name`` (a
+storage's parameter / buffer / gradient / optimizer-state name, or ``null``) are new in
+version 2; version 1 files (without them) still load, with ``""`` and ``null``.  Neither
+enters the graph fingerprint, so a plan made for a version 1 file fits its version 2 re-trace.
 
 Storage ``consumers`` are derived from the ops; a file may list them, and then they must
 agree.  Every problem raises :class:`~roam_core.base.errors.GraphError` naming the offending id.
@@ -51,7 +57,9 @@ __all__ = [
     "save_graph",
 ]
 
-GRAPH_SCHEMA_VERSION = 1
+GRAPH_SCHEMA_VERSION = 2
+#: Versions :func:`graph_from_dict` reads (1: without ``module`` / ``name``).
+READABLE_SCHEMA_VERSIONS = (1, 2)
 _FORMAT = "roam-graph"
 
 
@@ -71,6 +79,7 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
                 "outputs": list(o.outputs),
                 "mutates": list(o.mutates),
                 "random": o.random,
+                "module": o.module,
             }
             for o in graph.ops
         ],
@@ -82,6 +91,7 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
                 "shape": list(t.shape),
                 "kind": t.kind.value,
                 "producer": t.producer,
+                "name": t.name,
             }
             for t in graph.tensors.values()
         ],
@@ -161,9 +171,10 @@ def graph_from_dict(obj: Any) -> Graph:
     if obj.get("format", _FORMAT) != _FORMAT:
         raise GraphError(f"not a roam graph file (format {obj.get('format')!r})")
     version = obj.get("schema_version")
-    if version != GRAPH_SCHEMA_VERSION:
+    if isinstance(version, bool) or version not in READABLE_SCHEMA_VERSIONS:
         raise GraphError(
-            f"unsupported graph schema_version {version!r} (expected {GRAPH_SCHEMA_VERSION})"
+            f"unsupported graph schema_version {version!r} (this roam reads "
+            f"{', '.join(map(str, READABLE_SCHEMA_VERSIONS))})"
         )
     ops = [_op(o, i) for i, o in enumerate(_list(obj, "ops"))]
     tensors = [_tensor(t, i) for i, t in enumerate(_list(obj, "tensors"))]
@@ -265,7 +276,17 @@ def _op(d: Any, i: int) -> Op:
         _strs(d, "outputs", where),
         tuple(TensorId(s) for s in _strs(d, "mutates", where)),
         rnd,
+        _module(d, where),
     )
+
+
+def _module(d: Mapping[str, Any], where: str) -> str:
+    v = d.get("module", "")
+    if v is None:
+        return ""
+    if not isinstance(v, str):
+        raise GraphError(f"{where}: field 'module' must be a string")
+    return v
 
 
 def _tensor(d: Any, i: int) -> Tensor:
@@ -288,4 +309,5 @@ def _tensor(d: Any, i: int) -> Tensor:
         tuple(shape),
         _enum(TensorKind, d, "kind", where),
         _opt_str(d, "producer", where),  # type: ignore[arg-type]
+        name=_opt_str(d, "name", where),
     )

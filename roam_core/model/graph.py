@@ -116,6 +116,13 @@ class Tensor:
     consumers : tuple of OpId
         Ops (other than the producer) that read or write the storage, directly or through
         an alias, in program order.
+    name : str or None
+        The user-facing name of what the storage holds, where one applies: a parameter or
+        buffer's qualified name (a key of ``model.named_parameters()`` /
+        ``named_buffers()``, e.g. ``"transformer.h.3.attn.c_attn.weight"``), its gradient
+        (``"...weight.grad"``), its optimizer state (``"...weight.exp_avg"``) or an example
+        input (``"inputs[0]"``); ``None`` for activations and temporaries.  Not part of
+        the fingerprint.
     """
 
     id: TensorId
@@ -125,6 +132,7 @@ class Tensor:
     kind: TensorKind
     producer: OpId | None
     consumers: tuple[OpId, ...] = ()
+    name: str | None = None
 
     @property
     def resident(self) -> bool:
@@ -171,6 +179,10 @@ class Op:
         Storages written in place.
     random : bool
         True when the op draws from the RNG stream (dropout, bernoulli, ...).
+    module : str
+        Qualified path of the ``nn.Module`` the op ran in (``"transformer.h.3.attn"``;
+        ``""`` at the top level).  Backward ops carry their forward op's module and
+        optimizer ops their parameter's module.  Not part of the fingerprint.
     """
 
     id: OpId
@@ -180,6 +192,7 @@ class Op:
     outputs: tuple[ValueId, ...] = ()
     mutates: tuple[TensorId, ...] = ()
     random: bool = False
+    module: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +295,7 @@ class Graph:
                     found[s][op.id] = None
         filled = {
             t.id: Tensor(t.id, t.size_bytes, t.dtype, tuple(t.shape), t.kind, t.producer,
-                         tuple(found[t.id]))
+                         tuple(found[t.id]), t.name)
             for t in tensors
         }
         if len(filled) != len(tensors):
@@ -398,9 +411,10 @@ class Graph:
         )
 
     def fingerprint(self) -> str:
-        """SHA-256 of the graph's structure (ops, values, sizes, edges); ignores ``name``.
+        """SHA-256 of the graph's structure (ops, values, sizes, edges).
 
-        Two graphs with the same fingerprint accept the same plans.
+        Labels for people are left out: the graph ``name``, op ``module`` paths and tensor
+        ``name`` fields.  Two graphs with the same fingerprint accept the same plans.
         """
         return self._fingerprint  # type: ignore[attr-defined,no-any-return]
 

@@ -29,6 +29,14 @@ the meta device; the example inputs may be real or meta (only shapes and dtypes 
   loss phase and read in the backward are ``activation``; the loss is ``output``; everything
   else is ``temporary``.  Tensor constants (``get_attr`` nodes, e.g. ``torch.tensor`` inside
   the optimizer) are resident ``buffer`` storages.
+* **Modules and names** (:mod:`roam_core.trace.modules`): every op records the module path
+  it ran in (``Op.module``, ``"blocks.0.mlp.fc"``, ``""`` at the top level); backward ops
+  take their forward op's module (through autograd sequence numbers), optimizer ops their
+  parameter's module.  Every parameter, buffer, gradient and optimizer-state storage records
+  its qualified name (``Tensor.name``: ``"fc.weight"``, ``"fc.weight.grad"``,
+  ``"fc.weight.exp_avg"``; the keys of ``named_parameters()`` / ``named_buffers()``),
+  example inputs are ``"inputs[0]"``.  A wrapper module may set ``roam_name_scope =
+  "model"`` to record names relative to its ``model`` submodule.
 * **Ordering**: every in-place write is ordered after every earlier access and before every
   later access of its storage (``MUTATION`` control edges, skipping edges already implied by
   a direct data edge); random ops (``torch.Tag.nondeterministic_seeded``) are chained in
@@ -69,6 +77,7 @@ from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from roam_core.base.errors import TraceError
 from roam_core.model.graph import Graph, Phase, TensorKind
 from roam_core.trace.fx_graph import ValueRef, build_graph
+from roam_core.trace.modules import SCOPE_ATTRIBUTE, ModuleTracker, node_modules, scoped_name
 
 __all__ = [
     "OPTIMIZERS",
@@ -336,6 +345,8 @@ def trace_fx(
         state_names: list[str] = []
         state: list[torch.Tensor] = []
         pname = {id(p): n for n, p in named_params}
+        scope = str(getattr(model, SCOPE_ATTRIBUTE, "") or "")
+        tracker = ModuleTracker(model, pname, scope)
         for p in params:
             for k, v in opt.state.get(p, {}).items():
                 if isinstance(v, torch.Tensor):
@@ -353,18 +364,26 @@ def trace_fx(
             if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
                 raise TraceError("the loss must be a tensor with one element")
             ctx.mark("loss")
+            tracker.hook_backward(loss)
             loss.backward()
+            tracker.set_backward("")
             ctx.mark("backward")
             ctx.grads = [p.grad for p in params_ if p.grad is not None]
+            ctx.named.extend((f"{pname[id(p)]}.grad", p.grad) for p in params_
+                             if p.grad is not None)
             opt.step()
+            tracker.flush()
             ctx.mark("optimizer")
             ctx.state = [v for p in params_ for v in opt.state.get(p, {}).values()
                          if isinstance(v, torch.Tensor)]
+            ctx.named.extend((f"{pname[id(p)]}.{k}", v) for p in params_
+                             for k, v in opt.state.get(p, {}).items()
+                             if isinstance(v, torch.Tensor))
             opt.zero_grad(set_to_none=True)
             return loss
 
         try:
-            with fm:
+            with fm, tracker:
                 gm = make_fx(step, tracing_mode="real")(
                     params, buffers, state, [inputs[i] for i in tensor_pos])
         except TraceError:
@@ -394,11 +413,21 @@ def trace_fx(
                                    if isinstance(x, torch.Tensor)]}
     graph, values, loss_value = build_graph(
         gm, phases, {r.node: r.kind for r in ph_roles + consts}, ctx.grads, ctx.state,
-        name=gname, origin=origin)
+        name=gname, origin=origin, modules=node_modules(gm),
+        names={r.node: scoped_name(_storage_name(r), scope) for r in ph_roles},
+        named=[(scoped_name(n, scope), t) for n, t in ctx.named])
     dt = time.perf_counter() - t0
     _logger.info("traced %s: %d ops, %d storages in %.2f s", gname, len(graph),
                  len(graph.tensors), dt)
     return TracedStep(gm, graph, ph_roles, consts, values, loss_value, setting, opt_name, dt)
+
+
+def _storage_name(role: PlaceholderRole) -> str:
+    """``Tensor.name`` of a placeholder: ``fc.weight``, ``fc.weight.exp_avg``, ``inputs[0]``."""
+    if role.kind is TensorKind.OPTIMIZER_STATE:
+        param, _, key = role.name.rpartition(":")
+        return f"{param}.{key}"
+    return role.name
 
 
 def _dedup(named: Any) -> list[tuple[str, torch.Tensor]]:
@@ -415,6 +444,8 @@ class _StepContext:
         self.seen: dict[str, set[str]] = {}
         self.grads: list[torch.Tensor] = []
         self.state: list[torch.Tensor] = []
+        # (qualified name, tensor) of every gradient and optimizer state seen in the step
+        self.named: list[tuple[str, torch.Tensor]] = []
 
     def mark(self, phase: str) -> None:
         mode = get_proxy_mode()

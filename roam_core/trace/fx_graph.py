@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import operator
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import torch
@@ -191,6 +191,9 @@ def build_graph(
     *,
     name: str,
     origin: Mapping[str, Any],
+    modules: Mapping[str, str] | None = None,
+    names: Mapping[str, str] | None = None,
+    named: Sequence[tuple[str, torch.Tensor]] = (),
 ) -> tuple[Graph, dict[str, ValueRef], str]:
     """Build the memory graph of a traced step.
 
@@ -208,6 +211,14 @@ def build_graph(
         (their storages become ``gradient`` / ``optimizer_state``).
     name, origin
         Stored on the graph.
+    modules : Mapping of str to str, optional
+        FX node name -> module path (``Op.module``); optimizer-phase ops are attributed to
+        the module of the parameter whose storages they touch instead.
+    names : Mapping of str to str, optional
+        Placeholder node name -> ``Tensor.name`` (parameters, buffers, resident state).
+    named : sequence of (str, Tensor)
+        ``Tensor.name`` of the storages of gradients and optimizer state seen in the step
+        (the first name of a storage wins).
 
     Returns
     -------
@@ -241,12 +252,63 @@ def build_graph(
     loss_value = b.node_values[loss_node.name][0]
     loss_sid = b.storage_of[loss_value]
     kinds = _kinds(b, grads, state, loss_sid)
+    storage_names = _storage_names(b, names or {}, named)
+    if modules:
+        b.ops = _with_modules(b, modules, storage_names)
     tensors = [Tensor(TensorId(sid), f[0], f[1], f[2], kinds[sid],
-                      OpId(f[3]) if f[3] else None) for sid, f in b.tensors.items()]
+                      OpId(f[3]) if f[3] else None, name=storage_names.get(sid))
+               for sid, f in b.tensors.items()]
     edges = _control_edges(b)
     graph = Graph.build(b.ops, tensors, b.aliases, edges, outputs=[TensorId(loss_sid)],
                         name=name, origin=origin)
     return graph, b.values, loss_value
+
+
+def _storage_names(b: _Builder, names: Mapping[str, str],
+                   named: Sequence[tuple[str, torch.Tensor]]) -> dict[str, str]:
+    out = {sid: names[sid] for sid in b.tensors if sid in names}
+    for qualified, t in named:
+        sid = b.sref.get(StorageWeakRef(t.untyped_storage()))
+        if sid is not None:
+            out.setdefault(sid, qualified)
+    return out
+
+
+def _param_of(name: str) -> str:
+    """The parameter a storage name belongs to: ``fc.weight.exp_avg`` -> ``fc.weight``."""
+    return name.rpartition(".")[0] if "." in name else name
+
+
+def _with_modules(b: _Builder, modules: Mapping[str, str],
+                  storage_names: Mapping[str, str]) -> list[Op]:
+    """Ops with ``module`` set; optimizer ops take their parameter's module.
+
+    An optimizer op touching a parameter's storage (the parameter, its gradient or its
+    state, named ``<param>[.grad|.<state>]``) belongs to the module owning that parameter;
+    one touching none takes the module of its inputs' producers (temporaries of the update).
+    """
+    owner: dict[str, str] = {}  # storage -> module, for optimizer-phase storages
+    for sid, n in storage_names.items():
+        own = b.resident_kind.get(sid) in (TensorKind.PARAMETER, TensorKind.BUFFER)
+        param = n if own else _param_of(n)
+        owner[sid] = param.rpartition(".")[0]
+    op_module: dict[str, str] = {}
+    out: list[Op] = []
+    for op in b.ops:
+        mod = modules.get(op.id, "")
+        if op.phase is Phase.OPTIMIZER:
+            touched = ([b.storage_of[v] for v in op.inputs] + list(op.mutates)
+                       + [b.storage_of[v] for v in op.outputs])
+            found = next((owner[s] for s in touched if s in owner), None)
+            if found is None:
+                found = next((op_module[b.values[v].op] for v in op.inputs
+                              if b.values[v].op in op_module), "")
+            mod = found
+            for v in op.outputs:
+                owner.setdefault(b.storage_of[v], mod)
+        op_module[op.id] = mod
+        out.append(replace(op, module=mod))
+    return out
 
 
 def _kinds(b: _Builder, grads: Sequence[torch.Tensor], state: Sequence[torch.Tensor],

@@ -203,6 +203,9 @@ def parameter_count(model: nn.Module) -> int:
 class _Supervised(nn.Module):
     """Wraps a classifier so ``forward(x, labels)`` returns ``(logits, labels)``."""
 
+    #: graph module paths and tensor names are those of the wrapped model
+    roam_name_scope = "model"
+
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
         self.model = model
@@ -213,6 +216,9 @@ class _Supervised(nn.Module):
 
 class _SelfSupervised(nn.Module):
     """Wraps a token model so ``forward(ids)`` returns ``(logits, ids)``."""
+
+    #: graph module paths and tensor names are those of the wrapped model
+    roam_name_scope = "model"
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()

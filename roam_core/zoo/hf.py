@@ -81,6 +81,9 @@ def hf_model_from_config(config: Any, head: str = "causal-lm", **overrides: Any)
 class _HFLoss(nn.Module):
     """``forward(ids)`` returns the model's LM loss (labels = the input ids)."""
 
+    #: graph module paths and tensor names are those of the HF model
+    roam_name_scope = "model"
+
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
         self.model = model
@@ -91,6 +94,9 @@ class _HFLoss(nn.Module):
 
 class _HFHidden(nn.Module):
     """``forward(ids)`` returns the last hidden states of a base model."""
+
+    #: graph module paths and tensor names are those of the HF model
+    roam_name_scope = "model"
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()

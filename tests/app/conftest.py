@@ -30,7 +30,8 @@ def cache_dir(tmp_path: Path) -> Iterator[Path]:
     state.get_graph.cache_clear()
     services.before_data.cache_clear()
     services.after_data.cache_clear()
-    for memo in (services._curves, services._timeline, services._layouts):
+    for memo in (services._curves, services._timeline, services._layouts,
+                 services.module_attribution, services._members):
         memo.cache_clear()
     yield d
     os.environ.pop("ROAM_CACHE_DIR", None)

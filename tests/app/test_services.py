@@ -128,7 +128,7 @@ def test_exports(cache_dir: Path) -> None:
     assert len(csv) > 1
     html = services.export_payload("html", gk, pk, "eager")["content"]
     assert html.count("window.PlotlyConfig") == 1  # plotly.js inlined once
-    assert html.count("Plotly.newPlot") == 5
+    assert html.count("Plotly.newPlot") == 6  # curves, timeline, 2 layouts, tree, modules
     assert "Live at step" in html
     assert "<td>relu</td>" in html
     assert "<scriptsrc=" not in html.replace(" ", "")  # nothing fetched from a CDN

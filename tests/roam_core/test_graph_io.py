@@ -111,7 +111,7 @@ def test_wrong_format():
     _raises(d, "'something-else'")
 
 
-@pytest.mark.parametrize("version", [0, 2, "1", None])
+@pytest.mark.parametrize("version", [0, 3, "1", None, True])
 def test_wrong_schema_version(version):
     d = _base()
     d["schema_version"] = version
