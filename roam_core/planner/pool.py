@@ -40,6 +40,8 @@ def solve_subtasks(problems: list[OrderProblem], cfg: PlannerConfig,
     Pool solves get a :class:`~roam_core.base.cancel.StopFile`: on a cancel (or when the
     deadline passes) it is set, sub-tasks not started are dropped, and the running CP-SAT
     solves stop at their next poll; what they found by then is kept (status ``CANCELLED``).
+    The flag is a file in a local temporary folder: an executor whose workers run on other
+    machines (a Dask cluster) does not see it, and its running solves go on to their limits.
     """
     def stop() -> bool:
         return bool((cancel is not None and cancel())
