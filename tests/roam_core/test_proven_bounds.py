@@ -289,3 +289,25 @@ def test_chain_scan_matches_the_loop(entry, data):
         want[i + 1] = min(want[i + 1], max(want[i], cost[i]))
     got = _chain_scan(np.asarray(entry), np.asarray(cost), stop)
     assert got.tolist() == want
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_chain_window_fast_path_matches_iterating_the_bits(data):
+    """With a monotone chain the last / first chain ancestor / descendant of an op is the
+    highest / lowest set bit; the fast path gives what iterating every chain bit gives."""
+    from roam_core.model.reach import reachability
+    from roam_core.oracle.proven_bounds import _chain_window, greedy_chain
+
+    g = data.draw(random_graphs(max_ops=10))
+    r = reachability(g)
+    order = data.draw(orders_of(g))
+    ch = greedy_chain(order, r, set())
+    cidx = [r.index[o] for o in ch]
+    cpos = {x: j for j, x in enumerate(cidx)}
+    cmask = sum(1 << x for x in cidx)
+    monotone = all(x < y for x, y in zip(cidx, cidx[1:]))
+    for i in range(len(g.op_ids)):
+        slow = _chain_window(r.ancestors[i], r.descendants[i], cmask, cpos, False, len(ch))
+        assert _chain_window(r.ancestors[i], r.descendants[i], cmask, cpos, monotone,
+                             len(ch)) == slow
