@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 import pytest
@@ -306,7 +307,7 @@ def test_chain_window_fast_path_matches_iterating_the_bits(data):
     cidx = [r.index[o] for o in ch]
     cpos = {x: j for j, x in enumerate(cidx)}
     cmask = sum(1 << x for x in cidx)
-    monotone = all(x < y for x, y in zip(cidx, cidx[1:]))
+    monotone = all(x < y for x, y in itertools.pairwise(cidx))
     for i in range(len(g.op_ids)):
         slow = _chain_window(r.ancestors[i], r.descendants[i], cmask, cpos, False, len(ch))
         assert _chain_window(r.ancestors[i], r.descendants[i], cmask, cpos, monotone,
