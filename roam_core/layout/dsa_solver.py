@@ -148,23 +148,7 @@ class _Overlaps:
         """``(members, indptr)``: the buffers live in each section (CSR, free numbering, a
         sentinel ``n`` last in every section), built once for every preorder's search."""
         if not hasattr(self, "_csr"):
-            lo, up = self.lower, self.upper
-            n = len(lo)
-            pts = np.unique(np.concatenate([lo, up])) if n else np.zeros(1, np.int64)
-            slo, shi = np.searchsorted(pts, lo), np.searchsorted(pts, up)
-            nsec = max(len(pts) - 1, 0)
-            spans = shi - slo
-            start = np.cumsum(spans) - spans
-            # section of every (buffer, step) pair, buffers ascending: arange within each span
-            secs = (np.arange(int(spans.sum()), dtype=np.int64)
-                    - np.repeat(start - slo, spans)).astype(np.int32)
-            rows = np.repeat(np.arange(n, dtype=np.int32), spans)
-            secs = np.concatenate([secs, np.arange(nsec, dtype=np.int32)])
-            rows = np.concatenate([rows, np.full(nsec, n, np.int32)])
-            srt = np.argsort(secs, kind="stable")  # by section, then buffer (then sentinel)
-            members = rows[srt]
-            indptr = np.searchsorted(secs[srt], np.arange(nsec + 1))
-            self._csr = (members, indptr)
+            self._csr = _section_csr(self.lower, self.upper)
         return self._csr
 
     def __getitem__(self, j: int) -> np.ndarray:
@@ -175,6 +159,43 @@ class _Overlaps:
             ov = np.nonzero(hit)[0].astype(self.dtype)
             self.sets[j] = ov
         return ov
+
+
+def _section_csr(lo: np.ndarray, up: np.ndarray,
+                 chunk_entries: int = 1 << 22) -> tuple[np.ndarray, np.ndarray]:
+    """Buffers live in each section (between consecutive distinct lifetime ends), as CSR:
+    ``members[indptr[s]:indptr[s + 1]]`` are the buffers of section ``s``, ascending, then the
+    sentinel ``n``.  With long-lived buffers the entries number ``O(n x sections)`` (59 M
+    on a 54k-op GPT-2 step), so the table is int32 and filled a block of sections at a time
+    (the sort's scratch stays at ``chunk_entries``)."""
+    n = len(lo)
+    pts = np.unique(np.concatenate([lo, up])) if n else np.zeros(1, np.int64)
+    slo, shi = np.searchsorted(pts, lo), np.searchsorted(pts, up)
+    nsec = max(len(pts) - 1, 0)
+    live = np.zeros(nsec + 1, np.int64)
+    np.add.at(live, slo, 1)
+    np.add.at(live, shi, -1)
+    per_sec = np.cumsum(live)[:nsec] + 1  # members and the sentinel
+    indptr = np.zeros(nsec + 1, np.int64)
+    indptr[1:] = np.cumsum(per_sec)
+    members = np.empty(int(indptr[-1]), np.int32)
+    c0 = 0
+    while c0 < nsec:
+        # sections c0 .. c1-1: as many as fit in chunk_entries (at least one)
+        c1 = max(c0 + 1, int(np.searchsorted(indptr, indptr[c0] + chunk_entries, "right")) - 1)
+        c1 = min(c1, nsec)
+        sel = np.nonzero((slo < c1) & (shi > c0))[0]
+        a, b = np.maximum(slo[sel], c0), np.minimum(shi[sel], c1)
+        spans = b - a
+        start = np.cumsum(spans) - spans
+        secs = np.arange(int(spans.sum()), dtype=np.int64) - np.repeat(start - a, spans)
+        rows = np.repeat(sel.astype(np.int32), spans)
+        secs = np.concatenate([secs, np.arange(c0, c1)])
+        rows = np.concatenate([rows, np.full(c1 - c0, n, np.int32)])
+        srt = np.argsort(secs, kind="stable")  # by section, then buffer, then the sentinel
+        members[indptr[c0]:indptr[c1]] = rows[srt]
+        c0 = c1
+    return members, indptr
 
 
 def _free_buffers(problem: Problem) -> np.ndarray:
@@ -228,9 +249,8 @@ class _Search:
         # section membership (CSR) with a sentinel member ``n`` in every section, shared by
         # the preorders and renumbered (the order within a section does not matter: only
         # its minimum is read)
-        members, self.indptr = self._ov.section_members()
-        inv_ext = np.concatenate([self._inv, [n]]).astype(np.int32)
-        self.members = inv_ext[members]
+        self._members, self.indptr = self._ov.section_members()
+        self._inv_ext = np.concatenate([self._inv, [n]])
         cross = np.zeros(nsec + 1, np.int64)
         np.add.at(cross, self.slo, 1)
         np.add.at(cross, np.maximum(self.shi - 1, self.slo), -1)
@@ -292,7 +312,7 @@ class _Search:
         fl = self.floor[a:b]
         if self.opts.unallocated_floor:
             p, q = self.indptr[a], self.indptr[b]
-            mem = self.members[p:q]
+            mem = self._inv_ext[self._members[p:q]]
             vals = np.where(self.placed[mem], _BIG, self.minoff[mem])
             secmin = np.minimum.reduceat(vals, self.indptr[a:b] - p)
             secmin[secmin == _BIG] = 0  # no unplaced buffer: no constraint
