@@ -1055,11 +1055,9 @@ def chain_group_lower_bound(
 
         inf = np.inf
         val: dict[int, np.ndarray] = {}
-        need = [0] * (m + 1)  # local mask of U ops that must be done before chain op i
-        for j in range(k):
-            if hi_u[j] < m:
-                for i in range(hi_u[j], m + 1):
-                    need[i] |= 1 << j
+        # U op j must be done before chain op i >= hi_u[j]: with down-set d the chain can
+        # step while no op outside d is needed, i.e. up to the lowest hi_u of those
+        needed_at = [(hi_u[j], j) for j in range(k) if hi_u[j] < m]
         for d in ds:  # ascending ints: every subset comes before its supersets
             v = np.full(m + 1, inf)
             if d == 0:
@@ -1072,9 +1070,9 @@ def chain_group_lower_bound(
                 ok = (idx >= lo_u[u]) & (idx <= hi_u[u])
                 v = np.where(ok, np.minimum(v, cand), v)
             cc = chain_cost(d)
-            # chain steps: v[i+1] = min(v[i+1], max(v[i], cc[i])) where allowed; need[] only
+            # chain steps: v[i+1] = min(v[i+1], max(v[i], cc[i])) where allowed; the needed set only
             # grows with i, so the allowed steps are a prefix
-            stop = next((i for i in range(m) if need[i] & ~d), m)
+            stop = min((h for h, j in needed_at if not d >> j & 1), default=m)
             val[d] = _chain_scan(v, cc, stop)
         full = (1 << k) - 1
         res = val.get(full)

@@ -312,3 +312,21 @@ def test_chain_window_fast_path_matches_iterating_the_bits(data):
         slow = _chain_window(r.ancestors[i], r.descendants[i], cmask, cpos, False, len(ch))
         assert _chain_window(r.ancestors[i], r.descendants[i], cmask, cpos, monotone,
                              len(ch)) == slow
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_chain_stop_from_the_lowest_needed_position(data):
+    """The chain-group DP lets the chain step while no U op outside the down-set is needed:
+    the first such step is the lowest ``hi_u`` outside it (was a scan of every chain step)."""
+    m = data.draw(st.integers(0, 12))
+    hi_u = data.draw(st.lists(st.integers(0, m), min_size=1, max_size=6))
+    d = data.draw(st.integers(0, (1 << len(hi_u)) - 1))
+    need = [0] * (m + 1)
+    for j, h in enumerate(hi_u):
+        if h < m:
+            for i in range(h, m + 1):
+                need[i] |= 1 << j
+    scanned = next((i for i in range(m) if need[i] & ~d), m)
+    needed_at = [(h, j) for j, h in enumerate(hi_u) if h < m]
+    assert min((h for h, j in needed_at if not d >> j & 1), default=m) == scanned
