@@ -170,8 +170,9 @@ def _markdown(res: dict[str, Any]) -> str:
             return fmt.format(x[k] / scale) if x and x.get(k) is not None else "-"
 
         speed = (f"{b['plan_cpu_s'] / a['plan_cpu_s']:.2f}x" if a and b else "-")
+        rev = f" (after = {r['after_rev']})" if r.get("after_rev") else ""
         lines.append(
-            f"| {r['layers']} | {r['ops']:,} | {t['trace_s']:.1f} ({t['trace_cpu_s']:.1f}) | "
+            f"| {r['layers']}{rev} | {r['ops']:,} | {t['trace_s']:.1f} ({t['trace_cpu_s']:.1f}) | "
             f"{f(b, 'plan_cpu_s')} | {f(a, 'plan_cpu_s')} | {speed} | "
             f"{f(b, 'plan_wall_s')} / {f(a, 'plan_wall_s')} | "
             f"{f(b, 'max_rss_bytes', '{:.0f}', MIB)} / {f(a, 'max_rss_bytes', '{:.0f}', MIB)} | "
@@ -184,13 +185,14 @@ def _markdown(res: dict[str, Any]) -> str:
     keys = ("baselines_rewrites", "decompose", "subtask_problems", "subtask_solves",
             "layout_validate")
     for r in rows:
+        rev = f" (after = {r['after_rev']})" if r.get("after_rev") else ""
         b = (r.get("before") or {}).get("stage_cpu_s", {})
         a = (r.get("after") or {}).get("stage_cpu_s", {})
         def cell(d: dict[str, float], k: str) -> str:
             return f"{d[k]:.2f}" if k in d else "-"
 
         cells = [f"{cell(b, k)} -> {cell(a, k)}" for k in keys]
-        lines.append(f"| {r['layers']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {r['layers']}{rev} | " + " | ".join(cells) + " |")
     prev = res.get("previous")
     if prev:
         lines += ["", f"Beside the previous run ({prev['date']}, `after` = "
@@ -204,8 +206,9 @@ def _markdown(res: dict[str, Any]) -> str:
             def g(x: dict[str, Any] | None, k: str, fmt: str, scale: float = 1.0) -> str:
                 return fmt.format(x[k] / scale) if x and x.get(k) is not None else "-"
 
+            rev = f" (after = {r['after_rev']})" if r.get("after_rev") else ""
             lines.append(
-                f"| {r['layers']} | {r['ops']:,} | {g(p, 'plan_cpu_s', '{:.1f}')} / "
+                f"| {r['layers']}{rev} | {r['ops']:,} | {g(p, 'plan_cpu_s', '{:.1f}')} / "
                 f"{g(a, 'plan_cpu_s', '{:.1f}')} | {g(p, 'max_rss_bytes', '{:.0f}', MIB)} / "
                 f"{g(a, 'max_rss_bytes', '{:.0f}', MIB)} | "
                 f"{g(p, 'peak_over_bound', '{:.4f}')} / {g(a, 'peak_over_bound', '{:.4f}')} |")
@@ -222,14 +225,15 @@ def _markdown(res: dict[str, Any]) -> str:
 def _combine(args: argparse.Namespace) -> int:
     runs = [json.loads(Path(p).read_text()) for p in args.combine]
     res = dict(runs[0])
-    res["rows"] = sorted((r for run in runs for r in run["rows"]), key=lambda r: r["layers"])
+    # rows of a run whose 'after' is not the first run's are marked with their revision
+    res["rows"] = sorted(({**r, "after_rev": run["after_sha"][:7]}
+                          if run["after_sha"] != runs[0]["after_sha"] else r
+                          for run in runs for r in run["rows"]),
+                         key=lambda r: (r["layers"], r.get("after_rev", "")))
     res["combined_from"] = [{k: run[k] for k in ("date", "before_sha", "after_sha")}
                             for run in runs]
-    res["after_sha"] = runs[0]["after_sha"]
-    if any(run["after_sha"] != res["after_sha"] for run in runs):
-        raise SystemExit("the runs measured different 'after' revisions")
     res["growth_before"] = _slope(res["rows"], "before")
-    res["growth_after"] = _slope(res["rows"], "after")
+    res["growth_after"] = _slope([r for r in res["rows"] if not r.get("after_rev")], "after")
     res["peaks_identical"] = all(
         r["before"]["planned_peak_bytes"] == r["after"]["planned_peak_bytes"]
         for r in res["rows"] if r.get("before"))
