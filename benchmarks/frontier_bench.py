@@ -96,8 +96,9 @@ def write_md(results: list[dict[str, Any]], path: Path) -> None:
              "included; extra FLOPs are torch's flop formulas recorded at trace time, as a "
              "share of the step without recomputation.  Baselines are applied by module "
              "structure to the same graph and planned by the same order + layout stages.  "
-             "What any method may drop follows roam's rules: outputs of random ops (dropout "
-             "masks) are kept.  On a tiny GPT without dropout, `checkpoint_blocks` gives the "
+             "What any method may drop follows roam's rules: dropout masks are re-drawn from "
+             "the replayed RNG state (`benchmarks/rng_recompute_bench.py` compares with "
+             "keeping them).  On a tiny GPT without dropout, `checkpoint_blocks` gives the "
              "same peak and extra FLOPs as the model wrapped in `torch.utils.checkpoint` "
              "(a test).", ""]
     for r in results:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from roam_core.base.errors import GraphError, Violation, ViolationKind
 from roam_core.model.graph import EdgeReason, Graph, OpId, TensorId, round_size
-from roam_core.model.recompute import expand_graph, recompute_blocker
+from roam_core.model.recompute import expand_graph, recompute_blockers
 
 if TYPE_CHECKING:  # data types only; the validator shares no code with any solver
     from roam_core.model.dsa import Problem, Solution
@@ -339,6 +339,7 @@ def check_recompute(graph: Graph, recompute: Sequence[Any],
     for op in graph.ops:
         for s in op.mutates:
             writers.setdefault(s, []).append(op.id)
+    blockers: dict[OpId, str | None] | None = None
     for r in recompute:
         try:
             src = graph.op(r.source)
@@ -346,7 +347,9 @@ def check_recompute(graph: Graph, recompute: Sequence[Any],
             out.append(Violation(ViolationKind.RECOMPUTE_MISMATCH, r.id,
                                  f"recompute op {r.id!r} copies unknown op {r.source!r}"))
             continue
-        why = recompute_blocker(graph, src.id)
+        if blockers is None:
+            blockers = recompute_blockers(graph)
+        why = blockers[src.id]
         if why is not None:
             out.append(Violation(ViolationKind.RECOMPUTE_MISMATCH, r.id,
                                  f"recompute op {r.id!r} re-runs {src.id!r}, which may not be "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 from dataclasses import replace
 
 import pytest
@@ -66,6 +67,12 @@ def test_traced_dropout_draws_are_recomputable():
     built = inplace_built_storages(g)
     assert {s for o in rnd for s in o.mutates} <= built
     assert len(_random_storages(g)) == 2
+    # the verdict survives the graph file
+    from roam_core.formats.graph_io import dumps_graph, loads_graph
+
+    g2 = loads_graph(dumps_graph(g))
+    assert [o.recomputable for o in g2.ops if o.random] == [True, True]
+    assert _random_storages(g2) == _random_storages(g)
     # a graph that does not vouch for the draw (traced before, or by hand) keeps them
     old = replace(g, ops=tuple(replace(o, recomputable=None) if o.random else o
                                for o in g.ops))
@@ -199,3 +206,40 @@ def test_tiny_gpt_dropout_budget_plan_replays_bit_exact_for_several_steps():
             assert torch.equal(a.detach(), b.detach())
         # the planned step leaves the RNG stream where eager does (the next step's masks)
         assert torch.equal(after_planned, after_eager)
+
+
+@pytest.mark.parametrize("seed", [1, 3])
+def test_exact_and_greedy_plans_rerun_replayed_random_ops_after_their_source(seed):
+    """Every forward op random with a replayed draw (an RNG chain through the forward): the
+    exact oracle and the greedy planner re-run them, always after their sources, and the
+    greedy never beats the exact optimum."""
+    from roam_core.model.graph import ControlEdge, EdgeReason, Phase
+    from roam_core.model.recompute import recompute_cost
+    from roam_core.recompute.exact import exact_recompute
+    from tests.builders import random_train_graph
+
+    g0 = random_train_graph(seed, 6)
+    rnd = [o.id for o in g0.ops if o.phase is Phase.FORWARD and g0.storages_created(o.id)]
+    ops = tuple(replace(o, random=True, recomputable=True) if o.id in rnd else o
+                for o in g0.ops)
+    edges = (*g0.control_edges, *(ControlEdge(a, b, EdgeReason.RNG)
+                                  for a, b in itertools.pairwise(rnd)))
+    g = type(g0)(ops, g0.tensors, g0.aliases, edges, g0.outputs, g0.name, g0.origin)
+    assert droppable_storages(g)
+    p0 = make_plan(g, replace(CFG, solve_layout=False))
+    res = g.resident_bytes()
+    budget = res + int((p0.planned_peak_bytes - res) * 0.8) // 512 * 512
+    ex = exact_recompute(g, budget, time_limit_s=30)
+    assert ex.status == "optimal"
+    assert ex.recompute
+    pos = {o: i for i, o in enumerate(ex.order)}
+    for r in ex.recompute:
+        assert g.op(r.source).random
+        assert pos[r.source] < pos[r.id]
+    p = make_plan(g, replace(CFG, budget_bytes=budget, recompute_exact_max_ops=0))
+    assert p.recompute
+    assert not check_plan(g, p)
+    pos = {o: i for i, o in enumerate(p.order)}
+    assert all(pos[r.source] < pos[r.id] for r in p.recompute)
+    flops, moved = recompute_cost(g, p.recompute)
+    assert flops + moved >= ex.cost - 1
