@@ -66,10 +66,15 @@ case "${1:-}" in
     shift
     "$VENV/bin/ruff" check roam_core app tests scripts benchmarks
     set +e
-    "$PY" -m pytest "$@"
+    # unbuffered, so a killed run still shows how far it got; the outer limit (default 75 min)
+    # turns a hang that pytest-timeout cannot see (interpreter exit) into a failure
+    PYTHONUNBUFFERED=1 timeout -k 30 "${ROAM_TEST_TIMEOUT_S:-4500}" "$PY" -m pytest "$@"
     rc=$?
     set -e
     if [ "$rc" = 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+      echo "pytest did not finish within ${ROAM_TEST_TIMEOUT_S:-4500} s: failing" >&2
+    fi
     exit "$rc"
     ;;
   *)

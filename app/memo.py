@@ -5,11 +5,17 @@ them all (tests do, and so does :func:`app.state.configure` when the cache direc
 changes).  A memo never hands out its stored object when that object could be mutated:
 figures are returned as copies (``copy=``), and array records are frozen (read-only NumPy
 arrays, see :func:`freeze_arrays`).
+
+Copies are taken under a lock per memo.  The app's server is threaded, and plotly's graph
+objects are not safe to read from two threads at once the first time: a read fills lazy
+caches inside the object (plotly.py issue #3441), so two threads copying one stored figure
+can corrupt it ("Bad property path", "Invalid value").
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -51,9 +57,13 @@ def memoised(maxsize: int, *, copy: Callable[[Any], Any] | None = None
         if copy is None:
             return cached  # type: ignore[return-value]
 
+        lock = threading.Lock()
+
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            return copy(cached(*args, **kwargs))
+            stored = cached(*args, **kwargs)
+            with lock:  # one reader of the stored object at a time
+                return copy(stored)
 
         wrapper.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
         wrapper.cache_info = cached.cache_info  # type: ignore[attr-defined]

@@ -1,6 +1,10 @@
 """Shared pytest set-up: the hypothesis profile used by every property test, and the
 ``minimalloc`` fixture (the MiniMalloc CSVs of the shared DSA data, or a skip).
 
+The session also reaps what tests leave running: a background-job process of the app
+that never ended would otherwise hold the interpreter at exit (``multiprocess`` joins its
+children there), and CI would stall instead of failing.
+
 ``deadline=None`` (CI machines are slow and shared); ``max_examples`` comes from the
 environment variable ``HYPOTHESIS_MAX_EXAMPLES`` (default 30) so a long soak run is one
 ``HYPOTHESIS_MAX_EXAMPLES=1000 pytest ...`` away.
@@ -9,6 +13,8 @@ environment variable ``HYPOTHESIS_MAX_EXAMPLES`` (default 30) so a long soak run
 from __future__ import annotations
 
 import os
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,3 +40,37 @@ def minimalloc() -> Path:
         pytest.skip("MiniMalloc CSVs not found: put the shared data at <repo>/../shared/dsa "
                     "(or set ROAM_SHARED_DIR)")
     return found
+
+
+#: Seconds stray child processes get to end on their own at the end of the session.
+REAP_GRACE_S = 5.0
+
+
+def reap_children(grace_s: float = REAP_GRACE_S) -> list[str]:
+    """Kill every process this one started that is still running after ``grace_s``;
+    returns their command lines (for the warning)."""
+    import psutil
+
+    me = psutil.Process()
+    children = me.children(recursive=True)
+    _, alive = psutil.wait_procs(children, timeout=grace_s)
+    names = []
+    for proc in alive:
+        try:
+            names.append(f"{proc.pid}: {' '.join(proc.cmdline())[:120]}")
+            proc.kill()
+        except psutil.NoSuchProcess:
+            pass
+    psutil.wait_procs(alive, timeout=grace_s)
+    return names
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _reap_stray_processes() -> Iterator[None]:
+    """Set up first, torn down last: after every other fixture (the browser, the served app)
+    has closed, kill the processes still running, and say which."""
+    yield
+    stray = reap_children()
+    if stray:
+        warnings.warn(f"killed {len(stray)} process(es) the tests left running: {stray}",
+                      stacklevel=1)

@@ -246,6 +246,56 @@ def test_memos_are_registered_and_return_copies(planned: dict[str, Any]) -> None
     assert services.after_data.cache_info().currsize == 0
 
 
+def test_memo_copies_one_reader_at_a_time() -> None:
+    """The threaded server copies stored figures; plotly objects are not safe to read from
+    two threads at once (plotly.py #3441), so a memo's copies never overlap."""
+    import threading
+    import time
+
+    from app import memo
+
+    inside, most = [0], [0]
+    guard = threading.Lock()
+
+    def slow_copy(value: list[int]) -> list[int]:
+        with guard:
+            inside[0] += 1
+            most[0] = max(most[0], inside[0])
+        time.sleep(0.02)
+        with guard:
+            inside[0] -= 1
+        return list(value)
+
+    @memo.memoised(2, copy=slow_copy)
+    def stored(n: int) -> list[int]:
+        return [n]
+
+    threads = [threading.Thread(target=stored, args=(1,)) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert most[0] == 1
+    assert stored(1) == [1]
+
+
+def test_figures_copied_from_many_threads_stay_whole(planned: dict[str, Any]) -> None:
+    """Eight threads ask for one memoised timeline at once (as a page's first load does):
+    every copy is complete and equal."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app import services
+
+    g, pk = planned["graph"]["key"], planned["plan"]
+    services.clear_caches()
+    with ThreadPoolExecutor(8) as ex:
+        figs = list(ex.map(lambda _: services.timeline_fig(g, pk, "eager", None, None),
+                           range(16)))
+    want = figs[0].to_json()
+    assert figs[0].data
+    assert all(f.to_json() == want for f in figs[1:])
+
+
 def test_plan_job_cancel_keeps_the_best_plan_so_far(cache_dir: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     """Cancel is cooperative: the planner stops, the best valid plan so far is shown."""
