@@ -243,3 +243,16 @@ def test_exact_and_greedy_plans_rerun_replayed_random_ops_after_their_source(see
     assert all(pos[r.source] < pos[r.id] for r in p.recompute)
     flops, moved = recompute_cost(g, p.recompute)
     assert flops + moved >= ex.cost - 1
+
+
+@pytest.mark.slow
+def test_fresh_process_measurement_runs_a_dropout_recompute_plan():
+    """The CUDA measuring path (a spawned child re-traces) expands the recompute ops too."""
+    from roam_core.runtime.measure import measure_subprocess, pickled_recipe
+
+    model, x = _mlp(), torch.randn(64, 32)
+    _g, plan = _mask_plan(model, [x], _loss)
+    recipe = pickled_recipe(model, [x], _loss, "adamw", "steady", {})
+    assert recipe is not None
+    peaks = measure_subprocess(recipe, plan, "planned", device="cpu")
+    assert peaks.seconds_per_step > 0
