@@ -256,3 +256,27 @@ def test_fresh_process_measurement_runs_a_dropout_recompute_plan():
     assert recipe is not None
     peaks = measure_subprocess(recipe, plan, "planned", device="cpu")
     assert peaks.seconds_per_step > 0
+
+
+@pytest.mark.slow
+def test_hf_gpt2_with_dropout_recomputes_masks_bit_exact():
+    """A Hugging Face GPT-2 built from a config (dropout 0.1 everywhere): the lowest budget
+    plan re-draws dropout masks and replays bit-exactly."""
+    transformers = pytest.importorskip("transformers")
+    from roam_core.zoo.hf import hf_step
+
+    cfg = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=128,
+                                  n_positions=64, resid_pdrop=0.1, embd_pdrop=0.1,
+                                  attn_pdrop=0.1, bos_token_id=0, eos_token_id=0)
+    model, _, loss_fn = hf_step(cfg, 2, 32)
+    torch.manual_seed(0)
+    model = model.to_empty(device="cpu")
+    for p in model.parameters():
+        torch.nn.init.normal_(p, std=0.02)
+    xs = [torch.randint(0, 128, (2, 32))]
+    g = trace_fx(model, xs, loss_fn, "adamw").graph
+    bp = BudgetPlanner(g, CFG, make_plan=make_plan)
+    plan = bp.plan_at(bp.lowest_bytes())
+    assert sum(g.op(r.source).random for r in plan.recompute) >= 2
+    rep = execute_plan(model, xs, plan, loss_fn=loss_fn, optimizer="adamw", device="cpu")
+    assert rep.max_abs_diff == 0.0
