@@ -401,7 +401,7 @@ def render_modules(graph: dict | None, plan: str | None, base: str, depth: Any, 
     card has been scrolled into view (``seen``)."""
     if not graph or not seen:
         raise PreventUpdate
-    return services.module_view(graph["key"], plan, base, depth, side, sel)
+    return services.module_view_dict(graph["key"], plan, base, depth, side, sel)
 
 
 def on_module_pick(cell: Any) -> Any:

@@ -57,6 +57,7 @@ def test_budget_frontier_click_loads_the_plan(page_factory: Any, tmp_path: Path)
     assert n >= 4
     _shot(page, "#budget-card", "budget")
     # click the cheapest-memory roam point: its plan (with re-runs) is shown everywhere
+    page.locator("#frontier-graph").scroll_into_view_if_needed()  # the opened card is tall
     xy = page.evaluate("""() => {
         const gd = document.querySelector('#frontier-graph .js-plotly-plot');
         const tr = gd._fullData[0];

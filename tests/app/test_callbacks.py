@@ -592,6 +592,10 @@ def test_frozen_figures_are_made_once_and_shared_whole(planned: dict[str, Any]) 
     assert lay["layout"]["meta"]["lod"]
     assert base["data"]
     assert services.curves_dict(g, pk, "eager", None, None)["data"]
+    rows, ice, title = services.module_view_dict(g, pk, "eager", 2, "after")
+    rows2, ice2, title2 = services.module_view(g, pk, "eager", 2, "after")
+    assert (rows, title) == (rows2, title2)
+    assert ice == json.loads(ice2.to_json())
 
     made = []
 
