@@ -20,6 +20,7 @@ so two threads copying one stored figure can corrupt it ("Bad property path", "I
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -80,17 +81,19 @@ def memoised(maxsize: int, *, copy: Callable[[Any], Any] | None = None,
             return _Entry(fn(*args, **kwargs))
 
         _REGISTRY[f"{fn.__module__}.{fn.__qualname__}"] = entry
-        lock = threading.Lock()
+        locks = [threading.Lock()]
+        # a job process forked while another thread held the lock starts with a fresh one
+        os.register_at_fork(after_in_child=lambda: locks.__setitem__(0, threading.Lock()))
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             stored = entry(*args, **kwargs)
-            with lock:  # one reader of the stored object at a time
+            with locks[0]:  # one reader of the stored object at a time
                 return copy(stored.value)
 
         def frozen_form(*args: Any, **kwargs: Any) -> Any:
             stored = entry(*args, **kwargs)
-            with lock:
+            with locks[0]:
                 if stored.frozen is _MISSING:
                     stored.frozen = frozen(stored.value)  # type: ignore[misc]
                 return stored.frozen
