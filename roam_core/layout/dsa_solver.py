@@ -27,9 +27,19 @@ Method
    Buffers are tried by lowest feasible offset, then a static preorder (largest section total,
    lifetime, area...).  Several preorders are run round-robin under doubling node limits.
 3. **Height minimisation** (no capacity): bisect the capacity between the proven lower bound
-   and the best layout found, each step a capacity-bounded search with a time slice; once
-   time-outs have closed the bisection, keep descending in small steps below the best
-   layout until the time limit.
+   and the best layout found, each step a capacity-bounded search with a share of the node
+   budget; once exhausted budgets have closed the bisection, keep descending in small steps
+   below the best layout until the budget is spent.
+
+Deterministic work limits
+-------------------------
+Where the answer depends on how far a search got, it is cut by a *work count* (search nodes),
+never by the clock: the same problem and ``work_limit`` give the same layout on an idle or a
+loaded machine.  ``work_limit`` defaults to ``time_limit_s * NODES_PER_S`` (a rate a loaded
+2-core machine still reaches); the wall-clock ``time_limit_s`` stays only as an outer safety
+limit, and ``DsaResult.stopped_by`` says ``"time"`` when it, not the work count, ended a run.
+With a capacity, a layout found is the same whatever the load (the node limits of the
+restarts are fixed); only whether one is found before the clock runs out can differ.
 
 The search is complete for problems without fixed offsets: when it finishes without a layout,
 none exists (``InfeasibleError``).  With fixed offsets it only steps over them.
@@ -51,10 +61,10 @@ import numpy as np
 from roam_core.base.cancel import is_cancelled
 from roam_core.base.errors import InfeasibleError
 from roam_core.base.status import SolveStatus
-from roam_core.layout.dsa_heuristics import buffer_arrays, portfolio, section_totals
+from roam_core.layout.dsa_heuristics import ORDERS, buffer_arrays, portfolio, section_totals
 from roam_core.model.dsa import Problem, Solution
 
-__all__ = ["PREORDERS", "DsaResult", "SearchOptions", "search_capacity", "solve_dsa"]
+__all__ = ["NODES_PER_S", "PREORDERS", "DsaResult", "SearchOptions", "search_capacity", "solve_dsa"]
 
 _logger = logging.getLogger(__name__)
 _OPT, _FEAS = SolveStatus.OPTIMAL, SolveStatus.FEASIBLE
@@ -69,6 +79,10 @@ PREORDERS = ("LAT", "TAL", "TLA")
 _BIG = np.iinfo(np.int64).max // 4
 #: Most failed sub-problem states remembered (the memo is cleared beyond this).
 _MEMO_LIMIT = 1_000_000
+
+#: Search nodes per second of ``time_limit_s`` in the default work limit (an idle core does
+#: about 10,000; this leaves room for a machine loaded 3-4 times over).
+NODES_PER_S = 2500
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +125,11 @@ class DsaResult:
         Search nodes visited.
     tried : tuple
         ``(method, height)`` of every heuristic run.
+    stopped_by : str
+        What ended the search early: ``""`` (it finished: optimal, infeasible, or a layout
+        within the capacity), ``"work"`` (the deterministic work limit; the layout depends
+        only on the problem and the limit), ``"time"`` (the wall-clock safety limit; the
+        layout may differ from run to run) or ``"cancel"``.
     """
 
     solution: Solution | None
@@ -120,6 +139,7 @@ class DsaResult:
     method: str
     nodes: int = 0
     tried: tuple[tuple[str, int], ...] = field(default_factory=tuple)
+    stopped_by: str = ""
 
 
 class _NodeLimit(Exception):
@@ -222,6 +242,7 @@ class _Search:
                     return False
             return True
         except _NodeLimit:
+            self.nodes = node_limit  # the node that hit the limit was not searched
             return None
         finally:
             sys.setrecursionlimit(old)
@@ -409,17 +430,24 @@ def search_capacity(problem: Problem, capacity: int, *, deadline: float,
                     cancel: Any = None, options: SearchOptions = SearchOptions(),
                     preorders: tuple[str, ...] = PREORDERS,
                     cache: dict[str, Any] | None = None,
+                    node_budget: int | None = None,
                     ) -> tuple[Solution | None, bool, str, int]:
     """Look for a layout of height at most ``capacity``.
 
+    The preorders run round-robin, each restart with twice the node limit of the last; a
+    layout found is therefore the same however fast the machine is.
+
     ``cache`` (a dict owned by the caller) keeps the search set-up, and the failed states
     still valid, between calls on the same problem at different capacities.
+    ``node_budget`` caps the nodes of all restarts together (a deterministic work limit);
+    ``deadline`` (``time.monotonic()``) is the wall-clock safety limit.
 
     Returns
     -------
     (solution, proven_infeasible, method, nodes)
         ``solution`` is ``None`` when none was found; ``proven_infeasible`` is True when the
-        search finished without one (no layout exists, barring fixed offsets).
+        search finished without one (no layout exists, barring fixed offsets).  ``method``
+        ends in ``":work"`` or ``":time"`` when the node budget or the clock stopped it.
     """
     if cache is not None and cache.get("key") == (id(problem), options, preorders):
         searches = cache["searches"]
@@ -438,7 +466,12 @@ def search_capacity(problem: Problem, capacity: int, *, deadline: float,
         while True:
             for name, srch in zip(preorders, searches):
                 current = srch
-                verdict = srch.run(limit, deadline, cancel)
+                run_limit = limit
+                if node_budget is not None:
+                    run_limit = min(limit, node_budget - nodes)
+                    if run_limit <= 0:
+                        return None, False, "search:work", nodes
+                verdict = srch.run(run_limit, deadline, cancel)
                 nodes += srch.nodes
                 if verdict is None:
                     continue
@@ -450,12 +483,13 @@ def search_capacity(problem: Problem, capacity: int, *, deadline: float,
                 return Solution.from_offsets(problem, offs), False, f"search:{name}", nodes
             limit *= 2
     except _Stop:
-        return None, False, "search", nodes + current.nodes
+        return None, False, "search:time", nodes + current.nodes
 
 
 def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | None = None,
               cancel: Any = None, options: SearchOptions = SearchOptions(),
-              exact: bool = True, log: Callable[[str], None] | None = None) -> DsaResult:
+              exact: bool = True, log: Callable[[str], None] | None = None,
+              work_limit: int | None = None) -> DsaResult:
     """Find a low layout for ``problem`` (or one within ``capacity``).
 
     Parameters
@@ -463,7 +497,8 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     problem : Problem
         The buffers.  ``problem.capacity`` is used when ``capacity`` is not given.
     time_limit_s : float
-        Wall-clock budget for the whole call.
+        Wall-clock safety limit for the whole call (and, when ``work_limit`` is not given,
+        the scale of the default work limit).
     capacity : int, optional
         With a capacity: find any layout of height at most it.  Without: minimise the height.
     cancel : threading.Event or callable, optional
@@ -474,6 +509,11 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
         False: heuristics only.
     log : callable, optional
         Receives one-line progress messages.
+    work_limit : int, optional
+        Search nodes allowed when minimising (default ``time_limit_s * NODES_PER_S``).  The
+        layout depends only on the problem and this count, unless the wall-clock limit
+        stops the call first (``stopped_by == "time"``).  With a capacity the search runs
+        until it finds a layout or proves none exists, cut by ``work_limit`` only if given.
 
     Returns
     -------
@@ -501,46 +541,60 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
         raise InfeasibleError(f"live-set lower bound {lb} exceeds capacity {cap}")
     n_free = sum(1 for b in problem.buffers if b.offset is None and b.size > 0)
     do_search = exact and n_free <= MAX_SEARCH_BUFFERS
-    greedy_deadline = t0 + time_limit_s * (0.25 if do_search else 0.9)
-    best, method, tried = portfolio(problem, deadline=greedy_deadline)
+    # every pass of the portfolio runs (the clock only as a safety limit)
+    best, method, tried = portfolio(problem, deadline=deadline)
     say(f"portfolio: {method} height {best.height} (lb {lb})")
     nodes = 0
+    stopped = "time" if len(tried) < len(ORDERS) * 2 else ""
 
     def done(sol: Solution | None, status: SolveStatus, meth: str, bound: int) -> DsaResult:
-        return DsaResult(sol, bound, status, time.monotonic() - t0, meth, nodes, tuple(tried))
+        return DsaResult(sol, bound, status, time.monotonic() - t0, meth, nodes, tuple(tried),
+                         stopped)
 
     if cap is not None:
         if best.height <= cap:
             return done(best, _OPT if best.height == lb else _FEAS, method, lb)
         if not do_search:
+            stopped = stopped or "work"
             return done(None, SolveStatus.TIMEOUT, method, lb)
         sol, proven, meth, nodes = search_capacity(problem, cap, deadline=deadline,
-                                                   cancel=cancel, options=options)
+                                                   cancel=cancel, options=options,
+                                                   node_budget=work_limit)
         if sol is not None:
             return done(sol, _OPT if sol.height == lb else _FEAS, meth, lb)
         if proven:
             raise InfeasibleError(f"no layout fits capacity {cap} (search exhausted)")
+        stopped = "cancel" if is_cancelled(cancel) else meth.rpartition(":")[2]
         return done(None, SolveStatus.CANCELLED if is_cancelled(cancel) else SolveStatus.TIMEOUT,
                     meth, lb)
 
-    # minimise: bisect between the proven bound and the best layout
+    # minimise: bisect between the proven bound and the best layout, each step a share of
+    # the node budget (deterministic), the clock only as the outer limit
+    budget = work_limit if work_limit is not None else int(time_limit_s * NODES_PER_S)
     lo, hi = lb, best.height
     soft_lo = lo
     cache: dict[str, Any] = {}
     first = True
     while lo < hi and do_search:
-        left = deadline - time.monotonic()
-        if left <= 0.05 or is_cancelled(cancel):
+        left = budget - nodes
+        if left < 64 or stopped:
+            stopped = stopped or "work"
             break
-        if soft_lo >= hi:  # bisection exhausted by time-outs: descend from the best instead
+        if is_cancelled(cancel):
+            stopped = "cancel"
+            break
+        if time.monotonic() >= deadline:
+            stopped = "time"
+            break
+        if soft_lo >= hi:  # bisection exhausted by budgets: descend from the best instead
             target = hi - max(1, (hi - lo) // 16)
         else:
             target = soft_lo if first else (soft_lo + hi) // 2
-        slice_s = left / (3 if first else 4) if left > 1.0 else left
+        share = left // (3 if first else 4) if left > 4096 else left
         first = False
         sol, proven, meth, k = search_capacity(
-            problem, target, deadline=time.monotonic() + slice_s, cancel=cancel,
-            options=options, cache=cache)
+            problem, target, deadline=deadline, cancel=cancel, options=options, cache=cache,
+            node_budget=share)
         nodes += k
         if sol is not None:
             say(f"{meth}: height {sol.height} <= {target}")
@@ -549,7 +603,11 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
             say(f"search: no layout within {target}")
             lo = soft_lo = target + 1
         else:
+            if meth.endswith(":time"):
+                stopped = "cancel" if is_cancelled(cancel) else "time"
             soft_lo = target + 1
+    if lo >= hi:
+        stopped = ""
     status = _OPT if best.height <= lo else _FEAS
     if status != _OPT and is_cancelled(cancel):
         status = SolveStatus.CANCELLED

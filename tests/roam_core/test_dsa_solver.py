@@ -131,6 +131,37 @@ class TestSolveDsa:
         assert check_dsa_solution(p, r.solution) == []
 
 
+class TestDeterministicWork:
+    def test_same_work_limit_same_offsets(self, minimalloc) -> None:
+        """The search is cut by nodes, not the clock: two runs (one with a far looser wall-clock
+        limit) give identical offsets, and the result says the work limit stopped it."""
+        p = load_problem(f"{minimalloc}/J.1048576.csv").with_capacity(None)
+        a = solve_dsa(p, time_limit_s=60, work_limit=1500)
+        b = solve_dsa(p, time_limit_s=600, work_limit=1500)
+        assert a.solution is not None
+        assert b.solution is not None
+        assert a.solution.offsets == b.solution.offsets
+        assert (a.nodes, a.method, a.lower_bound) == (b.nodes, b.method, b.lower_bound)
+        assert a.stopped_by == b.stopped_by == "work"
+        assert 0 < a.nodes <= 1500
+        assert check_dsa_solution(p, a.solution) == []
+
+    def test_minimising_c_reaches_its_bound(self, minimalloc) -> None:
+        p = load_problem(f"{minimalloc}/C.1048576.csv").with_capacity(None)
+        r = solve_dsa(p, time_limit_s=60, work_limit=3000)
+        assert r.solution is not None
+        assert r.solution.height == r.lower_bound == 1_039_360
+        assert (r.status, r.stopped_by) == (SolveStatus.OPTIMAL, "")
+        assert check_dsa_solution(p, r.solution) == []
+
+    def test_capacity_search_node_budget(self, minimalloc) -> None:
+        p = load_problem(f"{minimalloc}/E.1048576.csv", capacity=1048576)
+        r = solve_dsa(p, time_limit_s=60, work_limit=200)
+        assert r.solution is None
+        assert (r.status, r.stopped_by) == (SolveStatus.TIMEOUT, "work")
+        assert r.nodes <= 200
+
+
 class TestPortfolio:
     def test_every_order_is_valid(self, minimalloc) -> None:
         p = load_problem(f"{minimalloc}/B.1048576.csv")
