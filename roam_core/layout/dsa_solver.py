@@ -72,9 +72,13 @@ _OPT, _FEAS = SolveStatus.OPTIMAL, SolveStatus.FEASIBLE
 #: Above this many free buffers the exact search is skipped (its set-up is quadratic).
 MAX_SEARCH_BUFFERS = 6000
 
+#: Greedy passes for problems above ``MAX_SEARCH_BUFFERS`` (every pass is O(n^2)): the
+#: orders that win on the large idealloc sets (size: pangu_2.6B; total_length: S_1), best fit.
+LARGE_ORDERS = ("size", "total_length", "size_length", "total_size")
+
 #: Static preorders (letters: T = max section total, L = lifetime length, A = area,
 #: Z = size), tried round-robin.
-PREORDERS = ("LAT", "TAL", "TLA")
+PREORDERS = ("TLA", "TAL", "LAT")
 
 _BIG = np.iinfo(np.int64).max // 4
 #: Most failed sub-problem states remembered (the memo is cleared beyond this).
@@ -164,6 +168,7 @@ class _Search:
         fixed = [i for i, b in enumerate(bs) if b.offset is not None and b.size > 0]
         self.fixed = [(int(lower[i]), int(upper[i]), int(bs[i].offset),  # type: ignore[arg-type]
                        int(bs[i].offset) + int(size[i])) for i in fixed]  # type: ignore[arg-type]
+        fx = np.array(self.fixed, np.int64).reshape(-1, 4)
         lo, up, sz, al = lower[free], upper[free], size[free], align[free]
         if options.static_preordering and len(free):
             keys = {"T": section_totals(lo, up, sz), "L": up - lo, "A": sz * (up - lo), "Z": sz}
@@ -207,6 +212,13 @@ class _Search:
         np.add.at(cross, np.maximum(self.shi - 1, self.slo), -1)
         self.cuts0 = np.cumsum(cross)[: max(nsec - 1, 0)]
         self.preorder = preorder
+        # fixed buffers overlapping each free one in time: (offsets, tops), by offset
+        self.fixed_near: list[tuple[np.ndarray, np.ndarray]] = []
+        if len(fx):
+            for i in range(n):
+                m = (fx[:, 0] < up[i]) & (fx[:, 1] > lo[i])
+                o = np.argsort(fx[m, 2], kind="stable")
+                self.fixed_near.append((fx[m, 2][o], fx[m, 3][o]))
         self.rank = np.arange(n)  # tie-break rank of each buffer in its current partition
         self.failed: set[bytes] = set()  # sub-problem states proven to fail
         self.reset()
@@ -258,6 +270,13 @@ class _Search:
         if b <= a:
             return True
         fl = self.floor[a:b]
+        opts = self.opts
+        if opts.section_inference:
+            # the cheap floors first: a failure here needs no unplaced-minimum scan
+            tot = self.total[a:b]
+            base = np.maximum(fl, offset) if opts.monotonic_floor else fl
+            if int((base + tot).max()) > self.capacity:
+                return False
         if self.opts.unallocated_floor:
             p, q = self.indptr[a], self.indptr[b]
             mem = self.members[p:q]
@@ -272,16 +291,16 @@ class _Search:
         return int(fl.max()) <= self.capacity
 
     def _bump_fixed(self, i: int, o: int) -> int:
-        lo, up, s, a = int(self.lower[i]), int(self.upper[i]), int(self.size[i]), \
-            int(self.align[i])
-        moved = True
-        while moved:
-            moved = False
-            for flo, fup, foff, ftop in self.fixed:
-                if flo < up and lo < fup and o < ftop and foff < o + s:
-                    o = -(-ftop // a) * a
-                    moved = True
-        return o
+        """Lowest offset >= ``o`` clear of the fixed buffers live with ``i`` (aligned)."""
+        foff, ftop = self.fixed_near[i]
+        if not len(foff):
+            return o
+        s, a = int(self.size[i]), int(self.align[i])
+        while True:
+            hit = (foff < o + s) & (ftop > o)
+            if not hit.any():
+                return o
+            o = -(-int(ftop[hit].max()) // a) * a
 
     def _solve(self, part: np.ndarray, a: int, b: int, min_off: int, min_rank: int) -> bool:
         self.nodes += 1
@@ -541,11 +560,14 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
         raise InfeasibleError(f"live-set lower bound {lb} exceeds capacity {cap}")
     n_free = sum(1 for b in problem.buffers if b.offset is None and b.size > 0)
     do_search = exact and n_free <= MAX_SEARCH_BUFFERS
-    # every pass of the portfolio runs (the clock only as a safety limit)
-    best, method, tried = portfolio(problem, deadline=deadline)
+    # every pass of the portfolio runs (the clock only as a safety limit); a fixed, smaller
+    # set of passes on large problems, so that the answer does not depend on the load
+    orders, fits = (tuple(ORDERS), ("best", "first")) if n_free <= MAX_SEARCH_BUFFERS else \
+        (LARGE_ORDERS, ("best",))
+    best, method, tried = portfolio(problem, deadline=deadline, orders=orders, fits=fits)
     say(f"portfolio: {method} height {best.height} (lb {lb})")
     nodes = 0
-    stopped = "time" if len(tried) < len(ORDERS) * 2 else ""
+    stopped = "time" if len(tried) < len(orders) * len(fits) else ""
 
     def done(sol: Solution | None, status: SolveStatus, meth: str, bound: int) -> DsaResult:
         return DsaResult(sol, bound, status, time.monotonic() - t0, meth, nodes, tuple(tried),
@@ -590,7 +612,7 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
             target = hi - max(1, (hi - lo) // 16)
         else:
             target = soft_lo if first else (soft_lo + hi) // 2
-        share = left // (3 if first else 4) if left > 4096 else left
+        share = left // (6 if first else 4) if left > 4096 else left
         first = False
         sol, proven, meth, k = search_capacity(
             problem, target, deadline=deadline, cancel=cancel, options=options, cache=cache,
@@ -612,3 +634,4 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     if status != _OPT and is_cancelled(cancel):
         status = SolveStatus.CANCELLED
     return done(best, status, method, min(lo, best.height))
+
