@@ -59,10 +59,11 @@ from typing import Any
 import numpy as np
 
 from roam_core.base.cancel import is_cancelled
-from roam_core.base.errors import InfeasibleError
+from roam_core.base.errors import InfeasibleError, PlanInvalidError
 from roam_core.base.status import SolveStatus
 from roam_core.layout.dsa_heuristics import ORDERS, buffer_arrays, portfolio, section_totals
 from roam_core.model.dsa import Problem, Solution
+from roam_core.oracle.validate import check_dsa_solution
 
 __all__ = ["NODES_PER_S", "PREORDERS", "DsaResult", "SearchOptions", "search_capacity", "solve_dsa"]
 
@@ -542,6 +543,9 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     ------
     InfeasibleError
         A capacity was given and it is proven that no layout fits.
+    PlanInvalidError
+        The layout failed :func:`roam_core.oracle.validate.check_dsa_solution` (a solver
+        bug; no invalid layout is ever returned).
 
     Examples
     --------
@@ -570,6 +574,10 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     stopped = "time" if len(tried) < len(orders) * len(fits) else ""
 
     def done(sol: Solution | None, status: SolveStatus, meth: str, bound: int) -> DsaResult:
+        if sol is not None:  # every layout leaving the solver passes the validator
+            bad = check_dsa_solution(problem.with_capacity(cap), sol)
+            if bad:
+                raise PlanInvalidError(bad)
         return DsaResult(sol, bound, status, time.monotonic() - t0, meth, nodes, tuple(tried),
                          stopped)
 
