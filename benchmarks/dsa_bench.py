@@ -73,8 +73,10 @@ REFERENCE = {
     "C-min": "MiniMalloc = LB in 0.07 s",
     "D-min": "MiniMalloc unfinished in 90 s",
     "J-min": "MiniMalloc unfinished in 90 s",
-    "pangu_2.6B": "MiniMalloc no layout in 60 s at 1.01 x LB",
-    "S_1": "MiniMalloc no layout in 60 s at 1.01 x LB",
+    "pangu_2.6B": "MiniMalloc no layout in 60 s at 1.01 x LB; before this run (issue 13) "
+                  "1.0076 x LB in 14 s",
+    "S_1": "MiniMalloc no layout in 60 s at 1.01 x LB; before this run (issue 13) 1.0026 x LB "
+           "in 32 s idle but 1.0158 x LB in 54 s busy (portfolio cut by the clock)",
 }
 
 
@@ -124,6 +126,7 @@ def write(rows: list[dict[str, Any]], out: Path, time_limit_s: float,
         old = prev.get(r["instance"], {})
         r["prev_height"] = old.get("height")
         r["prev_seconds"] = old.get("seconds")
+        r["prev_nodes"] = old.get("nodes")
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "python": platform.python_version(), "cpus": os.cpu_count(),
             "time_limit_s": time_limit_s, "load_avg": os.getloadavg(),
@@ -145,9 +148,9 @@ def write(rows: list[dict[str, Any]], out: Path, time_limit_s: float,
         f"{len(fast)}/{len(mm)} within 5 s at this load** "
         f"(MiniMalloc C++: 11/11 in <= 4 s; greedy best fit: 0/11).", "",
         "| instance | buffers | capacity | LB | height | ratio | prev ratio | solved | status | "
-        "seconds | prev seconds | load | nodes | stopped by | method | greedy_size | llfb | "
-        "inductor |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "seconds | prev seconds | load | nodes | prev nodes | stopped by | method | greedy_size "
+        "| llfb | inductor |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
@@ -156,7 +159,9 @@ def write(rows: list[dict[str, Any]], out: Path, time_limit_s: float,
             f"{_ratio(r['prev_height'], r['lower_bound'])} | "
             f"{'yes' if r['solved'] else 'no'} | {r['status']} | {r['seconds']} | "
             f"{r['prev_seconds'] if r['prev_seconds'] is not None else '-'} | "
-            f"{r['load_before']}/{r['load_after']} | {r['nodes']} | {r['stopped_by'] or '-'} "
+            f"{r['load_before']}/{r['load_after']} | {r['nodes']} | "
+            f"{r['prev_nodes'] if r['prev_nodes'] is not None else '-'} | "
+            f"{r['stopped_by'] or '-'} "
             f"| {r['method']} | {_ratio(r['greedy_size'], r['lower_bound'])} | "
             f"{_ratio(r['llfb'], r['lower_bound'])} | {_ratio(r['inductor'], r['lower_bound'])} |")
     lines += ["", "References: " + "; ".join(f"{k}: {v}" for k, v in REFERENCE.items()) + "."]

@@ -32,7 +32,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--time-limit", type=positive_float, default=60.0, metavar="S",
                    help="seconds to spend (default 60)")
     p.add_argument("--work-limit", type=positive_int, default=None, metavar="N",
-                   help="search nodes when minimising (default: 2500 per second of "
+                   help="search nodes when minimising (default: 1000 per second of "
                         "--time-limit); the layout then depends only on the input and N, "
                         "not on machine load")
     p.add_argument("--capacity", type=positive_int, default=None, metavar="C",

@@ -85,9 +85,13 @@ _BIG = np.iinfo(np.int64).max // 4
 #: Most failed sub-problem states remembered (the memo is cleared beyond this).
 _MEMO_LIMIT = 1_000_000
 
-#: Search nodes per second of ``time_limit_s`` in the default work limit (an idle core does
-#: about 10,000; this leaves room for a machine loaded 3-4 times over).
-NODES_PER_S = 2500
+#: A bisection step of the height minimisation gets 1/_STEP_SHARE of the nodes left.
+_STEP_SHARE = 4
+
+#: Search nodes per second of ``time_limit_s`` in the default work limit.  An idle core does
+#: about 9,000; 1,000-3,000 were measured on 2 cores at load 11, so the default work fits
+#: the time limit even on a heavily shared machine (and the clock rarely decides).
+NODES_PER_S = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -620,7 +624,7 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
             target = hi - max(1, (hi - lo) // 16)
         else:
             target = soft_lo if first else (soft_lo + hi) // 2
-        share = left // (6 if first else 4) if left > 4096 else left
+        share = left // (6 if first else _STEP_SHARE) if left > 4096 else left
         first = False
         sol, proven, meth, k = search_capacity(
             problem, target, deadline=deadline, cancel=cancel, options=options, cache=cache,
