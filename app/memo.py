@@ -15,6 +15,7 @@ can corrupt it ("Bad property path", "Invalid value").
 from __future__ import annotations
 
 import functools
+import os
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -57,12 +58,14 @@ def memoised(maxsize: int, *, copy: Callable[[Any], Any] | None = None
         if copy is None:
             return cached  # type: ignore[return-value]
 
-        lock = threading.Lock()
+        locks = [threading.Lock()]
+        # a job process forked while another thread held the lock starts with a fresh one
+        os.register_at_fork(after_in_child=lambda: locks.__setitem__(0, threading.Lock()))
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
             stored = cached(*args, **kwargs)
-            with lock:  # one reader of the stored object at a time
+            with locks[0]:  # one reader of the stored object at a time
                 return copy(stored)
 
         wrapper.cache_clear = cached.cache_clear  # type: ignore[attr-defined]

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import logging
-import os
 import tempfile
 from collections.abc import Mapping, Sequence
 
@@ -103,17 +102,8 @@ def build_report(graph: Graph, plan: Plan, base: str = "eager") -> str:
     from app import services, state
 
     services.validate_plan(graph, plan)
-    old = os.environ.get("ROAM_CACHE_DIR")
-    with tempfile.TemporaryDirectory(prefix="roam-report-") as d:
-        state.configure(d)
-        try:
-            gk = state.put_graph(graph)
-            pk = state.put_plan(plan)
-            return str(services.export_payload("html", gk, pk, base)["content"])
-        finally:
-            state.cache().close()
-            if old is not None:
-                state.configure(old)
-            else:
-                os.environ.pop("ROAM_CACHE_DIR", None)
-                services.clear_caches()
+    # a private cache for this thread only: a serving app's other requests keep theirs
+    with tempfile.TemporaryDirectory(prefix="roam-report-") as d, state.private_cache(d):
+        gk = state.put_graph(graph)
+        pk = state.put_plan(plan)
+        return str(services.export_payload("html", gk, pk, base)["content"])

@@ -4,16 +4,24 @@
 the server and the background-job processes (they find it through ``ROAM_CACHE_DIR``), so
 a plan written by a job is visible to every request.  Parsed objects are memoised per
 process (small LRU) because parsing a GPT-2-XL graph takes a while.
+
+:func:`private_cache` points one thread (one context) at another directory, for work such as
+an HTML report that must not touch the shared cache; other threads of a serving app keep
+theirs.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import gzip
 import hashlib
 import json
 import logging
 import os
 import tempfile
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +44,7 @@ __all__ = [
     "graph_key_of",
     "has_plan",
     "plan_key",
+    "private_cache",
     "put_graph",
     "put_json",
     "put_plan",
@@ -43,7 +52,21 @@ __all__ = [
 
 _logger = logging.getLogger(__name__)
 _ENV = "ROAM_CACHE_DIR"
-_OPEN: dict[str, Any] = {}  # {"pid": int, "dir": str, "cache": diskcache.Cache}
+_OPEN: dict[str, Any] = {}  # {"pid": int, "caches": {directory: diskcache.Cache}}
+_OPEN_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """A forked job process gets a free lock and opens its own SQLite connections."""
+    global _OPEN_LOCK
+    _OPEN_LOCK = threading.Lock()
+    _OPEN.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+#: A directory that overrides the configured one in this context only (see private_cache).
+_PRIVATE: contextvars.ContextVar[str | None] = contextvars.ContextVar("roam_private_cache",
+                                                                     default=None)
 #: Entries are evicted least-recently-used beyond this size.
 CACHE_SIZE_LIMIT_BYTES = 8 * 1024**3
 
@@ -53,23 +76,51 @@ def configure(directory: str | os.PathLike[str] | None = None) -> Path:
     d = Path(directory or os.environ.get(_ENV) or Path(tempfile.gettempdir()) / "roam-cache")
     d.mkdir(parents=True, exist_ok=True)
     os.environ[_ENV] = str(d)
-    _OPEN.clear()
+    with _OPEN_LOCK:
+        _OPEN.clear()
     clear_caches()  # memos are keyed by cache key: another directory, other data
     return d
 
 
 def cache_dir() -> Path:
-    """The cache directory in use (configured on first use)."""
+    """The cache directory in use (configured on first use; a :func:`private_cache` wins)."""
+    private = _PRIVATE.get()
+    if private is not None:
+        return Path(private)
     return Path(os.environ[_ENV]) if _ENV in os.environ else configure()
 
 
 def cache() -> diskcache.Cache:
-    """This process's handle on the shared cache (re-opened after a fork)."""
+    """This process's handle on the cache in use (re-opened after a fork)."""
     d = str(cache_dir())
-    if _OPEN.get("pid") != os.getpid() or _OPEN.get("dir") != d:
-        _OPEN.update(pid=os.getpid(), dir=d,
-                     cache=diskcache.Cache(d, size_limit=CACHE_SIZE_LIMIT_BYTES))
-    return _OPEN["cache"]
+    with _OPEN_LOCK:
+        if _OPEN.get("pid") != os.getpid():
+            _OPEN.clear()  # a forked child never uses its parent's SQLite connections
+            _OPEN.update(pid=os.getpid(), caches={})
+        caches = _OPEN["caches"]
+        if d not in caches:
+            caches[d] = diskcache.Cache(d, size_limit=CACHE_SIZE_LIMIT_BYTES)
+        return caches[d]
+
+
+@contextlib.contextmanager
+def private_cache(directory: str | os.PathLike[str]) -> Iterator[Path]:
+    """Use ``directory`` as the cache in this context (thread) only, then close it.
+
+    Keys are content hashes, so the per-process memos stay valid across directories and
+    are not cleared; other threads, such as a serving app's, keep the shared cache.
+    """
+    d = Path(directory)
+    d.mkdir(parents=True, exist_ok=True)
+    token = _PRIVATE.set(str(d))
+    try:
+        yield d
+    finally:
+        _PRIVATE.reset(token)
+        with _OPEN_LOCK:
+            opened = _OPEN.get("caches", {}).pop(str(d), None)
+        if opened is not None:
+            opened.close()
 
 
 def _sha(data: bytes) -> str:
@@ -117,6 +168,8 @@ def put_plan(plan: Plan, key: str | None = None) -> str:
     text = dumps_plan(plan)
     key = key or "p-" + _sha(text.encode())
     cache().set(key, gzip.compress(text.encode(), compresslevel=3, mtime=0))
+    import sys
+    print(f"DEBUG put {key} dir={cache().directory} pid={os.getpid()} back={cache().get(key) is not None}", file=sys.stderr)
     _get_plan.cache_clear()  # type: ignore[attr-defined]
     return key
 
@@ -135,6 +188,9 @@ def get_plan(key: str) -> Plan:
 def _get_plan(key: str) -> Plan:
     data = cache().get(key)
     if data is None:
+        import sys
+        c = cache()
+        print(f"DEBUG missing {key} in={key in c} dir={c.directory} pid={os.getpid()} files={sum(len(f) for _, _, f in os.walk(c.directory))}", file=sys.stderr)
         raise PlanFormatError(f"plan {key} is no longer in the cache; plan again")
     return loads_plan(gzip.decompress(data).decode())
 

@@ -279,6 +279,49 @@ def test_memo_copies_one_reader_at_a_time() -> None:
     assert stored(1) == [1]
 
 
+def test_a_job_forked_while_a_copy_runs_can_copy_too() -> None:
+    """Background jobs are forked from the threaded server: a child forked while another
+    thread holds a memo's copy lock must not inherit it held (it would hang forever)."""
+    import os
+    import threading
+    import time
+
+    from app import memo
+
+    release = threading.Event()
+    holding = threading.Event()
+
+    def copy(value: list[int]) -> list[int]:
+        if threading.current_thread() is not threading.main_thread():
+            holding.set()
+            release.wait(10)
+        return list(value)
+
+    @memo.memoised(2, copy=copy)
+    def stored(n: int) -> list[int]:
+        return [n]
+
+    t = threading.Thread(target=stored, args=(1,))
+    t.start()
+    assert holding.wait(10)
+    pid = os.fork()
+    if pid == 0:  # the child: the copy lock was held by a thread that does not exist here
+        os._exit(0 if stored(1) == [1] else 1)
+    deadline = time.monotonic() + 10
+    status: int | None = None
+    while status is None and time.monotonic() < deadline:
+        done, code = os.waitpid(pid, os.WNOHANG)
+        if done:
+            status = os.waitstatus_to_exitcode(code)
+        time.sleep(0.02)
+    if status is None:
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    release.set()
+    t.join(10)
+    assert status == 0, "the forked child hung on (or failed after) the inherited lock"
+
+
 def test_figures_copied_from_many_threads_stay_whole(planned: dict[str, Any]) -> None:
     """Eight threads ask for one memoised timeline at once (as a page's first load does):
     every copy is complete and equal."""

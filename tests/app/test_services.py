@@ -30,6 +30,35 @@ def test_graph_cache_round_trip(cache_dir: Path) -> None:
         state.get_graph("g-missing")
 
 
+def test_private_cache_is_this_threads_only(cache_dir: Path, tmp_path: Path) -> None:
+    """A report's private cache never moves another thread (a serving app's requests) off
+    the shared cache, and the private one is closed afterwards."""
+    import threading
+
+    shared = state.put_graph(chain3())
+    seen: list[Path] = []
+    inside, leave = threading.Event(), threading.Event()
+
+    def report_thread() -> None:
+        with state.private_cache(tmp_path / "private") as d:
+            assert state.cache_dir() == d
+            state.put_graph(diamond())
+            inside.set()
+            leave.wait(10)
+
+    t = threading.Thread(target=report_thread)
+    t.start()
+    assert inside.wait(10)
+    seen.append(state.cache_dir())  # this thread, while the other is inside
+    assert state.get_json("absent", "default") == "default"
+    assert shared in state.cache()
+    assert state.graph_key_of(diamond()) not in state.cache()
+    leave.set()
+    t.join(10)
+    assert seen == [cache_dir]
+    assert state.cache_dir() == cache_dir
+
+
 def test_sample_options_and_load_choice(cache_dir: Path, tmp_path: Path) -> None:
     (tmp_path / "x.json.gz").write_bytes(dumps_graph(chain3(), compress=True))
     opts = services.sample_options(tmp_path)
