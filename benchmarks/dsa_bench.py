@@ -16,7 +16,8 @@ Instances (``$ROAM_DSA_DIR``, default ``<repo>/../shared/dsa``, see its README):
   not finish D or J in 90 s);
 * the large idealloc sets (``$ROAM_IDEALLOC_DIR``, default ``<dsa dir>/idealloc``: files
   ``pangu_2.6B.csv`` from ``benchmarks/somas_tensors/`` and ``S_1.csv`` from
-  ``benchmarks/iopddl/`` of cappadokes/idealloc a21f84d): minimise (MiniMalloc found no
+  ``benchmarks/iopddl/`` of cappadokes/idealloc a21f84d; also ``Y_1.csv``, 62,185
+  buffers, from the same folder): minimise (MiniMalloc found no
   layout within 60 s even at 1.01 x LB).  Missing files are skipped.
 
 The previous ``dsa.json`` in ``--out`` is read first and its heights and seconds are shown
@@ -55,6 +56,7 @@ INSTANCES: list[tuple[str, int | None, str]] = [
     *((f"minimalloc/{x}.1048576.csv", None, "-min") for x in "CDJ"),
     ("idealloc/pangu_2.6B.csv", None, ""),
     ("idealloc/S_1.csv", None, ""),
+    ("idealloc/Y_1.csv", None, ""),
 ]
 
 
