@@ -3,7 +3,8 @@
 ``create_app()`` builds the app; ``roam serve`` and ``python -m app`` run it.  Graphs and
 plans live server-side in a disk cache keyed by content hash (``app.state``); the browser
 holds only keys.  Background jobs (planning, zoo tracing) use Dash's ``DiskcacheManager``
-(one process per job, cancel kills it).  With ``REDIS_URL`` set they go to Celery instead:
+(one process per job, cancel kills it), forked from a clean fork server (``app.jobs``).
+With ``REDIS_URL`` set they go to Celery instead:
 
     pip install -e ".[celery]"
     REDIS_URL=redis://localhost:6379/0 roam serve            # the web server
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +41,8 @@ DEFAULT_SAMPLE = ("file:alexnet-b1-roam", "file:tiny_gpt-", "file:mlp-", "hand:t
 STARTUP_TIME_LIMIT_S = 5.0
 
 
-def _manager(cache_dir: Path) -> Any:
-    from dash import CeleryManager, DiskcacheManager
+def _manager(cache_dir: Path, job_hooks: Sequence[str] = ()) -> Any:
+    from dash import CeleryManager
 
     url = os.environ.get("REDIS_URL")
     if url:
@@ -50,13 +52,18 @@ def _manager(cache_dir: Path) -> Any:
         return CeleryManager(celery_app), celery_app
     import diskcache
 
-    return DiskcacheManager(diskcache.Cache(str(cache_dir / "jobs"))), None
+    from app.jobs import CleanJobManager
+
+    manager = CleanJobManager(diskcache.Cache(str(cache_dir / "jobs")), hooks=job_hooks)
+    manager.start()
+    return manager, None
 
 
 def create_app(
     graph_path: str | os.PathLike[str] | None = None, *, cache_dir: str | None = None,
     max_upload_mb: float = 200, plan_on_start: bool = True,
     startup_time_limit_s: float = STARTUP_TIME_LIMIT_S, startup_method: str = "roam",
+    job_hooks: Sequence[str] = (),
 ) -> Any:
     """Build the Dash app, opened on ``graph_path`` (or a sample), already planned.
 
@@ -75,6 +82,8 @@ def create_app(
         Planner time limit of that start-up plan (also the UI's default).
     startup_method : str
         Planner method of that plan (``"roam"`` or a baseline such as ``"lescea"``).
+    job_hooks : sequence of str
+        Modules each background job imports before it runs (tests install doubles so).
 
     Returns
     -------
@@ -97,7 +106,7 @@ def create_app(
         graph_key = services.load_choice(pick)
     plan_key = services.plan_graph(graph_key, settings) if plan_on_start else None
     services.warm(graph_key, plan_key)  # the first page load finds its views computed
-    manager, celery_app = _manager(cdir)
+    manager, celery_app = _manager(cdir, job_hooks)
     app = Dash(__name__, assets_folder=str(ASSETS), title="roam",
                background_callback_manager=manager, suppress_callback_exceptions=True)
     max_bytes = int(max_upload_mb * 2**20)

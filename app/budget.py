@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 from dash import Input, Output, State, dash_table, dcc, html
 from dash.exceptions import PreventUpdate
 
-from app import ids, state
+from app import ids, lazy, state
 from app.analysis import fmt_bytes
 from app.planning import PlanSettings
 from roam_core.base.errors import RoamError
@@ -197,13 +197,22 @@ def frontier_figure(record: Mapping[str, Any] | None, selected_plan: str | None 
 
 
 # ------------------------------------------------------------------ Dash pieces
+CARD = "budget-card"
+
+
 def card() -> html.Div:
-    """The Budget view card."""
+    """The Budget view card: closed until opened (its body is :func:`body`)."""
+    return lazy.lazy_card(CARD, "Budget: memory vs recomputation",
+                          "open: peak against recomputed FLOPs, roam's budget plans and the "
+                          "checkpointing recipes")
+
+
+def body() -> list[Any]:
+    """The Budget view's controls, frontier chart and table (mounted when opened)."""
     cols = [{"name": n, "id": i} for n, i in (
         ("method", "method"), ("budget", "budget"), ("peak", "peak"),
         ("extra FLOPs %", "extra_pct"), ("re-runs", "recomputed_ops"))]
-    return html.Div([
-        html.H3("Budget: memory vs recomputation"),
+    return [
         html.Details([html.Summary("How to read this"), html.Div(
             "Each point is a plan of this graph: its peak (y) and the FLOPs its recomputation "
             "adds (x, % of one step). The red line is roam planned at several budgets; the "
@@ -227,12 +236,12 @@ def card() -> html.Div:
                              sort_action="native",
                              style_cell={"fontFamily": "monospace", "fontSize": 12},
                              style_table={"overflowX": "auto"}),
-    ], className="card", id="budget-card")
+    ]
 
 
 def stores() -> list[Any]:
     """The view's stores."""
-    return [dcc.Store(id=FRONTIER_RESULT, data=None)]
+    return [lazy.store(FRONTIER_RESULT)]
 
 
 def _settings(method: Any, tl: Any, nl: Any, w: Any, al: Any) -> PlanSettings:
@@ -293,6 +302,7 @@ def on_frontier_click(click: Any, cell: Any, rows: Any) -> Any:
 
 def register(app: dash.Dash) -> None:
     """Register the Budget view's callbacks."""
+    lazy.register_lazy(app, CARD, body)
     settings = [State(i, "value") for i in (ids.METHOD, ids.TIME_LIMIT, ids.NODE_LIMIT,
                                             ids.WORKERS, ids.ALIGNMENT)]
     app.callback(

@@ -20,7 +20,7 @@ import dash
 from dash import ALL, Input, Output, State
 from dash.exceptions import PreventUpdate
 
-from app import analysis, extra_views, ids, layout, services, verify
+from app import analysis, extra_views, ids, layout, lazy, services, verify
 from app.analysis import expand_node, search
 from app.planning import PlanSettings
 from app.state import get_graph, get_plan
@@ -272,8 +272,7 @@ def render_curves(graph: dict | None, plan: str | None, base: str, rng: Any, ste
     """View 1 (re-rendered on zoom: long curves are decimated outside the window)."""
     if not graph:
         raise PreventUpdate
-    return services.curves_figure(graph["key"], plan, base, rng, (step or {}).get("step"),
-                                  sel)
+    return services.curves_dict(graph["key"], plan, base, rng, (step or {}).get("step"), sel)
 
 
 def render_timeline(graph: dict | None, plan: str | None, base: str, rng: Any, sel: Any) -> Any:
@@ -282,14 +281,14 @@ def render_timeline(graph: dict | None, plan: str | None, base: str, rng: Any, s
         raise PreventUpdate
     if _only_range_changed():
         return _range_patch(rng)
-    return services.timeline_fig(graph["key"], plan, base, rng, sel)
+    return services.timeline_dict(graph["key"], plan, base, rng, sel)
 
 
 def render_layouts(graph: dict | None, plan: str | None, base: str, rng: Any, sel: Any) -> Any:
     """View 4 (planned and baseline layouts)."""
     if not graph:
         raise PreventUpdate
-    return services.layout_figures(graph["key"], plan, base, rng, sel)
+    return services.layout_dicts(graph["key"], plan, base, rng, sel)
 
 
 def render_panels(graph: dict | None, plan: str | None, base: str) -> Any:
@@ -397,11 +396,12 @@ def on_search(query: str | None, graph: dict | None) -> Any:
 
 # ------------------------------------------------------------------ memory by module
 def render_modules(graph: dict | None, plan: str | None, base: str, depth: Any, side: str,
-                   sel: Any) -> tuple[Any, Any, str]:
-    """Per-module table, icicle and title (the selected module outlined)."""
-    if not graph:
+                   sel: Any, seen: Any = True) -> tuple[Any, Any, str]:
+    """Per-module table, icicle and title (the selected module outlined); nothing until the
+    card has been scrolled into view (``seen``)."""
+    if not graph or not seen:
         raise PreventUpdate
-    return services.module_view(graph["key"], plan, base, depth, side, sel)
+    return services.module_view_dict(graph["key"], plan, base, depth, side, sel)
 
 
 def on_module_pick(cell: Any) -> Any:
@@ -468,7 +468,7 @@ def verify_options(graph: dict | None, plan: str | None, current: str | None
 
 def verify_label(device: str | None) -> str:
     """The button says where it runs."""
-    return f"Verify on {'GPU' if device == 'cuda' else 'CPU'}"
+    return layout.verify_label_text(device)
 
 
 def verify_job(n: int | None, graph: dict | None, plan: str | None, device: str | None
@@ -544,8 +544,8 @@ def register(app: dash.Dash, config: AppConfig = DEFAULT_CONFIG) -> None:
        Output(ids.SAMPLE_PICK, "placeholder"), gk, State(ids.SAMPLE_PICK, "value"),
        State(ids.SAMPLE_PICK, "options"), prevent_initial_call=True)(sample_pick_for)
     cb(Output(ids.SETTINGS_MSG, "children"), *[Input(i, "value") for i in (
-        ids.METHOD, ids.TIME_LIMIT, ids.NODE_LIMIT, ids.WORKERS, ids.ALIGNMENT)]
-       )(settings_message)
+        ids.METHOD, ids.TIME_LIMIT, ids.NODE_LIMIT, ids.WORKERS, ids.ALIGNMENT)],
+       prevent_initial_call=True)(settings_message)  # the start-up settings are valid
     cb(Output(ids.TRACE_RESULT, "data"), Output(ids.ZOO_STATUS, "children"),
        Input(ids.ZOO_TRACE_BTN, "n_clicks"),
        *[State(i, "value") for i in (ids.ZOO_MODEL, ids.ZOO_BATCH, ids.ZOO_SEQ,
@@ -558,13 +558,16 @@ def register(app: dash.Dash, config: AppConfig = DEFAULT_CONFIG) -> None:
     cb(Output(ids.ZOO_STATUS, "children", allow_duplicate=True),
        Input(ids.ZOO_CANCEL_BTN, "n_clicks"), prevent_initial_call=True)(cancelled)
     # one callback per job: Dash holds a callback back while any of its inputs may still be
-    # changed by a running chain, so the Plan buttons must not wait on the verify inputs
+    # changed by a running chain, so the Plan buttons must not wait on the verify inputs.
+    # None fires on load: the layout starts with the buttons of "nothing running".
     cb(Output(ids.PLAN_BTN, "disabled"), Output(ids.CANCEL_BTN, "disabled"),
-       Input(ids.RUNNING, "data"))(plan_buttons)
+       Input(ids.RUNNING, "data"), prevent_initial_call=True)(plan_buttons)
     cb(Output(ids.ZOO_TRACE_BTN, "disabled"), Output(ids.ZOO_CANCEL_BTN, "disabled"),
-       Input(ids.RUNNING, "data"), State(ids.ZOO_MODEL, "options"))(trace_buttons)
+       Input(ids.RUNNING, "data"), State(ids.ZOO_MODEL, "options"),
+       prevent_initial_call=True)(trace_buttons)
     cb(Output(ids.VERIFY_BTN, "disabled"), Output(ids.VERIFY_CANCEL_BTN, "disabled"),
-       Input(ids.RUNNING, "data"), Input(ids.VERIFY_OFF, "data"))(verify_buttons)
+       Input(ids.RUNNING, "data"), Input(ids.VERIFY_OFF, "data"),
+       prevent_initial_call=True)(verify_buttons)
     rng, sel, step = (Input(ids.VIEW_RANGE, "data"), Input(ids.SELECTION, "data"),
                       Input(ids.STEP, "data"))
     cb(Output(ids.CURVES, "figure"), gk, pk, base, rng, step, sel)(render_curves)
@@ -596,16 +599,18 @@ def register(app: dash.Dash, config: AppConfig = DEFAULT_CONFIG) -> None:
     cb(Output(ids.STEP, "data"), Input(ids.CURVES, "clickData"), pk,
        prevent_initial_call=True)(on_step)
     cb(Output(ids.SEARCH_RESULTS, "children"), Input(ids.SEARCH_INPUT, "value"),
-       gk)(on_search)
+       gk, prevent_initial_call=True)(on_search)  # no query at start: no hits
     cb(Output(ids.MODULE_TABLE, "data"), Output(ids.MODULE_ICICLE, "figure"),
        Output(ids.MODULE_TITLE, "children"), gk, pk, base, Input(ids.MODULE_DEPTH, "value"),
-       Input(ids.MODULE_SIDE, "value"), sel)(render_modules)
+       Input(ids.MODULE_SIDE, "value"), sel, Input(ids.MODULE_SEEN, "data"))(render_modules)
+    lazy.register_seen(app, ids.MODULE_CARD, ids.MODULE_SEEN)  # below the fold: drawn when seen
     cb(Output(ids.SELECTION, "data", allow_duplicate=True),
        Input(ids.MODULE_TABLE, "active_cell"), prevent_initial_call=True)(on_module_pick)
     app.clientside_callback(ICICLE_PICK_JS, Output(ids.SELECTION, "data", allow_duplicate=True),
                             Input(ids.MODULE_ICICLE, "clickData"), prevent_initial_call=True)
     cb(Output(ids.LIVE_TABLE, "style_data_conditional"),
-       Output(ids.MODULE_TABLE, "style_data_conditional"), sel)(module_styles)
+       Output(ids.MODULE_TABLE, "style_data_conditional"), sel,
+       prevent_initial_call=True)(module_styles)  # nothing selected at start
     cb(Output(ids.DOWNLOAD, "data"), Output(ids.EXPORT_STATUS, "children"),
        *[Input(i, "n_clicks") for i in (ids.EXPORT_JSON, ids.EXPORT_CSV, ids.EXPORT_HTML,
                                         ids.EXPORT_PNG)],
@@ -618,7 +623,8 @@ def register(app: dash.Dash, config: AppConfig = DEFAULT_CONFIG) -> None:
     cb(Output(ids.VERIFY_DEVICE, "options"), Output(ids.VERIFY_DEVICE, "value"),
        Output(ids.VERIFY_NOTE, "children"), Output(ids.VERIFY_OFF, "data"), gk, pk,
        State(ids.VERIFY_DEVICE, "value"))(verify_options)
-    cb(Output(ids.VERIFY_BTN, "children"), Input(ids.VERIFY_DEVICE, "value"))(verify_label)
+    cb(Output(ids.VERIFY_BTN, "children"), Input(ids.VERIFY_DEVICE, "value"),
+       prevent_initial_call=True)(verify_label)  # verify_options sets the device
     cb(Output(ids.VERIFY_DONE, "data"), Output(ids.VERIFY_STATUS, "children"),
        Input(ids.VERIFY_BTN, "n_clicks"), State(ids.GRAPH_KEY, "data"),
        State(ids.PLAN_KEY, "data"), State(ids.VERIFY_DEVICE, "value"),
@@ -629,4 +635,5 @@ def register(app: dash.Dash, config: AppConfig = DEFAULT_CONFIG) -> None:
     cb(Output(ids.VERIFY_STATUS, "children", allow_duplicate=True),
        Input(ids.VERIFY_CANCEL_BTN, "n_clicks"), prevent_initial_call=True)(cancelled)
     cb(Output(ids.VERIFY_RESULT, "children"), Input(ids.VERIFY_DONE, "data"), gk, pk,
-       Input(ids.VERIFY_DEVICE, "value"))(render_verify)
+       Input(ids.VERIFY_DEVICE, "value"),
+       prevent_initial_call=True)(render_verify)  # verify_options sets the device

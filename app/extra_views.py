@@ -16,7 +16,7 @@ __all__ = ["cards", "register"]
 def cards(defaults: Mapping[str, Any]) -> list[Any]:
     """Stores and cards of the three views (appended to the main column)."""
     return [*budget.stores(), *fit.stores(), *snapshot_view.stores(), budget.card(),
-            fit.card(defaults.get("zoo_models") or []), snapshot_view.card()]
+            fit.card(), snapshot_view.card()]
 
 
 def register(app: Any) -> None:

@@ -22,7 +22,7 @@ import plotly.graph_objects as go
 from dash import Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
-from app import ids, state
+from app import ids, lazy, services, state
 from app.analysis import fmt_bytes
 from app.planning import PlanSettings
 from roam_core.base.errors import ConfigError, RoamError
@@ -212,12 +212,20 @@ def fit_answer(rows: Sequence[FitRow], memory_gib: float) -> list[str]:
 
 
 # ------------------------------------------------------------------ Dash pieces
-def card(models: Sequence[str]) -> html.Div:
-    """The What-fits card."""
+CARD = "fit-card"
+
+
+def card() -> html.Div:
+    """The What-fits card: closed until opened (its body is :func:`body`)."""
+    return lazy.lazy_card(CARD, "What fits: peak against batch size",
+                          "open: sweep a zoo model's batch sizes against GPU memory sizes")
+
+
+def body(models: Sequence[str]) -> list[Any]:
+    """The What-fits controls, answer and chart (mounted when opened)."""
     models = list(models)
     default = "tiny_gpt" if "tiny_gpt" in models else (models[0] if models else None)
-    return html.Div([
-        html.H3("What fits: peak against batch size"),
+    return [
         html.Details([html.Summary("How to read this"), html.Div(
             "Each line is the memory one training step needs at each batch size: PyTorch "
             "eager (the caching allocator's reserved bytes), roam, and roam allowed to "
@@ -245,12 +253,12 @@ def card(models: Sequence[str]) -> html.Div:
         html.Ul(id=FIT_ANSWER, className="fit-answer"),
         dcc.Graph(id=FIT_GRAPH, figure=fit_figure([]), config={"displaylogo": False},
                   style={"height": "440px"}),
-    ], className="card", id="fit-card")
+    ]
 
 
 def stores() -> list[Any]:
     """The view's stores."""
-    return [dcc.Store(id=FIT_RESULT, data=None)]
+    return [lazy.store(FIT_RESULT)]
 
 
 def fit_job(set_progress: Any, n: int | None, model: str | None, batches: Any, seqs: Any,
@@ -290,6 +298,7 @@ def render_fit(result: dict | None, memory: Any) -> tuple[go.Figure, list[Any]]:
 
 def register(app: dash.Dash) -> None:
     """Register the What-fits callbacks."""
+    lazy.register_lazy(app, CARD, lambda: body(services.zoo_models()))
     settings = [State(i, "value") for i in (ids.TIME_LIMIT, ids.NODE_LIMIT, ids.WORKERS,
                                             ids.ALIGNMENT)]
     app.callback(

@@ -72,6 +72,8 @@ MODULE_ICICLE = "module-icicle"
 MODULE_DEPTH = "module-depth"  # group module paths by this many components, or "full"
 MODULE_SIDE = "module-side"  # "after" (the plan) or "before" (the baseline) kinds
 MODULE_TITLE = "module-title"
+MODULE_CARD = "module-card"
+MODULE_SEEN = "module-seen"  # store: True once the module card was scrolled into view
 
 # ---- export / import
 EXPORT_JSON = "export-json-btn"

@@ -11,12 +11,13 @@ from typing import Any
 
 from dash import dash_table, dcc, html
 
-from app import extra_views, ids
+from app import extra_views, ids, lazy
 from app.analysis import MODULE_KINDS, Section, fmt_bytes, node_role, ring_span, shown_children
 from app.planning import BASELINE_METHODS, PLAN_METHODS, PlanSettings
 
 __all__ = ["HOW_TO_READ", "build_layout", "explain_children", "how_to_read", "module_card",
            "search_children", "summary_children", "tree_children", "verify_children",
+           "verify_label_text",
            "walkthrough_children"]
 
 _GRAPH_CFG = {"displaylogo": False, "scrollZoom": False,
@@ -152,31 +153,34 @@ def _verify_card() -> html.Div:
                           "replay, and compares them.", className="muted"),
                  dcc.RadioItems(id=ids.VERIFY_DEVICE, options=[], value=None, inline=True),
                  html.Div(id=ids.VERIFY_NOTE, className="muted"),
-                 html.Div([html.Button("Verify", id=ids.VERIFY_BTN, disabled=True),
+                 html.Div([html.Button(verify_label_text(None), id=ids.VERIFY_BTN,
+                                       disabled=True),
                            html.Button("Cancel", id=ids.VERIFY_CANCEL_BTN, disabled=True)],
                           className="buttons"),
                  html.Div(id=ids.VERIFY_STATUS, className="status"),
-                 html.Div(id=ids.VERIFY_RESULT),
+                 html.Div(verify_children(None, []), id=ids.VERIFY_RESULT),
                  id_=ids.VERIFY_CARD)
 
 
-def _graph(id_: str, height: int) -> dcc.Graph:
-    return dcc.Graph(id=id_, config=_GRAPH_CFG, style={"height": f"{height}px"})
+def _graph(id_: str, height: int) -> html.Div:
+    # the wrapper holds the height while plotly.js loads: the page does not jump, and the
+    # cards below the fold stay below it (they are mounted when scrolled into view)
+    return html.Div(dcc.Graph(id=id_, config=_GRAPH_CFG, style={"height": f"{height}px"}),
+                    style={"minHeight": f"{height}px"})
 
 
 def build_layout(defaults: Mapping[str, Any]) -> html.Div:
     """The whole page; ``defaults`` seeds the stores (graph and plan keys, settings...)."""
     s: PlanSettings = defaults["settings"]
-    stores = [dcc.Store(id=ids.GRAPH_KEY, data=defaults.get("graph_key")),
-              dcc.Store(id=ids.PLAN_KEY, data=defaults.get("plan_key")),
-              dcc.Store(id=ids.VIEW_RANGE, data=None), dcc.Store(id=ids.SELECTION, data=None),
-              dcc.Store(id=ids.STEP, data=None), dcc.Store(id=ids.TRACE_RESULT, data=None),
-              dcc.Store(id=ids.PLAN_RESULT, data=None),
-              dcc.Store(id=ids.IMPORT_RESULT, data=None),
-              dcc.Store(id=ids.VERIFY_DONE, data=None), dcc.Store(id=ids.TREE_OPEN, data={}),
-              dcc.Store(id=ids.RUNNING, data={"plan": False, "trace": False, "verify": False}),
-              dcc.Store(id=ids.SESSION, data=uuid.uuid4().hex),
-              dcc.Store(id=ids.VERIFY_OFF, data=True)]
+    st = lazy.store
+    stores = [st(ids.GRAPH_KEY, defaults.get("graph_key")),
+              st(ids.PLAN_KEY, defaults.get("plan_key")),
+              st(ids.VIEW_RANGE), st(ids.SELECTION), st(ids.STEP), st(ids.TRACE_RESULT),
+              st(ids.PLAN_RESULT), st(ids.IMPORT_RESULT), st(ids.VERIFY_DONE),
+              st(ids.TREE_OPEN, {}),
+              st(ids.RUNNING, {"plan": False, "trace": False, "verify": False}),
+              st(ids.SESSION, uuid.uuid4().hex), st(ids.VERIFY_OFF, True),
+              st(ids.MODULE_SEEN)]
     side = html.Div([_loading_card(defaults), _plan_card(s),
                      _card("Search", dcc.Input(id=ids.SEARCH_INPUT, type="search",
                                                placeholder="op or tensor name (regex)",
@@ -244,7 +248,7 @@ def module_card() -> html.Div:
         style_table={"overflowX": "auto"})
     return _card("Memory by module (bytes live at the peak)",
                  html.Div(id=ids.MODULE_TITLE, className="muted"), controls, table,
-                 _graph(ids.MODULE_ICICLE, 440), id_="module-card")
+                 _graph(ids.MODULE_ICICLE, 440), id_=ids.MODULE_CARD)
 
 
 def _tree_node(node: Mapping[str, Any], depth: int,
@@ -331,6 +335,11 @@ def search_children(hits: Sequence[tuple[str, str, str]]) -> list[Any]:
         return [html.Div("no match", className="muted")]
     return [html.Button(label, id={"type": ids.SEARCH_HIT, "index": f"{kind}:{ident}"},
                         className="hit") for kind, ident, label in hits]
+
+
+def verify_label_text(device: str | None) -> str:
+    """The Verify button says where it runs."""
+    return f"Verify on {'GPU' if device == 'cuda' else 'CPU'}"
 
 
 def verify_children(passed: bool | None, rows: Sequence[tuple[str, str]]) -> list[Any]:

@@ -6,10 +6,15 @@ changes).  A memo never hands out its stored object when that object could be mu
 figures are returned as copies (``copy=``), and array records are frozen (read-only NumPy
 arrays, see :func:`freeze_arrays`).
 
-Copies are taken under a lock per memo.  The app's server is threaded, and plotly's graph
-objects are not safe to read from two threads at once the first time: a read fills lazy
-caches inside the object (plotly.py issue #3441), so two threads copying one stored figure
-can corrupt it ("Bad property path", "Invalid value").
+A memo may also keep an immutable form of each stored value (``frozen=``, for figures:
+their JSON text), made once per entry and handed out as is: immutable objects may be
+shared and read from any thread.  The Dash callbacks send that form (parsed into a fresh
+dict), which skips both the copy and plotly's serialisation of the copy.
+
+Copies, and the one read that makes a frozen form, are taken under a lock per memo.  The
+app's server is threaded, and plotly's graph objects are not safe to read from two threads
+at once the first time: a read fills lazy caches inside the object (plotly.py issue #3441),
+so two threads copying one stored figure can corrupt it ("Bad property path", "Invalid value").
 """
 
 from __future__ import annotations
@@ -28,8 +33,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 _REGISTRY: dict[str, Any] = {}
 
 
-def memoised(maxsize: int, *, copy: Callable[[Any], Any] | None = None
-             ) -> Callable[[F], F]:
+def memoised(maxsize: int, *, copy: Callable[[Any], Any] | None = None,
+             frozen: Callable[[Any], Any] | None = None) -> Callable[[F], F]:
     """Decorator: an LRU memo of ``maxsize`` entries, registered for :func:`clear_caches`.
 
     Parameters
@@ -39,6 +44,10 @@ def memoised(maxsize: int, *, copy: Callable[[Any], Any] | None = None
     copy : callable, optional
         Applied to the stored value on every call, so callers get their own copy (for
         mutable results such as ``go.Figure``).
+    frozen : callable, optional
+        Makes an immutable form of a stored value (such as a figure's JSON text); the
+        memoised function then has ``.frozen(*args)``, which returns that form, made once
+        per entry (under the same lock as the copies) and kept with it.  Needs ``copy``.
 
     Examples
     --------
@@ -51,28 +60,65 @@ def memoised(maxsize: int, *, copy: Callable[[Any], Any] | None = None
     ([1], 1)
     >>> clear_caches(); f(1), len(calls)
     ([1], 2)
+    >>> @memoised(2, copy=list, frozen=tuple)
+    ... def g(n):
+    ...     calls.append(n)
+    ...     return [n, n]
+    >>> g.frozen(3), g.frozen(3) is g.frozen(3), g(3), calls[-1:]
+    ((3, 3), True, [3, 3], [3])
     """
+    if frozen is not None and copy is None:
+        raise ValueError("frozen= needs copy=: the stored value is mutable")
+
     def deco(fn: F) -> F:
-        cached = functools.lru_cache(maxsize=maxsize)(fn)
-        _REGISTRY[f"{fn.__module__}.{fn.__qualname__}"] = cached
         if copy is None:
+            cached = functools.lru_cache(maxsize=maxsize)(fn)
+            _REGISTRY[f"{fn.__module__}.{fn.__qualname__}"] = cached
             return cached  # type: ignore[return-value]
 
+        @functools.lru_cache(maxsize=maxsize)
+        def entry(*args: Any, **kwargs: Any) -> _Entry:
+            return _Entry(fn(*args, **kwargs))
+
+        _REGISTRY[f"{fn.__module__}.{fn.__qualname__}"] = entry
         locks = [threading.Lock()]
         # a job process forked while another thread held the lock starts with a fresh one
         os.register_at_fork(after_in_child=lambda: locks.__setitem__(0, threading.Lock()))
 
         @functools.wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
-            stored = cached(*args, **kwargs)
+            stored = entry(*args, **kwargs)
             with locks[0]:  # one reader of the stored object at a time
-                return copy(stored)
+                return copy(stored.value)
 
+        def frozen_form(*args: Any, **kwargs: Any) -> Any:
+            stored = entry(*args, **kwargs)
+            with locks[0]:
+                if stored.frozen is _MISSING:
+                    stored.frozen = frozen(stored.value)  # type: ignore[misc]
+                return stored.frozen
+
+        if frozen is not None:
+            wrapper.frozen = frozen_form  # type: ignore[attr-defined]
+        cached = entry
         wrapper.cache_clear = cached.cache_clear  # type: ignore[attr-defined]
         wrapper.cache_info = cached.cache_info  # type: ignore[attr-defined]
         return wrapper  # type: ignore[return-value]
 
     return deco
+
+
+_MISSING = object()
+
+
+class _Entry:
+    """A stored value and, once asked for, its frozen form (read and made under the lock)."""
+
+    __slots__ = ("frozen", "value")
+
+    def __init__(self, value: Any) -> None:
+        self.value = value
+        self.frozen: Any = _MISSING
 
 
 def clear_caches() -> None:

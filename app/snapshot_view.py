@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 from dash import Input, Output, State, dcc, html
 from dash.exceptions import PreventUpdate
 
-from app import ids, services, state
+from app import ids, lazy, services, state
 from app.analysis import fmt_bytes
 from app.budget import byte_unit
 from roam_core.base.errors import RoamError
@@ -217,10 +217,18 @@ def _planned_blocks(graph_key: str, plan_key: str) -> tuple[int, int, list]:
 
 
 # ------------------------------------------------------------------ Dash pieces
-def card(max_bytes: int = MAX_SNAPSHOT_UPLOAD_BYTES) -> html.Div:
-    """The measured-memory card."""
-    return html.Div([
-        html.H3("Measured memory (PyTorch snapshot)"),
+CARD = "snapshot-card"
+
+
+def card() -> html.Div:
+    """The measured-memory card: closed until opened (its body is :func:`body`)."""
+    return lazy.lazy_card(CARD, "Measured memory (PyTorch snapshot)",
+                          "open: drop a torch.cuda.memory snapshot to compare it with the plan")
+
+
+def body(max_bytes: int = MAX_SNAPSHOT_UPLOAD_BYTES) -> list[Any]:
+    """The snapshot upload, summary and charts (mounted when opened)."""
+    return [
         html.Details([html.Summary("How to read this"), html.Div(
             "Drop the pickle written by torch.cuda.memory._dump_snapshot (or by "
             "scripts/gpu_check.sh): its measured allocated and reserved bytes sit over the "
@@ -236,12 +244,12 @@ def card(max_bytes: int = MAX_SNAPSHOT_UPLOAD_BYTES) -> html.Div:
                             style={"height": "380px"}),
                   dcc.Graph(id=SNAP_SEGMENTS, config={"displaylogo": False},
                             style={"height": "380px"})], className="row2"),
-    ], className="card", id="snapshot-card")
+    ]
 
 
 def stores() -> list[Any]:
     """The view's stores."""
-    return [dcc.Store(id=SNAP_KEY, data=None)]
+    return [lazy.store(SNAP_KEY)]
 
 
 def on_snapshot_upload(contents: str | None, filename: str | None
@@ -281,6 +289,7 @@ def render_snapshot(snap: dict | None, graph: dict | None, plan: str | None, bas
 
 def register(app: dash.Dash) -> None:
     """Register the measured-memory callbacks."""
+    lazy.register_lazy(app, CARD, body)
     app.callback(Output(SNAP_KEY, "data"), Output(SNAP_STATUS, "children"),
                  Output(SNAP_UPLOAD, "contents"), Input(SNAP_UPLOAD, "contents"),
                  State(SNAP_UPLOAD, "filename"), prevent_initial_call=True)(on_snapshot_upload)

@@ -168,8 +168,6 @@ def put_plan(plan: Plan, key: str | None = None) -> str:
     text = dumps_plan(plan)
     key = key or "p-" + _sha(text.encode())
     cache().set(key, gzip.compress(text.encode(), compresslevel=3, mtime=0))
-    import sys
-    print(f"DEBUG put {key} dir={cache().directory} pid={os.getpid()} back={cache().get(key) is not None}", file=sys.stderr)
     _get_plan.cache_clear()  # type: ignore[attr-defined]
     return key
 
@@ -188,9 +186,6 @@ def get_plan(key: str) -> Plan:
 def _get_plan(key: str) -> Plan:
     data = cache().get(key)
     if data is None:
-        import sys
-        c = cache()
-        print(f"DEBUG missing {key} in={key in c} dir={c.directory} pid={os.getpid()} files={sum(len(f) for _, _, f in os.walk(c.directory))}", file=sys.stderr)
         raise PlanFormatError(f"plan {key} is no longer in the cache; plan again")
     return loads_plan(gzip.decompress(data).decode())
 

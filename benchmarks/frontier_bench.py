@@ -57,7 +57,7 @@ def run_config(name: str, batch: int, seq: int | None, budgets: int) -> dict[str
     sf, points, notes = recompute_frontier(g, cfg, make_plan=make_plan, budgets=budgets)
     return {"config": g.name, "ops": len(g.ops), "step_flops": sf,
             "resident_bytes": g.resident_bytes(), "trace_s": trace_s,
-            "frontier_s": time.perf_counter() - t0,
+            "frontier_s": time.perf_counter() - t0, "dropout_redrawn": True,
             "points": [{"method": p.method, "peak_bytes": p.peak_bytes,
                         "extra_flops": p.extra_flops, "budget_bytes": p.budget_bytes,
                         "recomputed_ops": p.recomputed_ops} for p in points],
@@ -96,9 +96,11 @@ def write_md(results: list[dict[str, Any]], path: Path) -> None:
              "included; extra FLOPs are torch's flop formulas recorded at trace time, as a "
              "share of the step without recomputation.  Baselines are applied by module "
              "structure to the same graph and planned by the same order + layout stages.  "
-             "What any method may drop follows roam's rules: outputs of random ops (dropout "
-             "masks) are kept.  On a tiny GPT without dropout, `checkpoint_blocks` gives the "
-             "same peak and extra FLOPs as the model wrapped in `torch.utils.checkpoint` "
+             "What any method may drop follows roam's rules: dropout masks are re-drawn from "
+             "the replayed RNG state (`benchmarks/rng_recompute_bench.py` compares with "
+             "keeping them); configs planned before roam did that say so.  On a tiny GPT "
+             "without dropout, `checkpoint_blocks` gives the same peak and extra FLOPs as "
+             "the model wrapped in `torch.utils.checkpoint` "
              "(a test).", ""]
     for r in results:
         sf = r["step_flops"] or 1
@@ -106,7 +108,9 @@ def write_md(results: list[dict[str, Any]], path: Path) -> None:
         lines += [f"## {r['config']}", "",
                   f"{r['ops']} ops, step {sf / 1e9:.1f} GFLOP, resident "
                   f"{r['resident_bytes'] / MIB:,.0f} MiB; trace {r['trace_s']:.0f} s, "
-                  f"frontier {r['frontier_s']:.0f} s.", "",
+                  f"frontier {r['frontier_s']:.0f} s."
+                  + ("" if r.get("dropout_redrawn") else "  Planned before roam re-drew "
+                     "dropout masks: every method keeps them."), "",
                   "| method | peak MiB | extra FLOPs | re-runs |", "|---|---:|---:|---:|"]
         for p in sorted(r["points"], key=lambda p: (p["method"] != "roam", -p["peak_bytes"])):
             lines.append(f"| {p['method']} | {p['peak_bytes'] / MIB:,.0f} | "

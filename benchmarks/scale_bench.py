@@ -170,8 +170,9 @@ def _markdown(res: dict[str, Any]) -> str:
             return fmt.format(x[k] / scale) if x and x.get(k) is not None else "-"
 
         speed = (f"{b['plan_cpu_s'] / a['plan_cpu_s']:.2f}x" if a and b else "-")
+        rev = f" (after = {r['after_rev']})" if r.get("after_rev") else ""
         lines.append(
-            f"| {r['layers']} | {r['ops']:,} | {t['trace_s']:.1f} ({t['trace_cpu_s']:.1f}) | "
+            f"| {r['layers']}{rev} | {r['ops']:,} | {t['trace_s']:.1f} ({t['trace_cpu_s']:.1f}) | "
             f"{f(b, 'plan_cpu_s')} | {f(a, 'plan_cpu_s')} | {speed} | "
             f"{f(b, 'plan_wall_s')} / {f(a, 'plan_wall_s')} | "
             f"{f(b, 'max_rss_bytes', '{:.0f}', MIB)} / {f(a, 'max_rss_bytes', '{:.0f}', MIB)} | "
@@ -184,19 +185,68 @@ def _markdown(res: dict[str, Any]) -> str:
     keys = ("baselines_rewrites", "decompose", "subtask_problems", "subtask_solves",
             "layout_validate")
     for r in rows:
+        rev = f" (after = {r['after_rev']})" if r.get("after_rev") else ""
         b = (r.get("before") or {}).get("stage_cpu_s", {})
         a = (r.get("after") or {}).get("stage_cpu_s", {})
         def cell(d: dict[str, float], k: str) -> str:
             return f"{d[k]:.2f}" if k in d else "-"
 
         cells = [f"{cell(b, k)} -> {cell(a, k)}" for k in keys]
-        lines.append(f"| {r['layers']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {r['layers']}{rev} | " + " | ".join(cells) + " |")
+    prev = res.get("previous")
+    if prev:
+        lines += ["", f"Beside the previous run ({prev['date']}, `after` = "
+                  f"{prev['after_sha'][:10]}; a different load, so compare CPU columns only "
+                  "roughly):", "",
+                  "| layers | ops | plan CPU s previous / now | max RSS MiB previous / now | "
+                  "peak / bound previous / now |", "|---:|---:|---:|---:|---:|"]
+        for r in rows:
+            p, a = prev["rows"].get(str(r["layers"])), r.get("after")
+
+            def g(x: dict[str, Any] | None, k: str, fmt: str, scale: float = 1.0) -> str:
+                return fmt.format(x[k] / scale) if x and x.get(k) is not None else "-"
+
+            rev = f" (after = {r['after_rev']})" if r.get("after_rev") else ""
+            lines.append(
+                f"| {r['layers']}{rev} | {r['ops']:,} | {g(p, 'plan_cpu_s', '{:.1f}')} / "
+                f"{g(a, 'plan_cpu_s', '{:.1f}')} | {g(p, 'max_rss_bytes', '{:.0f}', MIB)} / "
+                f"{g(a, 'max_rss_bytes', '{:.0f}', MIB)} | "
+                f"{g(p, 'peak_over_bound', '{:.4f}')} / {g(a, 'peak_over_bound', '{:.4f}')} |")
     sb, sa = res.get("growth_before"), res.get("growth_after")
     lines += ["", "Growth exponent (least-squares slope of log plan CPU s against log ops over "
-              f"the depths above): before {sb:.2f}, after {sa:.2f}." if sb and sa else "",
+              "the depths above): " + ", ".join(
+                  f"{k} {v:.2f}" for k, v in (("before", sb), ("after", sa)) if v) + "."
+              if sb or sa else "",
               "", "Planned peaks identical before/after at every depth: "
               f"{res['peaks_identical']}.", "", res.get("note", "")]
     return "\n".join(lines) + "\n"
+
+
+def _combine(args: argparse.Namespace) -> int:
+    runs = [json.loads(Path(p).read_text()) for p in args.combine]
+    res = dict(runs[0])
+    # rows of a run whose 'after' is not the first run's are marked with their revision
+    res["rows"] = sorted(({**r, "after_rev": run["after_sha"][:7]}
+                          if run["after_sha"] != runs[0]["after_sha"] else r
+                          for run in runs for r in run["rows"]),
+                         key=lambda r: (r["layers"], r.get("after_rev", "")))
+    res["combined_from"] = [{k: run[k] for k in ("date", "before_sha", "after_sha")}
+                            for run in runs]
+    res["growth_before"] = _slope(res["rows"], "before")
+    res["growth_after"] = _slope([r for r in res["rows"] if not r.get("after_rev")], "after")
+    res["peaks_identical"] = all(
+        r["before"]["planned_peak_bytes"] == r["after"]["planned_peak_bytes"]
+        for r in res["rows"] if r.get("before"))
+    res["note"] = args.note
+    if args.previous:
+        prev = json.loads(Path(args.previous).read_text())
+        res["previous"] = {"after_sha": prev["after_sha"], "date": prev["date"],
+                           "rows": {str(r["layers"]): r.get("after") for r in prev["rows"]}}
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{args.name}.json").write_text(json.dumps(res, indent=1))
+    (out / f"{args.name}.md").write_text(_markdown(res))
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,7 +261,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(ROOT / "benchmarks" / "results"))
     ap.add_argument("--name", default="scale")
     ap.add_argument("--note", default="", help="a line added under the table")
+    ap.add_argument("--previous", default=None, metavar="JSON",
+                    help="an earlier run's scale.json: its 'after' numbers go in a column")
+    ap.add_argument("--combine", nargs="+", default=None, metavar="JSON",
+                    help="write --name.{json,md} from the rows of these runs (run separately, "
+                         "e.g. the deepest depth after-only, at the same time) and plan nothing")
     args = ap.parse_args(argv)
+    if args.combine:
+        return _combine(args)
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}

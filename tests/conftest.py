@@ -44,6 +44,10 @@ def minimalloc() -> Path:
 
 #: Seconds stray child processes get to end on their own at the end of the session.
 REAP_GRACE_S = 5.0
+#: Long-lived helpers that are expected to outlive the tests (the app's job fork server and
+#: multiprocess's resource tracker): killed too, but not reported.
+EXPECTED = ("multiprocess.forkserver", "multiprocess.resource_tracker",
+            "multiprocessing.forkserver", "multiprocessing.resource_tracker")
 
 
 def reap_children(grace_s: float = REAP_GRACE_S) -> list[str]:
@@ -57,7 +61,9 @@ def reap_children(grace_s: float = REAP_GRACE_S) -> list[str]:
     names = []
     for proc in alive:
         try:
-            names.append(f"{proc.pid}: {' '.join(proc.cmdline())[:120]}")
+            cmd = " ".join(proc.cmdline())
+            if not any(e in cmd for e in EXPECTED):
+                names.append(f"{proc.pid}: {cmd[:120]}")
             proc.kill()
         except psutil.NoSuchProcess:
             pass

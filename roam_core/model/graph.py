@@ -193,7 +193,9 @@ class Op:
     recomputable : bool or None
         Whether a plan may re-run the op in the backward to rebuild a dropped activation
         (set by the tracer; ``None``: decided from the graph's structure alone, see
-        :func:`roam_core.model.recompute.recompute_blocker`).
+        :func:`roam_core.model.recompute.recompute_blocker`; ``False``: never; ``True`` on a
+        random op: the tracer recorded its RNG draw, so a re-run replays it exactly -- the
+        structural rules still apply).
 
     Notes
     -----
@@ -405,6 +407,9 @@ class Graph:
         >>> tiny_train_step().state_creation_ops()
         ()
         """
+        cached = self.__dict__.get("_state_creation")
+        if cached is not None:
+            return cached  # type: ignore[no-any-return]
         out = []
         for op in self.ops:
             if op.phase is not Phase.OPTIMIZER:
@@ -415,7 +420,10 @@ class Graph:
             if all(self.tensors[s].producer is None for s in self.storages_read(op.id)
                    if s not in created):
                 out.append(op.id)
-        return tuple(out)
+        # graphs are immutable: computed once (update groups ask for it once per group)
+        found = tuple(out)
+        _set(self, "_state_creation", found)
+        return found
 
     @property
     def resident_ids(self) -> tuple[TensorId, ...]:

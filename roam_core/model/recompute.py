@@ -16,11 +16,22 @@ recompute op on the same side of in-place writes of its inputs as its source (an
 update of a weight the forward op read runs after the re-run), so the copy equals the
 original.
 
-Which ops may be re-run (:func:`recompute_blocker`): forward or loss ops that do not write in
-place, do not draw random numbers (their masks are not reproduced), whose new storages are
-not step outputs, gradients or optimizer state and are never written in place later, and
-whose alias results are views of what they read.  The tracer records that verdict per op
-(``Op.recomputable``); ``False`` there always wins.
+Which ops may be re-run (:func:`recompute_blocker`): forward or loss ops whose new storages
+are not step outputs, gradients or optimizer state, whose alias results are views of what
+they read, and
+
+* that do not write in place -- except the ops that *build* a fresh storage in place
+  (:func:`inplace_built_storages`: CPU dropout's ``empty_like`` -> ``bernoulli_`` ->
+  ``div_`` mask): the whole chain is re-run on the copy, writing the copy only;
+* that draw no random numbers -- except when the tracer vouches that the draw is reproduced
+  (``Op.recomputable is True``: the op's generator state is recorded in the step's RNG
+  timeline, :mod:`roam_core.trace.rng`, and the runtime sets the generator back to it
+  before the re-run, :meth:`~roam_core.trace.rng.RngTimeline.with_replay`, as
+  ``torch.utils.checkpoint`` does).  A re-run of a random op runs after its source
+  (an ``RNG`` control edge): the state it replays is saved when the source's stream
+  reaches it.
+
+The tracer records its verdict per op (``Op.recomputable``); ``False`` there always wins.
 
 FLOPs: ``Op.flops`` is recorded by the tracer with torch's own formulas.  For graphs saved
 before schema 2 :func:`op_flops` estimates matrix products from the storage sizes (other ops
@@ -29,6 +40,7 @@ count 0, as in torch's counter) and :func:`flops_recorded` says so.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -53,6 +65,7 @@ __all__ = [
     "droppable_storages",
     "expand_graph",
     "flops_recorded",
+    "inplace_built_storages",
     "op_bytes_moved",
     "op_flops",
     "recompute_blocker",
@@ -163,8 +176,53 @@ def recompute_cost(graph: Graph, ops: Iterable[RecomputeOp]) -> tuple[int, int]:
 
 
 # ------------------------------------------------------------------ which ops may re-run
+def _random_blocked(op: Op) -> bool:
+    return op.random and op.recomputable is not True
+
+
+def inplace_built_storages(graph: Graph) -> frozenset[TensorId]:
+    """Storages an op makes and forward ops then *build* in place, re-runnable as a chain.
+
+    A storage ``S`` qualifies when its producer is a forward or loss op and every op that
+    writes ``S`` in place
+
+    * is a forward or loss op writing ``S`` only, returning views of ``S`` only,
+    * is not marked not recomputable, and draws no random numbers unless they are
+      reproduced (``Op.recomputable is True``),
+
+    and every other op that reads ``S`` runs after the last write (program order): nobody
+    reads a half-built version.  CPU dropout is the case in point: ``empty_like`` makes the
+    mask, ``bernoulli_`` fills it, ``div_`` scales it, the forward multiply and the backward
+    read the finished mask.  Re-running the producer and the writers, in order, on a new
+    storage rebuilds the finished value.
+    """
+    pos = {o: i for i, o in enumerate(graph.op_ids)}
+    writers: dict[TensorId, list[Op]] = {}
+    for op in graph.ops:
+        for s in op.mutates:
+            writers.setdefault(s, []).append(op)
+    out: set[TensorId] = set()
+    for s, ws in writers.items():
+        t = graph.tensors.get(s)
+        if t is None or t.producer is None or graph.op(t.producer).phase not in _EARLY_PHASES:
+            continue
+        ok = all(w.phase in _EARLY_PHASES and w.mutates == (s,) and w.recomputable is not False
+                 and not _random_blocked(w) and w.outputs
+                 and all(graph.storage_of(v) == s and graph.value_producer(v) == w.id
+                         and v != s for v in w.outputs)
+                 for w in ws)
+        if not ok:
+            continue
+        last = max(pos[w.id] for w in ws)
+        wids = {w.id for w in ws}
+        if all(pos[c] > last for c in t.consumers if c not in wids):
+            out.add(s)
+    return frozenset(out)
+
+
 def recompute_blocker(graph: Graph, op_id: str, *,
-                      written: frozenset[TensorId] | None = None) -> str | None:
+                      written: frozenset[TensorId] | None = None,
+                      built: frozenset[TensorId] | None = None) -> str | None:
     """Why ``op_id`` may not be re-run in a plan, or ``None`` when it may.
 
     Parameters
@@ -175,6 +233,8 @@ def recompute_blocker(graph: Graph, op_id: str, *,
         The op.
     written : frozenset, optional
         Storages some op writes in place (computed when not given).
+    built : frozenset, optional
+        :func:`inplace_built_storages` (computed when not given).
 
     Examples
     --------
@@ -188,10 +248,12 @@ def recompute_blocker(graph: Graph, op_id: str, *,
         return "marked not recomputable when traced"
     if op.phase not in _EARLY_PHASES:
         return f"an op of the {op.phase.value} phase"
-    if op.mutates:
+    if built is None:
+        built = inplace_built_storages(graph)
+    if op.mutates and not (len(op.mutates) == 1 and op.mutates[0] in built):
         return "writes in place"
-    if op.random:
-        return "draws random numbers (its mask is not reproduced)"
+    if _random_blocked(op):
+        return "draws random numbers (the trace does not record how to reproduce them)"
     if not op.outputs:
         return "produces no value"
     if written is None:
@@ -205,7 +267,7 @@ def recompute_blocker(graph: Graph, op_id: str, *,
             t = graph.tensors[s]
             if s in outputs or t.kind in _NO_DROP_KINDS:
                 return f"produces the {t.kind.value} {s!r}"
-            if s in written:
+            if s in written and s not in built:
                 return f"its result {s!r} is written in place later"
         elif s not in read:
             return f"returns a view of {s!r}, which it does not read"
@@ -215,7 +277,9 @@ def recompute_blocker(graph: Graph, op_id: str, *,
 def recompute_blockers(graph: Graph) -> dict[OpId, str | None]:
     """:func:`recompute_blocker` of every op (``None``: may be re-run)."""
     written = frozenset(s for o in graph.ops for s in o.mutates)
-    return {op.id: recompute_blocker(graph, op.id, written=written) for op in graph.ops}
+    built = inplace_built_storages(graph)
+    return {op.id: recompute_blocker(graph, op.id, written=written, built=built)
+            for op in graph.ops}
 
 
 def _late_readers(graph: Graph) -> dict[TensorId, list[OpId]]:
@@ -398,9 +462,16 @@ def expand_graph(graph: Graph, ops: Sequence[RecomputeOp],
                 aliases.append(Alias(v, base, OpId(r.id)))
                 new_storage[v] = base
             copy_of[v] = v0
+        muts: list[TensorId] = []
+        for s0 in src.mutates:  # an in-place builder writes the copy it reads, never s0
+            c = in_storage.get(s0)
+            if c is None or c == s0:
+                raise GraphError(f"recompute op {r.id!r} would write {s0!r} in place: a "
+                                 "re-run may only write the copies it reads")
+            muts.append(c)
         new_ops[r.id] = replace(src, id=OpId(r.id), phase=Phase.BACKWARD,
-                                inputs=tuple(r.inputs), outputs=tuple(r.outputs), mutates=(),
-                                recomputable=False)
+                                inputs=tuple(r.inputs), outputs=tuple(r.outputs),
+                                mutates=tuple(muts), recomputable=False)
     # rewire the readers
     rewire: dict[OpId, dict[ValueId, ValueId]] = {}
     for r in ops:
@@ -455,6 +526,27 @@ def expand_graph(graph: Graph, ops: Sequence[RecomputeOp],
                     edges.append(ControlEdge(w, OpId(r.id), EdgeReason.MUTATION))
                 elif w != r.source:
                     edges.append(ControlEdge(OpId(r.id), w, EdgeReason.MUTATION))
+    # a re-run of a random op replays the generator state its source drew at, saved when
+    # the source's stream reached it: it runs after the source
+    for r in ops:
+        if graph.op(r.source).random:
+            edges.append(ControlEdge(r.source, OpId(r.id), EdgeReason.RNG))
+    # a copy built in place (dropout's mask): writers in order, readers after the last one
+    copy_writers: dict[TensorId, list[OpId]] = {}
+    for r in ops:
+        for c in new_ops[r.id].mutates:
+            copy_writers.setdefault(c, []).append(OpId(r.id))
+    if copy_writers:
+        def storage_now(v: ValueId) -> TensorId:
+            return new_storage[v] if v in new_storage else now.get(v, graph.storage_of(v))
+
+        for ws in copy_writers.values():
+            edges.extend(ControlEdge(a, b, EdgeReason.MUTATION) for a, b in itertools.pairwise(ws))
+        for op in (*final_ops.values(), *new_ops.values()):
+            for c in {storage_now(v) for v in op.inputs} & copy_writers.keys():
+                ws = copy_writers[c]
+                if op.id not in ws and tensors[c].producer != op.id:
+                    edges.append(ControlEdge(ws[-1], op.id, EdgeReason.MUTATION))
     if order is None:
         prog = _program_order(graph, ops, final_ops, new_ops, copy_of)
     else:

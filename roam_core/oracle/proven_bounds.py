@@ -51,7 +51,7 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, round_size
@@ -827,6 +827,22 @@ def _chain_scan(entry, cost, stop: int):
     return out
 
 
+def _chain_window(anc: int, desc: int, cmask: int, cpos: Mapping[int, int], monotone: bool,
+                  m: int) -> tuple[int, int]:
+    """``(lo, hi)``: an op with ancestor / descendant masks ``anc`` / ``desc`` runs between
+    chain positions ``lo`` (one after its last chain ancestor) and ``hi`` (its first chain
+    descendant).  With a monotone chain (program indices increasing along it) those are the
+    highest / lowest set bits: ``O(N / 64)`` instead of iterating every bit (``O(m N / 64)``).
+    """
+    ca, cd = anc & cmask, desc & cmask
+    lo, hi = 0, m
+    if ca:
+        lo = (cpos[ca.bit_length() - 1] if monotone else max(cpos[i] for i in iter_bits(ca))) + 1
+    if cd:
+        hi = cpos[(cd & -cd).bit_length() - 1] if monotone else min(cpos[i] for i in iter_bits(cd))
+    return lo, hi
+
+
 def chain_group_lower_bound(
     graph: Graph,
     order: Sequence[OpId] | None = None,
@@ -989,12 +1005,8 @@ def chain_group_lower_bound(
         for j, g in enumerate(gidx):
             for i in iter_bits(r.ancestors[g] & umask):
                 pred_local[j] |= 1 << local[i]
-            ca = r.ancestors[g] & cmask
-            if ca:
-                lo_u[j] = max(cpos[i] for i in iter_bits(ca)) + 1
-            cd = r.descendants[g] & cmask
-            if cd:
-                hi_u[j] = min(cpos[i] for i in iter_bits(cd))
+            lo_u[j], hi_u[j] = _chain_window(r.ancestors[g], r.descendants[g], cmask, cpos,
+                                             monotone, m)
         if any(lo_u[j] > hi_u[j] for j in range(k)):
             continue  # inconsistent (cannot happen for a true chain); skip
         ds = _down_sets(pred_local, max_down_sets)
@@ -1043,11 +1055,9 @@ def chain_group_lower_bound(
 
         inf = np.inf
         val: dict[int, np.ndarray] = {}
-        need = [0] * (m + 1)  # local mask of U ops that must be done before chain op i
-        for j in range(k):
-            if hi_u[j] < m:
-                for i in range(hi_u[j], m + 1):
-                    need[i] |= 1 << j
+        # U op j must be done before chain op i >= hi_u[j]: with down-set d the chain can
+        # step while no op outside d is needed, i.e. up to the lowest hi_u of those
+        needed_at = [(hi_u[j], j) for j in range(k) if hi_u[j] < m]
         for d in ds:  # ascending ints: every subset comes before its supersets
             v = np.full(m + 1, inf)
             if d == 0:
@@ -1060,9 +1070,9 @@ def chain_group_lower_bound(
                 ok = (idx >= lo_u[u]) & (idx <= hi_u[u])
                 v = np.where(ok, np.minimum(v, cand), v)
             cc = chain_cost(d)
-            # chain steps: v[i+1] = min(v[i+1], max(v[i], cc[i])) where allowed; need[] only
+            # chain steps: v[i+1] = min(v[i+1], max(v[i], cc[i])) where allowed; the needed set only
             # grows with i, so the allowed steps are a prefix
-            stop = next((i for i in range(m) if need[i] & ~d), m)
+            stop = min((h for h, j in needed_at if not d >> j & 1), default=m)
             val[d] = _chain_scan(v, cc, stop)
         full = (1 << k) - 1
         res = val.get(full)

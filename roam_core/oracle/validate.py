@@ -10,7 +10,8 @@ never raises on a bad plan.  The rules:
 3. (layouts, see :func:`check_arena`) every planned tensor has an aligned offset inside the
    arena and no two co-live tensors share bytes;
 4. (recomputation, see :func:`check_recompute`) every recompute op re-runs a re-runnable op
-   on the same inputs it read (``RECOMPUTE_MISMATCH``), its inputs exist when it runs
+   on the same inputs it read (``RECOMPUTE_MISMATCH``; random ops only when the tracer
+   vouches that their draw is replayed), its inputs exist when it runs
    (``RECOMPUTE_INPUT``), and no op reads a dropped value before it is recomputed
    (``READ_DROPPED``).  Orders and layouts of such plans are checked on the expanded graph
    (:func:`roam_core.model.recompute.expand_graph`).
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from roam_core.base.errors import GraphError, Violation, ViolationKind
 from roam_core.model.graph import EdgeReason, Graph, OpId, TensorId, round_size
-from roam_core.model.recompute import expand_graph, recompute_blocker
+from roam_core.model.recompute import expand_graph, recompute_blockers
 
 if TYPE_CHECKING:  # data types only; the validator shares no code with any solver
     from roam_core.model.dsa import Problem, Solution
@@ -283,7 +284,8 @@ def check_plan(graph: Graph, plan: Any) -> list[Violation]:
     # is reported once, by check_recompute, not again as a broken data edge
     flagged = {v.subject_id for v in own}
     out.extend(v for v in check_order(g2, plan.order)
-               if not (v.kind is ViolationKind.PRECEDENCE and v.subject_id in flagged))
+               if not (v.kind in (ViolationKind.PRECEDENCE, ViolationKind.RNG_ORDER)
+                       and v.subject_id in flagged))
     out.extend(check_arena(g2, plan.order, plan.offsets, plan.arena_bytes,
                            plan.alignment_bytes))
     return out
@@ -298,8 +300,11 @@ def check_recompute(graph: Graph, recompute: Sequence[Any],
     * ``RECOMPUTE_MISMATCH``: the copy may differ from the original -- the source op is
       unknown or may not be re-run (in-place, random, optimizer, ...), an input is neither
       the value the source read nor a recomputed copy of it, the output count differs, a
-      listed reader reads none of the source's values, or an input storage was written in
-      place between the source and the re-run (the re-run would read another version);
+      listed reader reads none of the source's values, an input storage was written in
+      place between the source and the re-run (the re-run would read another version), or
+      the re-run of an in-place op writes the original storage instead of a copy;
+    * ``RNG_ORDER``: the re-run of a random op runs before its source (the generator state
+      it replays is recorded when the source's stream reaches it);
     * ``RECOMPUTE_INPUT``: an input is not available at the recompute op's step (its
       producer, or the recompute op making the copy, runs later or not at all);
     * ``READ_DROPPED``: a reader of the copy runs before the recompute op (it would read the
@@ -334,6 +339,7 @@ def check_recompute(graph: Graph, recompute: Sequence[Any],
     for op in graph.ops:
         for s in op.mutates:
             writers.setdefault(s, []).append(op.id)
+    blockers: dict[OpId, str | None] | None = None
     for r in recompute:
         try:
             src = graph.op(r.source)
@@ -341,7 +347,9 @@ def check_recompute(graph: Graph, recompute: Sequence[Any],
             out.append(Violation(ViolationKind.RECOMPUTE_MISMATCH, r.id,
                                  f"recompute op {r.id!r} copies unknown op {r.source!r}"))
             continue
-        why = recompute_blocker(graph, src.id)
+        if blockers is None:
+            blockers = recompute_blockers(graph)
+        why = blockers[src.id]
         if why is not None:
             out.append(Violation(ViolationKind.RECOMPUTE_MISMATCH, r.id,
                                  f"recompute op {r.id!r} re-runs {src.id!r}, which may not be "
@@ -378,6 +386,17 @@ def check_recompute(graph: Graph, recompute: Sequence[Any],
                     out.append(Violation(ViolationKind.RECOMPUTE_MISMATCH, r.id,
                                          f"recompute op {r.id!r} reads {s!r} after {w!r} wrote "
                                          f"it in place, {src.id!r} read it before"))
+        for u, u0 in zip(r.inputs, src.inputs):
+            if u == u0 and graph.storage_of(u0) in src.mutates:
+                out.append(Violation(ViolationKind.RECOMPUTE_MISMATCH, r.id,
+                                     f"recompute op {r.id!r} writes {graph.storage_of(u0)!r} "
+                                     f"in place, as {src.id!r} did: a re-run may only write "
+                                     "the copies it reads"))
+        if src.random and here is not None and pos.get(src.id, len(order)) > here:
+            out.append(Violation(ViolationKind.RNG_ORDER, r.id,
+                                 f"recompute op {r.id!r} replays the random draw of "
+                                 f"{src.id!r} before {src.id!r} runs: the generator state it "
+                                 "replays is not recorded yet"))
         outs0 = set(src.outputs)
         for reader in r.readers:
             if reader not in graph.op_ids:

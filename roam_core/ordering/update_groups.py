@@ -151,6 +151,7 @@ def update_groups(graph: Graph, *,
     if reach is None and members:
         reach = reachability(graph)
     groups: list[UpdateGroup] = []
+    creates_state = set(graph.state_creation_ops())  # once: per group it is O(N) each
     taken: set[int] = set()
     for _, ops in members:
         taken.update(ops)
@@ -159,7 +160,7 @@ def update_groups(graph: Graph, *,
         if ops_c is None:
             _logger.info("update group of %s is not convex; left ungrouped", anchor)
             continue
-        groups.append(_describe(graph, anchor, ops_c, alignment_bytes))
+        groups.append(_describe(graph, anchor, ops_c, alignment_bytes, creates_state))
     groups.sort(key=lambda g: index[g.op_ids[0]])
     return tuple(groups)
 
@@ -294,10 +295,9 @@ def block_profile(
 
 
 def _describe(graph: Graph, anchor: TensorId, ops: list[int],
-              alignment_bytes: int) -> UpdateGroup:
+              alignment_bytes: int, creates_state: set[OpId]) -> UpdateGroup:
     cg = compact(graph, alignment_bytes)
     in_group = set(ops)
-    creates_state = set(graph.state_creation_ops())
     # state inits: state creation with no predecessor in the group (sunk just in time)
     state_init = [v for v in ops if cg.op_ids[v] in creates_state
                   and not any(p in in_group for p in cg.preds[v])]

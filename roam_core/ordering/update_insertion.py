@@ -15,6 +15,7 @@ Placing groups (:func:`insert_update_groups`)
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -193,24 +194,63 @@ def tracked_insertion(
     return cg.order_ids(seq), prof
 
 
+def _nearest_placed(cg: CompactGraph, block: list[int], pos: np.ndarray, up: bool) -> list[int]:
+    """Positions of the placed ops nearest to ``block`` among its ancestors (``up``) or
+    descendants: walk the edges from the block through ops not placed yet and stop at the
+    first placed op on every path.  The sequence respects every ordering path, so the
+    latest ancestor / earliest descendant in it is one of them (``O(edges walked)``, where
+    the reachability masks cost ``O(N)`` per block)."""
+    nbrs = cg.preds if up else cg.succs
+    seen = set(block)
+    stack = list(block)
+    found = []
+    while stack:
+        v = stack.pop()
+        for u in nbrs[v]:
+            if u in seen:
+                continue
+            seen.add(u)
+            if pos[u] >= 0:
+                found.append(int(pos[u]))
+            else:
+                stack.append(u)
+    return found
+
+
+def _seg_max(x: np.ndarray, a: int, b: int, cuts: list[tuple[int, int]], inc: bool) -> int:
+    """``max(x[j] + add(j))`` over ``a <= j < b`` (``0`` when empty), where ``add(j)`` is the
+    sum of the sizes of ``cuts`` (``(point, size)``) with ``point <= j`` (``inc``) or with
+    ``point >= j`` (not ``inc``): one pass over ``x[a:b]`` in slices, no copies."""
+    if b <= a:
+        return 0
+    pts = sorted({min(max(p + (0 if inc else 1), a), b) for p, _ in cuts} | {a, b})
+    best = None
+    for lo, hi in itertools.pairwise(pts):
+        if hi <= lo:
+            continue
+        add = sum(sz for p, sz in cuts if (p <= lo if inc else p >= hi - 1))
+        v = int(x[lo:hi].max()) + add
+        best = v if best is None or v > best else best
+    return 0 if best is None else best
+
+
 def _insert_block(
-    cg: CompactGraph, reach: Reachability, seq: list[int], prof: np.ndarray,
+    cg: CompactGraph, reach: Reachability | None, seq: list[int], prof: np.ndarray,
     freed: np.ndarray, pos: np.ndarray, block: list[int], tie: str,
 ) -> tuple[list[int], np.ndarray, np.ndarray]:
-    """Insert ``block`` at its best slot of ``seq``; update ``pos`` in place (steps a-e)."""
-    n = cg.n_ops
+    """Insert ``block`` at its best slot of ``seq``; update ``pos`` in place (steps a-e).
+
+    Only the slots of the block's window are scored: the profile before and after it
+    enters as two maxima, so a block costs a few passes over the sequence (the splice) plus
+    ``O(window)``.  ``reach`` is unused (kept for callers).
+    """
     m = len(seq)
     L = len(block)
-    in_seq = pos >= 0
     # a. window: after every ancestor, before every descendant already placed
-    anc = desc = 0
-    for v in block:
-        anc |= reach.ancestors[v]
-        desc |= reach.descendants[v]
-    a_pos = pos[mask_to_bool(anc, n) & in_seq]
-    d_pos = pos[mask_to_bool(desc, n) & in_seq]
-    lo = int(a_pos.max()) + 1 if len(a_pos) else 0
-    hi = int(d_pos.min()) if len(d_pos) else m
+    a_pos = _nearest_placed(cg, block, pos, up=True)
+    d_pos = _nearest_placed(cg, block, pos, up=False)
+    lo = max(a_pos) + 1 if a_pos else 0
+    hi = min(d_pos) if d_pos else m
     if lo > hi:  # cannot happen for convex groups in a valid sequence; never trust it
         raise GraphError(f"no slot for the update block starting at {cg.op_ids[block[0]]!r}")
     internal, bfreed, long, ext = block_profile(cg, block, pos)
@@ -230,20 +270,31 @@ def _insert_block(
     for s, size in long:
         last = m - 1 if cg.is_output[s] else max(int(pos[u]) for u in cg.users[s] if pos[u] >= 0)
         long_last.append((last, size))
-    # c. the sequence's steps for slot k: before k (extended inputs), from k (long outputs)
-    A = prof.copy()
-    for e, size, _, _ in ext_e:
-        if e + 1 < m:
-            A[e + 1:] += size
-    pref_a = np.concatenate(([0], np.maximum.accumulate(A))) if m else np.zeros(1, np.int64)
-    C = prof.copy()
+    # c. for slot k: max of A over steps before k, A = prof + externals extended past their
+    #    last use e (steps > e); max of C from k on, C = prof + long outputs (steps <= last);
+    #    both >= 0, so an empty range counts 0 as the full-length prefix/suffix maxima did
+    a_cuts = [(e + 1, size) for e, size, _, _ in ext_e if e + 1 < m]
+    win = np.arange(lo, hi + 1)
+    a_w = prof[lo:hi].copy()  # A at steps lo .. hi-1
+    for p, size in a_cuts:
+        if p < hi:
+            a_w[max(p, lo) - lo:] += size
+    pref_a = np.empty(len(win), dtype=np.int64)
+    pref_a[0] = _seg_max(prof, 0, lo, a_cuts, inc=True)
+    if len(a_w):
+        pref_a[1:] = np.maximum(np.maximum.accumulate(a_w), pref_a[0])
+    c_hi = min(hi, m)  # C at steps lo .. c_hi-1 (slot m has an empty suffix)
+    c_w = prof[lo:c_hi].copy()
     for last, size in long_last:
-        C[: last + 1] += size
-    suf_c = np.concatenate((np.maximum.accumulate(C[::-1])[::-1], [0])) if m else \
-        np.zeros(1, np.int64)
-    cross = np.zeros(m + 1, dtype=np.int64)
-    if m:
-        cross[1:] = prof - freed
+        if last >= lo:
+            c_w[: min(last, c_hi - 1) - lo + 1] += size
+    tail = _seg_max(prof, c_hi, m, long_last, inc=False)  # C from step hi on (slot hi)
+    suf_c = np.full(len(win), tail, dtype=np.int64)
+    if len(c_w):
+        suf_c[:len(c_w)] = np.maximum(np.maximum.accumulate(c_w[::-1])[::-1], tail)
+    cross_w = np.zeros(len(win), dtype=np.int64)
+    k0 = max(lo, 1)
+    cross_w[k0 - lo:] = prof[k0 - 1:hi] - freed[k0 - 1:hi]
     # d. the block's own peak for each prefix of extended externals
     es = np.array([e for e, *_ in ext_e], dtype=np.int64)
     bpeaks = []
@@ -252,18 +303,17 @@ def _insert_block(
     for _, size, lastb, _ in ext_e:
         curve[: lastb + 1] += size
         bpeaks.append(int(curve.max()))
-    ks = np.arange(lo, hi + 1)
-    r = np.searchsorted(es, ks, side="left")
-    block_peak = cross[ks] + np.asarray(bpeaks, dtype=np.int64)[r]
-    total = np.maximum(np.maximum(pref_a[ks], suf_c[ks]), block_peak)
+    r = np.searchsorted(es, win, side="left")
+    block_peak = cross_w + np.asarray(bpeaks, dtype=np.int64)[r]
+    total = np.maximum(np.maximum(pref_a, suf_c), block_peak)
     if tie == "light":
-        best = np.lexsort((ks, block_peak, total))[0]
+        best = np.lexsort((win, block_peak, total))[0]
     else:
         best = int(np.argmin(total))
-    k = int(ks[best])
+    k = int(win[best])
     n_ext = int(r[best])
     # e. apply: extend externals, add long storages, splice the block's curve in
-    bprof = internal + cross[k]
+    bprof = internal + (int(prof[k - 1] - freed[k - 1]) if k else 0)
     for e, size, lastb, _ in ext_e[:n_ext]:
         prof[e + 1: k] += size
         freed[e] -= size
@@ -279,7 +329,7 @@ def _insert_block(
     freed = np.concatenate((freed[:k], bfreed, freed[k:]))
     pos[pos >= k] += L
     pos[block] = np.arange(k, k + L)
-    seq = seq[:k] + list(block) + seq[k:]
+    seq[k:k] = block
     return seq, prof, freed
 
 

@@ -18,8 +18,10 @@ planner as roam, so the comparison is like for like:
   K.  Not applicable without such a softmax (CNNs, fused attention kernels).
 
 Blocks are the children of the graph's largest module list (module paths ``<prefix>.<i>``
-from the tracer, ``Op.module``).  What a policy may drop follows roam's rules: outputs of
-random ops (dropout masks) are kept, since their draws are not replayed.
+from the tracer, ``Op.module``).  What a policy may drop follows roam's rules
+(:func:`~roam_core.model.recompute.recompute_blocker`): dropout masks are dropped and
+re-drawn from the replayed generator state, as ``torch.utils.checkpoint`` does, when the
+tracer recorded their draws (graphs traced before that keep them).
 """
 
 from __future__ import annotations

@@ -104,7 +104,13 @@ def exact_recompute(graph: Graph, budget_bytes: int, *,
         raise ValueError(f"exact_recompute: {len(graph.ops)} ops > max_ops={max_ops}")
     t0 = time.perf_counter()
     g = graph
-    why = recompute_blockers(g)
+    why = dict(recompute_blockers(g))
+    # in-place built storages (CPU dropout masks) are kept here: the model does not follow
+    # in-place writes into copies (the greedy planner rebuilds them as chains)
+    written = {s for o in g.ops for s in o.mutates}
+    for o in g.ops:
+        if why[o.id] is None and (o.mutates or written & set(g.storages_created(o.id))):
+            why[o.id] = "builds a storage in place (not modelled by the exact planner)"
     rec = [o.id for o in g.ops if why[o.id] is None]
     late = {o.id for o in g.ops if o.phase in LATE_PHASES}
     size = {t.id: round_size(t.size_bytes, alignment_bytes) for t in g.tensors.values()}
@@ -171,6 +177,8 @@ def exact_recompute(graph: Graph, budget_bytes: int, *,
             m.AddImplication(d[s], run[q])
             m.Add(pos[rid[q]] < pos[op.id]).OnlyEnforceIf(d[s])
     for p in rec:
+        if g.op(p).random:  # a re-run replays the state its source drew at: after it
+            m.Add(pos[p] < pos[rid[p]]).OnlyEnforceIf(run[p])
         for u in g.op(p).inputs:
             su = g.storage_of(u)
             q = g.value_producer(u)

@@ -346,13 +346,18 @@ def _closure(ev_self: JitEvaluator, s: TensorId, dset: set[TensorId], running: s
 
 
 def _pinned_before(ev_self: JitEvaluator, new: Sequence[OpId], pos: dict[str, int],
-                   step: int) -> bool:
+                   step: int, drop: set[TensorId] | frozenset[TensorId] = frozenset()
+                   ) -> bool:
     """Whether a re-run of ``new`` must run at or before ``step``: it reads a storage that
-    an in-place write after its source (at or before ``step``) overwrites."""
+    an in-place write after its source (at or before ``step``) overwrites.  Storages in
+    ``drop`` are read through their copies (an in-place built mask: its writers re-run on
+    the copy), never overwritten."""
     g = ev_self.graph
     for o in new:
         src = pos[o]
         for u in g.op(o).inputs:
+            if g.storage_of(u) in drop:
+                continue
             for w in ev_self.writers.get(g.storage_of(u), ()):
                 if src < pos[w] <= step:
                     return True
@@ -436,7 +441,7 @@ def greedy_trajectory(
                     return a <= p < b
 
                 new, kept, chain = _closure(ev_self, s, dset, running, live_at)
-                if _pinned_before(ev_self, new, pos, p):
+                if _pinned_before(ev_self, new, pos, p, dset | {s, *chain}):
                     continue  # a re-run would have to run before the peak: no gain
                 penalty = sum(ev_self.size[k] for k in set(kept) if not live_at(k))
                 gain = ev_self.size[s] - penalty

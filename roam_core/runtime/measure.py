@@ -177,6 +177,10 @@ def _child(recipe: Recipe, which: str, plan_light: dict[str, Any], device: str, 
     traced = trace_fx(model, inputs, loss_fn, optimizer, setting=setting, device=dev, **kw)
     if traced.graph.fingerprint() != plan_light["fingerprint"]:
         raise ExecutorError("re-traced graph in the measuring process differs from the plan's")
+    if plan_light.get("recompute"):  # the re-runs (and RNG replays) of a recompute plan
+        from roam_core.runtime.recompute import expand_traced
+
+        traced = expand_traced(traced, plan_light["recompute"])
     _, factory = make_optimizer_factory(optimizer, setting, **kw)
     st = prepare_state(traced, model, inputs, factory, dev, seed=seed)
     if which == "eager":
@@ -210,7 +214,8 @@ def measure_subprocess(recipe: Recipe, plan: Any, which: str, *, device: str = "
     import multiprocessing
 
     light = {"fingerprint": plan.graph_fingerprint, "order": list(plan.order),
-             "offsets": dict(plan.offsets), "arena_bytes": int(plan.arena_bytes)}
+             "offsets": dict(plan.offsets), "arena_bytes": int(plan.arena_bytes),
+             "recompute": tuple(getattr(plan, "recompute", ()) or ())}
     ctx = multiprocessing.get_context("spawn")
     with concurrent.futures.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as pool:
         fut = pool.submit(_child, recipe, which, light, device, steps, seed, check_addresses,

@@ -11,9 +11,17 @@ ops into a traced step the :class:`~roam_core.runtime.arena.ArenaRunner` runs un
   copy shares the copy's storage, as in the expanded memory graph);
 * the memory graph is :func:`roam_core.model.recompute.expand_graph` of the traced one.
 
+* each re-run of a random op (dropout's ``bernoulli_`` on CPU, ``native_dropout`` on CUDA)
+  is added to the step's RNG timeline as a replay of its source
+  (:meth:`~roam_core.trace.rng.RngTimeline.with_replay`): the runner's
+  :class:`~roam_core.runtime.rng.RngReplay` sets the generator back to the state the source
+  drew at (saved when the forward stream reached it) and, after the re-run, to where the
+  stream was.  The re-run is the same kernel on the same inputs from the same generator
+  state, so its mask is the forward's bit for bit -- on CPU (Mersenne Twister state) and on
+  CUDA (Philox seed and offset), exactly what ``torch.utils.checkpoint`` relies on.
+
 The FX graph is not recompiled (recompute op ids are not Python identifiers); the runner
-interprets nodes, it never calls the generated code.  Random ops are never recomputed
-(:func:`~roam_core.model.recompute.recompute_blocker`), so no RNG state is replayed here.
+interprets nodes, it never calls the generated code.
 """
 
 from __future__ import annotations
@@ -169,5 +177,14 @@ def expand_traced(traced: Any, recompute: Sequence[RecomputeOp]) -> Any:
                 for u in n.users:
                     if u.target is operator.getitem:
                         _rerun_meta(u)
+    rng = traced.rng
+    random_ops = rng.by_op
+    for r in recompute:
+        if r.source in random_ops:
+            rng = rng.with_replay(r.id, r.source)
+        elif g0.op(r.source).random:
+            raise ExecutorError(f"recompute op {r.id!r}: the traced step records no RNG draw "
+                                f"for the random op {r.source!r}, so its re-run cannot "
+                                "reproduce it")
     gm = _GraphView(traced.gm, fx)
-    return replace(traced, gm=gm, graph=g2, values=values)
+    return replace(traced, gm=gm, graph=g2, values=values, rng=rng)

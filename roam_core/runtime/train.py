@@ -179,7 +179,8 @@ class PlannedStep:
         if self.cuda_graph and runner.rng.active:  # before anything changes
             raise ExecutorError(
                 "cuda_graph=True: this step rewinds the RNG (torch.utils.checkpoint with "
-                "dropout), and setting a generator's state cannot be captured in a CUDA graph; "
+                "dropout, or a recompute plan that re-draws dropout masks), and setting a "
+                "generator's state cannot be captured in a CUDA graph; "
                 "use cuda_graph=False")
         program = runner.program(self.plan.order, scalar_slots=scalars.slots)
         if self.cuda_graph and runner.off_device:

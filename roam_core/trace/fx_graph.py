@@ -129,13 +129,16 @@ class _Builder:
         random = is_random(node)
         flops, read, wrote = _costs(node, val, outs, mutates, self)
         # None: the structural rule (roam_core.model.recompute) decides; False: the executor
-        # could not replay the op (not an ATen overload) or it is not bit-reproducible
+        # could not replay the op (not an ATen overload) or it is not bit-reproducible;
+        # True (random ops): the RNG timeline records its draw, a re-run replays it
         replayable = isinstance(target, torch._ops.OpOverload) and (
             torch.Tag.nondeterministic_bitwise not in target.tags)
+        rec: bool | None = None if replayable else False
+        if random and replayable:
+            rec = _draw_replayable(node)
         self.ops.append(Op(OpId(node.name), _target_name(target), phase, tuple(inputs),
                            tuple(outs), tuple(mutates), bool(random), flops=flops,
-                           bytes_read=read, bytes_written=wrote,
-                           recomputable=None if replayable else False))
+                           bytes_read=read, bytes_written=wrote, recomputable=rec))
 
 
 def _nbytes(v: Any) -> int:
@@ -199,6 +202,26 @@ def _costs(node: Any, val: Any, outs: Sequence[str], mutates: Sequence[TensorId]
     leaves = val if isinstance(val, (tuple, list)) else [val]
     wrote = sum(_nbytes(x) for x in leaves)
     return flops, read, wrote
+
+
+def _draw_replayable(node: Any) -> bool:
+    """Whether a re-run of the random op ``node`` draws the forward's numbers when the
+    device's default generator is set back to the state the op drew at (what
+    :mod:`roam_core.runtime.rng` does): it draws from the default CPU or CUDA generator (no
+    explicit ``generator=`` argument, whose state the timeline does not follow)."""
+    gen = node.kwargs.get("generator")
+    if gen is None:
+        schema_args = node.target._schema.arguments
+        for i, a in enumerate(schema_args):
+            if a.name == "generator":
+                gen = _arg(node, schema_args, i)
+    if gen is not None:
+        return False
+    from torch.utils._pytree import tree_leaves
+
+    devs = {v.device.type for v in tree_leaves(node.meta.get("val"))
+            if isinstance(v, torch.Tensor)}
+    return bool(devs) and devs <= {"cpu", "cuda", "meta"}
 
 
 def is_random(node: Any) -> bool:

@@ -54,13 +54,14 @@ def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
     from werkzeug.serving import WSGIRequestHandler, make_server
 
     from app import create_app
+    from tests.app.job_doubles import HOOK
 
     class Quiet(WSGIRequestHandler):
         def log_request(self, *args: Any, **kwargs: Any) -> None:
             pass
 
     cdir = str(tmp_path_factory.mktemp("appcache"))
-    app = create_app(cache_dir=cdir, startup_time_limit_s=2.0)
+    app = create_app(cache_dir=cdir, startup_time_limit_s=2.0, job_hooks=(HOOK,))
     srv = make_server("127.0.0.1", 0, app.server, threaded=True, request_handler=Quiet)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{srv.server_port}", cdir

@@ -1,7 +1,8 @@
 """End-to-end: Playwright drives Debian chromium against the served app.
 
 One shared server (session fixture) with short planner limits.  Background jobs run in
-forked processes, so a planner patched here (slow, for cancel) is what the job runs.
+processes forked from the app's fork server, which never sees a monkeypatch: a slow planner
+(for cancel) is asked for through the cache (:mod:`tests.app.job_doubles`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ from app import planning, verify
 from roam_core.formats import plan_io
 from roam_core.formats.graph_io import dumps_graph
 from roam_core.model.samples import chain3, diamond, tiny_train_step
-from roam_core.planner import PlanProgress
 from tests.app.helpers import planned_with_tree
+from tests.app.job_doubles import slow_planner
 
 pytestmark = pytest.mark.browser
 expect: Any = None
@@ -190,31 +191,13 @@ def test_malformed_upload_shows_error_and_app_keeps_working(page_factory: Any,
                                                            timeout=T)
 
 
-def _slow_planner(delay_s: float, then_real: bool) -> Any:
-    real = planning.run_planner
-
-    def slow(graph: Any, settings: Any, progress: Any = None, cancel: Any = None) -> Any:
-        if cancel is None:  # planned on load (small graphs), not by the Plan button
-            return real(graph, settings, progress)
-        if progress:
-            progress(PlanProgress("order", 0, 3, None, "slow test planner"))
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < delay_s:
-            if cancel is not None and cancel():  # what make_plan does between sub-tasks
-                return real(graph, dataclasses.replace(settings, method="eager"))
-            time.sleep(0.05)
-        if not then_real:
-            raise AssertionError("the job should have been cancelled")
-        return real(graph, settings, progress, cancel)
-
-    return slow
-
-
-def test_cancel_stops_the_job(page_factory: Any, tmp_path: Path,
-                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_cancel_stops_the_job(page_factory: Any, tmp_path: Path) -> None:
     """Cancel says so, stops the progress text, clears the old status, shows the best plan."""
-    monkeypatch.setattr(planning, "run_planner", _slow_planner(60, then_real=False))
-    page = page_factory()
+    with slow_planner(60, then_real=False):
+        _cancel_twice(page_factory(), tmp_path)
+
+
+def _cancel_twice(page: Any, tmp_path: Path) -> None:
     _views_rendered(page)
     page.fill("#plan-time-limit", "7")
     page.press("#plan-time-limit", "Enter")
@@ -256,10 +239,12 @@ def _shot(name: str) -> Path:
     return d / f"{name}.png"
 
 
-def test_two_contexts_plan_at_once(page_factory: Any, tmp_path: Path,
-                                   monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(planning, "run_planner", _slow_planner(2.0, then_real=True))
-    pages = [page_factory(), page_factory()]
+def test_two_contexts_plan_at_once(page_factory: Any, tmp_path: Path) -> None:
+    with slow_planner(2.0, then_real=True):
+        _plan_in_two_pages([page_factory(), page_factory()], tmp_path)
+
+
+def _plan_in_two_pages(pages: list[Any], tmp_path: Path) -> None:
     for page, graph in zip(pages, (diamond(), chain3())):
         _views_rendered(page)
         _load(page, tmp_path, graph)

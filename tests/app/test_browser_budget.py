@@ -46,6 +46,7 @@ def test_budget_frontier_click_loads_the_plan(page_factory: Any, tmp_path: Path)
     _load(page, tmp_path, random_train_graph(2, 6))
     _views_rendered(page)
     page.locator("#budget-card").scroll_into_view_if_needed()
+    page.click("#budget-card-open")  # the card is mounted when opened
     page.click("#frontier-btn")
     expect(page.locator("#frontier-status")).to_contain_text("plans", timeout=T)
     expect(page.locator("#frontier-progress-text")).to_contain_text("done")
@@ -56,6 +57,7 @@ def test_budget_frontier_click_loads_the_plan(page_factory: Any, tmp_path: Path)
     assert n >= 4
     _shot(page, "#budget-card", "budget")
     # click the cheapest-memory roam point: its plan (with re-runs) is shown everywhere
+    page.locator("#frontier-graph").scroll_into_view_if_needed()  # the opened card is tall
     xy = page.evaluate("""() => {
         const gd = document.querySelector('#frontier-graph .js-plotly-plot');
         const tr = gd._fullData[0];
@@ -78,6 +80,7 @@ def test_budget_frontier_click_loads_the_plan(page_factory: Any, tmp_path: Path)
 def test_what_fits_sweep(page_factory: Any) -> None:
     page = page_factory()
     page.locator("#fit-card").scroll_into_view_if_needed()
+    page.click("#fit-card-open")  # the card is mounted when opened
     page.fill("#fit-batches", "1 2")
     page.press("#fit-batches", "Enter")
     page.click("#fit-btn")
@@ -111,6 +114,7 @@ def test_snapshot_overlay(page_factory: Any, tmp_path: Path) -> None:
     path = tmp_path / "run.pickle"
     path.write_bytes(pickle.dumps(snap))
     page.locator("#snapshot-card").scroll_into_view_if_needed()
+    page.click("#snapshot-card-open")  # the card is mounted when opened
     _upload(page, "#snapshot-upload", path)
     expect(page.locator("#snapshot-status")).to_contain_text("loaded snapshot run.pickle",
                                                              timeout=T)

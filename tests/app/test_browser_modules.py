@@ -53,7 +53,8 @@ def test_module_names_in_hover_table_search_and_the_module_view(page: Any) -> No
     expect(page.locator("#plan-status")).to_contain_text("planned with roam", timeout=T)
     expect(page.locator("#summary-card")).to_contain_text("planned peak", timeout=T)
 
-    # the per-module table: modules by path, sortable
+    # the per-module table: modules by path, sortable (drawn once scrolled into view)
+    page.locator("#module-card").scroll_into_view_if_needed()
     table = page.locator("#module-table")
     expect(table).to_contain_text("h.0", timeout=T)
     expect(table).to_contain_text("wte")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import copy_context
 from pathlib import Path
 from typing import Any
@@ -159,14 +159,14 @@ def test_renderers(planned: dict[str, Any]) -> None:
     assert title.startswith("Live at step 2")
     assert rows
     lay, base = callbacks.render_layouts(g, pk, "eager", None, None)
-    assert lay.layout.meta["lod"] == base.layout.meta["lod"] == "vector"
+    assert lay["layout"]["meta"]["lod"] == base["layout"]["meta"]["lod"] == "vector"
     assert "op update" in str(callbacks.render_explain(g, pk, "eager",
                                                        {"kind": "op", "id": "update"}))
     assert "relu" in str(callbacks.on_search("relu", g))
     with pytest.raises(PreventUpdate):
         callbacks.render_curves(None, pk, "eager", None, None)
     fig = run(callbacks.render_curves, ids.PLAN_KEY, pk, g, pk, "eager", [1, 3], None)
-    assert tuple(fig.layout.xaxis.range) == (1, 3)
+    assert tuple(fig["layout"]["xaxis"]["range"]) == (1, 3)
     patch = run(callbacks.render_timeline, ids.VIEW_RANGE, [2, 4], g, pk, "eager", [2, 4], None)
     assert isinstance(patch, dash.Patch)
     ops = {(o["location"][-1], json.dumps(o["params"]["value"])) for o in
@@ -545,3 +545,114 @@ def test_walkthrough_links_are_tensor_ids_labelled_by_name(cache_dir: Path) -> N
     assert all(tid in g.tensors for tid, _ in links)
     assert any(g.tensors[tid].name and label.startswith(g.tensors[tid].name)
                for tid, label in links)
+
+
+def _components(node: Any) -> Iterator[Any]:
+    yield node
+    kids = getattr(node, "children", None)
+    for kid in kids if isinstance(kids, (list, tuple)) else [kids]:
+        if hasattr(kid, "to_plotly_json"):
+            yield from _components(kid)
+
+
+#: The callbacks a page load runs: the views above the fold and what they need.  Anything
+#: else that fires on load delays them (a GPT2-XL page went from 1.0 s to 2.2 s to boot when
+#: four cards and their callbacks joined the start-up page).
+LOAD_OUTPUTS = {
+    "curves-graph.figure", "timeline-graph.figure",
+    "..layout-graph.figure...base-layout-graph.figure..", "summary-card.children",
+    "walkthrough.children", "task-tree.children", "..live-table.data...live-title.children..",
+    "live-table.tooltip_data", "explain-panel.children",
+    "..module-table.data...module-icicle.figure...module-title.children..",
+    "module-seen.data",
+    "..verify-device.options...verify-device.value...verify-note.children...verify-off.data..",
+}
+
+
+def test_page_load_fires_only_the_views(cache_dir: Path) -> None:
+    from app import budget, create_app, fit, lazy, snapshot_view
+
+    app = create_app(cache_dir=str(cache_dir), plan_on_start=False)
+    page = app.layout()
+    present = {getattr(c, "id", None) for c in _components(page)} - {None}
+    on_load = set()
+    for cb in app._callback_list:
+        if cb.get("prevent_initial_call"):
+            continue
+        outs = [o.rsplit(".", 1)[0] for o in cb["output"].strip(".").split("...")]
+        if any(o in present for o in outs):  # Dash runs it only when its outputs are there
+            on_load.add(cb["output"])
+    assert on_load == LOAD_OUTPUTS
+    # the module view waits until it is scrolled into view
+    modules = app.callback_map["..module-table.data...module-icicle.figure..."
+                               "module-title.children.."]
+    assert {"id": ids.MODULE_SEEN, "property": "data"} in modules["inputs"]
+    with pytest.raises(PreventUpdate):
+        callbacks.render_modules({"key": "k"}, None, "eager", 2, "after", None, None)
+    # an unset store does not fire at mount (data None would: undefined != null)
+    stores = [c for c in _components(page) if type(c).__name__ == "Store"]
+    assert len(stores) > 10
+    for s in stores:
+        assert s.to_plotly_json()["props"].get("data", 0) is not None, s.id
+    # the Budget, What-fits and snapshot cards: a title until opened, then their body
+    for mod in (budget, fit, snapshot_view):
+        body = lazy.body_id(mod.CARD)
+        assert body in present
+        assert mod.CARD in present
+        mounted = next(c for c in _components(page) if getattr(c, "id", None) == body)
+        assert not mounted.children
+        cb = app.callback_map[f"{body}.children"]
+        assert cb["inputs"] == [{"id": lazy.summary_id(mod.CARD), "property": "n_clicks"}]
+    for graph_id in (budget.FRONTIER_GRAPH, fit.FIT_GRAPH, snapshot_view.SNAP_CURVES):
+        assert graph_id not in present
+    assert budget.FRONTIER_GRAPH in str(budget.body())
+    assert fit.FIT_GRAPH in str(fit.body(["tiny_gpt"]))
+    assert snapshot_view.SNAP_SEGMENTS in str(snapshot_view.body())
+    assert lazy.mount_body(1, None, budget.body)[0] is not None
+
+
+def test_frozen_figures_are_made_once_and_shared_whole(planned: dict[str, Any]) -> None:
+    """The page is sent a figure's memoised JSON text (parsed into the caller's own dict):
+    many threads asking at once get equal, complete dicts, made from one serialisation."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from app import memo, services
+
+    g, pk = planned["graph"]["key"], planned["plan"]
+    services.clear_caches()
+    with ThreadPoolExecutor(8) as ex:
+        dicts = list(ex.map(lambda _: services.timeline_dict(g, pk, "eager", None, None),
+                            range(16)))
+    assert dicts[0]["data"]
+    assert all(d == dicts[0] for d in dicts[1:])
+    assert dicts[0] is not dicts[1]
+    dicts[0]["layout"]["title"] = "mutated"  # a caller's dict is its own
+    assert services.timeline_dict(g, pk, "eager", None, None)["layout"].get("title") != \
+        "mutated"
+    want = json.loads(services.timeline_fig(g, pk, "eager", None, None).to_json())
+    assert dicts[1] == want  # the same figure as the copy path
+    lay, base = services.layout_dicts(g, pk, "eager", None, None)
+    assert lay["layout"]["meta"]["lod"]
+    assert base["data"]
+    assert services.curves_dict(g, pk, "eager", None, None)["data"]
+    rows, ice, title = services.module_view_dict(g, pk, "eager", 2, "after")
+    rows2, ice2, title2 = services.module_view(g, pk, "eager", 2, "after")
+    assert (rows, title) == (rows2, title2)
+    assert ice == json.loads(ice2.to_json())
+
+    made = []
+
+    def freeze(v: list[int]) -> tuple[int, ...]:
+        made.append(1)
+        return tuple(v)
+
+    @memo.memoised(2, copy=list, frozen=freeze)
+    def stored(n: int) -> list[int]:
+        return [n]
+
+    with ThreadPoolExecutor(8) as ex:
+        forms = list(ex.map(lambda _: stored.frozen(1), range(16)))
+    assert len(made) == 1
+    assert all(f is forms[0] for f in forms)
+    with pytest.raises(ValueError):
+        memo.memoised(2, frozen=tuple)

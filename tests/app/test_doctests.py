@@ -8,7 +8,8 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("name", ["app.analysis", "app.figures", "app.planning", "app.raster"])
+@pytest.mark.parametrize("name", ["app.analysis", "app.figures", "app.lazy", "app.memo",
+                                  "app.planning", "app.raster"])
 def test_docstring_examples(name: str) -> None:
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0

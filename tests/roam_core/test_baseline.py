@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 from hypothesis import given
 
 from roam_core.model.graph import (
@@ -57,6 +59,16 @@ def test_state_creation_found_structurally():
     order = moved_state_order(g)
     assert order == ("f", "l", "g1", "g2", "z1", "u1", "z2", "u2")
     assert check_order(g, order) == []
+
+
+def test_state_creation_ops_computed_once_per_graph():
+    # update_groups asks once per group: the scan over all ops runs once per graph object
+    g = _two_param_adam()
+    first = g.state_creation_ops()
+    assert g.state_creation_ops() is first
+    g2 = g.with_control_edges([])  # a new graph computes its own
+    assert g2.state_creation_ops() == first == ("z1", "z2")
+    assert copy.deepcopy(g).state_creation_ops() == first
 
 
 def test_curves_exact_bytes():

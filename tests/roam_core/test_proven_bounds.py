@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
 
 import pytest
@@ -289,3 +290,43 @@ def test_chain_scan_matches_the_loop(entry, data):
         want[i + 1] = min(want[i + 1], max(want[i], cost[i]))
     got = _chain_scan(np.asarray(entry), np.asarray(cost), stop)
     assert got.tolist() == want
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_chain_window_fast_path_matches_iterating_the_bits(data):
+    """With a monotone chain the last / first chain ancestor / descendant of an op is the
+    highest / lowest set bit; the fast path gives what iterating every chain bit gives."""
+    from roam_core.model.reach import reachability
+    from roam_core.oracle.proven_bounds import _chain_window, greedy_chain
+
+    g = data.draw(random_graphs(max_ops=10))
+    r = reachability(g)
+    order = data.draw(orders_of(g))
+    ch = greedy_chain(order, r, set())
+    cidx = [r.index[o] for o in ch]
+    cpos = {x: j for j, x in enumerate(cidx)}
+    cmask = sum(1 << x for x in cidx)
+    monotone = all(x < y for x, y in itertools.pairwise(cidx))
+    for i in range(len(g.op_ids)):
+        slow = _chain_window(r.ancestors[i], r.descendants[i], cmask, cpos, False, len(ch))
+        assert _chain_window(r.ancestors[i], r.descendants[i], cmask, cpos, monotone,
+                             len(ch)) == slow
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_chain_stop_from_the_lowest_needed_position(data):
+    """The chain-group DP lets the chain step while no U op outside the down-set is needed:
+    the first such step is the lowest ``hi_u`` outside it (was a scan of every chain step)."""
+    m = data.draw(st.integers(0, 12))
+    hi_u = data.draw(st.lists(st.integers(0, m), min_size=1, max_size=6))
+    d = data.draw(st.integers(0, (1 << len(hi_u)) - 1))
+    need = [0] * (m + 1)
+    for j, h in enumerate(hi_u):
+        if h < m:
+            for i in range(h, m + 1):
+                need[i] |= 1 << j
+    scanned = next((i for i in range(m) if need[i] & ~d), m)
+    needed_at = [(h, j) for j, h in enumerate(hi_u) if h < m]
+    assert min((h for h, j in needed_at if not d >> j & 1), default=m) == scanned
