@@ -364,7 +364,7 @@ class _Search:
                 return False
             if opts.unallocated_floor:  # passed above: only the unplaced minima can fail
                 p, q = self.indptr[a], self.indptr[b]
-                mem = self.members[p:q]
+                mem = self._inv_ext[self._members[p:q]]
                 vals = np.where(self.placed[mem], _BIG, self.minoff[mem])
                 secmin = np.minimum.reduceat(vals, self.indptr[a:b] - p)
                 secmin[secmin == _BIG] = 0  # no unplaced buffer: no constraint
