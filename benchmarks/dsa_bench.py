@@ -10,7 +10,18 @@ Instances (``$ROAM_DSA_DIR``, default ``<repo>/../shared/dsa``, see its README):
   within capacity 1,048,576 (MiniMalloc's C++ solver: all 11 in 0.4-3.9 s; greedy: none);
 * ``minimalloc/input.12.csv`` at capacity 12;
 * ``training/somas_resnet50.csv`` and ``training/iopddl_G_1.csv``: minimise the height
-  (MiniMalloc: 1.0042 x LB and = LB).
+  (MiniMalloc: 1.0042 x LB and = LB);
+* C, D and J again without a capacity (``C-min`` ...): minimise the height below it
+  (LB 1,039,360 / 986,112 / 989,184; MiniMalloc minimised C to its LB in 0.07 s and could
+  not finish D or J in 90 s);
+* the large idealloc sets (``$ROAM_IDEALLOC_DIR``, default ``<dsa dir>/idealloc``: files
+  ``pangu_2.6B.csv`` from ``benchmarks/somas_tensors/`` and ``S_1.csv`` from
+  ``benchmarks/iopddl/`` of cappadokes/idealloc a21f84d; also ``Y_1.csv``, 62,185
+  buffers, from the same folder): minimise (MiniMalloc found no
+  layout within 60 s even at 1.01 x LB).  Missing files are skipped.
+
+The previous ``dsa.json`` in ``--out`` is read first and its heights and seconds are shown
+beside the new ones (``prev_*`` columns).
 
 Each instance runs in a fresh subprocess (so one instance's memo cannot help another) with
 :func:`roam_core.layout.dsa_solver.solve_dsa`; every solution is checked with
@@ -31,24 +42,48 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DSA = Path(os.environ.get("ROAM_DSA_DIR", ROOT.parent / "shared" / "dsa"))
+_SHARED = ROOT.parent / "shared" / "dsa"
+DSA = Path(os.environ.get("ROAM_DSA_DIR", _SHARED if _SHARED.exists() else "/work/shared/dsa"))
+IDEALLOC = Path(os.environ.get("ROAM_IDEALLOC_DIR", DSA / "idealloc"))
 CAP = 1_048_576
 
-INSTANCES: list[tuple[str, int | None]] = [
-    *((f"minimalloc/{x}.1048576.csv", CAP) for x in "ABCDEFGHIJK"),
-    ("minimalloc/input.12.csv", 12),
-    ("training/somas_resnet50.csv", None),
-    ("training/iopddl_G_1.csv", None),
+#: (path under the data dir, capacity or None to minimise, name suffix)
+INSTANCES: list[tuple[str, int | None, str]] = [
+    *((f"minimalloc/{x}.1048576.csv", CAP, "") for x in "ABCDEFGHIJK"),
+    ("minimalloc/input.12.csv", 12, ""),
+    ("training/somas_resnet50.csv", None, ""),
+    ("training/iopddl_G_1.csv", None, ""),
+    *((f"minimalloc/{x}.1048576.csv", None, "-min") for x in "CDJ"),
+    ("idealloc/pangu_2.6B.csv", None, ""),
+    ("idealloc/S_1.csv", None, ""),
+    ("idealloc/Y_1.csv", None, ""),
 ]
+
+
+def _name(rel: str) -> str:
+    stem = Path(rel).stem
+    return stem.split(".")[0] if rel.startswith("minimalloc/") else stem
+
+
+def _path(rel: str) -> Path:
+    return IDEALLOC / rel.split("/", 1)[1] if rel.startswith("idealloc/") else DSA / rel
 
 #: Published reference results (MiniMalloc C++, from the data README).
 REFERENCE = {
     "somas_resnet50": "MiniMalloc 1.0042 x LB",
     "iopddl_G_1": "MiniMalloc = LB (optimal)",
+    "C-min": "MiniMalloc = LB in 0.07 s",
+    "D-min": "MiniMalloc unfinished in 90 s",
+    "J-min": "MiniMalloc unfinished in 90 s",
+    "pangu_2.6B": "MiniMalloc no layout in 60 s at 1.01 x LB; before this run (issue 13) "
+                  "1.0076 x LB in 14 s",
+    "S_1": "MiniMalloc no layout in 60 s at 1.01 x LB; before this run (issue 13) 1.0026 x LB "
+           "in 32 s idle but 1.0158 x LB in 54 s busy (portfolio cut by the clock)",
 }
 
 
-def _child(path: str, capacity: int | None, time_limit_s: float) -> dict[str, Any]:
+def _child(path: str, capacity: int | None, time_limit_s: float, suffix: str = ""
+           ) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
     from roam_core.base.errors import InfeasibleError
     from roam_core.formats.dsa_csv import load_problem
@@ -56,26 +91,29 @@ def _child(path: str, capacity: int | None, time_limit_s: float) -> dict[str, An
     from roam_core.layout.layout_baselines import LAYOUT_METHODS
     from roam_core.oracle.validate import check_dsa_solution
 
-    p = load_problem(DSA / path, capacity=capacity)
+    p = load_problem(_path(path), capacity=capacity)
     lb = p.lower_bound()
-    row: dict[str, Any] = {"instance": Path(path).stem.split(".")[0], "buffers": len(p),
-                           "capacity": capacity, "lower_bound": lb}
+    row: dict[str, Any] = {"instance": _name(path) + suffix,
+                           "buffers": len(p), "capacity": capacity, "lower_bound": lb,
+                           "load_before": round(os.getloadavg()[0], 1)}
     t0 = time.perf_counter()
     try:
         r = solve_dsa(p, time_limit_s=time_limit_s)
         sol = r.solution
         row.update(status=r.status, method=r.method, nodes=r.nodes,
-                   proven_bound=r.lower_bound)
+                   proven_bound=r.lower_bound, stopped_by=r.stopped_by)
     except InfeasibleError as e:
         sol = None
-        row.update(status="infeasible", method=str(e), nodes=0, proven_bound=None)
+        row.update(status="infeasible", method=str(e), nodes=0, proven_bound=None,
+                   stopped_by="")
     row["seconds"] = round(time.perf_counter() - t0, 2)
     row["height"] = sol.height if sol else None
     row["violations"] = len(check_dsa_solution(p, sol)) if sol else None
     row["solved"] = bool(sol) and row["violations"] == 0 and (
         capacity is None or sol.height <= capacity)
+    row["load_after"] = round(os.getloadavg()[0], 1)
     for name, fn in LAYOUT_METHODS.items():
-        row[name] = fn(p.with_capacity(None)).height
+        row[name] = fn(p.with_capacity(None)).height if len(p) <= 5000 else None
     return row
 
 
@@ -83,31 +121,49 @@ def _ratio(h: int | None, lb: int) -> str:
     return f"{h / lb:.4f}" if h and lb else "-"
 
 
-def write(rows: list[dict[str, Any]], out: Path, time_limit_s: float) -> None:
+def write(rows: list[dict[str, Any]], out: Path, time_limit_s: float,
+          prev: dict[str, dict[str, Any]], prev_date: str) -> None:
     out.mkdir(parents=True, exist_ok=True)
+    for r in rows:
+        old = prev.get(r["instance"], {})
+        r["prev_height"] = old.get("height")
+        r["prev_seconds"] = old.get("seconds")
+        r["prev_nodes"] = old.get("nodes")
     meta = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
             "python": platform.python_version(), "cpus": os.cpu_count(),
-            "time_limit_s": time_limit_s, "load_avg": os.getloadavg()}
+            "time_limit_s": time_limit_s, "load_avg": os.getloadavg(),
+            "previous_run": prev_date}
     (out / "dsa.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
     mm = [r for r in rows if r["capacity"] == CAP]
     solved = [r for r in mm if r["solved"]]
+    fast = [r for r in solved if r["seconds"] <= 5.0]
     lines = [
         "# DSA solver on published allocation problems", "",
         f"Measured {meta['date']} with `benchmarks/dsa_bench.py` (`solve_dsa`, time limit "
         f"{time_limit_s:g} s, pure Python + numpy, one process per instance, 2 CPU cores shared "
         f"with other work: load average {meta['load_avg'][0]:.1f}).  Every layout was checked "
-        "with `validate.check_dsa_solution`.  Ratios are height / live-set lower bound.", "",
-        f"**MiniMalloc A-K within capacity 1,048,576: {len(solved)}/{len(mm)} solved** "
+        "with `validate.check_dsa_solution`.  Ratios are height / live-set lower bound.  "
+        "`load` is the 1-minute load average before/after each instance (2 cores: above 2 "
+        "means the instance got less than a core, and seconds are inflated accordingly).  "
+        f"`prev` columns: the previous run ({prev_date or 'none'}, same script).", "",
+        f"**MiniMalloc A-K within capacity 1,048,576: {len(solved)}/{len(mm)} solved, "
+        f"{len(fast)}/{len(mm)} within 5 s at this load** "
         f"(MiniMalloc C++: 11/11 in <= 4 s; greedy best fit: 0/11).", "",
-        "| instance | buffers | capacity | LB | height | ratio | solved | status | seconds | "
-        "nodes | method | greedy_size | llfb | inductor |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| instance | buffers | capacity | LB | height | ratio | prev ratio | solved | status | "
+        "seconds | prev seconds | load | nodes | prev nodes | stopped by | method | greedy_size "
+        "| llfb | inductor |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['instance']} | {r['buffers']} | {r['capacity'] or '-'} | {r['lower_bound']} "
             f"| {r['height'] or '-'} | {_ratio(r['height'], r['lower_bound'])} | "
-            f"{'yes' if r['solved'] else 'no'} | {r['status']} | {r['seconds']} | {r['nodes']} "
+            f"{_ratio(r['prev_height'], r['lower_bound'])} | "
+            f"{'yes' if r['solved'] else 'no'} | {r['status']} | {r['seconds']} | "
+            f"{r['prev_seconds'] if r['prev_seconds'] is not None else '-'} | "
+            f"{r['load_before']}/{r['load_after']} | {r['nodes']} | "
+            f"{r['prev_nodes'] if r['prev_nodes'] is not None else '-'} | "
+            f"{r['stopped_by'] or '-'} "
             f"| {r['method']} | {_ratio(r['greedy_size'], r['lower_bound'])} | "
             f"{_ratio(r['llfb'], r['lower_bound'])} | {_ratio(r['inductor'], r['lower_bound'])} |")
     lines += ["", "References: " + "; ".join(f"{k}: {v}" for k, v in REFERENCE.items()) + "."]
@@ -119,20 +175,32 @@ def main() -> int:
     ap.add_argument("--time-limit", type=float, default=60.0)
     ap.add_argument("--only", default="")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
-    ap.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        path, cap = args.child
-        row = _child(path, None if cap == "none" else int(cap), args.time_limit)
+        path, cap, suffix = args.child
+        row = _child(path, None if cap == "none" else int(cap), args.time_limit,
+                     suffix.strip("_"))
         print(json.dumps(row))
         return 0
+    prev: dict[str, dict[str, Any]] = {}
+    prev_date = ""
+    old = args.out / "dsa.json"
+    if old.exists():
+        data = json.loads(old.read_text())
+        prev = {r["instance"]: r for r in data["rows"]}
+        prev_date = data["meta"]["date"]
     rows = []
-    for path, cap in INSTANCES:
-        if args.only not in path:
+    for path, cap, suffix in INSTANCES:
+        name = _name(path) + suffix
+        if args.only and args.only not in name:
+            continue
+        if not _path(path).exists():
+            print(f"{name}: skipped ({_path(path)} missing)", file=sys.stderr)
             continue
         proc = subprocess.run(
             [sys.executable, __file__, "--time-limit", str(args.time_limit), "--child", path,
-             "none" if cap is None else str(cap)],
+             "none" if cap is None else str(cap), f"_{suffix}"],
             capture_output=True, text=True, check=False,
             env={**os.environ, "OMP_NUM_THREADS": "1"})
         if proc.returncode != 0:
@@ -143,7 +211,7 @@ def main() -> int:
         print(f"{row['instance']}: {'solved' if row['solved'] else 'NOT solved'} "
               f"height {row['height']} LB {row['lower_bound']} {row['seconds']} s "
               f"({row['status']}, {row['method']})", flush=True)
-    write(rows, args.out, args.time_limit)
+    write(rows, args.out, args.time_limit, prev, prev_date)
     return 0
 
 

@@ -31,6 +31,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("-o", "--output", required=True, help="where to write the solved CSV")
     p.add_argument("--time-limit", type=positive_float, default=60.0, metavar="S",
                    help="seconds to spend (default 60)")
+    p.add_argument("--work-limit", type=positive_int, default=None, metavar="N",
+                   help="search nodes when minimising (default: 1000 per second of "
+                        "--time-limit); the layout then depends only on the input and N, "
+                        "not on machine load")
     p.add_argument("--capacity", type=positive_int, default=None, metavar="C",
                    help="find a layout of height at most C (default: minimise the height)")
     p.add_argument("--alignment", type=positive_int, default=None, metavar="A",
@@ -51,7 +55,7 @@ def _run(args: argparse.Namespace) -> int:
     if args.alignment is not None:
         problem = Problem(tuple(dataclasses.replace(b, alignment=args.alignment)
                                 for b in problem.buffers), problem.capacity)
-    result = solve_dsa(problem, time_limit_s=args.time_limit)
+    result = solve_dsa(problem, time_limit_s=args.time_limit, work_limit=args.work_limit)
     if result.solution is None:
         print(f"no layout within capacity {args.capacity} found in "
               f"{result.wall_time_s:.2f} s ({result.status}); lower bound "
@@ -64,5 +68,7 @@ def _run(args: argparse.Namespace) -> int:
     h, lb = result.solution.height, result.lower_bound
     ratio = h / lb if lb else 1.0
     print(f"height {h}, lower bound {lb} ({ratio:.4f} x), {result.wall_time_s:.2f} s, "
-          f"{result.status} via {result.method}, {len(problem)} buffers -> {args.output}")
+          f"{result.status} via {result.method}, {result.nodes} search nodes"
+          f"{', stopped by the ' + result.stopped_by + ' limit' if result.stopped_by else ''}, "
+          f"{len(problem)} buffers -> {args.output}")
     return 0

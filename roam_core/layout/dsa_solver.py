@@ -27,9 +27,19 @@ Method
    Buffers are tried by lowest feasible offset, then a static preorder (largest section total,
    lifetime, area...).  Several preorders are run round-robin under doubling node limits.
 3. **Height minimisation** (no capacity): bisect the capacity between the proven lower bound
-   and the best layout found, each step a capacity-bounded search with a time slice; once
-   time-outs have closed the bisection, keep descending in small steps below the best
-   layout until the time limit.
+   and the best layout found, each step a capacity-bounded search with a share of the node
+   budget; once exhausted budgets have closed the bisection, keep descending in small steps
+   below the best layout until the budget is spent.
+
+Deterministic work limits
+-------------------------
+Where the answer depends on how far a search got, it is cut by a *work count* (search nodes),
+never by the clock: the same problem and ``work_limit`` give the same layout on an idle or a
+loaded machine.  ``work_limit`` defaults to ``time_limit_s * NODES_PER_S`` (a rate a loaded
+2-core machine still reaches); the wall-clock ``time_limit_s`` stays only as an outer safety
+limit, and ``DsaResult.stopped_by`` says ``"time"`` when it, not the work count, ended a run.
+With a capacity, a layout found is the same whatever the load (the node limits of the
+restarts are fixed); only whether one is found before the clock runs out can differ.
 
 The search is complete for problems without fixed offsets: when it finishes without a layout,
 none exists (``InfeasibleError``).  With fixed offsets it only steps over them.
@@ -49,12 +59,13 @@ from typing import Any
 import numpy as np
 
 from roam_core.base.cancel import is_cancelled
-from roam_core.base.errors import InfeasibleError
+from roam_core.base.errors import InfeasibleError, PlanInvalidError
 from roam_core.base.status import SolveStatus
-from roam_core.layout.dsa_heuristics import buffer_arrays, portfolio, section_totals
+from roam_core.layout.dsa_heuristics import ORDERS, buffer_arrays, portfolio, section_totals
 from roam_core.model.dsa import Problem, Solution
+from roam_core.oracle.validate import check_dsa_solution
 
-__all__ = ["PREORDERS", "DsaResult", "SearchOptions", "search_capacity", "solve_dsa"]
+__all__ = ["NODES_PER_S", "PREORDERS", "DsaResult", "SearchOptions", "search_capacity", "solve_dsa"]
 
 _logger = logging.getLogger(__name__)
 _OPT, _FEAS = SolveStatus.OPTIMAL, SolveStatus.FEASIBLE
@@ -62,13 +73,32 @@ _OPT, _FEAS = SolveStatus.OPTIMAL, SolveStatus.FEASIBLE
 #: Above this many free buffers the exact search is skipped (its set-up is quadratic).
 MAX_SEARCH_BUFFERS = 6000
 
+#: Greedy passes for problems above ``MAX_SEARCH_BUFFERS`` (every pass is O(n^2)): the
+#: orders that win on the large idealloc sets (size: pangu_2.6B; total_length: S_1), best fit.
+LARGE_ORDERS = ("size", "total_length", "size_length", "total_size")
+
 #: Static preorders (letters: T = max section total, L = lifetime length, A = area,
 #: Z = size), tried round-robin.
-PREORDERS = ("LAT", "TAL", "TLA")
+PREORDERS = ("TLA", "TAL", "LAT")
 
 _BIG = np.iinfo(np.int64).max // 4
+# ufunc reductions without ndarray.max's Python wrapper (the search calls them ~10 per node)
+_MAX, _MIN = np.maximum.reduce, np.minimum.reduce
 #: Most failed sub-problem states remembered (the memo is cleared beyond this).
 _MEMO_LIMIT = 1_000_000
+
+#: Restart schedule of :func:`search_capacity`: the first node limit per buffer, the growth.
+#: (Tuned on MiniMalloc A-K: 113k nodes together with 32, 169k with 2, 145k with 16, 175k
+#: with 24, 126k with 40: the count swings with where the limits fall, 32 is no law.)
+_FIRST_LIMIT, _GROWTH = 32, 2
+
+#: A bisection step of the height minimisation gets 1/_STEP_SHARE of the nodes left.
+_STEP_SHARE = 4
+
+#: Search nodes per second of ``time_limit_s`` in the default work limit.  An idle core does
+#: about 9,000; 1,000-3,000 were measured on 2 cores at load 11, so the default work fits
+#: the time limit even on a heavily shared machine (and the clock rarely decides).
+NODES_PER_S = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,6 +141,11 @@ class DsaResult:
         Search nodes visited.
     tried : tuple
         ``(method, height)`` of every heuristic run.
+    stopped_by : str
+        What ended the search early: ``""`` (it finished: optimal, infeasible, or a layout
+        within the capacity), ``"work"`` (the deterministic work limit; the layout depends
+        only on the problem and the limit), ``"time"`` (the wall-clock safety limit; the
+        layout may differ from run to run) or ``"cancel"``.
     """
 
     solution: Solution | None
@@ -120,6 +155,7 @@ class DsaResult:
     method: str
     nodes: int = 0
     tried: tuple[tuple[str, int], ...] = field(default_factory=tuple)
+    stopped_by: str = ""
 
 
 class _NodeLimit(Exception):
@@ -216,6 +252,7 @@ class _Search:
         fixed = [i for i, b in enumerate(bs) if b.offset is not None and b.size > 0]
         self.fixed = [(int(lower[i]), int(upper[i]), int(bs[i].offset),  # type: ignore[arg-type]
                        int(bs[i].offset) + int(size[i])) for i in fixed]  # type: ignore[arg-type]
+        fx = np.array(self.fixed, np.int64).reshape(-1, 4)
         lo, up, sz, al = lower[free], upper[free], size[free], align[free]
         if options.static_preordering and len(free):
             keys = {"T": section_totals(lo, up, sz), "L": up - lo, "A": sz * (up - lo), "Z": sz}
@@ -256,6 +293,13 @@ class _Search:
         np.add.at(cross, np.maximum(self.shi - 1, self.slo), -1)
         self.cuts0 = np.cumsum(cross)[: max(nsec - 1, 0)]
         self.preorder = preorder
+        # fixed buffers overlapping each free one in time: (offsets, tops), by offset
+        self.fixed_near: list[tuple[np.ndarray, np.ndarray]] = []
+        if len(fx):
+            for i in range(n):
+                m = (fx[:, 0] < up[i]) & (fx[:, 1] > lo[i])
+                o = np.argsort(fx[m, 2], kind="stable")
+                self.fixed_near.append((fx[m, 2][o], fx[m, 3][o]))
         self.rank = np.arange(n)  # tie-break rank of each buffer in its current partition
         self.failed: set[bytes] = set()  # sub-problem states proven to fail
         self.reset()
@@ -295,6 +339,7 @@ class _Search:
                     return False
             return True
         except _NodeLimit:
+            self.nodes = node_limit  # the node that hit the limit was not searched
             return None
         finally:
             sys.setrecursionlimit(old)
@@ -310,6 +355,20 @@ class _Search:
         if b <= a:
             return True
         fl = self.floor[a:b]
+        opts = self.opts
+        if opts.section_inference:
+            # the cheap floors first: a failure here needs no unplaced-minimum scan
+            tot = self.total[a:b]
+            base = np.maximum(fl, offset) if opts.monotonic_floor else fl
+            if int(_MAX(base + tot)) > self.capacity:
+                return False
+            if opts.unallocated_floor:  # passed above: only the unplaced minima can fail
+                p, q = self.indptr[a], self.indptr[b]
+                mem = self._inv_ext[self._members[p:q]]
+                vals = np.where(self.placed[mem], _BIG, self.minoff[mem])
+                secmin = np.minimum.reduceat(vals, self.indptr[a:b] - p)
+                secmin[secmin == _BIG] = 0  # no unplaced buffer: no constraint
+                return int(_MAX(secmin + tot)) <= self.capacity
         if self.opts.unallocated_floor:
             p, q = self.indptr[a], self.indptr[b]
             mem = self._inv_ext[self._members[p:q]]
@@ -321,19 +380,19 @@ class _Search:
             fl = np.maximum(fl, offset)
         if self.opts.section_inference:
             fl = fl + self.total[a:b]
-        return int(fl.max()) <= self.capacity
+        return int(_MAX(fl)) <= self.capacity
 
     def _bump_fixed(self, i: int, o: int) -> int:
-        lo, up, s, a = int(self.lower[i]), int(self.upper[i]), int(self.size[i]), \
-            int(self.align[i])
-        moved = True
-        while moved:
-            moved = False
-            for flo, fup, foff, ftop in self.fixed:
-                if flo < up and lo < fup and o < ftop and foff < o + s:
-                    o = -(-ftop // a) * a
-                    moved = True
-        return o
+        """Lowest offset >= ``o`` clear of the fixed buffers live with ``i`` (aligned)."""
+        foff, ftop = self.fixed_near[i]
+        if not len(foff):
+            return o
+        s, a = int(self.size[i]), int(self.align[i])
+        while True:
+            hit = (foff < o + s) & (ftop > o)
+            if not hit.any():
+                return o
+            o = -(-int(ftop[hit].max()) // a) * a
 
     def _solve(self, part: np.ndarray, a: int, b: int, min_off: int, min_rank: int) -> bool:
         self.nodes += 1
@@ -361,12 +420,12 @@ class _Search:
         if opts.dynamic_ordering:
             o = np.argsort(mo, kind="stable")
             un, mo = un[o], mo[o]
-        min_height = int((mo + self.size[un]).min())
+        min_height = int(_MIN(mo + self.size[un]))
         size, slo, shi, rank = self.size, self.slo, self.shi, self.rank
         # every placement at ``off`` must satisfy off + (largest unplaced load) <= capacity
         # (implied by the full check when both floors are on; a cheap filter first)
         quick = opts.monotonic_floor and opts.section_inference and b > a
-        off_max = self.capacity - int(self.total[a:b].max()) if quick else 0
+        off_max = self.capacity - int(_MAX(self.total[a:b])) if quick else 0
         for i, off in zip(un.tolist(), mo.tolist()):
             if quick and off > off_max:
                 if opts.dynamic_ordering:
@@ -408,8 +467,8 @@ class _Search:
                 # look: elsewhere the last check holds and ``off`` passed the filter above
                 raised = ov[old_min < self.minoff[ov]]
                 if len(raised):  # (clamped: other ranges have their own floors)
-                    ca = max(a, min(sl, int(slo[raised].min())))
-                    cb = min(b, max(sh, int(shi[raised].max())))
+                    ca = max(a, min(sl, int(_MIN(slo[raised]))))
+                    cb = min(b, max(sh, int(_MAX(shi[raised]))))
                 else:
                     ca, cb = sl, sh
             else:
@@ -482,17 +541,24 @@ def search_capacity(problem: Problem, capacity: int, *, deadline: float,
                     cancel: Any = None, options: SearchOptions = SearchOptions(),
                     preorders: tuple[str, ...] = PREORDERS,
                     cache: dict[str, Any] | None = None,
+                    node_budget: int | None = None,
                     ) -> tuple[Solution | None, bool, str, int]:
     """Look for a layout of height at most ``capacity``.
 
+    The preorders run round-robin, each restart with twice the node limit of the last; a
+    layout found is therefore the same however fast the machine is.
+
     ``cache`` (a dict owned by the caller) keeps the search set-up, and the failed states
     still valid, between calls on the same problem at different capacities.
+    ``node_budget`` caps the nodes of all restarts together (a deterministic work limit);
+    ``deadline`` (``time.monotonic()``) is the wall-clock safety limit.
 
     Returns
     -------
     (solution, proven_infeasible, method, nodes)
         ``solution`` is ``None`` when none was found; ``proven_infeasible`` is True when the
-        search finished without one (no layout exists, barring fixed offsets).
+        search finished without one (no layout exists, barring fixed offsets).  ``method``
+        ends in ``":work"`` or ``":time"`` when the node budget or the clock stopped it.
     """
     if cache is not None and cache.get("key") == (id(problem), options, preorders):
         searches = cache["searches"]
@@ -507,14 +573,21 @@ def search_capacity(problem: Problem, capacity: int, *, deadline: float,
         searches = [_Search(problem, capacity, p, options, shared) for p in preorders]
         if cache is not None:
             cache.update(key=(id(problem), options, preorders), searches=searches)
-    limit = max(2 * searches[0].n, 64)
+    limit = max(_FIRST_LIMIT * searches[0].n, 64)
+    if node_budget is not None:  # a small budget still gets restarts and every preorder
+        limit = min(limit, max(64, node_budget // 8))
     nodes = 0
     current = searches[0]
     try:
         while True:
             for name, srch in zip(preorders, searches):
                 current = srch
-                verdict = srch.run(limit, deadline, cancel)
+                run_limit = limit
+                if node_budget is not None:
+                    run_limit = min(limit, node_budget - nodes)
+                    if run_limit <= 0:
+                        return None, False, "search:work", nodes
+                verdict = srch.run(run_limit, deadline, cancel)
                 nodes += srch.nodes
                 if verdict is None:
                     continue
@@ -524,14 +597,15 @@ def search_capacity(problem: Problem, capacity: int, *, deadline: float,
                 for k, v in srch.offsets().items():
                     offs[k] = v
                 return Solution.from_offsets(problem, offs), False, f"search:{name}", nodes
-            limit *= 2
+            limit *= _GROWTH
     except _Stop:
-        return None, False, "search", nodes + current.nodes
+        return None, False, "search:time", nodes + current.nodes
 
 
 def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | None = None,
               cancel: Any = None, options: SearchOptions = SearchOptions(),
-              exact: bool = True, log: Callable[[str], None] | None = None) -> DsaResult:
+              exact: bool = True, log: Callable[[str], None] | None = None,
+              work_limit: int | None = None) -> DsaResult:
     """Find a low layout for ``problem`` (or one within ``capacity``).
 
     Parameters
@@ -539,7 +613,8 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     problem : Problem
         The buffers.  ``problem.capacity`` is used when ``capacity`` is not given.
     time_limit_s : float
-        Wall-clock budget for the whole call.
+        Wall-clock safety limit for the whole call (and, when ``work_limit`` is not given,
+        the scale of the default work limit).
     capacity : int, optional
         With a capacity: find any layout of height at most it.  Without: minimise the height.
     cancel : threading.Event or callable, optional
@@ -550,6 +625,11 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
         False: heuristics only.
     log : callable, optional
         Receives one-line progress messages.
+    work_limit : int, optional
+        Search nodes allowed when minimising (default ``time_limit_s * NODES_PER_S``).  The
+        layout depends only on the problem and this count, unless the wall-clock limit
+        stops the call first (``stopped_by == "time"``).  With a capacity the search runs
+        until it finds a layout or proves none exists, cut by ``work_limit`` only if given.
 
     Returns
     -------
@@ -559,6 +639,9 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     ------
     InfeasibleError
         A capacity was given and it is proven that no layout fits.
+    PlanInvalidError
+        The layout failed :func:`roam_core.oracle.validate.check_dsa_solution` (a solver
+        bug; no invalid layout is ever returned).
 
     Examples
     --------
@@ -577,46 +660,67 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
         raise InfeasibleError(f"live-set lower bound {lb} exceeds capacity {cap}")
     n_free = sum(1 for b in problem.buffers if b.offset is None and b.size > 0)
     do_search = exact and n_free <= MAX_SEARCH_BUFFERS
-    greedy_deadline = t0 + time_limit_s * (0.25 if do_search else 0.9)
-    best, method, tried = portfolio(problem, deadline=greedy_deadline)
+    # every pass of the portfolio runs (the clock only as a safety limit); a fixed, smaller
+    # set of passes on large problems, so that the answer does not depend on the load
+    orders, fits = (tuple(ORDERS), ("best", "first")) if n_free <= MAX_SEARCH_BUFFERS else \
+        (LARGE_ORDERS, ("best",))
+    best, method, tried = portfolio(problem, deadline=deadline, orders=orders, fits=fits)
     say(f"portfolio: {method} height {best.height} (lb {lb})")
     nodes = 0
+    stopped = "time" if len(tried) < len(orders) * len(fits) else ""
 
     def done(sol: Solution | None, status: SolveStatus, meth: str, bound: int) -> DsaResult:
-        return DsaResult(sol, bound, status, time.monotonic() - t0, meth, nodes, tuple(tried))
+        if sol is not None:  # every layout leaving the solver passes the validator
+            bad = check_dsa_solution(problem.with_capacity(cap), sol)
+            if bad:
+                raise PlanInvalidError(bad)
+        return DsaResult(sol, bound, status, time.monotonic() - t0, meth, nodes, tuple(tried),
+                         stopped)
 
     if cap is not None:
         if best.height <= cap:
             return done(best, _OPT if best.height == lb else _FEAS, method, lb)
         if not do_search:
+            stopped = stopped or "work"
             return done(None, SolveStatus.TIMEOUT, method, lb)
         sol, proven, meth, nodes = search_capacity(problem, cap, deadline=deadline,
-                                                   cancel=cancel, options=options)
+                                                   cancel=cancel, options=options,
+                                                   node_budget=work_limit)
         if sol is not None:
             return done(sol, _OPT if sol.height == lb else _FEAS, meth, lb)
         if proven:
             raise InfeasibleError(f"no layout fits capacity {cap} (search exhausted)")
+        stopped = "cancel" if is_cancelled(cancel) else meth.rpartition(":")[2]
         return done(None, SolveStatus.CANCELLED if is_cancelled(cancel) else SolveStatus.TIMEOUT,
                     meth, lb)
 
-    # minimise: bisect between the proven bound and the best layout
+    # minimise: bisect between the proven bound and the best layout, each step a share of
+    # the node budget (deterministic), the clock only as the outer limit
+    budget = work_limit if work_limit is not None else int(time_limit_s * NODES_PER_S)
     lo, hi = lb, best.height
     soft_lo = lo
     cache: dict[str, Any] = {}
     first = True
     while lo < hi and do_search:
-        left = deadline - time.monotonic()
-        if left <= 0.05 or is_cancelled(cancel):
+        left = budget - nodes
+        if left < 64 or stopped:
+            stopped = stopped or "work"
             break
-        if soft_lo >= hi:  # bisection exhausted by time-outs: descend from the best instead
+        if is_cancelled(cancel):
+            stopped = "cancel"
+            break
+        if time.monotonic() >= deadline:
+            stopped = "time"
+            break
+        if soft_lo >= hi:  # bisection exhausted by budgets: descend from the best instead
             target = hi - max(1, (hi - lo) // 16)
         else:
             target = soft_lo if first else (soft_lo + hi) // 2
-        slice_s = left / (3 if first else 4) if left > 1.0 else left
+        share = left // (6 if first else _STEP_SHARE) if left > 4096 else left
         first = False
         sol, proven, meth, k = search_capacity(
-            problem, target, deadline=time.monotonic() + slice_s, cancel=cancel,
-            options=options, cache=cache)
+            problem, target, deadline=deadline, cancel=cancel, options=options, cache=cache,
+            node_budget=share)
         nodes += k
         if sol is not None:
             say(f"{meth}: height {sol.height} <= {target}")
@@ -625,8 +729,13 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
             say(f"search: no layout within {target}")
             lo = soft_lo = target + 1
         else:
+            if meth.endswith(":time"):
+                stopped = "cancel" if is_cancelled(cancel) else "time"
             soft_lo = target + 1
+    if lo >= hi:
+        stopped = ""
     status = _OPT if best.height <= lo else _FEAS
     if status != _OPT and is_cancelled(cancel):
         status = SolveStatus.CANCELLED
     return done(best, status, method, min(lo, best.height))
+

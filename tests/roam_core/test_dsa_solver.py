@@ -131,6 +131,63 @@ class TestSolveDsa:
         assert check_dsa_solution(p, r.solution) == []
 
 
+class TestDeterministicWork:
+    def test_same_work_limit_same_offsets(self, minimalloc) -> None:
+        """The search is cut by nodes, not the clock: two runs (one with a far looser wall-clock
+        limit) give identical offsets, and the result says the work limit stopped it."""
+        p = load_problem(f"{minimalloc}/J.1048576.csv").with_capacity(None)
+        a = solve_dsa(p, time_limit_s=60, work_limit=1500)
+        b = solve_dsa(p, time_limit_s=600, work_limit=1500)
+        assert a.solution is not None
+        assert b.solution is not None
+        assert a.solution.offsets == b.solution.offsets
+        assert (a.nodes, a.method, a.lower_bound) == (b.nodes, b.method, b.lower_bound)
+        assert a.stopped_by == b.stopped_by == "work"
+        assert 0 < a.nodes <= 1500
+        assert check_dsa_solution(p, a.solution) == []
+
+    def test_minimising_c_reaches_its_bound(self, minimalloc) -> None:
+        p = load_problem(f"{minimalloc}/C.1048576.csv").with_capacity(None)
+        r = solve_dsa(p, time_limit_s=60, work_limit=3000)
+        assert r.solution is not None
+        assert r.solution.height == r.lower_bound == 1_039_360
+        assert (r.status, r.stopped_by) == (SolveStatus.OPTIMAL, "")
+        assert check_dsa_solution(p, r.solution) == []
+
+    def test_capacity_search_node_budget(self, minimalloc) -> None:
+        p = load_problem(f"{minimalloc}/E.1048576.csv", capacity=1048576)
+        r = solve_dsa(p, time_limit_s=60, work_limit=200)
+        assert r.solution is None
+        assert (r.status, r.stopped_by) == (SolveStatus.TIMEOUT, "work")
+        assert r.nodes <= 200
+
+
+    def test_large_problems_run_a_fixed_set_of_passes(self, minimalloc, monkeypatch) -> None:
+        """Above the search limit only the greedy passes of LARGE_ORDERS run, all of them."""
+        from roam_core.layout import dsa_solver
+
+        monkeypatch.setattr(dsa_solver, "MAX_SEARCH_BUFFERS", 50)
+        p = load_problem(f"{minimalloc}/A.1048576.csv").with_capacity(None)
+        a = solve_dsa(p, time_limit_s=60)
+        b = solve_dsa(p, time_limit_s=120)
+        assert [m for m, _ in a.tried] == [f"greedy:{o}:best" for o in dsa_solver.LARGE_ORDERS]
+        assert a.solution is not None
+        assert b.solution is not None
+        assert a.solution.offsets == b.solution.offsets
+        assert (a.nodes, a.stopped_by) == (0, "")
+
+    def test_invalid_layout_never_leaves_the_solver(self, monkeypatch) -> None:
+        from roam_core.base.errors import PlanInvalidError
+        from roam_core.layout import dsa_solver
+        from roam_core.model.dsa import Solution
+
+        p = Problem((Buffer("a", 0, 2, 4), Buffer("b", 1, 3, 4)))
+        monkeypatch.setattr(dsa_solver, "portfolio", lambda *a, **k: (
+            Solution((0, 2), 6), "greedy:broken", [("greedy:broken", 6)]))
+        with pytest.raises(PlanInvalidError):
+            solve_dsa(p, time_limit_s=5, exact=False)
+
+
 class TestPortfolio:
     def test_every_order_is_valid(self, minimalloc) -> None:
         p = load_problem(f"{minimalloc}/B.1048576.csv")
