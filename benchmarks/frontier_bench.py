@@ -58,6 +58,7 @@ def run_config(name: str, batch: int, seq: int | None, budgets: int) -> dict[str
     return {"config": g.name, "ops": len(g.ops), "step_flops": sf,
             "resident_bytes": g.resident_bytes(), "trace_s": trace_s,
             "frontier_s": time.perf_counter() - t0, "dropout_redrawn": True,
+            "run_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
             "points": [{"method": p.method, "peak_bytes": p.peak_bytes,
                         "extra_flops": p.extra_flops, "budget_bytes": p.budget_bytes,
                         "recomputed_ops": p.recomputed_ops} for p in points],
@@ -89,6 +90,39 @@ def goals(res: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def previous_summary(old: dict[str, Any]) -> dict[str, Any]:
+    """What a re-run config's earlier run measured (kept beside the new numbers)."""
+    sf = old["step_flops"] or 1
+    g = old.get("goals") or goals(old)
+    pts = {p["method"]: p for p in old["points"] if p["method"] != "roam"}
+    blocks = pts.get("checkpoint_blocks")
+    return {"dropout_redrawn": bool(old.get("dropout_redrawn")),
+            "run_utc": old.get("run_utc"), "frontier_s": old.get("frontier_s"),
+            "none_bytes": pts["none"]["peak_bytes"] if "none" in pts else None,
+            "blocks_bytes": blocks["peak_bytes"] if blocks else None,
+            "blocks_extra_pct": 100 * blocks["extra_flops"] / sf if blocks else None,
+            "midway_bytes": g.get("midway_bytes"), "midway_ratio": g.get("midway_ratio"),
+            "roam_lowest_bytes": g.get("roam_lowest_bytes"),
+            "baselines_beating_roam": g.get("baselines_beating_roam", [])}
+
+
+def previous_line(prev: dict[str, Any]) -> str:
+    """One markdown line for :func:`previous_summary`."""
+    def mib(b: Any) -> str:
+        return "?" if b is None else f"{b / MIB:,.0f} MiB"
+    when = prev.get("run_utc") or "an earlier run"
+    kept = "re-drawn" if prev["dropout_redrawn"] else "kept"
+    ratio = prev.get("midway_ratio")
+    pct = prev.get("blocks_extra_pct")
+    return (f"- **Previous run** ({when}, dropout masks {kept} by every method): none "
+            f"{mib(prev['none_bytes'])}; every block {mib(prev['blocks_bytes'])}"
+            + ("" if pct is None else f", +{pct:.2f}%")
+            + f"; midway {mib(prev['midway_bytes'])}: "
+            + ("unreachable" if ratio is None else f"{ratio:.3f} x every block's")
+            + f"; roam lowest {mib(prev['roam_lowest_bytes'])}; baselines beating roam: "
+            + (", ".join(prev["baselines_beating_roam"]) or "none") + ".")
+
+
 def write_md(results: list[dict[str, Any]], path: Path) -> None:
     lines = ["# Recomputation frontier: roam beside checkpointing baselines", "",
              "Steady AdamW steps, math attention for the transformers, planned on the shared "
@@ -108,7 +142,8 @@ def write_md(results: list[dict[str, Any]], path: Path) -> None:
         lines += [f"## {r['config']}", "",
                   f"{r['ops']} ops, step {sf / 1e9:.1f} GFLOP, resident "
                   f"{r['resident_bytes'] / MIB:,.0f} MiB; trace {r['trace_s']:.0f} s, "
-                  f"frontier {r['frontier_s']:.0f} s."
+                  f"frontier {r['frontier_s']:.0f} s"
+                  + (f" (run {r['run_utc']} UTC)." if r.get("run_utc") else ".")
                   + ("" if r.get("dropout_redrawn") else "  Planned before roam re-drew "
                      "dropout masks: every method keeps them."), "",
                   "| method | peak MiB | extra FLOPs | re-runs |", "|---|---:|---:|---:|"]
@@ -132,6 +167,8 @@ def write_md(results: list[dict[str, Any]], path: Path) -> None:
                          f"every block {g['blocks_bytes'] / MIB:,.0f} MiB; a roam point at "
                          f"<= every block's memory and FLOPs: "
                          f"{'yes' if g['lowest_peak_ok'] else 'no'}.")
+        if r.get("previous"):
+            lines.append(previous_line(r["previous"]))
         for n in r["notes"]:
             lines.append(f"- note: {n}")
         lines.append("")
@@ -184,6 +221,10 @@ def main() -> None:
             continue
         r = run_config(name, b, t, args.budgets)
         r["goals"] = goals(r)
+        before = next((k for k in kept if k["config"] == r["config"]), None)
+        if before is not None:
+            r["previous"] = before.get("previous") if before.get("dropout_redrawn") \
+                and before.get("previous") else previous_summary(before)
         results.append(r)
         print(json.dumps({"config": r["config"], "goals": r["goals"],
                           "frontier_s": round(r["frontier_s"], 1)}), flush=True)
