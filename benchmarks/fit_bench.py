@@ -66,7 +66,7 @@ def check_batch(model: str, batch: int, seq: int | None, memory: int,
         try:
             plan = bp.plan_at(memory)
             pct, arena = 100 * plan.extra_flops / max(bp.step_flops, 1), plan.arena_bytes
-            row["recomputed_ops"] = len(plan.recompute)
+            row.update(rerun_summary(g, plan))
         except BudgetInfeasibleError as e:
             row["infeasible"] = str(e)
         row["budget_plan_s"] = time.perf_counter() - t0
@@ -77,6 +77,58 @@ def check_batch(model: str, batch: int, seq: int | None, memory: int,
                    "roam_recompute_5pct": pct is not None and pct <= 5.0,
                    "roam_recompute_25pct": pct is not None and pct <= 25.0}
     return row
+
+
+def rerun_summary(graph: Any, plan: Any) -> dict[str, Any]:
+    """What a plan re-runs: count, bytes moved, and the op kinds (torch targets) most re-run."""
+    from collections import Counter
+
+    srcs = [graph.op(r.source) for r in plan.recompute]
+    kinds = Counter(o.target for o in srcs)
+    return {"recomputed_ops": len(srcs),
+            "recompute_bytes_moved": sum((o.bytes_read or 0) + (o.bytes_written or 0)
+                                         for o in srcs),
+            "recompute_flops": sum(o.flops or 0 for o in srcs),
+            "recomputed_targets": dict(kinds.most_common(8))}
+
+
+def budget_timing(model: str, batch: int, seq: int | None, budgets: list[int],
+                  workers: int) -> dict[str, Any]:
+    """One traced batch planned at several budgets: the shared greedy run and each budget."""
+    from roam_core.base.config import PlannerConfig
+    from roam_core.base.errors import BudgetInfeasibleError
+    from roam_core.planner import make_plan
+    from roam_core.planner.budget import BudgetPlanner
+    from roam_core.zoo import trace_zoo
+
+    cfg = PlannerConfig(workers=workers)
+    t0 = time.perf_counter()
+    g = trace_zoo(model, batch, seq, "steady").graph
+    out: dict[str, Any] = {"batch_size": batch, "seq_len": seq, "ops": len(g.ops),
+                           "trace_s": time.perf_counter() - t0, "budgets": []}
+    t0 = time.perf_counter()
+    bp = BudgetPlanner(g, cfg, make_plan=make_plan)
+    out["base_plan_s"] = time.perf_counter() - t0
+    out["roam_arena_bytes"] = bp.base.arena_bytes
+    t0 = time.perf_counter()
+    pts = bp.trajectory[2]
+    out["trajectory_s"] = time.perf_counter() - t0
+    out["trajectory_points"] = len(pts)
+    out["lowest_bytes"] = bp.lowest_bytes()
+    for b in budgets:
+        t0 = time.perf_counter()
+        row: dict[str, Any] = {"budget_bytes": b}
+        try:
+            plan = bp.plan_at(b)
+            row.update({"arena_bytes": plan.arena_bytes,
+                        "extra_flops_pct": 100 * plan.extra_flops / max(bp.step_flops, 1),
+                        **rerun_summary(g, plan)})
+        except BudgetInfeasibleError as e:
+            row["infeasible"] = str(e)
+        row["plan_s"] = time.perf_counter() - t0
+        out["budgets"].append(row)
+        print(json.dumps(row), flush=True)
+    return out
 
 
 def largest(rows: list[dict[str, Any]]) -> dict[str, int | None]:
@@ -138,8 +190,17 @@ def main() -> None:
     ap.add_argument("--out", default="benchmarks/results/fit_gpt2xl")
     ap.add_argument("--keep", action="store_true",
                     help="add to the rows of an existing result file")
+    ap.add_argument("--budget-timing", type=int, default=None, metavar="B",
+                    help="instead: plan batch B at each of --budgets and time every stage")
+    ap.add_argument("--budgets", type=size_bytes, nargs="+", default=[])
     args = ap.parse_args()
     out = Path(args.out)
+    if args.budget_timing is not None:
+        res = budget_timing(args.model, args.budget_timing, args.seq_len, args.budgets,
+                            args.workers)
+        res["started"] = time.strftime("%Y-%m-%d %H:%M", time.gmtime())
+        out.with_suffix(".json").write_text(json.dumps(res, indent=1))
+        return
     res: dict[str, Any] = {"model": args.model, "seq_len": args.seq_len,
                            "memory_bytes": args.memory, "rows": [], "notes": [],
                            "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
