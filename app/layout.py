@@ -162,10 +162,22 @@ def _verify_card() -> html.Div:
                  id_=ids.VERIFY_CARD)
 
 
-def _graph(id_: str, height: int) -> html.Div:
+def _blank_figure(note: str = "") -> dict[str, Any]:
+    """What a graph shows before its first render: no axes (plotly's default empty figure
+    draws a -1..6 grid that looks like a broken chart), and ``note`` if given."""
+    hidden = {"visible": False}
+    notes = [{"text": note, "showarrow": False, "xref": "paper", "yref": "paper", "x": 0.5,
+              "y": 0.5, "font": {"color": "#888"}}] if note else []
+    return {"data": [], "layout": {"xaxis": hidden, "yaxis": hidden, "annotations": notes,
+                                   "paper_bgcolor": "rgba(0,0,0,0)",
+                                   "plot_bgcolor": "rgba(0,0,0,0)"}}
+
+
+def _graph(id_: str, height: int, note: str = "") -> html.Div:
     # the wrapper holds the height while plotly.js loads: the page does not jump, and the
     # cards below the fold stay below it (they are mounted when scrolled into view)
-    return html.Div(dcc.Graph(id=id_, config=_GRAPH_CFG, style={"height": f"{height}px"}),
+    return html.Div(dcc.Graph(id=id_, config=_GRAPH_CFG, style={"height": f"{height}px"},
+                              figure=_blank_figure(note)),
                     style={"minHeight": f"{height}px"})
 
 
@@ -248,7 +260,8 @@ def module_card() -> html.Div:
         style_table={"overflowX": "auto"})
     return _card("Memory by module (bytes live at the peak)",
                  html.Div(id=ids.MODULE_TITLE, className="muted"), controls, table,
-                 _graph(ids.MODULE_ICICLE, 440), id_=ids.MODULE_CARD)
+                 _graph(ids.MODULE_ICICLE, 440, "drawn when this card is scrolled into view"),
+                 id_=ids.MODULE_CARD)
 
 
 def _tree_node(node: Mapping[str, Any], depth: int,

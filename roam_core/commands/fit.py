@@ -16,6 +16,7 @@ import argparse
 import json
 from typing import Any
 
+from roam_core.base.executors import EXECUTOR_HELP
 from roam_core.commands import positive_int, size_bytes
 
 __all__ = ["METHODS", "fit_dict", "register"]
@@ -39,18 +40,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--seq-lens", type=positive_int, nargs="+", default=None, metavar="T",
                    help="sequence lengths (token models; default: the model's)")
     p.add_argument("--workers", type=positive_int, default=1, metavar="N")
+    p.add_argument("--executor", default="local", metavar="SPEC",
+                   help=EXECUTOR_HELP + "; every plan of the sweep uses it")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=_run)
 
 
-def _check(graph: Any, memory: int, cfg: Any) -> dict[str, Any]:
+def _check(graph: Any, memory: int, cfg: Any, executor: Any = None) -> dict[str, Any]:
     from roam_core.base.errors import BudgetInfeasibleError
     from roam_core.oracle.baseline import eager_report
     from roam_core.planner import make_plan
     from roam_core.planner.budget import BudgetPlanner
 
     rep = eager_report(graph, cfg.alignment_bytes)
-    bp = BudgetPlanner(graph, cfg, make_plan=make_plan)
+    bp = BudgetPlanner(graph, cfg, make_plan=make_plan, executor=executor)
     out: dict[str, Any] = {"eager_reserved_bytes": int(rep.peak_reserved_bytes),
                            "roam_arena_bytes": bp.base.arena_bytes, "step_flops": bp.step_flops}
     pct: float | None
@@ -74,8 +77,9 @@ def _check(graph: Any, memory: int, cfg: Any) -> dict[str, Any]:
 
 
 def fit_dict(model: str, memory: int, batch_sizes: list[int], seq_lens: list[int] | None,
-             workers: int = 1) -> dict[str, Any]:
-    """The object ``roam fit --json`` prints."""
+             workers: int = 1, executor: Any = None) -> dict[str, Any]:
+    """The object ``roam fit --json`` prints (``executor``: where each plan's sub-task solves
+    run, see :func:`roam_core.base.executors.open_executor`)."""
     from roam_core.base.config import PlannerConfig
     from roam_core.zoo import trace_zoo
 
@@ -88,7 +92,8 @@ def fit_dict(model: str, memory: int, batch_sizes: list[int], seq_lens: list[int
             if not alive:
                 break
             g = trace_zoo(model, b, t, "steady").graph
-            row = {"batch_size": b, "seq_len": g.origin.get("seq_len"), **_check(g, memory, cfg)}
+            row = {"batch_size": b, "seq_len": g.origin.get("seq_len"),
+                   **_check(g, memory, cfg, executor)}
             configs.append(row)
             for m in METHODS:
                 if row["fits"][m] and m in alive:
@@ -102,9 +107,13 @@ def fit_dict(model: str, memory: int, batch_sizes: list[int], seq_lens: list[int
 
 
 def _run(args: argparse.Namespace) -> int:
+    from roam_core.base.executors import open_executor, parse_executor
     from roam_core.base.units import format_bytes
 
-    d = fit_dict(args.model, args.memory, args.batch_sizes, args.seq_lens, args.workers)
+    spec = parse_executor(args.executor)  # a bad spec fails before any tracing
+    with open_executor(spec) as executor:
+        d = fit_dict(args.model, args.memory, args.batch_sizes, args.seq_lens, args.workers,
+                     executor)
     if args.json:
         print(json.dumps(d, sort_keys=True))
         return 0

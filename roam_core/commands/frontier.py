@@ -15,7 +15,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from typing import Any
 
+from roam_core.base.executors import EXECUTOR_HELP
 from roam_core.commands import positive_int
 
 __all__ = ["frontier_dict", "register"]
@@ -37,18 +39,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="worker processes per plan (default 1)")
     p.add_argument("--time-limit", type=float, default=None, metavar="S",
                    help="CP-SAT seconds per ordering sub-task (default 5)")
+    p.add_argument("--executor", default="local", metavar="SPEC",
+                   help=EXECUTOR_HELP + "; every budget's plan uses it")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=_run)
 
 
 def frontier_dict(graph: object, config: object, budgets: int = 8, baselines: bool = True,
-                  plans: dict | None = None) -> dict:
-    """The object ``roam frontier --json`` prints."""
+                  plans: dict | None = None, executor: Any = None) -> dict:
+    """The object ``roam frontier --json`` prints (``executor``: where each plan's sub-task
+    solves run, see :func:`roam_core.base.executors.open_executor`)."""
     from roam_core.planner import make_plan
     from roam_core.planner.budget import recompute_frontier
 
     sf, points, notes = recompute_frontier(graph, config, make_plan=make_plan,  # type: ignore[arg-type]
-                                           budgets=budgets, baselines=baselines, plans=plans)
+                                           budgets=budgets, baselines=baselines, plans=plans,
+                                           executor=executor)
     return {
         "graph": graph.name,  # type: ignore[attr-defined]
         "step_flops": sf,
@@ -64,17 +70,20 @@ def _run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
     from roam_core.base.config import PlannerConfig
+    from roam_core.base.executors import open_executor, parse_executor
     from roam_core.base.units import format_bytes
     from roam_core.formats.graph_io import load_graph
     from roam_core.formats.plan_io import save_plan
 
+    spec = parse_executor(args.executor)  # a bad spec fails before the graph is read
     graph = load_graph(args.graph)
     cfg = PlannerConfig(workers=args.workers)
     if args.time_limit is not None:
         cfg = cfg.with_order(time_limit_s=args.time_limit)
     cfg = replace(cfg)
     plans: dict = {} if args.plans else None  # type: ignore[assignment]
-    d = frontier_dict(graph, cfg, args.budgets, not args.no_baselines, plans)
+    with open_executor(spec, cpsat_threads=cfg.order.num_search_workers) as executor:
+        d = frontier_dict(graph, cfg, args.budgets, not args.no_baselines, plans, executor)
     if args.plans:
         os.makedirs(args.plans, exist_ok=True)
         for label, plan in plans.items():

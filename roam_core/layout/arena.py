@@ -57,14 +57,14 @@ from roam_core.base.cancel import as_cancel_flag, is_cancelled
 from roam_core.base.config import ArenaConfig
 from roam_core.base.status import SolveStatus
 from roam_core.layout.dsa_heuristics import buffer_arrays, greedy_by_size, place_in_order
-from roam_core.layout.dsa_solver import solve_dsa
+from roam_core.layout.dsa_solver import NODES_PER_S, solve_dsa
 from roam_core.model.dsa import Buffer, Problem, Solution
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, TensorId, round_size
 from roam_core.model.plan import SolveRecord
 from roam_core.oracle.simulate import Lifetime, lifetimes
 
-__all__ = ["ArenaConfig", "ArenaLayout", "arena_layout", "greedy_arena", "layout_problem",
-           "plan_arena"]
+__all__ = ["ArenaConfig", "ArenaLayout", "arena_layout", "dsa_work_limit", "greedy_arena",
+           "layout_problem", "plan_arena"]
 
 _logger = logging.getLogger(__name__)
 
@@ -464,6 +464,17 @@ def _polish(problem: Problem, sol: Solution, lb: int, config: ArenaConfig, deadl
 
 
 # ------------------------------------------------------------------- driver
+def dsa_work_limit(config: ArenaConfig) -> int:
+    """Search nodes the DSA candidate may spend: its share of ``config.time_limit_s`` at
+    :data:`~roam_core.layout.dsa_solver.NODES_PER_S` (a rate a loaded machine still reaches).
+
+    >>> dsa_work_limit(ArenaConfig(time_limit_s=10.0))
+    5000
+    """
+    share = 0.5 if config.use_cpsat else 1.0
+    return max(1, int(config.time_limit_s * share * NODES_PER_S))
+
+
 def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
                config: ArenaConfig = ArenaConfig(),  # noqa: B008 - frozen
                cancel: Any = None) -> ArenaLayout:
@@ -509,9 +520,14 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
         records.extend(_scale(r, a) for r in recs)
     best_h = min(s.height for s in candidates.values())
     if best_h > lb and config.use_dsa and len(problem):
-        left = max(0.1, (deadline - time.monotonic()) * (0.5 if config.use_cpsat else 1.0))
+        share = 0.5 if config.use_cpsat else 1.0
+        left = max(0.1, (deadline - time.monotonic()) * share)
         t = time.perf_counter()
-        res = solve_dsa(problem, time_limit_s=left, cancel=cancel, exact=config.dsa_exact)
+        # the search is cut by a node count from the configured budget, not by the time
+        # left: the same graph and settings give the same candidate on a loaded machine
+        # (the time left stays the outer safety limit)
+        res = solve_dsa(problem, time_limit_s=left, cancel=cancel, exact=config.dsa_exact,
+                        work_limit=dsa_work_limit(config))
         assert res.solution is not None
         candidates[res.method] = res.solution
         records.append(SolveRecord("layout", "dsa", res.status, res.solution.height * a,

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -134,3 +136,26 @@ def test_real_graph_fragmentation_below_a_tenth_percent() -> None:
     lay = plan_arena(g, g.op_ids, config=ArenaConfig(time_limit_s=10))
     _assert_valid(g, g.op_ids, lay)
     assert lay.stats["fragmentation"] <= 0.001
+
+
+def test_dsa_candidate_is_cut_by_work_not_by_the_time_left(monkeypatch: Any) -> None:
+    """The DSA candidate gets a node count from the configured budget, whatever time the
+    earlier candidates left: two runs whose CP-SAT stage took different times give it the
+    same work limit, and so the same layout."""
+    from roam_core.layout import arena
+
+    real = arena.solve_dsa
+    seen: list[tuple[int | None, Any]] = []
+
+    def spy(problem: Any, **kw: Any) -> Any:
+        res = real(problem, **kw)
+        seen.append((kw.get("work_limit"), res.solution))
+        return res
+
+    monkeypatch.setattr(arena, "solve_dsa", spy)
+    g = load_graph("sample_graphs/residual_block-b4-steady.json.gz")  # greedy is above the LB
+    cfg = ArenaConfig(time_limit_s=4, use_cpsat=False, flip_compact=False)
+    plan_arena(g, g.op_ids, config=cfg)
+    plan_arena(g, g.op_ids, config=dataclasses.replace(cfg))
+    assert [w for w, _ in seen] == [arena.dsa_work_limit(cfg)] * 2
+    assert seen[0][1] == seen[1][1]

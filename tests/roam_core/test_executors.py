@@ -213,3 +213,32 @@ def test_bounded_executor_passes_errors() -> None:
         f = ex.submit(int, "x")
         with pytest.raises(ValueError, match="invalid literal"):
             f.result(timeout=10)
+
+
+@pytest.mark.slow
+def test_cli_frontier_and_fit_on_a_dask_scheduler(capsys, cluster) -> None:  # type: ignore[no-untyped-def]
+    """The sweep commands take ``--executor`` too, and answer as the local pool does."""
+    from roam_core.cli import main
+
+    host_port = cluster.scheduler_address.removeprefix("tcp://")
+    frontier = ["frontier", "sample_graphs/mlp-b8-steady.json.gz", "--budgets", "3",
+                "--time-limit", "0.5", "--json"]
+    fit = ["fit", "mlp", "--memory", "64MiB", "--batch-sizes", "1", "2", "--json"]
+    answers = []
+    for args in (frontier, fit):
+        for executor in ("local", f"dask://{host_port}"):
+            assert main([*args, "--executor", executor]) == 0
+            answers.append(json.loads(capsys.readouterr().out))
+    assert answers[0] == answers[1]
+    assert [p["method"] for p in answers[0]["points"]].count("roam") >= 1
+    assert answers[2] == answers[3]
+    assert answers[2]["configs"]
+
+
+def test_sweep_commands_refuse_a_bad_executor(capsys) -> None:  # type: ignore[no-untyped-def]
+    from roam_core.cli import main
+
+    assert main(["frontier", "/nonexistent.json", "--executor", "dask-local:0"]) != 0
+    assert main(["fit", "mlp", "--memory", "1GiB", "--executor", "nope"]) != 0
+    err = capsys.readouterr().err
+    assert err.count("--executor") >= 2
