@@ -81,18 +81,22 @@ MAX_SEARCH_BUFFERS = 6000
 LARGE_ORDERS = ("size", "total_length", "size_length", "total_size")
 
 #: Static preorders (letters: T = max section total, L = lifetime length, A = area,
-#: Z = size), tried round-robin.
-PREORDERS = ("TLA", "TAL", "LAT")
+#: Z = size), tried round-robin.  ("LAT", a third, solved none of MiniMalloc A-K first and
+#: cost B and E a third more nodes: A-K together 113k nodes with it, 101k without.)
+PREORDERS = ("TLA", "TAL")
 
 _BIG = np.iinfo(np.int64).max // 4
 # ufunc reductions without ndarray.max's Python wrapper (the search calls them ~10 per node)
 _MAX, _MIN = np.maximum.reduce, np.minimum.reduce
+#: Largest section-membership table renumbered once per preorder (above: on every check).
+_RENUMBER_MAX = 1 << 24
 #: Most failed sub-problem states remembered (the memo is cleared beyond this).
 _MEMO_LIMIT = 1_000_000
 
 #: Restart schedule of :func:`search_capacity`: the first node limit per buffer, the growth.
 #: (Tuned on MiniMalloc A-K: 113k nodes together with 32, 169k with 2, 145k with 16, 175k
-#: with 24, 126k with 40: the count swings with where the limits fall, 32 is no law.)
+#: with 24, 126k with 40: the count swings with where the limits fall, 32 is no law; with
+#: the two preorders: 101k with 32, 137k with 24, 121k with 48, 141k with 64.)
 _FIRST_LIMIT, _GROWTH = 32, 2
 
 #: A bisection step of the height minimisation gets 1/_STEP_SHARE of the nodes left.
@@ -293,6 +297,9 @@ class _Search:
         # its minimum is read)
         self._members, self.indptr = self._ov.section_members()
         self._inv_ext = np.concatenate([self._inv, [n]])
+        # the members in this search's numbering, once (unless the table is huge)
+        self._mem_s = (self._inv_ext[self._members] if len(self._members) <= _RENUMBER_MAX
+                       else None)
         cross = np.zeros(nsec + 1, np.int64)
         np.add.at(cross, self.slo, 1)
         np.add.at(cross, np.maximum(self.shi - 1, self.slo), -1)
@@ -317,7 +324,10 @@ class _Search:
         n = self.n
         self.placed = np.zeros(n + 1, bool)
         self.placed[n] = True
+        # lowest offset of each unplaced buffer; _BIG for placed ones and the sentinel, so
+        # that a section's minimum over its members is its unplaced minimum
         self.minoff = np.zeros(n + 1, np.int64)
+        self.minoff[n] = _BIG
         self.off = np.full(n, -1, np.int64)
         self.best = np.full(n, -1, np.int64)
         self.floor = np.zeros(self.nsec, np.int64)
@@ -362,6 +372,11 @@ class _Search:
         bounds = [a, *zero.tolist(), b]
         return list(itertools.pairwise(bounds))
 
+    def _section_members(self, p: int, q: int) -> np.ndarray:
+        if self._mem_s is not None:
+            return self._mem_s[p:q]
+        return self._inv_ext[self._members[p:q]]
+
     def _check(self, a: int, b: int, offset: int) -> bool:
         if b <= a:
             return True
@@ -375,15 +390,13 @@ class _Search:
                 return False
             if opts.unallocated_floor:  # passed above: only the unplaced minima can fail
                 p, q = self.indptr[a], self.indptr[b]
-                mem = self._inv_ext[self._members[p:q]]
-                vals = np.where(self.placed[mem], _BIG, self.minoff[mem])
+                vals = self.minoff[self._section_members(p, q)]
                 secmin = np.minimum.reduceat(vals, self.indptr[a:b] - p)
                 secmin[secmin == _BIG] = 0  # no unplaced buffer: no constraint
                 return int(_MAX(secmin + tot)) <= self.capacity
         if self.opts.unallocated_floor:
             p, q = self.indptr[a], self.indptr[b]
-            mem = self._inv_ext[self._members[p:q]]
-            vals = np.where(self.placed[mem], _BIG, self.minoff[mem])
+            vals = self.minoff[self._section_members(p, q)]
             secmin = np.minimum.reduceat(vals, self.indptr[a:b] - p)
             secmin[secmin == _BIG] = 0  # no unplaced buffer: no constraint
             fl = np.maximum(fl, secmin)
@@ -420,12 +433,10 @@ class _Search:
         opts = self.opts
         key = None
         if opts.memoize:
-            h = hashlib.blake2b(digest_size=16)
-            h.update(np.array((a, b, min_off, min_rank), np.int64).tobytes())
-            h.update(un.tobytes())
-            h.update(mo.tobytes())
-            h.update(self.floor[a:b].tobytes())
-            key = h.digest()  # 128-bit digest of the state (stored compactly)
+            state = np.concatenate((np.array((a, b, min_off, min_rank, len(un)), np.int64), un,
+                                    mo, self.floor[a:b]))
+            # 128-bit digest of the state (stored compactly)
+            key = hashlib.blake2b(state.tobytes(), digest_size=16).digest()
             if key in self.failed:
                 return False
         if opts.dynamic_ordering:
@@ -460,6 +471,8 @@ class _Search:
             sl, sh = int(slo[i]), int(shi[i])
             # place i
             self.placed[i] = True
+            min_i = self.minoff[i]
+            self.minoff[i] = _BIG
             self.off[i] = off
             self.best[i] = off  # the latest write wins once the search succeeds
             ov = self.overlaps(i)
@@ -504,6 +517,7 @@ class _Search:
             self.total[sl:sh] += s
             self.floor[sl:sh] = old_floor
             self.minoff[ov] = old_min
+            self.minoff[i] = min_i
             self.off[i] = -1
             self.placed[i] = False
             if found:
@@ -836,9 +850,10 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     soft_lo = lo
     cache: dict[str, Any] = {}
     first = True
-    if lo < hi and exact:
+    if lo < hi and do_search:
         # first the peak repair of the best greedy layout: only the buffers live near the
-        # peak are searched (also above MAX_SEARCH_BUFFERS when few enough are)
+        # peak are searched (not above MAX_SEARCH_BUFFERS: with thousands of fixed buffers
+        # around the window a node costs ~25 ms, pangu_2.6B: 2,000 nodes in 51 CPU s)
         sol, k, meth = repair_peak(problem, best, lb,
                                    node_budget=min(budget // 2, _REPAIR_MAX_NODES),
                                    deadline=deadline, cancel=cancel, options=options)
