@@ -26,9 +26,10 @@ Method
 
    Buffers are tried by lowest feasible offset, then a static preorder (largest section total,
    lifetime, area...).  Several preorders are run round-robin under doubling node limits.
-3. **Height minimisation** (no capacity): first a *peak repair* of the best greedy layout
-   (:func:`repair_peak`: the buffers live where the load is near the bound are searched at
-   the bound, everything else fixed); then bisect the capacity between the proven lower bound
+3. **Height minimisation** (no capacity): a search at the bound with a sixth of the nodes;
+   if that fails, a *peak repair* of the best layout (:func:`repair_peak`: the buffers live
+   where the load is near the bound are searched at it, everything else fixed); then bisect
+   the capacity between the proven lower bound
    and the best layout found, each step a capacity-bounded search with a share of the node
    budget; once exhausted budgets have closed the bisection, keep descending in small steps
    below the best layout until the budget is spent.
@@ -101,7 +102,7 @@ _FIRST_LIMIT, _GROWTH = 32, 2
 
 #: A bisection step of the height minimisation gets 1/_STEP_SHARE of the nodes left.
 _STEP_SHARE = 4
-#: The peak repair before the bisection gets half of the minimisation's nodes, at most this.
+#: The peak repair after the first step gets half of the nodes left, at most this.
 _REPAIR_MAX_NODES = 5000
 
 #: Search nodes per second of ``time_limit_s`` in the default work limit.  An idle core does
@@ -850,17 +851,7 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     soft_lo = lo
     cache: dict[str, Any] = {}
     first = True
-    if lo < hi and do_search:
-        # first the peak repair of the best greedy layout: only the buffers live near the
-        # peak are searched (not above MAX_SEARCH_BUFFERS: with thousands of fixed buffers
-        # around the window a node costs ~25 ms, pangu_2.6B: 2,000 nodes in 51 CPU s)
-        sol, k, meth = repair_peak(problem, best, lb,
-                                   node_budget=min(budget // 2, _REPAIR_MAX_NODES),
-                                   deadline=deadline, cancel=cancel, options=options)
-        nodes += k
-        if sol is not None:
-            say(f"{meth}: height {sol.height} (the bound)")
-            best, method, hi = sol, meth, sol.height
+    repaired = False
     while lo < hi and do_search:
         left = budget - nodes
         if left < 64 or stopped:
@@ -892,6 +883,20 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
             if meth.endswith(":time"):
                 stopped = "cancel" if is_cancelled(cancel) else "time"
             soft_lo = target + 1
+        if not repaired and lo < hi and not stopped:
+            # when the first step (the whole search at the bound) did not reach it: the peak
+            # repair of the best layout, where only the buffers live near the peak are
+            # searched (not above MAX_SEARCH_BUFFERS buffers: with thousands of fixed ones
+            # around the window a node costs ~25 ms, pangu_2.6B: 2,000 nodes in 51 CPU s)
+            repaired = True
+            sol, k, meth = repair_peak(problem, best, lo,
+                                       node_budget=min((budget - nodes) // 2,
+                                                       _REPAIR_MAX_NODES),
+                                       deadline=deadline, cancel=cancel, options=options)
+            nodes += k
+            if sol is not None:
+                say(f"{meth}: height {sol.height} <= {lo}")
+                best, method, hi = sol, meth, sol.height
     if lo >= hi:
         stopped = ""
     status = _OPT if best.height <= lo else _FEAS

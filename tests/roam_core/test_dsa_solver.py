@@ -370,15 +370,25 @@ def test_repair_fixes_a_layout_stuck_above_its_peak() -> None:
 
 
 def test_solve_dsa_repairs_the_greedy_layout_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Minimising, the repair of the best greedy layout runs before the bisection, inside
-    the same work limit (the greedy portfolio is made to return the stuck layout)."""
+    """Minimising, when the search at the bound runs out of nodes, the repair of the best
+    layout runs, inside the same work limit (the greedy portfolio is made to return the
+    stuck layout, and the whole-problem search to give up)."""
     from roam_core.layout import dsa_solver as ds
 
     bufs = [Buffer("big", 4, 6, 8), Buffer("far", 0, 2, 9), Buffer("far2", 8, 10, 9)]
     bufs += [Buffer(f"t{k}", 1 + k, 9 - k, 1) for k in range(3)]
     p = Problem(tuple(bufs))
     stuck = Solution.from_offsets(p, [0, 0, 0, 9, 10, 11])
-    monkeypatch.setattr(ds, "portfolio", lambda *a, **k: (stuck, "greedy:stuck", []))
+    tried = [("greedy:stuck", 12)] * (len(ORDERS) * 2)  # every pass ran (not cut by time)
+    monkeypatch.setattr(ds, "portfolio", lambda *a, **k: (stuck, "greedy:stuck", tried))
+    real = ds.search_capacity
+
+    def whole_gives_up(problem: Problem, capacity: int, **kw: object) -> object:
+        if all(b.offset is None for b in problem.buffers):  # the whole problem, not a window
+            return None, False, "search:work", 10
+        return real(problem, capacity, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ds, "search_capacity", whole_gives_up)
     r = ds.solve_dsa(p, time_limit_s=10, work_limit=500)
     assert r.solution is not None
     assert r.solution.height == 11
