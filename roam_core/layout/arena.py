@@ -61,7 +61,12 @@ from roam_core.base.cancel import as_cancel_flag, is_cancelled
 from roam_core.base.config import ArenaConfig
 from roam_core.base.status import SolveStatus
 from roam_core.layout.dsa_heuristics import buffer_arrays, greedy_by_size, place_in_order
-from roam_core.layout.dsa_solver import NODES_PER_S, repair_peak, solve_dsa
+from roam_core.layout.dsa_solver import (
+    MAX_SEARCH_BUFFERS,
+    NODES_PER_S,
+    repair_peak,
+    solve_dsa,
+)
 from roam_core.model.dsa import Buffer, Problem, Solution
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, TensorId, round_size
 from roam_core.model.plan import SolveRecord
@@ -576,7 +581,8 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
                                    time.perf_counter() - t, len(problem)))
     method = min(candidates, key=lambda k: (candidates[k].height, k != "roam"))
     sol = candidates[method]
-    if sol.height > lb and config.peak_repair and config.use_dsa and config.dsa_exact:
+    if (sol.height > lb and config.peak_repair and config.use_dsa and config.dsa_exact
+            and len(problem) <= MAX_SEARCH_BUFFERS):  # the search's own size limit
         t = time.perf_counter()
         # cut by nodes; the clock (twice the budget) only as a safety limit, so that a loaded
         # machine gets the same layout, later
