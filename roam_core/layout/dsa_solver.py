@@ -91,6 +91,8 @@ _BIG = np.iinfo(np.int64).max // 4
 _MAX, _MIN = np.maximum.reduce, np.minimum.reduce
 #: Largest section-membership table renumbered once per preorder (above: on every check).
 _RENUMBER_MAX = 1 << 24
+#: Most buffers for which each preorder keeps its own renumbered overlap sets.
+_RENUMBER_OV_MAX = 2048
 #: Most failed sub-problem states remembered (the memo is cleared beyond this).
 _MEMO_LIMIT = 1_000_000
 
@@ -313,13 +315,20 @@ class _Search:
                 m = (fx[:, 0] < up[i]) & (fx[:, 1] > lo[i])
                 o = np.argsort(fx[m, 2], kind="stable")
                 self.fixed_near.append((fx[m, 2][o], fx[m, 3][o]))
+        # overlaps() renumbered for this search, kept when small (at most n^2 entries)
+        self._ov_s: dict[int, np.ndarray] | None = {} if n <= _RENUMBER_OV_MAX else None
         self.rank = np.arange(n)  # tie-break rank of each buffer in its current partition
         self.failed: set[bytes] = set()  # sub-problem states proven to fail
         self.reset()
 
     def overlaps(self, k: int) -> np.ndarray:
         """Search indices of the buffers overlapping search buffer ``k`` in time."""
-        return self._inv[self._ov[int(self._perm[k])]]
+        ov = self._ov_s.get(k) if self._ov_s is not None else None
+        if ov is None:
+            ov = self._inv[self._ov[int(self._perm[k])]]
+            if self._ov_s is not None:
+                self._ov_s[k] = ov
+        return ov
 
     def reset(self) -> None:
         n = self.n
