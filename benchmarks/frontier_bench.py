@@ -82,7 +82,8 @@ def run_config(name: str, batch: int, seq: int | None, budgets: int,
             "run_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
             "points": [{"method": p.method, "peak_bytes": p.peak_bytes,
                         "extra_flops": p.extra_flops, "budget_bytes": p.budget_bytes,
-                        "recomputed_ops": p.recomputed_ops} for p in points],
+                        "recomputed_ops": p.recomputed_ops,
+                        "extra_bytes_moved": p.extra_bytes_moved} for p in points],
             "torch_min_cut": min_cut_record(mc) if mc is not None else None,
             "notes": notes}
 
@@ -161,19 +162,23 @@ def min_cut_lines(r: dict[str, Any]) -> list[str]:
                + (f"; {r['min_cut_s']:.0f} s wall, {r['min_cut_cpu_s']:.0f} s CPU"
                   if r.get("min_cut_s") is not None else "") + "):", "",
            "| activation_memory_budget | torch saves MiB | plan keeps MiB | peak MiB | extra "
-           "FLOPs | torch's re-runs (FLOPs) | roam at <= that peak |",
-           "|---:|---:|---:|---:|---:|---:|---:|"]
+           "FLOPs | re-run MiB moved | torch's re-runs (FLOPs) | roam at <= that peak |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for b in mc["budgets"]:
         p = pts.get(b["method"])
         if p is None:
             continue
-        best = min((q["extra_flops"] for q in roam if q["peak_bytes"] <= p["peak_bytes"]),
+        at = [q for q in roam if q["peak_bytes"] <= p["peak_bytes"]]
+        best = min(at, key=lambda q: (q["extra_flops"], q.get("extra_bytes_moved", 0)),
                    default=None)
         out.append(f"| {b['activation_memory_budget']:g} | {b['saved_bytes'] / MIB:,.0f} | "
                    f"{b['retained_bytes'] / MIB:,.0f} | {p['peak_bytes'] / MIB:,.0f} | "
-                   f"+{100 * p['extra_flops'] / sf:.2f}% | {b['recomputed_nodes']} "
+                   f"+{100 * p['extra_flops'] / sf:.2f}% | "
+                   f"{p.get('extra_bytes_moved', 0) / MIB:,.0f} | {b['recomputed_nodes']} "
                    f"(+{100 * b['recomputed_flops'] / sf:.2f}%) | "
-                   + ("none" if best is None else f"+{100 * best / sf:.2f}%") + " |")
+                   + ("none" if best is None else
+                      f"+{100 * best['extra_flops'] / sf:.2f}%, "
+                      f"{best.get('extra_bytes_moved', 0) / MIB:,.0f} MiB moved") + " |")
     out.append("")
     return out
 
@@ -211,10 +216,13 @@ def write_md(results: list[dict[str, Any]], path: Path) -> None:
                   + (f" (run {r['run_utc']} UTC)." if r.get("run_utc") else ".")
                   + ("" if r.get("dropout_redrawn") else "  Planned before roam re-drew "
                      "dropout masks: every method keeps them."), "",
-                  "| method | peak MiB | extra FLOPs | re-runs |", "|---|---:|---:|---:|"]
+                  "| method | peak MiB | extra FLOPs | re-runs | re-run MiB moved |",
+                  "|---|---:|---:|---:|---:|"]
         for p in sorted(r["points"], key=lambda p: (p["method"] != "roam", -p["peak_bytes"])):
+            moved = p.get("extra_bytes_moved")
             lines.append(f"| {p['method']} | {p['peak_bytes'] / MIB:,.0f} | "
-                         f"+{100 * p['extra_flops'] / sf:.2f}% | {p['recomputed_ops']} |")
+                         f"+{100 * p['extra_flops'] / sf:.2f}% | {p['recomputed_ops']} | "
+                         + ("–" if moved is None else f"{moved / MIB:,.0f}") + " |")
         lines.append("")
         beaten = g["baselines_beating_roam"]
         verdict = ("no baseline point beats roam" if not beaten

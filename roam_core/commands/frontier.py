@@ -10,10 +10,10 @@ the model at each ``--min-cut-budgets`` value of ``activation_memory_budget`` an
 decision is mapped onto the graph (methods ``torch_min_cut_<budget>``;
 :mod:`roam_core.trace.min_cut`).  ``--json`` prints one object ``{"graph", "step_flops",
 "resident_bytes", "points": [{"method", "peak_bytes", "extra_flops", "budget_bytes",
-"recomputed_ops"}], "torch_min_cut", "notes"}``; ``torch_min_cut`` holds, per budget, what
-the partitioner itself decided (``saved_bytes``, ``recomputed_nodes``, ...) or why it does not
-apply.  ``--plans DIR`` writes every plan.  ``peak_bytes`` is the plan's arena (resident bytes
-included).
+"recomputed_ops", "extra_bytes_moved"}], "torch_min_cut", "notes"}``; ``torch_min_cut``
+holds, per budget, what the partitioner itself decided (``saved_bytes``,
+``recomputed_nodes``, ...) or why it does not apply.  ``--plans DIR`` writes every plan.
+``peak_bytes`` is the plan's arena (resident bytes included).
 """
 
 from __future__ import annotations
@@ -32,6 +32,10 @@ __all__ = ["frontier_dict", "min_cut_record", "register"]
 #: Default ``activation_memory_budget`` values (mirrors
 #: :data:`roam_core.trace.min_cut.MIN_CUT_BUDGETS`; torch is imported only when used).
 MIN_CUT_BUDGETS = (0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
+#: Why the min-cut baseline does not apply to a graph that is not a zoo trace (mirrors
+#: :data:`roam_core.zoo.min_cut.NOT_ZOO`).
+NOT_ZOO = ("the graph is not a zoo model's trace: torch's partitioner needs the model "
+           "(AOT autograd traces it again)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -110,14 +114,20 @@ def frontier_dict(graph: object, config: object, budgets: int = 8, baselines: bo
     extra: dict = {}
     mc_notes: list[str] = []
     if baselines and min_cut_budgets:
-        from roam_core.zoo.min_cut import zoo_min_cut
+        if (getattr(graph, "origin", None) or {}).get("source") != "zoo":
+            why = NOT_ZOO  # decided without importing torch
+            mc = {"applicable": False, "reason": why, "matched_ops": 0, "forward_ops": 0,
+                  "joint_forward_nodes": 0, "budgets": []}
+            mc_notes.append(f"baseline torch_min_cut: not applicable ({why})")
+        else:
+            from roam_core.zoo.min_cut import zoo_min_cut
 
-        res = zoo_min_cut(graph, tuple(min_cut_budgets), traced=traced)  # type: ignore[arg-type]
-        mc = min_cut_record(res)
-        extra = {d.method: d.dropped for d in res.decisions}
-        if res.reason is not None:
-            mc_notes.append(f"baseline torch_min_cut: not applicable ({res.reason})")
-        mc_notes.extend(f"torch_min_cut: {n}" for n in res.notes)
+            res = zoo_min_cut(graph, tuple(min_cut_budgets), traced=traced)  # type: ignore[arg-type]
+            mc = min_cut_record(res)
+            extra = {d.method: d.dropped for d in res.decisions}
+            if res.reason is not None:
+                mc_notes.append(f"baseline torch_min_cut: not applicable ({res.reason})")
+            mc_notes.extend(f"torch_min_cut: {n}" for n in res.notes)
     sf, points, notes = recompute_frontier(graph, config, make_plan=make_plan,  # type: ignore[arg-type]
                                            budgets=budgets, baselines=baselines, plans=plans,
                                            extra_baselines=extra, executor=executor)
@@ -127,7 +137,8 @@ def frontier_dict(graph: object, config: object, budgets: int = 8, baselines: bo
         "resident_bytes": graph.resident_bytes(),  # type: ignore[attr-defined]
         "points": [{"method": p.method, "peak_bytes": p.peak_bytes,
                     "extra_flops": p.extra_flops, "budget_bytes": p.budget_bytes,
-                    "recomputed_ops": p.recomputed_ops} for p in points],
+                    "recomputed_ops": p.recomputed_ops,
+                    "extra_bytes_moved": p.extra_bytes_moved} for p in points],
         "torch_min_cut": mc,
         "notes": notes + mc_notes,
     }

@@ -255,6 +255,9 @@ class FrontierPoint:
         The budget roam was given (``None`` for baselines).
     recomputed_ops : int
         Recompute ops in the plan.
+    extra_bytes_moved : int
+        Bytes the recompute ops read and write (elementwise re-runs count 0 FLOPs in
+        torch's counter but are not free; roam's objective charges them).
     """
 
     method: str
@@ -262,6 +265,13 @@ class FrontierPoint:
     extra_flops: int
     budget_bytes: int | None = None
     recomputed_ops: int = 0
+    extra_bytes_moved: int = 0
+
+
+def _moved(graph: Graph, plan: Plan) -> int:
+    from roam_core.model.recompute import recompute_cost
+
+    return recompute_cost(graph, plan.recompute)[1]
 
 
 def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
@@ -315,7 +325,7 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
             p = bp.plan_for_drops(drop, label=name) if drop else replace(
                 bp.base, method=name, step_flops=bp.step_flops)
             points.append(FrontierPoint(name, p.arena_bytes, p.extra_flops, None,
-                                        len(p.recompute)))
+                                        len(p.recompute), _moved(graph, p)))
             extra_budgets.append(p.arena_bytes)
             if plans is not None:
                 plans[name] = p
@@ -323,7 +333,7 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
         p = bp.plan_for_drops(tuple(drop), label=name) if drop else replace(
             bp.base, method=name, step_flops=bp.step_flops)
         points.append(FrontierPoint(name, p.arena_bytes, p.extra_flops, None,
-                                    len(p.recompute)))
+                                    len(p.recompute), _moved(graph, p)))
         extra_budgets.append(p.arena_bytes)
         if plans is not None:
             plans[name] = p
@@ -342,7 +352,7 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
             notes.append(f"roam: no plan fits {format_bytes(b)}")
             continue
         points.append(FrontierPoint("roam", p.arena_bytes, p.extra_flops, b,
-                                    len(p.recompute)))
+                                    len(p.recompute), _moved(graph, p)))
         if plans is not None:
             plans[f"roam@{b}"] = p
     return bp.step_flops, points, notes

@@ -15,26 +15,36 @@ decision* and turns it into a drop set of roam's graph of the same step:
 2. **torch's decision**: the forward graph's outputs beyond the user outputs (and the
    mutated buffers) are the values it *saves* for the backward; the forward nodes that also
    appear in the backward graph are the ones it *recomputes*.
-3. **Matching** the joint graph's forward nodes with roam's forward and loss ops: both are
-   aten-level traces of the same Python code, in the same order, so the sequences of
-   ``(op, first output's shape and dtype)`` are aligned (``difflib``), with in-place and
-   functional variants identified (functionalization turns CPU dropout's ``bernoulli_`` into
-   ``bernoulli``, batch norm's buffer updates into ``_functional`` outputs) and the view
-   family (``view``, ``_unsafe_view``, ``reshape``) as one.  Every matched pair is then
-   *verified*: each tensor argument must come from corresponding nodes (through unmatched
-   views, clones and detaches) or from the same parameter, buffer or input; pairs that fail
-   are unmatched, to a fixed point.  Every saved value must map onto roam's graph, and every
-   roam forward storage the backward reads must come from a matched op; otherwise the
-   baseline is not applicable and says why.
+3. **Matching** the joint graph's forward nodes with roam's forward and loss ops, inputs
+   first (:class:`_Matcher`): both are aten-level traces of the same Python code, so a joint
+   node matches the first unmatched roam op with the same op name and first output's shape
+   and dtype whose tensor arguments come from the counterparts of its own (looking through
+   views, clones and detaches that only one side has); repeated layers cannot be confused.
+   In-place and functional variants are one name (functionalization turns ``relu_`` into
+   ``relu``, batch norm's buffer updates into ``_native_batch_norm_legit_functional``'s extra
+   outputs, which stand for roam's resident buffers); AOT's ``native_dropout`` matches roam's
+   CPU dropout chain (``empty_like`` -> ``bernoulli_`` -> ``div_`` -> ``mul``: the output is
+   the ``mul``, the bool mask roam's float mask); a ``clone`` eager autograd takes before an
+   in-place op overwrites a value (MobileNet's ``ReLU6(inplace=True)``) holds that value.
+   Every saved value must map onto roam's graph, and every roam forward storage the backward
+   reads must come from a matched op; otherwise the baseline is not applicable and says why.
 4. **The drop set**: every storage made by a forward or loss op that no saved value lives
    in.  roam re-runs what the backward needs from it, in chains, from the kept values --
-   what the partitioner's backward graph does.  A storage roam's rules do not let a plan
-   drop (:func:`~roam_core.model.recompute.recompute_blocker`) is kept and counted.
+   what the partitioner's backward graph does: the plan's extra FLOPs equal torch's re-runs
+   counted with roam's per-op FLOPs.  A storage roam's rules do not let a plan drop
+   (:func:`~roam_core.model.recompute.recompute_blocker`; batch norm, which writes its
+   running statistics in place) is kept and counted.
 
-Random ops: the partitioner bans recomputing random ops (``functionalize_rng_ops`` is off
-by default), so at budgets above 0 their results -- CPU dropout's masks -- are saved and the
-mapped plan keeps them; roam could re-draw them (:mod:`roam_core.trace.rng`), but the
-baseline mirrors torch's decision.
+Which joint graph: AOT autograd's own, without inductor's decompositions and joint-graph
+passes (what ``aot_eager`` with this partitioner sees; the partitioner's op lists are its
+``compiler="inductor"`` defaults).  Under ``torch.compile`` with inductor the graph is
+decomposed further first, so the choice can differ in detail.
+
+Random ops: the partitioner's default cut (budget 1) saves random results; its knapsack at
+low budgets may re-run them (here ``native_dropout``; under ``torch.compile`` inductor first
+rewrites random ops into seeded ones, so such a re-run draws the same numbers).  The mapped
+plan mirrors the decision: a mask torch keeps is kept, a mask torch re-runs is dropped and
+re-drawn from the replayed generator state (:mod:`roam_core.trace.rng`), bit-exactly.
 
 These are private torch APIs: every one is feature-detected, and a missing one (or a trace
 that fails) makes the baseline "not applicable" with the reason, never an error.

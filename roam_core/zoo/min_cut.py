@@ -14,7 +14,11 @@ from typing import Any
 from roam_core.model.graph import Graph
 from roam_core.trace.min_cut import MIN_CUT_BUDGETS, MinCutResult, min_cut_available, torch_min_cut
 
-__all__ = ["zoo_min_cut"]
+__all__ = ["NOT_ZOO", "zoo_min_cut"]
+
+#: Why the baseline does not apply to a graph that is not a zoo trace.
+NOT_ZOO = ("the graph is not a zoo model's trace: torch's partitioner needs the model "
+           "(AOT autograd traces it again)")
 
 
 def zoo_min_cut(graph: Graph, budgets: Sequence[float] = MIN_CUT_BUDGETS,

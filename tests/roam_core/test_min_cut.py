@@ -115,7 +115,10 @@ def test_method_names_and_defaults():
     assert mc.min_cut_method(0.5) == "torch_min_cut_0.5"
     assert mc.min_cut_method(1.0) == "torch_min_cut_1.0"
     assert mc.min_cut_method(0.05) == "torch_min_cut_0.05"
+    from roam_core.zoo import min_cut as zmc
+
     assert frontier.MIN_CUT_BUDGETS == mc.MIN_CUT_BUDGETS
+    assert frontier.NOT_ZOO == zmc.NOT_ZOO
     assert frontier._budget_list("0.1, 0.5") == (0.1, 0.5)
     import argparse
 
