@@ -164,13 +164,15 @@ class BudgetPlanner:
                 first = [("roam", prefix)] if idx is not None else []
                 cands = best_of(ev, target, [*first, *self.other_candidates()], w,
                                 keep_unfit=True)
-                if idx is not None:
-                    own = next(c for c in cands if c.label == "roam")
+                if idx is not None:  # roam's own search: greedy prefix, pruned, swapped
+                    own = min((c for c in cands if c.label in ("roam", "roam+swap")),
+                              key=lambda c: c.cost)
                     self.own_costs[target] = (own.evaluation.extra_flops,
                                               own.evaluation.extra_bytes)
                 # the fitting ones, then (last resort: the planner's order may fit what
                 # the just-in-time order does not) the cheapest two that do not
-                fit = [c for c in cands if c.fits][:4]
+                fit = [c for c in cands if c.fits][:3]
+                fit += [c for c in cands if c.label == "roam" and all(c is not f for f in fit)]
                 if last_resort:
                     fit += [c for c in cands if not c.fits][:max(0, 2 - len(fit))]
                 self._cache[key] = [(c.label, _Choice(c.evaluation.dropped,
@@ -249,7 +251,7 @@ class BudgetPlanner:
                 break
             over = None
             for label, c in cs:  # cheapest first; the next one when the arena overshoots
-                why = [] if label == "roam" else [
+                why = [] if label in ("roam", "roam+swap") else [
                     f"portfolio: {label}'s drop set, pruned to the budget, was cheaper than "
                     "roam's greedy prefix"]
                 plan = self._finish(c, budget, [*notes, *why], "roam")

@@ -200,7 +200,8 @@ def best_of(evaluator: JitEvaluator, limit_bytes: int,
     -------
     list of Candidate
         Sorted by cost (then input order); duplicates (same drop set) appear once.  A
-        candidate other than the first is listed both pruned and as given.
+        candidate other than the first is listed both pruned and as given; the first both
+        pruned and, when swaps made it cheaper, swapped (label ``"<label>+swap"``).
     """
     ok = set(evaluator.droppable) | {  # as the baselines: a storage no late op reads is
         t for t, rs in evaluator.readers.items()  # rebuilt by re-runs instead of kept for them
@@ -227,8 +228,10 @@ def best_of(evaluator: JitEvaluator, limit_bytes: int,
             # arena over the budget (layout), and the given set is the baseline's own plan
             out.append(Candidate(label, raw, raw.cost(bytes_weight)))
         if i == 0 and swaps:
-            e = swap_improve(evaluator, e, limit_bytes, bytes_weight, max_swaps=swaps,
-                             max_evals=max_evals)
+            sw = swap_improve(evaluator, e, limit_bytes, bytes_weight, max_swaps=swaps,
+                              max_evals=max_evals)
+            if sw is not e:  # the pruned prefix stays a fallback (its layout may fit)
+                out.append(Candidate(f"{label}+swap", sw, sw.cost(bytes_weight)))
         out.append(Candidate(label, e, e.cost(bytes_weight)))
     order = {id(c): i for i, c in enumerate(out + unfit)}
     out.sort(key=lambda c: (c.cost, order[id(c)]))
