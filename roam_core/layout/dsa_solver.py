@@ -842,10 +842,11 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     say(f"portfolio: {method} height {best.height} (lb {lb})")
     nodes = 0
     stopped = "time" if len(tried) < len(orders) * len(fits) else ""
-    if not do_search and not stopped and best.height > (lb if cap is None else cap):
+    _, oname, fit = [*method.split(":"), "", ""][:3]
+    if (not do_search and not stopped and best.height > (lb if cap is None else cap)
+            and oname in ORDERS and fit in ("best", "first")):
         # no exact search here: re-place the best pass's order with the buffers that ended
         # on top moved to the front, a fixed number of times
-        _, oname, fit = method.split(":")
         sol, runs, cut = promote_high(problem, named_order(problem, oname), fit, best,
                                       target=lb if cap is None else cap,
                                       passes=LARGE_PROMOTE_PASSES, deadline=deadline)
