@@ -186,6 +186,9 @@ def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "bound (`bounds`).",
         "",
     ]
+    if meta.get("older_rows_date"):
+        lines[2] += (f" Rows without CPU s were measured {meta['older_rows_date']} (main before "
+                     "issue 14) and not re-run; their trace s had the load of that day.")
     before = {_key(r): r for r in rows if r.get("tree")}
     rows = [r for r in rows if not r.get("tree")]
     if before:
@@ -197,9 +200,9 @@ def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             "whole traced step (graph with module paths and FLOPs, value map, placeholders, "
             "RNG timeline, FX graph) equals the before-trace's.",
             "",
-            "| model | batch | seq | setting | ops | before s | before CPU s | trace s | "
-            "CPU s | load | same |",
-            "|---|---|---|---|---|---|---|---|---|---|---|",
+            "| model | batch | seq | setting | ops | before s | before CPU s | before load | "
+            "trace s | CPU s | load | before max RSS MiB | max RSS MiB | same |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
         for r in rows:
             b = before.get(_key(r))
@@ -208,7 +211,9 @@ def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             lines.append(
                 f"| {r['model']} | {r['batch']} | {r['seq_len'] or ''} | {r['setting']} | "
                 f"{r['ops']:,} | {b['trace_s']:.1f} | {b['trace_cpu_s']:.1f} | "
-                f"{r['trace_s']:.1f} | {r['trace_cpu_s']:.1f} | {r['load_avg_1m']:.1f} | "
+                f"{b['load_avg_1m']:.1f} | {r['trace_s']:.1f} | {r['trace_cpu_s']:.1f} | "
+                f"{r['load_avg_1m']:.1f} | {b['max_rss_bytes'] / MIB:,.0f} | "
+                f"{r['max_rss_bytes'] / MIB:,.0f} | "
                 f"{'yes' if r['digest'] == b['digest'] else 'NO'} |")
         lines.append("")
     lines += [
