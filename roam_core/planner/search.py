@@ -52,10 +52,11 @@ def search_whole_order(graph: Graph, order: tuple[OpId, ...], prof: Any,
 
 def tighter_bound(graph: Graph, lower: int, peak: int, config: PlannerConfig,
                   records: list[SolveRecord], notes: list[str]) -> int:
-    """The chain-group and forward-value choice bounds when they beat ``lower``.
+    """The forward-value choice and chain-group bounds when they beat ``lower``.
 
-    Each is recorded as a ``"bound"`` record (``chain_group``, ``forward_values``).  The
-    second is :func:`~roam_core.oracle.proven_bounds.choice_lower_bound` over
+    Each is recorded as a ``"bound"`` record (``forward_values``, ``chain_group``); the
+    chain-group bound is skipped when the first one already meets ``peak``.  The
+    forward-value bound is :func:`~roam_core.oracle.proven_bounds.choice_lower_bound` over
     :func:`~roam_core.oracle.proven_bounds.forward_value_groups` (backward products of
     forward values: run early and hold the product, or late and hold the inputs).  A bound
     above ``peak`` (the simulated peak of a valid order) would be a bug; it is then not used,
@@ -71,23 +72,28 @@ def tighter_bound(graph: Graph, lower: int, peak: int, config: PlannerConfig,
 
     a = config.alignment_bytes
     reach = reachability(graph)
-    masks = storage_masks(graph, a, reach=reach)
-    t0 = time.perf_counter()
-    cb = chain_group_lower_bound(graph, None, a, reach=reach, masks=masks)
-    records.append(SolveRecord("bound", "chain_group", SolveStatus.OPTIMAL, None,
-                               cb.bound_bytes, time.perf_counter() - t0, cb.chain_ops))
-    found = [("chain-group", cb.bound_bytes)]
-    t0 = time.perf_counter()
-    groups = forward_value_groups(graph, reach=reach)
-    if groups:
-        fv = choice_lower_bound(graph, a, groups=groups, reach=reach, masks=masks)
-        records.append(SolveRecord("bound", "forward_values", SolveStatus.OPTIMAL, None,
-                                   fv.bound_bytes, time.perf_counter() - t0, len(groups)))
-        found.append(("forward-value", fv.bound_bytes))
-    for name, b in found:
+
+    def use(name: str, b: int) -> None:
+        nonlocal lower
         if b > peak:
             notes.append(f"{name} bound {b} above a valid order's peak {peak}: "
                          "not used (please report)")
         else:
             lower = max(lower, b)
+
+    # the forward-value bound first (cheap); the chain-group bound only if a gap is left
+    t0 = time.perf_counter()
+    groups = forward_value_groups(graph, reach=reach)
+    if groups:
+        fv = choice_lower_bound(graph, a, groups=groups, reach=reach)
+        records.append(SolveRecord("bound", "forward_values", SolveStatus.OPTIMAL, None,
+                                   fv.bound_bytes, time.perf_counter() - t0, len(groups)))
+        use("forward-value", fv.bound_bytes)
+    if lower < peak:
+        t0 = time.perf_counter()
+        cb = chain_group_lower_bound(graph, None, a, reach=reach,
+                                     masks=storage_masks(graph, a, reach=reach))
+        records.append(SolveRecord("bound", "chain_group", SolveStatus.OPTIMAL, None,
+                                   cb.bound_bytes, time.perf_counter() - t0, cb.chain_ops))
+        use("chain-group", cb.bound_bytes)
     return lower
