@@ -269,6 +269,8 @@ class JitEvaluator:
             for s in op.mutates:
                 self.writers.setdefault(s, []).append(op.id)
         self._late_reads = late_read_index(graph)
+        self._tprod = {t.id: t.producer for t in graph.tensors.values()}
+        self._lvp: dict[TensorId, tuple[OpId, ...]] = {}
         self._vprod: dict[str, OpId | None] = {v: graph.value_producer(v) for v in self.values}
         self._op_ins = {op.id: tuple((u, graph.storage_of(u)) for u in op.inputs)
                         for op in graph.ops}
@@ -330,6 +332,22 @@ class JitEvaluator:
         self._live_gap = np.cumsum(d[:n0 + 1])
         self._base_writers: dict[TensorId, list[int]] = {
             s: [bpos[w] for w in ws] for s, ws in self.writers.items()}
+
+    def _late_view_producers(self, s: TensorId) -> tuple[OpId, ...]:
+        """Forward producers of the values of ``s`` that late ops read (views), cached."""
+        out = self._lvp.get(s)
+        if out is None:
+            g, late = self.graph, self.late
+            found: list[OpId] = []
+            for r in self.readers[s]:
+                if r in late:
+                    for u, su in self._op_ins[r]:
+                        if su == s:
+                            p = g.value_producer(u)
+                            if p is not None and p not in late:
+                                found.append(p)
+            out = self._lvp[s] = tuple(found)
+        return out
 
     def recompute_ops(self, dropped: Sequence[TensorId]) -> tuple[RecomputeOp, ...]:
         """:func:`~roam_core.model.recompute.recompute_ops_for` of ``dropped``, from
@@ -513,7 +531,7 @@ def _insert(base: Sequence[OpId], rops: Sequence[RecomputeOp], slots: Sequence[i
     return tuple(out)
 
 
-def _closure(ev_self: JitEvaluator, s: TensorId, dset: set[TensorId], running: set[OpId],
+def _closure(ev: JitEvaluator, s: TensorId, dset: set[TensorId], running: set[OpId],
              live_at: Callable[[TensorId], bool]
              ) -> tuple[list[OpId], list[TensorId], list[TensorId]]:
     """What dropping ``s`` takes: ops newly re-run, kept storages they read, chain drops.
@@ -521,58 +539,55 @@ def _closure(ev_self: JitEvaluator, s: TensorId, dset: set[TensorId], running: s
     An input of a re-run that is not live at the peak step anyway is itself rebuilt (a
     chain) when its producer may re-run, rather than kept alive across the peak.
     """
-    g = ev_self.graph
     new: list[OpId] = []
     kept: list[TensorId] = []
     chain: list[TensorId] = []
     drop = dset | {s}
-    stack = [g.tensors[s].producer]
-    seen: set[OpId] = set()
+    tprod, vprod, size, blockers, outputs = (ev._tprod, ev._vprod, ev.size, ev.blockers,
+                                             ev.outputs)
     # views of s that forward ops made and late readers read are re-run too
-    for r in ev_self.readers[s]:
-        if r in ev_self.late:
-            for v in g.op(r).inputs:
-                if g.storage_of(v) == s:
-                    p = g.value_producer(v)
-                    if p is not None and p not in ev_self.late:
-                        stack.append(p)
+    stack: list[OpId | None] = [tprod[s], *ev._late_view_producers(s)]
+    seen: set[OpId] = set()
     while stack:
         p = stack.pop()
         if p is None or p in seen or p in running:
             continue
         seen.add(p)
         new.append(p)
-        for u in g.op(p).inputs:
-            su = g.storage_of(u)
-            t = g.tensors[su]
+        for u, su in ev._op_ins[p]:
             if su in drop:
-                stack.append(g.value_producer(u))
-            elif t.producer is None or not ev_self.size[su]:
+                stack.append(vprod[u])
                 continue
-            elif (not live_at(su) and ev_self.blockers[t.producer] is None
-                  and su not in ev_self.outputs):
+            tp = tprod[su]
+            if tp is None or not size[su]:
+                continue
+            if not live_at(su) and blockers[tp] is None and su not in outputs:
                 drop.add(su)
                 chain.append(su)
-                stack.append(g.value_producer(u))
+                stack.append(vprod[u])
             else:
                 kept.append(su)
     return new, kept, chain
 
 
-def _pinned_before(ev_self: JitEvaluator, new: Sequence[OpId], pos: Mapping[str, int],
+def _pinned_before(ev: JitEvaluator, new: Sequence[OpId], pos: Mapping[str, int],
                    step: int, drop: set[TensorId] | frozenset[TensorId] = frozenset()
                    ) -> bool:
     """Whether a re-run of ``new`` must run at or before ``step``: it reads a storage that
     an in-place write after its source (at or before ``step``) overwrites.  Storages in
     ``drop`` are read through their copies (an in-place built mask: its writers re-run on
     the copy), never overwritten."""
-    g = ev_self.graph
     for o in new:
-        src = pos[o]
-        for u in g.op(o).inputs:
-            if g.storage_of(u) in drop:
+        src = -1
+        for _, su in ev._op_ins[o]:
+            if su in drop:
                 continue
-            for w in ev_self.writers.get(g.storage_of(u), ()):
+            ws = ev.writers.get(su)
+            if not ws:
+                continue
+            if src < 0:
+                src = pos[o]
+            for w in ws:
                 if src < pos[w] <= step:
                     return True
     return False
@@ -658,9 +673,9 @@ class GreedyTrajectory:
         running = {r.source for r in cur.recompute}
         scored: list[tuple[float, TensorId, tuple[TensorId, ...]]] = []
 
-        def live_at(t: TensorId) -> bool:
-            a, b = spans[t]
-            return a <= p < b
+        start, end = spans.arrays()  # type: ignore[attr-defined]
+        live_here = {ev_self._tids[i] for i in np.flatnonzero((start <= p) & (p < end))}
+        live_at = live_here.__contains__
 
         # A candidate's score is at most its size over its own producer's cost (the
         # re-runs always include the producer unless it already re-runs): candidates are
