@@ -843,6 +843,37 @@ def _chain_window(anc: int, desc: int, cmask: int, cpos: Mapping[int, int], mono
     return lo, hi
 
 
+def _storage_columns(sm: StorageMasks, cols: Sequence[int], n: int):
+    """Bits of every storage's ``started`` / ``pending`` mask at the op indices ``cols``
+    (ascending), packed (``numpy.packbits`` per row; a graph output's pending row is all
+    zeros, as the bound treats it); and ``col_of``: op index -> column.  ``O(n_st x N / 8)``
+    bytes converted once, ``O(n_st x len(cols) / 8)`` bytes kept."""
+    import numpy as np
+
+    c = np.asarray(cols, dtype=np.int64)
+    byte, bit = c >> 3, (c & 7).astype(np.uint8)
+    nb = (n + 7) // 8 or 1
+    width = (len(c) + 7) // 8
+    st = np.zeros((len(sm.sizes), width), dtype=np.uint8)
+    pd = np.zeros((len(sm.sizes), width), dtype=np.uint8)
+    if len(c):
+        for k, (a, b) in enumerate(zip(sm.started, sm.pending, strict=True)):
+            st[k] = np.packbits(np.frombuffer(a.to_bytes(nb, "little"), np.uint8)[byte] >> bit
+                                & 1)
+            if b != -1:
+                pd[k] = np.packbits(np.frombuffer(b.to_bytes(nb, "little"), np.uint8)[byte]
+                                    >> bit & 1)
+    return {int(g): j for j, g in enumerate(c)}, st, pd
+
+
+def _gather_bits(packed, cols: Sequence[int]):
+    """Columns ``cols`` of ``packed`` (see :func:`_storage_columns`) as a 0/1 uint8 matrix."""
+    import numpy as np
+
+    c = np.asarray(cols, dtype=np.int64)
+    return (packed[:, c >> 3] >> (7 - (c & 7)).astype(np.uint8)) & 1
+
+
 def chain_group_lower_bound(
     graph: Graph,
     order: Sequence[OpId] | None = None,
@@ -991,6 +1022,10 @@ def chain_group_lower_bound(
                 top = max(top, graph.tensors[s].size_bytes)
         ranked.append((top, gr))
     ranked.sort(key=lambda x: -x[0])
+    # the bits of every storage's masks at the group ops' columns, gathered once (packed):
+    # a per-group ``mask & umask`` over every storage costs O(n_st x N / 64) per group
+    col_of, st_cols, pd_cols = _storage_columns(
+        sm, sorted({r.index[o] for _, gr in ranked[:max_groups] for o in gr}), len(r))
     used = 0
     for _, gr in ranked[:max_groups]:
         k = len(gr)
@@ -1014,27 +1049,25 @@ def chain_group_lower_bound(
             continue
         used += 1
         # storage classes by (started & U, pending & U)
-        cls: dict[tuple[int, int], list[int]] = {}
-        fixed = np.ones(n_st, dtype=bool)
-        for s in range(n_st):
-            st_u = sm.started[s] & umask
-            pd = sm.pending[s]
-            pd_u = 0 if pd == -1 else pd & umask
-            if st_u or pd_u:
-                cls.setdefault((st_u, pd_u), []).append(s)
-                fixed[s] = False
-        fixed_v = vecs(fixed)
+        # storage classes by (started & U, pending & U): the bits at U's columns per storage
+        ucols = [col_of[g] for g in gidx]
+        bits = np.concatenate((_gather_bits(st_cols, ucols), _gather_bits(pd_cols, ucols)),
+                              axis=1)
+        touched = bits.any(axis=1)
+        fixed_v = vecs(~touched)
         cls_v = []
-        for (st_u, pd_u), members in cls.items():
-            sel = np.zeros(n_st, dtype=bool)
-            sel[members] = True
-            loc_st = 0
-            for i in iter_bits(st_u):
-                loc_st |= 1 << local[i]
-            loc_pd = 0
-            for i in iter_bits(pd_u):
-                loc_pd |= 1 << local[i]
-            cls_v.append((loc_st, loc_pd, vecs(sel)))
+        t_idx = np.nonzero(touched)[0]
+        if len(t_idx):
+            uniq, first, inv = np.unique(bits[t_idx], axis=0, return_index=True,
+                                         return_inverse=True)
+            inv = inv.reshape(-1)
+            for c in np.argsort(first, kind="stable"):  # classes by first storage, as before
+                sel = np.zeros(n_st, dtype=bool)
+                sel[t_idx[inv == c]] = True
+                row = uniq[c].tolist()
+                loc_st = sum(1 << j for j in range(k) if row[j])
+                loc_pd = sum(1 << j for j in range(k) if row[k + j])
+                cls_v.append((loc_st, loc_pd, vecs(sel)))
 
         def chain_cost(d: int, fixed_v=fixed_v, cls_v=cls_v) -> np.ndarray:
             tot = fixed_v[0].copy()
