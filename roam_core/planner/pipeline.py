@@ -58,7 +58,7 @@ from roam_core.ordering.order_ilp import (
     OrderProblem,
     OrderResult,
     build_order_problem,
-    merge_orders,
+    merge_all_orders,
 )
 from roam_core.ordering.registry import (
     DEFAULT_METHODS,
@@ -383,12 +383,12 @@ def _merge(run: _Run, base: _Base, problems: list[OrderProblem],
            ) -> tuple[tuple[OpId, ...], MemoryProfile]:
     """Step 4b: merge the sub-task orders into the base order (by sub-task id, so the result
     does not depend on finishing order) and record every solve."""
-    order = base.order
     by_id = {p.task_id: p for p in problems}
     res_ = base.profile.resident_bytes
+    # one list spliced in place (merge_orders copies the whole order per sub-task)
+    order = merge_all_orders(base.order, ((by_id[tid], results[tid]) for tid in sorted(results)))
     for tid in sorted(results):
         res = results[tid]
-        order = merge_orders(order, by_id[tid], res)
         run.records.append(SolveRecord(
             "order", tid, res.status, res.peak_bytes + res_,
             None if res.best_bound_bytes is None else res.best_bound_bytes + res_,

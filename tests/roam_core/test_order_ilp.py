@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import networkx as nx
 import pytest
 from hypothesis import given, settings
@@ -161,3 +163,29 @@ def test_multi_range_optimum_equals_enumeration(graph: Graph, seed: int,
     best = max(min(max(range_profile(r, o)) for o in _range_orders(r))
                for r in problem.ranges)
     assert res.peak_bytes == best
+
+
+def test_merge_all_orders_equals_merging_one_by_one() -> None:
+    """The planner's one-list merge gives the order of merge_orders applied sub-task by
+    sub-task (sub-tasks own disjoint step ranges of the base order)."""
+    from roam_core.formats.graph_io import load_graph
+    from roam_core.ordering.decompose import decompose
+    from roam_core.ordering.list_schedulers import lpmf_order
+    from roam_core.ordering.order_ilp import merge_all_orders
+
+    root = Path(__file__).resolve().parents[2] / "sample_graphs"
+    g = load_graph(root / "tiny_gpt-b2-t32-steady.json.gz")
+    base = lpmf_order(g)
+    tree = decompose(g, base, node_limit=40)
+    cfg = OrderSolverConfig(time_limit_s=0.5)
+    solved = []
+    for st_ in tree.walk():
+        if st_.op_ids:
+            p = build_order_problem(g, base, st_.op_ids, task_id=st_.id, config=cfg)
+            solved.append((p, solve_order_problem(p)))
+    assert len(solved) > 2
+    one_by_one = tuple(base)
+    for p, res in solved:
+        one_by_one = merge_orders(one_by_one, p, res)
+    assert merge_all_orders(base, solved) == one_by_one
+    assert one_by_one != tuple(base)  # some sub-task really moved ops
