@@ -240,3 +240,19 @@ def test_place_against_equals_place_in_order(data) -> None:
                         arr(lambda b: b.lower, fr), arr(lambda b: b.upper, fr),
                         arr(lambda b: b.size, fr), [k - n_fix for k in order], fit)
     assert got.tolist() == list(sol.offsets[n_fix:])
+
+
+def test_lpmf_order_cache_returns_the_same_order_and_follows_the_graph() -> None:
+    """LPMF is cached for the last graph object (the planner runs it twice): the cached
+    order equals a fresh run, and another graph or alignment is computed afresh."""
+    from roam_core.ordering import list_schedulers as ls
+
+    g = load_graph(LAYOUT[0])
+    first = ls.lpmf_order(g)
+    assert ls.lpmf_order(g) is first
+    assert first == ls.compact(g).order_ids(ls.lpmf_indices(ls.compact(g)))
+    other = two_param_step()
+    assert ls.lpmf_order(other) == ls.compact(other).order_ids(
+        ls.lpmf_indices(ls.compact(other)))
+    assert ls.lpmf_order(g, alignment_bytes=1) == ls.compact(g, 1).order_ids(
+        ls.lpmf_indices(ls.compact(g, 1)))
