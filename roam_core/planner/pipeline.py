@@ -50,6 +50,7 @@ from roam_core.base.status import SolveStatus
 from roam_core.base.units import format_bytes
 from roam_core.model.graph import ControlEdge, Graph, OpId
 from roam_core.model.plan import Plan, SolveRecord
+from roam_core.model.reach import forget_reachability
 from roam_core.oracle.bounds import best_lower_bound
 from roam_core.oracle.simulate import MemoryProfile, lifetimes, simulate
 from roam_core.oracle.validate import check_order
@@ -235,6 +236,7 @@ def make_plan(
     pos = {op: i for i, op in enumerate(order)}
     extra = tuple(e for e in base.edges if pos[e.src] < pos[e.dst])  # the rewrites it honours
     chosen = ChosenOrder("roam", order, prof, tree, tree.task_of_op(), extra)
+    forget_reachability()  # the layout and the validator need no bitsets
     return run.finish(chosen, baseline_peak, lower)
 
 

@@ -344,8 +344,11 @@ def test_chain_group_bound_unchanged_on_sample_graphs(name, expected) -> None:
     from pathlib import Path
 
     from roam_core.formats.graph_io import load_graph
-    from roam_core.oracle.proven_bounds import chain_group_lower_bound
+    from roam_core.oracle.proven_bounds import chain_group_lower_bound, storage_masks
 
     root = Path(__file__).resolve().parents[2] / "sample_graphs"
-    cb = chain_group_lower_bound(load_graph(root / f"{name}.json.gz"), None, 512)
+    g = load_graph(root / f"{name}.json.gz")
+    cb = chain_group_lower_bound(g, None, 512)  # masks streamed
     assert (cb.bound_bytes, tuple(cb.group), cb.chain_ops, cb.groups_used) == expected
+    given = chain_group_lower_bound(g, None, 512, masks=storage_masks(g, 512))
+    assert given == cb
