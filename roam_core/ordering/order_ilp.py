@@ -553,20 +553,21 @@ def _valid_local(rng: RangeProblem, local_order: Sequence[int]) -> bool:
     return all(pos[p] < pos[i] for i, ps in enumerate(rng.preds) for p in ps)
 
 
-#: Down-sets (states) the exact check of :func:`hint_is_optimal` may visit per range before
-#: it gives up and leaves the sub-task to CP-SAT (a deterministic work limit).
-HINT_CHECK_STATES = 4096
+#: Work (storage terms evaluated, summed over the step costs computed) the exact check of
+#: :func:`hint_is_optimal` may spend per range before it gives up and leaves the sub-task to
+#: CP-SAT: a deterministic limit, about a second of Python at most.
+HINT_CHECK_WORK = 1_000_000
 
 
-def range_beats(rng: RangeProblem, below: int, max_states: int = HINT_CHECK_STATES
+def range_beats(rng: RangeProblem, below: int, max_work: int = HINT_CHECK_WORK
                 ) -> bool | None:
     """Whether some valid order of ``rng`` keeps every step's live bytes (as
     :func:`range_profile` counts them) strictly below ``below``.
 
     A search over the range's down-sets (the set of ops done so far; every order is a path
     of them) that keeps only the steps under ``below``: exact, and cheap when few down-sets
-    stay under it (a hint at its optimum prunes almost everything).  ``None`` when more than
-    ``max_states`` down-sets were reached (undecided).
+    stay under it (a hint at its optimum prunes almost everything).  ``None`` when that
+    took more than ``max_work`` term evaluations (undecided).
 
     Examples
     --------
@@ -609,7 +610,8 @@ def range_beats(rng: RangeProblem, below: int, max_states: int = HINT_CHECK_STAT
         return total
 
     frontier = {0}
-    seen = 1
+    work = 0
+    per_step = len(terms) + 1
     for _ in range(n):
         nxt: set[int] = set()
         for done in frontier:
@@ -617,19 +619,20 @@ def range_beats(rng: RangeProblem, below: int, max_states: int = HINT_CHECK_STAT
                 if done >> v & 1 or pred_mask[v] & ~done:
                     continue
                 d2 = done | (1 << v)
-                if d2 in nxt or step_bytes(done, v) >= below:
+                if d2 in nxt:
                     continue
-                nxt.add(d2)
-        seen += len(nxt)
-        if seen > max_states:
-            return None
+                work += per_step
+                if work > max_work:
+                    return None
+                if step_bytes(done, v) < below:
+                    nxt.add(d2)
         if not nxt:
             return False
         frontier = nxt
     return full in frontier
 
 
-def hint_is_optimal(problem: OrderProblem, max_states: int = HINT_CHECK_STATES) -> bool:
+def hint_is_optimal(problem: OrderProblem, max_work: int = HINT_CHECK_WORK) -> bool:
     """True when no order of the sub-task has a lower peak than the base (hint) order, as
     CP-SAT would model it: some range at the hint's peak is not modelled (too long) or has no
     order below it (:func:`range_beats`).  Then the solve would return the hint unchanged,
@@ -641,7 +644,7 @@ def hint_is_optimal(problem: OrderProblem, max_states: int = HINT_CHECK_STATES) 
             continue
         if len(r.ops) <= 1 or len(r.ops) > cfg.max_range_ops:
             return True
-        if range_beats(r, hint, max_states) is False:
+        if range_beats(r, hint, max_work) is False:
             return True
     return False
 

@@ -222,7 +222,7 @@ def test_range_beats_agrees_with_brute_force(graph: Graph, seed: int,
     hint = max(range_profile(r, range(len(r.ops))))
     for below in {best, best + 1, hint, hint + 1, best - 1}:
         assert range_beats(r, below) == (best < below)
-    assert range_beats(r, hint, max_states=0) in (None, False, True)
+    assert range_beats(r, hint, max_work=0) in (None, False, True)
     if hint_is_optimal(problem):
         assert best == hint
     elif len(r.ops) > 1:
@@ -249,7 +249,7 @@ def test_solve_skips_the_model_when_the_hint_is_optimal() -> None:
     import roam_core.ordering.order_ilp as oi
 
     old = oi.hint_is_optimal
-    oi.hint_is_optimal = lambda p, max_states=0: False
+    oi.hint_is_optimal = lambda p, max_work=0: False
     try:
         via_model = solve_order_problem(replace(problem))
     finally:
