@@ -144,10 +144,9 @@ def place_against(f_lower: np.ndarray, f_upper: np.ndarray, f_offset: np.ndarray
     Examples
     --------
     >>> import numpy as np
-    >>> z = np.zeros(0, np.int64)
     >>> place_against(np.array([0]), np.array([2]), np.array([0]), np.array([4]),
-    ...               np.array([1, 0]), np.array([3, 1]), np.array([4, 2]), [0, 1]).tolist()
-    [4, 6]
+    ...               np.array([1, 2]), np.array([3, 4]), np.array([4, 2]), [0, 1]).tolist()
+    [4, 0]
     """
     f_lower, f_upper = np.asarray(f_lower, np.int64), np.asarray(f_upper, np.int64)
     f_offset, f_size = np.asarray(f_offset, np.int64), np.asarray(f_size, np.int64)
