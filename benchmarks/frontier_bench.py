@@ -8,9 +8,12 @@ Usage::
 For each config (steady setting, math attention for the transformers) the step is traced,
 then :func:`roam_core.planner.budget.recompute_frontier` plans roam at ``--budgets`` budgets
 (plus each baseline's memory) and scores every baseline policy on the same graph through the
-same order and layout stages.  ``peak_bytes`` is each plan's arena (resident bytes
-included); extra FLOPs come from torch's flop formulas recorded at trace time.  Results go
-to ``frontier.md`` and ``frontier.json``; ``--png`` draws the first config's frontier.
+same order and layout stages.  The baselines include torch's own min-cut partitioner at
+``activation_memory_budget`` 0.1 ... 1.0 (:mod:`roam_core.trace.min_cut`: AOT autograd on the
+model, its decision mapped onto roam's graph), with a cross-check table per config.
+``peak_bytes`` is each plan's arena (resident bytes included); extra FLOPs come from torch's
+flop formulas recorded at trace time.  Results go to ``frontier.md`` and ``frontier.json``;
+``--png`` draws the first config's frontier.
 
 The issue's goals are checked per config and printed in the report:
 
@@ -27,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -41,27 +45,46 @@ CONFIGS = [("gpt2", 2, 512), ("mobilenet_v2", 32, None), ("resnet50", 32, None),
 RUN_ORDER = [1, 2, 0, 3, 4]
 
 
-def run_config(name: str, batch: int, seq: int | None, budgets: int) -> dict[str, Any]:
+def run_config(name: str, batch: int, seq: int | None, budgets: int,
+               min_cut: bool = True) -> dict[str, Any]:
     from roam_core.base.config import PlannerConfig
+    from roam_core.commands.frontier import min_cut_record
     from roam_core.planner import make_plan
     from roam_core.planner.budget import recompute_frontier
+    from roam_core.trace.min_cut import MIN_CUT_BUDGETS
     from roam_core.zoo import ZOO, trace_zoo
+    from roam_core.zoo.min_cut import zoo_min_cut
 
     t0 = time.perf_counter()
     attention = "math" if ZOO[name].family in ("gpt", "roberta") or name == "vit_b_16" \
         else None
-    g = trace_zoo(name, batch, seq, "steady", attention=attention).graph
+    traced = trace_zoo(name, batch, seq, "steady", attention=attention)
+    g = traced.graph
     trace_s = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
+    mc = zoo_min_cut(g, MIN_CUT_BUDGETS, traced=traced) if min_cut else None
+    min_cut_s = (time.perf_counter() - t0, time.process_time() - c0)
+    extra = {d.method: d.dropped for d in mc.decisions} if mc else {}
+    t0, c0 = time.perf_counter(), time.process_time()
     cfg = PlannerConfig(workers=1, layout_time_limit_s=5.0).with_order(time_limit_s=2.0)
-    sf, points, notes = recompute_frontier(g, cfg, make_plan=make_plan, budgets=budgets)
+    sf, points, notes = recompute_frontier(g, cfg, make_plan=make_plan, budgets=budgets,
+                                           extra_baselines=extra)
+    if mc is not None:
+        if mc.reason is not None:
+            notes.append(f"baseline torch_min_cut: not applicable ({mc.reason})")
+        notes.extend(f"torch_min_cut: {n}" for n in mc.notes)
     return {"config": g.name, "ops": len(g.ops), "step_flops": sf,
             "resident_bytes": g.resident_bytes(), "trace_s": trace_s,
-            "frontier_s": time.perf_counter() - t0, "dropout_redrawn": True,
+            "frontier_s": time.perf_counter() - t0,
+            "frontier_cpu_s": time.process_time() - c0,
+            "min_cut_s": min_cut_s[0], "min_cut_cpu_s": min_cut_s[1],
+            "load_avg": os.getloadavg()[0], "dropout_redrawn": True,
             "run_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
             "points": [{"method": p.method, "peak_bytes": p.peak_bytes,
                         "extra_flops": p.extra_flops, "budget_bytes": p.budget_bytes,
-                        "recomputed_ops": p.recomputed_ops} for p in points],
+                        "recomputed_ops": p.recomputed_ops,
+                        "extra_bytes_moved": p.extra_bytes_moved} for p in points],
+            "torch_min_cut": min_cut_record(mc) if mc is not None else None,
             "notes": notes}
 
 
@@ -74,6 +97,14 @@ def goals(res: dict[str, Any]) -> dict[str, Any]:
               if not any(r["peak_bytes"] <= p["peak_bytes"]
                          and r["extra_flops"] <= p["extra_flops"] for r in roam)]
     out: dict[str, Any] = {"baselines_beating_roam": beaten}
+    if beaten and all("extra_bytes_moved" in p for p in pts):
+        # roam's objective: FLOPs + 1 x bytes moved (elementwise re-runs are not free)
+        def cost(p: dict[str, Any]) -> int:
+            return p["extra_flops"] + p["extra_bytes_moved"]
+        out["baselines_beating_roam_by_cost"] = [
+            p["method"] for p in base if p["method"] in beaten
+            and not any(r["peak_bytes"] <= p["peak_bytes"] and cost(r) <= cost(p)
+                        for r in roam)]
     none = next((p for p in base if p["method"] == "none"), None)
     blocks = next((p for p in base if p["method"] == "checkpoint_blocks"), None)
     if none and blocks and blocks["extra_flops"]:
@@ -123,6 +154,43 @@ def previous_line(prev: dict[str, Any]) -> str:
             + (", ".join(prev["baselines_beating_roam"]) or "none") + ".")
 
 
+def min_cut_lines(r: dict[str, Any]) -> list[str]:
+    """The cross-check of torch's min-cut partitioner points for one config (markdown)."""
+    mc = r.get("torch_min_cut")
+    if not mc:
+        return []
+    if not mc["applicable"]:
+        return [f"- **torch min-cut partitioner**: not applicable ({mc['reason']})."]
+    sf = r["step_flops"] or 1
+    pts = {p["method"]: p for p in r["points"]}
+    roam = [p for p in r["points"] if p["method"] == "roam"]
+    out = ["", f"torch's min-cut partitioner (AOT autograd on the model's forward + loss, "
+               f"fake tensors; {mc['matched_ops']} of {mc['forward_ops']} roam forward ops "
+               f"matched with the joint graph's {mc['joint_forward_nodes']} forward nodes"
+               + (f"; {r['min_cut_s']:.0f} s wall, {r['min_cut_cpu_s']:.0f} s CPU"
+                  if r.get("min_cut_s") is not None else "") + "):", "",
+           "| activation_memory_budget | torch saves MiB | plan keeps MiB | peak MiB | extra "
+           "FLOPs | re-run MiB moved | torch's re-runs (FLOPs) | roam at <= that peak |",
+           "|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for b in mc["budgets"]:
+        p = pts.get(b["method"])
+        if p is None:
+            continue
+        at = [q for q in roam if q["peak_bytes"] <= p["peak_bytes"]]
+        best = min(at, key=lambda q: (q["extra_flops"], q.get("extra_bytes_moved", 0)),
+                   default=None)
+        out.append(f"| {b['activation_memory_budget']:g} | {b['saved_bytes'] / MIB:,.0f} | "
+                   f"{b['retained_bytes'] / MIB:,.0f} | {p['peak_bytes'] / MIB:,.0f} | "
+                   f"+{100 * p['extra_flops'] / sf:.2f}% | "
+                   f"{p.get('extra_bytes_moved', 0) / MIB:,.0f} | {b['recomputed_nodes']} "
+                   f"(+{100 * b['recomputed_flops'] / sf:.2f}%) | "
+                   + ("none" if best is None else
+                      f"+{100 * best['extra_flops'] / sf:.2f}%, "
+                      f"{best.get('extra_bytes_moved', 0) / MIB:,.0f} MiB moved") + " |")
+    out.append("")
+    return out
+
+
 def write_md(results: list[dict[str, Any]], path: Path) -> None:
     lines = ["# Recomputation frontier: roam beside checkpointing baselines", "",
              "Steady AdamW steps, math attention for the transformers, planned on the shared "
@@ -135,7 +203,15 @@ def write_md(results: list[dict[str, Any]], path: Path) -> None:
              "keeping them); configs planned before roam did that say so.  On a tiny GPT "
              "without dropout, `checkpoint_blocks` gives the same peak and extra FLOPs as "
              "the model wrapped in `torch.utils.checkpoint` "
-             "(a test).", ""]
+             "(a test).  `torch_min_cut_<b>` is torch's own min-cut partitioner "
+             "(`min_cut_rematerialization_partition`, the one `torch.compile` uses) at "
+             "`activation_memory_budget` b, run by AOT autograd on the model and mapped "
+             "onto roam's graph (what it saves is kept, every other forward storage is "
+             "dropped and re-run from what is kept; the masks of dropout ops it recomputes "
+             "are re-drawn from the replayed RNG state); `torch saves` is the partitioner's "
+             "own byte count of what it saves, `plan keeps` the forward storages the "
+             "backward reads that the mapped plan keeps, and the extra FLOPs equal torch's "
+             "re-runs counted with roam's per-op FLOPs (a check).", ""]
     for r in results:
         sf = r["step_flops"] or 1
         g = goals(r)
@@ -143,17 +219,27 @@ def write_md(results: list[dict[str, Any]], path: Path) -> None:
                   f"{r['ops']} ops, step {sf / 1e9:.1f} GFLOP, resident "
                   f"{r['resident_bytes'] / MIB:,.0f} MiB; trace {r['trace_s']:.0f} s, "
                   f"frontier {r['frontier_s']:.0f} s"
+                  + (f" ({r['frontier_cpu_s']:.0f} s CPU, load {r['load_avg']:.1f})"
+                     if r.get("frontier_cpu_s") is not None else "")
                   + (f" (run {r['run_utc']} UTC)." if r.get("run_utc") else ".")
                   + ("" if r.get("dropout_redrawn") else "  Planned before roam re-drew "
                      "dropout masks: every method keeps them."), "",
-                  "| method | peak MiB | extra FLOPs | re-runs |", "|---|---:|---:|---:|"]
+                  "| method | peak MiB | extra FLOPs | re-runs | re-run MiB moved |",
+                  "|---|---:|---:|---:|---:|"]
         for p in sorted(r["points"], key=lambda p: (p["method"] != "roam", -p["peak_bytes"])):
+            moved = p.get("extra_bytes_moved")
             lines.append(f"| {p['method']} | {p['peak_bytes'] / MIB:,.0f} | "
-                         f"+{100 * p['extra_flops'] / sf:.2f}% | {p['recomputed_ops']} |")
+                         f"+{100 * p['extra_flops'] / sf:.2f}% | {p['recomputed_ops']} | "
+                         + ("–" if moved is None else f"{moved / MIB:,.0f}") + " |")
         lines.append("")
         beaten = g["baselines_beating_roam"]
         verdict = ("no baseline point beats roam" if not beaten
                    else "beaten by " + ", ".join(beaten))
+        if "baselines_beating_roam_by_cost" in g:
+            by_cost = g["baselines_beating_roam_by_cost"]
+            verdict += ("; counting the bytes re-runs move as roam's objective does (FLOPs "
+                        "+ 1 x bytes), " + ("none beats roam" if not by_cost
+                                             else "beaten by " + ", ".join(by_cost)))
         lines.append(f"- **Dominance**: {verdict}.")
         if "midway_ratio" in g:
             ratio = g["midway_ratio"]
@@ -167,6 +253,7 @@ def write_md(results: list[dict[str, Any]], path: Path) -> None:
                          f"every block {g['blocks_bytes'] / MIB:,.0f} MiB; a roam point at "
                          f"<= every block's memory and FLOPs: "
                          f"{'yes' if g['lowest_peak_ok'] else 'no'}.")
+        lines += min_cut_lines(r)
         if r.get("previous"):
             lines.append(previous_line(r["previous"]))
         for n in r["notes"]:
@@ -207,6 +294,8 @@ def main() -> None:
                     help="comma-separated configs (model or model-bB) to (re)run; the others "
                          "are kept from the existing frontier.json")
     ap.add_argument("--budgets", type=int, default=8)
+    ap.add_argument("--no-min-cut", action="store_true",
+                    help="skip torch's min-cut partitioner baseline")
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--png", default="assets/frontier.png")
     args = ap.parse_args()
@@ -219,7 +308,7 @@ def main() -> None:
     for name, b, t in (CONFIGS[i] for i in RUN_ORDER):
         if wanted and not any(w == f"{name}-b{b}" or w == name for w in wanted):
             continue
-        r = run_config(name, b, t, args.budgets)
+        r = run_config(name, b, t, args.budgets, min_cut=not args.no_min_cut)
         r["goals"] = goals(r)
         before = next((k for k in kept if k["config"] == r["config"]), None)
         if before is not None:

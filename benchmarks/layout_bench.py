@@ -67,10 +67,13 @@ def run(paths: list[Path], orders: Path | None, make: bool, time_limit_s: float,
         peak = simulate(graph, order).peak_bytes
         row: dict[str, Any] = {"graph": path.name.split(".")[0], "order": kind,
                                "storages": len(graph.tensors), "peak_bytes": peak}
-        t0 = time.perf_counter()
+        load = os.getloadavg()[0]
+        t0, c0 = time.perf_counter(), time.process_time()
         lay = plan_arena(graph, order, config=ArenaConfig(time_limit_s=time_limit_s))
         row["arena"] = {
             "arena_bytes": lay.arena_bytes, "seconds": round(time.perf_counter() - t0, 2),
+            "cpu_s": round(time.process_time() - c0, 2),
+            "load": f"{load:.1f}/{os.getloadavg()[0]:.1f}",
             "method": lay.stats["method"],
             "violations": len(check_arena(graph, order, lay.offsets, lay.arena_bytes, 512)),
             "candidates": lay.stats["candidates"],
@@ -94,7 +97,8 @@ def _frag(row: dict[str, Any], key: str) -> str:
 def _line(row: dict[str, Any]) -> str:
     cells = [row["graph"], row["order"], str(row["storages"]), f"{row['peak_bytes'] / MIB:.1f}",
              f"{row['arena']['arena_bytes'] / MIB:.1f}", _frag(row, "arena"),
-             row["arena"]["method"], f"{row['arena']['seconds']:.1f}"]
+             row["arena"]["method"], f"{row['arena']['seconds']:.1f}",
+             f"{row['arena'].get('cpu_s', 0):.1f}", row["arena"].get("load", "-")]
     cells += [_frag(row, m) for m in LAYOUT_METHODS]
     bad = sum(row[k]["violations"] for k in ("arena", *LAYOUT_METHODS))
     cells.append(str(bad))
@@ -108,7 +112,8 @@ def write(rows: list[dict[str, Any]], out: Path, name: str, time_limit_s: float)
             "time_limit_s": time_limit_s}
     (out / f"layout_{name}.json").write_text(json.dumps({"meta": meta, "rows": rows},
                                                         indent=1))
-    head = ["graph", "order", "storages", "peak MiB", "arena MiB", "frag", "winner", "s"]
+    head = ["graph", "order", "storages", "peak MiB", "arena MiB", "frag", "winner", "s",
+            "CPU s", "load"]
     head += [f"{m} frag" for m in LAYOUT_METHODS] + ["violations"]
     lines = [
         f"# Arena layout on traced graphs ({name})", "",
@@ -119,7 +124,9 @@ def write(rows: list[dict[str, Any]], out: Path, name: str, time_limit_s: float)
         "`validate.check_arena` (violations column, all layouts together).  Order `roam`: "
         "the planner's order from a plan file made by `make_plan(PlannerConfig(workers=1, "
         "solve_layout=False, order=OrderSolverConfig(time_limit_s=5)))`; `eager`: program "
-        "order.  The baseline columns lay out the same order.", "",
+        "order.  The baseline columns lay out the same order.  `s` / `CPU s`: wall and "
+        "CPU seconds (`time.process_time`) of the arena planner; `load`: the 1-minute load "
+        "average before/after it.", "",
         "| " + " | ".join(head) + " |", "|" + "---|" * len(head),
         *(_line(r) for r in rows), "",
     ]

@@ -107,6 +107,9 @@ class ArenaConfig:
         Mirror-and-compact every candidate (step 5, cheap) before the polish.
     shake_rounds : int
         Rounds of randomised flip-compaction on the winner (step 5; 0 = off).
+    peak_repair : bool
+        Re-place the buffers around the load peak of the winner with the exact DSA search
+        (step 5; needs ``use_dsa`` and ``dsa_exact``).
     num_workers : int
         CP-SAT workers.
     seed : int
@@ -122,6 +125,7 @@ class ArenaConfig:
     dsa_exact: bool = True
     flip_compact: bool = True
     shake_rounds: int = 60
+    peak_repair: bool = True
     num_workers: int = 1
     seed: int = 0
 

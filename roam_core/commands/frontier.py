@@ -4,10 +4,16 @@ roam is planned at ``N`` budgets between the lowest peak it reaches and the plan
 recomputation (plus each baseline's memory, so that every baseline has a roam point at the
 same memory); the checkpointing baselines (every block, every 2nd block, sqrt(n) segments,
 ``checkpoint_sequential``, selective attention core) are applied to the same graph by its
-module structure and planned by the same order and layout stages.  ``--json`` prints one
-object ``{"graph", "step_flops", "resident_bytes", "points": [{"method", "peak_bytes",
-"extra_flops", "budget_bytes", "recomputed_ops"}], "notes"}``; ``--plans DIR`` writes every
-plan.  ``peak_bytes`` is the plan's arena (resident bytes included).
+module structure and planned by the same order and layout stages.  For a zoo graph, torch's
+own min-cut partitioner (AOT autograd's ``min_cut_rematerialization_partition``) is run on
+the model at each ``--min-cut-budgets`` value of ``activation_memory_budget`` and its
+decision is mapped onto the graph (methods ``torch_min_cut_<budget>``;
+:mod:`roam_core.trace.min_cut`).  ``--json`` prints one object ``{"graph", "step_flops",
+"resident_bytes", "points": [{"method", "peak_bytes", "extra_flops", "budget_bytes",
+"recomputed_ops", "extra_bytes_moved"}], "torch_min_cut", "notes"}``; ``torch_min_cut``
+holds, per budget, what the partitioner itself decided (``saved_bytes``,
+``recomputed_nodes``, ...) or why it does not apply.  ``--plans DIR`` writes every plan.
+``peak_bytes`` is the plan's arena (resident bytes included).
 """
 
 from __future__ import annotations
@@ -15,12 +21,21 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections.abc import Sequence
 from typing import Any
 
 from roam_core.base.executors import EXECUTOR_HELP
 from roam_core.commands import positive_int
 
-__all__ = ["frontier_dict", "register"]
+__all__ = ["frontier_dict", "min_cut_record", "register"]
+
+#: Default ``activation_memory_budget`` values (mirrors
+#: :data:`roam_core.trace.min_cut.MIN_CUT_BUDGETS`; torch is imported only when used).
+MIN_CUT_BUDGETS = (0.1, 0.3, 0.5, 0.7, 0.9, 1.0)
+#: Why the min-cut baseline does not apply to a graph that is not a zoo trace (mirrors
+#: :data:`roam_core.zoo.min_cut.NOT_ZOO`).
+NOT_ZOO = ("the graph is not a zoo model's trace: torch's partitioner needs the model "
+           "(AOT autograd traces it again)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -33,6 +48,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.add_argument("--budgets", type=positive_int, default=8, metavar="N",
                    help="roam budgets, evenly spaced (default 8)")
     p.add_argument("--no-baselines", action="store_true", help="roam points only")
+    p.add_argument("--min-cut-budgets", type=_budget_list, default=None, metavar="B,B,...",
+                   help="activation_memory_budget values for torch's min-cut partitioner "
+                        "(zoo graphs; default 0.1,0.3,0.5,0.7,0.9,1.0)")
+    p.add_argument("--no-min-cut", action="store_true",
+                   help="skip torch's min-cut partitioner baseline")
     p.add_argument("--plans", default=None, metavar="DIR",
                    help="write every plan to DIR/<label>.json")
     p.add_argument("--workers", type=positive_int, default=1, metavar="N",
@@ -45,24 +65,82 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(func=_run)
 
 
+def _budget_list(text: str) -> tuple[float, ...]:
+    try:
+        vals = tuple(float(x) for x in text.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: give numbers in [0, 1], "
+                                         "comma-separated") from None
+    if not vals or any(not 0.0 <= v <= 1.0 for v in vals):
+        raise argparse.ArgumentTypeError(f"{text!r}: give numbers in [0, 1], comma-separated")
+    return vals
+
+
+def min_cut_record(result: Any) -> dict:
+    """The ``torch_min_cut`` entry of ``roam frontier --json`` for a
+    :class:`~roam_core.trace.min_cut.MinCutResult`."""
+    return {
+        "applicable": result.reason is None, "reason": result.reason,
+        "matched_ops": result.matched_ops, "forward_ops": result.forward_ops,
+        "joint_forward_nodes": result.joint_forward_nodes,
+        "budgets": [{"method": d.method, "activation_memory_budget": d.budget,
+                     "saved_values": d.saved_values, "saved_bytes": d.saved_bytes,
+                     "retained_bytes": d.retained_bytes,
+                     "recomputed_nodes": d.recomputed_nodes,
+                     "recomputed_flops": d.recomputed_flops,
+                     "dropped_storages": len(d.dropped),
+                     "kept_by_rules": len(d.kept_by_rules),
+                     "kept_by_rules_bytes": d.kept_by_rules_bytes}
+                    for d in result.decisions],
+    }
+
+
 def frontier_dict(graph: object, config: object, budgets: int = 8, baselines: bool = True,
-                  plans: dict | None = None, executor: Any = None) -> dict:
-    """The object ``roam frontier --json`` prints (``executor``: where each plan's sub-task
-    solves run, see :func:`roam_core.base.executors.open_executor`)."""
+                  plans: dict | None = None, executor: Any = None,
+                  min_cut_budgets: Sequence[float] | None = MIN_CUT_BUDGETS,
+                  traced: Any = None) -> dict:
+    """The object ``roam frontier --json`` prints.
+
+    ``executor``: where each plan's sub-task solves run, see
+    :func:`roam_core.base.executors.open_executor`.  ``min_cut_budgets``: the
+    ``activation_memory_budget`` values of torch's min-cut partitioner baseline (zoo graphs;
+    ``None`` or empty: skipped); ``traced``: roam's :class:`~roam_core.trace.TracedStep` of
+    the graph, when the caller has it (saves a re-trace).
+    """
     from roam_core.planner import make_plan
     from roam_core.planner.budget import recompute_frontier
 
+    mc: dict | None = None
+    extra: dict = {}
+    mc_notes: list[str] = []
+    if baselines and min_cut_budgets:
+        if (getattr(graph, "origin", None) or {}).get("source") != "zoo":
+            why = NOT_ZOO  # decided without importing torch
+            mc = {"applicable": False, "reason": why, "matched_ops": 0, "forward_ops": 0,
+                  "joint_forward_nodes": 0, "budgets": []}
+            mc_notes.append(f"baseline torch_min_cut: not applicable ({why})")
+        else:
+            from roam_core.zoo.min_cut import zoo_min_cut
+
+            res = zoo_min_cut(graph, tuple(min_cut_budgets), traced=traced)  # type: ignore[arg-type]
+            mc = min_cut_record(res)
+            extra = {d.method: d.dropped for d in res.decisions}
+            if res.reason is not None:
+                mc_notes.append(f"baseline torch_min_cut: not applicable ({res.reason})")
+            mc_notes.extend(f"torch_min_cut: {n}" for n in res.notes)
     sf, points, notes = recompute_frontier(graph, config, make_plan=make_plan,  # type: ignore[arg-type]
                                            budgets=budgets, baselines=baselines, plans=plans,
-                                           executor=executor)
+                                           extra_baselines=extra, executor=executor)
     return {
         "graph": graph.name,  # type: ignore[attr-defined]
         "step_flops": sf,
         "resident_bytes": graph.resident_bytes(),  # type: ignore[attr-defined]
         "points": [{"method": p.method, "peak_bytes": p.peak_bytes,
                     "extra_flops": p.extra_flops, "budget_bytes": p.budget_bytes,
-                    "recomputed_ops": p.recomputed_ops} for p in points],
-        "notes": notes,
+                    "recomputed_ops": p.recomputed_ops,
+                    "extra_bytes_moved": p.extra_bytes_moved} for p in points],
+        "torch_min_cut": mc,
+        "notes": notes + mc_notes,
     }
 
 
@@ -83,7 +161,9 @@ def _run(args: argparse.Namespace) -> int:
     cfg = replace(cfg)
     plans: dict = {} if args.plans else None  # type: ignore[assignment]
     with open_executor(spec, cpsat_threads=cfg.order.num_search_workers) as executor:
-        d = frontier_dict(graph, cfg, args.budgets, not args.no_baselines, plans, executor)
+        mcb = None if args.no_min_cut else (args.min_cut_budgets or MIN_CUT_BUDGETS)
+        d = frontier_dict(graph, cfg, args.budgets, not args.no_baselines, plans, executor,
+                          min_cut_budgets=mcb)
     if args.plans:
         os.makedirs(args.plans, exist_ok=True)
         for label, plan in plans.items():
@@ -96,6 +176,11 @@ def _run(args: argparse.Namespace) -> int:
     for p in sorted(d["points"], key=lambda p: (p["method"] != "roam", -p["peak_bytes"])):
         print(f"  {p['method']:<22} {format_bytes(p['peak_bytes']):>12}  "
               f"+{100 * p['extra_flops'] / sf:6.2f}% FLOPs  ({p['recomputed_ops']} re-runs)")
+    mc = d.get("torch_min_cut") or {}
+    for b in mc.get("budgets", ()):
+        print(f"  {b['method']}: torch saves {format_bytes(b['saved_bytes'])} "
+              f"({b['saved_values']} values), re-runs {b['recomputed_nodes']} forward nodes; "
+              f"the mapped plan keeps {format_bytes(b['retained_bytes'])} for the backward")
     for n in d["notes"]:
         print(f"  note: {n}")
     return 0

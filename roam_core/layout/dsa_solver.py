@@ -3,7 +3,10 @@
 Method
 ------
 1. **Portfolio** (:mod:`roam_core.layout.dsa_heuristics`): several buffer orders (size, lifetime,
-   area, section total, start) times best/first fit; keep the lowest layout.
+   area, section total, start) times best/first fit; keep the lowest layout.  Above
+   ``MAX_SEARCH_BUFFERS`` free buffers (no exact search), a few *promotion* passes follow
+   (:func:`~roam_core.layout.dsa_heuristics.promote_high`: the best pass's order again, with
+   the buffers that ended above the bound moved to the front).
 2. **Exact search** (:class:`_Search`), after the idea of MiniMalloc (Moffitt, ASPLOS'23):
    a depth-first search that only builds *canonical* layouts, where every buffer sits at the
    lowest offset its already placed time-neighbours allow (any valid layout can be pushed down
@@ -26,7 +29,10 @@ Method
 
    Buffers are tried by lowest feasible offset, then a static preorder (largest section total,
    lifetime, area...).  Several preorders are run round-robin under doubling node limits.
-3. **Height minimisation** (no capacity): bisect the capacity between the proven lower bound
+3. **Height minimisation** (no capacity): a search at the bound with a sixth of the nodes;
+   if that fails, a *peak repair* of the best layout (:func:`repair_peak`: the buffers live
+   where the load is near the bound are searched at it, everything else fixed); then bisect
+   the capacity between the proven lower bound
    and the best layout found, each step a capacity-bounded search with a share of the node
    budget; once exhausted budgets have closed the bisection, keep descending in small steps
    below the best layout until the budget is spent.
@@ -53,7 +59,7 @@ import logging
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -61,11 +67,20 @@ import numpy as np
 from roam_core.base.cancel import is_cancelled
 from roam_core.base.errors import InfeasibleError, PlanInvalidError
 from roam_core.base.status import SolveStatus
-from roam_core.layout.dsa_heuristics import ORDERS, buffer_arrays, portfolio, section_totals
+from roam_core.layout.dsa_heuristics import (
+    ORDERS,
+    buffer_arrays,
+    named_order,
+    portfolio,
+    promote_high,
+    section_totals,
+)
 from roam_core.model.dsa import Problem, Solution
 from roam_core.oracle.validate import check_dsa_solution
 
-__all__ = ["NODES_PER_S", "PREORDERS", "DsaResult", "SearchOptions", "search_capacity", "solve_dsa"]
+__all__ = ["LARGE_PROMOTE_PASSES", "NODES_PER_S", "PREORDERS", "REPAIR_FRACTIONS",
+           "REPAIR_PREORDERS", "DsaResult", "SearchOptions", "repair_peak",
+           "search_capacity", "solve_dsa"]
 
 _logger = logging.getLogger(__name__)
 _OPT, _FEAS = SolveStatus.OPTIMAL, SolveStatus.FEASIBLE
@@ -76,24 +91,36 @@ MAX_SEARCH_BUFFERS = 6000
 #: Greedy passes for problems above ``MAX_SEARCH_BUFFERS`` (every pass is O(n^2)): the
 #: orders that win on the large idealloc sets (size: pangu_2.6B; total_length: S_1), best fit.
 LARGE_ORDERS = ("size", "total_length", "size_length", "total_size")
+#: Iterated-greedy passes (:func:`~roam_core.layout.dsa_heuristics.promote_high`) after the
+#: portfolio on problems above ``MAX_SEARCH_BUFFERS`` (a fixed count: deterministic).
+#: pangu_2.6B reaches its bound in the first, S_1 1.0026 -> 1.0010 x LB in the first.
+LARGE_PROMOTE_PASSES = 4
 
 #: Static preorders (letters: T = max section total, L = lifetime length, A = area,
-#: Z = size), tried round-robin.
-PREORDERS = ("TLA", "TAL", "LAT")
+#: Z = size), tried round-robin.  ("LAT", a third, solved none of MiniMalloc A-K first and
+#: cost B and E a third more nodes: A-K together 113k nodes with it, 101k without.)
+PREORDERS = ("TLA", "TAL")
 
 _BIG = np.iinfo(np.int64).max // 4
 # ufunc reductions without ndarray.max's Python wrapper (the search calls them ~10 per node)
 _MAX, _MIN = np.maximum.reduce, np.minimum.reduce
+#: Largest section-membership table renumbered once per preorder (above: on every check).
+_RENUMBER_MAX = 1 << 24
+#: Most buffers for which each preorder keeps its own renumbered overlap sets.
+_RENUMBER_OV_MAX = 2048
 #: Most failed sub-problem states remembered (the memo is cleared beyond this).
 _MEMO_LIMIT = 1_000_000
 
 #: Restart schedule of :func:`search_capacity`: the first node limit per buffer, the growth.
 #: (Tuned on MiniMalloc A-K: 113k nodes together with 32, 169k with 2, 145k with 16, 175k
-#: with 24, 126k with 40: the count swings with where the limits fall, 32 is no law.)
+#: with 24, 126k with 40: the count swings with where the limits fall, 32 is no law; with
+#: the two preorders: 101k with 32, 137k with 24, 121k with 48, 141k with 64.)
 _FIRST_LIMIT, _GROWTH = 32, 2
 
 #: A bisection step of the height minimisation gets 1/_STEP_SHARE of the nodes left.
 _STEP_SHARE = 4
+#: The peak repair after the first step gets half of the nodes left, at most this.
+_REPAIR_MAX_NODES = 5000
 
 #: Search nodes per second of ``time_limit_s`` in the default work limit.  An idle core does
 #: about 9,000; 1,000-3,000 were measured on 2 cores at load 11, so the default work fits
@@ -288,6 +315,9 @@ class _Search:
         # its minimum is read)
         self._members, self.indptr = self._ov.section_members()
         self._inv_ext = np.concatenate([self._inv, [n]])
+        # the members in this search's numbering, once (unless the table is huge)
+        self._mem_s = (self._inv_ext[self._members] if len(self._members) <= _RENUMBER_MAX
+                       else None)
         cross = np.zeros(nsec + 1, np.int64)
         np.add.at(cross, self.slo, 1)
         np.add.at(cross, np.maximum(self.shi - 1, self.slo), -1)
@@ -300,19 +330,29 @@ class _Search:
                 m = (fx[:, 0] < up[i]) & (fx[:, 1] > lo[i])
                 o = np.argsort(fx[m, 2], kind="stable")
                 self.fixed_near.append((fx[m, 2][o], fx[m, 3][o]))
+        # overlaps() renumbered for this search, kept when small (at most n^2 entries)
+        self._ov_s: dict[int, np.ndarray] | None = {} if n <= _RENUMBER_OV_MAX else None
         self.rank = np.arange(n)  # tie-break rank of each buffer in its current partition
         self.failed: set[bytes] = set()  # sub-problem states proven to fail
         self.reset()
 
     def overlaps(self, k: int) -> np.ndarray:
         """Search indices of the buffers overlapping search buffer ``k`` in time."""
-        return self._inv[self._ov[int(self._perm[k])]]
+        ov = self._ov_s.get(k) if self._ov_s is not None else None
+        if ov is None:
+            ov = self._inv[self._ov[int(self._perm[k])]]
+            if self._ov_s is not None:
+                self._ov_s[k] = ov
+        return ov
 
     def reset(self) -> None:
         n = self.n
         self.placed = np.zeros(n + 1, bool)
         self.placed[n] = True
+        # lowest offset of each unplaced buffer; _BIG for placed ones and the sentinel, so
+        # that a section's minimum over its members is its unplaced minimum
         self.minoff = np.zeros(n + 1, np.int64)
+        self.minoff[n] = _BIG
         self.off = np.full(n, -1, np.int64)
         self.best = np.full(n, -1, np.int64)
         self.floor = np.zeros(self.nsec, np.int64)
@@ -332,9 +372,15 @@ class _Search:
         old = sys.getrecursionlimit()
         sys.setrecursionlimit(max(old, 4 * self.n + 2000))
         try:
-            for a, b in self._split(0, self.nsec, np.arange(self.n)):
-                part = np.array([i for i in range(self.n) if self.slo[i] >= a
-                                 and self.shi[i] <= b], np.int64)
+            ranges = self._split(0, self.nsec, np.arange(self.n))
+            # the buffers of each independent range (no buffer crosses a range boundary, so
+            # a buffer's first section names its range), ascending within each range
+            starts = np.array([a for a, _ in ranges], np.int64)
+            which = np.searchsorted(starts, self.slo, "right") - 1
+            by_range = np.argsort(which, kind="stable")
+            cut = np.searchsorted(which[by_range], np.arange(len(ranges) + 1))
+            for k, (a, b) in enumerate(ranges):
+                part = by_range[cut[k]:cut[k + 1]].astype(np.int64)
                 if len(part) and not self._solve(part, a, b, -1, -1):
                     return False
             return True
@@ -351,6 +397,11 @@ class _Search:
         bounds = [a, *zero.tolist(), b]
         return list(itertools.pairwise(bounds))
 
+    def _section_members(self, p: int, q: int) -> np.ndarray:
+        if self._mem_s is not None:
+            return self._mem_s[p:q]
+        return self._inv_ext[self._members[p:q]]
+
     def _check(self, a: int, b: int, offset: int) -> bool:
         if b <= a:
             return True
@@ -364,15 +415,13 @@ class _Search:
                 return False
             if opts.unallocated_floor:  # passed above: only the unplaced minima can fail
                 p, q = self.indptr[a], self.indptr[b]
-                mem = self._inv_ext[self._members[p:q]]
-                vals = np.where(self.placed[mem], _BIG, self.minoff[mem])
+                vals = self.minoff[self._section_members(p, q)]
                 secmin = np.minimum.reduceat(vals, self.indptr[a:b] - p)
                 secmin[secmin == _BIG] = 0  # no unplaced buffer: no constraint
                 return int(_MAX(secmin + tot)) <= self.capacity
         if self.opts.unallocated_floor:
             p, q = self.indptr[a], self.indptr[b]
-            mem = self._inv_ext[self._members[p:q]]
-            vals = np.where(self.placed[mem], _BIG, self.minoff[mem])
+            vals = self.minoff[self._section_members(p, q)]
             secmin = np.minimum.reduceat(vals, self.indptr[a:b] - p)
             secmin[secmin == _BIG] = 0  # no unplaced buffer: no constraint
             fl = np.maximum(fl, secmin)
@@ -409,12 +458,10 @@ class _Search:
         opts = self.opts
         key = None
         if opts.memoize:
-            h = hashlib.blake2b(digest_size=16)
-            h.update(np.array((a, b, min_off, min_rank), np.int64).tobytes())
-            h.update(un.tobytes())
-            h.update(mo.tobytes())
-            h.update(self.floor[a:b].tobytes())
-            key = h.digest()  # 128-bit digest of the state (stored compactly)
+            state = np.concatenate((np.array((a, b, min_off, min_rank, len(un)), np.int64), un,
+                                    mo, self.floor[a:b]))
+            # 128-bit digest of the state (stored compactly)
+            key = hashlib.blake2b(state.tobytes(), digest_size=16).digest()
             if key in self.failed:
                 return False
         if opts.dynamic_ordering:
@@ -449,6 +496,8 @@ class _Search:
             sl, sh = int(slo[i]), int(shi[i])
             # place i
             self.placed[i] = True
+            min_i = self.minoff[i]
+            self.minoff[i] = _BIG
             self.off[i] = off
             self.best[i] = off  # the latest write wins once the search succeeds
             ov = self.overlaps(i)
@@ -493,6 +542,7 @@ class _Search:
             self.total[sl:sh] += s
             self.floor[sl:sh] = old_floor
             self.minoff[ov] = old_min
+            self.minoff[i] = min_i
             self.off[i] = -1
             self.placed[i] = False
             if found:
@@ -541,7 +591,7 @@ def search_capacity(problem: Problem, capacity: int, *, deadline: float,
                     cancel: Any = None, options: SearchOptions = SearchOptions(),
                     preorders: tuple[str, ...] = PREORDERS,
                     cache: dict[str, Any] | None = None,
-                    node_budget: int | None = None,
+                    node_budget: int | None = None, first_limit: int | None = None,
                     ) -> tuple[Solution | None, bool, str, int]:
     """Look for a layout of height at most ``capacity``.
 
@@ -551,7 +601,9 @@ def search_capacity(problem: Problem, capacity: int, *, deadline: float,
     ``cache`` (a dict owned by the caller) keeps the search set-up, and the failed states
     still valid, between calls on the same problem at different capacities.
     ``node_budget`` caps the nodes of all restarts together (a deterministic work limit);
-    ``deadline`` (``time.monotonic()``) is the wall-clock safety limit.
+    ``deadline`` (``time.monotonic()``) is the wall-clock safety limit.  ``first_limit``
+    sets the node limit of the first restart (default: 32 per buffer, at most an eighth of
+    ``node_budget``).
 
     Returns
     -------
@@ -576,6 +628,8 @@ def search_capacity(problem: Problem, capacity: int, *, deadline: float,
     limit = max(_FIRST_LIMIT * searches[0].n, 64)
     if node_budget is not None:  # a small budget still gets restarts and every preorder
         limit = min(limit, max(64, node_budget // 8))
+    if first_limit is not None:
+        limit = max(1, first_limit)
     nodes = 0
     current = searches[0]
     try:
@@ -600,6 +654,126 @@ def search_capacity(problem: Problem, capacity: int, *, deadline: float,
             limit *= _GROWTH
     except _Stop:
         return None, False, "search:time", nodes + current.nodes
+
+
+#: Peak windows of :func:`repair_peak`: the steps whose live load is at least this fraction
+#: of the target (tried in turn; 0.97 places mobilenet_v2 b1 at its bound in 432 nodes).
+REPAIR_FRACTIONS = (0.97, 0.9)
+#: Preorders of the repair's search (one run each per window).
+REPAIR_PREORDERS = ("TLA", "TAL")
+
+
+def _live_load(lower: np.ndarray, upper: np.ndarray, size: np.ndarray) -> np.ndarray:
+    """Total size live at each step ``0 .. max(upper) - 1``."""
+    steps = int(upper.max()) if len(upper) else 0
+    diff = np.zeros(steps + 1, np.int64)
+    np.add.at(diff, lower, size)
+    np.add.at(diff, upper, -size)
+    return np.cumsum(diff)[:steps]
+
+
+def repair_peak(problem: Problem, solution: Solution, target: int | None = None, *,
+                node_budget: int, deadline: float, cancel: Any = None,
+                fractions: tuple[float, ...] = REPAIR_FRACTIONS,
+                options: SearchOptions = SearchOptions(),
+                preorders: tuple[str, ...] = REPAIR_PREORDERS,
+                ) -> tuple[Solution | None, int, str]:
+    """Re-place the buffers around the load peak with the exact search, the rest fixed.
+
+    A layout above the live-set bound is usually wrong only where the load is close to it:
+    at a step whose live buffers add up to the bound they must pack without a gap, while
+    away from the peak there is slack.  For each fraction ``x`` of ``fractions``, the
+    buffers live at a step whose load is at least ``x * target`` (the *window*), and those
+    reaching above ``target``, are freed; every other buffer keeps its offset in
+    ``solution``, and :func:`search_capacity` looks for a layout of the freed ones within
+    ``target`` around the fixed ones (the fixed buffers live nowhere in the window, so the
+    search meets them only at the window's edges).  Each window gets half of the nodes left,
+    the last all of them (a deterministic work limit; ``deadline`` is the wall-clock safety
+    limit).
+
+    Parameters
+    ----------
+    problem : Problem
+        The buffers (fixed offsets stay fixed).
+    solution : Solution
+        A valid layout of ``problem`` to repair.
+    target : int, optional
+        Height to reach (default the live-set lower bound).
+    node_budget : int
+        Search nodes of all windows together.
+    deadline : float
+        ``time.monotonic()`` safety limit.
+    cancel : threading.Event or callable, optional
+        Checked during the search.
+    fractions : tuple of float
+        Window thresholds, tried in this order (a window equal to one tried is skipped).
+    options : SearchOptions
+        Exact-search switches.
+    preorders : tuple of str
+        Static preorders of the search (see :data:`PREORDERS`), in the order tried.
+
+    Returns
+    -------
+    (solution, nodes, method)
+        A layout of height at most ``target`` (``None`` when none was found), the nodes
+        spent and ``"repair@<x>:<preorder>"`` for the window that succeeded (``"repair"``
+        otherwise).
+
+    Examples
+    --------
+    >>> from roam_core.model.dsa import Buffer, Problem, Solution
+    >>> p = Problem((Buffer("a", 0, 2, 2), Buffer("b", 1, 3, 1), Buffer("c", 2, 4, 2)))
+    >>> bad = Solution.from_offsets(p, (0, 2, 3))
+    >>> sol, nodes, how = repair_peak(p, bad, node_budget=100, deadline=1e18)
+    >>> sol.height, p.lower_bound()
+    (3, 3)
+    """
+    lower, upper, size, _ = buffer_arrays(problem)
+    target = problem.lower_bound() if target is None else target
+    off = np.fromiter(solution.offsets, np.int64, len(problem))
+    top = off + size
+    pinned = np.fromiter((b.offset is not None for b in problem.buffers), bool, len(problem))
+    live = size > 0
+    load = _live_load(lower, upper, np.where(live, size, 0))
+    nodes = 0
+    seen: set[bytes] = set()
+    for k, frac in enumerate(fractions):
+        if nodes >= node_budget or time.monotonic() >= deadline or is_cancelled(cancel):
+            break
+        hot = np.concatenate([[0], np.cumsum(load >= frac * target)])
+        free = live & ~pinned & (((hot[upper] - hot[lower]) > 0) | (top > target))
+        key = np.packbits(free).tobytes()
+        if not free.any() or key in seen or int(free.sum()) > MAX_SEARCH_BUFFERS:
+            continue
+        seen.add(key)
+        # the fixed buffers that matter: those overlapping a freed one in time
+        f_idx = np.nonzero(free)[0]
+        span = np.zeros(len(load) + 1, np.int64)
+        np.add.at(span, lower[f_idx], 1)
+        np.add.at(span, upper[f_idx], -1)
+        cover = np.concatenate([[0], np.cumsum(np.cumsum(span)[:len(load)] > 0)])
+        near = live & ~free & ((cover[upper] - cover[lower]) > 0)
+        keep = np.nonzero(free | near)[0]
+        bufs = tuple(problem.buffers[i] if free[i] else
+                     replace(problem.buffers[i], offset=int(off[i])) for i in keep.tolist())
+        sub = Problem(bufs)
+        left = node_budget - nodes
+        share = left if k == len(fractions) - 1 else left // 2
+        # one long run per preorder: a window's search succeeds deep or not at all
+        # (mobilenet_v2 b1: found at node 432 of one TLA run, not in 1,000 nodes of runs of
+        # 78-156; efficientnet_b0 b1: at node 913 of TAL, not in 2,000 of TLA)
+        share = max(64, share)
+        sol, _, meth, used = search_capacity(sub, target, deadline=deadline, cancel=cancel,
+                                             options=options, node_budget=share,
+                                             preorders=preorders,
+                                             first_limit=share // len(preorders))
+        nodes += used
+        if sol is not None:
+            offs = off.copy()
+            offs[keep] = sol.offsets
+            return (Solution.from_offsets(problem, offs.tolist()), nodes,
+                    f"repair@{frac:g}:{meth.partition(':')[2]}")
+    return None, nodes, "repair"
 
 
 def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | None = None,
@@ -668,6 +842,19 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     say(f"portfolio: {method} height {best.height} (lb {lb})")
     nodes = 0
     stopped = "time" if len(tried) < len(orders) * len(fits) else ""
+    _, oname, fit = [*method.split(":"), "", ""][:3]
+    if (not do_search and not stopped and best.height > (lb if cap is None else cap)
+            and oname in ORDERS and fit in ("best", "first")):
+        # no exact search here: re-place the best pass's order with the buffers that ended
+        # on top moved to the front, a fixed number of times
+        sol, runs, cut = promote_high(problem, named_order(problem, oname), fit, best,
+                                      target=lb if cap is None else cap,
+                                      passes=LARGE_PROMOTE_PASSES, deadline=deadline)
+        tried.append((f"promote:{oname}:{fit}x{runs}", sol.height))
+        if sol.height < best.height:
+            best, method = sol, f"promote:{oname}:{fit}"
+        stopped = "time" if cut else ""
+        say(f"promote x{runs}: height {best.height} (lb {lb})")
 
     def done(sol: Solution | None, status: SolveStatus, meth: str, bound: int) -> DsaResult:
         if sol is not None:  # every layout leaving the solver passes the validator
@@ -701,6 +888,7 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     soft_lo = lo
     cache: dict[str, Any] = {}
     first = True
+    repaired = False
     while lo < hi and do_search:
         left = budget - nodes
         if left < 64 or stopped:
@@ -732,6 +920,20 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
             if meth.endswith(":time"):
                 stopped = "cancel" if is_cancelled(cancel) else "time"
             soft_lo = target + 1
+        if not repaired and lo < hi and not stopped:
+            # when the first step (the whole search at the bound) did not reach it: the peak
+            # repair of the best layout, where only the buffers live near the peak are
+            # searched (not above MAX_SEARCH_BUFFERS buffers: with thousands of fixed ones
+            # around the window a node costs ~25 ms, pangu_2.6B: 2,000 nodes in 51 CPU s)
+            repaired = True
+            sol, k, meth = repair_peak(problem, best, lo,
+                                       node_budget=min((budget - nodes) // 2,
+                                                       _REPAIR_MAX_NODES),
+                                       deadline=deadline, cancel=cancel, options=options)
+            nodes += k
+            if sol is not None:
+                say(f"{meth}: height {sol.height} <= {lo}")
+                best, method, hi = sol, meth, sol.height
     if lo >= hi:
         stopped = ""
     status = _OPT if best.height <= lo else _FEAS

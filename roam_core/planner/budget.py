@@ -20,13 +20,14 @@ The result is an ordinary :class:`~roam_core.model.plan.Plan` for the *input* gr
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from roam_core.base.config import PlannerConfig
 from roam_core.base.errors import BudgetInfeasibleError, ConfigError, PlanInvalidError
 from roam_core.base.units import format_bytes
-from roam_core.model.graph import Graph
+from roam_core.model.graph import Graph, TensorId
 from roam_core.model.plan import Plan
 from roam_core.model.recompute import expand_graph, flops_recorded, step_flops
 from roam_core.oracle.validate import check_plan
@@ -254,6 +255,9 @@ class FrontierPoint:
         The budget roam was given (``None`` for baselines).
     recomputed_ops : int
         Recompute ops in the plan.
+    extra_bytes_moved : int
+        Bytes the recompute ops read and write (elementwise re-runs count 0 FLOPs in
+        torch's counter but are not free; roam's objective charges them).
     """
 
     method: str
@@ -261,12 +265,20 @@ class FrontierPoint:
     extra_flops: int
     budget_bytes: int | None = None
     recomputed_ops: int = 0
+    extra_bytes_moved: int = 0
+
+
+def _moved(graph: Graph, plan: Plan) -> int:
+    from roam_core.model.recompute import recompute_cost
+
+    return recompute_cost(graph, plan.recompute)[1]
 
 
 def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
                        budgets: int = 8, baselines: bool = True,
-                       plans: dict[str, Plan] | None = None, **kwargs: Any
-                       ) -> tuple[int, list[FrontierPoint], list[str]]:
+                       plans: dict[str, Plan] | None = None,
+                       extra_baselines: Mapping[str, Sequence[TensorId]] | None = None,
+                       **kwargs: Any) -> tuple[int, list[FrontierPoint], list[str]]:
     """roam at ``budgets`` budgets (plus each baseline's memory and the midway budget between
     no recomputation and every block) and every baseline policy.
 
@@ -285,6 +297,10 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
         Also score the module-structured baselines (:mod:`roam_core.recompute.baselines`).
     plans : dict, optional
         Filled with every plan made, by label (``"roam@<bytes>"``, baseline names).
+    extra_baselines : Mapping of str to sequence of TensorId, optional
+        More baselines given as drop sets, by method name (torch's min-cut partitioner's
+        decisions mapped onto the graph, :mod:`roam_core.trace.min_cut`); planned like the
+        others, and roam is planned at each one's memory too.
     **kwargs
         Forwarded to ``make_plan``.
 
@@ -309,10 +325,18 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
             p = bp.plan_for_drops(drop, label=name) if drop else replace(
                 bp.base, method=name, step_flops=bp.step_flops)
             points.append(FrontierPoint(name, p.arena_bytes, p.extra_flops, None,
-                                        len(p.recompute)))
+                                        len(p.recompute), _moved(graph, p)))
             extra_budgets.append(p.arena_bytes)
             if plans is not None:
                 plans[name] = p
+    for name, drop in (extra_baselines or {}).items():
+        p = bp.plan_for_drops(tuple(drop), label=name) if drop else replace(
+            bp.base, method=name, step_flops=bp.step_flops)
+        points.append(FrontierPoint(name, p.arena_bytes, p.extra_flops, None,
+                                    len(p.recompute), _moved(graph, p)))
+        extra_budgets.append(p.arena_bytes)
+        if plans is not None:
+            plans[name] = p
     hi = bp.base.arena_bytes
     lo = bp.lowest_bytes()
     by_name = {p.method: p.peak_bytes for p in points}
@@ -328,7 +352,7 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
             notes.append(f"roam: no plan fits {format_bytes(b)}")
             continue
         points.append(FrontierPoint("roam", p.arena_bytes, p.extra_flops, b,
-                                    len(p.recompute)))
+                                    len(p.recompute), _moved(graph, p)))
         if plans is not None:
             plans[f"roam@{b}"] = p
     return bp.step_flops, points, notes

@@ -9,6 +9,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from roam_core.base.status import SolveStatus
 from roam_core.formats.graph_io import load_graph
 from roam_core.layout.arena import (
     ArenaConfig,
@@ -18,7 +19,7 @@ from roam_core.layout.arena import (
     layout_problem,
     plan_arena,
 )
-from roam_core.layout.dsa_heuristics import place_in_order
+from roam_core.layout.dsa_heuristics import greedy_by_size, place_in_order
 from roam_core.model.dsa import Buffer, Problem, Solution
 from roam_core.model.samples import chain3, diamond, tiny_train_step
 from roam_core.oracle.simulate import simulate
@@ -159,3 +160,52 @@ def test_dsa_candidate_is_cut_by_work_not_by_the_time_left(monkeypatch: Any) -> 
     plan_arena(g, g.op_ids, config=dataclasses.replace(cfg))
     assert [w for w, _ in seen] == [arena.dsa_work_limit(cfg)] * 2
     assert seen[0][1] == seen[1][1]
+
+
+def test_peak_repair_lowers_a_stuck_winner_within_its_node_budget() -> None:
+    """The arena's repair stage (within 0.01% of the bound; here that is the bound) re-places
+    the tiny long-lived buffers stacked above the peak, inside the node budget, and the same
+    call gives the same layout."""
+    from roam_core.layout import arena
+    from roam_core.oracle.validate import check_dsa_solution
+
+    bufs = [Buffer("big", 4, 6, 8), Buffer("far", 0, 2, 9), Buffer("far2", 8, 10, 9)]
+    bufs += [Buffer(f"t{k}", 1 + k, 9 - k, 1) for k in range(3)]
+    p = Problem(tuple(bufs))
+    stuck = Solution.from_offsets(p, [0, 0, 0, 9, 10, 11])
+    runs = [arena._repair(p, stuck, p.lower_bound(), 400, time.monotonic() + 30, None)
+            for _ in range(2)]
+    assert runs[0] == runs[1]
+    sol, nodes, how = runs[0]
+    assert sol is not None
+    assert sol.height == p.lower_bound() == 11
+    assert check_dsa_solution(p, sol) == []
+    assert 0 < nodes <= 400
+    assert how.startswith("repair@")
+
+
+def test_peak_repair_switch(monkeypatch: Any) -> None:
+    """``peak_repair=False`` skips the stage; on, it gets the DSA work limit as its budget."""
+    from roam_core.layout import arena
+    from roam_core.layout.dsa_solver import DsaResult
+
+    calls: list[int] = []
+    real = arena._repair
+
+    def spy(problem: Any, sol: Any, lb: int, budget: int, deadline: float, cancel: Any) -> Any:
+        calls.append(budget)
+        return real(problem, sol, lb, budget, deadline, cancel)
+
+    monkeypatch.setattr(arena, "_repair", spy)
+    # the DSA candidate is made to return the greedy layout, so the winner stays above the LB
+    monkeypatch.setattr(arena, "solve_dsa", lambda problem, **kw: DsaResult(
+        greedy_by_size(problem), problem.lower_bound(), SolveStatus.FEASIBLE, 0.0, "stub"))
+    g = load_graph("sample_graphs/residual_block-b4-steady.json.gz")  # greedy is above the LB
+    cfg = ArenaConfig(time_limit_s=4, use_cpsat=False, flip_compact=False, shake_rounds=0)
+    lay = plan_arena(g, g.op_ids, config=dataclasses.replace(cfg, peak_repair=False))
+    assert calls == []
+    _assert_valid(g, g.op_ids, lay)
+    lay = plan_arena(g, g.op_ids, config=cfg)
+    assert calls == [arena.dsa_work_limit(cfg)]
+    _assert_valid(g, g.op_ids, lay)
+    assert any(r.task_id == "repair" for r in lay.provenance)

@@ -8,6 +8,7 @@ import time
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from roam_core.base.errors import InfeasibleError
 from roam_core.base.status import SolveStatus
@@ -15,7 +16,7 @@ from roam_core.cli import main
 from roam_core.formats.dsa_csv import load_problem, loads_problem
 from roam_core.layout.dsa_heuristics import ORDERS, greedy_by_size, portfolio
 from roam_core.layout.dsa_solver import SearchOptions, search_capacity, solve_dsa
-from roam_core.model.dsa import Buffer, Problem
+from roam_core.model.dsa import Buffer, Problem, Solution
 from roam_core.oracle.validate import check_dsa_solution
 from tests.strategies import problems
 
@@ -120,7 +121,10 @@ class TestSolveDsa:
         r = solve_dsa(p, time_limit_s=2, exact=False)
         assert r.solution is not None
         assert r.solution.height <= greedy_by_size(p).height
-        assert r.method.startswith("greedy:")
+        # heuristics only: the portfolio, then the promotion passes, no search node
+        assert r.method.startswith(("greedy:", "promote:"))
+        assert r.nodes == 0
+        assert r.solution.height <= min(h for m, h in r.tried if m.startswith("greedy:"))
 
     def test_cancel_returns_a_layout(self, minimalloc) -> None:
         p = load_problem(f"{minimalloc}/E.1048576.csv")
@@ -170,7 +174,14 @@ class TestDeterministicWork:
         p = load_problem(f"{minimalloc}/A.1048576.csv").with_capacity(None)
         a = solve_dsa(p, time_limit_s=60)
         b = solve_dsa(p, time_limit_s=120)
-        assert [m for m, _ in a.tried] == [f"greedy:{o}:best" for o in dsa_solver.LARGE_ORDERS]
+        greedy = [f"greedy:{o}:best" for o in dsa_solver.LARGE_ORDERS]
+        assert [m for m, _ in a.tried][:-1] == greedy
+        # then the promotion passes, all of them unless the bound is reached first
+        name, height = a.tried[-1]
+        assert name.startswith("promote:")
+        passes = int(name.rpartition("x")[2])
+        assert passes == dsa_solver.LARGE_PROMOTE_PASSES or height == p.lower_bound()
+        assert a.tried == b.tried
         assert a.solution is not None
         assert b.solution is not None
         assert a.solution.offsets == b.solution.offsets
@@ -288,3 +299,167 @@ def test_lazy_overlaps_and_shared_sections_match_brute_force(problem: Problem) -
         part = ds._section_csr(lower[free], upper[free], chunk_entries=chunk)
         assert np.array_equal(part[0], whole[0])
         assert np.array_equal(part[1], whole[1])
+
+
+def _raised(p: Problem):  # type: ignore[no-untyped-def]
+    """A valid but poor layout: first fit in increasing size (small buffers low)."""
+    from roam_core.layout.dsa_heuristics import place_in_order
+
+    order = sorted(range(len(p.buffers)), key=lambda i: (p.buffers[i].size, i))
+    sol = place_in_order(p, order, "first")
+    assert sol is not None
+    return sol
+
+
+@settings(max_examples=80, deadline=None)
+@given(problems(max_buffers=7, max_time=6, max_size=6))
+def test_repair_with_the_whole_run_as_window_is_exact(problem: Problem) -> None:
+    """A window covering every step frees every buffer: the repair is then the complete
+    search, and reaches the brute-force optimum from any start."""
+    from roam_core.layout.dsa_solver import repair_peak
+
+    start = _raised(problem)
+    best = _brute_min_height(problem)
+    sol, _nodes, how = repair_peak(problem, start, best, node_budget=10**6,
+                                  deadline=time.monotonic() + 60, fractions=(0.0,))
+    if start.height <= best:  # nothing to repair: no buffer above the target, no window
+        assert sol is None or sol.height <= best
+        return
+    assert sol is not None
+    assert how.startswith("repair@0:")
+    assert check_dsa_solution(problem, sol) == []
+    assert sol.height <= best
+
+
+@settings(max_examples=80, deadline=None)
+@given(problems(max_buffers=8, max_time=8, max_size=8))
+def test_repair_in_narrow_windows_is_valid_keeps_pins_and_is_deterministic(
+        problem: Problem) -> None:
+    """Narrow windows: whatever comes back is valid, within the target, keeps fixed offsets
+    fixed, and is the same on a second call (node-limited, not timed)."""
+    from roam_core.layout.dsa_solver import repair_peak
+
+    bs = list(problem.buffers)
+    if bs:
+        bs[0] = dataclasses.replace(bs[0], offset=0)  # one pinned buffer at the bottom
+    p = Problem(tuple(bs))
+    start = _raised(p)
+    lb = p.lower_bound()
+    runs = [repair_peak(p, start, lb, node_budget=200, deadline=time.monotonic() + 60,
+                        fractions=(0.99, 0.7)) for _ in range(2)]
+    assert runs[0] == runs[1]
+    sol, nodes, _ = runs[0]
+    assert nodes <= 200 + 64
+    if sol is not None:
+        assert check_dsa_solution(p, sol) == []
+        assert sol.height <= lb
+        if bs:
+            assert sol.offsets[0] == 0
+
+
+def test_repair_fixes_a_layout_stuck_above_its_peak() -> None:
+    """Tiny long-lived buffers stacked on top of the peak (the mobilenet_v2 b1 pattern): the
+    repair frees the buffers live at the peak and reaches the bound; the buffers far from
+    the peak keep their offsets."""
+    from roam_core.layout.dsa_solver import repair_peak
+
+    bufs = [Buffer("big", 4, 6, 8), Buffer("far", 0, 2, 9), Buffer("far2", 8, 10, 9)]
+    bufs += [Buffer(f"t{k}", 1 + k, 9 - k, 1) for k in range(3)]  # nested, live at the peak
+    p = Problem(tuple(bufs))
+    assert p.lower_bound() == 11  # big + the three tiny ones at steps 4-5
+    offs = [0, 0, 0, 9, 10, 11]  # the tiny ones above the big one's old spot: height 12
+    start = Solution.from_offsets(p, offs)
+    assert check_dsa_solution(p, start) == []
+    assert start.height == 12
+    sol, _nodes, how = repair_peak(p, start, node_budget=1000, deadline=time.monotonic() + 60)
+    assert sol is not None
+    assert sol.height == 11
+    assert check_dsa_solution(p, sol) == []
+    assert how.startswith("repair@0.97:")
+    assert sol.offsets[1] == 0
+    assert sol.offsets[2] == 0
+
+
+def test_solve_dsa_repairs_the_greedy_layout_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Minimising, when the search at the bound runs out of nodes, the repair of the best
+    layout runs, inside the same work limit (the greedy portfolio is made to return the
+    stuck layout, and the whole-problem search to give up)."""
+    from roam_core.layout import dsa_solver as ds
+
+    bufs = [Buffer("big", 4, 6, 8), Buffer("far", 0, 2, 9), Buffer("far2", 8, 10, 9)]
+    bufs += [Buffer(f"t{k}", 1 + k, 9 - k, 1) for k in range(3)]
+    p = Problem(tuple(bufs))
+    stuck = Solution.from_offsets(p, [0, 0, 0, 9, 10, 11])
+    tried = [("greedy:stuck", 12)] * (len(ORDERS) * 2)  # every pass ran (not cut by time)
+    monkeypatch.setattr(ds, "portfolio", lambda *a, **k: (stuck, "greedy:stuck", tried))
+    real = ds.search_capacity
+
+    def whole_gives_up(problem: Problem, capacity: int, **kw: object) -> object:
+        if all(b.offset is None for b in problem.buffers):  # the whole problem, not a window
+            return None, False, "search:work", 10
+        return real(problem, capacity, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ds, "search_capacity", whole_gives_up)
+    r = ds.solve_dsa(p, time_limit_s=10, work_limit=500)
+    assert r.solution is not None
+    assert r.solution.height == 11
+    assert r.method.startswith("repair@")
+    assert r.status == SolveStatus.OPTIMAL
+    assert 0 < r.nodes <= 500
+
+
+@given(problems(max_buffers=6, max_time=6, max_size=4), st.sampled_from(["best", "first"]),
+       st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_promotion_is_valid_never_worse_bounded_by_brute_force_and_deterministic(
+        problem: Problem, fit: str, pin: bool) -> None:
+    """The iterated greedy keeps pinned offsets, never returns a layout above its start nor
+    below the brute-force optimum, stops at the target, and gives the same layout twice."""
+    from roam_core.layout.dsa_heuristics import named_order, place_in_order, promote_high
+
+    pin = pin and bool(problem.buffers)
+    if pin:  # pin the first buffer where a greedy pass put it
+        first = greedy_by_size(problem).offsets[0]
+        problem = Problem((dataclasses.replace(problem.buffers[0], offset=first),
+                           *problem.buffers[1:]))
+    order = named_order(problem, "size")
+    start = place_in_order(problem, order, fit)
+    assert start is not None
+    optimum = 0 if pin else _brute_min_height(problem)
+    runs = [promote_high(problem, order, fit, start, target=problem.lower_bound(), passes=3)
+            for _ in range(2)]
+    assert runs[0][0].offsets == runs[1][0].offsets
+    sol, passes, cut = runs[0]
+    assert not cut
+    assert 0 <= passes <= 3
+    assert check_dsa_solution(problem, sol) == []
+    assert optimum <= sol.height <= start.height
+    if pin:
+        assert sol.offsets[0] == problem.buffers[0].offset
+    if start.height <= problem.lower_bound():
+        assert passes == 0
+
+
+def test_promotion_reaches_the_brute_force_optimum_where_every_large_pass_fails(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the large-problem path (no exact search), all four greedy passes end one unit
+    above the optimum; one promotion pass (the buffers above the bound first) reaches it."""
+    from roam_core.layout import dsa_solver as ds
+
+    p = Problem((Buffer("a", 4, 7, 1), Buffer("b", 0, 5, 1), Buffer("c", 4, 5, 2),
+                 Buffer("d", 3, 6, 1), Buffer("e", 2, 3, 3), Buffer("f", 5, 7, 3)))
+    monkeypatch.setattr(ds, "MAX_SEARCH_BUFFERS", 0)  # take the large-problem path
+    r = ds.solve_dsa(p, time_limit_s=10)
+    assert [h for m, h in r.tried if m.startswith("greedy:")] == [6, 6, 6, 6]
+    assert r.solution is not None
+    assert r.solution.height == _brute_min_height(p) == p.lower_bound() == 5
+    assert r.method == "promote:size:best"
+    assert r.status == SolveStatus.OPTIMAL
+    assert r.nodes == 0
+    assert r.stopped_by == ""
+    assert check_dsa_solution(p, r.solution) == []
+    # with a capacity the passes aim at it
+    rc = ds.solve_dsa(p, time_limit_s=10, capacity=5)
+    assert rc.solution is not None
+    assert rc.solution.height == 5
+    assert rc.method == "promote:size:best"
