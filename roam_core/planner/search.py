@@ -67,7 +67,6 @@ def tighter_bound(graph: Graph, lower: int, peak: int, config: PlannerConfig,
         chain_group_lower_bound,
         choice_lower_bound,
         forward_value_groups,
-        storage_masks,
     )
 
     a = config.alignment_bytes
@@ -91,8 +90,7 @@ def tighter_bound(graph: Graph, lower: int, peak: int, config: PlannerConfig,
         use("forward-value", fv.bound_bytes)
     if lower < peak:
         t0 = time.perf_counter()
-        cb = chain_group_lower_bound(graph, None, a, reach=reach,
-                                     masks=storage_masks(graph, a, reach=reach))
+        cb = chain_group_lower_bound(graph, None, a, reach=reach)  # masks streamed
         records.append(SolveRecord("bound", "chain_group", SolveStatus.OPTIMAL, None,
                                    cb.bound_bytes, time.perf_counter() - t0, cb.chain_ops))
         use("chain-group", cb.bound_bytes)

@@ -333,6 +333,28 @@ def test_chain_stop_from_the_lowest_needed_position(data):
     assert min((h for h, j in needed_at if not d >> j & 1), default=m) == scanned
 
 
+@pytest.mark.parametrize(("name", "expected"), [
+    ("gpt2-b1-t128-steady", (1956523520, ("add_61",), 995, 64)),
+    ("teach_updates-b8-steady", (30195712, ("div",), 37, 54)),
+    ("tiny_gpt-b2-t32-steady", (2278912, (), 111, 52)),
+])
+def test_chain_group_bound_unchanged_on_sample_graphs(name, expected) -> None:
+    """The storage classes per group come from columns gathered once (not a mask AND per
+    storage and group); the bound, its group, chain and groups used are those of main
+    90d86dd."""
+    from pathlib import Path
+
+    from roam_core.formats.graph_io import load_graph
+    from roam_core.oracle.proven_bounds import chain_group_lower_bound, storage_masks
+
+    root = Path(__file__).resolve().parents[2] / "sample_graphs"
+    g = load_graph(root / f"{name}.json.gz")
+    cb = chain_group_lower_bound(g, None, 512)  # masks streamed
+    assert (cb.bound_bytes, tuple(cb.group), cb.chain_ops, cb.groups_used) == expected
+    given = chain_group_lower_bound(g, None, 512, masks=storage_masks(g, 512))
+    assert given == cb
+
+
 # --------------------------------------------------- forward-value groups (choice bound)
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
