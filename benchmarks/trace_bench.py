@@ -3,6 +3,7 @@
 Usage::
 
     nice python benchmarks/trace_bench.py [--steady] [--only SUBSTRING] [--out benchmarks/results]
+        [--baseline-tree DIR] [--dump DIR]
 
 For each config the child process builds the model on the meta device, traces it with
 :func:`roam_core.zoo.trace_zoo` (timed; max RSS read right after the trace), then computes
@@ -12,11 +13,22 @@ modules are available, the caching-allocator model's peak reserved
 (:mod:`roam_core.oracle.baseline`) and
 the live-set lower bound (:mod:`roam_core.oracle.bounds`).  Results go to ``trace.md`` and
 ``trace.json`` in ``--out``.  Children run with ``OMP_NUM_THREADS=2``.
+
+Every row records ``trace_cpu_s`` (the child's CPU seconds of the trace,
+``time.process_time()``, beside the wall ``trace_s``), the 1-minute load average at the end
+of the trace and ``digest``: the SHA-256 of a canonical JSON of the whole traced
+step (:func:`step_record`: the graph -- ops, storages, sizes, aliases, edges, module paths,
+FLOPs, bytes --, the value map, the placeholders, the RNG timeline and the FX graph).  With
+``--baseline-tree DIR`` (a checkout of another commit, e.g. ``git archive 90d86dd roam_core
+| tar -x -C DIR``) every config is also traced, in its own fresh process, with that
+checkout's ``roam_core`` just before the current one, and the table shows both times and
+whether the digests agree.  ``--dump DIR`` writes each step's canonical JSON there.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -38,21 +50,63 @@ STEADY = [("gpt2", 8, 1024, "steady"), ("gpt2-xl", 1, 1024, "steady"),
           ("roberta-base", 8, 512, "steady")]
 
 
-def _child(model: str, batch: int, seq: int | None, setting: str) -> dict[str, Any]:
+def step_record(step: Any) -> dict[str, Any]:
+    """Canonical plain-JSON record of a ``TracedStep``: everything a trace produces.
+
+    The graph (``graph_io.graph_to_dict``: ops with inputs, outputs, mutated storages, module
+    paths, FLOPs and bytes; storages with sizes, dtypes, shapes, kinds, names; aliases;
+    control edges), the value map, the placeholders and constants, the loss value, the RNG
+    timeline and the FX graph's text.  Two traces are identical when these are equal.
+    Control edges are sorted: they are a set (``Graph.fingerprint`` sorts them too), and
+    before this commit the tracer emitted them in a per-process (string-hash) order.
+    """
+    from roam_core.formats.graph_io import graph_to_dict
+
+    rng = step.rng
+    graph = graph_to_dict(step.graph)
+    graph["control_edges"].sort(key=lambda e: (e["src"], e["dst"], e["reason"]))
+    return {
+        "graph": graph,
+        "values": {k: [v.op, v.index, v.fx_node] for k, v in step.values.items()},
+        "placeholders": [[r.node, r.kind.value, r.name] for r in step.placeholders],
+        "constants": [[r.node, r.kind.value, r.name] for r in step.constants],
+        "loss_value": step.loss_value, "setting": step.setting, "optimizer": step.optimizer,
+        "rng": {"draws": [[d.op, d.device, d.state_in, d.state_out, d.signature]
+                          for d in rng.draws], "final": dict(rng.final)},
+        "fx_graph": str(step.gm.graph),
+    }
+
+
+def step_digest(record: dict[str, Any]) -> str:
+    """SHA-256 of a :func:`step_record` (sorted keys, compact separators)."""
+    raw = json.dumps(record, sort_keys=True, separators=(",", ":")).encode()
+    return hashlib.sha256(raw).hexdigest()
+
+
+def _child(model: str, batch: int, seq: int | None, setting: str,
+           dump: str | None = None) -> dict[str, Any]:
     t0 = time.perf_counter()
     from roam_core.zoo import trace_zoo
 
-    t1 = time.perf_counter()
-    g = trace_zoo(model, batch, seq, setting).graph
-    trace_s = time.perf_counter() - t1
+    t1, c1 = time.perf_counter(), time.process_time()
+    step = trace_zoo(model, batch, seq, setting)
+    trace_s, trace_cpu_s = time.perf_counter() - t1, time.process_time() - c1
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    g = step.graph
+    record = step_record(step)
+    digest = step_digest(record)
+    if dump:
+        name = f"{model}-b{batch}-t{seq or 0}-{setting}.json"
+        (Path(dump) / name).write_text(json.dumps(record, sort_keys=True, indent=0))
     from roam_core.oracle.simulate import simulate
 
     row: dict[str, Any] = {
         "model": model, "batch": batch, "seq_len": g.origin.get("seq_len"), "setting": setting,
         "optimizer": g.origin.get("optimizer"), "ops": len(g), "storages": len(g.tensors),
         "aliases": len(g.aliases), "control_edges": len(g.control_edges),
-        "trace_s": round(trace_s, 2), "process_s": None, "max_rss_bytes": rss,
+        "trace_s": round(trace_s, 2), "trace_cpu_s": round(trace_cpu_s, 2),
+        "load_avg_1m": round(os.getloadavg()[0], 2), "digest": digest,
+        "process_s": None, "max_rss_bytes": rss,
         "resident_bytes": g.resident_bytes(),
         "eager_peak_bytes": simulate(g, g.op_ids).peak_bytes,
         "eager_reserved_bytes": None, "moved_state_peak_bytes": None, "lower_bound_bytes": None,
@@ -76,13 +130,22 @@ def _child(model: str, batch: int, seq: int | None, setting: str) -> dict[str, A
     except ImportError:
         pass
     row["process_s"] = round(time.perf_counter() - t0, 2)
+    import roam_core
+
+    row["roam_core"] = str(Path(roam_core.__file__).resolve().parent)
     return row
 
 
-def _run_child(cfg: tuple[str, int, int | None, str]) -> dict[str, Any]:
+def _run_child(cfg: tuple[str, int, int | None, str], tree: str | None = None,
+               dump: str | None = None) -> dict[str, Any]:
     model, batch, seq, setting = cfg
-    env = {**os.environ, "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2"}
+    env = {**os.environ, "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": "2",
+           "PYTHONPATH": os.pathsep.join(
+               [tree or str(Path(__file__).resolve().parent.parent),
+                os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     cmd = [sys.executable, __file__, "--child", model, str(batch), str(seq or 0), setting]
+    if dump:
+        cmd += ["--dump", dump]
     t0 = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
@@ -91,11 +154,21 @@ def _run_child(cfg: tuple[str, int, int | None, str]) -> dict[str, Any]:
                 "error": tail[0]}
     row = json.loads(proc.stdout.strip().splitlines()[-1])
     row["wall_s"] = round(time.perf_counter() - t0, 2)
+    row["tree"] = tree
     return row
 
 
 def _mib(v: Any) -> str:
     return "" if v is None else f"{v / MIB:,.1f}"
+
+
+def _key(r: dict[str, Any]) -> tuple[Any, ...]:
+    return (r["model"], r["batch"], r["seq_len"], r["setting"])
+
+
+def _cpu(r: dict[str, Any]) -> str:
+    v = r.get("trace_cpu_s")
+    return "" if v is None else f"{v:.1f}"
 
 
 def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
@@ -112,9 +185,41 @@ def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         "creation moved to first use (`baseline.moved_state_order`); bound = live-set lower "
         "bound (`bounds`).",
         "",
-        "| model | batch | seq | setting | ops | storages | trace s | max RSS MiB | resident "
-        "| eager | reserved | moved | bound |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    if meta.get("older_rows_date"):
+        lines[2] += (f" Rows without CPU s were measured {meta['older_rows_date']} (main before "
+                     "issue 14) and not re-run; their trace s had the load of that day.")
+    before = {_key(r): r for r in rows if r.get("tree")}
+    rows = [r for r in rows if not r.get("tree")]
+    if before:
+        lines += [
+            f"Before = `{meta.get('baseline_tree')}` (`--baseline-tree`), traced in its own "
+            "fresh process just before each after-row; CPU s = `time.process_time()` of the "
+            "trace; load = 1-minute load average at the end of the trace (the machine is "
+            "shared: wall seconds are noisy, CPU seconds less so); same = the SHA-256 of the "
+            "whole traced step (graph with module paths and FLOPs, value map, placeholders, "
+            "RNG timeline, FX graph) equals the before-trace's.",
+            "",
+            "| model | batch | seq | setting | ops | before s | before CPU s | before load | "
+            "trace s | CPU s | load | before max RSS MiB | max RSS MiB | same |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in rows:
+            b = before.get(_key(r))
+            if "error" in r or b is None or "error" in b:
+                continue
+            lines.append(
+                f"| {r['model']} | {r['batch']} | {r['seq_len'] or ''} | {r['setting']} | "
+                f"{r['ops']:,} | {b['trace_s']:.1f} | {b['trace_cpu_s']:.1f} | "
+                f"{b['load_avg_1m']:.1f} | {r['trace_s']:.1f} | {r['trace_cpu_s']:.1f} | "
+                f"{r['load_avg_1m']:.1f} | {b['max_rss_bytes'] / MIB:,.0f} | "
+                f"{r['max_rss_bytes'] / MIB:,.0f} | "
+                f"{'yes' if r['digest'] == b['digest'] else 'NO'} |")
+        lines.append("")
+    lines += [
+        "| model | batch | seq | setting | ops | storages | trace s | CPU s | max RSS MiB "
+        "| resident | eager | reserved | moved | bound |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         if "error" in r:
@@ -124,7 +229,7 @@ def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
         lines.append(
             f"| {r['model']} | {r['batch']} | {r['seq_len'] or ''} | {r['setting']} | "
             f"{r['ops']:,} | {r['storages']:,} | {r['trace_s']:.1f} | "
-            f"{r['max_rss_bytes'] / MIB:,.0f} | {_mib(r['resident_bytes'])} | "
+            f"{_cpu(r)} | {r['max_rss_bytes'] / MIB:,.0f} | {_mib(r['resident_bytes'])} | "
             f"{_mib(r['eager_peak_bytes'])} | {_mib(r['eager_reserved_bytes'])} | "
             f"{_mib(r['moved_state_peak_bytes'])} | {_mib(r['lower_bound_bytes'])} |")
     return "\n".join(lines) + "\n"
@@ -137,10 +242,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--steady", action="store_true", help="also the steady-setting configs")
     ap.add_argument("--only", default=None, help="only models whose name contains this")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
+    ap.add_argument("--baseline-tree", default=None,
+                    help="a checkout holding another roam_core: trace each config with it too")
+    ap.add_argument("--baseline-label", default=None,
+                    help="how the table names the baseline (default: its path)")
+    ap.add_argument("--dump", default=None, help="write each step's canonical JSON here")
     args = ap.parse_args(argv)
+    if args.dump:
+        Path(args.dump).mkdir(parents=True, exist_ok=True)
     if args.child:
         m, b, t, s = args.child
-        print(json.dumps(_child(m, int(b), int(t) or None, s)))
+        print(json.dumps(_child(m, int(b), int(t) or None, s, args.dump)))
         return 0
     import torch
 
@@ -148,14 +260,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.only:
         configs = [c for c in configs if args.only in c[0]]
     rows = []
+    base = str(Path(args.baseline_tree).resolve()) if args.baseline_tree else None
     for cfg in configs:
-        row = _run_child(cfg)
-        rows.append(row)
-        print(json.dumps(row), file=sys.stderr, flush=True)
+        for tree in ([base] if base else []) + [None]:
+            dump = None if not args.dump else str(Path(args.dump) / ("before" if tree
+                                                                      else "after"))
+            if dump:
+                Path(dump).mkdir(parents=True, exist_ok=True)
+            row = _run_child(cfg, tree, dump)
+            rows.append(row)
+            print(json.dumps(row), file=sys.stderr, flush=True)
     meta = {"machine": platform.machine() + " " + platform.processor(),
             "cpus": os.cpu_count(), "torch": torch.__version__,
-            "python": platform.python_version(), "date": time.strftime("%Y-%m-%d %H:%M UTC",
-                                                                       time.gmtime())}
+            "python": platform.python_version(),
+            "baseline_tree": args.baseline_label or args.baseline_tree,
+            "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "trace.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")

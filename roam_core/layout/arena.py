@@ -60,7 +60,12 @@ from roam_core.base import cpsat
 from roam_core.base.cancel import as_cancel_flag, is_cancelled
 from roam_core.base.config import ArenaConfig
 from roam_core.base.status import SolveStatus
-from roam_core.layout.dsa_heuristics import buffer_arrays, greedy_by_size, place_in_order
+from roam_core.layout.dsa_heuristics import (
+    buffer_arrays,
+    greedy_by_size,
+    place_against,
+    place_in_order,
+)
 from roam_core.layout.dsa_solver import (
     MAX_SEARCH_BUFFERS,
     NODES_PER_S,
@@ -241,13 +246,16 @@ def _build_group_model(problem: Problem, group: Sequence[int], fixed: Mapping[in
 
 def _solve_group(problem: Problem, group: Sequence[int], fixed: dict[int, int],
                  config: ArenaConfig, time_limit_s: float, cancel: Any,
-                 task_id: str, floor: int | None = None,
-                 top: int | None = None) -> tuple[dict[int, int], SolveRecord]:
+                 task_id: str, floor: int | None = None, top: int | None = None,
+                 arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
+                 ) -> tuple[dict[int, int], SolveRecord]:
     """Place ``group`` against the ``fixed`` buffers (greedy hint, then CP-SAT).
 
     ``fixed`` may hold only the fixed buffers whose lifetimes overlap the group's time span
     (the others cannot touch it); ``floor`` / ``top`` are then the highest top of *all* fixed
     buffers (any size / non-zero size), so heights and bounds are those of the whole set.
+    ``arrays``: ``(lower, upper, size)`` of every buffer of ``problem`` (computed when
+    omitted).
     """
     t0 = time.perf_counter()
     bs = problem.buffers
@@ -255,17 +263,19 @@ def _solve_group(problem: Problem, group: Sequence[int], fixed: dict[int, int],
         floor = max((fixed[j] + bs[j].size for j in fixed), default=0)
     if top is None:
         top = max((fixed[j] + bs[j].size for j in fixed if bs[j].size), default=0)
-    # greedy hint: the group best-fit against the fixed boxes
-    sub_ids = list(fixed) + list(group)
-    sub = Problem(tuple(
-        Buffer(bs[i].id, bs[i].lower, bs[i].upper, bs[i].size, 1, fixed.get(i))
-        for i in sub_ids))
-    nf = len(fixed)
-    order = sorted(range(nf, len(sub_ids)), key=lambda k: -sub.buffers[k].size)
-    greedy = place_in_order(sub, order, "best")
-    assert greedy is not None
-    height = max(greedy.height, top)
-    hint = {sub_ids[k]: greedy.offsets[k] for k in range(nf, len(sub_ids))}
+    # greedy hint: the group best-fit against the fixed boxes (on arrays: no sub-problem of
+    # Buffer objects, the same offsets as place_in_order on one)
+    lower, upper, size = arrays if arrays is not None else buffer_arrays(problem)[:3]
+    f_idx = np.fromiter(fixed, np.int64, len(fixed))
+    f_off = np.fromiter(fixed.values(), np.int64, len(fixed))
+    g_idx = np.asarray(group, dtype=np.int64)
+    g_size = size[g_idx]
+    order = sorted(range(len(group)), key=lambda k: -int(g_size[k]))
+    offs_g = place_against(lower[f_idx], upper[f_idx], f_off, size[f_idx], lower[g_idx],
+                           upper[g_idx], g_size, order, "best")
+    tops_g = (offs_g + g_size)[g_size > 0]
+    height = max(int(tops_g.max()) if len(tops_g) else 0, top)
+    hint = {int(i): int(o) for i, o in zip(group, offs_g)}
     if time_limit_s <= 0.05:
         return hint, SolveRecord("layout", task_id, SolveStatus.HEURISTIC, height, None,
                                  time.perf_counter() - t0, len(group))
@@ -334,7 +344,7 @@ def _roam_candidate(graph: Graph, order: Sequence[OpId], problem: Problem, task_
         near = p_idx[(lower[p_idx] < g_hi) & (upper[p_idx] > g_lo)]
         fixed = {int(i): placed[int(i)] for i in near}
         offs, rec = _solve_group(problem, members, fixed, config, share, cancel, gid,
-                                 floor, top)
+                                 floor, top, (lower, upper, size))
         placed.update(offs)
         records.append(rec)
         new_idx = np.fromiter(offs, np.int64, len(offs))

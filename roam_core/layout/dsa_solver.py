@@ -3,7 +3,10 @@
 Method
 ------
 1. **Portfolio** (:mod:`roam_core.layout.dsa_heuristics`): several buffer orders (size, lifetime,
-   area, section total, start) times best/first fit; keep the lowest layout.
+   area, section total, start) times best/first fit; keep the lowest layout.  Above
+   ``MAX_SEARCH_BUFFERS`` free buffers (no exact search), a few *promotion* passes follow
+   (:func:`~roam_core.layout.dsa_heuristics.promote_high`: the best pass's order again, with
+   the buffers that ended above the bound moved to the front).
 2. **Exact search** (:class:`_Search`), after the idea of MiniMalloc (Moffitt, ASPLOS'23):
    a depth-first search that only builds *canonical* layouts, where every buffer sits at the
    lowest offset its already placed time-neighbours allow (any valid layout can be pushed down
@@ -64,12 +67,20 @@ import numpy as np
 from roam_core.base.cancel import is_cancelled
 from roam_core.base.errors import InfeasibleError, PlanInvalidError
 from roam_core.base.status import SolveStatus
-from roam_core.layout.dsa_heuristics import ORDERS, buffer_arrays, portfolio, section_totals
+from roam_core.layout.dsa_heuristics import (
+    ORDERS,
+    buffer_arrays,
+    named_order,
+    portfolio,
+    promote_high,
+    section_totals,
+)
 from roam_core.model.dsa import Problem, Solution
 from roam_core.oracle.validate import check_dsa_solution
 
-__all__ = ["NODES_PER_S", "PREORDERS", "REPAIR_FRACTIONS", "REPAIR_PREORDERS", "DsaResult",
-           "SearchOptions", "repair_peak", "search_capacity", "solve_dsa"]
+__all__ = ["LARGE_PROMOTE_PASSES", "NODES_PER_S", "PREORDERS", "REPAIR_FRACTIONS",
+           "REPAIR_PREORDERS", "DsaResult", "SearchOptions", "repair_peak",
+           "search_capacity", "solve_dsa"]
 
 _logger = logging.getLogger(__name__)
 _OPT, _FEAS = SolveStatus.OPTIMAL, SolveStatus.FEASIBLE
@@ -80,6 +91,10 @@ MAX_SEARCH_BUFFERS = 6000
 #: Greedy passes for problems above ``MAX_SEARCH_BUFFERS`` (every pass is O(n^2)): the
 #: orders that win on the large idealloc sets (size: pangu_2.6B; total_length: S_1), best fit.
 LARGE_ORDERS = ("size", "total_length", "size_length", "total_size")
+#: Iterated-greedy passes (:func:`~roam_core.layout.dsa_heuristics.promote_high`) after the
+#: portfolio on problems above ``MAX_SEARCH_BUFFERS`` (a fixed count: deterministic).
+#: pangu_2.6B reaches its bound in the first, S_1 1.0026 -> 1.0010 x LB in the first.
+LARGE_PROMOTE_PASSES = 4
 
 #: Static preorders (letters: T = max section total, L = lifetime length, A = area,
 #: Z = size), tried round-robin.  ("LAT", a third, solved none of MiniMalloc A-K first and
@@ -827,6 +842,19 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     say(f"portfolio: {method} height {best.height} (lb {lb})")
     nodes = 0
     stopped = "time" if len(tried) < len(orders) * len(fits) else ""
+    _, oname, fit = [*method.split(":"), "", ""][:3]
+    if (not do_search and not stopped and best.height > (lb if cap is None else cap)
+            and oname in ORDERS and fit in ("best", "first")):
+        # no exact search here: re-place the best pass's order with the buffers that ended
+        # on top moved to the front, a fixed number of times
+        sol, runs, cut = promote_high(problem, named_order(problem, oname), fit, best,
+                                      target=lb if cap is None else cap,
+                                      passes=LARGE_PROMOTE_PASSES, deadline=deadline)
+        tried.append((f"promote:{oname}:{fit}x{runs}", sol.height))
+        if sol.height < best.height:
+            best, method = sol, f"promote:{oname}:{fit}"
+        stopped = "time" if cut else ""
+        say(f"promote x{runs}: height {best.height} (lb {lb})")
 
     def done(sol: Solution | None, status: SolveStatus, meth: str, bound: int) -> DsaResult:
         if sol is not None:  # every layout leaving the solver passes the validator

@@ -25,7 +25,8 @@ import numpy as np
 
 from roam_core.model.graph import Graph, OpId
 
-__all__ = ["Reachability", "iter_bits", "mask_to_bool", "reachability", "topological_indices"]
+__all__ = ["Reachability", "forget_reachability", "iter_bits", "mask_to_bool", "reachability",
+           "topological_indices"]
 
 _logger = logging.getLogger(__name__)
 
@@ -161,6 +162,12 @@ class Reachability:
 #: The last graph's reachability (one entry: the bitsets take ``O(N^2 / 8)`` bytes, so at
 #: most one set is kept alive; the planner asks for the same graph's several times in a row).
 _LAST: list[tuple[weakref.ref[Graph], Reachability]] = []
+
+
+def forget_reachability() -> None:
+    """Drop the cached bitsets (``O(N^2 / 8)`` bytes): the planner calls this before the
+    layout, which needs none, so their memory is free for it."""
+    _LAST.clear()
 
 
 def reachability(graph: Graph) -> Reachability:

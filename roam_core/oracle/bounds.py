@@ -153,12 +153,32 @@ def _mask_to_bool(mask: int, n: int) -> np.ndarray:
 def _forced_bytes(
     graph: Graph, masks: dict[TensorId, int], n: int, alignment_bytes: int
 ) -> np.ndarray:
-    total = np.zeros(n, dtype=np.int64)
+    # a forced-live mask is mostly a few runs of ops (producer .. last user): add each run
+    # to a difference array (O(runs x N / 64) word operations), instead of unpacking every
+    # mask to N booleans (O(storages x N)); a mask of many runs is unpacked over its span
+    diff = np.zeros(n + 1, dtype=np.int64)
     for tid, m in masks.items():
         size = round_size(graph.tensors[tid].size_bytes, alignment_bytes)
-        if size and m:
-            total += _mask_to_bool(m, n) * size
-    return total
+        if not (size and m):
+            continue
+        edges = m ^ (m << 1)  # bit i set: a run starts (or ends) at op i
+        if edges.bit_count() <= _MAX_RUN_EDGES:
+            sign = size
+            while edges:
+                low = edges & -edges
+                diff[low.bit_length() - 1] += sign
+                sign = -sign
+                edges ^= low
+        else:
+            lo = (m & -m).bit_length() - 1
+            span = _mask_to_bool(m >> lo, m.bit_length() - lo) * size
+            diff[lo:lo + len(span)] += np.diff(span, prepend=0)
+            diff[lo + len(span)] -= span[-1]
+    return np.cumsum(diff[:n])
+
+
+#: Masks with more run boundaries than this are unpacked instead of walked run by run.
+_MAX_RUN_EDGES = 64
 
 
 def live_set_lower_bound(

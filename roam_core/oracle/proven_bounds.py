@@ -64,6 +64,7 @@ __all__ = [
     "StorageMasks",
     "chain_group_lower_bound",
     "choice_lower_bound",
+    "forward_value_groups",
     "free_branch_groups",
     "greedy_chain",
     "heavy_path",
@@ -103,8 +104,19 @@ def storage_masks(graph: Graph, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES, 
                   reach: Reachability | None = None) -> StorageMasks:
     """The :class:`StorageMasks` of ``graph`` (cost ``O(users * N / 64)``)."""
     r = reach if reach is not None else reachability(graph)
-    outputs = set(graph.outputs)
     sizes, started, pending = [], [], []
+    for size, st, pd in _iter_storage_masks(graph, alignment_bytes, r):
+        sizes.append(size)
+        started.append(st)
+        pending.append(pd)
+    return StorageMasks(tuple(sizes), tuple(started), tuple(pending),
+                        graph.resident_bytes(alignment_bytes))
+
+
+def _iter_storage_masks(graph: Graph, alignment_bytes: int, r: Reachability):
+    """``(size, started, pending)`` of every planned storage, one at a time (the
+    :class:`StorageMasks` rows without keeping them: ``O(N / 8)`` bytes each)."""
+    outputs = set(graph.outputs)
     for t in graph.tensors.values():
         if t.producer is None:
             continue
@@ -112,18 +124,15 @@ def storage_masks(graph: Graph, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES, 
         if size == 0:
             continue
         p = r.index[t.producer]
-        sizes.append(size)
-        started.append(r.descendants[p] | (1 << p))
+        started = r.descendants[p] | (1 << p)
         if t.id in outputs:
-            pending.append(-1)
+            yield size, started, -1
             continue
         m = r.ancestors[p] | (1 << p)
         for c in t.consumers:
             i = r.index[c]
             m |= r.ancestors[i] | (1 << i)
-        pending.append(m)
-    return StorageMasks(tuple(sizes), tuple(started), tuple(pending),
-                        graph.resident_bytes(alignment_bytes))
+        yield size, started, m
 
 
 @dataclass(frozen=True, slots=True)
@@ -571,6 +580,50 @@ def free_branch_groups(graph: Graph, max_descendants: int = 40, *,
     return [tuple(c) for c in comps.values()]
 
 
+def forward_value_groups(graph: Graph, max_group_ops: int = 40, *,
+                         reach: Reachability | None = None) -> list[tuple[OpId, ...]]:
+    """Weakly connected groups of *forward-value* ops: backward ops that do not descend from
+    a loss op (products of forward values that only the backward reads, e.g. the ``3 * x**2``
+    of a tanh-GELU's backward).
+
+    Such an op may run in the forward (hold its result until the backward) or in the
+    backward (hold its forward inputs until then): at an op of the backward one of the two is
+    live in every order, and the live-set argument sees neither.  Used as the groups of
+    :func:`choice_lower_bound`, they make it count the cheaper one.  Any disjoint groups give
+    a valid bound; groups above ``max_group_ops`` are left out, and so are sinks that allocate
+    nothing (views, ``detach``).  Without a loss op every backward op qualifies (the groups
+    are then large and left out, or still valid).
+    """
+    from roam_core.model.graph import Phase
+
+    r = reach if reach is not None else reachability(graph)
+    after_loss = 0
+    for op in graph.op_ids:
+        if graph.op(op).phase is Phase.LOSS:
+            i = r.index[op]
+            after_loss |= r.descendants[i] | (1 << i)
+    free = {op for op in graph.op_ids
+            if graph.op(op).phase is Phase.BACKWARD and not after_loss >> r.index[op] & 1}
+    parent = {op: op for op in free}
+
+    def find(x: OpId) -> OpId:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for src, dst, _ in graph.edges():
+        if src in free and dst in free:
+            ra, rb = find(src), find(dst)
+            if ra != rb:
+                parent[ra] = rb
+    comps: dict[OpId, list[OpId]] = {}
+    for op in graph.op_ids:
+        if op in free and any(graph.tensors[t].size_bytes for t in graph.storages_created(op)):
+            comps.setdefault(find(op), []).append(op)
+    return [tuple(c) for c in comps.values() if len(c) <= max_group_ops]
+
+
 def choice_lower_bound(
     graph: Graph,
     alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
@@ -843,6 +896,14 @@ def _chain_window(anc: int, desc: int, cmask: int, cpos: Mapping[int, int], mono
     return lo, hi
 
 
+def _gather_bits(packed, cols: Sequence[int]):
+    """Columns ``cols`` of ``packed`` (rows of ``numpy.packbits``) as a 0/1 uint8 matrix."""
+    import numpy as np
+
+    c = np.asarray(cols, dtype=np.int64)
+    return (packed[:, c >> 3] >> (7 - (c & 7)).astype(np.uint8)) & 1
+
+
 def chain_group_lower_bound(
     graph: Graph,
     order: Sequence[OpId] | None = None,
@@ -895,7 +956,10 @@ def chain_group_lower_bound(
     import numpy as np
 
     r = reach if reach is not None else reachability(graph)
-    sm = masks if masks is not None else storage_masks(graph, alignment_bytes, reach=r)
+    # the storages' masks are streamed (one pass below) unless given: at 100k ops all of
+    # them together take about 1 GB
+    resident = (masks.resident_bytes if masks is not None
+                else graph.resident_bytes(alignment_bytes))
     if groups is not None:
         grps = [tuple(gr) for gr in groups]
     else:
@@ -920,7 +984,7 @@ def chain_group_lower_bound(
         ch = list(chain)
     m = len(ch)
     if m == 0:
-        return ChainGroupBound(sm.resident_bytes, (), 0, 0)
+        return ChainGroupBound(resident, (), 0, 0)
     cidx = [r.index[o] for o in ch]
     cpos = {g: j for j, g in enumerate(cidx)}
     cmask = 0
@@ -928,28 +992,64 @@ def chain_group_lower_bound(
         cmask |= 1 << g
     for j in range(1, m):
         assert r.ancestors[cidx[j]] >> cidx[j - 1] & 1, "chain ops must be comparable"
-    n_st = len(sm.sizes)
+    # rank groups by the largest storage they touch
+    ranked = []
+    for gr in grps:
+        if not gr or len(gr) > max_group_ops:
+            continue
+        top = 0
+        for op in gr:
+            for s in (*graph.storages_read(op), *graph.storages_created(op)):
+                top = max(top, graph.tensors[s].size_bytes)
+        ranked.append((top, gr))
+    ranked.sort(key=lambda x: -x[0])
+    # one pass over the storages' masks: first / last chain index, and the bits at the
+    # group ops' columns (packed); a per-group ``mask & umask`` over every storage costs
+    # O(n_st x N / 64) per group
+    cols = np.asarray(sorted({r.index[o] for _, gr in ranked[:max_groups] for o in gr}),
+                      dtype=np.int64)
+    col_of = {int(g): j for j, g in enumerate(cols)}
+    byte, bit = cols >> 3, (cols & 7).astype(np.uint8)
+    nb = (len(r) + 7) // 8 or 1
     big = m + 5
-    a_s = np.full(n_st, big, dtype=np.int64)  # first chain index in started
-    b_s = np.full(n_st, -1, dtype=np.int64)  # last chain index in pending
-    out_s = np.zeros(n_st, dtype=bool)
     # along a chain the program indices increase when program order is topological: then
     # the first / last chain op of a mask is its lowest / highest set bit
     monotone = all(x < y for x, y in itertools.pairwise(cidx))
-    for k, (st, pd) in enumerate(zip(sm.started, sm.pending, strict=True)):
+    rows = (zip(masks.sizes, masks.started, masks.pending, strict=True) if masks is not None
+            else _iter_storage_masks(graph, alignment_bytes, r))
+    size_l, a_l, b_l, st_l, pd_l = [], [], [], [], []
+    zero = np.zeros((len(cols) + 7) // 8, dtype=np.uint8)
+    for size, st, pd in rows:
+        size_l.append(size)
+        a_k, b_k = big, -1  # first chain index in started / last chain index in pending
         sc = st & cmask
         if sc:
-            a_s[k] = (cpos[(sc & -sc).bit_length() - 1] if monotone
-                      else min(cpos[i] for i in iter_bits(sc)))
+            a_k = (cpos[(sc & -sc).bit_length() - 1] if monotone
+                   else min(cpos[i] for i in iter_bits(sc)))
         if pd == -1:
-            out_s[k] = True
-            b_s[k] = big
+            b_k = big
         else:
             pc = pd & cmask
             if pc:
-                b_s[k] = (cpos[pc.bit_length() - 1] if monotone
-                          else max(cpos[i] for i in iter_bits(pc)))
-    sizes = np.asarray(sm.sizes, dtype=np.float64)
+                b_k = (cpos[pc.bit_length() - 1] if monotone
+                       else max(cpos[i] for i in iter_bits(pc)))
+        a_l.append(a_k)
+        b_l.append(b_k)
+        if len(cols):
+            st_l.append(np.packbits(np.frombuffer(st.to_bytes(nb, "little"), np.uint8)[byte]
+                                    >> bit & 1))
+            pd_l.append(zero if pd == -1 else np.packbits(
+                np.frombuffer(pd.to_bytes(nb, "little"), np.uint8)[byte] >> bit & 1))
+        else:
+            st_l.append(zero)
+            pd_l.append(zero)
+    n_st = len(size_l)
+    a_s = np.asarray(a_l, dtype=np.int64).reshape(n_st)
+    b_s = np.asarray(b_l, dtype=np.int64).reshape(n_st)
+    st_cols = np.stack(st_l) if n_st else np.zeros((0, len(zero)), np.uint8)
+    pd_cols = np.stack(pd_l) if n_st else np.zeros((0, len(zero)), np.uint8)
+    del st_l, pd_l
+    sizes = np.asarray(size_l, dtype=np.float64).reshape(n_st)
     idx = np.arange(m + 1)
 
     def vecs(sel: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -980,17 +1080,6 @@ def chain_group_lower_bound(
     base_all = vecs(np.ones(n_st, dtype=bool))
     best = int(base_all[0][:m].max()) if m else 0
     best_group: tuple[OpId, ...] = ()
-    # rank groups by the largest storage they touch
-    ranked = []
-    for gr in grps:
-        if not gr or len(gr) > max_group_ops:
-            continue
-        top = 0
-        for op in gr:
-            for s in (*graph.storages_read(op), *graph.storages_created(op)):
-                top = max(top, graph.tensors[s].size_bytes)
-        ranked.append((top, gr))
-    ranked.sort(key=lambda x: -x[0])
     used = 0
     for _, gr in ranked[:max_groups]:
         k = len(gr)
@@ -1014,27 +1103,25 @@ def chain_group_lower_bound(
             continue
         used += 1
         # storage classes by (started & U, pending & U)
-        cls: dict[tuple[int, int], list[int]] = {}
-        fixed = np.ones(n_st, dtype=bool)
-        for s in range(n_st):
-            st_u = sm.started[s] & umask
-            pd = sm.pending[s]
-            pd_u = 0 if pd == -1 else pd & umask
-            if st_u or pd_u:
-                cls.setdefault((st_u, pd_u), []).append(s)
-                fixed[s] = False
-        fixed_v = vecs(fixed)
+        # storage classes by (started & U, pending & U): the bits at U's columns per storage
+        ucols = [col_of[g] for g in gidx]
+        bits = np.concatenate((_gather_bits(st_cols, ucols), _gather_bits(pd_cols, ucols)),
+                              axis=1)
+        touched = bits.any(axis=1)
+        fixed_v = vecs(~touched)
         cls_v = []
-        for (st_u, pd_u), members in cls.items():
-            sel = np.zeros(n_st, dtype=bool)
-            sel[members] = True
-            loc_st = 0
-            for i in iter_bits(st_u):
-                loc_st |= 1 << local[i]
-            loc_pd = 0
-            for i in iter_bits(pd_u):
-                loc_pd |= 1 << local[i]
-            cls_v.append((loc_st, loc_pd, vecs(sel)))
+        t_idx = np.nonzero(touched)[0]
+        if len(t_idx):
+            uniq, first, inv = np.unique(bits[t_idx], axis=0, return_index=True,
+                                         return_inverse=True)
+            inv = inv.reshape(-1)
+            for c in np.argsort(first, kind="stable"):  # classes by first storage, as before
+                sel = np.zeros(n_st, dtype=bool)
+                sel[t_idx[inv == c]] = True
+                row = uniq[c].tolist()
+                loc_st = sum(1 << j for j in range(k) if row[j])
+                loc_pd = sum(1 << j for j in range(k) if row[k + j])
+                cls_v.append((loc_st, loc_pd, vecs(sel)))
 
         def chain_cost(d: int, fixed_v=fixed_v, cls_v=cls_v) -> np.ndarray:
             tot = fixed_v[0].copy()
@@ -1082,4 +1169,4 @@ def chain_group_lower_bound(
         if np.isfinite(gb) and int(gb) > best:
             best, best_group = int(gb), tuple(gr)
     _logger.debug("chain-group bound: %d ops in chain, %d groups", m, used)
-    return ChainGroupBound(best + sm.resident_bytes, best_group, m, used)
+    return ChainGroupBound(best + resident, best_group, m, used)

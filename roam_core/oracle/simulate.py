@@ -14,6 +14,7 @@ module is the one estimator every ordering method is scored with.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -157,25 +158,102 @@ def simulate(
     """
     if order is None:
         order = graph.op_ids
-    lts = lifetimes_override if lifetimes_override is not None else lifetimes(graph, order)
     n = len(order)
-    diff = np.zeros(n + 1, dtype=np.int64)
-    for tid, lt in lts.items():
-        size = round_size(graph.tensors[tid].size_bytes, alignment_bytes)
-        if size:
-            diff[lt.start] += size
-            diff[lt.end] -= size
+    arr = _arrays(graph, alignment_bytes)
+    if lifetimes_override is None:
+        diff = _live_diff(graph, order, arr)
+    else:
+        diff = np.zeros(n + 1, dtype=np.int64)
+        for tid, lt in lifetimes_override.items():
+            size = round_size(graph.tensors[tid].size_bytes, alignment_bytes)
+            if size:
+                diff[lt.start] += size
+                diff[lt.end] -= size
     live = np.cumsum(diff[:n]) if n else np.zeros(0, dtype=np.int64)
-    resident = graph.resident_bytes(alignment_bytes)
+    resident = arr.resident_bytes
     if n:
         peak_step = int(np.argmax(live))
         peak = int(live[peak_step]) + resident
     else:
         peak_step, peak = -1, resident
     return MemoryProfile(
-        live_bytes=tuple(int(x) for x in live),
+        live_bytes=tuple(live.tolist()),
         resident_bytes=resident,
         peak_bytes=peak,
         peak_step=peak_step,
         alignment_bytes=alignment_bytes,
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _Arrays:
+    """A graph's planned storages as arrays (for :func:`simulate`; cached per graph object):
+    producer and consumers (CSR) by program index, rounded size, output flag."""
+
+    index: Mapping[OpId, int]
+    producer: np.ndarray
+    size: np.ndarray
+    is_output: np.ndarray
+    cons: np.ndarray
+    cons_start: np.ndarray
+    has_cons: np.ndarray
+    resident_bytes: int
+
+
+_ARRAYS: dict[tuple[int, int], tuple[weakref.ref[Graph], _Arrays]] = {}
+
+
+def _arrays(graph: Graph, alignment_bytes: int) -> _Arrays:
+    key = (id(graph), alignment_bytes)
+    hit = _ARRAYS.get(key)
+    if hit is not None and hit[0]() is graph:
+        return hit[1]
+    index = {op: i for i, op in enumerate(graph.op_ids)}
+    outputs = set(graph.outputs)
+    prod, size, out, cons, start, has = [], [], [], [], [], []
+    for t in graph.tensors.values():
+        if t.producer is None:
+            continue
+        sz = round_size(t.size_bytes, alignment_bytes)
+        if not sz:
+            continue
+        prod.append(index[t.producer])
+        size.append(sz)
+        out.append(t.id in outputs)
+        start.append(len(cons))
+        has.append(bool(t.consumers))
+        cons.extend(index[c] for c in t.consumers)
+    a = _Arrays(index, np.asarray(prod, dtype=np.int64), np.asarray(size, dtype=np.int64),
+                np.asarray(out, dtype=bool), np.asarray(cons, dtype=np.int64),
+                np.asarray(start, dtype=np.int64), np.asarray(has, dtype=bool),
+                graph.resident_bytes(alignment_bytes))
+    if len(_ARRAYS) > 16:
+        _ARRAYS.clear()
+    _ARRAYS[key] = (weakref.ref(graph), a)
+    return a
+
+
+def _live_diff(graph: Graph, order: Sequence[OpId], arr: _Arrays) -> np.ndarray:
+    """The difference array of the live bytes of ``order`` (the lifetimes of
+    :func:`lifetimes`, vectorised)."""
+    n = len(order)
+    try:
+        idx = np.fromiter((arr.index[o] for o in order), np.int64, n)
+    except KeyError:
+        _positions(graph, order)  # raises the GraphError that names the problem
+        raise
+    if n != len(graph.ops) or (n and np.bincount(idx, minlength=n).max() != 1):
+        _positions(graph, order)
+        raise GraphError(f"order is not a permutation of the graph's {len(graph.ops)} ops")
+    pos = np.empty(n, dtype=np.int64)
+    pos[idx] = np.arange(n)
+    s = pos[arr.producer]
+    e = s + 1
+    if len(arr.cons):
+        last = np.maximum.reduceat(pos[arr.cons], arr.cons_start[arr.has_cons])
+        e[arr.has_cons] = np.maximum(last + 1, e[arr.has_cons])
+    e[arr.is_output] = n
+    diff = np.zeros(n + 1, dtype=np.int64)
+    np.add.at(diff, s, arr.size)
+    np.add.at(diff, e, -arr.size)
+    return diff

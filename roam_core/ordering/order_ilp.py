@@ -45,7 +45,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -63,8 +63,11 @@ __all__ = [
     "build_order_model",
     "build_order_problem",
     "extract_order",
+    "hint_is_optimal",
+    "merge_all_orders",
     "merge_orders",
     "needs_solver",
+    "range_beats",
     "range_profile",
     "solve_order",
     "solve_order_problem",
@@ -550,6 +553,102 @@ def _valid_local(rng: RangeProblem, local_order: Sequence[int]) -> bool:
     return all(pos[p] < pos[i] for i, ps in enumerate(rng.preds) for p in ps)
 
 
+#: Work (storage terms evaluated, summed over the step costs computed) the exact check of
+#: :func:`hint_is_optimal` may spend per range before it gives up and leaves the sub-task to
+#: CP-SAT: a deterministic limit, about a second of Python at most.
+HINT_CHECK_WORK = 1_000_000
+
+
+def range_beats(rng: RangeProblem, below: int, max_work: int = HINT_CHECK_WORK
+                ) -> bool | None:
+    """Whether some valid order of ``rng`` keeps every step's live bytes (as
+    :func:`range_profile` counts them) strictly below ``below``.
+
+    A search over the range's down-sets (the set of ops done so far; every order is a path
+    of them) that keeps only the steps under ``below``: exact, and cheap when few down-sets
+    stay under it (a hint at its optimum prunes almost everything).  ``None`` when that
+    took more than ``max_work`` term evaluations (undecided).
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import diamond
+    >>> g = diamond()
+    >>> r = build_order_problem(g, g.op_ids, ["b", "c"], alignment_bytes=1).ranges[0]
+    >>> peak = max(range_profile(r, [0, 1]))
+    >>> range_beats(r, peak), range_beats(r, peak + 1)
+    (False, True)
+    """
+    n = len(rng.ops)
+    if n == 0:
+        return rng.const_bytes < below
+    pred_mask = [0] * n
+    for i, ps in enumerate(rng.preds):
+        for q in ps:
+            pred_mask[i] |= 1 << q
+    # per term: (size, producer bit or 0, users mask, live_after, no-users kind)
+    terms = [(t.size_bytes, 0 if t.producer is None else 1 << t.producer,
+              sum(1 << u for u in t.users), t.live_after) for t in rng.terms]
+    full = (1 << n) - 1
+
+    def step_bytes(done: int, v: int) -> int:
+        bit = 1 << v
+        now = done | bit
+        total = rng.const_bytes
+        for size, prod, users, after in terms:
+            if prod and not now & prod:
+                continue  # not created yet
+            if after:
+                total += size
+            elif users:
+                if users & ~done or prod == bit:
+                    total += size
+            elif prod:
+                if prod == bit:
+                    total += size
+            elif done == 0:  # made before the range, never read in it: live at step 0
+                total += size
+        return total
+
+    frontier = {0}
+    work = 0
+    per_step = len(terms) + 1
+    for _ in range(n):
+        nxt: set[int] = set()
+        for done in frontier:
+            for v in range(n):
+                if done >> v & 1 or pred_mask[v] & ~done:
+                    continue
+                d2 = done | (1 << v)
+                if d2 in nxt:
+                    continue
+                work += per_step
+                if work > max_work:
+                    return None
+                if step_bytes(done, v) < below:
+                    nxt.add(d2)
+        if not nxt:
+            return False
+        frontier = nxt
+    return full in frontier
+
+
+def hint_is_optimal(problem: OrderProblem, max_work: int = HINT_CHECK_WORK) -> bool:
+    """True when no order of the sub-task has a lower peak than the base (hint) order, as
+    CP-SAT would model it: some range at the hint's peak is not modelled (too long) or has no
+    order below it (:func:`range_beats`).  Then the solve would return the hint unchanged,
+    so :func:`solve_order_problem` skips the model."""
+    cfg = problem.config
+    hint = _peak(problem, [list(range(len(r.ops))) for r in problem.ranges])
+    for r in problem.ranges:
+        if not r.ops or max(range_profile(r, range(len(r.ops)))) != hint:
+            continue
+        if len(r.ops) <= 1 or len(r.ops) > cfg.max_range_ops:
+            return True
+        if range_beats(r, hint, max_work) is False:
+            return True
+    return False
+
+
 def needs_solver(problem: OrderProblem) -> bool:
     """False when :func:`solve_order_problem` answers without building a model (nothing to
     permute, or the base order is already at the floor)."""
@@ -595,6 +694,8 @@ def solve_order_problem(
         return result(identity, SolveStatus.BOUND, None)
     if cancel is not None and cancel():
         return result(identity, SolveStatus.CANCELLED, None)
+    if hint_is_optimal(problem):  # proved without a model: CP-SAT would keep the hint
+        return result(identity, SolveStatus.OPTIMAL, hint_peak)
     try:
         om = build_order_model(problem, cancel)
     except _Cancelled:  # cancelled while the model was built
@@ -679,6 +780,27 @@ def solve_order(
                                   alignment_bytes=alignment_bytes)
     res = solve_order_problem(problem, cancel)
     return merge_orders(order, problem, res), res
+
+
+def merge_all_orders(order: Sequence[OpId],
+                     solved: Iterable[tuple[OrderProblem, OrderResult]]) -> tuple[OpId, ...]:
+    """:func:`merge_orders` of every ``(problem, result)`` in turn, on one list: the same
+    order, ``O(N + merged ops)`` instead of a copy of the order per sub-task.
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import diamond
+    >>> g = diamond()
+    >>> p = build_order_problem(g, g.op_ids, ["b", "c"])
+    >>> merge_all_orders(g.op_ids, [(p, solve_order_problem(p))])
+    ('a', 'b', 'c', 'd')
+    """
+    out = list(order)
+    for problem, res in solved:
+        for r, new in zip(problem.ranges, res.orders, strict=True):
+            assert sorted(new) == sorted(r.ops)
+            out[r.start:r.start + len(r.ops)] = new
+    return tuple(out)
 
 
 def merge_orders(order: Sequence[OpId], problem: OrderProblem,

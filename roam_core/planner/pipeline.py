@@ -50,6 +50,7 @@ from roam_core.base.status import SolveStatus
 from roam_core.base.units import format_bytes
 from roam_core.model.graph import ControlEdge, Graph, OpId
 from roam_core.model.plan import Plan, SolveRecord
+from roam_core.model.reach import forget_reachability
 from roam_core.oracle.bounds import best_lower_bound
 from roam_core.oracle.simulate import MemoryProfile, lifetimes, simulate
 from roam_core.oracle.validate import check_order
@@ -58,7 +59,7 @@ from roam_core.ordering.order_ilp import (
     OrderProblem,
     OrderResult,
     build_order_problem,
-    merge_orders,
+    merge_all_orders,
 )
 from roam_core.ordering.registry import (
     DEFAULT_METHODS,
@@ -235,6 +236,7 @@ def make_plan(
     pos = {op: i for i, op in enumerate(order)}
     extra = tuple(e for e in base.edges if pos[e.src] < pos[e.dst])  # the rewrites it honours
     chosen = ChosenOrder("roam", order, prof, tree, tree.task_of_op(), extra)
+    forget_reachability()  # the layout and the validator need no bitsets
     return run.finish(chosen, baseline_peak, lower)
 
 
@@ -383,12 +385,12 @@ def _merge(run: _Run, base: _Base, problems: list[OrderProblem],
            ) -> tuple[tuple[OpId, ...], MemoryProfile]:
     """Step 4b: merge the sub-task orders into the base order (by sub-task id, so the result
     does not depend on finishing order) and record every solve."""
-    order = base.order
     by_id = {p.task_id: p for p in problems}
     res_ = base.profile.resident_bytes
+    # one list spliced in place (merge_orders copies the whole order per sub-task)
+    order = merge_all_orders(base.order, ((by_id[tid], results[tid]) for tid in sorted(results)))
     for tid in sorted(results):
         res = results[tid]
-        order = merge_orders(order, by_id[tid], res)
         run.records.append(SolveRecord(
             "order", tid, res.status, res.peak_bytes + res_,
             None if res.best_bound_bytes is None else res.best_bound_bytes + res_,

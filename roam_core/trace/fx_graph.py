@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import operator
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -59,6 +59,66 @@ class ValueRef:
     fx_node: str | None
 
 
+@dataclass(frozen=True, slots=True)
+class _TargetInfo:
+    """What the graph build needs of one FX call target, derived once per target.
+
+    ``written``: schema positions written in place (``alias_info.is_write``; the batch-norm
+    ops' running statistics 3, 4 are added per node, when ``training``); ``dropout_p`` /
+    ``generator``: schema positions of those arguments; ``flop``: torch's FLOP formula.
+    """
+
+    name: str
+    overload: bool
+    seeded: bool
+    replayable: bool
+    schema_args: Any = ()
+    written: tuple[int, ...] = ()
+    batch_norm_stats: bool = False
+    dropout_p: int | None = None
+    generator: int | None = None
+    flop: Any = None
+
+
+def _target_info(target: Any) -> _TargetInfo:
+    if not isinstance(target, torch._ops.OpOverload):
+        return _TargetInfo(_target_name(target), False, False, False)
+    tags = target.tags
+    schema_args = target._schema.arguments
+    written = tuple(i for i, a in enumerate(schema_args)
+                    if a.alias_info is not None and a.alias_info.is_write)
+    names = [a.name for a in schema_args]
+    return _TargetInfo(
+        _target_name(target), True, torch.Tag.nondeterministic_seeded in tags,
+        torch.Tag.nondeterministic_bitwise not in tags, schema_args, written,
+        target.name() in _BATCH_NORM_STATS,
+        names.index("dropout_p") if "dropout_p" in names else None,
+        len(names) - 1 - names[::-1].index("generator") if "generator" in names else None,
+        _flop_formula(target))
+
+
+class _PendingOp:
+    """An op while the graph is built (mutable: the module is set at the end)."""
+
+    __slots__ = ("bytes_read", "bytes_written", "flops", "id", "inputs", "module", "mutates",
+                 "outputs", "phase", "random", "recomputable", "target")
+
+    def __init__(self, id: str, target: str, phase: Phase, inputs: tuple[str, ...],
+                 outputs: tuple[str, ...], mutates: tuple[TensorId, ...], random: bool,
+                 flops: int, bytes_read: int, bytes_written: int,
+                 recomputable: bool | None) -> None:
+        self.id, self.target, self.phase = id, target, phase
+        self.inputs, self.outputs, self.mutates, self.random = inputs, outputs, mutates, random
+        self.module = ""
+        self.flops, self.bytes_read, self.bytes_written = flops, bytes_read, bytes_written
+        self.recomputable = recomputable
+
+    def op(self) -> Op:
+        return Op(OpId(self.id), self.target, self.phase, self.inputs, self.outputs,
+                  self.mutates, self.random, self.module, self.flops, self.bytes_read,
+                  self.bytes_written, self.recomputable)
+
+
 class _Builder:
     """Turns the FX graph into storages, aliases, ops and control edges."""
 
@@ -70,7 +130,10 @@ class _Builder:
         self.storage_of: dict[str, str] = {}
         self.values: dict[str, ValueRef] = {}
         self.node_values: dict[str, tuple[str, ...]] = {}
-        self.ops: list[Op] = []
+        self.ops: list[_PendingOp] = []
+        self.info: dict[Any, _TargetInfo] = {}
+        self.dtype_names: dict[Any, str] = {}
+        self.nbytes: dict[Any, int] = {}  # FX node -> bytes of its (tensor) value
 
     def value(self, vid: str, val: Any, producer: str | None, ref: ValueRef,
               used: bool = False) -> str | None:
@@ -80,13 +143,16 @@ class _Builder:
         nodes read becomes a 0-byte ``"scalar"`` storage so that the data edge exists.
         """
         if isinstance(val, torch.Tensor):
-            key = StorageWeakRef(val.untyped_storage())
+            storage = val.untyped_storage()
+            key = StorageWeakRef(storage)
             sid = self.sref.get(key)
             if sid is None:
                 self.sref[key] = vid
-                self.tensors[vid] = [int(val.untyped_storage().nbytes()),
-                                     str(val.dtype).removeprefix("torch."),
-                                     tuple(int(d) for d in val.shape), producer]
+                dtype = self.dtype_names.get(val.dtype)
+                if dtype is None:
+                    dtype = self.dtype_names[val.dtype] = str(val.dtype).removeprefix("torch.")
+                self.tensors[vid] = [int(storage.nbytes()), dtype, tuple(map(int, val.shape)),
+                                     producer]
                 self.storage_of[vid] = vid
             else:
                 self.aliases.append(Alias(vid, TensorId(sid), OpId(producer) if producer else
@@ -100,45 +166,54 @@ class _Builder:
         self.values[vid] = ref
         return vid
 
+    def node_nbytes(self, node: Any) -> int:
+        """Bytes of the tensor value of ``node`` (0 for a non-tensor value)."""
+        n = self.nbytes.get(node)
+        if n is None:
+            n = self.nbytes[node] = _nbytes(node.meta.get("val"))
+        return n
+
     def add_node(self, node: Any, phase: Phase) -> None:
         val = node.meta.get("val")
         outs: list[str] = []
+        name = node.name
         if isinstance(val, (tuple, list)):
             getitems = {u.args[1]: u for u in node.users if u.target is _getitem}
             for i, v in enumerate(val):
                 g = getitems.get(i)
-                vid = g.name if g is not None else f"{node.name}.{i}"
-                got = self.value(vid, v, node.name,
-                                 ValueRef(node.name, i, g.name if g is not None else None))
+                vid = g.name if g is not None else f"{name}.{i}"
+                got = self.value(vid, v, name,
+                                 ValueRef(name, i, g.name if g is not None else None))
                 if got is not None:
                     outs.append(got)
                 if g is not None:
                     self.node_values[g.name] = (got,) if got is not None else ()
         elif node.users or val is not None:
-            got = self.value(node.name, val, node.name, ValueRef(node.name, None, node.name),
+            got = self.value(name, val, name, ValueRef(name, None, name),
                              used=bool(node.users))
             if got is not None:
                 outs.append(got)
-        self.node_values[node.name] = tuple(outs)
+        self.node_values[name] = tuple(outs)
         inputs: dict[str, None] = {}
+        node_values = self.node_values
         for a in node.all_input_nodes:
-            for v in self.node_values.get(a.name, ()):
+            for v in node_values.get(a.name, ()):
                 inputs[v] = None
         target = node.target
-        mutates = _mutated_storages(node, self)
-        random = is_random(node)
-        flops, read, wrote = _costs(node, val, outs, mutates, self)
+        info = self.info.get(target)
+        if info is None:
+            info = self.info[target] = _target_info(target)
+        mutates = _mutated_storages(node, info, self)
+        random = _random(node, info)
+        flops, read, wrote = _costs(node, val, info, outs, mutates, self)
         # None: the structural rule (roam_core.model.recompute) decides; False: the executor
         # could not replay the op (not an ATen overload) or it is not bit-reproducible;
         # True (random ops): the RNG timeline records its draw, a re-run replays it
-        replayable = isinstance(target, torch._ops.OpOverload) and (
-            torch.Tag.nondeterministic_bitwise not in target.tags)
-        rec: bool | None = None if replayable else False
-        if random and replayable:
-            rec = _draw_replayable(node)
-        self.ops.append(Op(OpId(node.name), _target_name(target), phase, tuple(inputs),
-                           tuple(outs), tuple(mutates), bool(random), flops=flops,
-                           bytes_read=read, bytes_written=wrote, recomputable=rec))
+        rec: bool | None = None if info.replayable else False
+        if random and info.replayable:
+            rec = _draw_replayable(node, info)
+        self.ops.append(_PendingOp(name, info.name, phase, tuple(inputs), tuple(outs),
+                                   tuple(mutates), bool(random), flops, read, wrote, rec))
 
 
 def _nbytes(v: Any) -> int:
@@ -172,8 +247,12 @@ _FLOP_ALIASES = {
 }
 
 
-def _costs(node: Any, val: Any, outs: Sequence[str], mutates: Sequence[TensorId],
-           b: _Builder) -> tuple[int, int, int]:
+def _fake(n: Any) -> Any:
+    return n.meta.get("val")
+
+
+def _costs(node: Any, val: Any, info: _TargetInfo, outs: Sequence[str],
+           mutates: Sequence[TensorId], b: _Builder) -> tuple[int, int, int]:
     """``(flops, bytes read, bytes written)`` of one node, from its fake values.
 
     FLOPs use torch's own formulas (``torch.utils.flop_counter.flop_registry``, the table
@@ -181,40 +260,35 @@ def _costs(node: Any, val: Any, outs: Sequence[str], mutates: Sequence[TensorId]
     ``FlopCounterMode``.  Bytes are the sizes of the tensor values read and of the new or
     written ones; a pure view (no new storage, no write) moves 0 bytes.
     """
-    target = node.target
     flops = 0
-    if isinstance(target, torch._ops.OpOverload):
-        f = _flop_formula(target)
-        if f is not None:
-            def fake(n: Any) -> Any:
-                return n.meta.get("val")
-
-            try:
-                args = torch.fx.node.map_arg(node.args, fake)
-                kwargs = torch.fx.node.map_arg(node.kwargs, fake)
-                flops = int(f(*args, **kwargs, out_val=val))
-            except Exception as e:  # a formula that cannot read these args: count 0
-                _logger.debug("no FLOP count for %s (%s): %s", node.name, target, e)
-    new = [v for v in outs if b.storage_of.get(v) == v]
-    if not new and not mutates:
-        return flops, 0, 0
-    read = sum(_nbytes(a.meta.get("val")) for a in node.all_input_nodes)
-    leaves = val if isinstance(val, (tuple, list)) else [val]
-    wrote = sum(_nbytes(x) for x in leaves)
+    f = info.flop
+    if f is not None:
+        try:
+            args = torch.fx.node.map_arg(node.args, _fake)
+            kwargs = torch.fx.node.map_arg(node.kwargs, _fake)
+            flops = int(f(*args, **kwargs, out_val=val))
+        except Exception as e:  # a formula that cannot read these args: count 0
+            _logger.debug("no FLOP count for %s (%s): %s", node.name, node.target, e)
+    if not mutates:
+        storage_of = b.storage_of
+        if not any(storage_of.get(v) == v for v in outs):
+            return flops, 0, 0
+    read = sum(b.node_nbytes(a) for a in node.all_input_nodes)
+    if isinstance(val, (tuple, list)):
+        wrote = sum(_nbytes(x) for x in val)
+    else:
+        wrote = b.node_nbytes(node)
     return flops, read, wrote
 
 
-def _draw_replayable(node: Any) -> bool:
+def _draw_replayable(node: Any, info: _TargetInfo) -> bool:
     """Whether a re-run of the random op ``node`` draws the forward's numbers when the
     device's default generator is set back to the state the op drew at (what
     :mod:`roam_core.runtime.rng` does): it draws from the default CPU or CUDA generator (no
     explicit ``generator=`` argument, whose state the timeline does not follow)."""
     gen = node.kwargs.get("generator")
-    if gen is None:
-        schema_args = node.target._schema.arguments
-        for i, a in enumerate(schema_args):
-            if a.name == "generator":
-                gen = _arg(node, schema_args, i)
+    if gen is None and info.generator is not None:
+        gen = _arg(node, info.schema_args, info.generator)
     if gen is not None:
         return False
     from torch.utils._pytree import tree_leaves
@@ -222,6 +296,15 @@ def _draw_replayable(node: Any) -> bool:
     devs = {v.device.type for v in tree_leaves(node.meta.get("val"))
             if isinstance(v, torch.Tensor)}
     return bool(devs) and devs <= {"cpu", "cuda", "meta"}
+
+
+def _random(node: Any, info: _TargetInfo) -> bool:
+    """:func:`is_random` from a target's cached :class:`_TargetInfo`."""
+    if not info.seeded:
+        return False
+    if info.dropout_p is not None:
+        return _arg(node, info.schema_args, info.dropout_p) not in (0, 0.0)
+    return True
 
 
 def is_random(node: Any) -> bool:
@@ -243,16 +326,16 @@ def _target_name(target: Any) -> str:
     return getattr(target, "__qualname__", None) or str(target)
 
 
-def _mutated_storages(node: Any, b: _Builder) -> list[TensorId]:
-    target = node.target
-    if not isinstance(target, torch._ops.OpOverload):
+def _mutated_storages(node: Any, info: _TargetInfo, b: _Builder) -> list[TensorId]:
+    if not info.overload:
+        return []
+    schema_args = info.schema_args
+    written = list(info.written)
+    if info.batch_norm_stats and _arg(node, schema_args, 5):
+        written += [3, 4]  # running_mean / running_var: updated in place, not in the schema
+    if not written:
         return []
     out: dict[TensorId, None] = {}
-    schema_args = target._schema.arguments
-    written = [i for i, a in enumerate(schema_args)
-               if a.alias_info is not None and a.alias_info.is_write]
-    if target.name() in _BATCH_NORM_STATS and _arg(node, schema_args, 5):
-        written += [3, 4]  # running_mean / running_var: updated in place, not in the schema
     for i in written:
         passed = _arg(node, schema_args, i)
         nodes: list[Any] = []
@@ -347,13 +430,13 @@ def build_graph(
     kinds = _kinds(b, grads, state, loss_sid)
     storage_names = _storage_names(b, names or {}, named)
     if modules:
-        b.ops = _with_modules(b, modules, storage_names)
+        _set_modules(b, modules, storage_names)
     tensors = [Tensor(TensorId(sid), f[0], f[1], f[2], kinds[sid],
                       OpId(f[3]) if f[3] else None, name=storage_names.get(sid))
                for sid, f in b.tensors.items()]
     edges = _control_edges(b)
-    graph = Graph.build(b.ops, tensors, b.aliases, edges, outputs=[TensorId(loss_sid)],
-                        name=name, origin=origin)
+    graph = Graph.build([p.op() for p in b.ops], tensors, b.aliases, edges,
+                        outputs=[TensorId(loss_sid)], name=name, origin=origin)
     return graph, b.values, loss_value
 
 
@@ -372,9 +455,9 @@ def _param_of(name: str) -> str:
     return name.rpartition(".")[0] if "." in name else name
 
 
-def _with_modules(b: _Builder, modules: Mapping[str, str],
-                  storage_names: Mapping[str, str]) -> list[Op]:
-    """Ops with ``module`` set; optimizer ops take their parameter's module.
+def _set_modules(b: _Builder, modules: Mapping[str, str],
+                 storage_names: Mapping[str, str]) -> None:
+    """Set every op's ``module``; optimizer ops take their parameter's module.
 
     An optimizer op touching a parameter's storage (the parameter, its gradient or its
     state, named ``<param>[.grad|.<state>]``) belongs to the module owning that parameter;
@@ -386,7 +469,6 @@ def _with_modules(b: _Builder, modules: Mapping[str, str],
         param = n if own else _param_of(n)
         owner[sid] = param.rpartition(".")[0]
     op_module: dict[str, str] = {}
-    out: list[Op] = []
     for op in b.ops:
         mod = modules.get(op.id, "")
         if op.phase is Phase.OPTIMIZER:
@@ -400,8 +482,7 @@ def _with_modules(b: _Builder, modules: Mapping[str, str],
             for v in op.outputs:
                 owner.setdefault(b.storage_of[v], mod)
         op_module[op.id] = mod
-        out.append(replace(op, module=mod))
-    return out
+        op.module = mod
 
 
 def _kinds(b: _Builder, grads: Sequence[torch.Tensor], state: Sequence[torch.Tensor],
@@ -437,7 +518,7 @@ def _control_edges(b: _Builder) -> list[ControlEdge]:
     """MUTATION edges around every in-place write, and the RNG chain."""
     data_preds: dict[str, set[str]] = {}
     accesses: dict[str, list[tuple[str, bool]]] = {}
-    mutated: set[str] = set()
+    mutated: dict[str, None] = {}  # program order: the edges come out in a fixed order
     for op in b.ops:
         preds = {b.values[v].op for v in op.inputs}
         data_preds[op.id] = preds
@@ -446,7 +527,7 @@ def _control_edges(b: _Builder) -> list[ControlEdge]:
         for s in touched:
             if b.tensors[s][3] != op.id:
                 accesses.setdefault(s, []).append((op.id, s in op.mutates))
-        mutated.update(op.mutates)
+        mutated.update(dict.fromkeys(op.mutates))
     edges: dict[tuple[str, str], EdgeReason] = {}
 
     def add(src: str, dst: str, reason: EdgeReason) -> None:

@@ -222,3 +222,26 @@ def test_group_op_may_precede_outside_producer():
     )
     assert _min_peak(g, 1) == 100  # z first: Z alone; then s; then s + r
     assert group_lower_bound(g, ["z", "u"], alignment_bytes=1).bound_bytes == 100
+
+
+@given(random_graphs(), st.sampled_from([0, 1, 64]), st.sampled_from([1, 512]))
+def test_forced_bytes_by_runs_equals_the_unpacked_sum(g, max_edges, a) -> None:
+    """The live-set bound's per-op forced bytes (runs added to a difference array, or a
+    mask's span unpacked when it has many runs) equal the sum of every mask unpacked."""
+    import numpy as np
+
+    from roam_core.model.graph import round_size
+    from roam_core.oracle import bounds
+
+    masks = bounds.forced_live_masks(g)
+    n = len(g.ops)
+    ref = np.zeros(n, dtype=np.int64)
+    for tid, m in masks.items():
+        ref += bounds._mask_to_bool(m, n) * round_size(g.tensors[tid].size_bytes, a)
+    old = bounds._MAX_RUN_EDGES
+    bounds._MAX_RUN_EDGES = max_edges
+    try:
+        got = bounds._forced_bytes(g, masks, n, a)
+    finally:
+        bounds._MAX_RUN_EDGES = old
+    assert got.tolist() == ref.tolist()

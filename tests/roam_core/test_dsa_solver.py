@@ -8,6 +8,7 @@ import time
 
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from roam_core.base.errors import InfeasibleError
 from roam_core.base.status import SolveStatus
@@ -120,7 +121,10 @@ class TestSolveDsa:
         r = solve_dsa(p, time_limit_s=2, exact=False)
         assert r.solution is not None
         assert r.solution.height <= greedy_by_size(p).height
-        assert r.method.startswith("greedy:")
+        # heuristics only: the portfolio, then the promotion passes, no search node
+        assert r.method.startswith(("greedy:", "promote:"))
+        assert r.nodes == 0
+        assert r.solution.height <= min(h for m, h in r.tried if m.startswith("greedy:"))
 
     def test_cancel_returns_a_layout(self, minimalloc) -> None:
         p = load_problem(f"{minimalloc}/E.1048576.csv")
@@ -170,7 +174,14 @@ class TestDeterministicWork:
         p = load_problem(f"{minimalloc}/A.1048576.csv").with_capacity(None)
         a = solve_dsa(p, time_limit_s=60)
         b = solve_dsa(p, time_limit_s=120)
-        assert [m for m, _ in a.tried] == [f"greedy:{o}:best" for o in dsa_solver.LARGE_ORDERS]
+        greedy = [f"greedy:{o}:best" for o in dsa_solver.LARGE_ORDERS]
+        assert [m for m, _ in a.tried][:-1] == greedy
+        # then the promotion passes, all of them unless the bound is reached first
+        name, height = a.tried[-1]
+        assert name.startswith("promote:")
+        passes = int(name.rpartition("x")[2])
+        assert passes == dsa_solver.LARGE_PROMOTE_PASSES or height == p.lower_bound()
+        assert a.tried == b.tried
         assert a.solution is not None
         assert b.solution is not None
         assert a.solution.offsets == b.solution.offsets
@@ -395,3 +406,60 @@ def test_solve_dsa_repairs_the_greedy_layout_first(monkeypatch: pytest.MonkeyPat
     assert r.method.startswith("repair@")
     assert r.status == SolveStatus.OPTIMAL
     assert 0 < r.nodes <= 500
+
+
+@given(problems(max_buffers=6, max_time=6, max_size=4), st.sampled_from(["best", "first"]),
+       st.booleans())
+@settings(max_examples=60, deadline=None)
+def test_promotion_is_valid_never_worse_bounded_by_brute_force_and_deterministic(
+        problem: Problem, fit: str, pin: bool) -> None:
+    """The iterated greedy keeps pinned offsets, never returns a layout above its start nor
+    below the brute-force optimum, stops at the target, and gives the same layout twice."""
+    from roam_core.layout.dsa_heuristics import named_order, place_in_order, promote_high
+
+    pin = pin and bool(problem.buffers)
+    if pin:  # pin the first buffer where a greedy pass put it
+        first = greedy_by_size(problem).offsets[0]
+        problem = Problem((dataclasses.replace(problem.buffers[0], offset=first),
+                           *problem.buffers[1:]))
+    order = named_order(problem, "size")
+    start = place_in_order(problem, order, fit)
+    assert start is not None
+    optimum = 0 if pin else _brute_min_height(problem)
+    runs = [promote_high(problem, order, fit, start, target=problem.lower_bound(), passes=3)
+            for _ in range(2)]
+    assert runs[0][0].offsets == runs[1][0].offsets
+    sol, passes, cut = runs[0]
+    assert not cut
+    assert 0 <= passes <= 3
+    assert check_dsa_solution(problem, sol) == []
+    assert optimum <= sol.height <= start.height
+    if pin:
+        assert sol.offsets[0] == problem.buffers[0].offset
+    if start.height <= problem.lower_bound():
+        assert passes == 0
+
+
+def test_promotion_reaches_the_brute_force_optimum_where_every_large_pass_fails(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the large-problem path (no exact search), all four greedy passes end one unit
+    above the optimum; one promotion pass (the buffers above the bound first) reaches it."""
+    from roam_core.layout import dsa_solver as ds
+
+    p = Problem((Buffer("a", 4, 7, 1), Buffer("b", 0, 5, 1), Buffer("c", 4, 5, 2),
+                 Buffer("d", 3, 6, 1), Buffer("e", 2, 3, 3), Buffer("f", 5, 7, 3)))
+    monkeypatch.setattr(ds, "MAX_SEARCH_BUFFERS", 0)  # take the large-problem path
+    r = ds.solve_dsa(p, time_limit_s=10)
+    assert [h for m, h in r.tried if m.startswith("greedy:")] == [6, 6, 6, 6]
+    assert r.solution is not None
+    assert r.solution.height == _brute_min_height(p) == p.lower_bound() == 5
+    assert r.method == "promote:size:best"
+    assert r.status == SolveStatus.OPTIMAL
+    assert r.nodes == 0
+    assert r.stopped_by == ""
+    assert check_dsa_solution(p, r.solution) == []
+    # with a capacity the passes aim at it
+    rc = ds.solve_dsa(p, time_limit_s=10, capacity=5)
+    assert rc.solution is not None
+    assert rc.solution.height == 5
+    assert rc.method == "promote:size:best"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import networkx as nx
 import pytest
 from hypothesis import given, settings
@@ -161,3 +163,96 @@ def test_multi_range_optimum_equals_enumeration(graph: Graph, seed: int,
     best = max(min(max(range_profile(r, o)) for o in _range_orders(r))
                for r in problem.ranges)
     assert res.peak_bytes == best
+
+
+def test_merge_all_orders_equals_merging_one_by_one() -> None:
+    """The planner's one-list merge gives the order of merge_orders applied sub-task by
+    sub-task (sub-tasks own disjoint step ranges of the base order)."""
+    from roam_core.formats.graph_io import load_graph
+    from roam_core.ordering.decompose import decompose
+    from roam_core.ordering.list_schedulers import lpmf_order
+    from roam_core.ordering.order_ilp import merge_all_orders
+
+    root = Path(__file__).resolve().parents[2] / "sample_graphs"
+    g = load_graph(root / "tiny_gpt-b2-t32-steady.json.gz")
+    base = lpmf_order(g)
+    tree = decompose(g, base, node_limit=40)
+    cfg = OrderSolverConfig(time_limit_s=0.5)
+    solved = []
+    for st_ in tree.walk():
+        if st_.op_ids:
+            p = build_order_problem(g, base, st_.op_ids, task_id=st_.id, config=cfg)
+            solved.append((p, solve_order_problem(p)))
+    assert len(solved) > 2
+    one_by_one = tuple(base)
+    for p, res in solved:
+        one_by_one = merge_orders(one_by_one, p, res)
+    assert merge_all_orders(base, solved) == one_by_one
+    assert one_by_one != tuple(base)  # some sub-task really moved ops
+
+
+def _local_orders(rng):
+    """Every valid local order of a range (its linear extensions), by brute force."""
+    import itertools
+
+    n = len(rng.ops)
+    for perm in itertools.permutations(range(n)):
+        pos = {v: k for k, v in enumerate(perm)}
+        if all(pos[p] < pos[i] for i, ps in enumerate(rng.preds) for p in ps):
+            yield perm
+
+
+@settings(max_examples=80, deadline=None)
+@given(random_graphs(max_ops=9), st.integers(0, 1000), st.data())
+def test_range_beats_agrees_with_brute_force(graph: Graph, seed: int,
+                                             data: st.DataObject) -> None:
+    """The down-set check used to skip CP-SAT is exact: some order stays below ``below``
+    exactly when brute force over every local order finds one."""
+    from roam_core.ordering.order_ilp import hint_is_optimal, range_beats
+
+    base = random_valid_order(graph, seed)
+    n = len(base)
+    a = data.draw(st.integers(0, n - 1))
+    b = data.draw(st.integers(a + 1, min(n, a + 7)))
+    align = data.draw(st.sampled_from([1, 512]))
+    problem = build_order_problem(graph, base, list(base[a:b]), config=EXACT,
+                                  alignment_bytes=align)
+    (r,) = problem.ranges
+    best = min(max(range_profile(r, o)) for o in _local_orders(r))
+    hint = max(range_profile(r, range(len(r.ops))))
+    for below in {best, best + 1, hint, hint + 1, best - 1}:
+        assert range_beats(r, below) == (best < below)
+    assert range_beats(r, hint, max_work=0) in (None, False, True)
+    if hint_is_optimal(problem):
+        assert best == hint
+    elif len(r.ops) > 1:
+        assert best < hint
+
+
+def test_solve_skips_the_model_when_the_hint_is_optimal() -> None:
+    """A sub-task whose hint is optimal comes back OPTIMAL with the hint and its peak as the
+    bound, exactly what CP-SAT returns for it."""
+    from dataclasses import replace
+
+    from roam_core.ordering.order_ilp import hint_is_optimal
+
+    g = tiny_train_step()
+    problem = build_order_problem(g, g.op_ids, g.op_ids, config=EXACT, alignment_bytes=1)
+    res = solve_order_problem(problem)
+    if not hint_is_optimal(problem):
+        opt = build_order_problem(g, res.orders[0], g.op_ids, config=EXACT, alignment_bytes=1)
+        assert hint_is_optimal(opt)
+        problem, res = opt, solve_order_problem(opt)
+    assert res.orders == tuple(r.ops for r in problem.ranges)
+    assert res.best_bound_bytes == res.peak_bytes == res.hint_peak_bytes
+    # CP-SAT itself (the check off) gives the same order and peak
+    import roam_core.ordering.order_ilp as oi
+
+    old = oi.hint_is_optimal
+    oi.hint_is_optimal = lambda p, max_work=0: False
+    try:
+        via_model = solve_order_problem(replace(problem))
+    finally:
+        oi.hint_is_optimal = old
+    assert via_model.orders == res.orders
+    assert via_model.peak_bytes == res.peak_bytes

@@ -121,3 +121,16 @@ def test_constructed_from_index_only():
     s = type(r)(r.index, r.ancestors, r.descendants)
     assert s.op_ids == ("a", "b", "c", "d")
     assert s.key_points() == ("a", "d")
+
+
+def test_forget_reachability_drops_the_cached_bitsets() -> None:
+    from roam_core.model.reach import forget_reachability, reachability
+    from roam_core.model.samples import diamond
+
+    g = diamond()
+    r = reachability(g)
+    assert reachability(g) is r
+    forget_reachability()
+    again = reachability(g)
+    assert again is not r
+    assert again == r

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from roam_core.formats.graph_io import load_graph
 from roam_core.layout import arena
@@ -175,3 +176,83 @@ def test_windowed_layout_groups_equal_groups_against_every_placed_buffer(path: P
         checked += len(near) < len(placed)
         placed.update(full[0])
     assert checked  # some group really saw fewer buffers
+
+
+def _hint_via_subproblem(problem, members, fixed):
+    """The layout group's greedy hint as it was built before the array path: a sub-problem
+    of the fixed buffers (offsets fixed) and the members, best fit by decreasing size."""
+    from roam_core.layout.dsa_heuristics import place_in_order
+    from roam_core.model.dsa import Buffer, Problem
+
+    bs = problem.buffers
+    sub_ids = list(fixed) + list(members)
+    sub = Problem(tuple(Buffer(bs[i].id, bs[i].lower, bs[i].upper, bs[i].size, 1, fixed.get(i))
+                        for i in sub_ids))
+    nf = len(fixed)
+    order = sorted(range(nf, len(sub_ids)), key=lambda k: -sub.buffers[k].size)
+    sol = place_in_order(sub, order, "best")
+    return {sub_ids[k]: sol.offsets[k] for k in range(nf, len(sub_ids))}, sol.height
+
+
+@pytest.mark.parametrize("path", LAYOUT, ids=[p.name.split(".")[0] for p in LAYOUT])
+def test_layout_group_hint_on_arrays_equals_the_subproblem_hint(path: Path) -> None:
+    g = load_graph(path)
+    order = lpmf_order(g)
+    cfg = arena.ArenaConfig()
+    problem = arena.layout_problem(g, order, cfg.alignment_bytes, lifetimes(g, order))
+    placed = arena._activation_stack(problem, arena._loss_step(g, order))
+    groups = arena._groups(g, problem, placed, None, cfg.max_group_tensors)
+    bs = problem.buffers
+    for gid, members in groups:
+        lo = min(bs[i].lower for i in members)
+        hi = max(bs[i].upper for i in members)
+        near = {i: o for i, o in placed.items() if bs[i].lower < hi and bs[i].upper > lo}
+        top = max((o + bs[i].size for i, o in placed.items() if bs[i].size), default=0)
+        ref, ref_h = _hint_via_subproblem(problem, members, near)
+        got, rec = arena._solve_group(problem, members, near, cfg, 0.0, None, gid, None, top)
+        assert got == ref
+        assert rec.objective == max(ref_h, top)
+        placed.update(got)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_place_against_equals_place_in_order(data) -> None:
+    from roam_core.layout.dsa_heuristics import place_against, place_in_order
+    from roam_core.model.dsa import Buffer, Problem
+
+    n_fix = data.draw(st.integers(0, 8))
+    n_free = data.draw(st.integers(1, 10))
+    bufs = []
+    for k in range(n_fix + n_free):
+        lo = data.draw(st.integers(0, 10))
+        hi = lo + data.draw(st.integers(1, 6))
+        size = data.draw(st.integers(0, 5))
+        off = data.draw(st.integers(0, 12)) if k < n_fix else None
+        bufs.append(Buffer(f"b{k}", lo, hi, size, 1, off))
+    order = data.draw(st.permutations(range(n_fix, n_fix + n_free)))
+    fit = data.draw(st.sampled_from(["best", "first"]))
+    sol = place_in_order(Problem(tuple(bufs)), order, fit)
+    arr = lambda f, ks: np.array([f(bufs[k]) for k in ks], dtype=np.int64)  # noqa: E731
+    fx, fr = range(n_fix), range(n_fix, n_fix + n_free)
+    got = place_against(arr(lambda b: b.lower, fx), arr(lambda b: b.upper, fx),
+                        arr(lambda b: b.offset, fx), arr(lambda b: b.size, fx),
+                        arr(lambda b: b.lower, fr), arr(lambda b: b.upper, fr),
+                        arr(lambda b: b.size, fr), [k - n_fix for k in order], fit)
+    assert got.tolist() == list(sol.offsets[n_fix:])
+
+
+def test_lpmf_order_cache_returns_the_same_order_and_follows_the_graph() -> None:
+    """LPMF is cached for the last graph object (the planner runs it twice): the cached
+    order equals a fresh run, and another graph or alignment is computed afresh."""
+    from roam_core.ordering import list_schedulers as ls
+
+    g = load_graph(LAYOUT[0])
+    first = ls.lpmf_order(g)
+    assert ls.lpmf_order(g) is first
+    assert first == ls.compact(g).order_ids(ls.lpmf_indices(ls.compact(g)))
+    other = two_param_step()
+    assert ls.lpmf_order(other) == ls.compact(other).order_ids(
+        ls.lpmf_indices(ls.compact(other)))
+    assert ls.lpmf_order(g, alignment_bytes=1) == ls.compact(g, 1).order_ids(
+        ls.lpmf_indices(ls.compact(g, 1)))

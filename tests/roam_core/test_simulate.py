@@ -106,3 +106,23 @@ def test_matches_naive_reference(data):
         assert p.peak_bytes == max(p.total_bytes())
         assert p.total_bytes()[p.peak_step] == p.peak_bytes
         assert all(x < p.peak_bytes for x in p.total_bytes()[:p.peak_step])
+
+
+@given(random_graphs(), st.integers(0, 10**6), st.sampled_from([1, 512]))
+def test_vectorised_simulate_equals_the_lifetimes_path(g: Graph, seed: int, a: int) -> None:
+    """simulate's array path gives the curve of the per-storage lifetimes, step by step."""
+    import random
+
+    order = list(g.op_ids)
+    random.Random(seed).shuffle(order)  # any permutation: validity is not simulate's business
+    fast = simulate(g, order, alignment_bytes=a)
+    ref = simulate(g, order, alignment_bytes=a, lifetimes_override=lifetimes(g, order))
+    assert fast == ref
+
+
+def test_simulate_rejects_orders_that_are_not_permutations() -> None:
+    g = diamond()
+    for bad in (["a", "b", "c"], ["a", "b", "c", "c"], ["a", "b", "c", "x"],
+                ["a", "b", "c", "d", "d"]):
+        with pytest.raises(GraphError):
+            simulate(g, bad)
