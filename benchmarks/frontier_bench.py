@@ -214,7 +214,14 @@ def write_md(results: list[dict[str, Any]], path: Path) -> None:
              "are re-drawn from the replayed RNG state); `torch saves` is the partitioner's "
              "own byte count of what it saves, `plan keeps` the forward storages the "
              "backward reads that the mapped plan keeps, and the extra FLOPs equal torch's "
-             "re-runs counted with roam's per-op FLOPs (a check).", ""]
+             "re-runs counted with roam's per-op FLOPs (a check).  roam plans each budget "
+             "from a portfolio (`roam_core.recompute.improve`): its greedy prefix (pruned, "
+             "swap pass) and the "
+             "drop sets of the module-structure baselines and of torch's min-cut decisions, "
+             "each pruned to the budget, keeping the cheapest by FLOPs + bytes moved whose "
+             "arena fits; `roam kept` names the candidate a point comes from, `roam's search "
+             "alone` is the greedy prefix's extra FLOPs and bytes moved at the same budget "
+             "(what roam gave before the portfolio; runs before it show `roam` and blank).", ""]
     for r in results:
         sf = r["step_flops"] or 1
         g = goals(r)
