@@ -191,6 +191,12 @@ class PlannerConfig:
     recompute_exact_max_ops: int = 60
     # CP-SAT (deterministic) seconds of the exact recomputation model.
     recompute_exact_time_limit_s: float = 20.0
+    # With a budget, also try the module-structure baselines' drop sets (every block, every
+    # 2nd block, sqrt segments, ...) beside the greedy prefix, each pruned to the budget, and
+    # keep the cheapest that fits (roam_core.recompute.improve).  Off for a single budget:
+    # on GPT2-XL b8 at 80 GiB it halves the extra FLOPs (+0.32% -> +0.16%) but takes 149
+    # instead of 19 CPU s.  `roam frontier` turns it on.
+    recompute_portfolio: bool = False
     # Arena layout settings (alignment, budget and seed follow the fields above).
     arena: ArenaConfig = field(default_factory=ArenaConfig)
 

@@ -81,20 +81,20 @@ class BudgetPlanner:
     seeds : Mapping of str to sequence of TensorId, optional
         More candidate drop sets by name (torch's min-cut decisions): with ``portfolio``,
         each budget also tries them, pruned to the budget (:mod:`roam_core.recompute.improve`).
-    portfolio : bool
+    portfolio : bool, optional
         At each budget, also try the module-structure baselines' drop sets and ``seeds``
         beside the greedy prefix and keep the cheapest that fits (``False``: the greedy
-        prefix alone).
+        prefix alone).  Default: ``config.recompute_portfolio``.
     **kwargs
         Forwarded to ``make_plan``.
     """
 
     def __init__(self, graph: Graph, config: PlannerConfig, *, make_plan: Any,
                  seeds: Mapping[str, Sequence[TensorId]] | None = None,
-                 portfolio: bool = True, **kwargs: Any) -> None:
+                 portfolio: bool | None = None, **kwargs: Any) -> None:
         self.graph, self.config = graph, config
         self.seeds = dict(seeds or {})
-        self.portfolio = portfolio
+        self.portfolio = config.recompute_portfolio if portfolio is None else bool(portfolio)
         #: per just-in-time target: (FLOPs, bytes moved) of roam's own search (greedy prefix
         #: pruned), to report what the portfolio adds
         self.own_costs: dict[int, tuple[int, int]] = {}

@@ -94,7 +94,7 @@ def test_budget_planner_keeps_the_cheaper_seed():
     bp0 = BudgetPlanner(g, GREEDY, make_plan=make_plan, portfolio=False)
     seed = bp0.plan_for_drops(("h3",), label="seed")
     plain = bp0.plan_at(seed.arena_bytes)
-    bp = BudgetPlanner(g, GREEDY, make_plan=make_plan, seeds={"seed": ("h3",)})
+    bp = BudgetPlanner(g, GREEDY, make_plan=make_plan, seeds={"seed": ("h3",)}, portfolio=True)
     p = bp.plan_at(seed.arena_bytes)
     assert check_plan(g, p) == []
     assert p.arena_bytes <= seed.arena_bytes
@@ -127,3 +127,30 @@ def test_roam_is_never_worse_than_a_supplied_seed_at_its_peak(seed):
         if r.kept == "roam":
             assert (r.search_extra_flops, r.search_extra_bytes_moved) == (
                 r.extra_flops, r.extra_bytes_moved)
+
+
+def test_the_portfolio_follows_the_config_for_a_single_budget(tmp_path, capsys):
+    """``make_plan(budget)`` uses the greedy prefix alone unless ``recompute_portfolio``;
+    ``roam plan --portfolio`` turns it on."""
+    import json
+    from dataclasses import replace
+
+    from roam_core.cli import main
+    from roam_core.formats.graph_io import save_graph
+
+    g = random_train_graph(3, 6)
+    assert BudgetPlanner(g, GREEDY, make_plan=make_plan).portfolio is False
+    on = replace(GREEDY, recompute_portfolio=True)
+    assert BudgetPlanner(g, on, make_plan=make_plan).portfolio is True
+    assert BudgetPlanner(g, on, make_plan=make_plan, portfolio=False).portfolio is False
+    path = tmp_path / "g.json"
+    save_graph(g, path)
+    budget = BudgetPlanner(g, GREEDY, make_plan=make_plan).plan_for_drops(("h3",)).arena_bytes
+    for flag, want in (([], False), (["--portfolio"], True)):
+        out = tmp_path / f"plan{len(flag)}.json"
+        assert main(["plan", str(path), "-o", str(out), "--budget", str(budget),
+                     "--workers", "1", "--json", "--no-progress", *flag]) == 0
+        capsys.readouterr()
+        saved = json.loads(out.read_text())
+        assert saved["settings"]["recompute_portfolio"] is want
+        assert saved["arena_bytes"] <= budget
