@@ -177,3 +177,23 @@ def test_decompose_without_bitsets_equals_decompose_with_them():
     assert [(t.id, t.kind, t.op_ids) for t in a.walk()] == [
         (t.id, t.kind, t.op_ids) for t in b.walk()]
     assert a.task_of_op() == b.task_of_op()
+
+
+@given(random_graphs(max_ops=10), st.integers(0, 3))
+def test_shifted_descendants_are_the_plain_masks(g, seed):
+    """Descendant masks are stored shifted (``Descendants``); every access gives the absolute
+    mask of the naive closure, in topological and shuffled program orders."""
+    from roam_core.model.reach import Descendants
+
+    g = _shuffled(g, seed) if seed else g
+    r = reachability(g)
+    closure = _closure(g)
+    ids = g.op_ids
+    plain = tuple(sum(1 << j for j, b in enumerate(ids) if (a, b) in closure) for a in ids)
+    assert isinstance(r.descendants, Descendants)
+    assert tuple(r.descendants) == plain
+    assert r.descendants == plain
+    assert [r.descendants[i] for i in range(len(ids))] == list(plain)
+    assert [r.descendants.bit_count(i) for i in range(len(ids))] == [m.bit_count() for m in plain]
+    assert Descendants(plain) == plain
+    assert [r.alap(op) for op in ids] == [len(ids) - m.bit_count() for m in plain]
