@@ -16,15 +16,21 @@ with the peak-directed search over the whole order), and for the first plan repo
   and pinned updates); *open* otherwise (the sub-task is optimal within its boundary, and
   no bound or move we have decides between a loose bound and a better far order).
 
-Usage: ``python benchmarks/gap_diagnosis.py [GRAPH_DIR ...]`` (sample_graphs/ with the ``-roam``
-configs by default; pass a folder from ``benchmarks/gap_graphs.py`` to add those).  Writes
-``benchmarks/results/gap_diagnosis.{md,json}``.  Timing: 2 shared CPU cores, noisy.
+Usage: ``python benchmarks/gap_diagnosis.py [GRAPH_DIR ...] [--graph PATH ...] [--workers N]``
+(sample_graphs/ with the ``-roam`` configs by default; pass a folder from
+``benchmarks/gap_graphs.py`` to add those; ``--graph`` adds one cached graph, e.g. the scale
+benchmark's ``/tmp/roam-scale/gpt2-L48-w768.json.gz``, and with only ``--graph`` given the
+sample graphs are skipped).  Rows are merged by file name into
+``benchmarks/results/gap_diagnosis.{md,json}`` (a graph run again replaces its row, the other
+rows are kept).  Timing: 2 shared CPU cores, noisy; CPU seconds (this process and its
+children) are recorded beside wall seconds.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
+import resource
 import time
 from pathlib import Path
 
@@ -36,6 +42,7 @@ from roam_core.oracle.bounds import best_lower_bound, forced_live_masks
 from roam_core.oracle.proven_bounds import (
     chain_group_lower_bound,
     choice_lower_bound,
+    forward_value_groups,
     storage_masks,
     window_bound,
 )
@@ -46,17 +53,23 @@ MIB = 2**20
 ROOT = Path(__file__).resolve().parent
 
 
-def diagnose(path: Path) -> dict:
+def _cpu_s() -> float:
+    """CPU seconds of this process and its (waited-for) children."""
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + kids.ru_utime + kids.ru_stime
+
+
+def diagnose(path: Path, workers: int = 2, max_choice_ops: int = 20000) -> dict:
     g = load_graph(path)
     a = 512
-    t0 = time.perf_counter()
-    base_cfg = PlannerConfig(workers=2, solve_layout=False, search_evaluations=0,
+    c0, t0 = _cpu_s(), time.perf_counter()
+    base_cfg = PlannerConfig(workers=workers, solve_layout=False, search_evaluations=0,
                              tighten_bound=False)
     p0 = make_plan(g, base_cfg)
-    t_plan0 = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    p1 = make_plan(g, PlannerConfig(workers=2, solve_layout=False))
-    t_plan1 = time.perf_counter() - t0
+    t_plan0, c_plan0 = time.perf_counter() - t0, _cpu_s() - c0
+    c0, t0 = _cpu_s(), time.perf_counter()
+    p1 = make_plan(g, PlannerConfig(workers=workers, solve_layout=False))
+    t_plan1, c_plan1 = time.perf_counter() - t0, _cpu_s() - c0
     r = reachability(g)
     old = best_lower_bound(g, a, reach=r)
     prof = simulate(g, p0.order, alignment_bytes=a)
@@ -81,17 +94,23 @@ def diagnose(path: Path) -> dict:
                              "CIFO" if inside_p else "COFI"))
     boundary.sort(reverse=True)
     t0 = time.perf_counter()
-    cb = choice_lower_bound(g, a, reach=r)
+    # the free-branch choice bound is quadratic in ops with thousands of groups: skipped above
+    # max_choice_ops (it never beat the old bound on the deep GPT-2 graphs it ran on)
+    cb = choice_lower_bound(g, a, reach=r) if len(g.ops) <= max_choice_ops else old
     t_choice = time.perf_counter() - t0
+    c0, t0 = _cpu_s(), time.perf_counter()
+    fgroups = forward_value_groups(g, reach=r)
+    fv = choice_lower_bound(g, a, groups=fgroups, reach=r) if fgroups else old
+    t_fv, c_fv = time.perf_counter() - t0, _cpu_s() - c0
     t0 = time.perf_counter()
     sm = storage_masks(g, a, reach=r)
     wb, wrecs = window_bound(g, p1.order, a, half_widths=(30,), max_windows=1,
                              time_limit_s=2.0, reach=r, masks=sm)
     t_window = time.perf_counter() - t0
-    t0 = time.perf_counter()
+    c0, t0 = _cpu_s(), time.perf_counter()
     cg = chain_group_lower_bound(g, None, a, reach=r, masks=sm)
-    t_chain = time.perf_counter() - t0
-    best = max(old.bound_bytes, cb.bound_bytes, wb, cg.bound_bytes)
+    t_chain, c_chain = time.perf_counter() - t0, _cpu_s() - c0
+    best = max(old.bound_bytes, cb.bound_bytes, wb, cg.bound_bytes, fv.bound_bytes)
     assert p1.lower_bound_bytes <= best
     planned0, planned1 = p0.planned_peak_bytes, p1.planned_peak_bytes
     if planned0 <= old.bound_bytes:
@@ -106,7 +125,10 @@ def diagnose(path: Path) -> dict:
         "graph": g.name, "file": path.name, "ops": len(g.ops),
         "planned_tree_mib": planned0 / MIB, "planned_search_mib": planned1 / MIB,
         "old_bound_mib": old.bound_bytes / MIB, "choice_bound_mib": cb.bound_bytes / MIB,
+        "choice_bound_skipped": len(g.ops) > max_choice_ops,
         "window_bound_mib": wb / MIB, "chain_group_bound_mib": cg.bound_bytes / MIB,
+        "forward_value_bound_mib": fv.bound_bytes / MIB, "forward_value_groups": len(fgroups),
+        "forward_value_bound_op": fv.op_id,
         "chain_group": list(cg.group)[:4], "chain_ops": cg.chain_ops,
         "window_status": wrecs[0].status if wrecs else None,
         "best_bound_mib": best / MIB,
@@ -121,18 +143,34 @@ def diagnose(path: Path) -> dict:
         "bound_op": old.op_id,
         "verdict": verdict,
         "seconds": {"plan_tree": t_plan0, "plan_search": t_plan1, "choice": t_choice,
-                    "window": t_window, "chain_group": t_chain},
+                    "window": t_window, "chain_group": t_chain, "forward_values": t_fv},
+        "cpu_seconds": {"plan_tree": c_plan0, "plan_search": c_plan1, "chain_group": c_chain,
+                        "forward_values": c_fv},
+        "plan_lower_bound_mib": p1.lower_bound_bytes / MIB,
+        "plan_proven_gap": p1.proven_gap,
+        "workers": workers,
     }
 
 
-def main(argv: list[str]) -> None:
-    files = sorted((ROOT.parent / "sample_graphs").glob("*-roam.json.gz"))
-    for d in argv:
-        files += sorted(Path(d).glob("*.json.gz"))
-    rows = []
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dirs", nargs="*", type=Path, help="folders of *.json.gz graphs to add")
+    ap.add_argument("--graph", action="append", type=Path, default=[],
+                    help="one graph file to add (repeatable)")
+    ap.add_argument("--workers", type=int, default=2, help="planner sub-task workers")
+    ap.add_argument("--max-choice-ops", type=int, default=20000,
+                    help="skip the free-branch choice bound above this many ops")
+    args = ap.parse_args(argv)
+    files = [] if args.graph and not args.dirs else sorted(
+        (ROOT.parent / "sample_graphs").glob("*-roam.json.gz"))
+    for d in args.dirs:
+        files += sorted(d.glob("*.json.gz"))
+    files += args.graph
+    old = ROOT / "results" / "gap_diagnosis.json"
+    rows = json.loads(old.read_text()) if old.exists() else []
     for f in files:
-        row = diagnose(f)
-        rows.append(row)
+        row = diagnose(f, args.workers, args.max_choice_ops)
+        rows = [r for r in rows if r["file"] != row["file"]] + [row]
         print(f"{row['file']}: {row['planned_tree_mib']:.1f} -> {row['planned_search_mib']:.1f}"
               f" MiB, bound {row['best_bound_mib']:.1f}, gap {row['gap_before']:.4f} -> "
               f"{row['proven_gap']:.4f} ({row['verdict']})", flush=True)
@@ -151,28 +189,42 @@ def write(rows: list[dict]) -> None:
         "valid for every order: `old` = bounds.best_lower_bound (live-set / update-group), "
         "`choice` = per-op choice bound over free branches, `window` = CP-SAT restriction "
         "bound on a 61-step window around the peak (2 s deterministic), `chain` = "
-        "chain-group bound (heavy chain + one free branch, exact DP). `gap before` = tree "
-        "/ old, `proven gap` = search / best bound. Peak / sub-task / boundary columns are "
-        "for the tree plan. Timing measured on 2 shared CPU cores: noisy.", "",
-        "| graph | ops | tree MiB | search MiB | old | choice | window | chain | gap before | "
-        "proven gap | peak op (phase) | sub-task (status) | largest boundary at peak | "
-        "unforced at peak MiB | verdict | plan s (tree / search) |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|---|---|",
+        "chain-group bound (heavy chain + one free branch, exact DP), `fwd` = choice bound "
+        "over forward-value groups (backward products of forward values, e.g. tanh-GELU's "
+        "`3 * x**2`: held from the forward, or their inputs held; in the planner since "
+        "h-gap; `-` = row measured before it). `gap before` = tree "
+        "/ old, `proven gap` = search / best bound (all bounds of the row). Peak / "
+        "sub-task / boundary columns are for the tree plan. Timing measured on 2 shared "
+        "CPU cores: noisy.", "",
+        "| graph | ops | tree MiB | search MiB | old | choice | window | chain | fwd | "
+        "gap before | proven gap | peak op (phase) | sub-task (status) | "
+        "largest boundary at peak | unforced at peak MiB | verdict | "
+        "plan s (tree / search), CPU s in brackets |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|---|---|",
     ]
     for r in rows:
+        sec, cpu = r["seconds"], r.get("cpu_seconds")
+        secs = f"{sec['plan_tree']:.1f} / {sec['plan_search']:.1f}"
+        if cpu:
+            secs += f" ({cpu['plan_tree']:.1f} / {cpu['plan_search']:.1f})"
+        fwd = r.get("forward_value_bound_mib")
+        fwd_s = "-" if fwd is None else f"{fwd:.1f}"
+        choice_s = "skipped" if r.get("choice_bound_skipped") else f"{r['choice_bound_mib']:.1f}"
         b = r["boundary_at_peak"]
         bnd = ", ".join(f"{x['storage']} {x['mib']:.1f} ({x['class']})" for x in b[:2]) or "-"
         lines.append(
             f"| {r['file'].removesuffix('.json.gz')} | {r['ops']} | {r['planned_tree_mib']:.1f} "
             f"| {r['planned_search_mib']:.1f} | {r['old_bound_mib']:.1f} | "
-            f"{r['choice_bound_mib']:.1f} | {r['window_bound_mib']:.1f} "
-            f"({r['window_status']}) | {r['chain_group_bound_mib']:.1f} | "
+            f"{choice_s} | {r['window_bound_mib']:.1f} "
+            f"({r['window_status']}) | {r['chain_group_bound_mib']:.1f} | {fwd_s} | "
             f"{r['gap_before']:.4f} | {r['proven_gap']:.4f} | "
             f"{r['peak_op']} ({r['peak_phase']}) | {r['subtask']} ({r['subtask_status']}) | "
-            f"{bnd} | {r['unforced_at_peak_mib']:.1f} | {r['verdict']} | "
-            f"{r['seconds']['plan_tree']:.1f} / {r['seconds']['plan_search']:.1f} |")
-    (out / "gap_diagnosis.md").write_text("\n".join(lines) + "\n")
+            f"{bnd} | {r['unforced_at_peak_mib']:.1f} | {r['verdict']} | {secs} |")
+    md = out / "gap_diagnosis.md"
+    kept = md.read_text().partition("\n## ")[2] if md.exists() else ""
+    # the hand-written sections after the table (## Reading ...) are kept
+    md.write_text("\n".join(lines) + "\n" + (f"\n## {kept}" if kept else ""))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:])
+    main()

@@ -169,7 +169,9 @@ class PlannerConfig:
     search_evaluations: int = 4000
     # When a gap to the lower bound is left, tighten the bound with the chain-group bound
     # (:func:`roam_core.oracle.proven_bounds.chain_group_lower_bound`; a few seconds on
-    # thousands of ops).  Plan.lower_bound_bytes / proven_gap report the best bound proven.
+    # thousands of ops) and the choice bound over forward-value groups (backward products of
+    # forward values, :func:`roam_core.oracle.proven_bounds.forward_value_groups`).
+    # Plan.lower_bound_bytes / proven_gap report the best bound proven.
     tighten_bound: bool = True
     # Compute the arena layout with the layout solvers (False: greedy best-fit only).
     solve_layout: bool = True

@@ -153,6 +153,9 @@ class BenchRow:
 def graph_baseline(graph: Graph, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> GraphBaseline:
     """Eager figures and the lower bound of ``graph``.
 
+    The bound is the best of the update-group, live-set, chain-group and forward-value
+    choice bounds (all valid for every order).
+
     Examples
     --------
     >>> from roam_core.model.samples import tiny_train_step
@@ -166,11 +169,18 @@ def graph_baseline(graph: Graph, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES)
     allocated, reserved = a.peak_allocated_bytes, a.peak_reserved_bytes
     moved = simulate(graph, run_method(graph, "eager_moved_state", alignment_bytes=alignment_bytes),
                      alignment_bytes=alignment_bytes).peak_bytes
-    from roam_core.oracle.proven_bounds import chain_group_lower_bound
+    from roam_core.oracle.proven_bounds import (
+        chain_group_lower_bound,
+        choice_lower_bound,
+        forward_value_groups,
+    )
 
+    fv_groups = forward_value_groups(graph)
     bound = max(best_lower_bound(graph, alignment_bytes).bound_bytes,
                 live_set_lower_bound(graph, alignment_bytes).bound_bytes,
-                chain_group_lower_bound(graph, None, alignment_bytes).bound_bytes)
+                chain_group_lower_bound(graph, None, alignment_bytes).bound_bytes,
+                choice_lower_bound(graph, alignment_bytes, groups=fv_groups).bound_bytes
+                if fv_groups else 0)
     return GraphBaseline(
         n_ops=len(graph.ops), resident_bytes=graph.resident_bytes(alignment_bytes),
         eager_peak_bytes=eager, eager_allocated_bytes=allocated, eager_reserved_bytes=reserved,

@@ -66,6 +66,7 @@ __all__ = [
     "expand_graph",
     "flops_recorded",
     "inplace_built_storages",
+    "late_read_index",
     "op_bytes_moved",
     "op_flops",
     "recompute_blocker",
@@ -321,14 +322,33 @@ def droppable_storages(graph: Graph, blockers: Mapping[OpId, str | None] | None 
     return tuple(out)
 
 
+def late_read_index(graph: Graph) -> dict[TensorId, tuple[tuple[int, int, ValueId, OpId], ...]]:
+    """Every late-phase read of each storage: ``(op index, input index, value, op id)``.
+
+    In program order (the order :func:`recompute_ops_for` visits them); pass it as
+    ``late_reads`` to visit only the reads of the dropped storages.
+    """
+    out: dict[TensorId, list[tuple[int, int, ValueId, OpId]]] = {}
+    for i, op in enumerate(graph.ops):
+        if op.phase not in LATE_PHASES:
+            continue
+        for k, v in enumerate(op.inputs):
+            out.setdefault(graph.storage_of(v), []).append((i, k, v, op.id))
+    return {s: tuple(r) for s, r in out.items()}
+
+
 def recompute_ops_for(graph: Graph, dropped: Iterable[TensorId],
-                      blockers: Mapping[OpId, str | None] | None = None
-                      ) -> tuple[RecomputeOp, ...]:
+                      blockers: Mapping[OpId, str | None] | None = None, *,
+                      late_reads: Mapping[TensorId, Sequence[tuple[int, int, ValueId, OpId]]]
+                      | None = None) -> tuple[RecomputeOp, ...]:
     """The recompute ops that rebuild ``dropped`` storages for their late readers.
 
     Every late-phase (backward, optimizer) reader of a dropped storage reads a copy; the
     copy's producer is re-run once, reading kept inputs as they are and dropped inputs
     through their own copies (chains).  Ops are returned inputs first.
+
+    ``late_reads`` (:func:`late_read_index` of ``graph``) makes the cost proportional to
+    the dropped storages' reads instead of the graph; the result is the same.
 
     Raises
     ------
@@ -365,12 +385,17 @@ def recompute_ops_for(graph: Graph, dropped: Iterable[TensorId],
                 need(u, None)
         chosen[p] = None
 
-    for op in graph.ops:
-        if op.phase not in LATE_PHASES:
-            continue
-        for v in op.inputs:
-            if graph.storage_of(v) in drop:
-                need(v, op.id)
+    if late_reads is None:
+        for op in graph.ops:
+            if op.phase not in LATE_PHASES:
+                continue
+            for v in op.inputs:
+                if graph.storage_of(v) in drop:
+                    need(v, op.id)
+    else:  # the same reads, in the same (program) order
+        reads = sorted(r for s in drop for r in late_reads.get(s, ()))
+        for _, _, v, op_id in reads:
+            need(v, op_id)
     out = []
     for p in chosen:
         src = graph.op(p)

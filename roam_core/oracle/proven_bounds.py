@@ -64,6 +64,7 @@ __all__ = [
     "StorageMasks",
     "chain_group_lower_bound",
     "choice_lower_bound",
+    "forward_value_groups",
     "free_branch_groups",
     "greedy_chain",
     "heavy_path",
@@ -577,6 +578,50 @@ def free_branch_groups(graph: Graph, max_descendants: int = 40, *,
                 graph.tensors[t].size_bytes for t in graph.storages_created(op))):
             comps.setdefault(find(i), []).append(op)
     return [tuple(c) for c in comps.values()]
+
+
+def forward_value_groups(graph: Graph, max_group_ops: int = 40, *,
+                         reach: Reachability | None = None) -> list[tuple[OpId, ...]]:
+    """Weakly connected groups of *forward-value* ops: backward ops that do not descend from
+    a loss op (products of forward values that only the backward reads, e.g. the ``3 * x**2``
+    of a tanh-GELU's backward).
+
+    Such an op may run in the forward (hold its result until the backward) or in the
+    backward (hold its forward inputs until then): at an op of the backward one of the two is
+    live in every order, and the live-set argument sees neither.  Used as the groups of
+    :func:`choice_lower_bound`, they make it count the cheaper one.  Any disjoint groups give
+    a valid bound; groups above ``max_group_ops`` are left out, and so are sinks that allocate
+    nothing (views, ``detach``).  Without a loss op every backward op qualifies (the groups
+    are then large and left out, or still valid).
+    """
+    from roam_core.model.graph import Phase
+
+    r = reach if reach is not None else reachability(graph)
+    after_loss = 0
+    for op in graph.op_ids:
+        if graph.op(op).phase is Phase.LOSS:
+            i = r.index[op]
+            after_loss |= r.descendants[i] | (1 << i)
+    free = {op for op in graph.op_ids
+            if graph.op(op).phase is Phase.BACKWARD and not after_loss >> r.index[op] & 1}
+    parent = {op: op for op in free}
+
+    def find(x: OpId) -> OpId:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for src, dst, _ in graph.edges():
+        if src in free and dst in free:
+            ra, rb = find(src), find(dst)
+            if ra != rb:
+                parent[ra] = rb
+    comps: dict[OpId, list[OpId]] = {}
+    for op in graph.op_ids:
+        if op in free and any(graph.tensors[t].size_bytes for t in graph.storages_created(op)):
+            comps.setdefault(find(op), []).append(op)
+    return [tuple(c) for c in comps.values() if len(c) <= max_group_ops]
 
 
 def choice_lower_bound(

@@ -31,7 +31,14 @@ from roam_core.model.graph import Graph, TensorId
 from roam_core.model.plan import Plan
 from roam_core.model.recompute import expand_graph, flops_recorded, step_flops
 from roam_core.oracle.validate import check_plan
-from roam_core.recompute.greedy import JitEvaluator, TrajectoryPoint, greedy_trajectory, knee, prune
+from roam_core.recompute.greedy import (
+    GreedyTrajectory,
+    JitEvaluator,
+    TrajectoryPoint,
+    greedy_trajectory,
+    knee,
+    prune,
+)
 
 __all__ = ["BudgetPlanner", "FrontierPoint", "frontier_points", "plan_with_budget",
            "recompute_frontier"]
@@ -86,15 +93,24 @@ class BudgetPlanner:
                               "them): FLOPs are estimated from the matrix products only; "
                               "re-trace for torch's counts")
         self.base = make_plan(graph, self.plain, **kwargs)
-        self._traj: tuple[JitEvaluator, list[Any], list[TrajectoryPoint]] | None = None
+        self._greedy: GreedyTrajectory | None = None
         self._cache: dict[tuple[int, int], _Choice] = {}
+
+    def _greedy_until(self, peak_bytes: int | None = None) -> GreedyTrajectory:
+        """The greedy run over the plain order, advanced until its peak is at most
+        ``peak_bytes`` (or to its end): a budget pays only for the prefix it needs, and
+        later budgets go on from there."""
+        if self._greedy is None:
+            self._greedy = GreedyTrajectory(self.graph, self.base.order,
+                                            alignment_bytes=self.config.alignment_bytes,
+                                            bytes_weight=self.config.recompute_bytes_weight)
+        return self._greedy.run(stop_at_bytes=peak_bytes)
 
     @property
     def trajectory(self) -> tuple[JitEvaluator, list[Any], list[TrajectoryPoint]]:
-        """(evaluator, drop sequence, points) of the greedy run over the plain order."""
-        if self._traj is None:
-            self._traj = frontier_points(self.graph, self.base.order, self.config)
-        return self._traj
+        """(evaluator, drop sequence, points) of the whole greedy run over the plain order."""
+        t = self._greedy_until()
+        return t.evaluator, t.dropped, t.points
 
     def knee_bytes(self) -> int:
         """The budget ``"auto"`` stands for: the peak at the trajectory's knee."""
@@ -118,7 +134,8 @@ class BudgetPlanner:
                 return _Choice(ex.dropped, ex.recompute, ex.order, ex.extra_flops)
             if ex.status == "infeasible":
                 return None
-        ev, dropped, points = self.trajectory
+        t = self._greedy_until(target)  # the same prefix as the whole run's
+        ev, dropped, points = t.evaluator, t.dropped, t.points
         idx = next((i for i, p in enumerate(points) if p.peak_bytes <= target), None)
         if idx is None:
             return None

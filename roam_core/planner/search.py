@@ -6,7 +6,9 @@
   product of forward values run after the peak).  Kept only if the simulated peak drops;
   its limit is a count of candidate orders (``PlannerConfig.search_evaluations``).
 * :func:`tighter_bound` computes the chain-group bound
-  (:func:`~roam_core.oracle.proven_bounds.chain_group_lower_bound`) when a gap is left
+  (:func:`~roam_core.oracle.proven_bounds.chain_group_lower_bound`) and the choice bound over
+  forward-value groups (:func:`~roam_core.oracle.proven_bounds.forward_value_groups`) when a
+  gap is left
   (``PlannerConfig.tighten_bound``), so ``Plan.lower_bound_bytes`` / ``Plan.proven_gap``
   report the best bound proven.
 """
@@ -50,19 +52,46 @@ def search_whole_order(graph: Graph, order: tuple[OpId, ...], prof: Any,
 
 def tighter_bound(graph: Graph, lower: int, peak: int, config: PlannerConfig,
                   records: list[SolveRecord], notes: list[str]) -> int:
-    """The chain-group bound when it beats ``lower`` (recorded as a ``"bound"`` record).
+    """The forward-value choice and chain-group bounds when they beat ``lower``.
 
-    A bound above ``peak`` (the simulated peak of a valid order) would be a bug; it is then
-    not used, and the plan says so.
+    Each is recorded as a ``"bound"`` record (``forward_values``, ``chain_group``); the
+    chain-group bound is skipped when the first one already meets ``peak``.  The
+    forward-value bound is :func:`~roam_core.oracle.proven_bounds.choice_lower_bound` over
+    :func:`~roam_core.oracle.proven_bounds.forward_value_groups` (backward products of
+    forward values: run early and hold the product, or late and hold the inputs).  A bound
+    above ``peak`` (the simulated peak of a valid order) would be a bug; it is then not used,
+    and the plan says so.
     """
-    from roam_core.oracle.proven_bounds import chain_group_lower_bound
+    from roam_core.model.reach import reachability
+    from roam_core.oracle.proven_bounds import (
+        chain_group_lower_bound,
+        choice_lower_bound,
+        forward_value_groups,
+    )
 
+    a = config.alignment_bytes
+    reach = reachability(graph)
+
+    def use(name: str, b: int) -> None:
+        nonlocal lower
+        if b > peak:
+            notes.append(f"{name} bound {b} above a valid order's peak {peak}: "
+                         "not used (please report)")
+        else:
+            lower = max(lower, b)
+
+    # the forward-value bound first (cheap); the chain-group bound only if a gap is left
     t0 = time.perf_counter()
-    cb = chain_group_lower_bound(graph, None, config.alignment_bytes)
-    records.append(SolveRecord("bound", "chain_group", SolveStatus.OPTIMAL, None,
-                               cb.bound_bytes, time.perf_counter() - t0, cb.chain_ops))
-    if cb.bound_bytes > peak:
-        notes.append(f"chain-group bound {cb.bound_bytes} above a valid order's peak {peak}: "
-                     "not used (please report)")
-        return lower
-    return max(lower, cb.bound_bytes)
+    groups = forward_value_groups(graph, reach=reach)
+    if groups:
+        fv = choice_lower_bound(graph, a, groups=groups, reach=reach)
+        records.append(SolveRecord("bound", "forward_values", SolveStatus.OPTIMAL, None,
+                                   fv.bound_bytes, time.perf_counter() - t0, len(groups)))
+        use("forward-value", fv.bound_bytes)
+    if lower < peak:
+        t0 = time.perf_counter()
+        cb = chain_group_lower_bound(graph, None, a, reach=reach)  # masks streamed
+        records.append(SolveRecord("bound", "chain_group", SolveStatus.OPTIMAL, None,
+                                   cb.bound_bytes, time.perf_counter() - t0, cb.chain_ops))
+        use("chain-group", cb.bound_bytes)
+    return lower

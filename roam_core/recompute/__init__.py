@@ -15,6 +15,7 @@ oracle, model and base; the planner imports it).
 
 from roam_core.recompute.greedy import (
     Evaluation,
+    GreedyTrajectory,
     JitEvaluator,
     TrajectoryPoint,
     greedy_trajectory,
@@ -24,6 +25,5 @@ from roam_core.recompute.greedy import (
     prune,
 )
 
-__all__ = ["Evaluation", "JitEvaluator", "TrajectoryPoint", "greedy_trajectory", "hoist_views",
-           "jit_order", "knee",
-           "prune"]
+__all__ = ["Evaluation", "GreedyTrajectory", "JitEvaluator", "TrajectoryPoint",
+           "greedy_trajectory", "hoist_views", "jit_order", "knee", "prune"]

@@ -17,7 +17,8 @@ first).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import heapq
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,13 +37,14 @@ from roam_core.model.recompute import (
     LATE_PHASES,
     RecomputeOp,
     droppable_storages,
+    late_read_index,
     op_bytes_moved,
     op_flops,
     recompute_blockers,
     recompute_ops_for,
 )
 
-__all__ = ["Evaluation", "JitEvaluator", "TrajectoryPoint", "greedy_trajectory",
+__all__ = ["Evaluation", "GreedyTrajectory", "JitEvaluator", "TrajectoryPoint", "greedy_trajectory",
            "hoist_views", "jit_order", "knee", "prune"]
 
 
@@ -80,6 +82,8 @@ class Evaluation:
                                                               repr=False)
     #: Planned live bytes per step of ``order``.
     live: Any = field(default=None, compare=False, repr=False)
+    #: Step of every graph op in ``order``.
+    positions: Mapping[OpId, int] | None = field(default=None, compare=False, repr=False)
 
     def cost(self, bytes_weight: float) -> float:
         """The objective the planner minimises: FLOPs + ``bytes_weight`` x bytes moved."""
@@ -163,8 +167,74 @@ def hoist_views(graph: Graph, order: Sequence[OpId]) -> tuple[OpId, ...]:
     return tuple(sorted(order, key=lambda o: (key[o], rank[o])))
 
 
+class _Spans(Mapping[TensorId, tuple[int, int]]):
+    """``[start, end)`` steps of the planned storages of one evaluation, computed on demand
+    from the expanded positions of the base order (no per-storage dict is built)."""
+
+    __slots__ = ("_ends", "_epos", "_ev", "_n")
+
+    def __init__(self, ev: JitEvaluator, epos: np.ndarray, n: int,
+                 ends: dict[int, int]) -> None:
+        self._ev, self._epos, self._n, self._ends = ev, epos, n, ends
+
+    def __getitem__(self, tid: TensorId) -> tuple[int, int]:
+        ev = self._ev
+        i = ev._tix[tid]  # KeyError: not a planned storage with bytes
+        s = int(self._epos[ev._bs[i]])
+        if ev._out[i]:
+            return s, self._n
+        e = self._ends.get(i)
+        if e is None:
+            e = int(self._epos[ev._be[i]]) + 1
+        return s, e
+
+    def __iter__(self) -> Iterator[TensorId]:
+        return iter(self._ev._tids)
+
+    def __len__(self) -> int:
+        return len(self._ev._tids)
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        """Starts and ends of every planned storage, in :attr:`JitEvaluator.planned` order."""
+        ev = self._ev
+        start = self._epos[ev._bs]
+        end = self._epos[ev._be_clip] + 1
+        end[ev._out] = self._n
+        for i, e in self._ends.items():
+            end[i] = e
+        return start, end
+
+
+class _Positions(Mapping[OpId, int]):
+    """Step of each graph op in an evaluation's order (recompute ops are not keys)."""
+
+    __slots__ = ("_bpos", "epos")
+
+    def __init__(self, bpos: Mapping[OpId, int], epos: np.ndarray) -> None:
+        self._bpos = bpos
+        #: step of each base-order position
+        self.epos = epos
+
+    def __getitem__(self, o: OpId) -> int:
+        return int(self.epos[self._bpos[o]])
+
+    def __iter__(self) -> Iterator[OpId]:
+        return iter(self._bpos)
+
+    def __len__(self) -> int:
+        return len(self._bpos)
+
+
 class JitEvaluator:
     """Fast peak of ``expand(graph, recompute_ops_for(D))`` in the just-in-time order.
+
+    The live bytes of the base order are computed once; an evaluation maps them onto the
+    expanded order (every base op moves by the number of recompute ops placed before it)
+    and corrects only what the drop set changes: the dropped storages (they end at their
+    last forward reader), the kept storages the re-runs read (they live until the last
+    re-run reading them) and the copies.  The cost is ``O(n)`` numpy work plus Python
+    work proportional to the re-runs, and the result equals a simulation of the expanded
+    graph in that order.
 
     Parameters
     ----------
@@ -198,108 +268,270 @@ class JitEvaluator:
         for op in graph.ops:
             for s in op.mutates:
                 self.writers.setdefault(s, []).append(op.id)
+        self._late_reads = late_read_index(graph)
+        self._tprod = {t.id: t.producer for t in graph.tensors.values()}
+        self._lvp: dict[TensorId, tuple[OpId, ...]] = {}
+        self._vprod: dict[str, OpId | None] = {v: graph.value_producer(v) for v in self.values}
+        self._op_ins = {op.id: tuple((u, graph.storage_of(u)) for u in op.inputs)
+                        for op in graph.ops}
+        self._copy_outs = {op.id: tuple(v + COPY_SUFFIX for v in op.outputs)
+                           for op in graph.ops}
+        self._created = {op.id: tuple((s, self.size[s]) for s in graph.storages_created(op.id)
+                                      if self.size[s]) for op in graph.ops}
+        self._rop_cache: dict[RecomputeOp, tuple[int, tuple[OpId, ...], tuple[TensorId, ...],
+                                                 tuple[int, ...]]] = {}
+        self._index()
+
+    def _index(self) -> None:
+        """Per-storage positions in the base order and its static live curves."""
+        g, base = self.graph, self.base
+        n0 = len(base)
+        self._bpos: dict[OpId, int] = {o: i for i, o in enumerate(base)}
+        bpos, late = self._bpos, self.late
+        tids = [t.id for t in g.tensors.values() if t.producer is not None and self.size[t.id]]
+        #: the planned storages with bytes, in graph order (the index of the arrays)
+        self.planned: tuple[TensorId, ...] = tuple(tids)
+        self._tids = self.planned
+        self._tix = {t: i for i, t in enumerate(tids)}
+        m = len(tids)
+        bs = np.zeros(m, dtype=np.int64)
+        be = np.zeros(m, dtype=np.int64)  # last reader (n0 for step outputs)
+        be_early = np.zeros(m, dtype=np.int64)  # last forward reader (else the producer)
+        first_late = np.full(m, -1, dtype=np.int64)
+        last_early = np.full(m, -1, dtype=np.int64)
+        last_late = np.full(m, -1, dtype=np.int64)
+        out = np.zeros(m, dtype=bool)
+        z = np.zeros(m, dtype=np.int64)
+        for i, tid in enumerate(tids):
+            t = g.tensors[tid]
+            s = bpos[t.producer]  # type: ignore[index]
+            early = [bpos[c] for c in self.readers[tid] if c not in late]
+            lat = [bpos[c] for c in self.readers[tid] if c in late]
+            bs[i] = s
+            z[i] = self.size[tid]
+            out[i] = tid in self.outputs
+            be[i] = n0 if out[i] else max(early + lat, default=s)
+            be_early[i] = max(early, default=s)
+            if early:
+                last_early[i] = max(early)
+            if lat:
+                first_late[i], last_late[i] = min(lat), max(lat)
+        self._bs, self._be, self._out, self._z = bs, be, out, z
+        self._be_clip = np.minimum(be, max(n0 - 1, 0))
+        self._be_early, self._first_late = be_early, first_late
+        self._last_early, self._last_late = last_early, last_late
+        # live bytes at each base op (bs <= i <= be) and in each gap before base op f, where
+        # recompute ops go (bs < f <= be); the step outputs live to the end
+        d = np.zeros(n0 + 2, dtype=np.int64)
+        np.add.at(d, bs, z)
+        np.add.at(d, be + 1, -z)
+        self._live_op = np.cumsum(d[:n0])
+        d = np.zeros(n0 + 2, dtype=np.int64)
+        np.add.at(d, bs + 1, z)
+        np.add.at(d, be + 1, -z)
+        self._live_gap = np.cumsum(d[:n0 + 1])
+        self._base_writers: dict[TensorId, list[int]] = {
+            s: [bpos[w] for w in ws] for s, ws in self.writers.items()}
+
+    def _late_view_producers(self, s: TensorId) -> tuple[OpId, ...]:
+        """Forward producers of the values of ``s`` that late ops read (views), cached."""
+        out = self._lvp.get(s)
+        if out is None:
+            g, late = self.graph, self.late
+            found: list[OpId] = []
+            for r in self.readers[s]:
+                if r in late:
+                    for u, su in self._op_ins[r]:
+                        if su == s:
+                            p = g.value_producer(u)
+                            if p is not None and p not in late:
+                                found.append(p)
+            out = self._lvp[s] = tuple(found)
+        return out
+
+    def recompute_ops(self, dropped: Sequence[TensorId]) -> tuple[RecomputeOp, ...]:
+        """:func:`~roam_core.model.recompute.recompute_ops_for` of ``dropped``, from
+        indexes built once (the same ops in the same order; the same errors)."""
+        g, blockers, late = self.graph, self.blockers, self.late
+        drop = set(dropped)
+        if any(s not in self._tix and (s not in g.tensors or g.tensors[s].producer is None)
+               for s in drop):
+            return recompute_ops_for(g, drop, blockers)  # raises the error
+        vprod, op_ins = self._vprod, self._op_ins
+        chosen: dict[OpId, None] = {}
+        readers: dict[OpId, dict[OpId, None]] = {}
+
+        def need(v: str, reader: OpId | None) -> bool:
+            p = vprod.get(v)
+            if reader is not None and p is not None and p in late:
+                return True
+            if p is None or blockers[p] is not None:
+                return False
+            if reader is not None:
+                readers.setdefault(p, {})[reader] = None
+            if p in chosen:
+                return True
+            for u, su in op_ins[p]:
+                if su in drop and not need(u, None):
+                    return False
+            chosen[p] = None
+            return True
+
+        for _, _, v, op_id in sorted(r for s in drop for r in self._late_reads.get(s, ())):
+            if not need(v, op_id):
+                return recompute_ops_for(g, drop, blockers)  # raises the error
+        out = []
+        for p in chosen:
+            ins = tuple(u + COPY_SUFFIX if su in drop else u for u, su in op_ins[p])
+            out.append(RecomputeOp(OpId(p + COPY_SUFFIX), p, ins, self._copy_outs[p],
+                                   tuple(readers.get(p, {}))))
+        return tuple(out)
+
+    def _rop_info(self, r: RecomputeOp) -> tuple[int, tuple[OpId, ...], tuple[TensorId, ...],
+                                                  tuple[int, ...]]:
+        """What an evaluation needs of one recompute op, cached: its own earliest slot (first
+        reader, in-place writes of what it reads), the sources of the copies it reads, the
+        original storages of those copies and the kept planned storages it reads."""
+        info = self._rop_cache.get(r)
+        if info is None:
+            g, bpos = self.graph, self._bpos
+            f = len(self.base)
+            for reader in r.readers:
+                f = min(f, bpos[reader])
+            src = bpos[r.source]
+            copy_src: list[OpId] = []
+            copy_of: list[TensorId] = []
+            kept: list[int] = []
+            for u in r.inputs:
+                if u not in self.values:  # a copy made by another re-run
+                    v0 = u[: -len(COPY_SUFFIX)]
+                    copy_src.append(self._vprod[v0])  # type: ignore[arg-type]
+                    copy_of.append(g.storage_of(v0))
+                    continue
+                su = g.storage_of(u)
+                for w in self._base_writers.get(su, ()):
+                    if w > src:
+                        f = min(f, w)
+                i = self._tix.get(su)
+                if i is not None and not self._out[i]:
+                    kept.append(i)
+            info = (f, tuple(copy_src), tuple(copy_of), tuple(kept))
+            self._rop_cache[r] = info
+        return info
+
+    def _slots(self, rops: Sequence[RecomputeOp], infos: Sequence[tuple[Any, ...]] | None = None
+               ) -> list[int]:
+        """Base position each recompute op runs before (:func:`jit_order`'s placement)."""
+        if infos is None:
+            infos = [self._rop_info(r) for r in rops]
+        first = [i[0] for i in infos]
+        by_source = {r.source: k for k, r in enumerate(rops)}
+        for k in range(len(rops) - 1, -1, -1):
+            for src in infos[k][1]:
+                p = by_source.get(src)
+                if p is not None and first[k] < first[p]:
+                    first[p] = first[k]
+        return first
 
     def evaluate(self, dropped: Iterable[TensorId]) -> Evaluation:
         """Recompute ops, order and peak of one drop set."""
-        g = self.graph
         drop = tuple(dict.fromkeys(dropped))
         dset = set(drop)
-        rops = recompute_ops_for(g, drop, self.blockers) if drop else ()
-        order = jit_order(self.base, rops, g)
-        pos = {o: i for i, o in enumerate(order)}
-        n = len(order)
-        diff = np.zeros(n + 2, dtype=np.int64)
-        spans: dict[TensorId, tuple[int, int]] = {}
-        extra_reads: dict[TensorId, list[int]] = {}  # storage -> steps of re-runs reading it
-        copy_end: dict[str, int] = {}
-        for r in rops:
-            here = pos[r.id]
-            for u in r.inputs:
-                if u not in self.values:  # a copy made by another re-run
-                    cs = _copy_storage(g, u)
-                    copy_end[cs] = max(copy_end.get(cs, 0), here)
-                else:
-                    extra_reads.setdefault(g.storage_of(u), []).append(here)
-        for t in g.tensors.values():
-            if t.producer is None or not self.size[t.id]:
+        rops = self.recompute_ops(drop) if drop else ()
+        base, n0 = self.base, len(self.base)
+        infos = [self._rop_info(r) for r in rops]
+        slots = self._slots(rops, infos)
+        nr = len(rops)
+        n = n0 + nr
+        counts = np.bincount(np.asarray(slots, dtype=np.int64), minlength=n0 + 1) if nr \
+            else np.zeros(n0 + 1, dtype=np.int64)
+        cum = np.cumsum(counts)
+        epos = np.arange(n0, dtype=np.int64) + cum[:n0]
+        # recompute op k: after the base ops before its slot and the earlier ops of its slot
+        seen: dict[int, int] = {}
+        rpos: list[int] = []
+        for f in slots:
+            k = seen.get(f, 0)
+            seen[f] = k + 1
+            rpos.append(f + int(cum[f] - counts[f]) + k)
+        order = _insert(base, rops, slots)
+        live = np.empty(n, dtype=np.int64)
+        live[epos] = self._live_op
+        if nr:
+            live[np.asarray(rpos, dtype=np.int64)] = self._live_gap[np.asarray(slots)]
+        corr = np.zeros(n + 2, dtype=np.int64)
+        ends: dict[int, int] = {}
+        tix, z = self._tix, self._z
+        for s in drop:  # a dropped storage ends after its last forward reader
+            i = tix.get(s)
+            if i is None:
                 continue
-            s = pos[t.producer]
-            if t.id in self.outputs:
-                e = n
-            else:
-                dropped_here = t.id in dset
-                ends = [pos[c] for c in self.readers[t.id]
-                        if not (dropped_here and c in self.late)]
-                ends.extend(extra_reads.get(t.id, ()))
-                e = max(ends, default=s) + 1
-            diff[s] += self.size[t.id]
-            diff[max(e, s + 1)] -= self.size[t.id]
-            spans[t.id] = (s, max(e, s + 1))
-        for r in rops:  # the copies
-            here = pos[r.id]
-            for sid in g.storages_created(r.source):
-                size = self.size[sid]
-                if not size:
-                    continue
+            e = int(epos[self._be_early[i]]) + 1
+            ends[i] = e
+            corr[int(epos[self._be_clip[i]]) + 1] += z[i]
+            corr[e] -= z[i]
+        read_by: dict[int, int] = {}  # kept storage -> last re-run reading it
+        copy_end: dict[TensorId, int] = {}
+        for (_, _, copy_of, kept), here in zip(infos, rpos, strict=True):
+            for cs in copy_of:
+                if copy_end.get(cs, 0) < here:
+                    copy_end[cs] = here
+            for i in kept:
+                if read_by.get(i, 0) < here:
+                    read_by[i] = here
+        for i, here in read_by.items():
+            old = ends.get(i, int(epos[self._be_clip[i]]) + 1)
+            if here + 1 > old:
+                ends[i] = here + 1
+                corr[old] += z[i]
+                corr[here + 1] -= z[i]
+        for r, here in zip(rops, rpos, strict=True):  # the copies
+            for sid, size in self._created[r.source]:
                 e = here
                 if sid in dset:
-                    e = max([pos[c] for c in self.readers[sid] if c in self.late]
-                            + [copy_end.get(sid, here)])
-                diff[here] += size
-                diff[e + 1] -= size
-        live = np.cumsum(diff[:n])
+                    i = tix[sid]
+                    ll = int(self._last_late[i])
+                    e = max(int(epos[ll]) if ll >= 0 else -1, copy_end.get(sid, here))
+                corr[here] += size
+                corr[e + 1] -= size
+        live += np.cumsum(corr[:n])
         peak = int(live.max()) if n else 0
         steps = int((live == peak).sum()) if n else 0
         flops = sum(self.flops[r.source] for r in rops)
         moved = sum(self.moved[r.source] for r in rops)
         return Evaluation(drop, tuple(rops), order, peak + self.resident, steps, flops, moved,
-                          spans, live)
+                          _Spans(self, epos, n, ends), live, _Positions(self._bpos, epos))
 
     def live_curve(self, ev: Evaluation) -> np.ndarray:
-        """Per-step planned bytes of an evaluation's order (for candidate scoring)."""
-        return _curve(self, ev)
+        """Per-step planned bytes of an evaluation's order (originals only, for scoring)."""
+        n = len(ev.order)
+        assert isinstance(ev.spans, _Spans)
+        start, end = ev.spans.arrays()
+        d = np.zeros(n + 2, dtype=np.int64)
+        np.add.at(d, start, self._z)
+        np.add.at(d, end, -self._z)
+        return np.cumsum(d[:n])
 
 
-def _copy_storage(g: Graph, copy_value: str) -> TensorId:
-    """The original storage whose copy a recompute-op output value names."""
-    return g.storage_of(copy_value[: -len(COPY_SUFFIX)])
+def _insert(base: Sequence[OpId], rops: Sequence[RecomputeOp], slots: Sequence[int]
+            ) -> tuple[OpId, ...]:
+    """``base`` with each recompute op before the base op of its slot (list order kept)."""
+    if not rops:
+        return tuple(base)
+    by_slot: dict[int, list[OpId]] = {}
+    for r, f in zip(rops, slots, strict=True):
+        by_slot.setdefault(f, []).append(r.id)
+    out: list[OpId] = []
+    prev = 0
+    for f in sorted(by_slot):
+        out.extend(base[prev:f])
+        out.extend(by_slot[f])
+        prev = f
+    out.extend(base[prev:])
+    return tuple(out)
 
 
-def _spans(ev_self: JitEvaluator, ev: Evaluation) -> dict[TensorId, tuple[int, int]]:
-    g = ev_self.graph
-    pos = {o: i for i, o in enumerate(ev.order)}
-    n = len(ev.order)
-    dset = set(ev.dropped)
-    extra: dict[TensorId, list[int]] = {}
-    for r in ev.recompute:
-        for u in r.inputs:
-            if u in ev_self.values:
-                extra.setdefault(g.storage_of(u), []).append(pos[r.id])
-    out: dict[TensorId, tuple[int, int]] = {}
-    for t in g.tensors.values():
-        if t.producer is None:
-            continue
-        s = pos[t.producer]
-        if t.id in ev_self.outputs:
-            out[t.id] = (s, n)
-            continue
-        ends = [pos[c] for c in ev_self.readers[t.id]
-                if not (t.id in dset and c in ev_self.late)]
-        ends.extend(extra.get(t.id, ()))
-        out[t.id] = (s, max(ends, default=s) + 1)
-    return out
-
-
-def _curve(ev_self: JitEvaluator, ev: Evaluation) -> np.ndarray:
-    n = len(ev.order)
-    diff = np.zeros(n + 2, dtype=np.int64)
-    for tid, (s, e) in _spans(ev_self, ev).items():
-        diff[s] += ev_self.size[tid]
-        diff[e] -= ev_self.size[tid]
-    return np.cumsum(diff[:n])
-
-
-def _closure(ev_self: JitEvaluator, s: TensorId, dset: set[TensorId], running: set[OpId],
+def _closure(ev: JitEvaluator, s: TensorId, dset: set[TensorId], running: set[OpId],
              live_at: Callable[[TensorId], bool]
              ) -> tuple[list[OpId], list[TensorId], list[TensorId]]:
     """What dropping ``s`` takes: ops newly re-run, kept storages they read, chain drops.
@@ -307,61 +539,190 @@ def _closure(ev_self: JitEvaluator, s: TensorId, dset: set[TensorId], running: s
     An input of a re-run that is not live at the peak step anyway is itself rebuilt (a
     chain) when its producer may re-run, rather than kept alive across the peak.
     """
-    g = ev_self.graph
     new: list[OpId] = []
     kept: list[TensorId] = []
     chain: list[TensorId] = []
     drop = dset | {s}
-    stack = [g.tensors[s].producer]
-    seen: set[OpId] = set()
+    tprod, vprod, size, blockers, outputs = (ev._tprod, ev._vprod, ev.size, ev.blockers,
+                                             ev.outputs)
     # views of s that forward ops made and late readers read are re-run too
-    for r in ev_self.readers[s]:
-        if r in ev_self.late:
-            for v in g.op(r).inputs:
-                if g.storage_of(v) == s:
-                    p = g.value_producer(v)
-                    if p is not None and p not in ev_self.late:
-                        stack.append(p)
+    stack: list[OpId | None] = [tprod[s], *ev._late_view_producers(s)]
+    seen: set[OpId] = set()
     while stack:
         p = stack.pop()
         if p is None or p in seen or p in running:
             continue
         seen.add(p)
         new.append(p)
-        for u in g.op(p).inputs:
-            su = g.storage_of(u)
-            t = g.tensors[su]
+        for u, su in ev._op_ins[p]:
             if su in drop:
-                stack.append(g.value_producer(u))
-            elif t.producer is None or not ev_self.size[su]:
+                stack.append(vprod[u])
                 continue
-            elif (not live_at(su) and ev_self.blockers[t.producer] is None
-                  and su not in ev_self.outputs):
+            tp = tprod[su]
+            if tp is None or not size[su]:
+                continue
+            if not live_at(su) and blockers[tp] is None and su not in outputs:
                 drop.add(su)
                 chain.append(su)
-                stack.append(g.value_producer(u))
+                stack.append(vprod[u])
             else:
                 kept.append(su)
     return new, kept, chain
 
 
-def _pinned_before(ev_self: JitEvaluator, new: Sequence[OpId], pos: dict[str, int],
+def _pinned_before(ev: JitEvaluator, new: Sequence[OpId], pos: Mapping[str, int],
                    step: int, drop: set[TensorId] | frozenset[TensorId] = frozenset()
                    ) -> bool:
     """Whether a re-run of ``new`` must run at or before ``step``: it reads a storage that
     an in-place write after its source (at or before ``step``) overwrites.  Storages in
     ``drop`` are read through their copies (an in-place built mask: its writers re-run on
     the copy), never overwritten."""
-    g = ev_self.graph
     for o in new:
-        src = pos[o]
-        for u in g.op(o).inputs:
-            if g.storage_of(u) in drop:
+        src = -1
+        for _, su in ev._op_ins[o]:
+            if su in drop:
                 continue
-            for w in ev_self.writers.get(g.storage_of(u), ()):
+            ws = ev.writers.get(su)
+            if not ws:
+                continue
+            if src < 0:
+                src = pos[o]
+            for w in ws:
                 if src < pos[w] <= step:
                     return True
     return False
+
+
+class GreedyTrajectory:
+    """The greedy drop trajectory as a resumable computation (see :func:`greedy_trajectory`).
+
+    :meth:`run` advances it until a peak is reached or no candidate lowers the peak any
+    more; a later call goes on from where the previous one stopped, so one budget only
+    pays for the prefix it needs and the frontier extends the same run.
+
+    Parameters
+    ----------
+    graph, base_order, alignment_bytes, bytes_weight, tries_per_step, evaluator
+        As for :func:`greedy_trajectory`.
+    """
+
+    def __init__(self, graph: Graph, base_order: Sequence[OpId], *,
+                 alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES, bytes_weight: float = 1.0,
+                 tries_per_step: int = 8, evaluator: JitEvaluator | None = None) -> None:
+        self.evaluator = ev = evaluator or JitEvaluator(graph, base_order, alignment_bytes)
+        self.bytes_weight = bytes_weight
+        self.tries_per_step = tries_per_step
+        #: the drop sequence so far
+        self.dropped: list[TensorId] = []
+        self.current = ev.evaluate(())
+        #: one point per prefix (the first is "drop nothing")
+        self.points: list[TrajectoryPoint] = [
+            TrajectoryPoint(0, self.current.peak_bytes, 0, 0)]
+        #: True once no candidate lowers the peak
+        self.finished = False
+        self._rejected: set[TensorId] = set()
+        self._last_peak = self.current.peak_bytes
+        self._cand = [s for s in ev.droppable if ev.size[s]]
+        ix = np.asarray([ev._tix[s] for s in self._cand], dtype=np.int64)
+        self._ix = ix
+        self._first_late = ev._first_late[ix]
+        self._last_early = ev._last_early[ix]
+        g = ev.graph
+        self._producer: dict[TensorId, OpId] = {
+            s: g.tensors[s].producer for s in self._cand}  # type: ignore[misc]
+        self._own_cost = {s: ev.flops[p] + bytes_weight * ev.moved[p]
+                          for s, p in self._producer.items()}
+
+    def run(self, stop_at_bytes: int | None = None, max_steps: int | None = None
+            ) -> GreedyTrajectory:
+        """Advance until the peak is at most ``stop_at_bytes``, ``max_steps`` drops are made
+        or the trajectory ends; returns ``self``."""
+        while not self.finished:
+            if stop_at_bytes is not None and self.current.peak_bytes <= stop_at_bytes:
+                break
+            if max_steps is not None and len(self.dropped) >= max_steps:
+                break
+            self._step()
+        return self
+
+    def _candidates(self) -> list[TensorId]:
+        """Droppable storages live across the first peak step, read before it in the
+        forward and after it in a late phase (in droppable order)."""
+        cur = self.current
+        assert isinstance(cur.spans, _Spans)
+        assert isinstance(cur.positions, _Positions)
+        p = int(np.argmax(cur.live))
+        epos = cur.positions.epos
+        start, end = cur.spans.arrays()
+        a, b = start[self._ix], end[self._ix]
+        fl, le = self._first_late, self._last_early
+        late_ok = (fl >= 0) & (epos[np.maximum(fl, 0)] > p)
+        early_ok = np.where(le >= 0, epos[np.maximum(le, 0)] < p, a < p)
+        keep = np.flatnonzero((a <= p) & (p < b) & late_ok & early_ok)
+        return [self._cand[k] for k in keep]
+
+    def _step(self) -> None:
+        ev_self, cur, w = self.evaluator, self.current, self.bytes_weight
+        if cur.peak_bytes != self._last_peak:
+            self._rejected.clear()
+            self._last_peak = cur.peak_bytes
+        p = int(np.argmax(cur.live))
+        spans = cur.spans
+        pos = cur.positions
+        dset = set(self.dropped)
+        running = {r.source for r in cur.recompute}
+        scored: list[tuple[float, TensorId, tuple[TensorId, ...]]] = []
+
+        start, end = spans.arrays()  # type: ignore[attr-defined]
+        live_here = {ev_self._tids[i] for i in np.flatnonzero((start <= p) & (p < end))}
+        live_at = live_here.__contains__
+
+        # A candidate's score is at most its size over its own producer's cost (the
+        # re-runs always include the producer unless it already re-runs): candidates are
+        # scored in that bound's order, stopping once no bound reaches the k-th best score,
+        # so the k best are the same as when every candidate is scored.
+        k = self.tries_per_step
+        bounds: list[tuple[float, TensorId]] = []
+        for s in self._candidates():
+            if s in dset or s in self._rejected:
+                continue
+            own = 0.0 if self._producer[s] in running else self._own_cost[s]
+            bounds.append((-(ev_self.size[s] / (own + 1.0)), s))
+        bounds.sort()
+        top: list[float] = []  # the k best scores so far (a min-heap)
+        for neg_ub, s in bounds:
+            if len(top) >= k and -neg_ub < top[0]:
+                break
+            new, kept, chain = _closure(ev_self, s, dset, running, live_at)
+            if _pinned_before(ev_self, new, pos, p, dset | {s, *chain}):
+                continue  # a re-run would have to run before the peak: no gain
+            penalty = sum(ev_self.size[t] for t in set(kept) if not live_at(t))
+            gain = ev_self.size[s] - penalty
+            if gain <= 0:
+                continue
+            cost = sum(ev_self.flops[o] + w * ev_self.moved[o] for o in new)
+            score = gain / (cost + 1.0)
+            scored.append((score, s, tuple(chain)))
+            if len(top) < k:
+                heapq.heappush(top, score)
+            else:
+                heapq.heappushpop(top, score)
+        scored.sort(key=lambda x: (-x[0], x[1]))
+        if not scored:
+            self.finished = True
+            return
+        for _, s, chain in scored[:self.tries_per_step]:
+            nxt = ev_self.evaluate([*self.dropped, *chain, s])
+            if (nxt.peak_bytes, nxt.peak_steps) < (cur.peak_bytes, cur.peak_steps):
+                self.dropped.extend(chain)
+                self.dropped.append(s)
+                self.current = nxt
+                self.points.append(TrajectoryPoint(len(self.dropped), nxt.peak_bytes,
+                                                   nxt.extra_flops, nxt.extra_bytes))
+                return
+            self._rejected.add(s)
+        # when none of the tried candidates lowered the peak, the next step goes on with
+        # the next best ones (the rejected are skipped until the peak changes)
 
 
 def greedy_trajectory(
@@ -401,70 +762,10 @@ def greedy_trajectory(
     (list of TensorId, list of TrajectoryPoint)
         The drop sequence, and one point per prefix (the first is "drop nothing").
     """
-    ev_self = evaluator or JitEvaluator(graph, base_order, alignment_bytes)
-    dropped: list[TensorId] = []
-    cur = ev_self.evaluate(())
-    points = [TrajectoryPoint(0, cur.peak_bytes, 0, 0)]
-    cand_all = [s for s in ev_self.droppable if ev_self.size[s]]
-    rejected: set[TensorId] = set()
-    last_peak = cur.peak_bytes
-    while True:
-        if stop_at_bytes is not None and cur.peak_bytes <= stop_at_bytes:
-            break
-        if max_steps is not None and len(dropped) >= max_steps:
-            break
-        if cur.peak_bytes != last_peak:
-            rejected.clear()
-            last_peak = cur.peak_bytes
-        curve = cur.live
-        peak_live = int(curve.max())
-        peak_steps = np.flatnonzero(curve == peak_live)
-        spans = cur.spans
-        pos = {o: i for i, o in enumerate(cur.order)}
-        dset = set(dropped)
-        running = {r.source for r in cur.recompute}
-        scored: list[tuple[float, TensorId, tuple[TensorId, ...]]] = []
-        for p in peak_steps[:1]:
-            p = int(p)
-            for s in cand_all:
-                if s in dset or s in rejected:
-                    continue
-                a, b = spans[s]
-                if not (a <= p < b):
-                    continue
-                early = [pos[c] for c in ev_self.readers[s] if c not in ev_self.late]
-                late = [pos[c] for c in ev_self.readers[s] if c in ev_self.late]
-                if not late or max(early, default=a) >= p or min(late) <= p:
-                    continue
-                def live_at(t: TensorId, p: int = p, spans: dict = spans) -> bool:
-                    a, b = spans[t]
-                    return a <= p < b
-
-                new, kept, chain = _closure(ev_self, s, dset, running, live_at)
-                if _pinned_before(ev_self, new, pos, p, dset | {s, *chain}):
-                    continue  # a re-run would have to run before the peak: no gain
-                penalty = sum(ev_self.size[k] for k in set(kept) if not live_at(k))
-                gain = ev_self.size[s] - penalty
-                if gain <= 0:
-                    continue
-                cost = sum(ev_self.flops[o] + bytes_weight * ev_self.moved[o] for o in new)
-                scored.append((gain / (cost + 1.0), s, tuple(chain)))
-        scored.sort(key=lambda x: (-x[0], x[1]))
-        if not scored:
-            break
-        for _, s, chain in scored[:tries_per_step]:
-            nxt = ev_self.evaluate([*dropped, *chain, s])
-            if (nxt.peak_bytes, nxt.peak_steps) < (cur.peak_bytes, cur.peak_steps):
-                dropped.extend(chain)
-                dropped.append(s)
-                cur = nxt
-                points.append(TrajectoryPoint(len(dropped), cur.peak_bytes, cur.extra_flops,
-                                              cur.extra_bytes))
-                break
-            rejected.add(s)
-        # when none of the tried candidates lowered the peak, the loop goes on with the
-        # next best ones (the rejected are skipped until the peak changes)
-    return dropped, points
+    t = GreedyTrajectory(graph, base_order, alignment_bytes=alignment_bytes,
+                         bytes_weight=bytes_weight, tries_per_step=tries_per_step,
+                         evaluator=evaluator).run(stop_at_bytes, max_steps)
+    return t.dropped, t.points
 
 
 def prune(evaluator: JitEvaluator, dropped: Sequence[TensorId], limit_bytes: int,

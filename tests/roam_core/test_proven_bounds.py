@@ -183,6 +183,7 @@ def test_choice_bound_sees_gradient_or_state():
                t("act", 4096, TensorKind.ACTIVATION, "f"),
                t("grad", 4096, TensorKind.GRADIENT, "gw"),
                t("big", 40960, TensorKind.TEMPORARY, "b"),
+               t("gb", 512, TensorKind.TEMPORARY, "b2"),
                t("out", 512, TensorKind.OUTPUT, "b2"),
                t("state", 8192, TensorKind.OPTIMIZER_STATE, "s")]
     g = Graph.build(ops, tensors, (), (), ("out", "state"), name="choice")
@@ -352,3 +353,109 @@ def test_chain_group_bound_unchanged_on_sample_graphs(name, expected) -> None:
     assert (cb.bound_bytes, tuple(cb.group), cb.chain_ops, cb.groups_used) == expected
     given = chain_group_lower_bound(g, None, 512, masks=storage_masks(g, 512))
     assert given == cb
+
+
+# --------------------------------------------------- forward-value groups (choice bound)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_forward_value_choice_bound_below_the_optimum(data):
+    from roam_core.model.graph import Phase
+    from roam_core.model.reach import reachability
+    from roam_core.oracle.bounds import live_set_lower_bound
+    from roam_core.oracle.proven_bounds import choice_lower_bound, forward_value_groups
+
+    g = data.draw(random_graphs(max_ops=8))
+    a = data.draw(st.sampled_from([1, 512]))
+    opt = _opt(g, a)
+    r = reachability(g)
+    groups = forward_value_groups(g, data.draw(st.integers(1, 8)), reach=r)
+    seen: set[str] = set()
+    for grp in groups:  # disjoint backward ops, none after a loss op
+        assert not seen & set(grp)
+        seen |= set(grp)
+        for op in grp:
+            assert g.op(op).phase is Phase.BACKWARD
+            assert not any(g.op(o).phase is Phase.LOSS and r.index[op] in
+                           {r.index[d] for d in g.op_ids if r.descendants[r.index[o]] >>
+                            r.index[d] & 1} for o in g.op_ids)
+    cb = choice_lower_bound(g, a, groups=groups, reach=r)
+    assert cb.bound_bytes <= opt
+    assert cb.bound_bytes >= live_set_lower_bound(g, a).bound_bytes
+    TIGHT["forward_values"] += cb.bound_bytes == opt
+    TIGHT["forward_values_n"] += 1
+
+
+def _gelu_like_step():
+    """A forward value ``x`` that only the backward reads through ``m = 3 * x**2``.
+
+    Either ``x`` (not yet squared) or ``px`` / ``mx`` (squared early) is live while the
+    backward's ``big`` exists: the live-set argument forces none of them.
+    """
+    from roam_core.model.graph import Graph, Op, OpId, Phase, Tensor, TensorId, TensorKind
+
+    def t(i, size, kind, prod):
+        return Tensor(TensorId(i), size, "float32", (1,), kind, OpId(prod) if prod else None)
+
+    ops = [
+        Op(OpId("f"), "aten.mm.default", Phase.FORWARD, ("w",), ("x",)),
+        Op(OpId("l"), "aten.sum.default", Phase.LOSS, ("x",), ("loss",)),
+        Op(OpId("gl"), "aten.ones_like.default", Phase.BACKWARD, ("loss",), ("gy",)),
+        Op(OpId("p"), "aten.pow.Tensor_Scalar", Phase.BACKWARD, ("x",), ("px",)),
+        Op(OpId("m"), "aten.mul.Scalar", Phase.BACKWARD, ("px",), ("mx",)),
+        Op(OpId("b"), "aten.mm.default", Phase.BACKWARD, ("gy",), ("big",)),
+        Op(OpId("b2"), "aten.relu.default", Phase.BACKWARD, ("big",), ("gb",)),
+        Op(OpId("gx"), "aten.mul.Tensor", Phase.BACKWARD, ("gb", "mx"), ("grad",)),
+    ]
+    tensors = [t("w", 4096, TensorKind.PARAMETER, None),
+               t("x", 4096, TensorKind.ACTIVATION, "f"),
+               t("loss", 512, TensorKind.OUTPUT, "l"),
+               t("gy", 512, TensorKind.GRADIENT, "gl"),
+               t("px", 4096, TensorKind.TEMPORARY, "p"),
+               t("mx", 4096, TensorKind.TEMPORARY, "m"),
+               t("big", 40960, TensorKind.TEMPORARY, "b"),
+               t("gb", 512, TensorKind.TEMPORARY, "b2"),
+               t("grad", 4096, TensorKind.GRADIENT, "gx")]
+    return Graph.build(ops, tensors, (), (), ("loss", "grad"), name="gelu_like")
+
+
+def test_forward_value_bound_sees_product_or_input():
+    from roam_core.oracle.proven_bounds import choice_lower_bound, forward_value_groups
+
+    g = _gelu_like_step()
+    assert forward_value_groups(g) == [("p", "m")]
+    opt = _opt(g, 1)
+    cb = choice_lower_bound(g, 1, groups=forward_value_groups(g))
+    assert best_lower_bound(g, 1).bound_bytes < cb.bound_bytes == opt
+
+
+def test_planner_uses_the_forward_value_bound():
+    from roam_core.base.config import PlannerConfig
+    from roam_core.planner import make_plan
+
+    g = _gelu_like_step()
+    opt = _opt(g, 512)
+    p = make_plan(g, PlannerConfig(workers=1, solve_layout=False, polish_rounds=0,
+                                   search_evaluations=0))
+    assert p.planned_peak_bytes == opt
+    assert p.lower_bound_bytes == opt
+    assert p.proven_gap == 1.0
+    assert any(r.stage == "bound" and r.task_id == "forward_values" for r in p.provenance)
+    off = make_plan(g, PlannerConfig(workers=1, solve_layout=False, tighten_bound=False))
+    assert off.lower_bound_bytes < opt
+
+
+def test_forward_value_bound_on_hf_gpt2():
+    """HF GPT-2's tanh GELU: ``3 * x**2`` of each MLP is a forward-value group."""
+    pytest.importorskip("transformers")
+    from roam_core.oracle.proven_bounds import choice_lower_bound, forward_value_groups
+    from roam_core.zoo.hf import trace_hf
+
+    g = trace_hf("gpt2", 1, 16, n_layer=2, n_embd=32, n_head=2, vocab_size=100,
+                 n_positions=16).graph
+    groups = forward_value_groups(g)
+    assert len(groups) == 2
+    assert all({str(g.op(o).target) for o in grp} == {"aten.pow.Tensor_Scalar",
+                                                       "aten.mul.Scalar"} for grp in groups)
+    cb = choice_lower_bound(g, 512, groups=groups)
+    assert cb.bound_bytes > best_lower_bound(g, 512).bound_bytes
+    assert cb.bound_bytes <= simulate(g, alignment_bytes=512).peak_bytes

@@ -183,7 +183,11 @@ def test_tiny_gpt_dropout_budget_plan_replays_bit_exact_for_several_steps():
     model, xs = _gpt()
     g = trace_fx(model, xs, _lm_loss, "adamw").graph
     bp = BudgetPlanner(g, CFG, make_plan=make_plan)
-    plan = bp.plan_at(bp.lowest_bytes())
+    # 5% of the way up from the lowest reachable peak: the lowest itself leaves the layout no
+    # slack, and this layout is cut by a wall-clock limit (a loaded machine may miss it)
+    budget = bp.lowest_bytes() + (bp.base.arena_bytes - bp.lowest_bytes()) // 20
+    plan = bp.plan_at(budget)
+    assert plan.arena_bytes <= budget
     assert any(g.op(r.source).random for r in plan.recompute), "a dropout is recomputed"
     assert plan.arena_bytes < bp.base.arena_bytes
     rep = execute_plan(model, xs, plan, loss_fn=_lm_loss, optimizer="adamw", device="cpu")
@@ -276,7 +280,7 @@ def test_hf_gpt2_with_dropout_recomputes_masks_bit_exact():
     xs = [torch.randint(0, 128, (2, 32))]
     g = trace_fx(model, xs, loss_fn, "adamw").graph
     bp = BudgetPlanner(g, CFG, make_plan=make_plan)
-    plan = bp.plan_at(bp.lowest_bytes())
+    plan = bp.plan_at(bp.lowest_bytes() + (bp.base.arena_bytes - bp.lowest_bytes()) // 20)
     assert sum(g.op(r.source).random for r in plan.recompute) >= 2
     rep = execute_plan(model, xs, plan, loss_fn=loss_fn, optimizer="adamw", device="cpu")
     assert rep.max_abs_diff == 0.0

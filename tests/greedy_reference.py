@@ -1,0 +1,181 @@
+"""The greedy recomputation search as first written (roam 90d86dd): a full re-simulation of the
+expanded order per drop set.  The test oracle of the indexed :class:`JitEvaluator` and
+:class:`GreedyTrajectory`, which must give the same evaluations and the same trajectory."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from roam_core.model.graph import Graph, OpId, TensorId
+from roam_core.model.recompute import COPY_SUFFIX, recompute_ops_for
+from roam_core.recompute.greedy import JitEvaluator, TrajectoryPoint, jit_order
+
+
+def reference_evaluate(ev: JitEvaluator, dropped: Sequence[TensorId]) -> dict:
+    """Order, peak, steps at the peak, costs, spans and live bytes of one drop set."""
+    g = ev.graph
+    drop = tuple(dict.fromkeys(dropped))
+    dset = set(drop)
+    rops = recompute_ops_for(g, drop, ev.blockers) if drop else ()
+    order = jit_order(ev.base, rops, g)
+    pos = {o: i for i, o in enumerate(order)}
+    n = len(order)
+    diff = np.zeros(n + 2, dtype=np.int64)
+    spans: dict[TensorId, tuple[int, int]] = {}
+    extra_reads: dict[TensorId, list[int]] = {}
+    copy_end: dict[str, int] = {}
+    for r in rops:
+        here = pos[r.id]
+        for u in r.inputs:
+            if u not in ev.values:
+                cs = g.storage_of(u[: -len(COPY_SUFFIX)])
+                copy_end[cs] = max(copy_end.get(cs, 0), here)
+            else:
+                extra_reads.setdefault(g.storage_of(u), []).append(here)
+    for t in g.tensors.values():
+        if t.producer is None or not ev.size[t.id]:
+            continue
+        s = pos[t.producer]
+        if t.id in ev.outputs:
+            e = n
+        else:
+            ends = [pos[c] for c in ev.readers[t.id]
+                    if not (t.id in dset and c in ev.late)]
+            ends.extend(extra_reads.get(t.id, ()))
+            e = max(ends, default=s) + 1
+        diff[s] += ev.size[t.id]
+        diff[max(e, s + 1)] -= ev.size[t.id]
+        spans[t.id] = (s, max(e, s + 1))
+    for r in rops:
+        here = pos[r.id]
+        for sid in g.storages_created(r.source):
+            size = ev.size[sid]
+            if not size:
+                continue
+            e = here
+            if sid in dset:
+                e = max([pos[c] for c in ev.readers[sid] if c in ev.late]
+                        + [copy_end.get(sid, here)])
+            diff[here] += size
+            diff[e + 1] -= size
+    live = np.cumsum(diff[:n])
+    peak = int(live.max()) if n else 0
+    return {"dropped": drop, "recompute": tuple(rops), "order": order,
+            "peak_bytes": peak + ev.resident, "peak_steps": int((live == peak).sum()),
+            "extra_flops": sum(ev.flops[r.source] for r in rops),
+            "extra_bytes": sum(ev.moved[r.source] for r in rops),
+            "spans": spans, "live": live, "positions": pos}
+
+
+def _closure(ev: JitEvaluator, s: TensorId, dset: set[TensorId], running: set[OpId],
+             live_at: Callable[[TensorId], bool]
+             ) -> tuple[list[OpId], list[TensorId], list[TensorId]]:
+    g = ev.graph
+    new: list[OpId] = []
+    kept: list[TensorId] = []
+    chain: list[TensorId] = []
+    drop = dset | {s}
+    stack = [g.tensors[s].producer]
+    seen: set[OpId] = set()
+    for r in ev.readers[s]:
+        if r in ev.late:
+            for v in g.op(r).inputs:
+                if g.storage_of(v) == s:
+                    p = g.value_producer(v)
+                    if p is not None and p not in ev.late:
+                        stack.append(p)
+    while stack:
+        p = stack.pop()
+        if p is None or p in seen or p in running:
+            continue
+        seen.add(p)
+        new.append(p)
+        for u in g.op(p).inputs:
+            su = g.storage_of(u)
+            t = g.tensors[su]
+            if su in drop:
+                stack.append(g.value_producer(u))
+            elif t.producer is None or not ev.size[su]:
+                continue
+            elif not live_at(su) and ev.blockers[t.producer] is None and su not in ev.outputs:
+                drop.add(su)
+                chain.append(su)
+                stack.append(g.value_producer(u))
+            else:
+                kept.append(su)
+    return new, kept, chain
+
+
+def _pinned_before(ev: JitEvaluator, new: Sequence[OpId], pos: dict[str, int], step: int,
+                   drop: set[TensorId]) -> bool:
+    g = ev.graph
+    for o in new:
+        src = pos[o]
+        for u in g.op(o).inputs:
+            if g.storage_of(u) in drop:
+                continue
+            for w in ev.writers.get(g.storage_of(u), ()):
+                if src < pos[w] <= step:
+                    return True
+    return False
+
+
+def reference_trajectory(graph: Graph, base_order: Sequence[OpId], *,
+                         bytes_weight: float = 1.0, tries_per_step: int = 8
+                         ) -> tuple[list[TensorId], list[TrajectoryPoint]]:
+    """The whole greedy trajectory, every drop set re-simulated from scratch."""
+    ev = JitEvaluator(graph, base_order)
+    dropped: list[TensorId] = []
+    cur = reference_evaluate(ev, ())
+    points = [TrajectoryPoint(0, cur["peak_bytes"], 0, 0)]
+    cand_all = [s for s in ev.droppable if ev.size[s]]
+    rejected: set[TensorId] = set()
+    last_peak = cur["peak_bytes"]
+    while True:
+        if cur["peak_bytes"] != last_peak:
+            rejected.clear()
+            last_peak = cur["peak_bytes"]
+        p = int(np.flatnonzero(cur["live"] == int(cur["live"].max()))[0])
+        spans, pos = cur["spans"], cur["positions"]
+        dset = set(dropped)
+        running = {r.source for r in cur["recompute"]}
+        scored = []
+
+        def live_at(t: TensorId, p: int = p, spans: dict = spans) -> bool:
+            a, b = spans[t]
+            return a <= p < b
+
+        for s in cand_all:
+            if s in dset or s in rejected:
+                continue
+            a, b = spans[s]
+            if not (a <= p < b):
+                continue
+            early = [pos[c] for c in ev.readers[s] if c not in ev.late]
+            late = [pos[c] for c in ev.readers[s] if c in ev.late]
+            if not late or max(early, default=a) >= p or min(late) <= p:
+                continue
+            new, kept, chain = _closure(ev, s, dset, running, live_at)
+            if _pinned_before(ev, new, pos, p, dset | {s, *chain}):
+                continue
+            gain = ev.size[s] - sum(ev.size[k] for k in set(kept) if not live_at(k))
+            if gain <= 0:
+                continue
+            cost = sum(ev.flops[o] + bytes_weight * ev.moved[o] for o in new)
+            scored.append((gain / (cost + 1.0), s, tuple(chain)))
+        scored.sort(key=lambda x: (-x[0], x[1]))
+        if not scored:
+            break
+        for _, s, chain in scored[:tries_per_step]:
+            nxt = reference_evaluate(ev, [*dropped, *chain, s])
+            if (nxt["peak_bytes"], nxt["peak_steps"]) < (cur["peak_bytes"], cur["peak_steps"]):
+                dropped.extend(chain)
+                dropped.append(s)
+                cur = nxt
+                points.append(TrajectoryPoint(len(dropped), cur["peak_bytes"],
+                                              cur["extra_flops"], cur["extra_bytes"]))
+                break
+            rejected.add(s)
+    return dropped, points
