@@ -83,7 +83,10 @@ def run_config(name: str, batch: int, seq: int | None, budgets: int,
             "points": [{"method": p.method, "peak_bytes": p.peak_bytes,
                         "extra_flops": p.extra_flops, "budget_bytes": p.budget_bytes,
                         "recomputed_ops": p.recomputed_ops,
-                        "extra_bytes_moved": p.extra_bytes_moved} for p in points],
+                        "extra_bytes_moved": p.extra_bytes_moved, "kept": p.kept,
+                        "search_extra_flops": p.search_extra_flops,
+                        "search_extra_bytes_moved": p.search_extra_bytes_moved}
+                       for p in points],
             "torch_min_cut": min_cut_record(mc) if mc is not None else None,
             "notes": notes}
 
@@ -211,7 +214,14 @@ def write_md(results: list[dict[str, Any]], path: Path) -> None:
              "are re-drawn from the replayed RNG state); `torch saves` is the partitioner's "
              "own byte count of what it saves, `plan keeps` the forward storages the "
              "backward reads that the mapped plan keeps, and the extra FLOPs equal torch's "
-             "re-runs counted with roam's per-op FLOPs (a check).", ""]
+             "re-runs counted with roam's per-op FLOPs (a check).  roam plans each budget "
+             "from a portfolio (`roam_core.recompute.improve`): its greedy prefix (pruned, "
+             "swap pass) and the "
+             "drop sets of the module-structure baselines and of torch's min-cut decisions, "
+             "each pruned to the budget, keeping the cheapest by FLOPs + bytes moved whose "
+             "arena fits; `roam kept` names the candidate a point comes from, `roam's search "
+             "alone` is the greedy prefix's extra FLOPs and bytes moved at the same budget "
+             "(what roam gave before the portfolio; runs before it show `roam` and blank).", ""]
     for r in results:
         sf = r["step_flops"] or 1
         g = goals(r)
@@ -224,13 +234,19 @@ def write_md(results: list[dict[str, Any]], path: Path) -> None:
                   + (f" (run {r['run_utc']} UTC)." if r.get("run_utc") else ".")
                   + ("" if r.get("dropout_redrawn") else "  Planned before roam re-drew "
                      "dropout masks: every method keeps them."), "",
-                  "| method | peak MiB | extra FLOPs | re-runs | re-run MiB moved |",
-                  "|---|---:|---:|---:|---:|"]
+                  "| method | peak MiB | extra FLOPs | re-runs | re-run MiB moved | roam kept "
+                  "| roam's search alone |",
+                  "|---|---:|---:|---:|---:|---|---:|"]
         for p in sorted(r["points"], key=lambda p: (p["method"] != "roam", -p["peak_bytes"])):
             moved = p.get("extra_bytes_moved")
+            own = p.get("search_extra_flops")
+            alone = ("" if p["method"] != "roam" or own is None else
+                     f"+{100 * own / sf:.2f}%, {p['search_extra_bytes_moved'] / MIB:,.0f} MiB")
             lines.append(f"| {p['method']} | {p['peak_bytes'] / MIB:,.0f} | "
                          f"+{100 * p['extra_flops'] / sf:.2f}% | {p['recomputed_ops']} | "
-                         + ("–" if moved is None else f"{moved / MIB:,.0f}") + " |")
+                         + ("–" if moved is None else f"{moved / MIB:,.0f}") + " | "
+                         + (p.get("kept", "roam") if p["method"] == "roam" else "")
+                         + f" | {alone} |")
         lines.append("")
         beaten = g["baselines_beating_roam"]
         verdict = ("no baseline point beats roam" if not beaten

@@ -10,7 +10,10 @@ the model at each ``--min-cut-budgets`` value of ``activation_memory_budget`` an
 decision is mapped onto the graph (methods ``torch_min_cut_<budget>``;
 :mod:`roam_core.trace.min_cut`).  ``--json`` prints one object ``{"graph", "step_flops",
 "resident_bytes", "points": [{"method", "peak_bytes", "extra_flops", "budget_bytes",
-"recomputed_ops", "extra_bytes_moved"}], "torch_min_cut", "notes"}``; ``torch_min_cut``
+"recomputed_ops", "extra_bytes_moved", "kept", "search_extra_flops",
+"search_extra_bytes_moved"}], "torch_min_cut", "notes"}`` (``kept``: which candidate of
+roam's portfolio a roam point comes from; ``search_*``: roam's own search alone at that
+budget); ``torch_min_cut``
 holds, per budget, what the partitioner itself decided (``saved_bytes``,
 ``recomputed_nodes``, ...) or why it does not apply.  ``--plans DIR`` writes every plan.
 ``peak_bytes`` is the plan's arena (resident bytes included).
@@ -138,7 +141,10 @@ def frontier_dict(graph: object, config: object, budgets: int = 8, baselines: bo
         "points": [{"method": p.method, "peak_bytes": p.peak_bytes,
                     "extra_flops": p.extra_flops, "budget_bytes": p.budget_bytes,
                     "recomputed_ops": p.recomputed_ops,
-                    "extra_bytes_moved": p.extra_bytes_moved} for p in points],
+                    "extra_bytes_moved": p.extra_bytes_moved, "kept": p.kept,
+                    "search_extra_flops": p.search_extra_flops,
+                    "search_extra_bytes_moved": p.search_extra_bytes_moved}
+                   for p in points],
         "torch_min_cut": mc,
         "notes": notes + mc_notes,
     }

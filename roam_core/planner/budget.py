@@ -39,6 +39,7 @@ from roam_core.recompute.greedy import (
     knee,
     prune,
 )
+from roam_core.recompute.improve import best_of
 
 __all__ = ["BudgetPlanner", "FrontierPoint", "frontier_points", "plan_with_budget",
            "recompute_frontier"]
@@ -77,13 +78,28 @@ class BudgetPlanner:
         Settings (``budget_bytes`` is ignored here; pass budgets to :meth:`plan_at`).
     make_plan : callable
         The planner without a budget.
+    seeds : Mapping of str to sequence of TensorId, optional
+        More candidate drop sets by name (torch's min-cut decisions): with ``portfolio``,
+        each budget also tries them, pruned to the budget (:mod:`roam_core.recompute.improve`).
+    portfolio : bool
+        At each budget, also try the module-structure baselines' drop sets and ``seeds``
+        beside the greedy prefix and keep the cheapest that fits (``False``: the greedy
+        prefix alone).
     **kwargs
         Forwarded to ``make_plan``.
     """
 
     def __init__(self, graph: Graph, config: PlannerConfig, *, make_plan: Any,
-                 **kwargs: Any) -> None:
+                 seeds: Mapping[str, Sequence[TensorId]] | None = None,
+                 portfolio: bool = True, **kwargs: Any) -> None:
         self.graph, self.config = graph, config
+        self.seeds = dict(seeds or {})
+        self.portfolio = portfolio
+        #: per just-in-time target: (FLOPs, bytes moved) of roam's own search (greedy prefix
+        #: pruned), to report what the portfolio adds
+        self.own_costs: dict[int, tuple[int, int]] = {}
+        #: after :meth:`plan_at`: (candidate kept, its target), ``None`` without recomputation
+        self.last_pick: tuple[str, int] | None = None
         self.plain = _no_budget(config)
         self.make_plan, self.kwargs = make_plan, kwargs
         self.step_flops = step_flops(graph)
@@ -94,7 +110,22 @@ class BudgetPlanner:
                               "re-trace for torch's counts")
         self.base = make_plan(graph, self.plain, **kwargs)
         self._greedy: GreedyTrajectory | None = None
-        self._cache: dict[tuple[int, int], _Choice] = {}
+        self._cache: dict[tuple[int, int, bool], list[tuple[str, _Choice]]] = {}
+        self._others: list[tuple[str, tuple[TensorId, ...]]] | None = None
+
+    def other_candidates(self) -> list[tuple[str, tuple[TensorId, ...]]]:
+        """The portfolio's drop sets besides the greedy prefix: baselines, then seeds."""
+        if self._others is None:
+            from roam_core.recompute.baselines import BASELINES, baseline_drop_set
+
+            out: list[tuple[str, tuple[TensorId, ...]]] = []
+            for name in BASELINES:
+                d = baseline_drop_set(self.graph, name)
+                if d:
+                    out.append((name, tuple(d)))
+            out.extend((k, tuple(v)) for k, v in self.seeds.items() if v)
+            self._others = out
+        return self._others
 
     def _greedy_until(self, peak_bytes: int | None = None) -> GreedyTrajectory:
         """The greedy run over the plain order, advanced until its peak is at most
@@ -121,7 +152,8 @@ class BudgetPlanner:
         """The lowest just-in-time peak of the trajectory."""
         return min(p.peak_bytes for p in self.trajectory[2])
 
-    def _choice(self, target: int, exact: bool, notes: list[str]) -> _Choice | None:
+    def _choice(self, target: int, exact: bool, notes: list[str], last_resort: bool = False
+                ) -> list[tuple[str, _Choice]] | None:
         g, cfg, w = self.graph, self.config, self.config.recompute_bytes_weight
         if exact:
             from roam_core.recompute.exact import exact_recompute
@@ -131,18 +163,45 @@ class BudgetPlanner:
             if ex.status in ("optimal", "feasible"):
                 notes.append(f"exact recomputation model: {ex.status}, cost {ex.cost:.0f} "
                              f"(bound {ex.best_bound:.0f}) in {ex.wall_time_s:.1f} s")
-                return _Choice(ex.dropped, ex.recompute, ex.order, ex.extra_flops)
+                return [("roam", _Choice(ex.dropped, ex.recompute, ex.order,
+                                         ex.extra_flops))]
             if ex.status == "infeasible":
                 return None
         t = self._greedy_until(target)  # the same prefix as the whole run's
         ev, dropped, points = t.evaluator, t.dropped, t.points
         idx = next((i for i, p in enumerate(points) if p.peak_bytes <= target), None)
-        if idx is None:
+        if idx is None and not (self.portfolio and self.other_candidates()):
             return None
-        key = (idx, target)
+        if idx is None and not last_resort:
+            return None
+        key = (-1 if idx is None else idx, target, last_resort)
         if key not in self._cache:
-            e = prune(ev, dropped[:points[idx].n_dropped], target, w)
-            self._cache[key] = _Choice(e.dropped, e.recompute, e.order, e.extra_flops)
+            prefix = () if idx is None else tuple(dropped[:points[idx].n_dropped])
+            if self.portfolio:
+                first = [("roam", prefix)] if idx is not None else []
+                cands = best_of(ev, target, [*first, *self.other_candidates()], w,
+                                keep_unfit=True)
+                if idx is not None:  # roam's own search: greedy prefix, pruned, swapped
+                    own = min((c for c in cands if c.label in ("roam", "roam+swap")),
+                              key=lambda c: c.cost)
+                    self.own_costs[target] = (own.evaluation.extra_flops,
+                                              own.evaluation.extra_bytes)
+                # the fitting ones, then (last resort: the planner's order may fit what
+                # the just-in-time order does not) the cheapest two that do not
+                fit = [c for c in cands if c.fits][:3]
+                fit += [c for c in cands if c.label == "roam" and all(c is not f for f in fit)]
+                if last_resort:
+                    fit += [c for c in cands if not c.fits][:max(0, 2 - len(fit))]
+                self._cache[key] = [(c.label, _Choice(c.evaluation.dropped,
+                                                      c.evaluation.recompute,
+                                                      c.evaluation.order,
+                                                      c.evaluation.extra_flops))
+                                    for c in fit]
+            else:
+                e = prune(ev, prefix, target, w)
+                self.own_costs[target] = (e.extra_flops, e.extra_bytes)
+                self._cache[key] = [("roam", _Choice(e.dropped, e.recompute, e.order,
+                                                     e.extra_flops))]
         return self._cache[key]
 
     def plan_for_drops(self, dropped: Any, label: str = "roam") -> Plan:
@@ -185,6 +244,7 @@ class BudgetPlanner:
         t0 = time.perf_counter()
         g, cfg = self.graph, self.config
         notes: list[str] = []
+        self.last_pick = None
         if budget != "auto" and (isinstance(budget, bool) or not isinstance(budget, int)
                                  or budget <= 0):
             raise ConfigError(f"budget {budget!r}: give a positive number of bytes or 'auto'")
@@ -202,16 +262,24 @@ class BudgetPlanner:
         exact = len(g.ops) <= cfg.recompute_exact_max_ops
         target = budget
         best_arena: int | None = None
-        for _attempt in range(4):
-            c = self._choice(target, exact, notes)
-            if c is None:
+        for attempt in range(4):
+            cs = self._choice(target, exact, notes, last_resort=attempt == 0)
+            if not cs:
                 break
-            plan = self._finish(c, budget, notes, "roam")
-            best_arena = plan.arena_bytes if best_arena is None else min(best_arena,
-                                                                         plan.arena_bytes)
-            if plan.arena_bytes <= budget:
-                return replace(plan, solve_seconds=time.perf_counter() - t0)
-            target -= max(plan.arena_bytes - budget, cfg.alignment_bytes)
+            over = None
+            for label, c in cs:  # cheapest first; the next one when the arena overshoots
+                why = [] if label in ("roam", "roam+swap") else [
+                    f"portfolio: {label}'s drop set, pruned to the budget, was cheaper than "
+                    "roam's greedy prefix"]
+                plan = self._finish(c, budget, [*notes, *why], "roam")
+                best_arena = plan.arena_bytes if best_arena is None else min(
+                    best_arena, plan.arena_bytes)
+                if plan.arena_bytes <= budget:
+                    self.last_pick = (label, target)
+                    return replace(plan, solve_seconds=time.perf_counter() - t0)
+                over = plan.arena_bytes if over is None else min(over, plan.arena_bytes)
+            assert over is not None
+            target -= max(over - budget, cfg.alignment_bytes)
         lowest = self.lowest_bytes()
         smallest = min(lowest, best_arena) if best_arena is not None else lowest
         raise BudgetInfeasibleError(
@@ -275,6 +343,11 @@ class FrontierPoint:
     extra_bytes_moved : int
         Bytes the recompute ops read and write (elementwise re-runs count 0 FLOPs in
         torch's counter but are not free; roam's objective charges them).
+    kept : str
+        For roam points: which portfolio candidate the plan comes from.
+    search_extra_flops, search_extra_bytes_moved : int or None
+        For roam points: the same of roam's own search (greedy prefix, pruned) at the same
+        just-in-time target, whether or not the portfolio kept it.
     """
 
     method: str
@@ -283,6 +356,11 @@ class FrontierPoint:
     budget_bytes: int | None = None
     recomputed_ops: int = 0
     extra_bytes_moved: int = 0
+    #: roam only: the portfolio candidate kept (``"roam"``: its own greedy search)
+    kept: str = "roam"
+    #: roam only: extra FLOPs and bytes moved of its own search alone at this budget
+    search_extra_flops: int | None = None
+    search_extra_bytes_moved: int | None = None
 
 
 def _moved(graph: Graph, plan: Plan) -> int:
@@ -295,6 +373,7 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
                        budgets: int = 8, baselines: bool = True,
                        plans: dict[str, Plan] | None = None,
                        extra_baselines: Mapping[str, Sequence[TensorId]] | None = None,
+                       portfolio: bool = True,
                        **kwargs: Any) -> tuple[int, list[FrontierPoint], list[str]]:
     """roam at ``budgets`` budgets (plus each baseline's memory and the midway budget between
     no recomputation and every block) and every baseline policy.
@@ -317,7 +396,11 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
     extra_baselines : Mapping of str to sequence of TensorId, optional
         More baselines given as drop sets, by method name (torch's min-cut partitioner's
         decisions mapped onto the graph, :mod:`roam_core.trace.min_cut`); planned like the
-        others, and roam is planned at each one's memory too.
+        others, and roam is planned at each one's memory too; they are also seeds of
+        roam's portfolio.
+    portfolio : bool
+        Let roam try the baselines' and seeds' drop sets beside its greedy prefix at each
+        budget (:class:`BudgetPlanner`).
     **kwargs
         Forwarded to ``make_plan``.
 
@@ -328,7 +411,8 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
     """
     from roam_core.recompute.baselines import BASELINES, baseline_drop_set
 
-    bp = BudgetPlanner(graph, config, make_plan=make_plan, **kwargs)
+    bp = BudgetPlanner(graph, config, make_plan=make_plan, seeds=extra_baselines,
+                       portfolio=portfolio, **kwargs)
     notes: list[str] = list(bp.notes)
     points: list[FrontierPoint] = []
     extra_budgets: list[int] = []
@@ -361,15 +445,24 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
         extra_budgets.append((by_name["none"] + by_name["checkpoint_blocks"]) // 2)
     grid = [int(lo + (hi - lo) * i / max(budgets - 1, 1)) for i in range(budgets)]
     a = config.alignment_bytes
-    todo = sorted({-(-b // a) * a for b in grid + extra_budgets if b >= lo}, reverse=True)
+    # a baseline's arena below roam's lowest just-in-time peak is tried too: the portfolio
+    # holds that baseline's drop set, and the planner's order reaches lower than the JIT one
+    todo = sorted({-(-b // a) * a for b in grid if b >= lo} | {-(-b // a) * a
+                                                               for b in extra_budgets},
+                  reverse=True)
     for b in todo:
         try:
             p = bp.plan_at(b)
         except BudgetInfeasibleError:
             notes.append(f"roam: no plan fits {format_bytes(b)}")
             continue
+        pick = bp.last_pick
+        own = bp.own_costs.get(pick[1]) if pick is not None else None
         points.append(FrontierPoint("roam", p.arena_bytes, p.extra_flops, b,
-                                    len(p.recompute), _moved(graph, p)))
+                                    len(p.recompute), _moved(graph, p),
+                                    pick[0] if pick is not None else "roam",
+                                    own[0] if own is not None else p.extra_flops,
+                                    own[1] if own is not None else _moved(graph, p)))
         if plans is not None:
             plans[f"roam@{b}"] = p
     return bp.step_flops, points, notes
