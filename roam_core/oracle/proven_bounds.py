@@ -683,8 +683,9 @@ def choice_lower_bound(
     outputs = set(graph.outputs)
     grps = [tuple(gr) for gr in (groups if groups is not None
                                        else free_branch_groups(graph, max_group_ops, reach=r))]
-    # storages: id -> (size, started mask, pending mask or -1)
-    info: dict[str, tuple[int, int, int]] = {}
+    # storages: id -> (size, producer index, consumer indices or None for an output); the
+    # started / pending masks (N bits each) are built when used, not kept for every storage
+    info: dict[str, tuple[int, int, tuple[int, ...] | None]] = {}
     for t in graph.tensors.values():
         if t.producer is None:
             continue
@@ -692,15 +693,20 @@ def choice_lower_bound(
         if size == 0:
             continue
         p = r.index[t.producer]
+        info[t.id] = (size, p, None if t.id in outputs
+                      else tuple(r.index[c] for c in t.consumers))
+
+    def masks_of(s: str) -> tuple[int, int, int]:
+        """``(size, started mask, pending mask or -1)`` of storage ``s``."""
+        size, p, cons = info[s]
         st = r.descendants[p] | (1 << p)
-        if t.id in outputs:
-            info[t.id] = (size, st, -1)
-            continue
+        if cons is None:
+            return size, st, -1
         pd = r.ancestors[p] | (1 << p)
-        for c in t.consumers:
-            i = r.index[c]
+        for i in cons:
             pd |= r.ancestors[i] | (1 << i)
-        info[t.id] = (size, st, pd)
+        return size, st, pd
+
     unit = 0
     for size, _, _ in info.values():
         unit = math.gcd(unit, size)
@@ -710,7 +716,8 @@ def choice_lower_bound(
         return mask_to_bool(st if pd == -1 else st & pd, n)
 
     total = np.zeros(n, dtype=np.float64)
-    for size, st, pd in info.values():
+    for s in info:
+        size, st, pd = masks_of(s)
         total += forced_vec(st, pd) * (size // unit)
     assigned: set[str] = set()
     used = 0
@@ -749,7 +756,7 @@ def choice_lower_bound(
         cost = np.zeros((nd, n), dtype=np.float64)
         base = np.zeros(n, dtype=np.float64)
         for s in touched:
-            size, st, pd = info[s]
+            size, st, pd = masks_of(s)
             w = size // unit
             st_x = mask_to_bool(st, n)
             pd_x = np.ones(n, dtype=bool) if pd == -1 else mask_to_bool(pd, n)

@@ -43,7 +43,7 @@ from typing import Any
 from roam_core.base.errors import ConfigError
 from roam_core.base.status import SolveStatus
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, TensorId
-from roam_core.model.reach import Reachability, reachability
+from roam_core.model.reach import Reachability, key_points
 
 __all__ = ["SubTask", "TaskTree", "decompose", "units"]
 
@@ -179,8 +179,12 @@ class TaskTree:
         return node(self.root)
 
 
-def units(order: Sequence[OpId], reach: Reachability) -> list[tuple[int, int]]:
+def units(order: Sequence[OpId], reach: Reachability | Sequence[OpId]
+          ) -> list[tuple[int, int]]:
     """``[start, end)`` step runs of ``order`` cut just before every key point.
+
+    ``reach`` is the graph's :class:`Reachability` or its key points
+    (:func:`~roam_core.model.reach.key_points`).
 
     Examples
     --------
@@ -190,7 +194,8 @@ def units(order: Sequence[OpId], reach: Reachability) -> list[tuple[int, int]]:
     [(0, 3), (3, 4)]
     """
     pos = {op: i for i, op in enumerate(order)}
-    cuts = sorted({0, len(order)} | {pos[k] for k in reach.key_points()})
+    keys = reach.key_points() if isinstance(reach, Reachability) else reach
+    cuts = sorted({0, len(order)} | {pos[k] for k in keys})
     return [(a, b) for a, b in itertools.pairwise(cuts) if b > a]
 
 
@@ -236,7 +241,8 @@ def decompose(
     node_limit : int
         NL: the most ops a sub-task orders itself.
     reach : Reachability, optional
-        ``reachability(graph)`` if already computed.
+        ``reachability(graph)`` if already computed; without it the key points come from
+        :func:`~roam_core.model.reach.key_points` (no ``O(N^2)`` bitsets).
 
     Returns
     -------
@@ -253,9 +259,9 @@ def decompose(
     if node_limit < 1:
         raise ConfigError(f"node_limit must be at least 1, not {node_limit}")
     order = tuple(order)
-    reach = reach if reach is not None else reachability(graph)
+    keys = reach.key_points() if reach is not None else key_points(graph)
     pos = {op: i for i, op in enumerate(order)}
-    us = units(order, reach)
+    us = units(order, keys)
     nl = node_limit
     weight = _unit_weight(us, nl)
     center = _loss_unit(graph, order, us, pos)

@@ -134,3 +134,66 @@ def test_forget_reachability_drops_the_cached_bitsets() -> None:
     again = reachability(g)
     assert again is not r
     assert again == r
+
+
+def _shuffled(g: Graph, seed: int) -> Graph:
+    """The same DAG with its ops in a random program order (not topological in general)."""
+    import random
+
+    ops = list(g.ops)
+    random.Random(seed).shuffle(ops)
+    return Graph.build(ops, g.tensors.values(), aliases=g.aliases,
+                       control_edges=g.control_edges, outputs=g.outputs, name=g.name)
+
+
+@given(random_graphs(max_ops=14), st.integers(0, 3))
+def test_closure_sizes_and_key_points_match_the_bitsets(g, seed):
+    """The frontier pass (masks dropped after their last reader) counts exactly what the
+    full bitsets hold, and gives the same key points, in any program order."""
+    from roam_core.model.reach import closure_sizes, forget_reachability, key_points
+
+    g = _shuffled(g, seed) if seed else g
+    forget_reachability()
+    anc, desc = closure_sizes(g)  # no cached bitsets: the frontier pass
+    keys = key_points(g)
+    r = reachability(g)
+    assert anc.tolist() == [m.bit_count() for m in r.ancestors]
+    assert desc.tolist() == [m.bit_count() for m in r.descendants]
+    assert keys == r.key_points()
+    cached = closure_sizes(g)  # now from the cached bitsets
+    assert cached[0].tolist() == anc.tolist()
+    assert cached[1].tolist() == desc.tolist()
+    assert key_points(g) == keys
+
+
+def test_decompose_without_bitsets_equals_decompose_with_them():
+    from roam_core.model.reach import forget_reachability
+    from roam_core.ordering.decompose import decompose
+
+    g = tiny_train_step()
+    forget_reachability()
+    a = decompose(g, g.op_ids, node_limit=3)
+    b = decompose(g, g.op_ids, node_limit=3, reach=reachability(g))
+    assert [(t.id, t.kind, t.op_ids) for t in a.walk()] == [
+        (t.id, t.kind, t.op_ids) for t in b.walk()]
+    assert a.task_of_op() == b.task_of_op()
+
+
+@given(random_graphs(max_ops=10), st.integers(0, 3))
+def test_shifted_descendants_are_the_plain_masks(g, seed):
+    """Descendant masks are stored shifted (``Descendants``); every access gives the absolute
+    mask of the naive closure, in topological and shuffled program orders."""
+    from roam_core.model.reach import Descendants
+
+    g = _shuffled(g, seed) if seed else g
+    r = reachability(g)
+    closure = _closure(g)
+    ids = g.op_ids
+    plain = tuple(sum(1 << j for j, b in enumerate(ids) if (a, b) in closure) for a in ids)
+    assert isinstance(r.descendants, Descendants)
+    assert tuple(r.descendants) == plain
+    assert r.descendants == plain
+    assert [r.descendants[i] for i in range(len(ids))] == list(plain)
+    assert [r.descendants.bit_count(i) for i in range(len(ids))] == [m.bit_count() for m in plain]
+    assert Descendants(plain) == plain
+    assert [r.alap(op) for op in ids] == [len(ids) - m.bit_count() for m in plain]
