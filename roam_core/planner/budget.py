@@ -416,21 +416,7 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
     notes: list[str] = list(bp.notes)
     points: list[FrontierPoint] = []
     extra_budgets: list[int] = []
-    if baselines:
-        for name in BASELINES:
-            drop = baseline_drop_set(graph, name)
-            if drop is None:
-                notes.append(f"baseline {name}: not applicable (no repeated blocks or no "
-                             "attention in the module structure)")
-                continue
-            p = bp.plan_for_drops(drop, label=name) if drop else replace(
-                bp.base, method=name, step_flops=bp.step_flops)
-            points.append(FrontierPoint(name, p.arena_bytes, p.extra_flops, None,
-                                        len(p.recompute), _moved(graph, p)))
-            extra_budgets.append(p.arena_bytes)
-            if plans is not None:
-                plans[name] = p
-    for name, drop in (extra_baselines or {}).items():
+    def add_baseline(name: str, drop: Sequence[TensorId]) -> None:
         p = bp.plan_for_drops(tuple(drop), label=name) if drop else replace(
             bp.base, method=name, step_flops=bp.step_flops)
         points.append(FrontierPoint(name, p.arena_bytes, p.extra_flops, None,
@@ -438,6 +424,17 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
         extra_budgets.append(p.arena_bytes)
         if plans is not None:
             plans[name] = p
+
+    if baselines:
+        for name in BASELINES:
+            drop = baseline_drop_set(graph, name)
+            if drop is None:
+                notes.append(f"baseline {name}: not applicable (no repeated blocks or no "
+                             "attention in the module structure)")
+                continue
+            add_baseline(name, drop)
+    for name, drop in (extra_baselines or {}).items():
+        add_baseline(name, drop)
     hi = bp.base.arena_bytes
     lo = bp.lowest_bytes()
     by_name = {p.method: p.peak_bytes for p in points}
