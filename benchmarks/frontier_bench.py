@@ -278,7 +278,13 @@ def write_md(results: list[dict[str, Any]], path: Path) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+SYMBOLS = ("diamond", "square", "triangle-up", "cross", "star", "triangle-down", "x",
+           "pentagon")
+
+
 def write_png(res: dict[str, Any], path: Path) -> None:
+    """The first GPT-2 config's frontier: roam's line, each baseline a legend entry, and
+    torch's min-cut points as one series labelled by ``activation_memory_budget``."""
     import plotly.graph_objects as go
 
     sf = res["step_flops"] or 1
@@ -289,18 +295,24 @@ def write_png(res: dict[str, Any], path: Path) -> None:
                              y=[100 * p["extra_flops"] / sf for p in roam],
                              mode="lines+markers", name="roam (one plan per budget)",
                              line={"shape": "hv", "width": 3}))
-    for p in res["points"]:
-        if p["method"] == "roam":
-            continue
+    others = [p for p in res["points"] if p["method"] != "roam"]
+    cut = [p for p in others if p["method"].startswith("torch_min_cut_")]
+    for k, p in enumerate(p for p in others if p not in cut):
         fig.add_trace(go.Scatter(x=[p["peak_bytes"] / MIB], y=[100 * p["extra_flops"] / sf],
-                                 mode="markers+text", name=p["method"], showlegend=False,
-                                 text=[p["method"]], textposition="top center",
-                                 marker={"size": 12, "symbol": "diamond"}))
+                                 mode="markers", name=p["method"],
+                                 marker={"size": 12, "symbol": SYMBOLS[k % len(SYMBOLS)]}))
+    if cut:
+        fig.add_trace(go.Scatter(
+            x=[p["peak_bytes"] / MIB for p in cut], y=[100 * p["extra_flops"] / sf for p in cut],
+            mode="markers+text", name="torch min-cut (label: activation_memory_budget)",
+            text=[p["method"].removeprefix("torch_min_cut_") for p in cut],
+            textposition="top center", marker={"size": 11, "symbol": "circle-open",
+                                               "line": {"width": 2}}))
     fig.update_layout(title=f"{res['config']}: memory vs recompute FLOPs",
                       xaxis_title="peak memory (arena, MiB, resident included)",
-                      yaxis_title="extra FLOPs (% of the step)", width=900, height=560,
+                      yaxis_title="extra FLOPs (% of the step)", width=1150, height=560,
                       template="plotly_white",
-                      legend={"x": 0.62, "y": 0.98, "bgcolor": "rgba(255,255,255,0.8)"})
+                      legend={"x": 1.02, "y": 1.0})
     fig.write_image(str(path))
 
 
