@@ -153,14 +153,20 @@ LAYOUT = [SAMPLE_DIR / f"{n}.json.gz" for n in ("gpt2-b1-t128-steady", "resnet50
                                                  "tiny_gpt-b2-t32-steady")]
 
 
-@pytest.mark.parametrize("path", LAYOUT, ids=[p.name.split(".")[0] for p in LAYOUT])
-def test_windowed_layout_groups_equal_groups_against_every_placed_buffer(path: Path) -> None:
+def _layout_groups(path: Path):  # type: ignore[no-untyped-def]
+    """Arena settings, layout problem, the activation stack placed first, and the layout
+    groups of the LPMF order of a sample graph."""
     g = load_graph(path)
     order = lpmf_order(g)
     cfg = arena.ArenaConfig()
     problem = arena.layout_problem(g, order, cfg.alignment_bytes, lifetimes(g, order))
     placed = arena._activation_stack(problem, arena._loss_step(g, order))
-    groups = arena._groups(g, problem, placed, None, cfg.max_group_tensors)
+    return cfg, problem, placed, arena._groups(g, problem, placed, None, cfg.max_group_tensors)
+
+
+@pytest.mark.parametrize("path", LAYOUT, ids=[p.name.split(".")[0] for p in LAYOUT])
+def test_windowed_layout_groups_equal_groups_against_every_placed_buffer(path: Path) -> None:
+    cfg, problem, placed, groups = _layout_groups(path)
     bs = problem.buffers
     checked = 0
     for gid, members in groups:
@@ -196,12 +202,7 @@ def _hint_via_subproblem(problem, members, fixed):
 
 @pytest.mark.parametrize("path", LAYOUT, ids=[p.name.split(".")[0] for p in LAYOUT])
 def test_layout_group_hint_on_arrays_equals_the_subproblem_hint(path: Path) -> None:
-    g = load_graph(path)
-    order = lpmf_order(g)
-    cfg = arena.ArenaConfig()
-    problem = arena.layout_problem(g, order, cfg.alignment_bytes, lifetimes(g, order))
-    placed = arena._activation_stack(problem, arena._loss_step(g, order))
-    groups = arena._groups(g, problem, placed, None, cfg.max_group_tensors)
+    cfg, problem, placed, groups = _layout_groups(path)
     bs = problem.buffers
     for gid, members in groups:
         lo = min(bs[i].lower for i in members)
