@@ -33,6 +33,17 @@ def positive_float(text: str) -> float:
     return v
 
 
+def non_negative_float(text: str) -> float:
+    """argparse type: a finite number >= 0."""
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 <= v < float("inf"):
+        raise argparse.ArgumentTypeError(f"{v} is not a number >= 0")
+    return v
+
+
 def size_bytes(text: str) -> int:
     """argparse type: a size such as ``2GiB``, ``1.5GB`` or ``123456`` (bytes)."""
     from roam_core.base.units import parse_size

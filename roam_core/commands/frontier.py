@@ -16,7 +16,11 @@ roam's portfolio a roam point comes from; ``search_*``: roam's own search alone 
 budget); ``torch_min_cut``
 holds, per budget, what the partitioner itself decided (``saved_bytes``,
 ``recomputed_nodes``, ...) or why it does not apply.  ``--plans DIR`` writes every plan.
-``peak_bytes`` is the plan's arena (resident bytes included).
+``peak_bytes`` is the plan's arena (resident bytes included).  roam's objective is FLOPs +
+``--bytes-weight`` x bytes moved (default 1); where a candidate of its portfolio that fits has
+fewer extra FLOPs than the objective's pick (it moves more bytes), it is planned too and added
+as a second roam point (``kept``: ``"<candidate>, fewest FLOPs"``), so the roam points hold a
+frontier in (peak, FLOPs) as well as in (peak, FLOPs + bytes moved).
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from roam_core.base.executors import EXECUTOR_HELP
-from roam_core.commands import positive_int
+from roam_core.commands import non_negative_float, positive_int
 
 __all__ = ["frontier_dict", "min_cut_record", "register"]
 
@@ -64,6 +68,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="CP-SAT seconds per ordering sub-task (default 5)")
     p.add_argument("--executor", default="local", metavar="SPEC",
                    help=EXECUTOR_HELP + "; every budget's plan uses it")
+    p.add_argument("--bytes-weight", type=non_negative_float, default=1.0, metavar="W",
+                   help="cost of one byte a re-run reads or writes, in FLOPs: roam's "
+                        "objective is FLOPs + W x bytes moved (default 1; 0: FLOPs alone); "
+                        "where a candidate with fewer FLOPs fits too, it is a roam point "
+                        "as well ('kept': '..., fewest FLOPs')")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=_run)
 
@@ -161,7 +170,7 @@ def _run(args: argparse.Namespace) -> int:
 
     spec = parse_executor(args.executor)  # a bad spec fails before the graph is read
     graph = load_graph(args.graph)
-    cfg = PlannerConfig(workers=args.workers)
+    cfg = PlannerConfig(workers=args.workers, recompute_bytes_weight=args.bytes_weight)
     if args.time_limit is not None:
         cfg = cfg.with_order(time_limit_s=args.time_limit)
     cfg = replace(cfg)

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from roam_core.base.executors import EXECUTOR_HELP
-from roam_core.commands import budget_arg, positive_float, positive_int
+from roam_core.commands import budget_arg, non_negative_float, positive_float, positive_int
 
 __all__ = ["register", "summary_dict"]
 
@@ -67,6 +67,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="with --budget: also try the module-structure baselines' drop sets "
                         "(every block, sqrt segments, ...) pruned to the budget and keep the "
                         "cheapest; often fewer extra FLOPs, several times the planning time")
+    p.add_argument("--bytes-weight", type=non_negative_float, default=None, metavar="W",
+                   help="with --budget: cost of one byte a re-run reads or writes, in FLOPs: "
+                        "the planner minimises FLOPs + W x bytes moved (default 1; 0: FLOPs "
+                        "alone, as torch counts them)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--setting-note", action="store_true",
                    help="explain the graph's tracing setting (steady / roam) and record it "
@@ -165,6 +169,8 @@ def _run(args: argparse.Namespace) -> int:
         cfg = replace(cfg, budget_bytes=args.budget)
     if args.portfolio:
         cfg = replace(cfg, recompute_portfolio=True)
+    if args.bytes_weight is not None:
+        cfg = replace(cfg, recompute_bytes_weight=args.bytes_weight)
     cfg = cfg.with_order(random_seed=args.seed)
     if args.time_limit is not None:
         cfg = cfg.with_order(time_limit_s=args.time_limit)

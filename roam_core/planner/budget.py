@@ -39,7 +39,7 @@ from roam_core.recompute.greedy import (
     knee,
     prune,
 )
-from roam_core.recompute.improve import best_of
+from roam_core.recompute.improve import Candidate, best_of, fewest_flops
 
 __all__ = ["BudgetPlanner", "FrontierPoint", "frontier_points", "plan_with_budget",
            "recompute_frontier"]
@@ -112,6 +112,8 @@ class BudgetPlanner:
         self._greedy: GreedyTrajectory | None = None
         self._cache: dict[tuple[int, int, bool], list[tuple[str, _Choice]]] = {}
         self._others: list[tuple[str, tuple[TensorId, ...]]] | None = None
+        #: the whole portfolio per just-in-time target (for :meth:`plan_fewest_flops`)
+        self._portfolio: dict[int, list[Candidate]] = {}
 
     def other_candidates(self) -> list[tuple[str, tuple[TensorId, ...]]]:
         """The portfolio's drop sets besides the greedy prefix: baselines, then seeds."""
@@ -181,6 +183,7 @@ class BudgetPlanner:
                 first = [("roam", prefix)] if idx is not None else []
                 cands = best_of(ev, target, [*first, *self.other_candidates()], w,
                                 keep_unfit=True)
+                self._portfolio[target] = cands
                 if idx is not None:  # roam's own search: greedy prefix, pruned, swapped
                     own = min((c for c in cands if c.label in ("roam", "roam+swap")),
                               key=lambda c: c.cost)
@@ -203,6 +206,38 @@ class BudgetPlanner:
                 self._cache[key] = [("roam", _Choice(e.dropped, e.recompute, e.order,
                                                      e.extra_flops))]
         return self._cache[key]
+
+    def plan_fewest_flops(self, budget: int, than: Plan, *, max_plans: int = 3) -> Plan | None:
+        """At ``budget``, a plan with fewer extra FLOPs than ``than`` (the objective's pick at
+        the same budget, :meth:`plan_at`), when the portfolio holds one whose arena fits.
+
+        The objective (FLOPs + ``recompute_bytes_weight`` x bytes moved) may keep a plan
+        with a few more FLOPs and far fewer bytes moved; this gives the other end, so that
+        ``roam frontier`` is a frontier in (peak, FLOPs) as well as in (peak, FLOPs + bytes).
+        The portfolio's candidates at ``budget`` (also those whose just-in-time peak is over
+        it: the planner's order may still fit them) are taken fewest FLOPs first, pruned by
+        FLOPs alone (:func:`~roam_core.recompute.improve.fewest_flops`), and planned by the
+        same stages; at most ``max_plans`` plans.  ``None`` without the portfolio, on the
+        exact model's graphs (its optimum is the objective's), or when nothing fits.
+        ``last_pick`` names the candidate (``"<label>, fewest FLOPs"``).
+        """
+        cands = self._portfolio.get(budget)
+        if (not self.portfolio or cands is None or not than.recompute
+                or than.extra_flops <= 0):
+            return None
+        t = self._greedy_until(budget)
+        few = fewest_flops(t.evaluator, budget, cands, than.extra_flops,
+                           self.config.recompute_bytes_weight)
+        for c in few[:max_plans]:
+            e = c.evaluation
+            plan = self._finish(_Choice(e.dropped, e.recompute, e.order, e.extra_flops),
+                                budget, [f"portfolio: the candidate with the fewest extra "
+                                         f"FLOPs ({c.label.split(',')[0]}'s drop set)"],
+                                "roam")
+            if plan.arena_bytes <= budget and plan.extra_flops < than.extra_flops:
+                self.last_pick = (c.label, budget)
+                return plan
+        return None
 
     def plan_for_drops(self, dropped: Any, label: str = "roam") -> Plan:
         """Plan a given drop set (a baseline policy) with the same order and layout stages."""
@@ -373,7 +408,7 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
                        budgets: int = 8, baselines: bool = True,
                        plans: dict[str, Plan] | None = None,
                        extra_baselines: Mapping[str, Sequence[TensorId]] | None = None,
-                       portfolio: bool = True,
+                       portfolio: bool = True, fewest_flops: bool = True,
                        **kwargs: Any) -> tuple[int, list[FrontierPoint], list[str]]:
     """roam at ``budgets`` budgets (plus each baseline's memory and the midway budget between
     no recomputation and every block) and every baseline policy.
@@ -401,6 +436,12 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
     portfolio : bool
         Let roam try the baselines' and seeds' drop sets beside its greedy prefix at each
         budget (:class:`BudgetPlanner`).
+    fewest_flops : bool
+        With the portfolio: at each budget where a candidate that fits has fewer extra FLOPs
+        than the objective's pick (more bytes moved), plan it too and add it as a second roam
+        point (``kept``: ``"<label>, fewest FLOPs"``,
+        :meth:`BudgetPlanner.plan_fewest_flops`), so that the roam points are a frontier in
+        (peak, FLOPs) as well as in (peak, FLOPs + bytes moved).
     **kwargs
         Forwarded to ``make_plan``.
 
@@ -462,4 +503,13 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
                                     own[1] if own is not None else _moved(graph, p)))
         if plans is not None:
             plans[f"roam@{b}"] = p
+        q = bp.plan_fewest_flops(b, p) if portfolio and fewest_flops else None
+        if q is not None:
+            points.append(FrontierPoint("roam", q.arena_bytes, q.extra_flops, b,
+                                        len(q.recompute), _moved(graph, q),
+                                        bp.last_pick[0] if bp.last_pick else "roam",
+                                        points[-1].search_extra_flops,
+                                        points[-1].search_extra_bytes_moved))
+            if plans is not None:
+                plans[f"roam-flops@{b}"] = q
     return bp.step_flops, points, notes

@@ -35,7 +35,7 @@ import numpy as np
 from roam_core.model.graph import TensorId
 from roam_core.recompute.greedy import Evaluation, JitEvaluator, prune
 
-__all__ = ["Candidate", "best_of", "swap_improve"]
+__all__ = ["Candidate", "best_of", "fewest_flops", "swap_improve"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +68,6 @@ def _own_cost(ev: JitEvaluator, s: TensorId, w: float) -> float:
 
 def _fits(e: Evaluation, limit: int) -> bool:
     return e.peak_bytes <= limit
-
-
-def _own_cost(ev: JitEvaluator, s: TensorId, w: float) -> float:
-    p = ev.graph.tensors[s].producer
-    return 0.0 if p is None else ev.flops[p] + w * ev.moved[p]
 
 
 def _better(a: Evaluation, b: Evaluation) -> bool:
@@ -244,3 +239,52 @@ def best_of(evaluator: JitEvaluator, limit_bytes: int,
             kept.add(k)
             uniq.append(c)
     return uniq
+
+
+def fewest_flops(evaluator: JitEvaluator, limit_bytes: int, candidates: Sequence[Candidate],
+                 below_flops: int, bytes_weight: float = 1.0, *, tries: int = 2
+                 ) -> list[Candidate]:
+    """The candidates that fit with fewer extra FLOPs than ``below_flops``, fewest first,
+    each also pruned by FLOPs alone.
+
+    The portfolio keeps the cheapest candidate by FLOPs + ``bytes_weight`` x bytes moved; a
+    candidate that moves more bytes for fewer FLOPs (torch's min-cut sets re-run elementwise
+    ops broadly) is then another point of the (peak, FLOPs) frontier.  For each of the
+    ``tries`` candidates with the fewest FLOPs (ties: the lower objective), its drop set is
+    pruned with ``bytes_weight`` 0 (:func:`~roam_core.recompute.greedy.prune`: what keeps the
+    just-in-time peak at or under ``max(limit_bytes, its peak)`` at no more FLOPs is kept
+    again, so fewer bytes move) and listed before the set as given (the caller plans them in
+    turn and keeps the first whose arena fits).
+
+    Parameters
+    ----------
+    evaluator : JitEvaluator
+        The evaluator the candidates were scored with.
+    limit_bytes : int
+        The just-in-time peak the pruned sets stay at or under.
+    candidates : sequence of Candidate
+        The portfolio at this budget (:func:`best_of`).
+    below_flops : int
+        The extra FLOPs of the plan the objective picked.
+    bytes_weight : float
+        The objective's weight of a byte moved (for :attr:`Candidate.cost`).
+    tries : int
+        Candidates taken.
+
+    Returns
+    -------
+    list of Candidate
+        Labelled ``"<label>, fewest FLOPs"``; pruned before unpruned, fewest FLOPs first.
+    """
+    few = sorted((c for c in candidates if c.fits and c.evaluation.extra_flops < below_flops),
+                 key=lambda c: (c.evaluation.extra_flops, c.cost))[:tries]
+    out: list[Candidate] = []
+    seen: set[frozenset[TensorId]] = set()
+    for c in few:
+        e = prune(evaluator, c.evaluation.dropped, limit_bytes, 0.0)
+        for x in (e, c.evaluation):
+            k = frozenset(x.dropped)
+            if k not in seen and x.extra_flops < below_flops:
+                seen.add(k)
+                out.append(Candidate(f"{c.label}, fewest FLOPs", x, x.cost(bytes_weight)))
+    return out
