@@ -110,6 +110,7 @@ class BudgetPlanner:
                               "re-trace for torch's counts")
         self.base = make_plan(graph, self.plain, **kwargs)
         self._greedy: GreedyTrajectory | None = None
+        self._single: GreedyTrajectory | None = None
         self._cache: dict[tuple[int, int, bool], list[tuple[str, _Choice]]] = {}
         self._others: list[tuple[str, tuple[TensorId, ...]]] | None = None
         #: the whole portfolio per just-in-time target (for :meth:`plan_fewest_flops`)
@@ -137,7 +138,23 @@ class BudgetPlanner:
             self._greedy = GreedyTrajectory(self.graph, self.base.order,
                                             alignment_bytes=self.config.alignment_bytes,
                                             bytes_weight=self.config.recompute_bytes_weight)
-        return self._greedy.run(stop_at_bytes=peak_bytes)
+        t = self._greedy.run(stop_at_bytes=peak_bytes)
+        if peak_bytes is None or t.current.peak_bytes <= peak_bytes:
+            return t
+        # group moves may end above a peak that single moves reach (the copies of a
+        # rebuilt chain pile up in the backward): below the grouped run's end, the
+        # one-storage-at-a-time run (same evaluator) answers
+        return self._single_run().run(stop_at_bytes=peak_bytes)
+
+    def _single_run(self) -> GreedyTrajectory:
+        if self._single is None:
+            assert self._greedy is not None
+            self._single = GreedyTrajectory(self.graph, self.base.order,
+                                            alignment_bytes=self.config.alignment_bytes,
+                                            bytes_weight=self.config.recompute_bytes_weight,
+                                            evaluator=self._greedy.evaluator,
+                                            group_moves=False)
+        return self._single
 
     @property
     def trajectory(self) -> tuple[JitEvaluator, list[Any], list[TrajectoryPoint]]:
@@ -151,8 +168,10 @@ class BudgetPlanner:
         return max(k.peak_bytes, 1)
 
     def lowest_bytes(self) -> int:
-        """The lowest just-in-time peak of the trajectory."""
-        return min(p.peak_bytes for p in self.trajectory[2])
+        """The lowest just-in-time peak of the trajectory (with group moves, or one
+        storage at a time where that goes lower)."""
+        low = min(p.peak_bytes for p in self.trajectory[2])
+        return min(low, min(p.peak_bytes for p in self._single_run().run().points))
 
     def _choice(self, target: int, exact: bool, notes: list[str], last_resort: bool = False
                 ) -> list[tuple[str, _Choice]] | None:

@@ -47,6 +47,9 @@ from roam_core.model.recompute import (
 __all__ = ["Evaluation", "GreedyTrajectory", "JitEvaluator", "TrajectoryPoint", "greedy_trajectory",
            "hoist_views", "jit_order", "knee", "prune"]
 
+#: Most storages one group move drops (besides its chain), see :class:`GreedyTrajectory`.
+GROUP_MAX_STORAGES = 16
+
 
 @dataclass(frozen=True, slots=True)
 class Evaluation:
@@ -608,10 +611,15 @@ class GreedyTrajectory:
 
     def __init__(self, graph: Graph, base_order: Sequence[OpId], *,
                  alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES, bytes_weight: float = 1.0,
-                 tries_per_step: int = 8, evaluator: JitEvaluator | None = None) -> None:
+                 tries_per_step: int = 8, evaluator: JitEvaluator | None = None,
+                 group_moves: bool = True, max_group: int = GROUP_MAX_STORAGES) -> None:
         self.evaluator = ev = evaluator or JitEvaluator(graph, base_order, alignment_bytes)
         self.bytes_weight = bytes_weight
         self.tries_per_step = tries_per_step
+        #: also score group moves (:func:`_group_moves`); ``False``: one storage at a time
+        self.group_moves = group_moves
+        self.max_group = max_group
+        self._rejected_groups: set[frozenset[TensorId]] = set()
         #: the drop sequence so far
         self.dropped: list[TensorId] = []
         self.current = ev.evaluate(())
@@ -630,8 +638,23 @@ class GreedyTrajectory:
         g = ev.graph
         self._producer: dict[TensorId, OpId] = {
             s: g.tensors[s].producer for s in self._cand}  # type: ignore[misc]
+        #: storages no late op reads that a re-run may rebuild (forward intermediates):
+        #: with group moves, one that re-runs hold across the peak is a candidate too
+        self._held: list[TensorId] = []
+        if group_moves:
+            late, dr = ev.late, set(self._cand)
+            self._held = [t for t in ev.planned if t not in dr and t not in ev.outputs
+                          and ev.blockers[self._tp(t)] is None
+                          and not any(r in late for r in ev.readers[t])]
+            for t in self._held:
+                self._producer[t] = self._tp(t)
         self._own_cost = {s: ev.flops[p] + bytes_weight * ev.moved[p]
                           for s, p in self._producer.items()}
+
+    def _tp(self, t: TensorId) -> OpId:
+        p = self.evaluator.graph.tensors[t].producer
+        assert p is not None
+        return p
 
     def run(self, stop_at_bytes: int | None = None, max_steps: int | None = None
             ) -> GreedyTrajectory:
@@ -665,6 +688,7 @@ class GreedyTrajectory:
         ev_self, cur, w = self.evaluator, self.current, self.bytes_weight
         if cur.peak_bytes != self._last_peak:
             self._rejected.clear()
+            self._rejected_groups.clear()
             self._last_peak = cur.peak_bytes
         p = int(np.argmax(cur.live))
         spans = cur.spans
@@ -683,7 +707,10 @@ class GreedyTrajectory:
         # so the k best are the same as when every candidate is scored.
         k = self.tries_per_step
         bounds: list[tuple[float, TensorId]] = []
-        for s in self._candidates():
+        cands = self._candidates()
+        if self._held:  # kept across the peak only for the re-runs that read them
+            cands += [t for t in self._held if t in live_here and t not in dset]
+        for s in cands:
             if s in dset or s in self._rejected:
                 continue
             own = 0.0 if self._producer[s] in running else self._own_cost[s]
@@ -708,21 +735,127 @@ class GreedyTrajectory:
             else:
                 heapq.heappushpop(top, score)
         scored.sort(key=lambda x: (-x[0], x[1]))
-        if not scored:
+        moves: list[tuple[float, str, tuple[TensorId, ...], tuple[TensorId, ...]]] = [
+            (sc, s, chain, (s,)) for sc, s, chain in scored]
+        if self.group_moves and (not scored or self._costs_flops(scored[0], dset, running,
+                                                                 live_at)):
+            groups = _group_moves(ev_self, [s for s in cands if s not in dset], dset,
+                                  running, live_at, pos, p, w, self.max_group)
+            moves += [(sc, min(m), chain, m) for sc, chain, m in groups
+                      if frozenset(m) not in self._rejected_groups]
+            moves.sort(key=lambda x: (-x[0], x[1], len(x[3])))
+        if not moves:
             self.finished = True
             return
-        for _, s, chain in scored[:self.tries_per_step]:
-            nxt = ev_self.evaluate([*self.dropped, *chain, s])
+        for _, _, chain, members in moves[:self.tries_per_step]:
+            nxt = ev_self.evaluate([*self.dropped, *chain, *members])
             if (nxt.peak_bytes, nxt.peak_steps) < (cur.peak_bytes, cur.peak_steps):
                 self.dropped.extend(chain)
-                self.dropped.append(s)
+                self.dropped.extend(members)
                 self.current = nxt
                 self.points.append(TrajectoryPoint(len(self.dropped), nxt.peak_bytes,
                                                    nxt.extra_flops, nxt.extra_bytes))
                 return
-            self._rejected.add(s)
+            if len(members) == 1:
+                self._rejected.add(members[0])
+            else:
+                self._rejected_groups.add(frozenset(members))
         # when none of the tried candidates lowered the peak, the next step goes on with
         # the next best ones (the rejected are skipped until the peak changes)
+
+
+    def _costs_flops(self, best: tuple[float, TensorId, tuple[TensorId, ...]],
+                     dset: set[TensorId], running: set[OpId],
+                     live_at: Callable[[TensorId], bool]) -> bool:
+        """Whether the best single move re-runs an op that costs FLOPs (then group moves
+        of cheaper storages are scored beside it)."""
+        ev = self.evaluator
+        new, _, _ = _closure(ev, best[1], dset, running, live_at)
+        return any(ev.flops[o] > 0 for o in new)
+
+
+def _group_moves(ev: JitEvaluator, cands: Sequence[TensorId], dset: set[TensorId],
+                 running: set[OpId], live_at: Callable[[TensorId], bool],
+                 pos: Mapping[OpId, int], step: int, bytes_weight: float, max_group: int
+                 ) -> list[tuple[float, tuple[TensorId, ...], tuple[TensorId, ...]]]:
+    """Drop sets that only pay off together: candidates whose re-runs need the same storage
+    that is not live at the peak step.
+
+    Dropping one storage may need an input that is not live at the peak anyway: the single
+    move either holds it across the peak (no gain) or rebuilds it too (a chain, often a
+    matmul).  GPT-2's dropout mask is rebuilt from the shape of the projection output, and
+    so is the residual ``add`` after it: each alone frees 3 MiB and needs the projection's
+    3 MiB output (or its ``addmm`` re-run).  Candidates that need the same such storage
+    are joined (union-find over the storages they would hold or rebuild; at most
+    ``max_group`` storages a group, the first in candidate order), and the group keeps each
+    storage two or more members need (held once, not rebuilt), so together they free more
+    than they hold, without the shared re-run.  A group is scored as one move -- bytes
+    freed at the peak step less bytes held, per unit of the cost of the ops it re-runs
+    (FLOPs + ``bytes_weight`` x bytes moved) -- beside the single moves, and evaluated
+    exactly by the caller.
+
+    Returns
+    -------
+    list of (score, chain, members)
+        Groups of two or more members with a positive gain.
+    """
+    needs: dict[TensorId, set[TensorId]] = {}
+    for s in cands:
+        _, kept, chain = _closure(ev, s, dset, running, live_at)
+        h = {t for t in kept if not live_at(t)} | set(chain)
+        if h:
+            needs[s] = h
+    parent: dict[TensorId, TensorId] = {}
+
+    def find(x: TensorId) -> TensorId:
+        while parent.get(x, x) != x:
+            x = parent[x]
+        return x
+
+    first_of: dict[TensorId, TensorId] = {}
+    count: dict[TensorId, int] = {}
+    for s, h in needs.items():
+        for t in sorted(h):
+            count[t] = count.get(t, 0) + 1
+            a, b = find(s), find(first_of.setdefault(t, s))
+            if a != b:
+                parent[max(a, b)] = min(a, b)
+    comps: dict[TensorId, list[TensorId]] = {}
+    for s in needs:
+        comps.setdefault(find(s), []).append(s)
+    groups = [m[:max_group] for m in comps.values() if len(m) > 1]
+    out: list[tuple[float, tuple[TensorId, ...], tuple[TensorId, ...]]] = []
+    for members in groups:
+        ms = set(members)
+        shared = {t for t in set().union(*(needs.get(s, set()) for s in members))
+                  if t not in ms and sum(t in needs.get(s, ()) for s in members) > 1}
+
+        def live_or_shared(t: TensorId, shared: set[TensorId] = shared) -> bool:
+            return t in shared or live_at(t)
+
+        d = set(dset)
+        run = set(running)
+        new_all: list[OpId] = []
+        kept_all: set[TensorId] = set()
+        chain_all: list[TensorId] = []
+        for s in members:
+            new, kept, chain = _closure(ev, s, d, run, live_or_shared)
+            d.add(s)
+            d.update(chain)
+            run.update(new)
+            new_all += new
+            kept_all.update(kept)
+            chain_all += chain
+        kept_all -= d
+        if _pinned_before(ev, new_all, pos, step, d):
+            continue
+        gain = sum(ev.size[s] for s in members) - sum(
+            ev.size[t] for t in kept_all if not live_at(t))
+        if gain <= 0:
+            continue
+        cost = sum(ev.flops[o] + bytes_weight * ev.moved[o] for o in set(new_all))
+        out.append((gain / (cost + 1.0), tuple(dict.fromkeys(chain_all)), tuple(members)))
+    return out
 
 
 def greedy_trajectory(
@@ -735,6 +868,7 @@ def greedy_trajectory(
     max_steps: int | None = None,
     tries_per_step: int = 8,
     evaluator: JitEvaluator | None = None,
+    group_moves: bool = True,
 ) -> tuple[list[TensorId], list[TrajectoryPoint]]:
     """Drop storages one at a time, each time lowering the peak for the least cost.
 
@@ -756,15 +890,21 @@ def greedy_trajectory(
         Best-scored candidates evaluated exactly per step.
     evaluator : JitEvaluator, optional
         Reuse an evaluator built for ``(graph, base_order)``.
+    group_moves : bool
+        When the best single move re-runs an op with FLOPs, also score groups of storages
+        that only lower the peak together (they keep the same input alive; one move drops
+        them all, :func:`_group_moves`).  ``False``: one storage at a time.
 
     Returns
     -------
     (list of TensorId, list of TrajectoryPoint)
-        The drop sequence, and one point per prefix (the first is "drop nothing").
+        The drop sequence, and one point per prefix (the first is "drop nothing"; a group
+        move adds one point for all its storages).
     """
     t = GreedyTrajectory(graph, base_order, alignment_bytes=alignment_bytes,
                          bytes_weight=bytes_weight, tries_per_step=tries_per_step,
-                         evaluator=evaluator).run(stop_at_bytes, max_steps)
+                         evaluator=evaluator, group_moves=group_moves
+                         ).run(stop_at_bytes, max_steps)
     return t.dropped, t.points
 
 
