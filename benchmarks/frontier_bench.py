@@ -219,7 +219,12 @@ def write_md(results: list[dict[str, Any]], path: Path) -> None:
              "swap pass) and the "
              "drop sets of the module-structure baselines and of torch's min-cut decisions, "
              "each pruned to the budget, keeping the cheapest by FLOPs + bytes moved whose "
-             "arena fits; `roam kept` names the candidate a point comes from, `roam's search "
+             "arena fits, and where a candidate that fits has fewer FLOPs (more bytes moved) "
+             "that one too as a second roam point (`<candidate>, fewest FLOPs`, its set "
+             "pruned by FLOPs alone; runs since 19:00 UTC 2026-12-01), so the dominance "
+             "check holds by FLOPs alone; the greedy has group moves since then too "
+             "(storages dropped together that hold one input); "
+             "`roam kept` names the candidate a point comes from, `roam's search "
              "alone` is the greedy prefix's extra FLOPs and bytes moved at the same budget "
              "(what roam gave before the portfolio; runs before it show `roam` and blank).", ""]
     for r in results:
