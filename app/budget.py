@@ -121,7 +121,9 @@ def frontier(graph_key: str, settings: PlanSettings, budgets: int = 8,
     keys = {label: state.put_plan(p) for label, p in plans.items()}
     out = []
     for p in points:
-        label = p.method if p.method != "roam" else f"roam@{p.budget_bytes}"
+        label = p.method if p.method != "roam" else (
+            f"roam-flops@{p.budget_bytes}" if p.kept.endswith(", fewest FLOPs")
+            else f"roam@{p.budget_bytes}")  # the fewest-FLOPs point beside the objective's
         out.append({"method": p.method, "label": label, "peak_bytes": int(p.peak_bytes),
                     "extra_flops": int(p.extra_flops),
                     "extra_pct": 100.0 * p.extra_flops / max(sf, 1),
