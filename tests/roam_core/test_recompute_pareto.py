@@ -102,3 +102,22 @@ def test_cli_bytes_weight(tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["plan", str(path), "--budget", str(budget), "--bytes-weight", "-1"])
     assert "number >= 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_a_seed_over_the_target_is_a_last_resort_when_no_greedy_prefix_fits(seed):
+    """Below every prefix of the greedy run, the first seed is still listed as a last resort
+    (the planner's order may fit what the just-in-time order does not): it is not taken for
+    roam's own candidate, which is never kept unfit."""
+    from roam_core.planner.budget import BudgetPlanner
+
+    g = random_train_graph(seed, 8)
+    ev = JitEvaluator(g, g.op_ids)
+    seeds = {"all": tuple(ev.droppable)}
+    bp = BudgetPlanner(g, GREEDY, make_plan=make_plan, seeds=seeds, portfolio=True)
+    bp.other_candidates = lambda: [("all", seeds["all"])]  # type: ignore[method-assign]
+    target = min(bp.lowest_bytes(), JitEvaluator(g, bp.base.order).evaluate(
+        seeds["all"]).peak_bytes) - 512
+    got = bp._choice(target, False, [], last_resort=True)
+    assert got
+    assert [label for label, _ in got] == ["all"]
