@@ -199,9 +199,7 @@ class BudgetPlanner:
         if key not in self._cache:
             prefix = () if idx is None else tuple(dropped[:points[idx].n_dropped])
             if self.portfolio:
-                # the first candidate is roam's own (swapped, never kept unfit): without a
-                # greedy prefix that fits, an empty one holds its place
-                first = [("roam", prefix)]
+                first = [("roam", prefix)] if idx is not None else []
                 cands = best_of(ev, target, [*first, *self.other_candidates()], w,
                                 keep_unfit=True)
                 self._portfolio[target] = cands
@@ -214,10 +212,15 @@ class BudgetPlanner:
                 # the just-in-time order does not) the cheapest two that do not
                 fit = [c for c in cands if c.fits][:3]
                 fit += [c for c in cands if c.label == "roam" and all(c is not f for f in fit)]
-                if last_resort:  # the lowest just-in-time peak, then the cheapest
+                if last_resort:
                     unfit = [c for c in cands if not c.fits]
-                    low = sorted(unfit, key=lambda c: (c.evaluation.peak_bytes, c.cost))[:1]
-                    fit += [*low, *(c for c in unfit if c not in low)][:max(0, 2 - len(fit))]
+                    first_other = None if idx is not None else self.other_candidates()[0][0]
+                    fit += [c for c in unfit if c.label != first_other][:max(0, 2 - len(fit))]
+                    low = min(unfit, key=lambda c: (c.evaluation.peak_bytes, c.cost),
+                              default=None)
+                    if (low is not None and not any(c.fits for c in cands)
+                            and all(low is not f for f in fit)):
+                        fit.append(low)  # nothing fits: the lowest just-in-time peak too
                 self._cache[key] = [(c.label, _Choice(c.evaluation.dropped,
                                                       c.evaluation.recompute,
                                                       c.evaluation.order,

@@ -188,8 +188,8 @@ def best_of(evaluator: JitEvaluator, limit_bytes: int,
         Bounds of the :func:`swap_improve` pass run on the first candidate (roam's own
         greedy prefix); 0 swaps: none.
     keep_unfit : bool
-        Also list the candidates (other than the first) whose just-in-time peak is over
-        the limit, as given, after all that fit (``fits=False``).
+        Also list the candidates whose just-in-time peak is over the limit, as given, after
+        all that fit (``fits=False``).
 
     Returns
     -------
@@ -213,7 +213,7 @@ def best_of(evaluator: JitEvaluator, limit_bytes: int,
         seen.add(key)
         e = evaluator.evaluate(d)
         if not _fits(e, limit_bytes):
-            if keep_unfit and i > 0:
+            if keep_unfit:  # the first too: with no greedy prefix that fits, it is a baseline's
                 unfit.append(Candidate(label, e, e.cost(bytes_weight), fits=False))
             continue
         raw = e
