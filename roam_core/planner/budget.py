@@ -112,6 +112,9 @@ class BudgetPlanner:
         self._greedy: GreedyTrajectory | None = None
         self._cache: dict[tuple[int, int, bool], list[tuple[str, _Choice]]] = {}
         self._others: list[tuple[str, tuple[TensorId, ...]]] | None = None
+        #: plans of expanded graphs by (recompute ops, order): a drop set chosen at several
+        #: budgets (or a baseline's, chosen by roam) is planned once
+        self._planned: dict[tuple[tuple[Any, ...], tuple[Any, ...]], Plan] = {}
 
     def other_candidates(self) -> list[tuple[str, tuple[TensorId, ...]]]:
         """The portfolio's drop sets besides the greedy prefix: baselines, then seeds."""
@@ -216,8 +219,11 @@ class BudgetPlanner:
 
     def _finish(self, c: _Choice, budget: int | None, notes: list[str], method: str) -> Plan:
         g = self.graph
-        g2 = expand_graph(g, c.recompute, order=c.order)
-        p2 = self.make_plan(g2, self.plain, **self.kwargs)
+        key = (tuple(c.recompute), tuple(c.order))
+        p2 = self._planned.get(key)
+        if p2 is None:  # the same drop set at another budget, or a baseline's: planned once
+            g2 = expand_graph(g, c.recompute, order=c.order)
+            p2 = self._planned[key] = self.make_plan(g2, self.plain, **self.kwargs)
         sf = self.step_flops
         plan = replace(
             p2, graph_fingerprint=g.fingerprint(), graph_name=g.name, method=method,
