@@ -280,6 +280,10 @@ class JitEvaluator:
                                       if self.size[s]) for op in graph.ops}
         self._rop_cache: dict[RecomputeOp, tuple[int, tuple[OpId, ...], tuple[TensorId, ...],
                                                  tuple[int, ...]]] = {}
+        #: the same facts by object identity (the object is kept to make the id safe)
+        self._rop_by_id: dict[int, tuple[RecomputeOp, tuple[Any, ...]]] = {}
+        #: (source, inputs, readers) -> the one RecomputeOp built for them
+        self._rop_memo: dict[tuple[OpId, tuple[str, ...], tuple[OpId, ...]], RecomputeOp] = {}
         self._index()
 
     def _index(self) -> None:
@@ -381,10 +385,15 @@ class JitEvaluator:
             if not need(v, op_id):
                 return recompute_ops_for(g, drop, blockers)  # raises the error
         out = []
+        memo = self._rop_memo
         for p in chosen:
             ins = tuple(u + COPY_SUFFIX if su in drop else u for u, su in op_ins[p])
-            out.append(RecomputeOp(OpId(p + COPY_SUFFIX), p, ins, self._copy_outs[p],
-                                   tuple(readers.get(p, {}))))
+            key = (p, ins, tuple(readers.get(p, {})))
+            r = memo.get(key)
+            if r is None:  # one object per distinct re-run: its facts are cached by identity
+                r = memo[key] = RecomputeOp(OpId(p + COPY_SUFFIX), p, ins, self._copy_outs[p],
+                                            key[2])
+            out.append(r)
         return tuple(out)
 
     def _rop_info(self, r: RecomputeOp) -> tuple[int, tuple[OpId, ...], tuple[TensorId, ...],
@@ -392,6 +401,9 @@ class JitEvaluator:
         """What an evaluation needs of one recompute op, cached: its own earliest slot (first
         reader, in-place writes of what it reads), the sources of the copies it reads, the
         original storages of those copies and the kept planned storages it reads."""
+        hit = self._rop_by_id.get(id(r))
+        if hit is not None and hit[0] is r:
+            return hit[1]
         info = self._rop_cache.get(r)
         if info is None:
             g, bpos = self.graph, self._bpos
@@ -417,6 +429,7 @@ class JitEvaluator:
                     kept.append(i)
             info = (f, tuple(copy_src), tuple(copy_of), tuple(kept))
             self._rop_cache[r] = info
+        self._rop_by_id[id(r)] = (r, info)
         return info
 
     def _slots(self, rops: Sequence[RecomputeOp], infos: Sequence[tuple[Any, ...]] | None = None
