@@ -64,6 +64,8 @@ placeholder node names (``params_1``, ``state_3``, ``inputs_1``...), described b
 from __future__ import annotations
 
 import contextlib
+import gc
+import inspect
 import logging
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -90,6 +92,7 @@ __all__ = [
     "RngTimeline",
     "TracedStep",
     "ValueRef",
+    "gc_paused",
     "make_optimizer_factory",
     "trace_fx",
     "trace_training_step",
@@ -326,8 +329,26 @@ def trace_fx(
     :class:`TracedStep`.  The placeholders of ``TracedStep.gm`` are, in order, the
     deduplicated parameters, the buffers, the resident optimizer state (``steady`` only:
     per parameter, the tensor entries of ``opt.state[p]`` in insertion order) and the tensor
-    example inputs, as listed in ``TracedStep.placeholders``.
+    example inputs, as listed in ``TracedStep.placeholders``.  Python's cyclic garbage
+    collector is paused while tracing (:func:`gc_paused`).
     """
+    with gc_paused():
+        return _trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting,
+                         name=name, origin=origin, device=device, **optimizer_kwargs)
+
+
+def _trace_fx(
+    model: nn.Module,
+    example_inputs: Sequence[Any],
+    loss_fn: Callable[[Any], torch.Tensor] | None,
+    optimizer: str | OptimizerFactory | None,
+    *,
+    setting: str,
+    name: str | None,
+    origin: Mapping[str, Any] | None,
+    device: str | torch.device,
+    **optimizer_kwargs: Any,
+) -> TracedStep:
     t0 = time.perf_counter()
     opt_name, factory = make_optimizer_factory(optimizer, setting, **optimizer_kwargs)
     dev = torch.device(device)
@@ -395,7 +416,7 @@ def trace_fx(
 
         try:
             with fm, tracker, record_rng() as rng_calls, _lazy_recompile():
-                gm = make_fx(step, tracing_mode="real")(
+                gm = make_fx(step, tracing_mode="real", **_MAKE_FX_OPTIONS)(
                     params, buffers, state, [inputs[i] for i in tensor_pos])
         except TraceError:
             raise
@@ -436,6 +457,34 @@ def trace_fx(
                  len(graph.tensors), dt)
     return TracedStep(gm, graph, ph_roles, consts, values, loss_value, setting, opt_name, dt,
                       rng)
+
+
+#: make_fx options that only save time: without torch's torch-function metadata mode
+#: (``node.meta["torch_fn"]``, which nothing here reads) every traced call skips one Python
+#: torch-function layer.  Feature-detected: a torch without the option traces as before.
+_MAKE_FX_OPTIONS: dict[str, Any] = (
+    {"_disable_torch_fn_metadata_mode": True}
+    if "_disable_torch_fn_metadata_mode" in inspect.signature(make_fx).parameters else {})
+
+
+@contextlib.contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector inside (restored on exit, also on errors).
+
+    A trace allocates millions of short-lived objects (fake tensors, FX nodes, pytree
+    specs) and keeps most of them, so the collector runs thousands of times and its full
+    collections walk the whole heap (torch's modules included) for almost nothing: about
+    6 % of GPT2-XL's trace time.  The little cyclic garbage made meanwhile (GPT-2: ~60k
+    objects, ~10 MiB) is collected by the first collection after the trace.  Nested uses
+    are fine: the collector is re-enabled only by the block that disabled it.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 @contextlib.contextmanager

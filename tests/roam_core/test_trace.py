@@ -355,3 +355,30 @@ def test_loss_fn_may_close_over_real_labels() -> None:
     constants = [t for t in graph.tensors.values()
                  if t.resident and t.kind == TensorKind.BUFFER and t.dtype.endswith("int64")]
     assert [t.size_bytes for t in constants] == [labels.numel() * 8]
+
+
+def test_gc_is_paused_while_tracing_and_restored_after() -> None:
+    import gc
+
+    from roam_core.trace import gc_paused
+
+    seen: list[bool] = []
+
+    def loss(y: torch.Tensor) -> torch.Tensor:
+        seen.append(gc.isenabled())
+        return y.sum()
+
+    assert gc.isenabled()
+    trace_training_step(_mlp(), [X], loss_fn=loss, optimizer="sgd")
+    assert seen == [False]
+    assert gc.isenabled()
+    with pytest.raises(TraceError):  # restored on errors too
+        trace_training_step(_mlp(), [X], loss_fn=lambda y: y, optimizer="sgd")
+    assert gc.isenabled()
+    gc.disable()
+    try:  # a caller's own pause is left alone
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
