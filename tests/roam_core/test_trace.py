@@ -382,3 +382,26 @@ def test_gc_is_paused_while_tracing_and_restored_after() -> None:
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+@pytest.mark.parametrize("opt", ["adamw", "adam", "sgd"])
+def test_steady_warm_step_on_meta_twins_gives_the_fake_steps_trace(opt: str) -> None:
+    from roam_core.formats.graph_io import graph_to_dict
+    from roam_core.trace import make_optimizer_factory
+    from roam_core.zoo import build_zoo_step
+
+    _, factory = make_optimizer_factory(opt, "steady", weight_decay=0.01)
+
+    def trace(f: object) -> tuple[object, ...]:
+        step = build_zoo_step("tiny_gpt", 2, 16, "steady", opt, "meta")
+        s = trace_fx(step.model, step.example_inputs, step.loss_fn, f, setting="steady")
+        state = [(r.name, s.gm.graph.find_nodes(op="placeholder")[i].meta["val"].shape)
+                 for i, r in enumerate(s.placeholders)]
+        g = graph_to_dict(s.graph)
+        g["control_edges"].sort(key=lambda e: (e["src"], e["dst"], e["reason"]))
+        return g, str(s.gm.graph), state
+
+    meta = trace(factory)
+    fake = trace(lambda ps: factory(ps))  # a user's factory: the warm step runs on fakes
+    assert meta == fake
+    assert any("exp_avg" in n or "momentum_buffer" in n for n, _ in meta[2])
