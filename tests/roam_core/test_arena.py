@@ -174,11 +174,11 @@ def test_peak_repair_lowers_a_stuck_winner_within_its_node_budget() -> None:
     bufs += [Buffer(f"t{k}", 1 + k, 9 - k, 1) for k in range(3)]
     p = Problem(tuple(bufs))
     stuck = Solution.from_offsets(p, [0, 0, 0, 9, 10, 11])
-    runs = [arena._repair(p, stuck, p.lower_bound(), 400, time.monotonic() + 30, None)
+    runs = [arena._repair(p, [stuck], p.lower_bound(), 400, time.monotonic() + 30, None)
             for _ in range(2)]
     assert runs[0] == runs[1]
-    sol, nodes, how = runs[0]
-    assert sol is not None
+    sol, nodes, how, start = runs[0]
+    assert sol is not None and start == 0
     assert sol.height == p.lower_bound() == 11
     assert check_dsa_solution(p, sol) == []
     assert 0 < nodes <= 400
@@ -193,9 +193,10 @@ def test_peak_repair_switch(monkeypatch: Any) -> None:
     calls: list[int] = []
     real = arena._repair
 
-    def spy(problem: Any, sol: Any, lb: int, budget: int, deadline: float, cancel: Any) -> Any:
+    def spy(problem: Any, starts: Any, lb: int, budget: int, deadline: float,
+            cancel: Any) -> Any:
         calls.append(budget)
-        return real(problem, sol, lb, budget, deadline, cancel)
+        return real(problem, starts, lb, budget, deadline, cancel)
 
     monkeypatch.setattr(arena, "_repair", spy)
     # the DSA candidate is made to return the greedy layout, so the winner stays above the LB
