@@ -178,7 +178,8 @@ def test_peak_repair_lowers_a_stuck_winner_within_its_node_budget() -> None:
             for _ in range(2)]
     assert runs[0] == runs[1]
     sol, nodes, how, start = runs[0]
-    assert sol is not None and start == 0
+    assert sol is not None
+    assert start == 0
     assert sol.height == p.lower_bound() == 11
     assert check_dsa_solution(p, sol) == []
     assert 0 < nodes <= 400

@@ -380,7 +380,8 @@ def test_repair_from_starts_with_the_whole_run_as_window_is_exact(problem: Probl
     assert sol is not None
     assert check_dsa_solution(problem, sol) == []
     assert sol.height <= best
-    assert 0 <= k < len(starts) and starts[k].height > best
+    assert 0 <= k < len(starts)
+    assert starts[k].height > best
     assert how.startswith("repair@0:")
 
 
@@ -394,7 +395,8 @@ def test_repair_from_starts_turns_to_the_start_that_repairs() -> None:
                  Buffer("d", 5, 6, 4)))
     low = Solution.from_offsets(p, [2, 5, 0, 0])  # height 9
     high = Solution.from_offsets(p, [8, 4, 0, 0])  # height 11
-    assert check_dsa_solution(p, low) == [] and check_dsa_solution(p, high) == []
+    assert check_dsa_solution(p, low) == []
+    assert check_dsa_solution(p, high) == []
     best = _brute_min_height(p)
     assert best == 8
     deadline = time.monotonic() + 60
@@ -402,7 +404,9 @@ def test_repair_from_starts_turns_to_the_start_that_repairs() -> None:
                        fractions=(0.9,))[0] is None
     sol, nodes, how, k = repair_from_starts(p, [low, high, low], best, node_budget=10**4,
                                             deadline=deadline, fraction=0.9)
-    assert sol is not None and sol.height == best and k == 1
+    assert sol is not None
+    assert sol.height == best
+    assert k == 1
     assert check_dsa_solution(p, sol) == []
     assert 0 < nodes <= 64
     assert how.startswith("repair@0.9:")
