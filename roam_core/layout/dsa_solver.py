@@ -811,7 +811,8 @@ def repair_from_starts(problem: Problem, starts: Sequence[Solution], target: int
     Which start repairs, and with which preorder, is not known in advance (efficientnet_b0
     b1: the lowest layout does not repair in 10,000 nodes, the next one does at node 913 of
     its second preorder).  Every ``(start, preorder)`` pair gets a run of ``L`` nodes in
-    turn, ``L = node_budget / (2 x pairs)`` at first and doubled each round (a run repeats
+    turn (the first preorder on every start, then the next), ``L = node_budget / (2 x
+    pairs)`` at first and doubled each round (a run repeats
     its last one and goes on, with the failed states it memoised), until one finds a layout
     within ``target`` or ``node_budget`` is spent: no single search can use up the budget
     while another would succeed cheaply, and a search that succeeds at node ``k`` costs at
@@ -835,7 +836,7 @@ def repair_from_starts(problem: Problem, starts: Sequence[Solution], target: int
     >>> sol.height, how, k
     (3, 'repair@0.5:TLA', 0)
     """
-    pairs: list[tuple[int, _RepairWindow, str, dict[str, Any]]] = []
+    wins: list[tuple[int, _RepairWindow]] = []
     seen: set[bytes] = set()
     for k, start in enumerate(starts):
         win = _RepairWindow.build(problem, start, target, fraction)
@@ -845,7 +846,9 @@ def repair_from_starts(problem: Problem, starts: Sequence[Solution], target: int
         if key in seen:
             continue
         seen.add(key)
-        pairs.extend((k, win, pre, {}) for pre in preorders)
+        wins.append((k, win))
+    # preorder-major: the first preorder on every start, then the next
+    pairs = [(k, win, pre, {}) for pre in preorders for k, win in wins]
     nodes = 0
     if not pairs:
         return None, nodes, "repair", -1
