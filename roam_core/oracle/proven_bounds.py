@@ -554,7 +554,7 @@ def free_branch_groups(graph: Graph, max_descendants: int = 40, *,
         if graph.op(op).phase is Phase.OPTIMIZER:
             free[i] = True
         else:
-            free[i] = (r.descendants[r.index[op]].bit_count() <= max_descendants
+            free[i] = (r.descendants.bit_count(r.index[op]) <= max_descendants
                        and all(free[index[s]] for s in graph.successors(op)))
     parent = list(range(len(ids)))
 
@@ -827,7 +827,7 @@ def greedy_chain(order: Sequence[OpId], reach: Reachability,
         if op in sk:
             continue
         i = reach.index[op]
-        if last < 0 or reach.ancestors[i] >> last & 1:
+        if last < 0 or reach.ancestors.has(i, last):
             out.append(op)
             last = i
     return out
@@ -998,7 +998,7 @@ def chain_group_lower_bound(
     for g in cidx:
         cmask |= 1 << g
     for j in range(1, m):
-        assert r.ancestors[cidx[j]] >> cidx[j - 1] & 1, "chain ops must be comparable"
+        assert r.ancestors.has(cidx[j], cidx[j - 1]), "chain ops must be comparable"
     # rank groups by the largest storage they touch
     ranked = []
     for gr in grps:
