@@ -1,10 +1,11 @@
 """Budget view: peak memory against extra compute, roam's budget plans and the baselines.
 
 ``frontier`` runs :func:`roam_core.planner.budget.recompute_frontier` (roam at ``budgets``
-budgets plus every checkpointing baseline) as a background job, stores every plan in the
-cache and returns one JSON record (cached by graph + settings).  Clicking a point loads its
-plan into every view.  Service and figure functions take plain values (unit-tested); the
-Dash pieces are :func:`card` and :func:`register`.
+budgets plus every checkpointing baseline and, for a zoo model's trace, torch's own min-cut
+partitioner at several ``activation_memory_budget`` values) as a background job, stores
+every plan in the cache and returns one JSON record (cached by graph + settings).  Clicking a
+point loads its plan into every view.  Service and figure functions take plain values
+(unit-tested); the Dash pieces are :func:`card` and :func:`register`.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from app.planning import PlanSettings
 from roam_core.base.errors import RoamError
 
 __all__ = ["BASELINE_LABELS", "card", "frontier", "frontier_figure", "frontier_key",
-           "frontier_rows", "register"]
+           "frontier_rows", "method_label", "register"]
 
 _logger = logging.getLogger(__name__)
 
@@ -40,6 +41,9 @@ FRONTIER_RESULT = "frontier-result"  # store: {"key": frontier cache key, "graph
 FRONTIER_GRAPH = "frontier-graph"
 FRONTIER_TABLE = "frontier-table"
 FRONTIER_NOTES = "frontier-notes"
+FRONTIER_MIN_CUT = "frontier-min-cut"  # checklist: ["on"] runs torch's min-cut baseline
+MIN_CUT = "torch_min_cut_"  # method prefix of torch's partitioner points
+MIN_CUT_COLOR = "#ff7f0e"
 
 #: Words for the baseline policies of :mod:`roam_core.recompute.baselines`.
 BASELINE_LABELS = {
@@ -57,6 +61,13 @@ _COLORS = {"none": "#7f7f7f", "checkpoint_blocks": "#1f77b4", "checkpoint_every_
            "sqrt_segments": "#9467bd", "checkpoint_sequential": "#8c564b",
            "selective_attention": "#bcbd22"}
 ROAM_COLOR = "#d62728"
+
+
+def method_label(method: str) -> str:
+    """A frontier method in words (``torch_min_cut_0.3`` -> ``torch min-cut, budget 0.3``)."""
+    if method.startswith(MIN_CUT):
+        return f"torch min-cut, budget {method[len(MIN_CUT):]}"
+    return BASELINE_LABELS.get(method, method)
 
 
 def byte_unit(max_bytes: float) -> tuple[float, str]:
@@ -77,26 +88,51 @@ def flops_text(flops: float) -> str:
 
 
 # ------------------------------------------------------------------ service (no Dash)
-def frontier_key(graph_key: str, settings: PlanSettings, budgets: int) -> str:
-    """Cache key of a frontier: graph, planner settings and the number of budgets."""
-    blob = json.dumps([graph_key, settings.as_dict(), int(budgets)], sort_keys=True).encode()
+def frontier_key(graph_key: str, settings: PlanSettings, budgets: int,
+                 min_cut: bool = True) -> str:
+    """Cache key of a frontier: graph, planner settings, the number of budgets and whether
+    torch's min-cut baseline was asked for."""
+    blob = json.dumps([graph_key, settings.as_dict(), int(budgets)]
+                      + ([] if min_cut else ["no-min-cut"]), sort_keys=True).encode()
     return "fr-" + hashlib.sha256(blob).hexdigest()[:32]
 
 
+def _min_cut_baselines(graph: Any, progress: Callable[[int, int, str], None] | None,
+                       total: int) -> tuple[dict[str, Any], list[str]]:
+    """torch's min-cut drop sets for a zoo model's trace (else none, with the reason)."""
+    if (graph.origin or {}).get("source") != "zoo":
+        return {}, ["baseline torch_min_cut: not applicable (the graph is not a zoo model's "
+                    "trace: torch's partitioner needs the model)"]
+    try:
+        from roam_core.trace.min_cut import MIN_CUT_BUDGETS
+        from roam_core.zoo.min_cut import min_cut_baselines
+    except ImportError as e:
+        return {}, [f"baseline torch_min_cut: not applicable (torch is not installed: {e})"]
+    if progress is not None:
+        progress(0, total, "torch's min-cut partitioner: tracing the model again with AOT "
+                           "autograd")
+    _, extra, notes = min_cut_baselines(graph, MIN_CUT_BUDGETS)
+    return extra, notes
+
+
 def frontier(graph_key: str, settings: PlanSettings, budgets: int = 8,
-             progress: Callable[[int, int, str], None] | None = None) -> str:
+             progress: Callable[[int, int, str], None] | None = None,
+             min_cut: bool = True) -> str:
     """Plan the frontier of a stored graph (or find it cached); returns its cache key.
 
+    With ``min_cut`` and a graph traced from the zoo, torch's min-cut partitioner
+    (:mod:`roam_core.zoo.min_cut`) adds one baseline per ``activation_memory_budget``.
     The stored record is ``{"graph", "graph_name", "step_flops", "points": [{"method",
     "label", "peak_bytes", "extra_flops", "extra_pct", "budget_bytes", "recomputed_ops",
-    "plan_key"}], "notes"}``; every plan is stored under its ``plan_key``.
+    "extra_bytes_moved", "kept", "plan_key"}], "notes"}``; every plan is stored under its
+    ``plan_key``.
     """
     from roam_core.base.config import PlannerConfig
     from roam_core.planner import make_plan
     from roam_core.planner.budget import recompute_frontier
     from roam_core.recompute.baselines import BASELINES
 
-    key = frontier_key(graph_key, settings, budgets)
+    key = frontier_key(graph_key, settings, budgets, min_cut)
     if state.get_json(key) is not None:
         return key
     graph = state.get_graph(graph_key)
@@ -105,6 +141,11 @@ def frontier(graph_key: str, settings: PlanSettings, budgets: int = 8,
     # one plain plan, one per baseline, one per budget (plus a roam point at each baseline's
     # memory): the count of planner calls is the progress bar
     total = 1 + 2 * len(BASELINES) + int(budgets)
+    extra: dict[str, Any] = {}
+    mc_notes: list[str] = []
+    if min_cut:
+        extra, mc_notes = _min_cut_baselines(graph, progress, total)
+        total += 2 * len(extra)
     calls = [0]
 
     def counted(*args: Any, **kwargs: Any) -> Any:
@@ -117,7 +158,7 @@ def frontier(graph_key: str, settings: PlanSettings, budgets: int = 8,
 
     plans: dict[str, Any] = {}
     sf, points, notes = recompute_frontier(graph, cfg, make_plan=counted, budgets=int(budgets),
-                                           plans=plans)
+                                           plans=plans, extra_baselines=extra)
     keys = {label: state.put_plan(p) for label, p in plans.items()}
     out = []
     for p in points:
@@ -126,9 +167,10 @@ def frontier(graph_key: str, settings: PlanSettings, budgets: int = 8,
                     "extra_flops": int(p.extra_flops),
                     "extra_pct": 100.0 * p.extra_flops / max(sf, 1),
                     "budget_bytes": p.budget_bytes, "recomputed_ops": int(p.recomputed_ops),
+                    "extra_bytes_moved": int(p.extra_bytes_moved), "kept": p.kept,
                     "plan_key": keys.get(label)})
     state.put_json(key, {"graph": graph_key, "graph_name": graph.name, "step_flops": int(sf),
-                         "points": out, "notes": list(notes)})
+                         "points": out, "notes": list(notes) + mc_notes})
     if progress is not None:
         progress(total, total, f"done: {len(out)} points")
     return key
@@ -138,11 +180,29 @@ def frontier_rows(record: Mapping[str, Any]) -> list[dict[str, Any]]:
     """Table rows of a frontier record (roam first, by peak; then the baselines)."""
     pts = sorted(record.get("points") or [],
                  key=lambda p: (p["method"] != "roam", -p["peak_bytes"]))
-    return [{"method": "roam" if p["method"] == "roam" else
-             BASELINE_LABELS.get(p["method"], p["method"]),
+    return [{"method": "roam" if p["method"] == "roam" else method_label(p["method"]),
              "budget": fmt_bytes(p["budget_bytes"]) if p["budget_bytes"] is not None else "",
              "peak": fmt_bytes(p["peak_bytes"]), "extra_pct": round(p["extra_pct"], 3),
-             "recomputed_ops": p["recomputed_ops"], "plan_key": p["plan_key"]} for p in pts]
+             "recomputed_ops": p["recomputed_ops"],
+             "moved": fmt_bytes(p.get("extra_bytes_moved") or 0),
+             "kept": "" if p["method"] != "roam" or p.get("kept") in (None, "roam") else
+             f"from {method_label(p['kept'])}",
+             "plan_key": p["plan_key"]} for p in pts]
+
+
+def _coincident_labels(points: list[Mapping[str, Any]]) -> list[str]:
+    """Each min-cut point's budget; points on the same spot share one label (``0.5, 0.7``)."""
+    spots: dict[tuple[int, int], list[str]] = {}
+    for p in points:
+        spots.setdefault((p["peak_bytes"], p["extra_flops"]), []).append(
+            p["method"][len(MIN_CUT):])
+    seen: set[tuple[int, int]] = set()
+    out = []
+    for p in points:
+        spot = (p["peak_bytes"], p["extra_flops"])
+        out.append("" if spot in seen else ", ".join(spots[spot]))
+        seen.add(spot)
+    return out
 
 
 def frontier_figure(record: Mapping[str, Any] | None, selected_plan: str | None = None
@@ -168,8 +228,22 @@ def frontier_figure(record: Mapping[str, Any] | None, selected_plan: str | None 
                   f"<br>peak {fmt_bytes(p['peak_bytes'])}"
                   f"<br>+{p['extra_pct']:.2f}% FLOPs, {p['recomputed_ops']} re-runs"
                   for p in roam], hovertemplate="%{text}<extra></extra>"))
+    cut = sorted((p for p in pts if p["method"].startswith(MIN_CUT)),
+                 key=lambda p: p["method"])
+    if cut:  # one series, each point labelled by its activation_memory_budget
+        fig.add_trace(go.Scatter(
+            x=[p["extra_pct"] for p in cut], y=[p["peak_bytes"] / div for p in cut],
+            mode="markers+text", name="torch min-cut (activation_memory_budget)",
+            customdata=[p["plan_key"] for p in cut],
+            text=_coincident_labels(cut), textposition="top right",
+            textfont={"size": 10, "color": MIN_CUT_COLOR},
+            marker={"symbol": "hexagon", "size": 12, "color": MIN_CUT_COLOR,
+                    "line": {"width": 1, "color": "#222"}},
+            hovertext=[f"{method_label(p['method'])}<br>peak {fmt_bytes(p['peak_bytes'])}"
+                       f"<br>+{p['extra_pct']:.2f}% FLOPs, {p['recomputed_ops']} re-runs"
+                       for p in cut], hovertemplate="%{hovertext}<extra></extra>"))
     for p in pts:
-        if p["method"] == "roam":
+        if p["method"] == "roam" or p["method"].startswith(MIN_CUT):
             continue
         m = p["method"]
         fig.add_trace(go.Scatter(
@@ -211,18 +285,25 @@ def body() -> list[Any]:
     """The Budget view's controls, frontier chart and table (mounted when opened)."""
     cols = [{"name": n, "id": i} for n, i in (
         ("method", "method"), ("budget", "budget"), ("peak", "peak"),
-        ("extra FLOPs %", "extra_pct"), ("re-runs", "recomputed_ops"))]
+        ("extra FLOPs %", "extra_pct"), ("re-runs", "recomputed_ops"),
+        ("re-run bytes moved", "moved"), ("roam's pick", "kept"))]
     return [
         html.Details([html.Summary("How to read this"), html.Div(
             "Each point is a plan of this graph: its peak (y) and the FLOPs its recomputation "
             "adds (x, % of one step). The red line is roam planned at several budgets; the "
-            "markers are the usual checkpointing recipes applied to the same graph. Lower and "
+            "markers are the usual checkpointing recipes applied to the same graph, and, for a "
+            "model of the zoo, torch's own min-cut partitioner (the one torch.compile uses) at "
+            "several activation_memory_budget values, labelled by that value. Lower and "
             "further left is better. Click a point to load its plan into every view; "
             "recomputed ops are pink in the timeline and Explain says why.",
             className="muted")]),
         html.Div([html.Label(["budgets", dcc.Input(id=FRONTIER_BUDGETS, type="number",
                                                    value=8, min=2, max=24, step=1,
                                                    debounce=True)], className="field"),
+                  dcc.Checklist(id=FRONTIER_MIN_CUT, value=["on"], className="field",
+                                options=[{"label": " torch min-cut baseline (zoo models; "
+                                                   "traces the model again)",
+                                          "value": "on"}]),
                   html.Button("Compute frontier", id=FRONTIER_BTN, className="primary"),
                   html.Button("Cancel", id=FRONTIER_CANCEL, disabled=True)],
                  className="buttons"),
@@ -249,7 +330,8 @@ def _settings(method: Any, tl: Any, nl: Any, w: Any, al: Any) -> PlanSettings:
 
 
 def frontier_job(set_progress: Any, n: int | None, graph: dict | None, budgets: Any,
-                 method: Any, tl: Any, nl: Any, w: Any, al: Any) -> tuple[Any, str]:
+                 min_cut: Any, method: Any, tl: Any, nl: Any, w: Any, al: Any
+                 ) -> tuple[Any, str]:
     """Background: the frontier of the loaded graph, with progress."""
     if not n or not graph:
         raise PreventUpdate
@@ -258,7 +340,7 @@ def frontier_job(set_progress: Any, n: int | None, graph: dict | None, budgets: 
         if not 2 <= b <= 24:
             return dash.no_update, "budgets: give a number from 2 to 24"
         key = frontier(graph["key"], _settings(method, tl, nl, w, al), b,
-                       lambda d, t, msg: set_progress((d, t, msg)))
+                       lambda d, t, msg: set_progress((d, t, msg)), bool(min_cut))
     except RoamError as e:
         return dash.no_update, f"Frontier failed: {e}"
     except Exception as e:  # a planner bug must reach the user, not only the log
@@ -270,14 +352,14 @@ def frontier_job(set_progress: Any, n: int | None, graph: dict | None, budgets: 
 
 
 def render_frontier(result: dict | None, graph: dict | None, plan: str | None, budgets: Any,
-                    method: Any, tl: Any, nl: Any, w: Any, al: Any
+                    min_cut: Any, method: Any, tl: Any, nl: Any, w: Any, al: Any
                     ) -> tuple[go.Figure, list[dict[str, Any]], list[Any]]:
     """The frontier of the loaded graph: the job's, or one cached for these settings
     (figure, table rows, the planner's notes)."""
     if not graph:
         raise PreventUpdate
     key = result["key"] if result and result.get("graph") == graph["key"] else frontier_key(
-        graph["key"], _settings(method, tl, nl, w, al), int(budgets or 8))
+        graph["key"], _settings(method, tl, nl, w, al), int(budgets or 8), bool(min_cut))
     rec = state.get_json(key)
     if rec is None:
         return frontier_figure(None), [], []
@@ -308,7 +390,7 @@ def register(app: dash.Dash) -> None:
     app.callback(
         Output(FRONTIER_RESULT, "data"), Output(FRONTIER_STATUS, "children"),
         Input(FRONTIER_BTN, "n_clicks"), State(ids.GRAPH_KEY, "data"),
-        State(FRONTIER_BUDGETS, "value"), *settings,
+        State(FRONTIER_BUDGETS, "value"), State(FRONTIER_MIN_CUT, "value"), *settings,
         background=True, prevent_initial_call=True, interval=400,
         running=[(Output(FRONTIER_BTN, "disabled"), True, False),
                  (Output(FRONTIER_CANCEL, "disabled"), False, True)],
@@ -319,7 +401,7 @@ def register(app: dash.Dash) -> None:
                  Output(FRONTIER_NOTES, "children"),
                  Input(FRONTIER_RESULT, "data"), Input(ids.GRAPH_KEY, "data"),
                  Input(ids.PLAN_KEY, "data"), State(FRONTIER_BUDGETS, "value"),
-                 *settings)(render_frontier)
+                 State(FRONTIER_MIN_CUT, "value"), *settings)(render_frontier)
     app.callback(Output(ids.PLAN_KEY, "data", allow_duplicate=True),
                  Input(FRONTIER_GRAPH, "clickData"), Input(FRONTIER_TABLE, "active_cell"),
                  State(FRONTIER_TABLE, "derived_viewport_data"),

@@ -65,6 +65,22 @@ class CleanJobManager(DiskcacheManager):  # type: ignore[misc]
 
         forkserver.ensure_running()
 
+    def terminate_job(self, job: Any) -> None:
+        """Dash's, tolerating a process that exits while it is being stopped.
+
+        Dash lists the job's children and then asks each for its start time; a child (or the
+        job itself) that ends in between raises ``NoSuchProcess`` out of the poll request,
+        which the browser shows as a callback error.  Whatever is left is stopped again.
+        """
+        import psutil
+
+        for _ in range(3):
+            try:
+                super().terminate_job(job)
+                return
+            except psutil.NoSuchProcess:
+                continue  # it ended on its own; go again for what remains
+
     def call_job_fn(self, key: str, job_fn: Callable[..., Any], args: Any,
                     context: Any) -> int:
         """Start one job; returns its pid (Dash cancels a job by killing that pid)."""

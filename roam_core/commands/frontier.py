@@ -123,14 +123,11 @@ def frontier_dict(graph: object, config: object, budgets: int = 8, baselines: bo
                   "joint_forward_nodes": 0, "budgets": []}
             mc_notes.append(f"baseline torch_min_cut: not applicable ({why})")
         else:
-            from roam_core.zoo.min_cut import zoo_min_cut
+            from roam_core.zoo.min_cut import min_cut_baselines
 
-            res = zoo_min_cut(graph, tuple(min_cut_budgets), traced=traced)  # type: ignore[arg-type]
+            res, extra, mc_notes = min_cut_baselines(graph, tuple(min_cut_budgets),  # type: ignore[arg-type]
+                                                     traced=traced)
             mc = min_cut_record(res)
-            extra = {d.method: d.dropped for d in res.decisions}
-            if res.reason is not None:
-                mc_notes.append(f"baseline torch_min_cut: not applicable ({res.reason})")
-            mc_notes.extend(f"torch_min_cut: {n}" for n in res.notes)
     sf, points, notes = recompute_frontier(graph, config, make_plan=make_plan,  # type: ignore[arg-type]
                                            budgets=budgets, baselines=baselines, plans=plans,
                                            extra_baselines=extra, executor=executor)

@@ -22,7 +22,11 @@ they read, and
 
 * that do not write in place -- except the ops that *build* a fresh storage in place
   (:func:`inplace_built_storages`: CPU dropout's ``empty_like`` -> ``bernoulli_`` ->
-  ``div_`` mask): the whole chain is re-run on the copy, writing the copy only;
+  ``div_`` mask): the whole chain is re-run on the copy, writing the copy only; and except
+  batch norm's update of its running statistics (:func:`running_stats_writes`): the re-run
+  computes the same outputs from the batch and leaves the statistics alone (the runtime
+  passes no running statistics to it), so they are updated once a step, as without
+  recomputation (``torch.utils.checkpoint`` re-runs the module and updates them twice);
 * that draw no random numbers -- except when the tracer vouches that the draw is reproduced
   (``Op.recomputable is True``: the op's generator state is recorded in the step's RNG
   timeline, :mod:`roam_core.trace.rng`, and the runtime sets the generator back to it
@@ -73,6 +77,7 @@ __all__ = [
     "recompute_blockers",
     "recompute_cost",
     "recompute_ops_for",
+    "running_stats_writes",
     "step_flops",
 ]
 
@@ -82,6 +87,13 @@ COPY_SUFFIX = "@r"
 LATE_PHASES = frozenset({Phase.BACKWARD, Phase.OPTIMIZER})
 _EARLY_PHASES = frozenset({Phase.FORWARD, Phase.LOSS})
 _NO_DROP_KINDS = frozenset({TensorKind.GRADIENT, TensorKind.OPTIMIZER_STATE, TensorKind.OUTPUT})
+#: Batch-norm ops that, when training, update their running statistics (inputs 3 and 4) in
+#: place; their outputs come from the batch alone.
+RUNNING_STATS_TARGETS = frozenset({"aten.native_batch_norm.default",
+                                   "aten.cudnn_batch_norm.default",
+                                   "aten.miopen_batch_norm.default"})
+#: Positions of the running mean and variance among those ops' arguments (the schema's).
+RUNNING_STATS_INPUTS = (3, 4)
 
 
 @dataclass(frozen=True, slots=True)
@@ -177,6 +189,20 @@ def recompute_cost(graph: Graph, ops: Iterable[RecomputeOp]) -> tuple[int, int]:
 
 
 # ------------------------------------------------------------------ which ops may re-run
+def running_stats_writes(graph: Graph, op: Op) -> frozenset[TensorId]:
+    """The storages ``op`` writes in place only as batch norm's running statistics.
+
+    A re-run of ``op`` leaves them alone: it is called without running statistics and
+    computes the same outputs, bit for bit, from the batch (empty for other ops).
+    """
+    if op.target not in RUNNING_STATS_TARGETS:
+        return frozenset()
+    # the tracer records these ops' writes from their arguments 3 and 4 only (their schemas
+    # annotate none): every storage they write is a running statistic, and one they read
+    stats = {graph.storage_of(v) for v in op.inputs}
+    return frozenset(s for s in op.mutates if s in stats)
+
+
 def _random_blocked(op: Op) -> bool:
     return op.random and op.recomputable is not True
 
@@ -251,7 +277,9 @@ def recompute_blocker(graph: Graph, op_id: str, *,
         return f"an op of the {op.phase.value} phase"
     if built is None:
         built = inplace_built_storages(graph)
-    if op.mutates and not (len(op.mutates) == 1 and op.mutates[0] in built):
+    stats = running_stats_writes(graph, op)
+    muts = [s for s in op.mutates if s not in stats]
+    if muts and not (len(muts) == 1 and muts[0] in built):
         return "writes in place"
     if _random_blocked(op):
         return "draws random numbers (the trace does not record how to reproduce them)"
@@ -488,7 +516,10 @@ def expand_graph(graph: Graph, ops: Sequence[RecomputeOp],
                 new_storage[v] = base
             copy_of[v] = v0
         muts: list[TensorId] = []
+        stats = running_stats_writes(graph, src)
         for s0 in src.mutates:  # an in-place builder writes the copy it reads, never s0
+            if s0 in stats:
+                continue  # the re-run leaves batch norm's running statistics alone
             c = in_storage.get(s0)
             if c is None or c == s0:
                 raise GraphError(f"recompute op {r.id!r} would write {s0!r} in place: a "

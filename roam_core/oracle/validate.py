@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from roam_core.base.errors import GraphError, Violation, ViolationKind
 from roam_core.model.graph import EdgeReason, Graph, OpId, TensorId, round_size
-from roam_core.model.recompute import expand_graph, recompute_blockers
+from roam_core.model.recompute import expand_graph, recompute_blockers, running_stats_writes
 
 if TYPE_CHECKING:  # data types only; the validator shares no code with any solver
     from roam_core.model.dsa import Problem, Solution
@@ -364,7 +364,10 @@ def check_recompute(graph: Graph, recompute: Sequence[Any],
         if here is None:
             out.append(Violation(ViolationKind.RECOMPUTE_INPUT, r.id,
                                  f"recompute op {r.id!r} is not in the order"))
+        stats = running_stats_writes(graph, src)  # batch norm: the re-run skips them
         for u, u0 in zip(r.inputs, src.inputs):
+            if u == u0 and graph.storage_of(u0) in stats:
+                continue
             if u != u0 and copy_of.get(u) != u0:
                 out.append(Violation(ViolationKind.RECOMPUTE_MISMATCH, r.id,
                                      f"recompute op {r.id!r} reads {u!r} where {src.id!r} "
@@ -387,7 +390,8 @@ def check_recompute(graph: Graph, recompute: Sequence[Any],
                                          f"recompute op {r.id!r} reads {s!r} after {w!r} wrote "
                                          f"it in place, {src.id!r} read it before"))
         for u, u0 in zip(r.inputs, src.inputs):
-            if u == u0 and graph.storage_of(u0) in src.mutates:
+            if u == u0 and graph.storage_of(u0) in src.mutates \
+                    and graph.storage_of(u0) not in stats:
                 out.append(Violation(ViolationKind.RECOMPUTE_MISMATCH, r.id,
                                      f"recompute op {r.id!r} writes {graph.storage_of(u0)!r} "
                                      f"in place, as {src.id!r} did: a re-run may only write "

@@ -10,6 +10,9 @@ ops into a traced step the :class:`~roam_core.runtime.arena.ArenaRunner` runs un
   by running its target on the fake inputs (so a copy is a new storage and a view of a
   copy shares the copy's storage, as in the expanded memory graph);
 * the memory graph is :func:`roam_core.model.recompute.expand_graph` of the traced one.
+* a re-run of batch norm in training mode is passed no running statistics
+  (:func:`roam_core.model.recompute.running_stats_writes`): it computes the same outputs
+  from the batch, bit for bit, and the statistics are updated once, by the forward.
 
 * each re-run of a random op (dropout's ``bernoulli_`` on CPU, ``native_dropout`` on CUDA)
   is added to the step's RNG timeline as a replay of its source
@@ -34,7 +37,12 @@ from typing import Any
 import torch
 
 from roam_core.base.errors import ExecutorError
-from roam_core.model.recompute import RecomputeOp, expand_graph
+from roam_core.model.recompute import (
+    RUNNING_STATS_INPUTS,
+    RecomputeOp,
+    expand_graph,
+    running_stats_writes,
+)
 
 __all__ = ["expand_traced"]
 
@@ -71,6 +79,22 @@ def _rerun_meta(node: Any) -> None:
         raise ExecutorError(f"op {node.name!r}: no fake inputs to recompute its value from")
     with mode:
         node.meta["val"] = node.target(*args, **kwargs)
+
+
+def _without_running_stats(node: Any) -> None:
+    """A batch-norm re-run: no running mean or variance (same outputs, nothing updated)."""
+    schema = getattr(node.target, "_schema", None)
+    names = [a.name for a in schema.arguments] if schema is not None else []
+    args, kwargs = list(node.args), dict(node.kwargs)
+    for i in RUNNING_STATS_INPUTS:
+        if i < len(args):
+            args[i] = None
+        elif i < len(names) and names[i] in kwargs:
+            kwargs[names[i]] = None
+        else:
+            raise ExecutorError(f"op {node.name!r}: batch norm without running statistics "
+                                f"at argument {i}")
+    node.args, node.kwargs = tuple(args), kwargs
 
 
 def expand_traced(traced: Any, recompute: Sequence[RecomputeOp]) -> Any:
@@ -134,6 +158,8 @@ def expand_traced(traced: Any, recompute: Sequence[RecomputeOp]) -> Any:
         with fx.inserting_before(anchor):
             new = fx.node_copy(nodes[r.source], lambda n, m=arg_map: m.get(n, n))
             new.name = r.id
+            if running_stats_writes(g0, src):
+                _without_running_stats(new)
             _rerun_meta(new)
             for v, v0 in zip(r.outputs, src.outputs, strict=True):
                 ref = values[v0]

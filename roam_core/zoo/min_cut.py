@@ -14,7 +14,7 @@ from typing import Any
 from roam_core.model.graph import Graph
 from roam_core.trace.min_cut import MIN_CUT_BUDGETS, MinCutResult, min_cut_available, torch_min_cut
 
-__all__ = ["NOT_ZOO", "zoo_min_cut"]
+__all__ = ["NOT_ZOO", "min_cut_baselines", "zoo_min_cut"]
 
 #: Why the baseline does not apply to a graph that is not a zoo trace.
 NOT_ZOO = ("the graph is not a zoo model's trace: torch's partitioner needs the model "
@@ -70,3 +70,31 @@ def zoo_min_cut(graph: Graph, budgets: Sequence[float] = MIN_CUT_BUDGETS,
                                    f"(traced with torch {origin.get('torch', '?')}); re-trace "
                                    "it here to compare with torch's partitioner")
     return torch_min_cut(traced, step.model, step.example_inputs, step.loss_fn, budgets)
+
+
+def min_cut_baselines(graph: Graph, budgets: Sequence[float] = MIN_CUT_BUDGETS,
+                      traced: Any = None
+                      ) -> tuple[MinCutResult, dict[str, tuple[Any, ...]], list[str]]:
+    """torch's min-cut decisions as the frontier's extra baselines.
+
+    Parameters
+    ----------
+    graph : Graph
+        A graph traced from the zoo.
+    budgets : sequence of float
+        ``activation_memory_budget`` values in [0, 1].
+    traced : roam_core.trace.TracedStep, optional
+        roam's trace of this graph, when the caller has it.
+
+    Returns
+    -------
+    (MinCutResult, dict, list of str)
+        The result, the drop set of each ``torch_min_cut_<budget>`` method (the
+        ``extra_baselines`` of :func:`roam_core.planner.budget.recompute_frontier`), and the
+        notes a reader needs (why it does not apply, what could not be mapped).
+    """
+    res = zoo_min_cut(graph, tuple(budgets), traced=traced)
+    notes = [f"baseline torch_min_cut: not applicable ({res.reason})"] \
+        if res.reason is not None else []
+    notes.extend(f"torch_min_cut: {n}" for n in res.notes)
+    return res, {d.method: d.dropped for d in res.decisions}, notes

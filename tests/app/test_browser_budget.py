@@ -47,7 +47,9 @@ def test_budget_frontier_click_loads_the_plan(page_factory: Any, tmp_path: Path)
     _views_rendered(page)
     page.locator("#budget-card").scroll_into_view_if_needed()
     page.click("#budget-card-open")  # the card is mounted when opened
-    page.click("#frontier-btn")
+    # on a loaded machine the mount (a server round trip) can take longer than a click's 30 s
+    expect(page.locator("#frontier-btn")).to_be_enabled(timeout=T)
+    page.click("#frontier-btn", timeout=T)
     expect(page.locator("#frontier-status")).to_contain_text("plans", timeout=T)
     expect(page.locator("#frontier-progress-text")).to_contain_text("done")
     expect(page.locator("#frontier-table td").first).to_be_visible(timeout=T)
@@ -81,6 +83,7 @@ def test_what_fits_sweep(page_factory: Any) -> None:
     page = page_factory()
     page.locator("#fit-card").scroll_into_view_if_needed()
     page.click("#fit-card-open")  # the card is mounted when opened
+    expect(page.locator("#fit-btn")).to_be_enabled(timeout=T)
     page.fill("#fit-batches", "1 2")
     page.press("#fit-batches", "Enter")
     page.click("#fit-btn")
@@ -115,6 +118,7 @@ def test_snapshot_overlay(page_factory: Any, tmp_path: Path) -> None:
     path.write_bytes(pickle.dumps(snap))
     page.locator("#snapshot-card").scroll_into_view_if_needed()
     page.click("#snapshot-card-open")  # the card is mounted when opened
+    expect(page.locator("#snapshot-upload")).to_be_visible(timeout=T)
     _upload(page, "#snapshot-upload", path)
     expect(page.locator("#snapshot-status")).to_contain_text("loaded snapshot run.pickle",
                                                              timeout=T)

@@ -23,7 +23,8 @@ def frontier_rec(cache_dir: Path) -> dict[str, Any]:
     g = random_train_graph(2, 6)
     gk = state.put_graph(g)
     seen: list[tuple] = []
-    out, status = budget.frontier_job(seen.append, 1, {"key": gk}, 8, "roam", 1, 60, 1, 512)
+    out, status = budget.frontier_job(seen.append, 1, {"key": gk}, 8, ["on"], "roam", 1, 60, 1,
+                                      512)
     assert out["graph"] == gk
     assert "plans" in status
     assert seen
@@ -54,9 +55,12 @@ def test_frontier_record_figure_and_cache(frontier_rec: dict[str, Any]) -> None:
     key = budget.frontier(gk, PlanSettings("roam", 1.0, 60, 1, 512), 8,
                           lambda *a: pytest.fail("recomputed a cached frontier"))
     assert key == frontier_rec["result"]["key"]
-    f2, rows, notes = budget.render_frontier(None, frontier_rec["graph"], None, 8, "roam", 1,
-                                             60, 1, 512)
+    f2, rows, notes = budget.render_frontier(None, frontier_rec["graph"], None, 8, ["on"],
+                                             "roam", 1, 60, 1, 512)
     assert any("not applicable" in li.children for li in notes)
+    # torch's min-cut baseline needs the model: a graph that is not a zoo trace says so
+    assert any("torch_min_cut: not applicable" in li.children
+               and "not a zoo model's trace" in li.children for li in notes)
     assert len(rows) == len(rec["points"])
     assert len(f2.data) >= 2
 
@@ -93,6 +97,42 @@ def test_clicking_a_point_loads_a_recompute_plan_into_every_view(
         assert "MFLOP" in text
         assert "frees" in text
         assert "× steps" in text
+
+
+@pytest.mark.slow
+def test_frontier_of_a_zoo_model_has_torch_min_cut_points(cache_dir: Path) -> None:
+    """A zoo model's trace gets torch's partitioner at each activation_memory_budget: real
+    plans, one labelled series in the figure, named rows; unticked, the frontier skips it."""
+    pytest.importorskip("torch")
+    from roam_core.trace.min_cut import MIN_CUT_BUDGETS, min_cut_available
+    from roam_core.zoo import trace_zoo
+
+    if min_cut_available() is not None:
+        pytest.skip(min_cut_available())
+    g = trace_zoo("mlp", 8, None, "steady").graph
+    gk = state.put_graph(g)
+    seen: list[tuple] = []
+    out, status = budget.frontier_job(seen.append, 1, {"key": gk}, 4, ["on"], "roam", 1, 60, 1,
+                                      512)
+    assert "plans" in status, status
+    assert any("min-cut" in msg for _, _, msg in seen)
+    rec = state.get_json(out["key"])
+    cut = [p for p in rec["points"] if p["method"].startswith("torch_min_cut_")]
+    assert {p["method"] for p in cut} == {f"torch_min_cut_{b}" for b in MIN_CUT_BUDGETS}
+    assert all(state.has_plan(p["plan_key"]) for p in cut)
+    fig = budget.frontier_figure(rec)
+    (series,) = [t for t in fig.data if t.name == "torch min-cut (activation_memory_budget)"]
+    # each budget is labelled once; points on the same spot share one label
+    labels = [b for t in series.text if t for b in t.split(", ")]
+    assert sorted(labels) == sorted(str(b) for b in MIN_CUT_BUDGETS)
+    assert set(series.customdata) == {p["plan_key"] for p in cut}
+    rows = budget.frontier_rows(rec)
+    assert {r["method"] for r in rows} >= {f"torch min-cut, budget {b}" for b in MIN_CUT_BUDGETS}
+    # the frontier without it is another cache entry, with no min-cut point
+    out2, _ = budget.frontier_job(lambda *_: None, 1, {"key": gk}, 4, [], "roam", 1, 60, 1, 512)
+    assert out2["key"] != out["key"]
+    assert not any(p["method"].startswith("torch_min_cut_")
+                   for p in state.get_json(out2["key"])["points"])
 
 
 def _fake_trace(model: str, b: int, t: int | None) -> Any:

@@ -69,3 +69,27 @@ def test_jobs_started_while_threads_use_the_cache_all_land(cache_dir: Path,
         assert v["ppid"] != os.getpid()  # forked by the fork server, not by this process
         assert v["cache_dir"] == str(cache_dir)
         assert v["hooked"]
+
+
+def test_stopping_a_job_that_exits_meanwhile_is_not_an_error(
+        cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Dash's terminate_job raises NoSuchProcess when a child exits while it lists them
+    (seen on a loaded CI machine as a 500 on the poll request); the manager goes again."""
+    from dash import DiskcacheManager
+
+    calls: list[int] = []
+
+    def flaky(self: DiskcacheManager, job: int) -> None:
+        calls.append(job)
+        if len(calls) == 1:
+            raise psutil.NoSuchProcess(job)
+
+    monkeypatch.setattr(DiskcacheManager, "terminate_job", flaky)
+    mgr = CleanJobManager(diskcache.Cache(str(cache_dir / "jobs")))
+    mgr.terminate_job(12345)
+    assert calls == [12345, 12345]
+    # a real pid that is gone: nothing raised
+    monkeypatch.undo()
+    p = psutil.Popen(["true"])
+    p.wait()
+    mgr.terminate_job(p.pid)
