@@ -56,6 +56,7 @@ __all__ = [
     "live_set_lower_bound",
     "optimizer_groups",
     "update_group_lower_bound",
+    "weighted_mask_sum",
 ]
 
 _logger = logging.getLogger(__name__)
@@ -161,15 +162,30 @@ def _forced_bytes(
     graph: Graph, masks: Mapping[TensorId, int] | Iterable[tuple[TensorId, int]], n: int,
     alignment_bytes: int, spans: dict[TensorId, tuple[int, int]] | None = None,
 ) -> np.ndarray:
-    # a forced-live mask is mostly a few runs of ops (producer .. last user): add each run
-    # to a difference array (O(runs x N / 64) word operations), instead of unpacking every
-    # mask to N booleans (O(storages x N)); a mask of many runs is unpacked over its span
     # ``spans``, when given, gets the lowest and highest op of every non-empty mask
+    def weighted() -> Iterator[tuple[int, int]]:
+        for tid, m in (masks.items() if isinstance(masks, Mapping) else masks):
+            if spans is not None and m:
+                spans[tid] = ((m & -m).bit_length() - 1, m.bit_length() - 1)
+            yield round_size(graph.tensors[tid].size_bytes, alignment_bytes), m
+
+    return weighted_mask_sum(weighted(), n)
+
+
+def weighted_mask_sum(items: Iterable[tuple[int, int]], n: int) -> np.ndarray:
+    """``sum(weight * mask_to_bool(mask, n))`` over ``(weight, mask)`` pairs, as int64.
+
+    A forced-live mask is mostly a few runs of ops (producer .. last user): each run is added
+    to a difference array (``O(runs x N / 64)`` word operations) instead of unpacking every
+    mask to ``N`` booleans (``O(masks x N)``); a mask of many runs is unpacked over its span.
+
+    Examples
+    --------
+    >>> weighted_mask_sum([(3, 0b0110), (5, 0b1001)], 4).tolist()
+    [5, 3, 3, 5]
+    """
     diff = np.zeros(n + 1, dtype=np.int64)
-    for tid, m in (masks.items() if isinstance(masks, Mapping) else masks):
-        if spans is not None and m:
-            spans[tid] = ((m & -m).bit_length() - 1, m.bit_length() - 1)
-        size = round_size(graph.tensors[tid].size_bytes, alignment_bytes)
+    for size, m in items:
         if not (size and m):
             continue
         edges = m ^ (m << 1)  # bit i set: a run starts (or ends) at op i

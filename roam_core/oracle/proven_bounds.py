@@ -51,11 +51,12 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, round_size
 from roam_core.model.reach import Reachability, iter_bits, reachability
+from roam_core.oracle.bounds import weighted_mask_sum
 
 __all__ = [
     "ChainGroupBound",
@@ -712,13 +713,14 @@ def choice_lower_bound(
         unit = math.gcd(unit, size)
     unit = max(unit, 1)
 
-    def forced_vec(st: int, pd: int) -> np.ndarray:
-        return mask_to_bool(st if pd == -1 else st & pd, n)
+    def forced() -> Iterator[tuple[int, int]]:
+        for s in info:
+            size, st, pd = masks_of(s)
+            yield size // unit, (st if pd == -1 else st & pd)
 
-    total = np.zeros(n, dtype=np.float64)
-    for s in info:
-        size, st, pd = masks_of(s)
-        total += forced_vec(st, pd) * (size // unit)
+    # run by run into a difference array (was an N-long unpack per storage: O(storages x N));
+    # integer sums, so the float64 total is the same as the unpacked one's
+    total = weighted_mask_sum(forced(), n).astype(np.float64)
     assigned: set[str] = set()
     used = 0
     for grp in grps:
