@@ -69,6 +69,7 @@ __all__ = [
     "free_branch_groups",
     "greedy_chain",
     "heavy_path",
+    "peak_window_chain_bound",
     "peak_window_groups",
     "restriction_bound",
     "storage_masks",
@@ -1179,3 +1180,62 @@ def chain_group_lower_bound(
             best, best_group = int(gb), tuple(gr)
     _logger.debug("chain-group bound: %d ops in chain, %d groups", m, used)
     return ChainGroupBound(best + resident, best_group, m, used)
+
+
+def peak_window_chain_bound(
+    graph: Graph,
+    order: Sequence[OpId],
+    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
+    *,
+    half_widths: Sequence[int] = (1, 2, 4),
+    max_peaks: int = 2,
+    reach: Reachability | None = None,
+    masks: StorageMasks | None = None,
+    max_down_sets: int = 4096,
+) -> ChainGroupBound:
+    """:func:`chain_group_lower_bound` with the chain and the groups taken from an order's peak.
+
+    The chain is :func:`greedy_chain` of ``order`` without the ops within ``min(half_widths)``
+    steps of a peak step (each of the first ``max_peaks`` steps at the peak); the groups are
+    the ops off the chain within ``w`` steps of a peak step, for each ``w`` of
+    ``half_widths``.  The chain then runs through what
+    the order holds around its peak, and the dynamic programme over a group's interleavings
+    decides whether another placement of the ops at the peak could lower it: on GPT-2 small
+    b1 t1024 with ``torch.utils.checkpoint`` (dropout on) the group of the three ops at the
+    peak (an MLP weight-gradient matmul, its input-gradient matmul and a transpose) proves
+    the planned peak optimal, where the heavy-path chain with one free-branch group fell
+    9 MiB short.  Valid for every order whatever ``order`` is (any chain of comparable ops
+    with any groups disjoint from it gives a bound).  One pass over the storages' masks.
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import diamond
+    >>> from roam_core.oracle.simulate import simulate
+    >>> g = diamond()
+    >>> b = peak_window_chain_bound(g, g.op_ids, 512)
+    >>> b.bound_bytes <= simulate(g, g.op_ids, alignment_bytes=512).peak_bytes
+    True
+    """
+    from roam_core.oracle.simulate import simulate
+
+    r = reach if reach is not None else reachability(graph)
+    prof = simulate(graph, order, alignment_bytes=alignment_bytes)
+    if not order:
+        return ChainGroupBound(prof.resident_bytes, (), 0, 0)
+    live = prof.live_bytes
+    top = max(live)
+    peaks = [s for s, b in enumerate(live) if b == top][:max_peaks]
+    widths = sorted(set(half_widths))
+
+    def window(ps: int, w: int) -> Sequence[OpId]:
+        return order[max(0, ps - w): ps + w + 1]
+
+    # the chain skips the narrowest windows; the wider ones add the ops off the chain
+    chain = greedy_chain(order, r, {op for ps in peaks for op in window(ps, widths[0])})
+    on_chain = set(chain)
+    groups = [gr for gr in dict.fromkeys(tuple(op for op in window(ps, w) if op not in on_chain)
+                                         for w in widths for ps in peaks) if gr]
+    return chain_group_lower_bound(graph, order, alignment_bytes, chain=chain, groups=groups,
+                                   reach=r, masks=masks,
+                                   max_group_ops=max((len(gr) for gr in groups), default=1),
+                                   max_down_sets=max_down_sets)
