@@ -51,11 +51,12 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, round_size
 from roam_core.model.reach import Reachability, iter_bits, reachability
+from roam_core.oracle.bounds import weighted_mask_sum
 
 __all__ = [
     "ChainGroupBound",
@@ -555,7 +556,7 @@ def free_branch_groups(graph: Graph, max_descendants: int = 40, *,
         if graph.op(op).phase is Phase.OPTIMIZER:
             free[i] = True
         else:
-            free[i] = (r.descendants[r.index[op]].bit_count() <= max_descendants
+            free[i] = (r.descendants.bit_count(r.index[op]) <= max_descendants
                        and all(free[index[s]] for s in graph.successors(op)))
     parent = list(range(len(ids)))
 
@@ -713,13 +714,14 @@ def choice_lower_bound(
         unit = math.gcd(unit, size)
     unit = max(unit, 1)
 
-    def forced_vec(st: int, pd: int) -> np.ndarray:
-        return mask_to_bool(st if pd == -1 else st & pd, n)
+    def forced() -> Iterator[tuple[int, int]]:
+        for s in info:
+            size, st, pd = masks_of(s)
+            yield size // unit, (st if pd == -1 else st & pd)
 
-    total = np.zeros(n, dtype=np.float64)
-    for s in info:
-        size, st, pd = masks_of(s)
-        total += forced_vec(st, pd) * (size // unit)
+    # run by run into a difference array (was an N-long unpack per storage: O(storages x N));
+    # integer sums, so the float64 total is the same as the unpacked one's
+    total = weighted_mask_sum(forced(), n).astype(np.float64)
     assigned: set[str] = set()
     used = 0
     for grp in grps:
@@ -828,7 +830,7 @@ def greedy_chain(order: Sequence[OpId], reach: Reachability,
         if op in sk:
             continue
         i = reach.index[op]
-        if last < 0 or reach.ancestors[i] >> last & 1:
+        if last < 0 or reach.ancestors.has(i, last):
             out.append(op)
             last = i
     return out
@@ -999,7 +1001,7 @@ def chain_group_lower_bound(
     for g in cidx:
         cmask |= 1 << g
     for j in range(1, m):
-        assert r.ancestors[cidx[j]] >> cidx[j - 1] & 1, "chain ops must be comparable"
+        assert r.ancestors.has(cidx[j], cidx[j - 1]), "chain ops must be comparable"
     # rank groups by the largest storage they touch
     ranked = []
     for gr in grps:
