@@ -69,6 +69,12 @@ def run_config(name: str, batch: int, seq: int | None, budgets: int,
     cfg = PlannerConfig(workers=1, layout_time_limit_s=5.0).with_order(time_limit_s=2.0)
     sf, points, notes = recompute_frontier(g, cfg, make_plan=make_plan, budgets=budgets,
                                            extra_baselines=extra)
+    if budgets < 8:
+        notes.append(f"run with {budgets} evenly spaced roam budgets (the issue asks for >= 8) "
+                     "besides one at each baseline's memory and the midway one, for time")
+    if not min_cut:
+        notes.append("run without torch's min-cut partitioner (no torch_min_cut points, and "
+                     "its decisions are not seeds of roam's portfolio), for time")
     if mc is not None:
         if mc.reason is not None:
             notes.append(f"baseline torch_min_cut: not applicable ({mc.reason})")
@@ -79,6 +85,7 @@ def run_config(name: str, batch: int, seq: int | None, budgets: int,
             "frontier_cpu_s": time.process_time() - c0,
             "min_cut_s": min_cut_s[0], "min_cut_cpu_s": min_cut_s[1],
             "load_avg": os.getloadavg()[0], "dropout_redrawn": True,
+            "budgets": budgets, "min_cut": min_cut,
             "run_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
             "points": [{"method": p.method, "peak_bytes": p.peak_bytes,
                         "extra_flops": p.extra_flops, "budget_bytes": p.budget_bytes,

@@ -43,6 +43,7 @@ from roam_core.oracle.proven_bounds import (
     chain_group_lower_bound,
     choice_lower_bound,
     forward_value_groups,
+    peak_window_chain_bound,
     storage_masks,
     window_bound,
 )
@@ -110,7 +111,16 @@ def diagnose(path: Path, workers: int = 2, max_choice_ops: int = 20000) -> dict:
     c0, t0 = _cpu_s(), time.perf_counter()
     cg = chain_group_lower_bound(g, None, a, reach=r, masks=sm)
     t_chain, c_chain = time.perf_counter() - t0, _cpu_s() - c0
-    best = max(old.bound_bytes, cb.bound_bytes, wb, cg.bound_bytes, fv.bound_bytes)
+    c0, t0 = _cpu_s(), time.perf_counter()
+    pw = peak_window_chain_bound(g, p1.order, a, reach=r, masks=sm)
+    t_pw, c_pw = time.perf_counter() - t0, _cpu_s() - c0
+    # where the default plan (search) peaks: its op, sub-task and that sub-task's status
+    prof1 = simulate(g, p1.order, alignment_bytes=a)
+    x1 = p1.order[prof1.peak_step]
+    tid1 = p1.task_of_op.get(x1)
+    rec1 = next((q for q in p1.provenance if q.stage == "order" and q.task_id == tid1), None)
+    best = max(old.bound_bytes, cb.bound_bytes, wb, cg.bound_bytes, fv.bound_bytes,
+               pw.bound_bytes)
     assert p1.lower_bound_bytes <= best
     planned0, planned1 = p0.planned_peak_bytes, p1.planned_peak_bytes
     if planned0 <= old.bound_bytes:
@@ -129,6 +139,10 @@ def diagnose(path: Path, workers: int = 2, max_choice_ops: int = 20000) -> dict:
         "window_bound_mib": wb / MIB, "chain_group_bound_mib": cg.bound_bytes / MIB,
         "forward_value_bound_mib": fv.bound_bytes / MIB, "forward_value_groups": len(fgroups),
         "forward_value_bound_op": fv.op_id,
+        "peak_window_bound_mib": pw.bound_bytes / MIB, "peak_window_group": list(pw.group)[:6],
+        "search_peak_step": prof1.peak_step, "search_peak_op": x1,
+        "search_peak_phase": g.op(x1).phase.value, "search_subtask": tid1,
+        "search_subtask_status": None if rec1 is None else str(rec1.status),
         "chain_group": list(cg.group)[:4], "chain_ops": cg.chain_ops,
         "window_status": wrecs[0].status if wrecs else None,
         "best_bound_mib": best / MIB,
@@ -143,9 +157,10 @@ def diagnose(path: Path, workers: int = 2, max_choice_ops: int = 20000) -> dict:
         "bound_op": old.op_id,
         "verdict": verdict,
         "seconds": {"plan_tree": t_plan0, "plan_search": t_plan1, "choice": t_choice,
-                    "window": t_window, "chain_group": t_chain, "forward_values": t_fv},
+                    "window": t_window, "chain_group": t_chain, "forward_values": t_fv,
+                    "peak_window": t_pw},
         "cpu_seconds": {"plan_tree": c_plan0, "plan_search": c_plan1, "chain_group": c_chain,
-                        "forward_values": c_fv},
+                        "forward_values": c_fv, "peak_window": c_pw},
         "plan_lower_bound_mib": p1.lower_bound_bytes / MIB,
         "plan_proven_gap": p1.proven_gap,
         "workers": workers,
@@ -192,15 +207,17 @@ def write(rows: list[dict]) -> None:
         "chain-group bound (heavy chain + one free branch, exact DP), `fwd` = choice bound "
         "over forward-value groups (backward products of forward values, e.g. tanh-GELU's "
         "`3 * x**2`: held from the forward, or their inputs held; in the planner since "
-        "h-gap; `-` = row measured before it). `gap before` = tree "
+        "h-gap; `-` = row measured before it), `pwin` = peak-window chain bound (the ops "
+        "within 1-4 steps of the search plan's peak against its greedy chain, exact DP; in "
+        "the planner since h-eff; `-` = row measured before it). `gap before` = tree "
         "/ old, `proven gap` = search / best bound (all bounds of the row). Peak / "
         "sub-task / boundary columns are for the tree plan. Timing measured on 2 shared "
         "CPU cores: noisy.", "",
-        "| graph | ops | tree MiB | search MiB | old | choice | window | chain | fwd | "
+        "| graph | ops | tree MiB | search MiB | old | choice | window | chain | fwd | pwin | "
         "gap before | proven gap | peak op (phase) | sub-task (status) | "
         "largest boundary at peak | unforced at peak MiB | verdict | "
         "plan s (tree / search), CPU s in brackets |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|---|---|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|---:|---|---|",
     ]
     for r in rows:
         sec, cpu = r["seconds"], r.get("cpu_seconds")
@@ -209,6 +226,8 @@ def write(rows: list[dict]) -> None:
             secs += f" ({cpu['plan_tree']:.1f} / {cpu['plan_search']:.1f})"
         fwd = r.get("forward_value_bound_mib")
         fwd_s = "-" if fwd is None else f"{fwd:.1f}"
+        pwin = r.get("peak_window_bound_mib")
+        pwin_s = "-" if pwin is None else f"{pwin:.1f}"
         choice_s = "skipped" if r.get("choice_bound_skipped") else f"{r['choice_bound_mib']:.1f}"
         b = r["boundary_at_peak"]
         bnd = ", ".join(f"{x['storage']} {x['mib']:.1f} ({x['class']})" for x in b[:2]) or "-"
@@ -216,7 +235,7 @@ def write(rows: list[dict]) -> None:
             f"| {r['file'].removesuffix('.json.gz')} | {r['ops']} | {r['planned_tree_mib']:.1f} "
             f"| {r['planned_search_mib']:.1f} | {r['old_bound_mib']:.1f} | "
             f"{choice_s} | {r['window_bound_mib']:.1f} "
-            f"({r['window_status']}) | {r['chain_group_bound_mib']:.1f} | {fwd_s} | "
+            f"({r['window_status']}) | {r['chain_group_bound_mib']:.1f} | {fwd_s} | {pwin_s} | "
             f"{r['gap_before']:.4f} | {r['proven_gap']:.4f} | "
             f"{r['peak_op']} ({r['peak_phase']}) | {r['subtask']} ({r['subtask_status']}) | "
             f"{bnd} | {r['unforced_at_peak_mib']:.1f} | {r['verdict']} | {secs} |")

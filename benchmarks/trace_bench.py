@@ -2,8 +2,8 @@
 
 Usage::
 
-    nice python benchmarks/trace_bench.py [--steady] [--only SUBSTRING] [--out benchmarks/results]
-        [--baseline-tree DIR] [--dump DIR]
+    nice python benchmarks/trace_bench.py [--steady] [--only SUBSTRING] [--batch B]
+        [--out benchmarks/results] [--baseline-tree DIR] [--dump DIR] [--repeat N] [--merge]
 
 For each config the child process builds the model on the meta device, traces it with
 :func:`roam_core.zoo.trace_zoo` (timed; max RSS read right after the trace), then computes
@@ -23,6 +23,9 @@ FLOPs, bytes --, the value map, the placeholders, the RNG timeline and the FX gr
 | tar -x -C DIR``) every config is also traced, in its own fresh process, with that
 checkout's ``roam_core`` just before the current one, and the table shows both times and
 whether the digests agree.  ``--dump DIR`` writes each step's canonical JSON there.
+``--repeat N`` runs every config (and its baseline) N times, alternating, and reports the
+medians beside every run; ``--merge`` keeps the rows of the existing ``trace.json`` that are
+not re-run and records, in each re-run row, the row it replaces (``previous``).
 """
 
 from __future__ import annotations
@@ -171,6 +174,39 @@ def _cpu(r: dict[str, Any]) -> str:
     return "" if v is None else f"{v:.1f}"
 
 
+def _median(xs: list[float]) -> float:
+    xs = sorted(xs)
+    n = len(xs)
+    return xs[n // 2] if n % 2 else round((xs[n // 2 - 1] + xs[n // 2]) / 2, 2)
+
+
+def _aggregate(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """One row for the repeated runs of a config: the medians of trace s, CPU s and load,
+    every run's numbers under ``runs``, and ``digest`` (``"DIFFERENT"`` if runs disagree)."""
+    ok = [r for r in samples if "error" not in r]
+    if not ok:
+        return samples[-1]
+    row = dict(sorted(ok, key=lambda r: r["trace_cpu_s"])[(len(ok) - 1) // 2])
+    if len(ok) > 1:
+        for k in ("trace_s", "trace_cpu_s", "load_avg_1m"):
+            row[k] = _median([r[k] for r in ok])
+        row["max_rss_bytes"] = max(r["max_rss_bytes"] for r in ok)
+        digests = {r["digest"] for r in ok}
+        row["digest"] = digests.pop() if len(digests) == 1 else "DIFFERENT"
+    row["runs"] = [{k: r[k] for k in ("trace_s", "trace_cpu_s", "load_avg_1m", "digest")}
+                   for r in ok]
+    return row
+
+
+def _num(v: Any) -> str:
+    return "" if v is None else f"{v:.1f}"
+
+
+def _runs(r: dict[str, Any], key: str = "trace_cpu_s") -> str:
+    runs = r.get("runs") or []
+    return " / ".join(f"{x[key]:.1f}" for x in runs) if len(runs) > 1 else ""
+
+
 def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     lines = [
         "# Trace benchmark",
@@ -189,6 +225,9 @@ def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
     if meta.get("older_rows_date"):
         lines[2] += (f" Rows without CPU s were measured {meta['older_rows_date']} (main before "
                      "issue 14) and not re-run; their trace s had the load of that day.")
+    if meta.get("kept_rows_date"):
+        lines[2] += (" Rows with CPU s that are not in the before/after table were measured "
+                     f"{meta['kept_rows_date']} (`--merge`) and not re-run.")
     before = {_key(r): r for r in rows if r.get("tree")}
     rows = [r for r in rows if not r.get("tree")]
     if before:
@@ -204,17 +243,54 @@ def _markdown(rows: list[dict[str, Any]], meta: dict[str, Any]) -> str:
             "trace s | CPU s | load | before max RSS MiB | max RSS MiB | same |",
             "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
+        repeated = []
         for r in rows:
             b = before.get(_key(r))
             if "error" in r or b is None or "error" in b:
                 continue
+            if _runs(r):
+                repeated.append((r, b))
+            same = r["digest"] == b["digest"] and r["digest"] != "DIFFERENT"
             lines.append(
                 f"| {r['model']} | {r['batch']} | {r['seq_len'] or ''} | {r['setting']} | "
                 f"{r['ops']:,} | {b['trace_s']:.1f} | {b['trace_cpu_s']:.1f} | "
                 f"{b['load_avg_1m']:.1f} | {r['trace_s']:.1f} | {r['trace_cpu_s']:.1f} | "
                 f"{r['load_avg_1m']:.1f} | {b['max_rss_bytes'] / MIB:,.0f} | "
-                f"{r['max_rss_bytes'] / MIB:,.0f} | "
-                f"{'yes' if r['digest'] == b['digest'] else 'NO'} |")
+                f"{r['max_rss_bytes'] / MIB:,.0f} | {'yes' if same else 'NO'} |")
+        lines.append("")
+        if repeated:
+            lines += [
+                f"Repeated configs (`--repeat {meta.get('repeat')}`: before and after "
+                "alternate, one fresh process each): the table shows medians; every run's "
+                "CPU s, in order:",
+                "",
+                "| model | batch | setting | before CPU s runs | after CPU s runs | "
+                "before wall s runs | after wall s runs | loads (after) |",
+                "|---|---|---|---|---|---|---|---|",
+            ]
+            for r, b in repeated:
+                lines.append(
+                    f"| {r['model']} | {r['batch']} | {r['setting']} | {_runs(b)} | {_runs(r)} "
+                    f"| {_runs(b, 'trace_s')} | {_runs(r, 'trace_s')} | "
+                    f"{_runs(r, 'load_avg_1m')} |")
+            lines.append("")
+    prev = [r for r in rows if r.get("previous")]
+    if prev:
+        pm = prev[0]["previous"]
+        lines += [
+            f"Previous committed numbers (`trace.json` of {pm.get('date')}, the row "
+            "replaced by this run):",
+            "",
+            "| model | batch | setting | previous trace s | previous CPU s | previous load | "
+            "this run trace s | this run CPU s | this run load |",
+            "|---|---|---|---|---|---|---|---|---|",
+        ]
+        for r in prev:
+            p = r["previous"]
+            lines.append(
+                f"| {r['model']} | {r['batch']} | {r['setting']} | {p['trace_s']:.1f} | "
+                f"{_num(p.get('trace_cpu_s'))} | {_num(p.get('load_avg_1m'))} | "
+                f"{r['trace_s']:.1f} | {r['trace_cpu_s']:.1f} | {r['load_avg_1m']:.1f} |")
         lines.append("")
     lines += [
         "| model | batch | seq | setting | ops | storages | trace s | CPU s | max RSS MiB "
@@ -247,6 +323,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline-label", default=None,
                     help="how the table names the baseline (default: its path)")
     ap.add_argument("--dump", default=None, help="write each step's canonical JSON here")
+    ap.add_argument("--batch", type=int, default=None, help="only configs of this batch size")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="run each config (and its baseline) this many times, alternating; "
+                         "the tables show medians and every run")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the rows of the existing trace.json that this run does not "
+                         "re-measure; re-measured rows record the replaced row as previous")
     args = ap.parse_args(argv)
     if args.dump:
         Path(args.dump).mkdir(parents=True, exist_ok=True)
@@ -259,24 +342,47 @@ def main(argv: list[str] | None = None) -> int:
     configs = ROAM + GPT2XL + (STEADY if args.steady else [])
     if args.only:
         configs = [c for c in configs if args.only in c[0]]
+    if args.batch is not None:
+        configs = [c for c in configs if c[1] == args.batch]
     rows = []
     base = str(Path(args.baseline_tree).resolve()) if args.baseline_tree else None
     for cfg in configs:
-        for tree in ([base] if base else []) + [None]:
-            dump = None if not args.dump else str(Path(args.dump) / ("before" if tree
-                                                                      else "after"))
-            if dump:
-                Path(dump).mkdir(parents=True, exist_ok=True)
-            row = _run_child(cfg, tree, dump)
-            rows.append(row)
-            print(json.dumps(row), file=sys.stderr, flush=True)
+        samples: dict[str | None, list[dict[str, Any]]] = {}
+        for _ in range(max(1, args.repeat)):
+            for tree in ([base] if base else []) + [None]:
+                dump = None if not args.dump else str(Path(args.dump) / ("before" if tree
+                                                                          else "after"))
+                if dump:
+                    Path(dump).mkdir(parents=True, exist_ok=True)
+                row = _run_child(cfg, tree, dump)
+                samples.setdefault(tree, []).append(row)
+                print(json.dumps(row), file=sys.stderr, flush=True)
+        rows += [_aggregate(v) for v in samples.values()]
     meta = {"machine": platform.machine() + " " + platform.processor(),
             "cpus": os.cpu_count(), "torch": torch.__version__,
             "python": platform.python_version(),
             "baseline_tree": args.baseline_label or args.baseline_tree,
+            "repeat": args.repeat,
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    if args.merge and (out / "trace.json").exists():
+        old = json.loads((out / "trace.json").read_text())
+        done = {(_key(r), bool(r.get("tree"))) for r in rows}
+        old_after = {_key(r): r for r in old["rows"] if not r.get("tree")}
+        for r in rows:
+            p = old_after.get(_key(r))
+            if not r.get("tree") and p is not None and "error" not in p:
+                r["previous"] = {k: p.get(k) for k in ("trace_s", "trace_cpu_s",
+                                                        "load_avg_1m", "digest")}
+                r["previous"]["date"] = old["meta"].get("date")
+        kept = [r for r in old["rows"] if (_key(r), bool(r.get("tree"))) not in done
+                and not r.get("tree")]
+        order = {_key(r): i for i, r in enumerate(old["rows"])}
+        rows = sorted(rows + kept, key=lambda r: order.get(_key(r), len(order)))
+        meta["older_rows_date"] = old["meta"].get("older_rows_date") or old["meta"].get("date")
+        if any(r.get("trace_cpu_s") is not None for r in kept):
+            meta["kept_rows_date"] = old["meta"].get("date")
     (out / "trace.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=1) + "\n")
     (out / "trace.md").write_text(_markdown(rows, meta))
     print(_markdown(rows, meta))

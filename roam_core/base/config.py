@@ -167,10 +167,13 @@ class PlannerConfig:
     # borders; :mod:`roam_core.ordering.lns`): candidate orders scored at most (0 = off).  A
     # work limit, not a clock, so the plan does not depend on machine load.
     search_evaluations: int = 4000
-    # When a gap to the lower bound is left, tighten the bound with the chain-group bound
+    # When a gap to the lower bound is left, tighten the bound with the choice bound over
+    # forward-value groups (backward products of forward values,
+    # :func:`roam_core.oracle.proven_bounds.forward_value_groups`), the peak-window chain
+    # bound (:func:`roam_core.oracle.proven_bounds.peak_window_chain_bound`, the plan's peak
+    # against its greedy chain) and the chain-group bound
     # (:func:`roam_core.oracle.proven_bounds.chain_group_lower_bound`; a few seconds on
-    # thousands of ops) and the choice bound over forward-value groups (backward products of
-    # forward values, :func:`roam_core.oracle.proven_bounds.forward_value_groups`).
+    # thousands of ops), cheapest first, while a gap is left.
     # Plan.lower_bound_bytes / proven_gap report the best bound proven.
     tighten_bound: bool = True
     # Compute the arena layout with the layout solvers (False: greedy best-fit only).

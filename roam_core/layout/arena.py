@@ -23,10 +23,11 @@ Method (ROAM's stage 2 and merge, with a DSA portfolio beside it):
    never worse than greedy-by-size best fit.
 5. **Flip-compact.** Every candidate is mirrored top-to-bottom and re-dropped first-fit in
    its offset order, while that lowers it (cheap; often frees the top few hundred units).
-   Then the winner's **peak repair**
-   (:func:`roam_core.layout.dsa_solver.repair_peak`): the buffers live where the load is
-   near the bound are re-placed by the exact search, everything else fixed, to within 0.01%
-   of the bound (cut by search nodes: :func:`dsa_work_limit`).  Then
+   Then the **peak repair** of the lowest candidates
+   (:func:`roam_core.layout.dsa_solver.repair_from_starts`): the buffers live where the load
+   is near the bound are re-placed by the exact search, everything else fixed, to within
+   0.01% of the bound; the searches of the starts and preorders run round-robin under
+   doubling node limits (cut by search nodes: :func:`dsa_work_limit`).  Then
    the lowest few candidates are *shaken*: the same move as the flip with a few random
    buffers dropped first (seeded), keeping the lowest layout.
 6. **Polish.** While time remains and the winner is above the live-set bound, the buffers
@@ -35,7 +36,8 @@ Method (ROAM's stage 2 and merge, with a DSA portfolio beside it):
 
 Time: steps 1-3 get 35% of the budget, the DSA portfolio 50% of the rest, the shake 65% of
 what is left then and the polish the remainder; a candidate that reaches the live-set bound
-ends the search early.
+ends the search early, and one within the repair's tolerance of it (0.01%) skips the shake
+and the polish (both cut by the clock).
 
 Examples
 --------
@@ -69,7 +71,7 @@ from roam_core.layout.dsa_heuristics import (
 from roam_core.layout.dsa_solver import (
     MAX_SEARCH_BUFFERS,
     NODES_PER_S,
-    repair_peak,
+    repair_from_starts,
     solve_dsa,
 )
 from roam_core.model.dsa import Buffer, Problem, Solution
@@ -276,6 +278,9 @@ def _solve_group(problem: Problem, group: Sequence[int], fixed: dict[int, int],
     tops_g = (offs_g + g_size)[g_size > 0]
     height = max(int(tops_g.max()) if len(tops_g) else 0, top)
     hint = {int(i): int(o) for i, o in zip(group, offs_g)}
+    if height <= floor:  # the group adds nothing on top: CP-SAT's optimum is the floor
+        return hint, SolveRecord("layout", task_id, SolveStatus.OPTIMAL, floor, floor,
+                                 time.perf_counter() - t0, len(group))
     if time_limit_s <= 0.05:
         return hint, SolveRecord("layout", task_id, SolveStatus.HEURISTIC, height, None,
                                  time.perf_counter() - t0, len(group))
@@ -483,33 +488,32 @@ def _polish(problem: Problem, sol: Solution, lb: int, config: ArenaConfig, deadl
 
 
 # ------------------------------------------------------------------- repair
-#: Stages of the peak repair of the winner: (tolerance above the bound as a fraction of it,
-#: peak windows, share of the node budget).  The DSA candidate already tried the bound itself
-#: in narrow windows (:func:`~roam_core.layout.dsa_solver.solve_dsa`); here a layout within
-#: 0.01% of it in a wide window (efficientnet_b0 b1: ~3,400 nodes from its flipped greedy
-#: layout; the bound itself was not reached in 8,000).
-_REPAIR_STAGES: tuple[tuple[float, tuple[float, ...], float], ...] = (
-    (1e-4, (0.6,), 1.0),
-)
-#: Candidates (of distinct heights, lowest first) the repair starts from until one succeeds.
+#: Peak repair of the lowest candidates: the tolerance above the bound (a fraction of it) and
+#: the peak window (the steps whose load is at least this fraction of the target).  The DSA
+#: candidate already tried the bound itself in narrow windows
+#: (:func:`~roam_core.layout.dsa_solver.solve_dsa`); here a layout within 0.01% of it in a
+#: wide window (efficientnet_b0 b1: 913 nodes from its flipped greedy layout; the bound
+#: itself was not reached in 8,000).
+_REPAIR_TOLERANCE = 1e-4
+_REPAIR_FRACTION = 0.6
+#: Candidates (of distinct heights, lowest first) the repair starts from, searched
+#: round-robin (:func:`~roam_core.layout.dsa_solver.repair_from_starts`).
 _REPAIR_STARTS = 2
 
 
-def _repair(problem: Problem, sol: Solution, lb: int, budget: int, deadline: float,
-            cancel: Any) -> tuple[Solution | None, int, str]:
-    """:func:`~roam_core.layout.dsa_solver.repair_peak` in :data:`_REPAIR_STAGES`: the first
-    layout found (its height at most the stage's target), the nodes spent, the method."""
-    nodes = 0
-    for tol, fractions, share in _REPAIR_STAGES:
-        target = lb + int(lb * tol)
-        if target >= sol.height:
-            continue
-        got, k, how = repair_peak(problem, sol, target, node_budget=int(budget * share),
-                                  deadline=deadline, cancel=cancel, fractions=fractions)
-        nodes += k
-        if got is not None:
-            return got, nodes, how
-    return None, nodes, "repair"
+def _repair(problem: Problem, starts: Sequence[Solution], lb: int, budget: int,
+            deadline: float, cancel: Any) -> tuple[Solution | None, int, str, int]:
+    """:func:`~roam_core.layout.dsa_solver.repair_from_starts` of ``starts`` to within
+    :data:`_REPAIR_TOLERANCE` of ``lb``: the first layout found, the nodes spent, the
+    method and the index of the start it came from (-1: none)."""
+    target = lb + int(lb * _REPAIR_TOLERANCE)
+    above = [k for k, s in enumerate(starts) if s.height > target]
+    if not above:
+        return None, 0, "repair", -1
+    sol, nodes, how, k = repair_from_starts(problem, [starts[k] for k in above], target,
+                                            node_budget=budget, deadline=deadline,
+                                            cancel=cancel, fraction=_REPAIR_FRACTION)
+    return sol, nodes, how, above[k] if k >= 0 else -1
 
 
 # ------------------------------------------------------------------- driver
@@ -598,28 +602,30 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
         # cut by nodes; the clock (twice the budget) only as a safety limit, so that a loaded
         # machine gets the same layout, later.  Which start repairs well varies (on
         # efficientnet_b0 b1 the task tree's candidate is lowest, but only the flipped greedy
-        # layout repairs to within 0.01%), so when the winner's repair finds nothing the
-        # next-lowest candidate of another height gets the same node budget.
-        starts = sorted(candidates, key=lambda k: (candidates[k].height, k != method, k))
-        tried: set[int] = set()
-        for start in starts:
-            if len(tried) == _REPAIR_STARTS:
-                break
-            if candidates[start].height in tried:
-                continue
-            tried.add(candidates[start].height)
-            t = time.perf_counter()
-            repaired, nodes, how = _repair(problem, candidates[start], lb,
-                                           dsa_work_limit(config),
-                                           deadline + config.time_limit_s, cancel)
-            records.append(SolveRecord("merge", "repair", SolveStatus.HEURISTIC,
-                                       None if repaired is None else repaired.height * a,
-                                       lb * a, time.perf_counter() - t, nodes))
-            if repaired is not None and repaired.height < sol.height:
-                method = f"{start}+{how}"
-                candidates[method] = sol = repaired
-                break
-    if config.flip_compact and sol.height > lb and config.shake_rounds > 0:
+        # layout repairs to within 0.01%), so the lowest candidates of distinct heights are
+        # searched round-robin under one node budget.
+        order = sorted(candidates, key=lambda k: (candidates[k].height, k != method, k))
+        names: list[str] = []
+        for name in order:
+            if len(names) < _REPAIR_STARTS and candidates[name].height not in {
+                    candidates[n].height for n in names}:
+                names.append(name)
+        t = time.perf_counter()
+        repaired, nodes, how, k = _repair(problem, [candidates[n] for n in names], lb,
+                                          dsa_work_limit(config),
+                                          deadline + config.time_limit_s, cancel)
+        records.append(SolveRecord("merge", "repair", SolveStatus.HEURISTIC,
+                                   None if repaired is None else repaired.height * a,
+                                   lb * a, time.perf_counter() - t, nodes))
+        if repaired is not None and repaired.height < sol.height:
+            method = f"{names[k]}+{how}"
+            candidates[method] = sol = repaired
+    # within the repair's tolerance of the bound (0.01%) the shake and the polish are not
+    # run: they are cut by the clock, so they would make the layout depend on the load and
+    # spend the rest of the budget (efficientnet_b0 b1: repaired to 0.0073%, neither ever
+    # lowered it)
+    close = config.peak_repair and sol.height <= lb + int(lb * _REPAIR_TOLERANCE)
+    if config.flip_compact and sol.height > lb and config.shake_rounds > 0 and not close:
         t = time.perf_counter()
         shake_end = time.monotonic() + 0.65 * max(0.0, deadline - time.monotonic())
         # the lowest few candidates each get a slice: which start shakes down best varies
@@ -638,7 +644,7 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
         candidates.setdefault(method, sol)
         records.append(SolveRecord("merge", "shake", SolveStatus.HEURISTIC, sol.height * a, lb * a,
                                    time.perf_counter() - t, len(problem)))
-    if sol.height > lb and config.use_cpsat and len(problem):
+    if sol.height > lb and config.use_cpsat and len(problem) and not close:
         polished, recs = _polish(problem, sol, lb, config, deadline, cancel)
         records.extend(_scale(r, a) for r in recs)
         if polished.height < sol.height:

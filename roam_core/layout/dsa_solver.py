@@ -58,7 +58,7 @@ import itertools
 import logging
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -79,8 +79,8 @@ from roam_core.model.dsa import Problem, Solution
 from roam_core.oracle.validate import check_dsa_solution
 
 __all__ = ["LARGE_PROMOTE_PASSES", "NODES_PER_S", "PREORDERS", "REPAIR_FRACTIONS",
-           "REPAIR_PREORDERS", "DsaResult", "SearchOptions", "repair_peak",
-           "search_capacity", "solve_dsa"]
+           "REPAIR_PREORDERS", "DsaResult", "SearchOptions", "repair_from_starts",
+           "repair_peak", "search_capacity", "solve_dsa"]
 
 _logger = logging.getLogger(__name__)
 _OPT, _FEAS = SolveStatus.OPTIMAL, SolveStatus.FEASIBLE
@@ -728,24 +728,59 @@ def repair_peak(problem: Problem, solution: Solution, target: int | None = None,
     >>> sol.height, p.lower_bound()
     (3, 3)
     """
-    lower, upper, size, _ = buffer_arrays(problem)
     target = problem.lower_bound() if target is None else target
-    off = np.fromiter(solution.offsets, np.int64, len(problem))
-    top = off + size
-    pinned = np.fromiter((b.offset is not None for b in problem.buffers), bool, len(problem))
-    live = size > 0
-    load = _live_load(lower, upper, np.where(live, size, 0))
     nodes = 0
     seen: set[bytes] = set()
     for k, frac in enumerate(fractions):
         if nodes >= node_budget or time.monotonic() >= deadline or is_cancelled(cancel):
             break
+        win = _RepairWindow.build(problem, solution, target, frac)
+        if win is None or win.key in seen:
+            continue
+        seen.add(win.key)
+        left = node_budget - nodes
+        share = left if k == len(fractions) - 1 else left // 2
+        # one long run per preorder: a window's search succeeds deep or not at all
+        # (mobilenet_v2 b1: found at node 432 of one TLA run, not in 1,000 nodes of runs of
+        # 78-156; efficientnet_b0 b1: at node 913 of TAL, not in 2,000 of TLA)
+        share = max(64, share)
+        sol, _, meth, used = search_capacity(win.sub, target, deadline=deadline, cancel=cancel,
+                                             options=options, node_budget=share,
+                                             preorders=preorders,
+                                             first_limit=share // len(preorders))
+        nodes += used
+        if sol is not None:
+            return (win.merge(problem, sol), nodes,
+                    f"repair@{frac:g}:{meth.partition(':')[2]}")
+    return None, nodes, "repair"
+
+
+@dataclass(frozen=True)
+class _RepairWindow:
+    """The sub-problem of a peak repair: the freed buffers of ``solution`` (live where the
+    load is at least ``frac * target``, or reaching above ``target``), and the fixed ones
+    that overlap them in time at their offsets (``keep``: their indices in the problem)."""
+
+    sub: Problem
+    keep: np.ndarray
+    off: np.ndarray
+    key: bytes
+
+    @staticmethod
+    def build(problem: Problem, solution: Solution, target: int,
+              frac: float) -> _RepairWindow | None:
+        """The window, or ``None`` when it frees nothing or more than the search takes."""
+        lower, upper, size, _ = buffer_arrays(problem)
+        off = np.fromiter(solution.offsets, np.int64, len(problem))
+        top = off + size
+        pinned = np.fromiter((b.offset is not None for b in problem.buffers), bool,
+                             len(problem))
+        live = size > 0
+        load = _live_load(lower, upper, np.where(live, size, 0))
         hot = np.concatenate([[0], np.cumsum(load >= frac * target)])
         free = live & ~pinned & (((hot[upper] - hot[lower]) > 0) | (top > target))
-        key = np.packbits(free).tobytes()
-        if not free.any() or key in seen or int(free.sum()) > MAX_SEARCH_BUFFERS:
-            continue
-        seen.add(key)
+        if not free.any() or int(free.sum()) > MAX_SEARCH_BUFFERS:
+            return None
         # the fixed buffers that matter: those overlapping a freed one in time
         f_idx = np.nonzero(free)[0]
         span = np.zeros(len(load) + 1, np.int64)
@@ -756,24 +791,84 @@ def repair_peak(problem: Problem, solution: Solution, target: int | None = None,
         keep = np.nonzero(free | near)[0]
         bufs = tuple(problem.buffers[i] if free[i] else
                      replace(problem.buffers[i], offset=int(off[i])) for i in keep.tolist())
-        sub = Problem(bufs)
-        left = node_budget - nodes
-        share = left if k == len(fractions) - 1 else left // 2
-        # one long run per preorder: a window's search succeeds deep or not at all
-        # (mobilenet_v2 b1: found at node 432 of one TLA run, not in 1,000 nodes of runs of
-        # 78-156; efficientnet_b0 b1: at node 913 of TAL, not in 2,000 of TLA)
-        share = max(64, share)
-        sol, _, meth, used = search_capacity(sub, target, deadline=deadline, cancel=cancel,
-                                             options=options, node_budget=share,
-                                             preorders=preorders,
-                                             first_limit=share // len(preorders))
-        nodes += used
-        if sol is not None:
-            offs = off.copy()
-            offs[keep] = sol.offsets
-            return (Solution.from_offsets(problem, offs.tolist()), nodes,
-                    f"repair@{frac:g}:{meth.partition(':')[2]}")
-    return None, nodes, "repair"
+        return _RepairWindow(Problem(bufs), keep, off, np.packbits(free).tobytes())
+
+    def merge(self, problem: Problem, sol: Solution) -> Solution:
+        """The whole layout with the window's buffers at their offsets in ``sol``."""
+        offs = self.off.copy()
+        offs[self.keep] = sol.offsets
+        return Solution.from_offsets(problem, offs.tolist())
+
+
+def repair_from_starts(problem: Problem, starts: Sequence[Solution], target: int, *,
+                       node_budget: int, deadline: float, cancel: Any = None,
+                       fraction: float = 0.6,
+                       options: SearchOptions = SearchOptions(),
+                       preorders: tuple[str, ...] = REPAIR_PREORDERS,
+                       ) -> tuple[Solution | None, int, str, int]:
+    """:func:`repair_peak` of several layouts in one window, their searches run round-robin.
+
+    Which start repairs, and with which preorder, is not known in advance (efficientnet_b0
+    b1: the lowest layout does not repair in 10,000 nodes, the next one does at node 913 of
+    its second preorder).  Every ``(start, preorder)`` pair gets a run of ``L`` nodes in
+    turn (the first preorder on every start, then the next), ``L = node_budget / (2 x
+    pairs)`` at first and doubled each round (a run repeats
+    its last one and goes on, with the failed states it memoised), until one finds a layout
+    within ``target`` or ``node_budget`` is spent: no single search can use up the budget
+    while another would succeed cheaply, and a search that succeeds at node ``k`` costs at
+    most ``2k`` plus the other pairs' runs.  Deterministic: node counts, not the clock,
+    decide (``deadline`` is the wall-clock safety limit).
+
+    Returns
+    -------
+    (solution, nodes, method, start)
+        The first layout found (``None`` when none), the nodes spent,
+        ``"repair@<fraction>:<preorder>"`` (``"repair"`` when none) and the index in
+        ``starts`` of the start that was repaired (-1 when none).
+
+    Examples
+    --------
+    >>> from roam_core.model.dsa import Buffer, Problem, Solution
+    >>> p = Problem((Buffer("a", 0, 2, 2), Buffer("b", 1, 3, 1), Buffer("c", 2, 4, 2)))
+    >>> bad = Solution.from_offsets(p, (0, 2, 3))
+    >>> sol, nodes, how, k = repair_from_starts(p, [bad], 3, node_budget=100, deadline=1e18,
+    ...                                         fraction=0.5)
+    >>> sol.height, how, k
+    (3, 'repair@0.5:TLA', 0)
+    """
+    wins: list[tuple[int, _RepairWindow]] = []
+    seen: set[bytes] = set()
+    for k, start in enumerate(starts):
+        win = _RepairWindow.build(problem, start, target, fraction)
+        if win is None:
+            continue
+        key = win.key + np.asarray(start.offsets, np.int64).tobytes()
+        if key in seen:
+            continue
+        seen.add(key)
+        wins.append((k, win))
+    # preorder-major: the first preorder on every start, then the next
+    pairs = [(k, win, pre, {}) for pre in preorders for k, win in wins]
+    nodes = 0
+    if not pairs:
+        return None, nodes, "repair", -1
+    limit = max(64, node_budget // (2 * len(pairs)))
+    while pairs and nodes < node_budget:
+        for pair in list(pairs):
+            k, win, pre, cache = pair
+            run = min(limit, node_budget - nodes)
+            if run <= 0 or time.monotonic() >= deadline or is_cancelled(cancel):
+                return None, nodes, "repair", -1
+            sol, _, meth, used = search_capacity(
+                win.sub, target, deadline=deadline, cancel=cancel, options=options,
+                node_budget=run, preorders=(pre,), cache=cache, first_limit=run)
+            nodes += used
+            if sol is not None:
+                return win.merge(problem, sol), nodes, f"repair@{fraction:g}:{pre}", k
+            if not meth.endswith((":work", ":time")):  # searched to the end: no layout here
+                pairs.remove(pair)
+        limit *= 2
+    return None, nodes, "repair", -1
 
 
 def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | None = None,

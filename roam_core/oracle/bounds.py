@@ -38,7 +38,7 @@ optimizer), skipping groups whose down-set lattice is too large.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
@@ -56,6 +56,7 @@ __all__ = [
     "live_set_lower_bound",
     "optimizer_groups",
     "update_group_lower_bound",
+    "weighted_mask_sum",
 ]
 
 _logger = logging.getLogger(__name__)
@@ -127,22 +128,29 @@ def forced_live_masks(
     {'a': '0b111', 'b': '0b1010', 'c': '0b1100', 'd': '0b1000'}
     """
     r = reach if reach is not None else reachability(graph)
+    return dict(_iter_forced_live(graph, r))
+
+
+def _iter_forced_live(graph: Graph, r: Reachability,
+                      tids: Iterable[TensorId] | None = None) -> Iterator[tuple[TensorId, int]]:
+    """``(storage, forced-live mask)`` of every planned storage (or of ``tids``), in tensor
+    order, one at a time: a caller that only sums them keeps none (``O(N / 8)`` bytes each,
+    ``O(storages x N / 8)`` for all)."""
     outputs = set(graph.outputs)
-    out: dict[TensorId, int] = {}
-    for t in graph.tensors.values():
+    tensors = graph.tensors.values() if tids is None else (graph.tensors[t] for t in tids)
+    for t in tensors:
         if t.producer is None:
             continue
         p = r.index[t.producer]
         after = r.descendants[p] | (1 << p)
         if t.id in outputs:
-            out[t.id] = after
+            yield t.id, after
             continue
         before = 0
         for u in _users(graph, t.id):
             i = r.index[u]
             before |= r.ancestors[i] | (1 << i)
-        out[t.id] = after & before
-    return out
+        yield t.id, after & before
 
 
 def _mask_to_bool(mask: int, n: int) -> np.ndarray:
@@ -151,14 +159,33 @@ def _mask_to_bool(mask: int, n: int) -> np.ndarray:
 
 
 def _forced_bytes(
-    graph: Graph, masks: dict[TensorId, int], n: int, alignment_bytes: int
+    graph: Graph, masks: Mapping[TensorId, int] | Iterable[tuple[TensorId, int]], n: int,
+    alignment_bytes: int, spans: dict[TensorId, tuple[int, int]] | None = None,
 ) -> np.ndarray:
-    # a forced-live mask is mostly a few runs of ops (producer .. last user): add each run
-    # to a difference array (O(runs x N / 64) word operations), instead of unpacking every
-    # mask to N booleans (O(storages x N)); a mask of many runs is unpacked over its span
+    # ``spans``, when given, gets the lowest and highest op of every non-empty mask
+    def weighted() -> Iterator[tuple[int, int]]:
+        for tid, m in (masks.items() if isinstance(masks, Mapping) else masks):
+            if spans is not None and m:
+                spans[tid] = ((m & -m).bit_length() - 1, m.bit_length() - 1)
+            yield round_size(graph.tensors[tid].size_bytes, alignment_bytes), m
+
+    return weighted_mask_sum(weighted(), n)
+
+
+def weighted_mask_sum(items: Iterable[tuple[int, int]], n: int) -> np.ndarray:
+    """``sum(weight * mask_to_bool(mask, n))`` over ``(weight, mask)`` pairs, as int64.
+
+    A forced-live mask is mostly a few runs of ops (producer .. last user): each run is added
+    to a difference array (``O(runs x N / 64)`` word operations) instead of unpacking every
+    mask to ``N`` booleans (``O(masks x N)``); a mask of many runs is unpacked over its span.
+
+    Examples
+    --------
+    >>> weighted_mask_sum([(3, 0b0110), (5, 0b1001)], 4).tolist()
+    [5, 3, 3, 5]
+    """
     diff = np.zeros(n + 1, dtype=np.int64)
-    for tid, m in masks.items():
-        size = round_size(graph.tensors[tid].size_bytes, alignment_bytes)
+    for size, m in items:
         if not (size and m):
             continue
         edges = m ^ (m << 1)  # bit i set: a run starts (or ends) at op i
@@ -214,10 +241,13 @@ def live_set_lower_bound(
     resident = graph.resident_bytes(alignment_bytes)
     if n == 0:
         return LowerBound(resident, None, resident)
-    masks = forced_live_masks(graph, r)
-    total = _forced_bytes(graph, masks, n, alignment_bytes)
+    # the masks are summed as they come (not kept); the storages forced live at the best op
+    # are those whose mask spans it and has its bit (recomputed for those only)
+    spans: dict[TensorId, tuple[int, int]] = {}
+    total = _forced_bytes(graph, _iter_forced_live(graph, r), n, alignment_bytes, spans)
     best = int(np.argmax(total))
-    at = tuple(tid for tid, m in masks.items() if m >> best & 1)
+    at = tuple(tid for tid, m in _iter_forced_live(
+        graph, r, [t for t, (lo, hi) in spans.items() if lo <= best <= hi]) if m >> best & 1)
     _logger.debug("live-set bound %d B at op %s", int(total[best]) + resident, r.op_ids[best])
     return LowerBound(
         bound_bytes=int(total[best]) + resident,
@@ -285,8 +315,8 @@ def group_lower_bound(
     # storages touched by the group
     outputs = set(graph.outputs)
     touched = graph.storages_touched(ops)
-    if masks is None:
-        masks = forced_live_masks(graph, r)
+    if masks is None:  # only the touched storages' masks (not every storage's)
+        masks = dict(_iter_forced_live(graph, r, touched))
     # (size, started, users, output, forced), all but size and output local op masks:
     # ``started`` = group ops that are the producer or run after it in every order, so the
     # storage exists while ``x`` runs once any of them is done or is ``x``; ``users`` = group
@@ -303,7 +333,7 @@ def group_lower_bound(
         users = 0
         for j, op in enumerate(ops):
             i = r.index[op]
-            if i == p or r.ancestors[i] >> p & 1:
+            if i == p or r.ancestors.has(i, p):
                 started |= 1 << j
         for u in _users(graph, s):
             if u in local:
@@ -378,12 +408,13 @@ def update_group_lower_bound(
     r = reach if reach is not None else reachability(graph)
     lb = forced if forced is not None else live_set_lower_bound(graph, alignment_bytes, reach=r)
     result = lb
-    masks = forced_live_masks(graph, r)
+    # each group computes the forced-live masks of the storages it touches (none kept for
+    # every storage: ``O(storages x N / 8)`` bytes)
     for grp in optimizer_groups(graph):
         if len(grp) > max_group_ops:
             continue
         gb = group_lower_bound(graph, grp, alignment_bytes, reach=r, forced=lb,
-                               masks=masks, max_states=max_states)
+                               max_states=max_states)
         if gb is not None and gb.bound_bytes > result.bound_bytes:
             result = LowerBound(gb.bound_bytes, gb.ops[0], lb.resident_bytes,
                                 lb.forced_bytes, (), "update_group")

@@ -51,11 +51,12 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, round_size
 from roam_core.model.reach import Reachability, iter_bits, reachability
+from roam_core.oracle.bounds import weighted_mask_sum
 
 __all__ = [
     "ChainGroupBound",
@@ -68,6 +69,7 @@ __all__ = [
     "free_branch_groups",
     "greedy_chain",
     "heavy_path",
+    "peak_window_chain_bound",
     "peak_window_groups",
     "restriction_bound",
     "storage_masks",
@@ -554,7 +556,7 @@ def free_branch_groups(graph: Graph, max_descendants: int = 40, *,
         if graph.op(op).phase is Phase.OPTIMIZER:
             free[i] = True
         else:
-            free[i] = (r.descendants[r.index[op]].bit_count() <= max_descendants
+            free[i] = (r.descendants.bit_count(r.index[op]) <= max_descendants
                        and all(free[index[s]] for s in graph.successors(op)))
     parent = list(range(len(ids)))
 
@@ -712,13 +714,14 @@ def choice_lower_bound(
         unit = math.gcd(unit, size)
     unit = max(unit, 1)
 
-    def forced_vec(st: int, pd: int) -> np.ndarray:
-        return mask_to_bool(st if pd == -1 else st & pd, n)
+    def forced() -> Iterator[tuple[int, int]]:
+        for s in info:
+            size, st, pd = masks_of(s)
+            yield size // unit, (st if pd == -1 else st & pd)
 
-    total = np.zeros(n, dtype=np.float64)
-    for s in info:
-        size, st, pd = masks_of(s)
-        total += forced_vec(st, pd) * (size // unit)
+    # run by run into a difference array (was an N-long unpack per storage: O(storages x N));
+    # integer sums, so the float64 total is the same as the unpacked one's
+    total = weighted_mask_sum(forced(), n).astype(np.float64)
     assigned: set[str] = set()
     used = 0
     for grp in grps:
@@ -827,7 +830,7 @@ def greedy_chain(order: Sequence[OpId], reach: Reachability,
         if op in sk:
             continue
         i = reach.index[op]
-        if last < 0 or reach.ancestors[i] >> last & 1:
+        if last < 0 or reach.ancestors.has(i, last):
             out.append(op)
             last = i
     return out
@@ -998,7 +1001,7 @@ def chain_group_lower_bound(
     for g in cidx:
         cmask |= 1 << g
     for j in range(1, m):
-        assert r.ancestors[cidx[j]] >> cidx[j - 1] & 1, "chain ops must be comparable"
+        assert r.ancestors.has(cidx[j], cidx[j - 1]), "chain ops must be comparable"
     # rank groups by the largest storage they touch
     ranked = []
     for gr in grps:
@@ -1177,3 +1180,62 @@ def chain_group_lower_bound(
             best, best_group = int(gb), tuple(gr)
     _logger.debug("chain-group bound: %d ops in chain, %d groups", m, used)
     return ChainGroupBound(best + resident, best_group, m, used)
+
+
+def peak_window_chain_bound(
+    graph: Graph,
+    order: Sequence[OpId],
+    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
+    *,
+    half_widths: Sequence[int] = (1, 2, 4),
+    max_peaks: int = 2,
+    reach: Reachability | None = None,
+    masks: StorageMasks | None = None,
+    max_down_sets: int = 4096,
+) -> ChainGroupBound:
+    """:func:`chain_group_lower_bound` with the chain and the groups taken from an order's peak.
+
+    The chain is :func:`greedy_chain` of ``order`` without the ops within ``min(half_widths)``
+    steps of a peak step (each of the first ``max_peaks`` steps at the peak); the groups are
+    the ops off the chain within ``w`` steps of a peak step, for each ``w`` of
+    ``half_widths``.  The chain then runs through what
+    the order holds around its peak, and the dynamic programme over a group's interleavings
+    decides whether another placement of the ops at the peak could lower it: on GPT-2 small
+    b1 t1024 with ``torch.utils.checkpoint`` (dropout on) the group of the three ops at the
+    peak (an MLP weight-gradient matmul, its input-gradient matmul and a transpose) proves
+    the planned peak optimal, where the heavy-path chain with one free-branch group fell
+    9 MiB short.  Valid for every order whatever ``order`` is (any chain of comparable ops
+    with any groups disjoint from it gives a bound).  One pass over the storages' masks.
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import diamond
+    >>> from roam_core.oracle.simulate import simulate
+    >>> g = diamond()
+    >>> b = peak_window_chain_bound(g, g.op_ids, 512)
+    >>> b.bound_bytes <= simulate(g, g.op_ids, alignment_bytes=512).peak_bytes
+    True
+    """
+    from roam_core.oracle.simulate import simulate
+
+    r = reach if reach is not None else reachability(graph)
+    prof = simulate(graph, order, alignment_bytes=alignment_bytes)
+    if not order:
+        return ChainGroupBound(prof.resident_bytes, (), 0, 0)
+    live = prof.live_bytes
+    top = max(live)
+    peaks = [s for s, b in enumerate(live) if b == top][:max_peaks]
+    widths = sorted(set(half_widths))
+
+    def window(ps: int, w: int) -> Sequence[OpId]:
+        return order[max(0, ps - w): ps + w + 1]
+
+    # the chain skips the narrowest windows; the wider ones add the ops off the chain
+    chain = greedy_chain(order, r, {op for ps in peaks for op in window(ps, widths[0])})
+    on_chain = set(chain)
+    groups = [gr for gr in dict.fromkeys(tuple(op for op in window(ps, w) if op not in on_chain)
+                                         for w in widths for ps in peaks) if gr]
+    return chain_group_lower_bound(graph, order, alignment_bytes, chain=chain, groups=groups,
+                                   reach=r, masks=masks,
+                                   max_group_ops=max((len(gr) for gr in groups), default=1),
+                                   max_down_sets=max_down_sets)

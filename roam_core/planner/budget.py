@@ -115,6 +115,9 @@ class BudgetPlanner:
         self._others: list[tuple[str, tuple[TensorId, ...]]] | None = None
         #: the whole portfolio per just-in-time target (for :meth:`plan_fewest_flops`)
         self._portfolio: dict[int, list[Candidate]] = {}
+        #: plans of expanded graphs by (recompute ops, order): a drop set chosen at several
+        #: budgets (or a baseline's, chosen by roam) is planned once
+        self._planned: dict[tuple[tuple[Any, ...], tuple[Any, ...]], Plan] = {}
 
     def other_candidates(self) -> list[tuple[str, tuple[TensorId, ...]]]:
         """The portfolio's drop sets besides the greedy prefix: baselines, then seeds."""
@@ -240,10 +243,10 @@ class BudgetPlanner:
         The objective (FLOPs + ``recompute_bytes_weight`` x bytes moved) may keep a plan
         with a few more FLOPs and far fewer bytes moved; this gives the other end, so that
         ``roam frontier`` is a frontier in (peak, FLOPs) as well as in (peak, FLOPs + bytes).
-        The portfolio's candidates at ``budget`` (also those whose just-in-time peak is over
-        it: the planner's order may still fit them) are taken fewest FLOPs first, pruned by
-        FLOPs alone (:func:`~roam_core.recompute.improve.fewest_flops`), and planned by the
-        same stages; at most ``max_plans`` plans.  ``None`` without the portfolio, on the
+        The portfolio's candidates at ``budget`` whose just-in-time peak fits are taken
+        fewest FLOPs first, pruned by FLOPs alone
+        (:func:`~roam_core.recompute.improve.fewest_flops`), and planned by the same
+        stages; at most ``max_plans`` plans.  ``None`` without the portfolio, on the
         exact model's graphs (its optimum is the objective's), or when nothing fits.
         ``last_pick`` names the candidate (``"<label>, fewest FLOPs"``).
         """
@@ -277,8 +280,11 @@ class BudgetPlanner:
 
     def _finish(self, c: _Choice, budget: int | None, notes: list[str], method: str) -> Plan:
         g = self.graph
-        g2 = expand_graph(g, c.recompute, order=c.order)
-        p2 = self.make_plan(g2, self.plain, **self.kwargs)
+        key = (tuple(c.recompute), tuple(c.order))
+        p2 = self._planned.get(key)
+        if p2 is None:  # the same drop set at another budget, or a baseline's: planned once
+            g2 = expand_graph(g, c.recompute, order=c.order)
+            p2 = self._planned[key] = self.make_plan(g2, self.plain, **self.kwargs)
         sf = self.step_flops
         plan = replace(
             p2, graph_fingerprint=g.fingerprint(), graph_name=g.name, method=method,

@@ -235,7 +235,8 @@ def make_plan(
                                          run.deadline, run.records)
     order, prof = _never_worse(run, order, prof, heur)
     if config.tighten_bound and prof.peak_bytes > lower and not run.cancelled():
-        lower = tighter_bound(graph, lower, prof.peak_bytes, config, run.records, run.notes)
+        lower = tighter_bound(graph, lower, prof.peak_bytes, config, run.records, run.notes,
+                              order)
     pos = {op: i for i, op in enumerate(order)}
     extra = tuple(e for e in base.edges if pos[e.src] < pos[e.dst])  # the rewrites it honours
     chosen = ChosenOrder("roam", order, prof, tree, tree.task_of_op(), extra)

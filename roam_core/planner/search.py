@@ -5,18 +5,18 @@
   updates forbid (a weight-gradient matmul run where its input is made, a backward-only
   product of forward values run after the peak).  Kept only if the simulated peak drops;
   its limit is a count of candidate orders (``PlannerConfig.search_evaluations``).
-* :func:`tighter_bound` computes the chain-group bound
-  (:func:`~roam_core.oracle.proven_bounds.chain_group_lower_bound`) and the choice bound over
-  forward-value groups (:func:`~roam_core.oracle.proven_bounds.forward_value_groups`) when a
-  gap is left
-  (``PlannerConfig.tighten_bound``), so ``Plan.lower_bound_bytes`` / ``Plan.proven_gap``
-  report the best bound proven.
+* :func:`tighter_bound` computes the choice bound over forward-value groups
+  (:func:`~roam_core.oracle.proven_bounds.forward_value_groups`), the peak-window chain
+  bound (:func:`~roam_core.oracle.proven_bounds.peak_window_chain_bound`) and the
+  chain-group bound (:func:`~roam_core.oracle.proven_bounds.chain_group_lower_bound`) while
+  a gap is left (``PlannerConfig.tighten_bound``), so ``Plan.lower_bound_bytes`` /
+  ``Plan.proven_gap`` report the best bound proven.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from roam_core.base.config import PlannerConfig
@@ -51,22 +51,28 @@ def search_whole_order(graph: Graph, order: tuple[OpId, ...], prof: Any,
 
 
 def tighter_bound(graph: Graph, lower: int, peak: int, config: PlannerConfig,
-                  records: list[SolveRecord], notes: list[str]) -> int:
-    """The forward-value choice and chain-group bounds when they beat ``lower``.
+                  records: list[SolveRecord], notes: list[str],
+                  order: Sequence[OpId] | None = None) -> int:
+    """The forward-value choice, peak-window chain and chain-group bounds when they beat
+    ``lower``.
 
-    Each is recorded as a ``"bound"`` record (``forward_values``, ``chain_group``); the
-    chain-group bound is skipped when the first one already meets ``peak``.  The
-    forward-value bound is :func:`~roam_core.oracle.proven_bounds.choice_lower_bound` over
+    Each is recorded as a ``"bound"`` record (``forward_values``, ``peak_window``,
+    ``chain_group``), in that order (cheapest first); each is skipped once one meets
+    ``peak``.  The forward-value bound is
+    :func:`~roam_core.oracle.proven_bounds.choice_lower_bound` over
     :func:`~roam_core.oracle.proven_bounds.forward_value_groups` (backward products of
-    forward values: run early and hold the product, or late and hold the inputs).  A bound
-    above ``peak`` (the simulated peak of a valid order) would be a bug; it is then not used,
-    and the plan says so.
+    forward values: run early and hold the product, or late and hold the inputs); the
+    peak-window one (:func:`~roam_core.oracle.proven_bounds.peak_window_chain_bound`, only
+    with ``order``, the plan's order) solves the ops around ``order``'s peak against the
+    order's greedy chain.  A bound above ``peak`` (the simulated peak of a valid order)
+    would be a bug; it is then not used, and the plan says so.
     """
     from roam_core.model.reach import reachability
     from roam_core.oracle.proven_bounds import (
         chain_group_lower_bound,
         choice_lower_bound,
         forward_value_groups,
+        peak_window_chain_bound,
     )
 
     a = config.alignment_bytes
@@ -88,6 +94,12 @@ def tighter_bound(graph: Graph, lower: int, peak: int, config: PlannerConfig,
         records.append(SolveRecord("bound", "forward_values", SolveStatus.OPTIMAL, None,
                                    fv.bound_bytes, time.perf_counter() - t0, len(groups)))
         use("forward-value", fv.bound_bytes)
+    if lower < peak and order:
+        t0 = time.perf_counter()
+        pw = peak_window_chain_bound(graph, order, a, reach=reach)
+        records.append(SolveRecord("bound", "peak_window", SolveStatus.OPTIMAL, None,
+                                   pw.bound_bytes, time.perf_counter() - t0, pw.groups_used))
+        use("peak-window", pw.bound_bytes)
     if lower < peak:
         t0 = time.perf_counter()
         cb = chain_group_lower_bound(graph, None, a, reach=reach)  # masks streamed

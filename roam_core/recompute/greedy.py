@@ -44,8 +44,8 @@ from roam_core.model.recompute import (
     recompute_ops_for,
 )
 
-__all__ = ["Evaluation", "GreedyTrajectory", "JitEvaluator", "TrajectoryPoint", "greedy_trajectory",
-           "hoist_views", "jit_order", "knee", "prune"]
+__all__ = ["Evaluation", "GreedyTrajectory", "JitEvaluator", "KeepBound", "TrajectoryPoint",
+           "greedy_trajectory", "hoist_views", "jit_order", "knee", "prune"]
 
 #: Most storages one group move drops (besides its chain), see :class:`GreedyTrajectory`.
 GROUP_MAX_STORAGES = 16
@@ -283,6 +283,10 @@ class JitEvaluator:
                                       if self.size[s]) for op in graph.ops}
         self._rop_cache: dict[RecomputeOp, tuple[int, tuple[OpId, ...], tuple[TensorId, ...],
                                                  tuple[int, ...]]] = {}
+        #: the same facts by object identity (the object is kept to make the id safe)
+        self._rop_by_id: dict[int, tuple[RecomputeOp, tuple[Any, ...]]] = {}
+        #: (source, inputs, readers) -> the one RecomputeOp built for them
+        self._rop_memo: dict[tuple[OpId, tuple[str, ...], tuple[OpId, ...]], RecomputeOp] = {}
         self._index()
 
     def _index(self) -> None:
@@ -384,10 +388,15 @@ class JitEvaluator:
             if not need(v, op_id):
                 return recompute_ops_for(g, drop, blockers)  # raises the error
         out = []
+        memo = self._rop_memo
         for p in chosen:
             ins = tuple(u + COPY_SUFFIX if su in drop else u for u, su in op_ins[p])
-            out.append(RecomputeOp(OpId(p + COPY_SUFFIX), p, ins, self._copy_outs[p],
-                                   tuple(readers.get(p, {}))))
+            key = (p, ins, tuple(readers.get(p, {})))
+            r = memo.get(key)
+            if r is None:  # one object per distinct re-run: its facts are cached by identity
+                r = memo[key] = RecomputeOp(OpId(p + COPY_SUFFIX), p, ins, self._copy_outs[p],
+                                            key[2])
+            out.append(r)
         return tuple(out)
 
     def _rop_info(self, r: RecomputeOp) -> tuple[int, tuple[OpId, ...], tuple[TensorId, ...],
@@ -395,6 +404,9 @@ class JitEvaluator:
         """What an evaluation needs of one recompute op, cached: its own earliest slot (first
         reader, in-place writes of what it reads), the sources of the copies it reads, the
         original storages of those copies and the kept planned storages it reads."""
+        hit = self._rop_by_id.get(id(r))
+        if hit is not None and hit[0] is r:
+            return hit[1]
         info = self._rop_cache.get(r)
         if info is None:
             g, bpos = self.graph, self._bpos
@@ -420,6 +432,7 @@ class JitEvaluator:
                     kept.append(i)
             info = (f, tuple(copy_src), tuple(copy_of), tuple(kept))
             self._rop_cache[r] = info
+        self._rop_by_id[id(r)] = (r, info)
         return info
 
     def _slots(self, rops: Sequence[RecomputeOp], infos: Sequence[tuple[Any, ...]] | None = None
@@ -504,6 +517,10 @@ class JitEvaluator:
         moved = sum(self.moved[r.source] for r in rops)
         return Evaluation(drop, tuple(rops), order, peak + self.resident, steps, flops, moved,
                           _Spans(self, epos, n, ends), live, _Positions(self._bpos, epos))
+
+    def keep_bound(self, current: Evaluation) -> KeepBound:
+        """A :class:`KeepBound` of an evaluation (bounds of its drop set less one storage)."""
+        return KeepBound(self, current)
 
     def live_curve(self, ev: Evaluation) -> np.ndarray:
         """Per-step planned bytes of an evaluation's order (originals only, for scoring)."""
@@ -908,6 +925,76 @@ def greedy_trajectory(
     return t.dropped, t.points
 
 
+class KeepBound:
+    """A lower bound on the just-in-time peak of a fitting drop set with one storage kept again.
+
+    Keeping a dropped storage ``s`` again makes it live over its gap (after its last forward
+    reader, up to its last reader) at every base op.  What can fall is only what the re-runs
+    that rebuilt ``s`` add: the re-runs reached from ``s``'s late reads and, upstream, those
+    whose copies they read (the set ``A``).  Their copies are live only from their slot on,
+    and the kept storages they read are extended only after their own last reader, so at the
+    base ops before the first of these nothing falls; after it, at most ``A``'s copies and
+    kept inputs, in bytes, fall.  Every other storage keeps or lengthens its interval.  So at
+    each base op ``q`` of the gap, the drop set's live bytes at ``q`` plus ``s``, less that
+    amount after the first such op, bound the result from below.  :func:`prune` skips a trial
+    whose bound is over the limit: its evaluation could only be rejected.
+
+    Build it with :meth:`JitEvaluator.keep_bound` from the current drop set's evaluation.
+    """
+
+    __slots__ = ("_by_src", "_ev", "_infos", "_live", "_rops", "_slots")
+
+    def __init__(self, ev: JitEvaluator, current: Evaluation) -> None:
+        self._ev = ev
+        rops = current.recompute
+        self._rops = rops
+        self._infos = [ev._rop_info(r) for r in rops]
+        self._slots = ev._slots(rops, self._infos)
+        self._by_src = {r.source: k for k, r in enumerate(rops)}
+        assert isinstance(current.positions, _Positions)
+        self._live = np.asarray(current.live)[current.positions.epos]
+
+    def peak_with(self, s: TensorId) -> int:
+        """The bound on the peak of the drop set with ``s`` kept again (resident included);
+        0 when none is known."""
+        ev = self._ev
+        i = ev._tix.get(s)
+        if i is None:
+            return 0
+        a, b, z = int(ev._be_early[i]) + 1, int(ev._be_clip[i]) + 1, int(ev._z[i])
+        if a >= b:
+            return 0
+        by_src, infos = self._by_src, self._infos
+        stack = [k for k in (by_src.get(ev._vprod.get(v)) for _, _, v, _ in
+                             ev._late_reads.get(s, ())) if k is not None]
+        seen: set[int] = set()
+        q0 = len(self._live)
+        fall = 0
+        while stack:
+            k = stack.pop()
+            if k in seen:
+                continue
+            seen.add(k)
+            r = self._rops[k]
+            q0 = min(q0, self._slots[k])
+            fall += sum(size for _, size in ev._created[r.source])
+            for j in infos[k][3]:
+                fall += int(ev._z[j])
+                q0 = min(q0, int(ev._be_clip[j]) + 1)
+            for src in infos[k][1]:
+                u = by_src.get(src)
+                if u is not None:
+                    stack.append(u)
+        live = self._live
+        top = -(1 << 62)
+        m = min(b, max(a, q0))
+        if m > a:
+            top = int(live[a:m].max()) + z
+        if b > m:
+            top = max(top, int(live[m:b].max()) + z - fall)
+        return top + ev.resident
+
+
 def prune(evaluator: JitEvaluator, dropped: Sequence[TensorId], limit_bytes: int,
           bytes_weight: float = 1.0) -> Evaluation:
     """Keep again every dropped storage the limit does not need (costliest re-run first).
@@ -925,11 +1012,16 @@ def prune(evaluator: JitEvaluator, dropped: Sequence[TensorId], limit_bytes: int
         return evaluator.flops[p] + bytes_weight * evaluator.moved[p]
 
     allowed = max(limit_bytes, best.peak_bytes)  # never worse than the input
+    bound: KeepBound | None = None
     for s in sorted(dropped, key=lambda s: (-own_cost(s), s)):
+        if bound is None:
+            bound = KeepBound(evaluator, best)
+        if bound.peak_with(s) > allowed:
+            continue  # keeping s again is over the limit whatever the re-runs do
         trial = [x for x in cur if x != s]
         ev = evaluator.evaluate(trial)
         if ev.peak_bytes <= allowed and ev.cost(bytes_weight) <= best.cost(bytes_weight):
-            cur, best = trial, ev
+            cur, best, bound = trial, ev, None
     return best
 
 

@@ -385,12 +385,13 @@ def trace_zoo(name: str, batch_size: int, seq_len: int | None = None, setting: s
     The model is built on the meta device (no memory) and traced with fake tensors on
     ``device``.  The graph is named ``"<model>-b<B>[-t<T>]-<setting>"``.
     """
-    from roam_core.trace import trace_fx
+    from roam_core.trace import gc_paused, trace_fx
 
-    step = build_zoo_step(name, batch_size, seq_len, setting, optimizer, "meta",
-                          attention=attention)
-    origin = zoo_origin(name, batch_size, seq_len, setting, optimizer, attention=attention)
-    t = origin["seq_len"]
-    gname = f"{name}-b{batch_size}" + (f"-t{t}" if t else "") + f"-{setting}"
-    return trace_fx(step.model, step.example_inputs, step.loss_fn, step.optimizer_factory,
-                    setting=setting, name=gname, origin=origin, device=device)
+    with gc_paused():  # building a large meta model allocates as much as tracing it
+        step = build_zoo_step(name, batch_size, seq_len, setting, optimizer, "meta",
+                              attention=attention)
+        origin = zoo_origin(name, batch_size, seq_len, setting, optimizer, attention=attention)
+        t = origin["seq_len"]
+        gname = f"{name}-b{batch_size}" + (f"-t{t}" if t else "") + f"-{setting}"
+        return trace_fx(step.model, step.example_inputs, step.loss_fn, step.optimizer_factory,
+                        setting=setting, name=gname, origin=origin, device=device)

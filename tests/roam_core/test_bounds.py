@@ -245,3 +245,38 @@ def test_forced_bytes_by_runs_equals_the_unpacked_sum(g, max_edges, a) -> None:
     finally:
         bounds._MAX_RUN_EDGES = old
     assert got.tolist() == ref.tolist()
+
+
+@given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 2**40 - 1)), max_size=12),
+       st.sampled_from([0, 2, 64]))
+def test_weighted_mask_sum_equals_the_unpacked_sum(items, max_edges) -> None:
+    """``weighted_mask_sum`` (runs into a difference array, or the span unpacked) equals
+    the plain sum of weight x unpacked mask, for masks of any number of runs."""
+    import numpy as np
+
+    from roam_core.oracle import bounds
+
+    n = 40
+    ref = np.zeros(n, dtype=np.int64)
+    for w, m in items:
+        ref += bounds._mask_to_bool(m, n) * w
+    old = bounds._MAX_RUN_EDGES
+    bounds._MAX_RUN_EDGES = max_edges
+    try:
+        got = bounds.weighted_mask_sum(items, n)
+    finally:
+        bounds._MAX_RUN_EDGES = old
+    assert got.tolist() == ref.tolist()
+
+
+@given(random_graphs())
+def test_live_set_bound_storages_without_kept_masks(g) -> None:
+    """The live-set bound sums the forced-live masks as they come; the storages it reports
+    at its op are exactly those whose mask holds that op."""
+    from roam_core.oracle.bounds import forced_live_masks
+
+    lb = live_set_lower_bound(g, alignment_bytes=1)
+    if lb.op_id is None:
+        return
+    i = g.op_ids.index(lb.op_id)
+    assert lb.storages == tuple(t for t, m in forced_live_masks(g).items() if m >> i & 1)

@@ -357,6 +357,63 @@ def test_repair_in_narrow_windows_is_valid_keeps_pins_and_is_deterministic(
             assert sol.offsets[0] == 0
 
 
+@settings(max_examples=60, deadline=None)
+@given(problems(max_buffers=7, max_time=6, max_size=6), st.integers(0, 3))
+def test_repair_from_starts_with_the_whole_run_as_window_is_exact(problem: Problem,
+                                                                  pin: int) -> None:
+    """Several starts, one window covering every step: each pair's search is complete, so
+    the round-robin reaches the brute-force optimum (within the budget, the same on a
+    second call), the start it names is one that was given, and the layout is valid."""
+    from roam_core.layout.dsa_heuristics import greedy_by_size
+    from roam_core.layout.dsa_solver import repair_from_starts
+
+    starts = [_raised(problem), greedy_by_size(problem)][: 1 + pin % 2]
+    best = _brute_min_height(problem)
+    runs = [repair_from_starts(problem, starts, best, node_budget=10**5,
+                               deadline=time.monotonic() + 60, fraction=0.0)
+            for _ in range(2)]
+    assert runs[0] == runs[1]
+    sol, nodes, how, k = runs[0]
+    assert nodes <= 10**5
+    if all(s.height <= best for s in starts):  # no buffer above the target, no window
+        return
+    assert sol is not None
+    assert check_dsa_solution(problem, sol) == []
+    assert sol.height <= best
+    assert 0 <= k < len(starts)
+    assert starts[k].height > best
+    assert how.startswith("repair@0:")
+
+
+def test_repair_from_starts_turns_to_the_start_that_repairs() -> None:
+    """The lowest start cannot be repaired in its window (its search ends without a layout:
+    that pair is dropped), the higher one can: the round-robin returns the second start's
+    repair at the optimum, in a few nodes; duplicates and an empty list give nothing new."""
+    from roam_core.layout.dsa_solver import repair_from_starts, repair_peak
+
+    p = Problem((Buffer("a", 0, 4, 3), Buffer("b", 3, 7, 4), Buffer("c", 0, 2, 2),
+                 Buffer("d", 5, 6, 4)))
+    low = Solution.from_offsets(p, [2, 5, 0, 0])  # height 9
+    high = Solution.from_offsets(p, [8, 4, 0, 0])  # height 11
+    assert check_dsa_solution(p, low) == []
+    assert check_dsa_solution(p, high) == []
+    best = _brute_min_height(p)
+    assert best == 8
+    deadline = time.monotonic() + 60
+    assert repair_peak(p, low, best, node_budget=10**4, deadline=deadline,
+                       fractions=(0.9,))[0] is None
+    sol, nodes, how, k = repair_from_starts(p, [low, high, low], best, node_budget=10**4,
+                                            deadline=deadline, fraction=0.9)
+    assert sol is not None
+    assert sol.height == best
+    assert k == 1
+    assert check_dsa_solution(p, sol) == []
+    assert 0 < nodes <= 64
+    assert how.startswith("repair@0.9:")
+    assert repair_from_starts(p, [], best, node_budget=100,
+                              deadline=deadline) == (None, 0, "repair", -1)
+
+
 def test_repair_fixes_a_layout_stuck_above_its_peak() -> None:
     """Tiny long-lived buffers stacked on top of the peak (the mobilenet_v2 b1 pattern): the
     repair frees the buffers live at the peak and reaches the bound; the buffers far from

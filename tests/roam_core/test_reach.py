@@ -191,9 +191,67 @@ def test_shifted_descendants_are_the_plain_masks(g, seed):
     ids = g.op_ids
     plain = tuple(sum(1 << j for j, b in enumerate(ids) if (a, b) in closure) for a in ids)
     assert isinstance(r.descendants, Descendants)
+    assert isinstance(r.ancestors, Descendants)
     assert tuple(r.descendants) == plain
     assert r.descendants == plain
     assert [r.descendants[i] for i in range(len(ids))] == list(plain)
     assert [r.descendants.bit_count(i) for i in range(len(ids))] == [m.bit_count() for m in plain]
     assert Descendants(plain) == plain
     assert [r.alap(op) for op in ids] == [len(ids) - m.bit_count() for m in plain]
+
+
+@given(random_graphs(max_ops=14), st.integers(0, 3), st.sampled_from([1, 2, 8]),
+       st.sampled_from([0, 1, 32]))
+def test_masks_stored_as_differences_are_the_plain_masks(g, seed, hops, max_extra):
+    """With every mask eligible for difference storage (no small-mask exception), each
+    access still gives the naive closure's absolute masks, both directions, for any hop and
+    extra-op limit, in topological and shuffled program orders."""
+    from unittest import mock
+
+    from roam_core.model import reach as reach_mod
+
+    g = _shuffled(g, seed) if seed else g
+    with mock.patch.multiple(reach_mod, _SMALL_BITS=0, _MAX_HOPS=hops, _MAX_EXTRA=max_extra):
+        reach_mod.forget_reachability()
+        r = reachability(g)
+    reach_mod.forget_reachability()
+    closure = _closure(g)
+    ids = g.op_ids
+    desc = tuple(sum(1 << j for j, b in enumerate(ids) if (a, b) in closure) for a in ids)
+    anc = tuple(sum(1 << j for j, a in enumerate(ids) if (a, b) in closure) for b in ids)
+    assert tuple(r.ancestors) == anc
+    assert tuple(r.descendants) == desc
+    with mock.patch.object(reach_mod, "_CACHED_MASKS", 1):  # built from cached masks too
+        back = range(len(ids) - 1, -1, -1)
+        for _ in range(2):
+            assert [r.ancestors[i] for i in back] == [anc[i] for i in back]
+            assert [r.descendants[i] for i in back] == [desc[i] for i in back]
+    assert [r.ancestors.bit_count(i) for i in range(len(ids))] == [m.bit_count() for m in anc]
+    assert [r.descendants.bit_count(i) for i in range(len(ids))] == [
+        m.bit_count() for m in desc]
+    assert r.key_points() == reachability(g).key_points()
+    if len(ids) > 3 and hops == 8 and max_extra == 32:
+        # some masks really are differences (a chain's second op always is)
+        assert any(w is None for w in r.ancestors._whole) or not any(anc)
+
+
+@given(random_graphs(max_ops=12), st.integers(0, 2), st.sampled_from([1, 3]))
+def test_mask_bit_queries_match_the_masks(g, seed, hops):
+    """``Masks.has`` (a walk of the difference links) answers every bit of every mask, and
+    ``is_ancestor`` with it."""
+    from unittest import mock
+
+    from roam_core.model import reach as reach_mod
+
+    g = _shuffled(g, seed) if seed else g
+    with mock.patch.multiple(reach_mod, _SMALL_BITS=0, _MAX_HOPS=hops):
+        reach_mod.forget_reachability()
+        r = reachability(g)
+    reach_mod.forget_reachability()
+    n = len(g.op_ids)
+    for masks in (r.ancestors, r.descendants):
+        for i in range(n):
+            assert [masks.has(i, j) for j in range(n)] == [bool(masks[i] >> j & 1)
+                                                           for j in range(n)]
+    closure = _closure(g)
+    assert all(r.is_ancestor(a, b) == ((a, b) in closure) for a in g.op_ids for b in g.op_ids)

@@ -355,3 +355,53 @@ def test_loss_fn_may_close_over_real_labels() -> None:
     constants = [t for t in graph.tensors.values()
                  if t.resident and t.kind == TensorKind.BUFFER and t.dtype.endswith("int64")]
     assert [t.size_bytes for t in constants] == [labels.numel() * 8]
+
+
+def test_gc_is_paused_while_tracing_and_restored_after() -> None:
+    import gc
+
+    from roam_core.trace import gc_paused
+
+    seen: list[bool] = []
+
+    def loss(y: torch.Tensor) -> torch.Tensor:
+        seen.append(gc.isenabled())
+        return y.sum()
+
+    assert gc.isenabled()
+    trace_training_step(_mlp(), [X], loss_fn=loss, optimizer="sgd")
+    assert seen == [False]
+    assert gc.isenabled()
+    with pytest.raises(TraceError):  # restored on errors too
+        trace_training_step(_mlp(), [X], loss_fn=lambda y: y, optimizer="sgd")
+    assert gc.isenabled()
+    gc.disable()
+    try:  # a caller's own pause is left alone
+        with gc_paused():
+            pass
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("opt", ["adamw", "adam", "sgd"])
+def test_steady_warm_step_on_meta_twins_gives_the_fake_steps_trace(opt: str) -> None:
+    from roam_core.formats.graph_io import graph_to_dict
+    from roam_core.trace import make_optimizer_factory
+    from roam_core.zoo import build_zoo_step
+
+    _, factory = make_optimizer_factory(opt, "steady", weight_decay=0.01)
+
+    def trace(f: object) -> tuple[object, ...]:
+        step = build_zoo_step("tiny_gpt", 2, 16, "steady", opt, "meta")
+        s = trace_fx(step.model, step.example_inputs, step.loss_fn, f, setting="steady")
+        state = [(r.name, s.gm.graph.find_nodes(op="placeholder")[i].meta["val"].shape)
+                 for i, r in enumerate(s.placeholders)]
+        g = graph_to_dict(s.graph)
+        g["control_edges"].sort(key=lambda e: (e["src"], e["dst"], e["reason"]))
+        return g, str(s.gm.graph), state
+
+    meta = trace(factory)
+    fake = trace(lambda ps: factory(ps))  # a user's factory: the warm step runs on fakes
+    assert meta == fake
+    assert any("exp_avg" in n or "momentum_buffer" in n for n, _ in meta[2])
