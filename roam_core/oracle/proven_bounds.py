@@ -51,12 +51,12 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, round_size
 from roam_core.model.reach import Reachability, iter_bits, reachability
-from roam_core.oracle.bounds import weighted_mask_sum
+from roam_core.oracle.bounds import live_set_lower_bound
 
 __all__ = [
     "ChainGroupBound",
@@ -714,14 +714,12 @@ def choice_lower_bound(
         unit = math.gcd(unit, size)
     unit = max(unit, 1)
 
-    def forced() -> Iterator[tuple[int, int]]:
-        for s in info:
-            size, st, pd = masks_of(s)
-            yield size // unit, (st if pd == -1 else st & pd)
-
-    # run by run into a difference array (was an N-long unpack per storage: O(storages x N));
-    # integer sums, so the float64 total is the same as the unpacked one's
-    total = weighted_mask_sum(forced(), n).astype(np.float64)
+    # the storages' forced-live bytes are the live-set bound's (cached per graph: the
+    # update-group bound computed them for the same graph); every size is a multiple of
+    # ``unit``, so the integer division is exact and the float64 total is the same as the
+    # sum of ``size // unit`` over the masks
+    total = (np.asarray(live_set_lower_bound(graph, alignment_bytes, reach=r).forced_bytes,
+                        dtype=np.int64) // unit).astype(np.float64)
     assigned: set[str] = set()
     used = 0
     for grp in grps:
