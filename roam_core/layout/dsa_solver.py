@@ -85,10 +85,10 @@ from roam_core.layout.dsa_heuristics import (
 from roam_core.model.dsa import Problem, Solution
 from roam_core.oracle.validate import check_dsa_solution
 
-__all__ = ["BOUND_WIDTHS", "LARGE_PROMOTE_PASSES", "NODES_PER_S", "PREORDERS", "REPAIR_FRACTIONS",
-           "REPAIR_PREORDERS", "DsaResult", "SearchOptions", "repair_from_starts",
-           "height_grain", "repair_peak", "search_capacity", "solve_dsa",
-           "window_lower_bound"]
+__all__ = ["BOUND_WIDTHS", "LARGE_PROMOTE_PASSES", "NODES_PER_S", "PREORDERS",
+           "REPAIR_FRACTIONS", "REPAIR_PREORDERS", "DsaResult", "SearchOptions",
+           "height_grain", "repair_from_starts", "repair_peak", "search_capacity",
+           "solve_dsa", "window_lower_bound"]
 
 _logger = logging.getLogger(__name__)
 _OPT, _FEAS = SolveStatus.OPTIMAL, SolveStatus.FEASIBLE
