@@ -824,7 +824,8 @@ def repair_from_starts(problem: Problem, starts: Sequence[Solution], target: int
     (solution, nodes, method, start)
         The first layout found (``None`` when none), the nodes spent,
         ``"repair@<fraction>:<preorder>"`` (``"repair"`` when none) and the index in
-        ``starts`` of the start that was repaired (-1 when none).
+        ``starts`` of the start that was repaired (-1 when none).  Starts already within
+        ``target`` are not searched (they need no repair).
 
     Examples
     --------
@@ -839,6 +840,8 @@ def repair_from_starts(problem: Problem, starts: Sequence[Solution], target: int
     wins: list[tuple[int, _RepairWindow]] = []
     seen: set[bytes] = set()
     for k, start in enumerate(starts):
+        if start.height <= target:  # nothing to repair: the caller has its layout already
+            continue
         win = _RepairWindow.build(problem, start, target, fraction)
         if win is None:
             continue
