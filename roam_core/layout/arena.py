@@ -531,6 +531,13 @@ def _repair(problem: Problem, starts: Sequence[Solution], lb: int, budget: int,
 
 
 # ------------------------------------------------------------------- driver
+#: The DSA candidate's clock limit is at least this many times the first greedy pass's wall
+#: time: its large-problem path is at most 3 more portfolio passes and 4 promotion passes
+#: (:data:`~roam_core.layout.dsa_solver.LARGE_ORDERS`, ``LARGE_PROMOTE_PASSES``), so a loaded
+#: machine runs them all, later, instead of a load-dependent prefix.
+_DSA_PASSES = 10
+
+
 def dsa_work_limit(config: ArenaConfig) -> int:
     """Search nodes the DSA candidate may spend: its share of ``config.time_limit_s`` at
     :data:`~roam_core.layout.dsa_solver.NODES_PER_S` (a rate a loaded machine still reaches).
@@ -577,9 +584,10 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
     candidates: dict[str, Solution] = {}
     t = time.perf_counter()
     g = greedy_by_size(problem)
+    greedy_s = time.perf_counter() - t  # one greedy pass, at the machine's present speed
     candidates["greedy:size:best"] = g
     records.append(SolveRecord("layout", "greedy", SolveStatus.HEURISTIC, g.height * a, lb * a,
-                               time.perf_counter() - t, len(problem)))
+                               greedy_s, len(problem)))
     if g.height > lb and config.use_cpsat and len(problem):
         budget = deadline if not config.use_dsa else t0 + 0.35 * config.time_limit_s
         sol, recs = _roam_candidate(graph, order, problem, task_tree, config, budget, cancel)
@@ -593,10 +601,13 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
         # the search is cut by a node count from the configured budget, not by the time
         # left: the same graph and settings give the same candidate on a loaded machine.  The
         # clock is only the outer safety limit: the time left plus the DSA's share of the
-        # budget again, so that a loaded machine still completes the fixed greedy passes of a
-        # large problem (GPT-2 360 layers at load 15: the first pass only, 1,536 B above the
-        # bound, where the second reaches it) and the node budget of a small one
-        res = solve_dsa(problem, time_limit_s=left + config.time_limit_s * share,
+        # budget again, and at least the time of _DSA_PASSES greedy passes as fast as the
+        # first one ran, so that a loaded machine still completes the fixed greedy passes of
+        # a large problem (they stop at the bound; GPT-2 96 / 192 layers at load 15: cut
+        # after the first pass, 1,536 B above the bound, where the second reaches it) and
+        # the node budget of a small one
+        res = solve_dsa(problem, time_limit_s=max(left + config.time_limit_s * share,
+                                                  _DSA_PASSES * greedy_s),
                         cancel=cancel, exact=config.dsa_exact,
                         work_limit=dsa_work_limit(config), known={"greedy:size:best": g})
         assert res.solution is not None
