@@ -198,7 +198,11 @@ def write(rows: list[dict[str, Any]], out: Path, time_limit_s: float,
             f"{_ratio(r['llfb'], r['lower_bound'])} | {_ratio(r['inductor'], r['lower_bound'])} | "
             f"{_bound(r)} | {r.get('gap') or '-'} | {r.get('measured') or 'this run'} |")
     lines += ["", "References: " + "; ".join(f"{k}: {v}" for k, v in REFERENCE.items()) + "."]
-    (out / "dsa.md").write_text("\n".join(lines) + "\n")
+    # the hand-written notes below the table (sections starting with "## ") are kept
+    md = out / "dsa.md"
+    notes = md.read_text().partition("\n## ") if md.exists() else ("", "", "")
+    tail = "\n## " + notes[2] if notes[1] else ""
+    md.write_text("\n".join(lines) + "\n" + tail)
 
 
 def main() -> int:
