@@ -21,6 +21,7 @@ cost of computing it.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
 import numpy as np
@@ -30,6 +31,22 @@ __all__ = ["ChunkedProfile"]
 #: Summary of an empty chunk (never the answer of a query).
 _NEG = -(1 << 62)
 _POS = 1 << 62
+
+
+def _first(mask: np.ndarray) -> int:
+    """Index of the first true entry of ``mask`` (-1: none)."""
+    if not len(mask):
+        return -1
+    i = int(mask.argmax())
+    return i if mask[i] else -1
+
+
+def _last(mask: np.ndarray) -> int:
+    """Index of the last true entry of ``mask`` (-1: none)."""
+    if not len(mask):
+        return -1
+    i = len(mask) - 1 - int(mask[::-1].argmax())
+    return i if mask[i] else -1
 
 
 class ChunkedProfile:
@@ -67,6 +84,7 @@ class ChunkedProfile:
         self._xmin = np.array([int(x.min()) if len(x) else _POS for x in self._x], dtype=np.int64)
         self._start = np.zeros(nc + 1, dtype=np.int64)
         self._start[1:] = np.cumsum([len(o) for o in self._ops])
+        self._starts = self._start.tolist()  # the same, for bisect (refreshed on changes)
         self.m = m
 
     # ------------------------------------------------------------------ positions
@@ -76,9 +94,9 @@ class ChunkedProfile:
         return self._start[self.chunk_of[o]] + self._idx[o]
 
     def _locate(self, j: int) -> tuple[int, int]:
-        c = int(self._start.searchsorted(j, side="right")) - 1
-        c = min(c, len(self._ops) - 1)
-        return c, j - int(self._start[c])
+        starts = self._starts
+        c = min(bisect.bisect_right(starts, j) - 1, len(self._ops) - 1)
+        return c, j - starts[c]
 
     def _span(self, j0: int, j1: int) -> tuple[int, int, int, int]:
         c0, i0 = self._locate(j0)
@@ -121,47 +139,47 @@ class ChunkedProfile:
         if j1 <= j0:
             return None
         c0, i0, c1, i1 = self._span(j0, j1)
-        add, start = self._add, self._start
+        add, start = self._add, self._starts
         seg = self._p[c0][i0:i1] if c0 == c1 else self._p[c0][i0:]
-        hit = np.flatnonzero(seg > thr - int(add[c0]))
-        if len(hit):
-            return int(start[c0]) + i0 + int(hit[0])
+        t = _first(seg > thr - int(add[c0]))
+        if t >= 0:
+            return int(start[c0]) + i0 + t
         if c0 == c1:
             return None
         if c1 > c0 + 1:
-            nz = np.flatnonzero(self._pmax[c0 + 1:c1] + add[c0 + 1:c1] > thr)
-            if len(nz):
-                c = c0 + 1 + int(nz[0])
-                return int(start[c]) + int(np.flatnonzero(self._p[c] > thr - int(add[c]))[0])
-        hit = np.flatnonzero(self._p[c1][:i1] > thr - int(add[c1]))
-        return int(start[c1]) + int(hit[0]) if len(hit) else None
+            t = _first(self._pmax[c0 + 1:c1] + add[c0 + 1:c1] > thr)
+            if t >= 0:
+                c = c0 + 1 + t
+                return int(start[c]) + _first(self._p[c] > thr - int(add[c]))
+        t = _first(self._p[c1][:i1] > thr - int(add[c1]))
+        return int(start[c1]) + t if t >= 0 else None
 
     def last_prof_above(self, j0: int, j1: int, thr: int) -> int | None:
         """The last step ``j0 <= j < j1`` with ``prof[j] > thr`` (``None``: none)."""
         if j1 <= j0:
             return None
         c0, i0, c1, i1 = self._span(j0, j1)
-        add, start = self._add, self._start
+        add, start = self._add, self._starts
         if c0 == c1:
-            hit = np.flatnonzero(self._p[c0][i0:i1] > thr - int(add[c0]))
-            return int(start[c0]) + i0 + int(hit[-1]) if len(hit) else None
-        hit = np.flatnonzero(self._p[c1][:i1] > thr - int(add[c1]))
-        if len(hit):
-            return int(start[c1]) + int(hit[-1])
+            t = _last(self._p[c0][i0:i1] > thr - int(add[c0]))
+            return int(start[c0]) + i0 + t if t >= 0 else None
+        t = _last(self._p[c1][:i1] > thr - int(add[c1]))
+        if t >= 0:
+            return int(start[c1]) + t
         if c1 > c0 + 1:
-            nz = np.flatnonzero(self._pmax[c0 + 1:c1] + add[c0 + 1:c1] > thr)
-            if len(nz):
-                c = c0 + 1 + int(nz[-1])
-                return int(start[c]) + int(np.flatnonzero(self._p[c] > thr - int(add[c]))[-1])
-        hit = np.flatnonzero(self._p[c0][i0:] > thr - int(add[c0]))
-        return int(start[c0]) + i0 + int(hit[-1]) if len(hit) else None
+            t = _last(self._pmax[c0 + 1:c1] + add[c0 + 1:c1] > thr)
+            if t >= 0:
+                c = c0 + 1 + t
+                return int(start[c]) + _last(self._p[c] > thr - int(add[c]))
+        t = _last(self._p[c0][i0:] > thr - int(add[c0]))
+        return int(start[c0]) + i0 + t if t >= 0 else None
 
     def min_cross(self, j0: int, j1: int) -> tuple[int, int] | None:
         """``(min(cross[j0:j1]), earliest step of it)`` (``None`` when empty)."""
         if j1 <= j0:
             return None
         c0, i0, c1, i1 = self._span(j0, j1)
-        add, start = self._add, self._start
+        add, start = self._add, self._starts
         seg = self._x[c0][i0:i1] if c0 == c1 else self._x[c0][i0:]
         t = int(seg.argmin())
         best = (int(seg[t]) + int(add[c0]), int(start[c0]) + i0 + t)
@@ -185,20 +203,20 @@ class ChunkedProfile:
         if j1 <= j0:
             return None
         c0, i0, c1, i1 = self._span(j0, j1)
-        add, start = self._add, self._start
+        add, start = self._add, self._starts
         seg = self._x[c0][i0:i1] if c0 == c1 else self._x[c0][i0:]
-        hit = np.flatnonzero(seg <= thr - int(add[c0]))
-        if len(hit):
-            return int(start[c0]) + i0 + int(hit[0])
+        t = _first(seg <= thr - int(add[c0]))
+        if t >= 0:
+            return int(start[c0]) + i0 + t
         if c0 == c1:
             return None
         if c1 > c0 + 1:
-            nz = np.flatnonzero(self._xmin[c0 + 1:c1] + add[c0 + 1:c1] <= thr)
-            if len(nz):
-                c = c0 + 1 + int(nz[0])
-                return int(start[c]) + int(np.flatnonzero(self._x[c] <= thr - int(add[c]))[0])
-        hit = np.flatnonzero(self._x[c1][:i1] <= thr - int(add[c1]))
-        return int(start[c1]) + int(hit[0]) if len(hit) else None
+            t = _first(self._xmin[c0 + 1:c1] + add[c0 + 1:c1] <= thr)
+            if t >= 0:
+                c = c0 + 1 + t
+                return int(start[c]) + _first(self._x[c] <= thr - int(add[c]))
+        t = _first(self._x[c1][:i1] <= thr - int(add[c1]))
+        return int(start[c1]) + t if t >= 0 else None
 
     # ------------------------------------------------------------------ updates
     def add_range(self, j0: int, j1: int, value: int) -> None:
@@ -241,6 +259,7 @@ class ChunkedProfile:
         self.chunk_of[o] = c
         self._idx[self._ops[c][i:]] = np.arange(i, len(self._ops[c]))
         self._start[c + 1:] += size
+        self._starts = self._start.tolist()
         self.m += size
         self._refresh(c)
         if len(self._ops[c]) > 2 * self._chunk:
@@ -260,6 +279,7 @@ class ChunkedProfile:
         self._pmax = np.insert(self._pmax, c + 1, 0)
         self._xmin = np.insert(self._xmin, c + 1, 0)
         self._start = np.insert(self._start, c + 1, self._start[c] + half)
+        self._starts = self._start.tolist()
         self._refresh(c)
         self._refresh(c + 1)
 
