@@ -210,7 +210,8 @@ class WindowModel:
     fixed : np.ndarray
         Live bytes of everything the window does not change, on the doubled axis.
     segments : list of (int, int, linear expression)
-        ``[first, last]`` doubled coordinates and the bytes of the window's items live there.
+        ``[first, last]`` doubled coordinates and the bytes of the window's items live there
+        (with a limit, only the segments where the limit can bind).
     cost : linear expression
         The objective (the re-run costs of the ops the window may re-run or not).
     fixed_drops : tuple of TensorId
@@ -426,6 +427,7 @@ def build_window_model(ev: JitEvaluator, dropped: Sequence[TensorId],
     # symbolic items: (sizes, break points, liveness at a coordinate)
     bps: set[int] = set()
     items: list[tuple[int, Any]] = []  # (bytes, live(c) -> literal)
+    extent: list[tuple[int, int]] = []  # the coordinates each item may be live at
 
     def dom_bps(p: OpId) -> None:
         for f in dom[p]:
@@ -441,6 +443,7 @@ def build_window_model(ev: JitEvaluator, dropped: Sequence[TensorId],
             bps.update((a, b + 1))
             items.append((-int(z[i]), (lambda c, a=a, b=b, s=s: dl(s) if a <= c <= b
                                         else False)))
+            extent.append((a, b))
     for i in sym_kept:
         s = ev.planned[i]
         start = 2 * (int(be[i]) + 1)
@@ -457,6 +460,7 @@ def build_window_model(ev: JitEvaluator, dropped: Sequence[TensorId],
                           B.any([B.all([run[q], ge(q, -(-c // 2))]) for q in rs])])
 
         items.append((int(z[i]), kept_live))
+        extent.append((start, max(2 * f for q in rs for f in dom[q])))
     for p, sid, size in sym_copies:
         dom_bps(p)
         qs = copy_readers.get(sid, ()) if sid in union else ()
@@ -477,6 +481,8 @@ def build_window_model(ev: JitEvaluator, dropped: Sequence[TensorId],
             return B.all([run[p], B.neg(ge(p, c // 2 + 1)), B.any(ends)])
 
         items.append((size, copy_live))
+        extent.append((2 * min(dom[p]), max(2 * max(dom[p]), 2 * ll + 1,
+                                            *(2 * f for q in qs for f in dom[q]))))
     top = len(fixed)
     pts = sorted(b for b in bps if 0 <= b < top)
     cap = None if limit_bytes is None else limit_bytes - ev.resident
@@ -485,6 +491,22 @@ def build_window_model(ev: JitEvaluator, dropped: Sequence[TensorId],
         b = (pts[k + 1] - 1) if k + 1 < len(pts) else top - 1
         if k + 1 == len(pts):
             b = a  # past the last break point nothing of the window is live
+        top_fixed = None
+        if cap is not None:
+            seg = fixed[a:b + 1]
+            base_max = int(seg[(a + 1) % 2::2].max()) if len(seg[(a + 1) % 2::2]) else None
+            gaps = seg[a % 2::2]
+            if current is not None and len(gaps):  # gap coordinates already over the bound
+                gaps = gaps[current[a:b + 1][a % 2::2] <= cap]
+            gap_max = int(gaps.max()) if len(gaps) else None
+            known = [x for x in (base_max, gap_max) if x is not None]
+            if not known:
+                continue
+            top_fixed = max(known)
+            most = sum(size for (size, _), (lo, hi) in zip(items, extent, strict=True)
+                       if size > 0 and lo <= b and hi >= a)
+            if top_fixed + most <= cap:
+                continue  # cannot bind: no literals for this segment
         terms = []
         for size, live in items:
             lv = live(a)
@@ -494,18 +516,7 @@ def build_window_model(ev: JitEvaluator, dropped: Sequence[TensorId],
                 terms.append(size * lv)
         expr = sum(terms) if terms else 0
         segments.append((a, b, expr))
-        if cap is None or not terms:
-            continue
-        seg = fixed[a:b + 1]
-        base_max = int(seg[(a + 1) % 2::2].max()) if len(seg[(a + 1) % 2::2]) else None
-        gaps = seg[a % 2::2]
-        if current is not None and len(gaps):  # gap coordinates the bound already exceeds
-            ok = current[a:b + 1][a % 2::2] <= cap
-            gaps = gaps[ok]
-        gap_max = int(gaps.max()) if len(gaps) else None
-        top_fixed = max(x for x in (base_max, gap_max) if x is not None) \
-            if (base_max is not None or gap_max is not None) else None
-        if top_fixed is not None:
+        if top_fixed is not None and terms:
             m.Add(expr + top_fixed <= cap)
     w = bytes_weight
     cost = sum(int(ev.flops[p] + w * ev.moved[p]) * run[p] for p in pall
