@@ -205,8 +205,11 @@ class PlannerConfig:
     # deciding the drops of recompute_window_size storages around one costly drop with every
     # other decision fixed (memory modelled exactly from the fixed order, just-in-time
     # re-runs); a window's answer is kept when the evaluator confirms it fits and costs less.
-    # 0: off.
-    recompute_windows: int = 16
+    # 0: off (the default: on the frontier graphs it rarely lowers the extra FLOPs -- once
+    # in 30 budgets, ResNet-50 b8 -- for 2-10x the CPU of a budget,
+    # benchmarks/results/windows.md; on small random graphs it reaches the fixed-order
+    # optimum where the greedy is far above it).  16 is a good value to turn it on.
+    recompute_windows: int = 0
     # Storages one window decides.
     recompute_window_size: int = 12
     # CP-SAT deterministic seconds per window (one worker, fixed seed: reproducible).
