@@ -200,6 +200,20 @@ class PlannerConfig:
     # on GPT2-XL b8 at 80 GiB it halves the extra FLOPs (+0.32% -> +0.16%) but takes 149
     # instead of 19 CPU s.  `roam frontier` turns it on.
     recompute_portfolio: bool = False
+    # After the greedy (and the portfolio), refine the cheapest drop set that fits by exact
+    # windows (roam_core.recompute.windows): at most this many CP-SAT models per budget, each
+    # deciding the drops of recompute_window_size storages around one costly drop with every
+    # other decision fixed (memory modelled exactly from the fixed order, just-in-time
+    # re-runs); a window's answer is kept when the evaluator confirms it fits and costs less.
+    # 0: off (the default: on the frontier graphs it rarely lowers the extra FLOPs -- once
+    # in 30 budgets, ResNet-50 b8 -- for 2-10x the CPU of a budget,
+    # benchmarks/results/windows.md; on small random graphs it reaches the fixed-order
+    # optimum where the greedy is far above it).  16 is a good value to turn it on.
+    recompute_windows: int = 0
+    # Storages one window decides.
+    recompute_window_size: int = 12
+    # CP-SAT deterministic seconds per window (one worker, fixed seed: reproducible).
+    recompute_window_time_limit_s: float = 1.0
     # Arena layout settings (alignment, budget and seed follow the fields above).
     arena: ArenaConfig = field(default_factory=ArenaConfig)
 
@@ -231,6 +245,9 @@ class PlannerConfig:
         _at_least("recompute_bytes_weight", self.recompute_bytes_weight, 0.0)
         _at_least("recompute_exact_max_ops", self.recompute_exact_max_ops, 0)
         _at_least("recompute_exact_time_limit_s", self.recompute_exact_time_limit_s, 0.0)
+        _at_least("recompute_windows", self.recompute_windows, 0)
+        _at_least("recompute_window_size", self.recompute_window_size, 1)
+        _at_least("recompute_window_time_limit_s", self.recompute_window_time_limit_s, 0.0)
         if not isinstance(self.arena, ArenaConfig):
             raise ConfigError(f"arena must be an ArenaConfig, not {type(self.arena).__name__}")
         # one source for each: the arena follows the planner (also after ``replace``)

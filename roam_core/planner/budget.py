@@ -40,6 +40,7 @@ from roam_core.recompute.greedy import (
     prune,
 )
 from roam_core.recompute.improve import Candidate, best_of, fewest_flops
+from roam_core.recompute.windows import WindowReport, refine_windows
 
 __all__ = ["BudgetPlanner", "FrontierPoint", "frontier_points", "plan_with_budget",
            "recompute_frontier"]
@@ -115,6 +116,8 @@ class BudgetPlanner:
         self._others: list[tuple[str, tuple[TensorId, ...]]] | None = None
         #: the whole portfolio per just-in-time target (for :meth:`plan_fewest_flops`)
         self._portfolio: dict[int, list[Candidate]] = {}
+        #: per just-in-time target: what the exact windows did (``recompute_windows``)
+        self.window_reports: dict[int, WindowReport] = {}
         #: plans of expanded graphs by (recompute ops, order): a drop set chosen at several
         #: budgets (or a baseline's, chosen by roam) is planned once
         self._planned: dict[tuple[tuple[Any, ...], tuple[Any, ...]], Plan] = {}
@@ -205,6 +208,11 @@ class BudgetPlanner:
                 first = [("roam", prefix)] if idx is not None else []
                 cands = best_of(ev, target, [*first, *self.other_candidates()], w,
                                 keep_unfit=True)
+                if cands and cands[0].fits:
+                    e = self._windows(ev, cands[0].evaluation, target)
+                    if e is not cands[0].evaluation:
+                        cands.insert(0, Candidate(f"{cands[0].label}+windows", e,
+                                                  e.cost(w)))
                 self._portfolio[target] = cands
                 if idx is not None:  # roam's own search: greedy prefix, pruned, swapped
                     own = min((c for c in cands if c.label in ("roam", "roam+swap")),
@@ -232,9 +240,25 @@ class BudgetPlanner:
             else:
                 e = prune(ev, prefix, target, w)
                 self.own_costs[target] = (e.extra_flops, e.extra_bytes)
-                self._cache[key] = [("roam", _Choice(e.dropped, e.recompute, e.order,
-                                                     e.extra_flops))]
+                ref = self._windows(ev, e, target)
+                first_c = [("roam+windows", ref)] if ref is not e else []
+                self._cache[key] = [(label, _Choice(x.dropped, x.recompute, x.order,
+                                                    x.extra_flops))
+                                    for label, x in [*first_c, ("roam", e)]]
         return self._cache[key]
+
+    def _windows(self, ev: JitEvaluator, start: Any, target: int) -> Any:
+        """``start`` refined by exact CP-SAT windows (``recompute_windows`` models at most;
+        the evaluation itself when off, when it does not fit or when nothing improved)."""
+        cfg = self.config
+        if cfg.recompute_windows <= 0 or start.peak_bytes > target or not start.dropped:
+            return start
+        e, rep = refine_windows(ev, start, target, cfg.recompute_bytes_weight,
+                                window_size=cfg.recompute_window_size,
+                                max_windows=cfg.recompute_windows,
+                                time_limit_s=cfg.recompute_window_time_limit_s)
+        self.window_reports[target] = rep
+        return e
 
     def plan_fewest_flops(self, budget: int, than: Plan, *, max_plans: int = 3) -> Plan | None:
         """At ``budget``, a plan with fewer extra FLOPs than ``than`` (the objective's pick at
@@ -334,10 +358,19 @@ class BudgetPlanner:
             if not cs:
                 break
             over = None
+            rep = self.window_reports.get(target)
             for label, c in cs:  # cheapest first; the next one when the arena overshoots
-                why = [] if label in ("roam", "roam+swap") else [
-                    f"portfolio: {label}'s drop set, pruned to the budget, was cheaper than "
-                    "roam's greedy prefix"]
+                base_label = label.removesuffix("+windows")
+                why = [] if base_label in ("roam", "roam+swap") else [
+                    f"portfolio: {base_label}'s drop set, pruned to the budget, was cheaper "
+                    "than roam's greedy prefix"]
+                if rep is not None and label.endswith("+windows"):
+                    why.append(rep.note(self.step_flops))
+                elif rep is not None:
+                    why.append(f"exact windows: {rep.windows} CP-SAT windows, "
+                               + ("no cheaper drop set found" if not rep.improved else
+                                  "their drop set's arena did not fit; this one did")
+                               + f" ({rep.cpu_s:.1f} CPU s)")
                 plan = self._finish(c, budget, [*notes, *why], "roam")
                 best_arena = plan.arena_bytes if best_arena is None else min(
                     best_arena, plan.arena_bytes)
