@@ -71,6 +71,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
                    help="with --budget: cost of one byte a re-run reads or writes, in FLOPs: "
                         "the planner minimises FLOPs + W x bytes moved (default 1; 0: FLOPs "
                         "alone, as torch counts them)")
+    p.add_argument("--windows", type=positive_int, default=None, metavar="N",
+                   help="with --budget: refine the chosen drop set with up to N exact CP-SAT "
+                        "window models (12 storages each, every other decision fixed; "
+                        "about 1 s each; off by default)")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.add_argument("--setting-note", action="store_true",
                    help="explain the graph's tracing setting (steady / roam) and record it "
@@ -171,6 +175,8 @@ def _run(args: argparse.Namespace) -> int:
         cfg = replace(cfg, recompute_portfolio=True)
     if args.bytes_weight is not None:
         cfg = replace(cfg, recompute_bytes_weight=args.bytes_weight)
+    if args.windows is not None:
+        cfg = replace(cfg, recompute_windows=args.windows)
     cfg = cfg.with_order(random_seed=args.seed)
     if args.time_limit is not None:
         cfg = cfg.with_order(time_limit_s=args.time_limit)

@@ -217,3 +217,24 @@ def test_config_validates_the_window_fields():
     with pytest.raises(ConfigError):
         PlannerConfig(recompute_window_size=0)
     assert PlannerConfig().recompute_windows == 0  # off by default (see the config)
+
+
+def test_roam_plan_windows_flag(tmp_path, capsys):
+    """``roam plan --budget B --windows N`` turns the windows on: the plan's notes say what
+    they did, the plan fits and passes ``roam check``; ``--windows 0`` is refused."""
+    import json
+    from pathlib import Path
+
+    from roam_core.cli import main
+
+    g = Path(__file__).resolve().parents[2] / "sample_graphs" / \
+        "teach_recompute-b256-steady.json.gz"
+    out = tmp_path / "plan.json"
+    assert main(["plan", str(g), "-o", str(out), "--budget", "6MiB", "--windows", "4",
+                 "--json", "--no-progress"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert any(n.startswith("exact windows:") for n in d["notes"])
+    assert d["arena_bytes"] <= 6 * 2**20
+    assert main(["check", str(g), str(out)]) == 0
+    with pytest.raises(SystemExit):
+        main(["plan", str(g), "-o", str(out), "--budget", "6MiB", "--windows", "0"])
