@@ -444,7 +444,11 @@ class Graph:
         Labels for people are left out: the graph ``name``, op ``module`` paths and tensor
         ``name`` fields.  Two graphs with the same fingerprint accept the same plans.
         """
-        return self._fingerprint  # type: ignore[attr-defined,no-any-return]
+        fp = self.__dict__.get("_fingerprint")
+        if fp is None:  # computed on first use: a rewritten copy is rarely asked for its own
+            fp = _fingerprint(self)
+            _set(self, "_fingerprint", fp)
+        return fp  # type: ignore[no-any-return]
 
     def with_control_edges(self, extra: Sequence[ControlEdge]) -> Graph:
         """A copy with more control edges (raises ``GraphError`` if that makes a cycle)."""
@@ -488,7 +492,6 @@ def _check_and_index(g: Graph) -> None:
     _set(g, "_data_edges", tuple(data_edges))
     _set(g, "_reads", reads)
     _set(g, "_creates", {k: tuple(v) for k, v in creates.items()})
-    _set(g, "_fingerprint", _fingerprint(g))
 
 
 def _index_ops(g: Graph) -> dict[str, Op]:
