@@ -67,8 +67,10 @@ case "${1:-}" in
     "$VENV/bin/ruff" check roam_core app tests scripts benchmarks
     set +e
     # unbuffered, so a killed run still shows how far it got; the outer limit (default 75 min)
-    # turns a hang that pytest-timeout cannot see (interpreter exit) into a failure
-    PYTHONUNBUFFERED=1 timeout -k 30 "${ROAM_TEST_TIMEOUT_S:-4500}" "$PY" -m pytest "$@"
+    # turns a hang that pytest-timeout cannot see (interpreter exit) into a failure; the 25
+    # slowest tests are listed at the end, to keep the suite's time in view
+    PYTHONUNBUFFERED=1 timeout -k 30 "${ROAM_TEST_TIMEOUT_S:-4500}" "$PY" -m pytest \
+      --durations=25 "$@"
     rc=$?
     set -e
     if [ "$rc" = 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi

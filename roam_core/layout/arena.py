@@ -37,7 +37,10 @@ Method (ROAM's stage 2 and merge, with a DSA portfolio beside it):
 Time: steps 1-3 get 35% of the budget, the DSA portfolio 50% of the rest, the shake 65% of
 what is left then and the polish the remainder; a candidate that reaches the live-set bound
 ends the search early, and one within the repair's tolerance of it (0.01%) skips the shake
-and the polish (both cut by the clock).
+and the polish (both cut by the clock).  The DSA candidate is cut by work (its fixed greedy
+passes, stopped at the bound, and a node count), its clock limit (the time left plus its
+share of the budget again) only a safety limit; the greedy-by-size layout of step 0 is its
+first pass, not run twice.
 
 Examples
 --------
@@ -246,7 +249,8 @@ def _build_group_model(problem: Problem, group: Sequence[int], fixed: Mapping[in
     return _GroupModel(m, offs, height)
 
 
-def _solve_group(problem: Problem, group: Sequence[int], fixed: dict[int, int],
+def _solve_group(problem: Problem, group: Sequence[int],
+                 fixed: Mapping[int, int] | tuple[np.ndarray, np.ndarray],
                  config: ArenaConfig, time_limit_s: float, cancel: Any,
                  task_id: str, floor: int | None = None, top: int | None = None,
                  arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
@@ -256,20 +260,26 @@ def _solve_group(problem: Problem, group: Sequence[int], fixed: dict[int, int],
     ``fixed`` may hold only the fixed buffers whose lifetimes overlap the group's time span
     (the others cannot touch it); ``floor`` / ``top`` are then the highest top of *all* fixed
     buffers (any size / non-zero size), so heights and bounds are those of the whole set.
-    ``arrays``: ``(lower, upper, size)`` of every buffer of ``problem`` (computed when
-    omitted).
+    ``fixed`` is a mapping buffer -> offset or the pair of arrays ``(buffers, offsets)``
+    (the mapping is then built only if CP-SAT runs).  ``arrays``: ``(lower, upper, size)``
+    of every buffer of ``problem`` (computed when omitted).
     """
     t0 = time.perf_counter()
-    bs = problem.buffers
+    lower, upper, size = arrays if arrays is not None else buffer_arrays(problem)[:3]
+    if isinstance(fixed, tuple):
+        f_idx = np.asarray(fixed[0], np.int64)
+        f_off = np.asarray(fixed[1], np.int64)
+    else:
+        f_idx = np.fromiter(fixed, np.int64, len(fixed))
+        f_off = np.fromiter(fixed.values(), np.int64, len(fixed))
+    f_tops = f_off + size[f_idx]
     if floor is None:
-        floor = max((fixed[j] + bs[j].size for j in fixed), default=0)
+        floor = int(f_tops.max()) if len(f_tops) else 0
     if top is None:
-        top = max((fixed[j] + bs[j].size for j in fixed if bs[j].size), default=0)
+        nz = size[f_idx] > 0
+        top = int(f_tops[nz].max()) if nz.any() else 0
     # greedy hint: the group best-fit against the fixed boxes (on arrays: no sub-problem of
     # Buffer objects, the same offsets as place_in_order on one)
-    lower, upper, size = arrays if arrays is not None else buffer_arrays(problem)[:3]
-    f_idx = np.fromiter(fixed, np.int64, len(fixed))
-    f_off = np.fromiter(fixed.values(), np.int64, len(fixed))
     g_idx = np.asarray(group, dtype=np.int64)
     g_size = size[g_idx]
     order = sorted(range(len(group)), key=lambda k: -int(g_size[k]))
@@ -284,6 +294,8 @@ def _solve_group(problem: Problem, group: Sequence[int], fixed: dict[int, int],
     if time_limit_s <= 0.05:
         return hint, SolveRecord("layout", task_id, SolveStatus.HEURISTIC, height, None,
                                  time.perf_counter() - t0, len(group))
+    if isinstance(fixed, tuple):
+        fixed = dict(zip(f_idx.tolist(), f_off.tolist()))
     gm = _build_group_model(problem, group, fixed, hint, height, floor)
     solver = cpsat.make_solver(time_limit_s=time_limit_s, num_workers=config.num_workers,
                                 random_seed=config.seed, deterministic=False)
@@ -335,7 +347,9 @@ def _roam_candidate(graph: Graph, order: Sequence[OpId], problem: Problem, task_
     # placed buffer into its sub-problem
     lower, upper, size, _ = buffer_arrays(problem)
     p_idx = np.fromiter(placed, np.int64, len(placed))
-    p_top = np.fromiter((placed[i] + int(size[i]) for i in placed), np.int64, len(placed))
+    p_off = np.zeros(len(problem), np.int64)  # offset of every placed buffer, by index
+    p_off[p_idx] = np.fromiter(placed.values(), np.int64, len(placed))
+    p_top = p_off[p_idx] + size[p_idx]
     floor = int(p_top.max()) if len(p_top) else 0
     nz = size[p_idx] > 0
     top = int(p_top[nz].max()) if nz.any() else 0
@@ -347,13 +361,13 @@ def _roam_candidate(graph: Graph, order: Sequence[OpId], problem: Problem, task_
         g_lo = min(int(lower[i]) for i in members)
         g_hi = max(int(upper[i]) for i in members)
         near = p_idx[(lower[p_idx] < g_hi) & (upper[p_idx] > g_lo)]
-        fixed = {int(i): placed[int(i)] for i in near}
-        offs, rec = _solve_group(problem, members, fixed, config, share, cancel, gid,
-                                 floor, top, (lower, upper, size))
+        offs, rec = _solve_group(problem, members, (near, p_off[near]), config, share,
+                                 cancel, gid, floor, top, (lower, upper, size))
         placed.update(offs)
         records.append(rec)
         new_idx = np.fromiter(offs, np.int64, len(offs))
-        new_top = np.fromiter((offs[i] + int(size[i]) for i in offs), np.int64, len(offs))
+        p_off[new_idx] = np.fromiter(offs.values(), np.int64, len(offs))
+        new_top = p_off[new_idx] + size[new_idx]
         p_idx = np.concatenate((p_idx, new_idx))
         if len(new_top):
             floor = max(floor, int(new_top.max()))
@@ -517,6 +531,13 @@ def _repair(problem: Problem, starts: Sequence[Solution], lb: int, budget: int,
 
 
 # ------------------------------------------------------------------- driver
+#: The DSA candidate's clock limit is at least this many times the first greedy pass's wall
+#: time: its large-problem path is at most 3 more portfolio passes and 4 promotion passes
+#: (:data:`~roam_core.layout.dsa_solver.LARGE_ORDERS`, ``LARGE_PROMOTE_PASSES``), so a loaded
+#: machine runs them all, later, instead of a load-dependent prefix.
+_DSA_PASSES = 10
+
+
 def dsa_work_limit(config: ArenaConfig) -> int:
     """Search nodes the DSA candidate may spend: its share of ``config.time_limit_s`` at
     :data:`~roam_core.layout.dsa_solver.NODES_PER_S` (a rate a loaded machine still reaches).
@@ -563,9 +584,10 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
     candidates: dict[str, Solution] = {}
     t = time.perf_counter()
     g = greedy_by_size(problem)
+    greedy_s = time.perf_counter() - t  # one greedy pass, at the machine's present speed
     candidates["greedy:size:best"] = g
     records.append(SolveRecord("layout", "greedy", SolveStatus.HEURISTIC, g.height * a, lb * a,
-                               time.perf_counter() - t, len(problem)))
+                               greedy_s, len(problem)))
     if g.height > lb and config.use_cpsat and len(problem):
         budget = deadline if not config.use_dsa else t0 + 0.35 * config.time_limit_s
         sol, recs = _roam_candidate(graph, order, problem, task_tree, config, budget, cancel)
@@ -577,10 +599,17 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
         left = max(0.1, (deadline - time.monotonic()) * share)
         t = time.perf_counter()
         # the search is cut by a node count from the configured budget, not by the time
-        # left: the same graph and settings give the same candidate on a loaded machine
-        # (the time left stays the outer safety limit)
-        res = solve_dsa(problem, time_limit_s=left, cancel=cancel, exact=config.dsa_exact,
-                        work_limit=dsa_work_limit(config))
+        # left: the same graph and settings give the same candidate on a loaded machine.  The
+        # clock is only the outer safety limit: the time left plus the DSA's share of the
+        # budget again, and at least the time of _DSA_PASSES greedy passes as fast as the
+        # first one ran, so that a loaded machine still completes the fixed greedy passes of
+        # a large problem (they stop at the bound; GPT-2 96 / 192 layers at load 15: cut
+        # after the first pass, 1,536 B above the bound, where the second reaches it) and
+        # the node budget of a small one
+        res = solve_dsa(problem, time_limit_s=max(left + config.time_limit_s * share,
+                                                  _DSA_PASSES * greedy_s),
+                        cancel=cancel, exact=config.dsa_exact,
+                        work_limit=dsa_work_limit(config), known={"greedy:size:best": g})
         assert res.solution is not None
         candidates[res.method] = res.solution
         records.append(SolveRecord("layout", "dsa", res.status, res.solution.height * a,

@@ -4,9 +4,9 @@ Every heuristic here is the same driver (:func:`place_in_order`): take the buffe
 order and put each at a gap between the already placed buffers whose lifetimes overlap it.
 ``fit="best"`` takes the smallest gap that holds the buffer (TFLite's and XLA's
 greedy-by-size best fit when the order is by decreasing size); ``fit="first"`` takes the
-lowest one.  A buffer that fits no gap goes on top.  The placed set is scanned with numpy, so
-one pass costs ``O(n * k)`` elementwise work for ``k`` placed buffers, which stays usable for
-tens of thousands of buffers.
+lowest one.  A buffer that fits no gap goes on top.  The placed set is kept sorted by offset
+and scanned with numpy (no sort per buffer), so one pass costs ``O(n * k)`` elementwise work
+for ``k`` placed buffers, which stays usable for tens of thousands of buffers.
 
 Examples
 --------
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -166,14 +166,24 @@ def _place_core(lower: np.ndarray, upper: np.ndarray, size: np.ndarray, align: n
                 f_off: np.ndarray, f_top: np.ndarray, fit: str, deadline: float | None,
                 ) -> bool:
     """The placement loop: ``order`` (free indices) placed against the boxes ``f_*`` (all of
-    non-zero size); writes ``offsets``; False when the deadline passed."""
+    non-zero size); writes ``offsets``; False when the deadline passed.
+
+    The placed boxes are kept sorted by offset (one ``(4, n)`` array: lower, upper, offset,
+    top), so the boxes overlapping a buffer in time come out of one mask already in offset
+    order: no sort per buffer.  Each new box is inserted at its place by a shift.  The gaps
+    are those of the sorted scan (a gap below each box, above the highest top of the boxes
+    below it), so the offsets are those of the plain scan; among boxes of equal offsets only
+    the first can leave a gap, so their order does not matter.
+    """
     n_fix = len(f_lo)
     cap = n_fix + len(order)
-    p_lo = np.empty(cap, np.int64)
-    p_hi = np.empty(cap, np.int64)
-    p_off = np.empty(cap, np.int64)
-    p_top = np.empty(cap, np.int64)
-    p_lo[:n_fix], p_hi[:n_fix], p_off[:n_fix], p_top[:n_fix] = f_lo, f_hi, f_off, f_top
+    box = np.empty((4, cap + 1), np.int64)  # rows: lower, upper, offset, top; by offset
+    srt = np.argsort(f_off, kind="stable")
+    box[0, :n_fix], box[1, :n_fix] = f_lo[srt], f_hi[srt]
+    box[2, :n_fix], box[3, :n_fix] = f_off[srt], f_top[srt]
+    b_lo, b_hi, b_off, b_top = box[0], box[1], box[2], box[3]
+    best = fit != "first"
+    big = np.iinfo(np.int64).max
     k = n_fix
     for step, i in enumerate(order):
         if deadline is not None and step % 256 == 0 and time.monotonic() > deadline:
@@ -183,34 +193,40 @@ def _place_core(lower: np.ndarray, upper: np.ndarray, size: np.ndarray, align: n
             offsets[i] = 0
             continue
         a = int(align[i])
-        mask = (p_lo[:k] < upper[i]) & (p_hi[:k] > lower[i])
-        if not mask.any():
+        lo_i, hi_i = lower[i], upper[i]
+        idx = np.flatnonzero((b_lo[:k] < hi_i) & (b_hi[:k] > lo_i))
+        m = len(idx)
+        if m == 0:
             off = 0
         else:
-            offs = p_off[:k][mask]
-            tops = p_top[:k][mask]
-            srt = np.argsort(offs, kind="stable")
-            offs = offs[srt]
-            runmax = np.maximum.accumulate(tops[srt])
-            starts = np.empty(len(offs), np.int64)
+            offs = b_off[idx]
+            runmax = np.maximum.accumulate(b_top[idx])
+            # starts[j]: the highest top below box j (0 below the first)
+            starts = np.empty(m, np.int64)
             starts[0] = 0
             starts[1:] = runmax[:-1]
             if a > 1:
                 starts = -(-starts // a) * a
             room = offs - starts
-            ok = np.nonzero(room >= s)[0]
-            if len(ok) == 0:
+            fits = room >= s
+            if best:
+                j = int(np.where(fits, room, big).argmin())
+            else:
+                j = int(fits.argmax())
+            if fits[j]:
+                off = int(starts[j])
+            else:
                 off = int(runmax[-1])
                 if a > 1:
                     off = -(-off // a) * a
-            elif fit == "first":
-                off = int(starts[ok[0]])
-            else:
-                off = int(starts[ok[np.argmin(room[ok])]])
         offsets[i] = off
-        p_lo[k], p_hi[k], p_off[k], p_top[k] = lower[i], upper[i], off, off + s
+        pos = int(np.searchsorted(b_off[:k], off, "right"))
+        if pos < k:
+            box[:, pos + 1:k + 1] = box[:, pos:k]
+        b_lo[pos], b_hi[pos], b_off[pos], b_top[pos] = lo_i, hi_i, off, off + s
         k += 1
     return True
+
 
 def _order_keys(problem: Problem) -> dict[str, np.ndarray]:
     lower, upper, size, _ = buffer_arrays(problem)
@@ -269,8 +285,25 @@ def greedy_by_size(problem: Problem) -> Solution:
 
 def portfolio(problem: Problem, *, deadline: float | None = None,
               orders: Sequence[str] = tuple(ORDERS), fits: Sequence[str] = ("best", "first"),
+              target: int | None = None, known: Mapping[str, Solution] | None = None,
               ) -> tuple[Solution, str, list[tuple[str, int]]]:
     """Run every (order, fit) pair and keep the lowest layout.
+
+    Parameters
+    ----------
+    problem : Problem
+        The buffers.
+    deadline : float, optional
+        ``time.monotonic()`` safety limit for every pass after the first.
+    orders, fits : sequence of str
+        The pairs to run (order-major).
+    target : int, optional
+        A height no layout can go below (the live-set bound): once a pass reaches it the
+        rest are skipped, since none could be lower (ties keep the first), so the result is
+        that of the full portfolio.
+    known : Mapping of str to Solution, optional
+        Layouts already computed for some pairs, by method name (``"greedy:size:best"``):
+        used instead of running the pass again (they must be that pass's layout).
 
     Returns
     -------
@@ -279,16 +312,23 @@ def portfolio(problem: Problem, *, deadline: float | None = None,
         ``(method, height)`` tried.  The first pair (size, best) always completes.
     """
     keys = _order_keys(problem)
+    known = known or {}
     best: Solution | None = None
     best_name = ""
     tried: list[tuple[str, int]] = []
     for oname in orders:
-        order = ORDERS[oname](keys)
+        order: list[int] | None = None
         for fit in fits:
-            sol = place_in_order(problem, order, fit, None if best is None else deadline)
+            if best is not None and target is not None and best.height <= target:
+                return best, best_name, tried
+            name = f"greedy:{oname}:{fit}"
+            sol = known.get(name)
+            if sol is None:
+                if order is None:
+                    order = ORDERS[oname](keys)
+                sol = place_in_order(problem, order, fit, None if best is None else deadline)
             if sol is None:
                 return best, best_name, tried  # type: ignore[return-value]
-            name = f"greedy:{oname}:{fit}"
             tried.append((name, sol.height))
             _logger.debug("%s height %d", name, sol.height)
             if best is None or sol.height < best.height:

@@ -58,7 +58,7 @@ import itertools
 import logging
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -824,7 +824,8 @@ def repair_from_starts(problem: Problem, starts: Sequence[Solution], target: int
     (solution, nodes, method, start)
         The first layout found (``None`` when none), the nodes spent,
         ``"repair@<fraction>:<preorder>"`` (``"repair"`` when none) and the index in
-        ``starts`` of the start that was repaired (-1 when none).
+        ``starts`` of the start that was repaired (-1 when none).  Starts already within
+        ``target`` are not searched (they need no repair).
 
     Examples
     --------
@@ -839,6 +840,8 @@ def repair_from_starts(problem: Problem, starts: Sequence[Solution], target: int
     wins: list[tuple[int, _RepairWindow]] = []
     seen: set[bytes] = set()
     for k, start in enumerate(starts):
+        if start.height <= target:  # nothing to repair: the caller has its layout already
+            continue
         win = _RepairWindow.build(problem, start, target, fraction)
         if win is None:
             continue
@@ -874,7 +877,8 @@ def repair_from_starts(problem: Problem, starts: Sequence[Solution], target: int
 def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | None = None,
               cancel: Any = None, options: SearchOptions = SearchOptions(),
               exact: bool = True, log: Callable[[str], None] | None = None,
-              work_limit: int | None = None) -> DsaResult:
+              work_limit: int | None = None,
+              known: Mapping[str, Solution] | None = None) -> DsaResult:
     """Find a low layout for ``problem`` (or one within ``capacity``).
 
     Parameters
@@ -899,6 +903,10 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
         layout depends only on the problem and this count, unless the wall-clock limit
         stops the call first (``stopped_by == "time"``).  With a capacity the search runs
         until it finds a layout or proves none exists, cut by ``work_limit`` only if given.
+    known : Mapping of str to Solution, optional
+        Greedy passes the caller already ran, by method name (``"greedy:size:best"``): the
+        portfolio uses them instead of running them again (see
+        :func:`~roam_core.layout.dsa_heuristics.portfolio`).
 
     Returns
     -------
@@ -933,10 +941,12 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     # set of passes on large problems, so that the answer does not depend on the load
     orders, fits = (tuple(ORDERS), ("best", "first")) if n_free <= MAX_SEARCH_BUFFERS else \
         (LARGE_ORDERS, ("best",))
-    best, method, tried = portfolio(problem, deadline=deadline, orders=orders, fits=fits)
+    # the passes after one at the bound are skipped (none can be lower: the same result)
+    best, method, tried = portfolio(problem, deadline=deadline, orders=orders, fits=fits,
+                                    target=lb, known=known)
     say(f"portfolio: {method} height {best.height} (lb {lb})")
     nodes = 0
-    stopped = "time" if len(tried) < len(orders) * len(fits) else ""
+    stopped = "time" if len(tried) < len(orders) * len(fits) and best.height > lb else ""
     _, oname, fit = [*method.split(":"), "", ""][:3]
     if (not do_search and not stopped and best.height > (lb if cap is None else cap)
             and oname in ORDERS and fit in ("best", "first")):

@@ -1,0 +1,166 @@
+"""The greedy placement driver against a straightforward reference.
+
+:func:`roam_core.layout.dsa_heuristics.place_in_order` keeps the placed boxes sorted by offset
+and scans them with numpy; the reference here is the rule written out in plain Python: for each
+buffer, the union of the offset intervals of the placed buffers that overlap it in time, its
+free gaps below the highest top (each start rounded up to the buffer's alignment), then the
+smallest gap that holds the buffer (best fit, lowest on ties) or the lowest one (first fit),
+else the rounded-up top.  The portfolio's early stop at the bound and its reuse of known passes
+must give the same result as the full portfolio.
+"""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from roam_core.layout.dsa_heuristics import (
+    ORDERS,
+    greedy_by_size,
+    named_order,
+    place_against,
+    place_in_order,
+    portfolio,
+)
+from roam_core.model.dsa import Buffer, Problem
+from roam_core.oracle.validate import check_dsa_solution
+
+
+def _ceil(x: int, a: int) -> int:
+    return -(-x // a) * a
+
+
+def _reference(problem: Problem, order: list[int], fit: str) -> list[int]:
+    """Offsets of the greedy rule, written out: O(n^2) pure Python."""
+    bs = problem.buffers
+    offsets = [0] * len(bs)
+    placed: list[int] = []
+    for i, b in enumerate(bs):
+        if b.offset is not None:
+            offsets[i] = b.offset
+            if b.size:
+                placed.append(i)
+    for i in order:
+        b = bs[i]
+        if b.offset is not None:
+            continue
+        if b.size == 0:
+            offsets[i] = 0
+            continue
+        spans = sorted((offsets[j], offsets[j] + bs[j].size) for j in placed
+                       if bs[j].lower < b.upper and bs[j].upper > b.lower)
+        gaps: list[tuple[int, int]] = []  # (start, end) of the free gaps below the top
+        reach = 0
+        for lo, hi in spans:
+            if lo > reach:
+                gaps.append((reach, lo))
+            reach = max(reach, hi)
+        a = b.alignment
+        fitting = [(end - _ceil(start, a), _ceil(start, a)) for start, end in gaps
+                   if end - _ceil(start, a) >= b.size]
+        if not fitting:
+            offsets[i] = _ceil(reach, a)
+        elif fit == "first":
+            offsets[i] = min(off for _, off in fitting)
+        else:
+            offsets[i] = min(fitting)[1]  # smallest room, then lowest offset
+        placed.append(i)
+    return offsets
+
+
+@st.composite
+def _problems(draw: st.DrawFn, max_buffers: int = 14, max_time: int = 10,
+              max_size: int = 9) -> Problem:
+    n = draw(st.integers(0, max_buffers))
+    bufs = []
+    stack = 0  # fixed buffers are stacked, so they never overlap each other
+    for i in range(n):
+        lo = draw(st.integers(0, max_time - 1))
+        hi = draw(st.integers(lo + 1, max_time))
+        size = draw(st.integers(0, max_size))
+        align = draw(st.sampled_from((1, 1, 2, 3, 4)))
+        offset = None
+        if draw(st.integers(0, 5)) == 0:
+            offset = _ceil(stack, align)
+            stack = offset + size
+        bufs.append(Buffer(f"b{i}", lo, hi, size, align, offset))
+    return Problem(tuple(bufs))
+
+
+@settings(max_examples=200, deadline=None)
+@given(_problems(), st.sampled_from(("best", "first")), st.randoms(use_true_random=False))
+def test_place_in_order_equals_the_reference(problem: Problem, fit: str,
+                                             rnd: random.Random) -> None:
+    order = list(range(len(problem)))
+    rnd.shuffle(order)
+    sol = place_in_order(problem, order, fit)
+    assert sol is not None
+    assert list(sol.offsets) == _reference(problem, order, fit)
+    assert check_dsa_solution(problem, sol) == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(_problems(), st.sampled_from(sorted(ORDERS)), st.sampled_from(("best", "first")))
+def test_named_orders_equal_the_reference(problem: Problem, name: str, fit: str) -> None:
+    order = named_order(problem, name)
+    sol = place_in_order(problem, order, fit)
+    assert sol is not None
+    assert list(sol.offsets) == _reference(problem, order, fit)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_medium_random_problems_equal_the_reference(seed: int) -> None:
+    """A few hundred buffers with long and short lifetimes (many overlaps, many equal
+    offsets and sizes): every named order, both fits."""
+    rng = random.Random(seed)
+    bufs = []
+    for i in range(300):
+        lo = rng.randrange(200)
+        hi = lo + (rng.randrange(1, 6) if rng.random() < 0.7 else rng.randrange(50, 200))
+        bufs.append(Buffer(f"b{i}", lo, hi, rng.choice((1, 2, 4, 8, 16, rng.randrange(1, 40)))))
+    p = Problem(tuple(bufs))
+    for name in ORDERS:
+        for fit in ("best", "first"):
+            order = named_order(p, name)
+            sol = place_in_order(p, order, fit)
+            assert sol is not None
+            assert list(sol.offsets) == _reference(p, order, fit), (name, fit)
+
+
+@settings(max_examples=100, deadline=None)
+@given(_problems(), st.randoms(use_true_random=False))
+def test_place_against_equals_the_reference(problem: Problem, rnd: random.Random) -> None:
+    """Free buffers (alignment 1) against fixed boxes: the reference on the problem of the
+    fixed ones (offsets pinned) followed by the free ones."""
+    fx = [b for b in problem.buffers if b.offset is not None]
+    fr = [Buffer(b.id, b.lower, b.upper, b.size) for b in problem.buffers if b.offset is None]
+    order = list(range(len(fr)))
+    rnd.shuffle(order)
+
+    def arr(vals: list[int]) -> np.ndarray:
+        return np.asarray(vals, np.int64)
+
+    got = place_against(arr([b.lower for b in fx]), arr([b.upper for b in fx]),
+                        arr([b.offset or 0 for b in fx]), arr([b.size for b in fx]),
+                        arr([b.lower for b in fr]), arr([b.upper for b in fr]),
+                        arr([b.size for b in fr]), order)
+    ref = _reference(Problem(tuple(fx + fr)), [len(fx) + k for k in order], "best")
+    assert got.tolist() == ref[len(fx):]
+
+
+@settings(max_examples=100, deadline=None)
+@given(_problems(max_buffers=10))
+def test_portfolio_stop_at_the_bound_and_known_passes_change_nothing(problem: Problem) -> None:
+    full = portfolio(problem)
+    lb = problem.lower_bound()
+    short = portfolio(problem, target=lb)
+    known = portfolio(problem, target=lb, known={"greedy:size:best": greedy_by_size(problem)})
+    assert short[0].offsets == known[0].offsets == full[0].offsets
+    assert short[1] == known[1] == full[1]
+    assert short[2] == known[2] == full[2][:len(short[2])]
+    if full[0].height > lb:  # never at the bound: every pass runs
+        assert short[2] == full[2]
