@@ -46,6 +46,9 @@ _SHARED = ROOT.parent / "shared" / "dsa"
 DSA = Path(os.environ.get("ROAM_DSA_DIR", _SHARED if _SHARED.exists() else "/work/shared/dsa"))
 IDEALLOC = Path(os.environ.get("ROAM_IDEALLOC_DIR", DSA / "idealloc"))
 CAP = 1_048_576
+#: Search nodes of :func:`~roam_core.layout.dsa_solver.window_lower_bound` on instances
+#: minimised with a gap left.
+WINDOW_NODES = 30_000
 
 #: (path under the data dir, capacity or None to minimise, name suffix)
 INSTANCES: list[tuple[str, int | None, str]] = [
@@ -113,6 +116,16 @@ def _child(path: str, capacity: int | None, time_limit_s: float, suffix: str = "
     row["solved"] = bool(sol) and row["violations"] == 0 and (
         capacity is None or sol.height <= capacity)
     row["load_after"] = round(os.getloadavg()[0], 1)
+    if capacity is None and len(p) <= 6000 and sol is not None and sol.height > r.lower_bound:
+        # issue 13: a proven bound above the live-set one (time windows, complete search)
+        from roam_core.layout.dsa_solver import window_lower_bound
+        c1 = time.process_time()
+        wb, wn = window_lower_bound(p, node_budget=WINDOW_NODES, start=r.lower_bound,
+                                    deadline=time.monotonic() + time_limit_s)
+        row.update(window_bound=wb, window_nodes=wn,
+                   window_cpu_s=round(time.process_time() - c1, 2))
+    bound = max(row.get("proven_bound") or lb, row.get("window_bound") or lb)
+    row["gap"] = round(sol.height / bound, 4) if sol and bound else None
     for name, fn in LAYOUT_METHODS.items():
         row[name] = fn(p.with_capacity(None)).height if len(p) <= 5000 else None
     return row
@@ -120,6 +133,17 @@ def _child(path: str, capacity: int | None, time_limit_s: float, suffix: str = "
 
 def _ratio(h: int | None, lb: int) -> str:
     return f"{h / lb:.4f}" if h and lb else "-"
+
+
+def _bound(r: dict[str, Any]) -> str:
+    """The proven bound: the solver's, and the window bound's where it ran."""
+    b = r.get("proven_bound")
+    if b is None:
+        return "-"
+    if "window_bound" not in r:
+        return str(b)
+    return (f"{max(b, r['window_bound'])} (windows: {r['window_bound']}, "
+            f"{r['window_nodes']} nodes, {r['window_cpu_s']} CPU s)")
 
 
 def write(rows: list[dict[str, Any]], out: Path, time_limit_s: float,
@@ -155,8 +179,9 @@ def write(rows: list[dict[str, Any]], out: Path, time_limit_s: float,
         f"(MiniMalloc C++: 11/11 in <= 4 s; greedy best fit: 0/11).", "",
         "| instance | buffers | capacity | LB | height | ratio | prev ratio | solved | status | "
         "seconds | CPU s | prev CPU s | load | nodes | prev nodes | stopped by | method | "
-        "greedy_size | llfb | inductor |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "greedy_size | llfb | inductor | proven bound | gap | measured |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "---|",
     ]
     for r in rows:
         lines.append(
@@ -170,15 +195,20 @@ def write(rows: list[dict[str, Any]], out: Path, time_limit_s: float,
             f"{r['prev_nodes'] if r['prev_nodes'] is not None else '-'} | "
             f"{r['stopped_by'] or '-'} "
             f"| {r['method']} | {_ratio(r['greedy_size'], r['lower_bound'])} | "
-            f"{_ratio(r['llfb'], r['lower_bound'])} | {_ratio(r['inductor'], r['lower_bound'])} |")
+            f"{_ratio(r['llfb'], r['lower_bound'])} | {_ratio(r['inductor'], r['lower_bound'])} | "
+            f"{_bound(r)} | {r.get('gap') or '-'} | {r.get('measured') or 'this run'} |")
     lines += ["", "References: " + "; ".join(f"{k}: {v}" for k, v in REFERENCE.items()) + "."]
-    (out / "dsa.md").write_text("\n".join(lines) + "\n")
+    # the hand-written notes below the table (sections starting with "## ") are kept
+    md = out / "dsa.md"
+    notes = md.read_text().partition("\n## ") if md.exists() else ("", "", "")
+    tail = "\n## " + notes[2] if notes[1] else ""
+    md.write_text("\n".join(lines) + "\n" + tail)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--time-limit", type=float, default=60.0)
-    ap.add_argument("--only", default="")
+    ap.add_argument("--only", default="", help="comma-separated name substrings")
     ap.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     ap.add_argument("--child", nargs=3, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -198,7 +228,7 @@ def main() -> int:
     rows = []
     for path, cap, suffix in INSTANCES:
         name = _name(path) + suffix
-        if args.only and args.only not in name:
+        if args.only and not any(o in name for o in args.only.split(",")):
             continue
         if not _path(path).exists():
             print(f"{name}: skipped ({_path(path)} missing)", file=sys.stderr)
@@ -216,6 +246,12 @@ def main() -> int:
         print(f"{row['instance']}: {'solved' if row['solved'] else 'NOT solved'} "
               f"height {row['height']} LB {row['lower_bound']} {row['seconds']} s "
               f"({row['status']}, {row['method']})", flush=True)
+    ran = {r["instance"] for r in rows}
+    for name, old_row in prev.items():  # rows not re-run keep their last measurement
+        if name not in ran:
+            rows.append({**old_row, "measured": old_row.get("measured") or prev_date})
+    order = {_name(p) + s: k for k, (p, _, s) in enumerate(INSTANCES)}
+    rows.sort(key=lambda r: order.get(r["instance"], len(order)))
     write(rows, args.out, args.time_limit, prev, prev_date)
     return 0
 

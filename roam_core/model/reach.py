@@ -62,19 +62,48 @@ def topological_indices(graph: Graph) -> list[int]:
 
     Kahn's algorithm that always takes the ready op with the smallest program index, so a
     graph whose program order is already topological gets exactly ``0, 1, ..., N - 1``.
+    Computed once per graph object (graphs are immutable; the planner asks for the same
+    graph's several times): each call returns a fresh list.
     """
-    import heapq
+    return list(_adjacency(graph).topo)
 
+
+@dataclass(frozen=True, slots=True)
+class _Adjacency:
+    """A graph's ops by program index: predecessors, successors, a topological order."""
+
+    index: dict[OpId, int]
+    preds: list[list[int]]
+    succs: list[list[int]]
+    topo: tuple[int, ...]
+
+
+#: The adjacency of the last few graphs (the input graph and the rewritten one).
+_ADJ: list[tuple[weakref.ref[Graph], _Adjacency]] = []
+_ADJ_KEPT = 2
+
+
+def _adjacency(graph: Graph) -> _Adjacency:
+    for ref, adj in _ADJ:
+        if ref() is graph:
+            return adj
     ids = graph.op_ids
     index = {op: i for i, op in enumerate(ids)}
     preds = [[index[p] for p in graph.predecessors(op)] for op in ids]
+    succs = [[index[s] for s in graph.successors(op)] for op in ids]
+    adj = _Adjacency(index, preds, succs, tuple(_topological(preds, succs)))
+    _ADJ[:] = [(r, a) for r, a in _ADJ if r() is not None][-(_ADJ_KEPT - 1):]
+    _ADJ.append((weakref.ref(graph), adj))
+    return adj
+
+
+def _topological(preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]]
+                 ) -> Sequence[int]:
+    import heapq
+
     if all(p < i for i, ps in enumerate(preds) for p in ps):
-        return list(range(len(ids)))
-    succs: list[list[int]] = [[] for _ in ids]
+        return range(len(preds))
     indeg = [len(ps) for ps in preds]
-    for i, ps in enumerate(preds):
-        for p in ps:
-            succs[p].append(i)
     ready = [i for i, d in enumerate(indeg) if d == 0]
     heapq.heapify(ready)
     out: list[int] = []
@@ -85,7 +114,7 @@ def topological_indices(graph: Graph) -> list[int]:
             indeg[s] -= 1
             if indeg[s] == 0:
                 heapq.heappush(ready, s)
-    assert len(out) == len(ids), "Graph guarantees acyclicity"
+    assert len(out) == len(preds), "Graph guarantees acyclicity"
     return out
 
 
@@ -371,11 +400,10 @@ def closure_sizes(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
         n = len(r)
         return (np.array([r.ancestors.bit_count(i) for i in range(n)], dtype=np.int64),
                 np.array([r.descendants.bit_count(i) for i in range(n)], dtype=np.int64))
-    index = {op: i for i, op in enumerate(graph.op_ids)}
-    preds = [[index[p] for p in graph.predecessors(op)] for op in graph.op_ids]
-    succs = [[index[s] for s in graph.successors(op)] for op in graph.op_ids]
-    topo = topological_indices(graph)
-    return _frontier_counts(topo, preds, succs), _frontier_counts(topo[::-1], succs, preds)
+    adj = _adjacency(graph)
+    topo = adj.topo
+    return (_frontier_counts(topo, adj.preds, adj.succs),
+            _frontier_counts(topo[::-1], adj.succs, adj.preds))
 
 
 def _frontier_counts(topo: Sequence[int], into: Sequence[Sequence[int]],
@@ -400,8 +428,14 @@ def _frontier_counts(topo: Sequence[int], into: Sequence[Sequence[int]],
 
 
 def key_points(graph: Graph) -> tuple[OpId, ...]:
-    """The key points of ``graph`` (:meth:`Reachability.key_points`) from
-    :func:`closure_sizes`, so without the ``O(N^2 / 8)`` bitsets.
+    """The key points of ``graph`` (:meth:`Reachability.key_points`) in ``O(N + E)``,
+    without any bitset.
+
+    Along a topological order ``T``, op ``v = T[q]`` is comparable with every other op
+    exactly when ``v`` is the only sink of the sub-DAG ``T[:q + 1]`` (every op reaches a
+    sink, so every earlier op is an ancestor) and the only source of ``T[q:]`` (every later
+    op is a descendant); such an op is at step ``q + 1`` in every order.  Both counts are
+    kept incrementally, one pass each way.
 
     Examples
     --------
@@ -409,11 +443,30 @@ def key_points(graph: Graph) -> tuple[OpId, ...]:
     >>> key_points(diamond())
     ('a', 'd')
     """
-    anc, desc = closure_sizes(graph)
-    n = len(anc)
-    found = sorted((int(anc[i]) + 1, op) for i, op in enumerate(graph.op_ids)
-                   if anc[i] + 1 == n - desc[i])
-    return tuple(op for _, op in found)
+    adj = _adjacency(graph)
+    topo = adj.topo
+    n = len(topo)
+    first = _unique_ends(topo, adj.preds, n)
+    last = _unique_ends(topo[::-1], adj.succs, n)[::-1]
+    ids = graph.op_ids
+    return tuple(ids[topo[q]] for q in range(n) if first[q] and last[q])
+
+
+def _unique_ends(topo: Sequence[int], into: Sequence[Sequence[int]], n: int) -> list[bool]:
+    """``out[q]``: ``topo[q]`` is the only op of ``topo[:q + 1]`` without a successor there
+    (``into[i]``: the ops with an edge into ``i``)."""
+    open_ = [False] * n  # no successor in the prefix yet
+    ends = 0
+    out = [False] * len(topo)
+    for q, i in enumerate(topo):
+        for p in into[i]:
+            if open_[p]:
+                open_[p] = False
+                ends -= 1
+        open_[i] = True
+        ends += 1
+        out[q] = ends == 1
+    return out
 
 
 #: A mask stored as a difference is at most this many links from a whole one.
@@ -427,22 +480,24 @@ _SMALL_BITS = 1024
 
 def _reachability(graph: Graph) -> Reachability:
     ids = graph.op_ids
-    index = {op: i for i, op in enumerate(ids)}
-    preds = [[index[p] for p in graph.predecessors(op)] for op in ids]
-    succs = [[index[s] for s in graph.successors(op)] for op in ids]
-    topo = topological_indices(graph)
-    anc = _closure_masks(topo, preds, succs)
-    desc = _closure_masks(topo[::-1], succs, preds)
+    adj = _adjacency(graph)
+    topo = adj.topo
+    anc = _closure_masks(topo, adj.preds, adj.succs)
+    desc = _closure_masks(topo[::-1], adj.succs, adj.preds)
     _logger.debug("reachability of %d ops computed (%d + %d bytes of whole masks)", len(ids),
                   anc.stored_bytes(), desc.stored_bytes())
-    return Reachability(index=index, ancestors=anc, descendants=desc, op_ids=ids)
+    return Reachability(index=adj.index, ancestors=anc, descendants=desc, op_ids=ids)
 
 
 def _closure_masks(topo: Sequence[int], into: Sequence[Sequence[int]],
                    out_of: Sequence[Sequence[int]]) -> Masks:
     """The closures along ``topo`` (``into[i]``: the ops ``i`` inherits from) as
     :class:`Masks`: whole masks are kept only while an op of ``out_of[i]`` has still to
-    read them (the frontier) or where the difference chain starts again."""
+    read them (the frontier) or where the difference chain starts again.
+
+    The frontier keeps each mask with its own op's bit (``closure | 1 << i``), so an op with
+    one input reuses that int as its closure (no OR, no bit count: ``count + 1``); the lowest
+    bit is carried along (no ``m & -m`` of a wide mask)."""
     n = len(topo)
     whole: list[int | None] = [None] * n
     shift = [0] * n
@@ -450,31 +505,51 @@ def _closure_masks(topo: Sequence[int], into: Sequence[Sequence[int]],
     extra: list[tuple[int, ...]] = [()] * n
     count = [0] * n
     depth = [0] * n
+    low = [n] * n  # lowest bit of closure | own bit
     pending = [len(o) for o in out_of]
-    live: dict[int, int] = {}
+    live: dict[int, int] = {}  # frontier: closure | 1 << i
     for i in topo:
-        m = 0
-        best, best_count, best_mask = -1, -1, 0
-        for p in into[i]:
-            mp = live[p] | (1 << p)
-            m |= mp
-            if count[p] > best_count:
-                best, best_count, best_mask = p, count[p], mp
-            pending[p] -= 1
-            if not pending[p]:
-                del live[p]
-        c = m.bit_count()
+        ps = into[i]
+        if len(ps) == 1:
+            best = ps[0]
+            m = live[best]
+            best_count = count[best]
+            c = best_count + 1
+            lo = low[best]
+            pending[best] -= 1
+            if not pending[best]:
+                del live[best]
+        elif ps:
+            m = 0
+            best, best_count, best_mask = -1, -1, 0
+            lo = n
+            for p in ps:
+                mp = live[p]
+                m |= mp
+                if count[p] > best_count:
+                    best, best_count, best_mask = p, count[p], mp
+                if low[p] < lo:
+                    lo = low[p]
+                pending[p] -= 1
+                if not pending[p]:
+                    del live[p]
+            c = m.bit_count()
+        else:
+            m, c, lo, best, best_count = 0, 0, n, -1, -1
         count[i] = c
+        low[i] = min(lo, i)
         if pending[i]:
-            live[i] = m
+            live[i] = m | (1 << i)
         if (best >= 0 and depth[best] < _MAX_HOPS and c - best_count - 1 <= _MAX_EXTRA
-                and m.bit_length() - ((m & -m).bit_length() - 1) > _SMALL_BITS):
+                and m.bit_length() - lo > _SMALL_BITS):
             base[i] = best
             depth[i] = depth[best] + 1
             if c > best_count + 1:
                 extra[i] = tuple(iter_bits(m ^ best_mask))
+        elif not m:
+            whole[i] = 0
         else:
-            whole[i], shift[i] = _stored(m)
+            whole[i], shift[i] = (m >> lo, lo) if m.bit_length() - lo <= _SMALL_BITS else (m, 0)
     assert not live
     return Masks._from_parts(whole, shift, base, extra, count)
 

@@ -38,13 +38,14 @@ optimizer), skipping groups whose down-set lattice is too large.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, TensorId, round_size
-from roam_core.model.reach import Reachability, iter_bits, reachability
+from roam_core.model.reach import Reachability, reachability
 from roam_core.model.union_find import UnionFind
 
 __all__ = [
@@ -135,22 +136,43 @@ def _iter_forced_live(graph: Graph, r: Reachability,
                       tids: Iterable[TensorId] | None = None) -> Iterator[tuple[TensorId, int]]:
     """``(storage, forced-live mask)`` of every planned storage (or of ``tids``), in tensor
     order, one at a time: a caller that only sums them keeps none (``O(N / 8)`` bytes each,
-    ``O(storages x N / 8)`` for all)."""
+    ``O(storages x N / 8)`` for all).
+
+    A user that is an ancestor of another user adds nothing to the union of the users'
+    ancestor sets, so only the others' masks are read (a link walk tells which)."""
     outputs = set(graph.outputs)
     tensors = graph.tensors.values() if tids is None else (graph.tensors[t] for t in tids)
+    index, anc = r.index, r.ancestors
     for t in tensors:
         if t.producer is None:
             continue
-        p = r.index[t.producer]
+        p = index[t.producer]
         after = r.descendants[p] | (1 << p)
         if t.id in outputs:
             yield t.id, after
             continue
+        users = sorted({index[u] for u in _users(graph, t.id)}, reverse=True)
         before = 0
-        for u in _users(graph, t.id):
-            i = r.index[u]
-            before |= r.ancestors[i] | (1 << i)
+        kept: list[int] = []
+        for i in users:
+            if any(anc.has(k, i) for k in kept):
+                continue
+            kept.append(i)
+            before |= anc[i] | (1 << i)
         yield t.id, after & before
+
+
+def _forced_at(graph: Graph, r: Reachability, tid: TensorId, i: int, is_output: bool) -> bool:
+    """``forced-live mask of tid >> i & 1`` (see :func:`_iter_forced_live`) by link walks,
+    without building any mask."""
+    t = graph.tensors[tid]
+    p = r.index[t.producer]  # type: ignore[index]
+    if not (i == p or r.descendants.has(p, i)):
+        return False
+    if is_output:
+        return True
+    anc = r.ancestors
+    return any(u == i or anc.has(u, i) for u in (r.index[o] for o in _users(graph, tid)))
 
 
 def _mask_to_bool(mask: int, n: int) -> np.ndarray:
@@ -236,7 +258,23 @@ def live_set_lower_bound(
     >>> lb.bound_bytes, lb.op_id, lb.forced_bytes
     (300, 'b', (100, 300, 150, 260))
     """
+    for ref, a, lb in _LIVE:
+        if ref() is graph and a == alignment_bytes:
+            return lb
     r = reach if reach is not None else reachability(graph)
+    lb = _live_set_lower_bound(graph, alignment_bytes, r)
+    _LIVE[:] = [x for x in _LIVE if x[0]() is not None][-(_LIVE_KEPT - 1):]
+    _LIVE.append((weakref.ref(graph), alignment_bytes, lb))
+    return lb
+
+
+#: The live-set bounds of the last few ``(graph, alignment)`` (graphs are immutable): the
+#: update-group bound, the choice bound and the chain-group bound of one plan share one.
+_LIVE: list[tuple[weakref.ref[Graph], int, LowerBound]] = []
+_LIVE_KEPT = 2
+
+
+def _live_set_lower_bound(graph: Graph, alignment_bytes: int, r: Reachability) -> LowerBound:
     n = len(graph.ops)
     resident = graph.resident_bytes(alignment_bytes)
     if n == 0:
@@ -306,17 +344,16 @@ def group_lower_bound(
     if k == 0:
         return GroupBound(lb.resident_bytes, (), 0)
     local = {op: j for j, op in enumerate(ops)}
-    gmask = r.mask(ops)
     # precedence inside the group (transitive: through outside ops too)
     pred_local = [0] * k
-    for j, op in enumerate(ops):
-        for i in iter_bits(r.ancestors[r.index[op]] & gmask):
-            pred_local[j] |= 1 << local[r.op_ids[i]]
+    gidx = [r.index[op] for op in ops]
+    for j, i in enumerate(gidx):
+        for j2, i2 in enumerate(gidx):
+            if j2 != j and r.ancestors.has(i, i2):
+                pred_local[j] |= 1 << j2
     # storages touched by the group
     outputs = set(graph.outputs)
     touched = graph.storages_touched(ops)
-    if masks is None:  # only the touched storages' masks (not every storage's)
-        masks = dict(_iter_forced_live(graph, r, touched))
     # (size, started, users, output, forced), all but size and output local op masks:
     # ``started`` = group ops that are the producer or run after it in every order, so the
     # storage exists while ``x`` runs once any of them is done or is ``x``; ``users`` = group
@@ -340,7 +377,9 @@ def group_lower_bound(
                 users |= 1 << local[u]
         forced_local = 0
         for j, op in enumerate(ops):
-            if masks[s] >> r.index[op] & 1:
+            # the touched storages' bits by link walks (no mask built) unless masks are given
+            if (masks[s] >> r.index[op] & 1 if masks is not None
+                    else _forced_at(graph, r, s, r.index[op], s in outputs)):
                 forced_local |= 1 << j
                 other[j] -= size  # counted through the item instead
         items.append((size, started, users, s in outputs, forced_local))

@@ -51,12 +51,12 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, round_size
 from roam_core.model.reach import Reachability, iter_bits, reachability
-from roam_core.oracle.bounds import weighted_mask_sum
+from roam_core.oracle.bounds import live_set_lower_bound
 
 __all__ = [
     "ChainGroupBound",
@@ -714,16 +714,15 @@ def choice_lower_bound(
         unit = math.gcd(unit, size)
     unit = max(unit, 1)
 
-    def forced() -> Iterator[tuple[int, int]]:
-        for s in info:
-            size, st, pd = masks_of(s)
-            yield size // unit, (st if pd == -1 else st & pd)
-
-    # run by run into a difference array (was an N-long unpack per storage: O(storages x N));
-    # integer sums, so the float64 total is the same as the unpacked one's
-    total = weighted_mask_sum(forced(), n).astype(np.float64)
+    # the storages' forced-live bytes are the live-set bound's (cached per graph: the
+    # update-group bound computed them for the same graph); every size is a multiple of
+    # ``unit``, so the integer division is exact and the float64 total is the same as the
+    # sum of ``size // unit`` over the masks
+    total = (np.asarray(live_set_lower_bound(graph, alignment_bytes, reach=r).forced_bytes,
+                        dtype=np.int64) // unit).astype(np.float64)
     assigned: set[str] = set()
     used = 0
+    full = (1 << n) - 1
     for grp in grps:
         k = len(grp)
         if k == 0 or k > max_group_ops:
@@ -750,19 +749,41 @@ def choice_lower_bound(
             continue
         used += 1
         nd = len(ds)
-        dmat = np.array([[d >> j & 1 for j in range(k)] for d in ds], dtype=np.float64)
-        # a[u, x]: u is an ancestor of x; b[u, x]: x is u or an ancestor of u
-        a_vec = np.stack([mask_to_bool(r.descendants[g], n) for g in gidx]).astype(np.float64)
-        b_vec = np.stack([mask_to_bool(r.ancestors[g] | (1 << g), n)
-                          for g in gidx]).astype(np.float64)
-        viol = (1.0 - dmat) @ a_vec + dmat @ b_vec  # > 0: D incompatible with x
-        cost = np.zeros((nd, n), dtype=np.float64)
-        base = np.zeros(n, dtype=np.float64)
+        # An op ``x`` comparable with every op of the group has one compatible down-set
+        # (the group's ancestors of ``x``), and there each storage is live exactly when it is
+        # forced: the group adds ``best - base = 0``.  So only the ops incomparable with
+        # some group op are looked at, and of those one per run of equal columns (the
+        # group's reachability bits and the storages' started / pending bits decide the
+        # column, hence its ``best - base``).
+        comp = full
+        for g in gidx:
+            comp &= r.ancestors[g] | r.descendants[g] | (1 << g)
+        cols = np.flatnonzero(mask_to_bool(full ^ comp, n))
+        if not len(cols):
+            continue
+        a_rows = [mask_to_bool(r.descendants[g], n)[cols] for g in gidx]
+        b_rows = [mask_to_bool(r.ancestors[g] | (1 << g), n)[cols] for g in gidx]
+        items = []
         for s in touched:
             size, st, pd = masks_of(s)
-            w = size // unit
-            st_x = mask_to_bool(st, n)
-            pd_x = np.ones(n, dtype=bool) if pd == -1 else mask_to_bool(pd, n)
+            items.append((size // unit, st, pd, mask_to_bool(st, n)[cols],
+                          None if pd == -1 else mask_to_bool(pd, n)[cols]))
+        sig = np.stack(a_rows + b_rows + [it[3] for it in items]
+                       + [it[4] for it in items if it[4] is not None])
+        starts = np.concatenate(([0], np.flatnonzero(
+            np.any(sig[:, 1:] != sig[:, :-1], axis=0)) + 1))
+        lengths = np.diff(np.append(starts, len(cols)))
+        m = len(starts)
+        dmat = np.array([[d >> j & 1 for j in range(k)] for d in ds], dtype=np.float64)
+        # a[u, x]: u is an ancestor of x; b[u, x]: x is u or an ancestor of u
+        a_vec = np.stack(a_rows)[:, starts].astype(np.float64)
+        b_vec = np.stack(b_rows)[:, starts].astype(np.float64)
+        viol = (1.0 - dmat) @ a_vec + dmat @ b_vec  # > 0: D incompatible with x
+        cost = np.zeros((nd, m), dtype=np.float64)
+        base = np.zeros(m, dtype=np.float64)
+        for w, st, pd, st_c, pd_c in items:
+            st_x = st_c[starts]
+            pd_x = np.ones(m, dtype=bool) if pd_c is None else pd_c[starts]
             base += (st_x & pd_x) * w
             st_u = st & umask
             a_d = np.array([bool(st_u & _global_mask(d, gidx)) for d in ds])
@@ -782,7 +803,7 @@ def choice_lower_bound(
         cost[viol > 0.5] = np.inf
         best = cost.min(axis=0)
         assert np.all(np.isfinite(best)), "every op has a compatible down-set"
-        total += best - base
+        total[cols] += np.repeat(best - base, lengths)
     per_op = np.rint(total).astype(np.int64) * unit
     i = int(np.argmax(per_op))
     return ChoiceBound(int(per_op[i]) + resident, r.op_ids[i],

@@ -32,14 +32,14 @@ Placing the groups in an order is :mod:`roam_core.ordering.update_insertion`.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from roam_core.model.dag_view import CompactGraph, compact
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, TensorId, TensorKind
-from roam_core.model.reach import Reachability, iter_bits, reachability
+from roam_core.model.reach import Reachability, reachability
 from roam_core.model.union_find import UnionFind
 
 __all__ = ["UpdateGroup", "block_order", "block_profile", "update_groups"]
@@ -156,7 +156,7 @@ def update_groups(graph: Graph, *,
     for _, ops in members:
         taken.update(ops)
     for anchor, ops in members:
-        ops_c = _make_convex(ops, reach, opt_set, taken)
+        ops_c = _make_convex(ops, reach, opt_set, taken, graph)
         if ops_c is None:
             _logger.info("update group of %s is not convex; left ungrouped", anchor)
             continue
@@ -213,25 +213,44 @@ def _split_by_anchor(
 
 
 def _make_convex(ops_in: list[int], reach: Reachability, opt_set: set[int],
-                 taken: set[int]) -> list[int] | None:
+                 taken: set[int], graph: Graph) -> list[int] | None:
     """Absorb ungrouped optimizer ops lying between group ops; ``None`` if impossible."""
     ops = set(ops_in)
     for _ in range(len(opt_set) + 1):
-        anc = desc = 0
-        for i in ops:
-            anc |= reach.ancestors[i]
-            desc |= reach.descendants[i]
-        inside = 0
-        for i in ops:
-            inside |= 1 << i
-        between = anc & desc & ~inside
-        if not between:
+        extra = _between(ops, reach, graph)
+        if not extra:
             return sorted(ops)
-        extra = list(iter_bits(between))
         if any(i not in opt_set or i in taken for i in extra):
             return None
         ops.update(extra)
     return None
+
+
+def _between(ops: set[int], reach: Reachability, graph: Graph) -> list[int]:
+    """The ops outside ``ops`` that are a descendant of one op of ``ops`` and an ancestor
+    of one (``ancestors & descendants & ~ops`` of the group), ascending.
+
+    A walk from the group's successors outside it, through ops that are an ancestor of a
+    group op (a link walk each, no mask built): every op between two group ops is reached
+    that way (the path from the last group op before it stays between), and an op that is
+    no group op's ancestor has no such op after it."""
+    anc, index, ids = reach.ancestors, reach.index, reach.op_ids
+
+    def succs(i: int) -> Iterator[int]:
+        return (j for j in (index[s] for s in graph.successors(ids[i])) if j not in ops)
+
+    stack = [j for i in ops for j in succs(i)]
+    seen: set[int] = set()
+    found: list[int] = []
+    while stack:
+        x = stack.pop()
+        if x in seen:
+            continue
+        seen.add(x)
+        if any(anc.has(g, x) for g in ops):
+            found.append(x)
+            stack.extend(succs(x))
+    return sorted(found)
 
 
 def block_order(cg: CompactGraph, ops: Sequence[int], state_init: Sequence[int]) -> list[int]:

@@ -7,15 +7,21 @@ Placing groups (:func:`insert_update_groups`)
 2. Order the base with a cheap scheduler (LPMF) and append the tail in topological order.
 3. Insert the groups one at a time, largest ``peak_extra_bytes`` first, each as one block.
    A block may go in any slot between its last ancestor and its first descendant in the
-   current sequence; every slot is scored in ``O(N)`` with prefix/suffix maxima of the
-   current profile (gradients kept alive until the slot, the block's own curve on top of
-   what crosses the slot, storages the block leaves for later), and the slot with the
-   lowest resulting peak wins (ties: earliest).  The profile is then updated in place.
+   current sequence; a slot's score is the peak of the sequence with the block there
+   (gradients kept alive until the slot, the block's own curve on top of what crosses the
+   slot, storages the block leaves for later), and the slot with the lowest resulting peak
+   wins (ties: earliest).  The profile is then updated in place.
+
+Cost: the sequence and its curve live in a :class:`~roam_core.ordering.chunked_profile.
+ChunkedProfile` (chunks of a few hundred steps with lazy offsets), and the best slot is found
+with a few range queries on it (:func:`_insert_block`) instead of a pass over every slot of
+the window, so a block costs ``O(chunk + N / chunk)`` plus its own size, not ``O(N)``: the
+100k-op GPT-2 graphs' ~4,300 groups no longer make the insertion quadratic.
 """
 
 from __future__ import annotations
 
-import itertools
+import bisect
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -25,14 +31,21 @@ import numpy as np
 from roam_core.base.errors import ConfigError, GraphError
 from roam_core.model.dag_view import CompactGraph, compact
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, Order
-from roam_core.model.reach import Reachability, mask_to_bool, reachability, topological_indices
+from roam_core.model.reach import topological_indices
 from roam_core.oracle.simulate import simulate
+from roam_core.ordering.chunked_profile import ChunkedProfile
 from roam_core.ordering.list_schedulers import lpmf_indices, lpmf_order
 from roam_core.ordering.update_groups import UpdateGroup, block_order, block_profile, update_groups
 
 __all__ = ["best_update_insertion", "insert_update_groups", "tracked_insertion"]
 
 _logger = logging.getLogger(__name__)
+
+_INF = float("inf")
+
+#: Target chunk length of the insertion's :class:`ChunkedProfile` (tests make it tiny so
+#: that small graphs cross chunks too).
+_CHUNK = 512
 
 #: How the forward + backward ops are ordered before the groups go in.
 BaseMethod = str | Callable[[Graph], Order]
@@ -88,17 +101,16 @@ def insert_update_groups(
 class _Prepared:
     """Steps 1-2 of :func:`insert_update_groups`, shared by every insertion variant.
 
-    ``seq`` is the base + tail sequence, ``pos`` the step of every op in it (-1: a group
-    op), ``prof`` its live bytes per step and ``freed`` the bytes whose last step is each
-    step (arrays are copied before each insertion run).
+    ``seq`` is the base + tail sequence, ``prof`` its live bytes per step and ``freed`` the
+    bytes whose last step is each step (copied into a fresh store for each insertion run);
+    ``blocks`` holds every group's ops in block order.
     """
 
     cg: CompactGraph
-    reach: Reachability
     groups: tuple[UpdateGroup, ...]
     gops: tuple[tuple[int, ...], ...]
+    blocks: tuple[tuple[int, ...], ...]
     seq: tuple[int, ...]
-    pos: np.ndarray
     prof: np.ndarray
     freed: np.ndarray
 
@@ -107,15 +119,20 @@ def _prepare(graph: Graph, groups: Sequence[UpdateGroup], base_method: BaseMetho
              alignment_bytes: int) -> _Prepared:
     cg = compact(graph, alignment_bytes)
     n = cg.n_ops
-    reach = reachability(graph)
     gops = tuple(tuple(cg.index[o] for o in g.op_ids) for g in groups)
-    in_u = np.zeros(n, dtype=bool)
-    u_desc = 0
+    in_u = [False] * n
     for ops in gops:
         for v in ops:
             in_u[v] = True
-            u_desc |= reach.descendants[v]
-    below = mask_to_bool(u_desc, n)
+    # the descendants of the group ops: one walk over the edges (O(E)), not N-bit masks
+    below = [False] * n
+    stack = [v for ops in gops for v in ops]
+    while stack:
+        v = stack.pop()
+        for u in cg.succs[v]:
+            if not below[u]:
+                below[u] = True
+                stack.append(u)
     # 1. base and tail
     topo = topological_indices(graph)
     base = [v for v in topo if not in_u[v] and not below[v]]
@@ -153,25 +170,24 @@ def _prepare(graph: Graph, groups: Sequence[UpdateGroup], base_method: BaseMetho
         prof[start] += size
         prof[e + 1] -= size
         freed[e] += size
-    return _Prepared(cg, reach, tuple(groups), gops, tuple(seq), pos, np.cumsum(prof[:m]),
-                     freed)
+    blocks = tuple(tuple(block_order(cg, ops, [cg.index[o] for o in g.state_init_ops]))
+                   for g, ops in zip(groups, gops, strict=True))
+    return _Prepared(cg, tuple(groups), gops, blocks, tuple(seq), np.cumsum(prof[:m]), freed)
 
 
 def _insert_all(prep: _Prepared, tie: str, group_order: str) -> tuple[list[int], np.ndarray]:
     """Step 3: insert every group into a copy of the prepared sequence."""
     cg, groups, gops = prep.cg, prep.groups, prep.gops
-    seq, pos = list(prep.seq), prep.pos.copy()
-    prof, freed = prep.prof.copy(), prep.freed.copy()
+    store = ChunkedProfile(prep.seq, prep.prof, prep.prof - prep.freed, cg.n_ops,
+                           chunk=_CHUNK)
     if group_order == "program":
         order_of_groups = sorted(range(len(groups)), key=lambda k: gops[k][0])
     else:
         order_of_groups = sorted(range(len(groups)),
                                  key=lambda k: (-groups[k].peak_extra_bytes, gops[k][0]))
     for k in order_of_groups:
-        init = [cg.index[o] for o in groups[k].state_init_ops]
-        block = block_order(cg, gops[k], init)
-        seq, prof, freed = _insert_block(cg, prep.reach, seq, prof, freed, pos, block, tie)
-    return seq, prof
+        _insert_block(cg, store, list(prep.blocks[k]), tie)
+    return store.sequence(), store.prof()
 
 
 def tracked_insertion(
@@ -194,12 +210,13 @@ def tracked_insertion(
     return cg.order_ids(seq), prof
 
 
-def _nearest_placed(cg: CompactGraph, block: list[int], pos: np.ndarray, up: bool) -> list[int]:
-    """Positions of the placed ops nearest to ``block`` among its ancestors (``up``) or
-    descendants: walk the edges from the block through ops not placed yet and stop at the
-    first placed op on every path.  The sequence respects every ordering path, so the
-    latest ancestor / earliest descendant in it is one of them (``O(edges walked)``, where
-    the reachability masks cost ``O(N)`` per block)."""
+def _nearest_placed(cg: CompactGraph, block: list[int], placed: np.ndarray,
+                    up: bool) -> list[int]:
+    """The placed ops nearest to ``block`` among its ancestors (``up``) or descendants:
+    walk the edges from the block through ops not placed yet (``placed[v] < 0``) and stop
+    at the first placed op on every path.  The sequence respects every ordering path, so
+    the latest ancestor / earliest descendant in it is one of them (``O(edges walked)``,
+    where the reachability masks cost ``O(N)`` per block)."""
     nbrs = cg.preds if up else cg.succs
     seen = set(block)
     stack = list(block)
@@ -210,127 +227,197 @@ def _nearest_placed(cg: CompactGraph, block: list[int], pos: np.ndarray, up: boo
             if u in seen:
                 continue
             seen.add(u)
-            if pos[u] >= 0:
-                found.append(int(pos[u]))
+            if placed[u] >= 0:
+                found.append(u)
             else:
                 stack.append(u)
     return found
 
 
-def _seg_max(x: np.ndarray, a: int, b: int, cuts: list[tuple[int, int]], inc: bool) -> int:
-    """``max(x[j] + add(j))`` over ``a <= j < b`` (``0`` when empty), where ``add(j)`` is the
-    sum of the sizes of ``cuts`` (``(point, size)``) with ``point <= j`` (``inc``) or with
-    ``point >= j`` (not ``inc``): one pass over ``x[a:b]`` in slices, no copies."""
-    if b <= a:
-        return 0
-    pts = sorted({min(max(p + (0 if inc else 1), a), b) for p, _ in cuts} | {a, b})
-    best = None
-    for lo, hi in itertools.pairwise(pts):
-        if hi <= lo:
-            continue
-        add = sum(sz for p, sz in cuts if (p <= lo if inc else p >= hi - 1))
-        v = int(x[lo:hi].max()) + add
-        best = v if best is None or v > best else best
-    return 0 if best is None else best
+class _Steps:
+    """A step function of the step index: ``vals[i]`` on ``points[i - 1] <= j < points[i]``
+    (``points`` sorted, repeats allowed; ``vals`` one longer)."""
+
+    __slots__ = ("points", "vals")
+
+    def __init__(self, points: list[int], vals: list[int]) -> None:
+        self.points, self.vals = points, vals
+
+    def at(self, j: int) -> int:
+        return self.vals[bisect.bisect_right(self.points, j)]
+
+    def pieces(self, j0: int, j1: int) -> list[tuple[int, int, int]]:
+        """``(start, stop, value)`` covering ``[j0, j1)`` left to right, each non-empty."""
+        out = []
+        i = bisect.bisect_right(self.points, j0)
+        s = j0
+        pts = self.points
+        while s < j1:
+            while i < len(pts) and pts[i] <= s:
+                i += 1
+            t = min(pts[i], j1) if i < len(pts) else j1
+            out.append((s, t, self.vals[i]))
+            s = t
+        return out
 
 
-def _insert_block(
-    cg: CompactGraph, reach: Reachability | None, seq: list[int], prof: np.ndarray,
-    freed: np.ndarray, pos: np.ndarray, block: list[int], tie: str,
-) -> tuple[list[int], np.ndarray, np.ndarray]:
-    """Insert ``block`` at its best slot of ``seq``; update ``pos`` in place (steps a-e).
+def _rising(cuts: list[tuple[int, int]]) -> _Steps:
+    """``sum(size for point, size in cuts if point <= j)``."""
+    cuts = sorted(cuts)
+    vals = [0]
+    for _, size in cuts:
+        vals.append(vals[-1] + size)
+    return _Steps([p for p, _ in cuts], vals)
 
-    Only the slots of the block's window are scored: the profile before and after it
-    enters as two maxima, so a block costs a few passes over the sequence (the splice) plus
-    ``O(window)``.  ``reach`` is unused (kept for callers).
+
+def _insert_block(cg: CompactGraph, store: ChunkedProfile, block: list[int], tie: str) -> None:
+    """Insert ``block`` at its best slot of ``store`` (steps a-e).
+
+    The slot minimises ``total(k) = max(PA(k), SC(k), X(k))`` over the window ``lo <= k <=
+    hi``: ``PA`` (the sequence before ``k`` with the externals extended to ``k``, a running
+    maximum, non-decreasing), ``SC`` (the sequence from ``k`` on with the block's long
+    storages, non-increasing) and ``X`` (what crosses into the block plus the block's own
+    peak).  ``F = max(PA, SC)`` is at most ``T`` on an interval ``I(T)``, so the search
+    starts at the lowest level ``T = max(PA(lo), SC(hi))``, takes the minimum of ``X`` over
+    ``I(T)`` and raises ``T`` to the next value where ``I(T)`` grows until that minimum
+    fits: every step is a few range queries of ``store`` (``O(chunk + N / chunk)``), not a
+    pass over the window.  The slot is the one the plain scan of every slot picks: the
+    earliest of the lowest ``total`` (``"early"``), or of the lowest ``(total, X)``
+    (``"light"``).
     """
-    m = len(seq)
-    L = len(block)
+    m = store.m
+    placed = store.chunk_of
     # a. window: after every ancestor, before every descendant already placed
-    a_pos = _nearest_placed(cg, block, pos, up=True)
-    d_pos = _nearest_placed(cg, block, pos, up=False)
-    lo = max(a_pos) + 1 if a_pos else 0
-    hi = min(d_pos) if d_pos else m
+    a_ops = _nearest_placed(cg, block, placed, up=True)
+    d_ops = _nearest_placed(cg, block, placed, up=False)
+    lo = int(store.positions(a_ops).max()) + 1 if a_ops else 0
+    hi = int(store.positions(d_ops).min()) if d_ops else m
     if lo > hi:  # cannot happen for convex groups in a valid sequence; never trust it
         raise GraphError(f"no slot for the update block starting at {cg.op_ids[block[0]]!r}")
-    internal, bfreed, long, ext = block_profile(cg, block, pos)
+    internal, bfreed, long, ext = block_profile(cg, block, placed)
     # b. externals: last use in the sequence (outputs never extend)
     ext_e = []
     for s, size, lastb in ext:
         p = cg.producer[s]
-        if pos[p] < 0:
+        if placed[p] < 0:
             continue  # made by a group not inserted yet: counted when that one goes in
         if cg.is_output[s]:
             e = m
         else:
-            e = max([int(pos[p]), *(int(pos[u]) for u in cg.users[s] if pos[u] >= 0)])
+            e = int(store.positions([p, *(u for u in cg.users[s] if placed[u] >= 0)]).max())
         ext_e.append((e, size, lastb, s))
     ext_e.sort()
     long_last = []
     for s, size in long:
-        last = m - 1 if cg.is_output[s] else max(int(pos[u]) for u in cg.users[s] if pos[u] >= 0)
-        long_last.append((last, size))
-    # c. for slot k: max of A over steps before k, A = prof + externals extended past their
-    #    last use e (steps > e); max of C from k on, C = prof + long outputs (steps <= last);
-    #    both >= 0, so an empty range counts 0 as the full-length prefix/suffix maxima did
-    a_cuts = [(e + 1, size) for e, size, _, _ in ext_e if e + 1 < m]
-    win = np.arange(lo, hi + 1)
-    a_w = prof[lo:hi].copy()  # A at steps lo .. hi-1
-    for p, size in a_cuts:
-        if p < hi:
-            a_w[max(p, lo) - lo:] += size
-    pref_a = np.empty(len(win), dtype=np.int64)
-    pref_a[0] = _seg_max(prof, 0, lo, a_cuts, inc=True)
-    if len(a_w):
-        pref_a[1:] = np.maximum(np.maximum.accumulate(a_w), pref_a[0])
-    c_hi = min(hi, m)  # C at steps lo .. c_hi-1 (slot m has an empty suffix)
-    c_w = prof[lo:c_hi].copy()
-    for last, size in long_last:
-        if last >= lo:
-            c_w[: min(last, c_hi - 1) - lo + 1] += size
-    tail = _seg_max(prof, c_hi, m, long_last, inc=False)  # C from step hi on (slot hi)
-    suf_c = np.full(len(win), tail, dtype=np.int64)
-    if len(c_w):
-        suf_c[:len(c_w)] = np.maximum(np.maximum.accumulate(c_w[::-1])[::-1], tail)
-    cross_w = np.zeros(len(win), dtype=np.int64)
-    k0 = max(lo, 1)
-    cross_w[k0 - lo:] = prof[k0 - 1:hi] - freed[k0 - 1:hi]
-    # d. the block's own peak for each prefix of extended externals
-    es = np.array([e for e, *_ in ext_e], dtype=np.int64)
-    bpeaks = []
+        if cg.is_output[s]:
+            long_last.append((m - 1, size, True))
+        else:
+            last = int(store.positions([u for u in cg.users[s] if placed[u] >= 0]).max())
+            long_last.append((last, size, False))
+    # c. the step functions added to the sequence: A = prof + offA (externals extended past
+    #    their last use e, steps > e), C = prof + offC (long storages, steps <= last), and
+    #    X(k) = cross[k - 1] + offX(k - 1) (the block's peak with the externals whose last
+    #    use is before k extended; cross before step 0 is 0)
+    off_a = _rising([(e + 1, size) for e, size, _, _ in ext_e])
+    total_c = sum(size for _, size, _ in long_last)
+    rc = _rising([(last + 1, size) for last, size, _ in long_last])
+    off_c = _Steps(rc.points, [total_c - v for v in rc.vals])
+    bpeaks = [int(internal.max()) if len(block) else 0]
     curve = internal.copy()
-    bpeaks.append(int(curve.max()) if L else 0)
     for _, size, lastb, _ in ext_e:
         curve[: lastb + 1] += size
         bpeaks.append(int(curve.max()))
-    r = np.searchsorted(es, win, side="left")
-    block_peak = cross_w + np.asarray(bpeaks, dtype=np.int64)[r]
-    total = np.maximum(np.maximum(pref_a, suf_c), block_peak)
-    if tie == "light":
-        best = np.lexsort((win, block_peak, total))[0]
-    else:
-        best = int(np.argmin(total))
-    k = int(win[best])
-    n_ext = int(r[best])
+    es = [e for e, *_ in ext_e]
+    off_x = _Steps(es, bpeaks)  # offX(j) = bpeaks[#{e <= j}]
+
+    def prof_max(j0: int, j1: int, off: _Steps) -> int:
+        best = 0  # both curves are >= 0: an empty range counts 0
+        for s, t, v in off.pieces(j0, j1):
+            best = max(best, store.max_prof(s, t) + v)  # type: ignore[operator]
+        return best
+
+    def first_a_above(j0: int, thr: int) -> int:
+        for s, t, v in off_a.pieces(j0, hi):
+            j = store.first_prof_above(s, t, thr - v)
+            if j is not None:
+                return j
+        return hi
+
+    def after_last_c_above(j1: int, thr: int) -> int:
+        for s, t, v in reversed(off_c.pieces(lo, j1)):
+            j = store.last_prof_above(s, t, thr - v)
+            if j is not None:
+                return j + 1
+        return lo
+
+    def min_x(k0: int, k1: int) -> tuple[int, int]:
+        """min X over slots k0 <= k <= k1 and its earliest slot."""
+        best = (bpeaks[0], 0) if k0 == 0 else None
+        for s, t, v in off_x.pieces(max(k0, 1) - 1, k1):
+            got = store.min_cross(s, t)
+            assert got is not None
+            if best is None or got[0] + v < best[0]:
+                best = (got[0] + v, got[1] + 1)
+        assert best is not None
+        return best
+
+    def first_x_at_most(k0: int, k1: int, thr: int) -> int:
+        if k0 == 0 and bpeaks[0] <= thr:
+            return 0
+        for s, t, v in off_x.pieces(max(k0, 1) - 1, k1):
+            j = store.first_cross_at_most(s, t, thr - v)
+            if j is not None:
+                return j + 1
+        raise AssertionError("the minimum of X was not found again")
+
+    level = max(prof_max(0, lo, off_a), prof_max(hi, m, off_c))
+    a = after_last_c_above(hi, level)
+    b = first_a_above(lo, level)
+    seen: tuple[int, int, int, int] | None = None  # slots a..b scanned: (a, b, min X, slot)
+    while True:
+        if a <= b:
+            if seen is None:
+                g, gk = min_x(a, b)
+            else:
+                g, gk = seen[2], seen[3]
+                if a < seen[0]:
+                    lv, lk = min_x(a, seen[0] - 1)
+                    if lv <= g:
+                        g, gk = lv, lk
+                if b > seen[1]:
+                    rv, rk = min_x(seen[1] + 1, b)
+                    if rv < g:
+                        g, gk = rv, rk
+            seen = (a, b, g, gk)
+        else:
+            g, gk = _INF, -1
+        if g <= level:  # total == level on every slot of I(level) where X fits
+            k = gk if tie == "light" else first_x_at_most(a, b, level)
+            break
+        nxt = _INF
+        if b < hi:
+            nxt = store.prof_at(b) + off_a.at(b)
+        if a > lo:
+            nxt = min(nxt, store.prof_at(a - 1) + off_c.at(a - 1))
+        if g < nxt:  # nothing outside I(level) gets as low as g: total == g only at X == g
+            k = gk
+            break
+        level = nxt
+        b = first_a_above(b, level)
+        a = after_last_c_above(a, level)
+    n_ext = bisect.bisect_left(es, k)
     # e. apply: extend externals, add long storages, splice the block's curve in
-    bprof = internal + (int(prof[k - 1] - freed[k - 1]) if k else 0)
+    bprof = internal + (store.cross_at(k - 1) if k else 0)
     for e, size, lastb, _ in ext_e[:n_ext]:
-        prof[e + 1: k] += size
-        freed[e] -= size
+        store.add_range(e + 1, k, size)
+        store.add_cross(e, size)
         bprof[: lastb + 1] += size
         bfreed[lastb] += size
-    for last, size in long_last:
-        prof[k: last + 1] += size
-    for s, size in long:
-        if not cg.is_output[s]:
-            last = max(int(pos[u]) for u in cg.users[s] if pos[u] >= 0)
-            freed[last] += size
-    prof = np.concatenate((prof[:k], bprof, prof[k:]))
-    freed = np.concatenate((freed[:k], bfreed, freed[k:]))
-    pos[pos >= k] += L
-    pos[block] = np.arange(k, k + L)
-    seq[k:k] = block
-    return seq, prof, freed
+    for last, size, out in long_last:
+        store.add_range(k, last + 1, size)
+        if not out:
+            store.add_cross(last, -size)
+    store.insert(k, block, bprof, bprof - bfreed)
 
 
 def best_update_insertion(graph: Graph, *,

@@ -381,7 +381,9 @@ def test_repair_from_starts_with_the_whole_run_as_window_is_exact(problem: Probl
     assert check_dsa_solution(problem, sol) == []
     assert sol.height <= best
     assert 0 <= k < len(starts)
-    assert starts[k].height > best
+    # (a start already within the target gets a window too: fraction 0 frees every
+    # buffer, so the start named may be that one)
+    assert starts[k].height > best or any(s.height <= best for s in starts)
     assert how.startswith("repair@0:")
 
 
