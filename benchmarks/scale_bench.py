@@ -62,7 +62,7 @@ print(json.dumps(rec))
 """
 
 _PLAN_CHILD = r"""
-import json, resource, sys, time
+import hashlib, json, resource, sys, time
 src, path, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
 sys.path.insert(0, src)
 import roam_core
@@ -95,7 +95,8 @@ print(json.dumps({
     "baseline_peak_bytes": plan.baseline_peak_bytes,
     "peak_over_bound": plan.planned_peak_bytes / plan.lower_bound_bytes
     if plan.lower_bound_bytes else None,
-    "subtasks": sum(r.stage == "order" for r in plan.provenance), "notes": list(plan.notes)}))
+    "subtasks": sum(r.stage == "order" for r in plan.provenance), "notes": list(plan.notes),
+    "order_sha256": hashlib.sha256("\n".join(plan.order).encode()).hexdigest()}))
 """
 
 

@@ -4,7 +4,9 @@
 memory (non-resident, non-zero rounded size), with predecessor/successor lists and
 producer/user lists as tuples of ints, so greedy schedulers run on plain lists and numpy
 arrays.  :class:`ListState` is the bookkeeping one forward list-scheduling run needs:
-readiness, and for every op the bytes it would allocate and free if it ran next.
+readiness, and for every op the bytes it would allocate and free if it ran next (numpy arrays);
+:class:`ScheduleState` is the same bookkeeping on plain lists, reporting what each step changes,
+for schedulers that keep their ready ops in priority queues.
 
 Derived data only: the :class:`~roam_core.model.graph.Graph` is never touched.
 """
@@ -20,7 +22,7 @@ import numpy as np
 from roam_core.base.errors import GraphError
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Order, TensorId, round_size
 
-__all__ = ["CompactGraph", "ListState", "compact"]
+__all__ = ["CompactGraph", "ListState", "ScheduleState", "compact"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,13 +76,14 @@ class CompactGraph:
     def defined_bytes(self) -> np.ndarray:
         """Bytes each op allocates (int64 array)."""
         out = np.zeros(self.n_ops, dtype=np.int64)
-        for v, ss in enumerate(self.creates):
-            out[v] = sum(self.size_bytes[s] for s in ss)
+        if self.producer:  # storage s is created by producer[s] (``creates`` inverted)
+            np.add.at(out, np.asarray(self.producer, dtype=np.int64),
+                      np.asarray(self.size_bytes, dtype=np.int64))
         return out
 
     def order_ids(self, idx: Sequence[int]) -> Order:
         """Op ids of a sequence of op indices."""
-        return tuple(self.op_ids[i] for i in idx)
+        return tuple(map(self.op_ids.__getitem__, idx))
 
     def subgraph(self, keep: Sequence[int]) -> tuple[CompactGraph, list[int]]:
         """The induced sub-view on ops ``keep``; returns it and the new-to-old op map.
@@ -242,6 +245,74 @@ class ListState:
                     if not self.done[u]:
                         self.last_free[u] += cg.size_bytes[s]
                         break
+
+    def finish(self) -> list[int]:
+        """The order; raises if some op never became ready (cannot happen on a DAG)."""
+        if len(self.order) != self.cg.n_ops:
+            raise GraphError(
+                f"list scheduler stopped after {len(self.order)} of {self.cg.n_ops} ops")
+        return self.order
+
+
+class ScheduleState:
+    """The bookkeeping of :class:`ListState` on plain Python lists, for priority-queue schedulers.
+
+    ``last_free[v]``, ``dead_out[v]`` and ``defined[v]`` mean the same as in :class:`ListState`
+    (same values, same updates).  Instead of a ready mask, :meth:`schedule` returns what the
+    step changed: the ops that became ready and the not-yet-run ops whose ``last_free`` grew,
+    so a scheduler updates only their keys (``O(changes)`` per step, not ``O(ready ops)``).
+    """
+
+    __slots__ = ("cg", "dead_out", "defined", "done", "indeg", "last_free", "order",
+                 "remaining")
+
+    def __init__(self, cg: CompactGraph) -> None:
+        n = cg.n_ops
+        self.cg = cg
+        self.defined = cg.defined_bytes().tolist()
+        self.last_free = [0] * n
+        self.dead_out = [0] * n
+        self.remaining = [len(u) for u in cg.users]
+        self.indeg = [len(p) for p in cg.preds]
+        self.done = [False] * n
+        for s, us in enumerate(cg.users):
+            if cg.is_output[s]:
+                continue
+            if not us:
+                self.dead_out[cg.producer[s]] += cg.size_bytes[s]
+            elif len(us) == 1:
+                self.last_free[us[0]] += cg.size_bytes[s]
+        self.order: list[int] = []
+
+    def initially_ready(self) -> list[int]:
+        """Ops with no predecessor, ascending."""
+        return [v for v, d in enumerate(self.indeg) if d == 0]
+
+    def schedule(self, v: int) -> tuple[list[int], list[int]]:
+        """Run ``v`` (it must be ready): returns (ops that became ready, in successor order;
+        not-yet-run ops whose ``last_free`` grew, possibly repeated)."""
+        cg = self.cg
+        done = self.done
+        assert not done[v]
+        done[v] = True
+        self.order.append(v)
+        indeg = self.indeg
+        new: list[int] = []
+        for s in cg.succs[v]:
+            indeg[s] -= 1
+            if indeg[s] == 0:
+                new.append(s)
+        grew: list[int] = []
+        remaining = self.remaining
+        for s in cg.uses[v]:
+            remaining[s] -= 1
+            if remaining[s] == 1 and not cg.is_output[s]:
+                for u in cg.users[s]:
+                    if not done[u]:
+                        self.last_free[u] += cg.size_bytes[s]
+                        grew.append(u)
+                        break
+        return new, grew
 
     def finish(self) -> list[int]:
         """The order; raises if some op never became ready (cannot happen on a DAG)."""

@@ -444,19 +444,38 @@ class Graph:
         Labels for people are left out: the graph ``name``, op ``module`` paths and tensor
         ``name`` fields.  Two graphs with the same fingerprint accept the same plans.
         """
-        return self._fingerprint  # type: ignore[attr-defined,no-any-return]
+        fp = self.__dict__.get("_fingerprint")
+        if fp is None:  # computed on first use: a rewritten copy is rarely asked for its own
+            fp = _fingerprint(self)
+            _set(self, "_fingerprint", fp)
+        return fp  # type: ignore[no-any-return]
 
     def with_control_edges(self, extra: Sequence[ControlEdge]) -> Graph:
-        """A copy with more control edges (raises ``GraphError`` if that makes a cycle)."""
-        return Graph(
-            ops=self.ops,
-            tensors=self.tensors,
-            aliases=self.aliases,
-            control_edges=self.control_edges + tuple(extra),
-            outputs=self.outputs,
-            name=self.name,
-            origin=self.origin,
-        )
+        """A copy with more control edges (raises ``GraphError`` if that makes a cycle).
+
+        Only the edge checks and indices are redone (the ops, values and sizes were checked
+        when this graph was built): the copy equals, indices and errors included, the
+        ``Graph`` built from scratch with the longer ``control_edges``.
+        """
+        extra = tuple(extra)
+        g = object.__new__(Graph)
+        for name, value in (("ops", self.ops), ("tensors", self.tensors),
+                            ("aliases", self.aliases),
+                            ("control_edges", self.control_edges + extra),
+                            ("outputs", self.outputs), ("name", self.name),
+                            ("origin", self.origin)):
+            _set(g, name, value)
+        ops_by_id = self._ops_by_id  # type: ignore[attr-defined]
+        preds = {k: dict.fromkeys(v) for k, v in self._preds.items()}  # type: ignore[attr-defined]
+        succs = {k: dict.fromkeys(v) for k, v in self._succs.items()}  # type: ignore[attr-defined]
+        _add_control_edges(extra, ops_by_id, preds, succs)
+        _check_acyclic(g, preds, succs)
+        for key in ("_ops_by_id", "_op_ids", "_storage_of", "_value_producer", "_data_edges",
+                    "_reads", "_creates"):
+            _set(g, key, self.__dict__[key])
+        _set(g, "_preds", {k: tuple(v) for k, v in preds.items()})
+        _set(g, "_succs", {k: tuple(v) for k, v in succs.items()})
+        return g
 
     def __len__(self) -> int:
         return len(self.ops)
@@ -488,7 +507,6 @@ def _check_and_index(g: Graph) -> None:
     _set(g, "_data_edges", tuple(data_edges))
     _set(g, "_reads", reads)
     _set(g, "_creates", {k: tuple(v) for k, v in creates.items()})
-    _set(g, "_fingerprint", _fingerprint(g))
 
 
 def _index_ops(g: Graph) -> dict[str, Op]:
@@ -567,7 +585,15 @@ def _index_edges(
                 raise GraphError(f"op {op.id!r}: mutated storage {s!r} does not exist")
             seen[s] = None
         reads[op.id] = tuple(seen)
-    for e in g.control_edges:
+    _add_control_edges(g.control_edges, ops_by_id, preds, succs)
+    return reads, preds, succs, data_edges
+
+
+def _add_control_edges(edges: Iterable[ControlEdge], ops_by_id: Mapping[str, Op],
+                       preds: dict[str, dict[str, None]], succs: dict[str, dict[str, None]],
+                       ) -> None:
+    """Step 3b: control edges join known ops and are no self-loops; added to the indices."""
+    for e in edges:
         for end in (e.src, e.dst):
             if end not in ops_by_id:
                 raise GraphError(f"control edge {e.src!r}->{e.dst!r}: {end!r} is not an op")
@@ -575,7 +601,6 @@ def _index_edges(
             raise GraphError(f"control edge on op {e.src!r} points to itself")
         preds[e.dst][e.src] = None
         succs[e.src][e.dst] = None
-    return reads, preds, succs, data_edges
 
 
 def _check_outputs_and_consumers(g: Graph, reads: Mapping[str, tuple[TensorId, ...]]) -> None:

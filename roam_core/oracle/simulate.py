@@ -238,7 +238,7 @@ def _live_diff(graph: Graph, order: Sequence[OpId], arr: _Arrays) -> np.ndarray:
     :func:`lifetimes`, vectorised)."""
     n = len(order)
     try:
-        idx = np.fromiter((arr.index[o] for o in order), np.int64, n)
+        idx = np.fromiter(map(arr.index.__getitem__, order), np.int64, n)
     except KeyError:
         _positions(graph, order)  # raises the GraphError that names the problem
         raise

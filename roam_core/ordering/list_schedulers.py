@@ -1,8 +1,12 @@
 """Greedy list schedulers: program order, ROAM's LESCEA, inductor's LPMF and XLA's list scheduler.
 
-Each picks, step by step, one ready op by a memory key (vectorised numpy over the ready set
-only, ``ListState.ready_idx``: ``O(ready ops)`` per step, not ``O(N)``; ties still go to the
-lowest op index, so the orders are those of a full-array scan).  See
+Each picks, step by step, one ready op by a memory key.  The ready ops sit in priority queues
+(:class:`_BucketMin`: one lazy heap per distinct allocation size and a segment tree over the
+sizes, for the keys restricted to ops that fit under a threshold; a plain lazy heap for
+``xla_list``), and a step updates only the keys it changed
+(:class:`~roam_core.model.dag_view.ScheduleState`), so a step costs ``O(changes x log N)``, not
+``O(ready ops)`` (deep graphs keep hundreds of ops ready).  The keys end with the same tie
+breaks as a full scan, so the orders are exactly those of a scan over every ready op.  See
 :mod:`roam_core.ordering.registry` for the registry and the best-of driver.
 
 References
@@ -13,25 +17,112 @@ scheduler); ROAM ``baselines/heuristics/LESCEA.py``.  Ideas only: no code was co
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import math
 import weakref
 
 import numpy as np
 
-from roam_core.model.dag_view import CompactGraph, ListState, compact
+from roam_core.model.dag_view import CompactGraph, ScheduleState, compact
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, Order
 
 __all__ = ["eager_order", "lescea_order", "lpmf_indices", "lpmf_order", "xla_list_order"]
 
 _BIG = np.iinfo(np.int64).max // 4
 
+#: The value of an empty bucket / tree node: above every entry (entries start with an int).
+_EMPTY: tuple[float] = (math.inf,)
 
-def _argmin_among(idx: np.ndarray, key: np.ndarray) -> tuple[int, np.ndarray]:
-    """Smallest ``key`` among the sorted op indices ``idx`` (``key`` aligned with ``idx``):
-    (the first such op, every op that ties)."""
-    m = key.min()
-    ties = idx[key == m]
-    return int(ties[0]), ties
+
+class _BucketMin:
+    """Ready ops bucketed by a static value, with the smallest entry among the buckets whose
+    value is at most a threshold in ``O(log buckets)``.
+
+    Every op ``v`` in the set has one current entry, a tuple ending with ``v`` (the key, ties
+    broken by the tuple's later fields); an entry may only be replaced by a smaller one
+    (:meth:`push` again).  Each bucket is a heap with lazy deletion whose top is always
+    current; a segment tree over the buckets (ascending value) holds each bucket's top.
+    """
+
+    __slots__ = ("bucket", "cur", "heaps", "size", "tree", "vals")
+
+    def __init__(self, static: list[int]) -> None:
+        vals = sorted(set(static))
+        where = {x: i for i, x in enumerate(vals)}
+        self.vals = vals
+        self.bucket = [where[x] for x in static]
+        size = 1
+        while size < len(vals):
+            size *= 2
+        self.size = size
+        self.tree: list[tuple] = [_EMPTY] * (2 * size)
+        self.heaps: list[list[tuple]] = [[] for _ in vals]
+        self.cur: dict[int, tuple] = {}
+
+    def push(self, v: int, entry: tuple) -> None:
+        """Add ``v`` or lower its entry to ``entry``."""
+        self.cur[v] = entry
+        b = self.bucket[v]
+        heapq.heappush(self.heaps[b], entry)
+        tree = self.tree
+        i = b + self.size
+        while i and entry < tree[i]:
+            tree[i] = entry
+            i >>= 1
+
+    def remove(self, v: int) -> None:
+        """Take ``v`` out of the set."""
+        cur = self.cur
+        del cur[v]
+        b = self.bucket[v]
+        h = self.heaps[b]
+        if h[0][-1] != v:  # the top is current, so it is not v's: nothing above changes
+            return
+        while h and cur.get(h[0][-1]) is not h[0]:
+            heapq.heappop(h)
+        tree = self.tree
+        i = b + self.size
+        tree[i] = h[0] if h else _EMPTY
+        i >>= 1
+        while i:
+            a, c = tree[2 * i], tree[2 * i + 1]
+            m = a if a < c else c
+            if tree[i] is m:
+                break
+            tree[i] = m
+            i >>= 1
+
+    def min_upto(self, limit: int) -> tuple | None:
+        """The smallest entry among the buckets of value ``<= limit`` (None if none)."""
+        r = bisect.bisect_right(self.vals, limit)
+        if not r:
+            return None
+        tree = self.tree
+        lo, hi = self.size, self.size + r
+        best = _EMPTY
+        while lo < hi:
+            if lo & 1:
+                if tree[lo] < best:
+                    best = tree[lo]
+                lo += 1
+            if hi & 1:
+                hi -= 1
+                if tree[hi] < best:
+                    best = tree[hi]
+            lo >>= 1
+            hi >>= 1
+        return None if best is _EMPTY else best
+
+    def first_bucket_min(self) -> tuple | None:
+        """The smallest entry of the lowest-valued non-empty bucket (None if empty)."""
+        tree = self.tree
+        if tree[1] is _EMPTY:
+            return None
+        i = 1
+        while i < self.size:
+            i = 2 * i if tree[2 * i] is not _EMPTY else 2 * i + 1
+        return tree[i]
 
 
 # ----------------------------------------------------------------- the strategies
@@ -50,30 +141,34 @@ def eager_order(graph: Graph, *,
 
 def lpmf_indices(cg: CompactGraph) -> list[int]:
     """LPMF over a compact graph: op indices in order (see :func:`lpmf_order`)."""
-    st = ListState(cg)
-    size = st.defined
+    st = ScheduleState(cg)
+    size, last_free, dead_out = st.defined, st.last_free, st.dead_out
     # 1. the outputs are live at the end whatever the order: a lower bound on the peak
     max_mem = int(sum(s for s, o in zip(cg.size_bytes, cg.is_output) if o))
     live = 0
+    ready = _BucketMin(size)  # by size; entries (memory after, index)
+    cur = ready.cur
+    for v in st.initially_ready():
+        ready.push(v, (size[v] - last_free[v] - dead_out[v], v))
     for _ in range(cg.n_ops):
-        r = st.ready_idx
-        if not len(r):
-            break
-        gap = max_mem - live
-        sz = size[r]
-        after = sz - st.last_free[r] - st.dead_out[r]
-        fits = sz <= gap
         # 2. (i) an op that fits under the peak so far: least memory after it
-        if fits.any():
-            v, _ = _argmin_among(r[fits], after[fits])
+        e = ready.min_upto(max_mem - live)
         # 3. (ii) otherwise the least memory while it runs, then least after
-        else:
-            tie = sz == sz.min()
-            v, _ = _argmin_among(r[tie], after[tie])
-        live += int(size[v])
+        if e is None:
+            e = ready.first_bucket_min()
+            if e is None:
+                break
+        v = e[-1]
+        live += size[v]
         max_mem = max(max_mem, live)
-        live -= int(st.last_free[v] + st.dead_out[v])
-        st.schedule(v)
+        live -= last_free[v] + dead_out[v]
+        ready.remove(v)
+        new, grew = st.schedule(v)
+        for u in grew:
+            if u in cur:
+                ready.push(u, (size[u] - last_free[u] - dead_out[u], u))
+        for u in new:
+            ready.push(u, (size[u] - last_free[u] - dead_out[u], u))
     return st.finish()
 
 
@@ -122,26 +217,40 @@ def lescea_order(graph: Graph, *,
     ('a', 'b', 'c', 'd')
     """
     cg = compact(graph, alignment_bytes)
-    st = ListState(cg)
-    name_rank = np.empty(cg.n_ops, dtype=np.int64)
-    name_rank[sorted(range(cg.n_ops), key=lambda i: cg.op_ids[i])] = np.arange(cg.n_ops)
-    defined = st.defined
+    st = ScheduleState(cg)
+    name_rank = [0] * cg.n_ops
+    for k, i in enumerate(sorted(range(cg.n_ops), key=lambda i: cg.op_ids[i])):
+        name_rank[i] = k
+    defined, last_free = st.defined, st.last_free
+    ready = _BucketMin(defined)  # by defined bytes; entries (defined - freed, name, index)
+    cur = ready.cur
+    by_new_peak: list[tuple[int, int, int]] = []  # lazy heap (defined, name, index)
+
+    def add(u: int) -> None:
+        ready.push(u, (defined[u] - last_free[u], name_rank[u], u))
+        heapq.heappush(by_new_peak, (defined[u], name_rank[u], u))
+
+    for v in st.initially_ready():
+        add(v)
     base = peak = 0
     for _ in range(cg.n_ops):
-        r = st.ready_idx
-        if not len(r):
-            break
-        d = defined[r]
-        fits = base + d <= peak
-        if fits.any():
-            rf = r[fits]
-            _, ties = _argmin_among(rf, d[fits] - st.last_free[rf])
-        else:
-            _, ties = _argmin_among(r, d)
-        v, _ = _argmin_among(ties, name_rank[ties])
-        peak = max(peak, base + int(defined[v]))
-        base += int(defined[v] - st.last_free[v])
-        st.schedule(v)
+        e = ready.min_upto(peak - base)  # ops with base + defined <= peak
+        if e is None:  # otherwise the smallest new peak
+            while by_new_peak and by_new_peak[0][2] not in cur:
+                heapq.heappop(by_new_peak)
+            if not by_new_peak:
+                break
+            e = by_new_peak[0]
+        v = e[-1]
+        peak = max(peak, base + defined[v])
+        base += defined[v] - last_free[v]
+        ready.remove(v)
+        new, grew = st.schedule(v)
+        for u in grew:
+            if u in cur:
+                ready.push(u, (defined[u] - last_free[u], name_rank[u], u))
+        for u in new:
+            add(u)
     return cg.order_ids(st.finish())
 
 
@@ -169,24 +278,37 @@ def xla_list_order(graph: Graph, *,
     ('a', 'c', 'b', 'd')
     """
     cg = compact(graph, alignment_bytes)
-    st = ListState(cg)
-    scalar = _effective_scalar(graph, cg)
-    n_users = np.array([len(s) for s in cg.succs], dtype=np.int64)
-    seq = np.zeros(cg.n_ops, dtype=np.int64)
+    st = ScheduleState(cg)
+    scalar = _effective_scalar(graph, cg).tolist()
+    n_users = [len(s) for s in cg.succs]
+    defined, last_free = st.defined, st.last_free
+    seq = [0] * cg.n_ops
     counter = 0
-    for v in np.flatnonzero(st.ready):
+    heap: list[tuple[int, int, int, int]] = []  # (-priority, -users, -readied, index), lazy
+    cur: dict[int, tuple[int, int, int, int]] = {}
+
+    def push(u: int) -> None:
+        prio = _BIG // 2 if scalar[u] else last_free[u] - defined[u]
+        cur[u] = e = (-prio, -n_users[u], -seq[u], u)
+        heapq.heappush(heap, e)
+
+    for v in st.initially_ready():
         counter += 1
         seq[v] = counter
+        push(v)
     for _ in range(cg.n_ops):
-        r = st.ready_idx
-        if not len(r):
+        while heap and cur.get(heap[0][3]) is not heap[0]:
+            heapq.heappop(heap)
+        if not heap:
             break
-        prio = np.where(scalar[r], _BIG // 2, st.last_free[r] - st.defined[r])
-        _, ties = _argmin_among(r, -prio)
-        _, ties = _argmin_among(ties, -n_users[ties])
-        v, _ = _argmin_among(ties, -seq[ties])
-        st.schedule(v)
-        for s in st.newly_ready:
+        v = heapq.heappop(heap)[3]
+        del cur[v]
+        new, grew = st.schedule(v)
+        for u in grew:
+            if u in cur and not scalar[u]:
+                push(u)
+        for u in new:
             counter += 1
-            seq[s] = counter
+            seq[u] = counter
+            push(u)
     return cg.order_ids(st.finish())

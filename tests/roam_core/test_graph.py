@@ -5,6 +5,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from roam_core.base.errors import GraphError
 from roam_core.model.graph import (
@@ -21,6 +23,7 @@ from roam_core.model.graph import (
     round_size,
 )
 from roam_core.model.samples import SAMPLES, diamond, tiny_train_step
+from tests.strategies import random_graphs
 
 F, ACT = Phase.FORWARD, TensorKind.ACTIVATION
 
@@ -148,3 +151,30 @@ def test_alias_of_resident_and_empty_graph():
     assert g.value_producer("pv") is None
     assert g.op_ids == ()
     assert g.resident_bytes() == 512
+
+
+@settings(max_examples=60, deadline=None)
+@given(random_graphs(max_ops=12), st.data())
+def test_with_control_edges_equals_a_graph_built_from_scratch(g: Graph, data) -> None:
+    """The copy re-indexes only the edges: every index, the fingerprint and the errors (cycle,
+    self-loop, unknown op) equal those of ``Graph`` built with the longer edge tuple."""
+    ops = [*g.op_ids, "no such op"]
+    extra = [ControlEdge(data.draw(st.sampled_from(ops)), data.draw(st.sampled_from(ops)),
+                         EdgeReason.WEIGHT_UPDATE)
+             for _ in range(data.draw(st.integers(0, 4)))]
+
+    def build(how):  # the graph, or the error's message
+        try:
+            return how()
+        except GraphError as e:
+            return str(e)
+
+    full = build(lambda: dataclasses.replace(g, control_edges=g.control_edges + tuple(extra)))
+    fast = build(lambda: g.with_control_edges(extra))
+    if isinstance(full, str):
+        assert fast == full
+        return
+    assert fast == full
+    assert fast.fingerprint() == full.fingerprint()
+    assert {k: v for k, v in vars(fast).items() if not k.startswith("_fingerprint")} == \
+        {k: v for k, v in vars(full).items() if not k.startswith("_fingerprint")}

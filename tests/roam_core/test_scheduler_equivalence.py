@@ -1,8 +1,9 @@
 """The ready-set list schedulers and the windowed layout groups give exactly the old results.
 
-``lescea``, ``lpmf`` and ``xla_list`` evaluate their keys on the ready ops only
-(``ListState.ready_idx``); the reference implementations below scan every op each step
-(``O(N)`` per step, the code before that change).  Both must pick the same op at every step.
+``lescea``, ``lpmf`` and ``xla_list`` keep their ready ops in priority queues updated with
+the keys each step changes (``ScheduleState``, ``_BucketMin``); the reference implementations
+below scan every op each step (``O(N)`` per step, the code before the ready-set and queue
+changes).  Both must pick the same op at every step.
 Likewise a ROAM layout group solved against only the placed buffers overlapping it in time (plus
 the tops of all of them) must equal the group solved against every placed buffer.
 """
@@ -257,3 +258,56 @@ def test_lpmf_order_cache_returns_the_same_order_and_follows_the_graph() -> None
         ls.lpmf_indices(ls.compact(other)))
     assert ls.lpmf_order(g, alignment_bytes=1) == ls.compact(g, 1).order_ids(
         ls.lpmf_indices(ls.compact(g, 1)))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data())
+def test_bucket_min_equals_a_scan(data) -> None:
+    """The ready-op queue of ``lpmf`` / ``lescea`` against a list scan: random pushes, key
+    decreases, removals and threshold queries."""
+    from roam_core.ordering.list_schedulers import _BucketMin
+
+    n = data.draw(st.integers(1, 25))
+    static = [data.draw(st.integers(0, 6)) for _ in range(n)]
+    bm = _BucketMin(static)
+    cur: dict[int, tuple[int, int]] = {}
+    for _ in range(data.draw(st.integers(1, 60))):
+        v = data.draw(st.integers(0, n - 1))
+        act = data.draw(st.sampled_from(["push", "remove", "query"]))
+        if act == "push":
+            top = cur[v][0] if v in cur else 50
+            cur[v] = (data.draw(st.integers(-20, top)), v)
+            bm.push(v, cur[v])
+        elif act == "remove" and v in cur:
+            del cur[v]
+            bm.remove(v)
+        limit = data.draw(st.integers(-1, 7))
+        fit = [e for u, e in cur.items() if static[u] <= limit]
+        assert bm.min_upto(limit) == (min(fit) if fit else None)
+        low = min((static[u] for u in cur), default=None)
+        assert bm.first_bucket_min() == (
+            min(e for u, e in cur.items() if static[u] == low) if cur else None)
+
+
+@settings(max_examples=40, deadline=None)
+@given(random_graphs(max_ops=30), st.data())
+def test_schedule_state_keeps_the_list_state_bookkeeping(graph: Graph, data) -> None:
+    """``ScheduleState`` (lists, reporting changes) and ``ListState`` (numpy) agree on every
+    step of a random topological run, and the reported changes are exactly what changed."""
+    from roam_core.model.dag_view import ScheduleState
+
+    cg = compact(graph)
+    a, b = ListState(cg), ScheduleState(cg)
+    assert b.initially_ready() == np.flatnonzero(a.ready).tolist()
+    assert b.defined == a.defined.tolist()
+    while a.ready.any():
+        ready = np.flatnonzero(a.ready).tolist()
+        v = ready[data.draw(st.integers(0, len(ready) - 1))]
+        before = list(b.last_free)
+        a.schedule(v)
+        new, grew = b.schedule(v)
+        assert new == a.newly_ready
+        assert b.last_free == a.last_free.tolist()
+        assert b.dead_out == a.dead_out.tolist()
+        assert sorted(set(grew)) == [u for u in range(cg.n_ops) if b.last_free[u] != before[u]]
+    assert b.finish() == a.finish()

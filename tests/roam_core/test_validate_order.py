@@ -120,3 +120,31 @@ def test_random_valid_orders_pass_and_swaps_fail(data):
         i, j = bad.index(s), bad.index(d)
         bad[i], bad[j] = bad[j], bad[i]
         assert check_order(g, bad) != []
+
+
+@given(random_graphs(max_ops=14), st.data())
+def test_vectorised_pass_clears_exactly_the_orders_the_full_check_finds_valid(graph, data):
+    """``check_order`` answers from a vectorised pass when it can: on random orders (valid
+    ones, swaps, shuffles, drops, duplicates, unknown names) the pass clears an order iff the
+    op-by-op check finds nothing, and ``check_order`` returns the op-by-op check's list."""
+    from unittest import mock
+
+    from roam_core.oracle import validate
+
+    order = list(data.draw(orders_of(graph)))
+    kind = data.draw(st.sampled_from(["valid", "swap", "shuffle", "drop", "dup", "unknown"]))
+    if kind == "swap" and len(order) > 1:
+        i = data.draw(st.integers(0, len(order) - 2))
+        order[i], order[i + 1] = order[i + 1], order[i]
+    elif kind == "shuffle":
+        order = data.draw(st.permutations(order))
+    elif kind == "drop" and order:
+        order.pop(data.draw(st.integers(0, len(order) - 1)))
+    elif kind == "dup" and order:
+        order[data.draw(st.integers(0, len(order) - 1))] = order[0]
+    elif kind == "unknown" and order:
+        order[-1] = "no such op"
+    with mock.patch.object(validate, "_obviously_valid", return_value=False):
+        full = check_order(graph, order)
+    assert validate._obviously_valid(graph, order) == (full == [])
+    assert check_order(graph, order) == full
