@@ -29,7 +29,12 @@ from roam_core.base.errors import BudgetInfeasibleError, ConfigError, PlanInvali
 from roam_core.base.units import format_bytes
 from roam_core.model.graph import Graph, TensorId
 from roam_core.model.plan import Plan
-from roam_core.model.recompute import expand_graph, flops_recorded, step_flops
+from roam_core.model.recompute import (
+    expand_graph,
+    flops_recorded,
+    recompute_cost,
+    step_flops,
+)
 from roam_core.oracle.validate import check_plan
 from roam_core.recompute.greedy import (
     GreedyTrajectory,
@@ -553,12 +558,14 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
     todo = sorted({-(-b // a) * a for b in grid if b >= lo} | {-(-b // a) * a
                                                                for b in extra_budgets},
                   reverse=True)
+    made: list[tuple[int, Plan, int]] = []  # (budget, plan, index in points)
     for b in todo:
         try:
             p = bp.plan_at(b)
         except BudgetInfeasibleError:
             notes.append(f"roam: no plan fits {format_bytes(b)}")
             continue
+        made.append((b, p, len(points)))
         pick = bp.last_pick
         own = bp.own_costs.get(pick[1]) if pick is not None else None
         points.append(FrontierPoint("roam", p.arena_bytes, p.extra_flops, b,
@@ -577,4 +584,33 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
                                         points[-1].search_extra_bytes_moved))
             if plans is not None:
                 plans[f"roam-flops@{b}"] = q
+    _monotone(graph, config, made, points, plans, notes)
     return bp.step_flops, points, notes
+
+
+def _monotone(graph: Graph, config: PlannerConfig, made: Sequence[tuple[int, Plan, int]],
+              points: list[FrontierPoint], plans: dict[str, Plan] | None,
+              notes: list[str]) -> None:
+    """Make roam's frontier monotone in its budget: a plan made for a lower budget also
+    fits every higher one, so where it costs less (FLOPs + ``bytes_weight`` x bytes moved)
+    than the plan made for a higher budget, that budget gets it (the budgets are planned
+    independently, each from its own pruned candidates, so without this a higher budget
+    can end dearer than a lower one)."""
+    w = config.recompute_bytes_weight
+
+    def cost(p: Plan) -> float:
+        flops, moved = recompute_cost(graph, p.recompute)
+        return flops + w * moved
+
+    best: tuple[int, Plan, int] | None = None
+    for b, p, i in sorted(made, key=lambda t: t[0]):
+        if best is not None and best[1].arena_bytes <= b and cost(best[1]) < cost(p):
+            lower = points[best[2]]
+            notes.append(f"roam at {format_bytes(b)}: the plan made for "
+                         f"{format_bytes(best[0])} fits and costs less "
+                         f"(+{lower.extra_flops:,} FLOPs instead of +{p.extra_flops:,}): kept")
+            points[i] = replace(lower, budget_bytes=b)
+            if plans is not None:
+                plans[f"roam@{b}"] = best[1]
+            continue
+        best = (b, p, i)

@@ -121,3 +121,36 @@ def test_a_seed_over_the_target_is_a_last_resort_when_no_greedy_prefix_fits(seed
     got = bp._choice(target, False, [], last_resort=True)
     assert got
     assert [label for label, _ in got] == ["all"]
+
+
+def test_frontier_is_monotone_in_the_budget():
+    """A plan made for a lower budget fits every higher one: where the plan made for a higher
+    budget costs more, the frontier keeps the cheaper one (and says so), so roam's points
+    never get dearer as the budget grows."""
+    from roam_core.planner.budget import BudgetPlanner, FrontierPoint, _monotone
+
+    g = random_train_graph(3, 5)
+    bp = BudgetPlanner(g, GREEDY, make_plan=make_plan)
+    hi, lo = bp.base.arena_bytes, bp.lowest_bytes()
+    cheap = bp.plan_at(-(-(lo + 3 * (hi - lo) // 4) // 512) * 512)
+    dear = bp.plan_at(-(-lo // 512) * 512)
+    w = GREEDY.recompute_bytes_weight
+
+    def cost(p):  # type: ignore[no-untyped-def]
+        f, m = recompute_cost(g, p.recompute)
+        return f + w * m
+
+    assert cost(dear) > cost(cheap)
+    b_low, b_high = cheap.arena_bytes, cheap.arena_bytes + 2**20
+    points = [FrontierPoint("roam", p.arena_bytes, p.extra_flops, b, kept=k)
+              for p, b, k in ((cheap, b_low, "a"), (dear, b_high, "b"))]
+    plans: dict = {}
+    notes: list[str] = []
+    _monotone(g, GREEDY, [(b_high, dear, 1), (b_low, cheap, 0)], points, plans, notes)
+    assert points[1] == replace(points[0], budget_bytes=b_high)
+    assert plans == {f"roam@{b_high}": cheap}
+    assert len(notes) == 1 and "fits and costs less" in notes[0]
+    # already monotone: nothing changes
+    before = list(points)
+    _monotone(g, GREEDY, [(b_low, dear, 1), (b_high, cheap, 0)], points, {}, notes)
+    assert points == before and len(notes) == 1
