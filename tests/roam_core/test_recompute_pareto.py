@@ -149,8 +149,10 @@ def test_frontier_is_monotone_in_the_budget():
     _monotone(g, GREEDY, [(b_high, dear, 1), (b_low, cheap, 0)], points, plans, notes)
     assert points[1] == replace(points[0], budget_bytes=b_high)
     assert plans == {f"roam@{b_high}": cheap}
-    assert len(notes) == 1 and "fits and costs less" in notes[0]
+    assert len(notes) == 1
+    assert "fits and costs less" in notes[0]
     # already monotone: nothing changes
     before = list(points)
     _monotone(g, GREEDY, [(b_low, dear, 1), (b_high, cheap, 0)], points, {}, notes)
-    assert points == before and len(notes) == 1
+    assert points == before
+    assert len(notes) == 1
