@@ -175,6 +175,21 @@ def compact(graph: Graph, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> Com
     return cg
 
 
+def _initial_frees(cg: CompactGraph) -> tuple[list[int], list[int]]:
+    """Per op, the bytes its run frees before anything else is scheduled: storages it is the
+    only user of (``last_free``) and outputs nobody reads (``dead_out``); graph outputs never."""
+    last_free = [0] * cg.n_ops
+    dead_out = [0] * cg.n_ops
+    for s, us in enumerate(cg.users):
+        if cg.is_output[s]:
+            continue
+        if not us:
+            dead_out[cg.producer[s]] += cg.size_bytes[s]
+        elif len(us) == 1:
+            last_free[us[0]] += cg.size_bytes[s]
+    return last_free, dead_out
+
+
 class ListState:
     """Shared bookkeeping of a forward list scheduler (scratch state of one run).
 
@@ -189,8 +204,6 @@ class ListState:
         n = cg.n_ops
         self.cg = cg
         self.defined = cg.defined_bytes()
-        self.last_free = np.zeros(n, dtype=np.int64)
-        self.dead_out = np.zeros(n, dtype=np.int64)
         self.remaining = [len(u) for u in cg.users]
         self.indeg = [len(p) for p in cg.preds]
         self.done = [False] * n
@@ -199,13 +212,9 @@ class ListState:
             if self.indeg[v] == 0:
                 self.ready[v] = True
         self.ready_idx = np.flatnonzero(self.ready).astype(np.int64)
-        for s, us in enumerate(cg.users):
-            if cg.is_output[s]:
-                continue
-            if not us:
-                self.dead_out[cg.producer[s]] += cg.size_bytes[s]
-            elif len(us) == 1:
-                self.last_free[us[0]] += cg.size_bytes[s]
+        last_free, dead_out = _initial_frees(cg)
+        self.last_free = np.asarray(last_free, dtype=np.int64)
+        self.dead_out = np.asarray(dead_out, dtype=np.int64)
         self.order: list[int] = []
         self.newly_ready: list[int] = []
 
@@ -270,18 +279,10 @@ class ScheduleState:
         n = cg.n_ops
         self.cg = cg
         self.defined = cg.defined_bytes().tolist()
-        self.last_free = [0] * n
-        self.dead_out = [0] * n
         self.remaining = [len(u) for u in cg.users]
         self.indeg = [len(p) for p in cg.preds]
         self.done = [False] * n
-        for s, us in enumerate(cg.users):
-            if cg.is_output[s]:
-                continue
-            if not us:
-                self.dead_out[cg.producer[s]] += cg.size_bytes[s]
-            elif len(us) == 1:
-                self.last_free[us[0]] += cg.size_bytes[s]
+        self.last_free, self.dead_out = _initial_frees(cg)
         self.order: list[int] = []
 
     def initially_ready(self) -> list[int]:
