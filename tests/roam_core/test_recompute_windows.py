@@ -95,6 +95,17 @@ def _greedy(g, frac):  # type: ignore[no-untyped-def]
     return ev, b, prune(ev, d[:pts[idx].n_dropped], b)
 
 
+def _refined(ev, e, b):  # type: ignore[no-untyped-def]
+    """The windows' refinement of ``e``, checked: it fits ``b``, costs no more than ``e``,
+    its cost is the evaluator's and the report's end cost."""
+    r, rep = refine_windows(ev, e, b)
+    assert r.peak_bytes <= b
+    assert r.cost(1.0) <= e.cost(1.0)
+    assert ev.evaluate(r.dropped).cost(1.0) == r.cost(1.0)
+    assert rep.end_cost == r.cost(1.0)
+    return r, rep
+
+
 @pytest.mark.parametrize("seed", range(8))
 def test_windows_never_worse_than_the_greedy(seed):
     g = random_train_graph(seed, 8)
@@ -102,11 +113,7 @@ def test_windows_never_worse_than_the_greedy(seed):
         ev, b, e = _greedy(g, frac)
         if e is None:
             continue
-        r, rep = refine_windows(ev, e, b)
-        assert r.peak_bytes <= b
-        assert r.cost(1.0) <= e.cost(1.0)
-        assert ev.evaluate(r.dropped).cost(1.0) == r.cost(1.0)
-        assert rep.end_cost == r.cost(1.0)
+        _refined(ev, e, b)
 
 
 @pytest.mark.slow
@@ -121,16 +128,12 @@ def test_windows_never_worse_and_near_the_exact_optimum(seed):
         ev, b, e = _greedy(g, frac)
         if e is None:
             continue
-        r, rep = refine_windows(ev, e, b)
-        assert r.peak_bytes <= b
-        assert r.cost(1.0) <= e.cost(1.0)
-        assert ev.evaluate(r.dropped).cost(1.0) == r.cost(1.0)
+        r, rep = _refined(ev, e, b)
         ex = exact_recompute(g, b, time_limit_s=10.0)
         assert ex.status == "optimal"
         if ev.evaluate(ex.dropped).peak_bytes <= b:  # the optimum fits this order too
             assert r.cost(1.0) <= 1.02 * ex.cost + 1
         assert rep.windows >= rep.improved
-        assert rep.end_cost == r.cost(1.0)
 
 
 def test_windows_close_a_gap_the_greedy_leaves():
