@@ -155,7 +155,7 @@ def test_dsa_candidate_is_cut_by_work_not_by_the_time_left(monkeypatch: Any) -> 
         return res
 
     monkeypatch.setattr(arena, "solve_dsa", spy)
-    g = load_graph("sample_graphs/residual_block-b4-steady.json.gz")  # greedy is above the LB
+    g = load_graph("sample_graphs/tiny_gpt-b2-t32-steady.json.gz")  # both greedy passes > LB
     cfg = ArenaConfig(time_limit_s=4, use_cpsat=False, flip_compact=False)
     plan_arena(g, g.op_ids, config=cfg)
     plan_arena(g, g.op_ids, config=dataclasses.replace(cfg))
@@ -203,7 +203,7 @@ def test_peak_repair_switch(monkeypatch: Any) -> None:
     # the DSA candidate is made to return the greedy layout, so the winner stays above the LB
     monkeypatch.setattr(arena, "solve_dsa", lambda problem, **kw: DsaResult(
         greedy_by_size(problem), problem.lower_bound(), SolveStatus.FEASIBLE, 0.0, "stub"))
-    g = load_graph("sample_graphs/residual_block-b4-steady.json.gz")  # greedy is above the LB
+    g = load_graph("sample_graphs/tiny_gpt-b2-t32-steady.json.gz")  # both greedy passes > LB
     cfg = ArenaConfig(time_limit_s=4, use_cpsat=False, flip_compact=False, shake_rounds=0)
     lay = plan_arena(g, g.op_ids, config=dataclasses.replace(cfg, peak_repair=False))
     assert calls == []
@@ -225,7 +225,7 @@ def test_a_layout_within_the_repair_tolerance_skips_the_shake_and_the_polish(
 
     monkeypatch.setattr(arena, "solve_dsa", lambda problem, **kw: DsaResult(
         greedy_by_size(problem), problem.lower_bound(), SolveStatus.FEASIBLE, 0.0, "stub"))
-    g = load_graph("sample_graphs/residual_block-b4-steady.json.gz")  # greedy is above the LB
+    g = load_graph("sample_graphs/tiny_gpt-b2-t32-steady.json.gz")  # both greedy passes > LB
     cfg = ArenaConfig(time_limit_s=4, use_cpsat=False, flip_compact=True, shake_rounds=3)
     monkeypatch.setattr(arena, "_repair", lambda *a: (None, 0, "repair", -1))
     # the flip alone would reach the bound here: made a no-op, the winner stays above it
