@@ -32,6 +32,7 @@ Placing the groups in an order is :mod:`roam_core.ordering.update_insertion`.
 from __future__ import annotations
 
 import logging
+import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -75,9 +76,17 @@ class UpdateGroup:
     peak_extra_bytes: int
 
 
+#: The update groups of the most recent graph object (graphs are immutable) and alignment:
+#: the update insertion and the rewrites of one plan ask for the same ones.
+_LAST: list[tuple[weakref.ref[Graph], int, tuple[UpdateGroup, ...]]] = []
+
+
 def update_groups(graph: Graph, *,
                   alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> tuple[UpdateGroup, ...]:
     """The per-parameter update groups of ``graph``, in program order of their first op.
+
+    The result for the most recent graph object and alignment is cached, so the planner's
+    update insertion and rewrites share one computation.
 
     Parameters
     ----------
@@ -97,6 +106,15 @@ def update_groups(graph: Graph, *,
     >>> [(g.param, g.grad, g.op_ids) for g in update_groups(tiny_train_step())]
     [('w', 'grad_w', ('update',))]
     """
+    for ref, a, groups in _LAST:
+        if ref() is graph and a == alignment_bytes:
+            return groups
+    groups = _update_groups(graph, alignment_bytes)
+    _LAST[:] = [(weakref.ref(graph), alignment_bytes, groups)]
+    return groups
+
+
+def _update_groups(graph: Graph, alignment_bytes: int) -> tuple[UpdateGroup, ...]:
     ids = graph.op_ids
     index = {op: i for i, op in enumerate(ids)}
     opt = [i for i, op in enumerate(graph.ops) if op.phase == Phase.OPTIMIZER]
