@@ -25,8 +25,9 @@ import numpy as np
 
 from roam_core.model.graph import Graph, OpId
 
-__all__ = ["Descendants", "Masks", "Reachability", "closure_sizes", "forget_reachability",
-           "iter_bits", "key_points", "mask_to_bool", "reachability", "topological_indices"]
+__all__ = ["Adjacency", "Descendants", "Masks", "Reachability", "adjacency", "closure_sizes",
+           "forget_reachability", "iter_bits", "key_points", "mask_to_bool", "reachability",
+           "topological_indices"]
 
 _logger = logging.getLogger(__name__)
 
@@ -65,12 +66,22 @@ def topological_indices(graph: Graph) -> list[int]:
     Computed once per graph object (graphs are immutable; the planner asks for the same
     graph's several times): each call returns a fresh list.
     """
-    return list(_adjacency(graph).topo)
+    return list(adjacency(graph).topo)
 
 
 @dataclass(frozen=True, slots=True)
-class _Adjacency:
-    """A graph's ops by program index: predecessors, successors, a topological order."""
+class Adjacency:
+    """A graph's ops by program index: predecessors, successors, a topological order.
+
+    Parameters
+    ----------
+    index : dict of OpId to int
+        Program index of every op.
+    preds, succs : list of list of int
+        Program indices of each op's predecessors / successors (all ordering edges).
+    topo : tuple of int
+        Program indices in a topological order (:func:`topological_indices`).
+    """
 
     index: dict[OpId, int]
     preds: list[list[int]]
@@ -79,11 +90,21 @@ class _Adjacency:
 
 
 #: The adjacency of the last few graphs (the input graph and the rewritten one).
-_ADJ: list[tuple[weakref.ref[Graph], _Adjacency]] = []
+_ADJ: list[tuple[weakref.ref[Graph], Adjacency]] = []
 _ADJ_KEPT = 2
 
 
-def _adjacency(graph: Graph) -> _Adjacency:
+def adjacency(graph: Graph) -> Adjacency:
+    """The :class:`Adjacency` of ``graph``, computed once per graph object (the last few are
+    cached; treat the lists as read-only).
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import diamond
+    >>> adj = adjacency(diamond())
+    >>> adj.preds[adj.index["d"]], adj.topo
+    ([1, 2], (0, 1, 2, 3))
+    """
     for ref, adj in _ADJ:
         if ref() is graph:
             return adj
@@ -91,7 +112,7 @@ def _adjacency(graph: Graph) -> _Adjacency:
     index = {op: i for i, op in enumerate(ids)}
     preds = [[index[p] for p in graph.predecessors(op)] for op in ids]
     succs = [[index[s] for s in graph.successors(op)] for op in ids]
-    adj = _Adjacency(index, preds, succs, tuple(_topological(preds, succs)))
+    adj = Adjacency(index, preds, succs, tuple(_topological(preds, succs)))
     _ADJ[:] = [(r, a) for r, a in _ADJ if r() is not None][-(_ADJ_KEPT - 1):]
     _ADJ.append((weakref.ref(graph), adj))
     return adj
@@ -400,7 +421,7 @@ def closure_sizes(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
         n = len(r)
         return (np.array([r.ancestors.bit_count(i) for i in range(n)], dtype=np.int64),
                 np.array([r.descendants.bit_count(i) for i in range(n)], dtype=np.int64))
-    adj = _adjacency(graph)
+    adj = adjacency(graph)
     topo = adj.topo
     return (_frontier_counts(topo, adj.preds, adj.succs),
             _frontier_counts(topo[::-1], adj.succs, adj.preds))
@@ -443,7 +464,7 @@ def key_points(graph: Graph) -> tuple[OpId, ...]:
     >>> key_points(diamond())
     ('a', 'd')
     """
-    adj = _adjacency(graph)
+    adj = adjacency(graph)
     topo = adj.topo
     n = len(topo)
     first = _unique_ends(topo, adj.preds, n)
@@ -480,7 +501,7 @@ _SMALL_BITS = 1024
 
 def _reachability(graph: Graph) -> Reachability:
     ids = graph.op_ids
-    adj = _adjacency(graph)
+    adj = adjacency(graph)
     topo = adj.topo
     anc = _closure_masks(topo, adj.preds, adj.succs)
     desc = _closure_masks(topo[::-1], adj.succs, adj.preds)

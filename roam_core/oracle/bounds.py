@@ -39,13 +39,13 @@ from __future__ import annotations
 
 import logging
 import weakref
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, TensorId, round_size
-from roam_core.model.reach import Reachability, reachability
+from roam_core.model.reach import Adjacency, Reachability, adjacency, iter_bits, reachability
 from roam_core.model.union_find import UnionFind
 
 __all__ = [
@@ -162,6 +162,72 @@ def _iter_forced_live(graph: Graph, r: Reachability,
         yield t.id, after & before
 
 
+#: A storage whose producer and users lie within this many steps of a topological order gets
+#: its forced-live ops by a walk over those steps (:func:`_local_forced`) instead of from the
+#: reachability masks (``O(N / 64)`` words each): most storages of a training step are used
+#: within a few steps of where they are made (GPT-2: median 5), while the masks are as wide
+#: as the graph.
+_LOCAL_SPAN = 64
+
+
+def _iter_forced_sets(graph: Graph, r: Reachability, tids: Iterable[TensorId] | None = None,
+                      local_span: int = _LOCAL_SPAN,
+                      ) -> Iterator[tuple[TensorId, int | None, list[int] | None]]:
+    """The forced-live ops of every planned storage (or of ``tids``), in tensor order:
+    ``(storage, None, program indices)`` for a storage whose producer and users span at most
+    ``local_span`` steps of the topological order, else ``(storage, mask, None)`` as
+    :func:`_iter_forced_live` gives it.  The same sets either way."""
+    adj = adjacency(graph)
+    pos = [0] * len(adj.topo)
+    for k, i in enumerate(adj.topo):
+        pos[i] = k
+    outputs = set(graph.outputs)
+    index = r.index
+    tensors = graph.tensors.values() if tids is None else (graph.tensors[t] for t in tids)
+    for t in tensors:
+        if t.producer is None:
+            continue
+        if t.id not in outputs:
+            p = index[t.producer]
+            users = {index[u] for u in _users(graph, t.id)}
+            lo, hi = pos[p], max(pos[u] for u in users)
+            if hi - lo < local_span:
+                yield t.id, None, _local_forced(adj, pos, users, lo, hi)
+                continue
+        for tid, m in _iter_forced_live(graph, r, (t.id,)):
+            yield tid, m, None
+
+
+def _local_forced(adj: Adjacency, pos: list[int], users: set[int], lo: int, hi: int,
+                  ) -> list[int]:
+    """The ops on a path from the op at topological position ``lo`` (the producer) to one of
+    ``users`` (program indices; the last at position ``hi``), as program indices.  Every such
+    path lies within positions ``lo .. hi``, so a forward and a backward sweep over them find
+    the ops reached from the producer and those reaching a user (local bitsets)."""
+    window = adj.topo[lo:hi + 1]
+    w = len(window)
+    preds, succs = adj.preds, adj.succs
+    fwd = 1  # bit k: window[k] is reached from the producer (window[0])
+    for k in range(1, w):
+        for q in preds[window[k]]:
+            d = pos[q] - lo
+            if d >= 0 and fwd >> d & 1:
+                fwd |= 1 << k
+                break
+    bwd = 0  # bit k: window[k] reaches a user (or is one)
+    for u in users:
+        bwd |= 1 << (pos[u] - lo)
+    for k in range(w - 2, -1, -1):
+        if bwd >> k & 1:
+            continue
+        for q in succs[window[k]]:
+            d = pos[q] - lo
+            if d < w and bwd >> d & 1:
+                bwd |= 1 << k
+                break
+    return [window[k] for k in iter_bits(fwd & bwd)]
+
+
 def _forced_at(graph: Graph, r: Reachability, tid: TensorId, i: int, is_output: bool) -> bool:
     """``forced-live mask of tid >> i & 1`` (see :func:`_iter_forced_live`) by link walks,
     without building any mask."""
@@ -175,31 +241,13 @@ def _forced_at(graph: Graph, r: Reachability, tid: TensorId, i: int, is_output: 
     return any(u == i or anc.has(u, i) for u in (r.index[o] for o in _users(graph, tid)))
 
 
-def _mask_to_bool(mask: int, n: int) -> np.ndarray:
-    raw = np.frombuffer(mask.to_bytes((n + 7) // 8 or 1, "little"), dtype=np.uint8)
-    return np.unpackbits(raw, bitorder="little")[:n].astype(bool)
-
-
-def _forced_bytes(
-    graph: Graph, masks: Mapping[TensorId, int] | Iterable[tuple[TensorId, int]], n: int,
-    alignment_bytes: int, spans: dict[TensorId, tuple[int, int]] | None = None,
-) -> np.ndarray:
-    # ``spans``, when given, gets the lowest and highest op of every non-empty mask
-    def weighted() -> Iterator[tuple[int, int]]:
-        for tid, m in (masks.items() if isinstance(masks, Mapping) else masks):
-            if spans is not None and m:
-                spans[tid] = ((m & -m).bit_length() - 1, m.bit_length() - 1)
-            yield round_size(graph.tensors[tid].size_bytes, alignment_bytes), m
-
-    return weighted_mask_sum(weighted(), n)
-
-
 def weighted_mask_sum(items: Iterable[tuple[int, int]], n: int) -> np.ndarray:
     """``sum(weight * mask_to_bool(mask, n))`` over ``(weight, mask)`` pairs, as int64.
 
     A forced-live mask is mostly a few runs of ops (producer .. last user): each run is added
     to a difference array (``O(runs x N / 64)`` word operations) instead of unpacking every
-    mask to ``N`` booleans (``O(masks x N)``); a mask of many runs is unpacked over its span.
+    mask to ``N`` booleans (``O(masks x N)``); for a mask of many runs the run boundaries
+    (the bits of ``m ^ (m << 1)``) are read from its bytes over its span.
 
     Examples
     --------
@@ -218,11 +266,14 @@ def weighted_mask_sum(items: Iterable[tuple[int, int]], n: int) -> np.ndarray:
                 diff[low.bit_length() - 1] += sign
                 sign = -sign
                 edges ^= low
-        else:
+        else:  # the run boundaries' positions from the bytes of the edge mask
             lo = (m & -m).bit_length() - 1
-            span = _mask_to_bool(m >> lo, m.bit_length() - lo) * size
-            diff[lo:lo + len(span)] += np.diff(span, prepend=0)
-            diff[lo + len(span)] -= span[-1]
+            e = edges >> lo
+            raw = np.frombuffer(e.to_bytes((e.bit_length() + 7) // 8, "little"), np.uint8)
+            at = np.flatnonzero(np.unpackbits(raw, bitorder="little")) + lo
+            signs = np.full(len(at), size, np.int64)
+            signs[1::2] = -size  # boundaries alternate: a run starts, it ends
+            diff[at] += signs  # distinct positions
     return np.cumsum(diff[:n])
 
 
@@ -279,13 +330,31 @@ def _live_set_lower_bound(graph: Graph, alignment_bytes: int, r: Reachability) -
     resident = graph.resident_bytes(alignment_bytes)
     if n == 0:
         return LowerBound(resident, None, resident)
-    # the masks are summed as they come (not kept); the storages forced live at the best op
-    # are those whose mask spans it and has its bit (recomputed for those only)
+    # the masks are summed as they come (not kept), the local sets added at the end; the
+    # storages forced live at the best op are those whose set spans it and has it
+    # (recomputed for those only)
     spans: dict[TensorId, tuple[int, int]] = {}
-    total = _forced_bytes(graph, _iter_forced_live(graph, r), n, alignment_bytes, spans)
+    local_ops: list[int] = []
+    local_bytes: list[int] = []
+
+    def weighted() -> Iterator[tuple[int, int]]:
+        for tid, m, ops in _iter_forced_sets(graph, r):
+            size = round_size(graph.tensors[tid].size_bytes, alignment_bytes)
+            if ops is not None:  # never empty: the producer is on every such path
+                spans[tid] = (min(ops), max(ops))
+                local_ops.extend(ops)
+                local_bytes.extend([size] * len(ops))
+            elif m:
+                spans[tid] = ((m & -m).bit_length() - 1, m.bit_length() - 1)
+                yield size, m
+
+    total = weighted_mask_sum(weighted(), n)
+    if local_ops:
+        np.add.at(total, np.asarray(local_ops, np.int64), np.asarray(local_bytes, np.int64))
     best = int(np.argmax(total))
-    at = tuple(tid for tid, m in _iter_forced_live(
-        graph, r, [t for t, (lo, hi) in spans.items() if lo <= best <= hi]) if m >> best & 1)
+    at = tuple(tid for tid, m, ops in _iter_forced_sets(
+        graph, r, [t for t, (lo, hi) in spans.items() if lo <= best <= hi])
+        if (best in ops if ops is not None else m is not None and m >> best & 1))
     _logger.debug("live-set bound %d B at op %s", int(total[best]) + resident, r.op_ids[best])
     return LowerBound(
         bound_bytes=int(total[best]) + resident,

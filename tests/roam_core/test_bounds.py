@@ -224,42 +224,86 @@ def test_group_op_may_precede_outside_producer():
     assert group_lower_bound(g, ["z", "u"], alignment_bytes=1).bound_bytes == 100
 
 
-@given(random_graphs(), st.sampled_from([0, 1, 64]), st.sampled_from([1, 512]))
-def test_forced_bytes_by_runs_equals_the_unpacked_sum(g, max_edges, a) -> None:
-    """The live-set bound's per-op forced bytes (runs added to a difference array, or a
-    mask's span unpacked when it has many runs) equal the sum of every mask unpacked."""
+def _shuffled(g: Graph, seed: int) -> Graph:
+    """The same DAG with its ops in a random program order (not topological in general)."""
+    import random
+
+    ops = list(g.ops)
+    random.Random(seed).shuffle(ops)
+    return Graph.build(ops, g.tensors.values(), aliases=g.aliases,
+                       control_edges=g.control_edges, outputs=g.outputs, name=g.name)
+
+
+@given(random_graphs(max_ops=14), st.integers(0, 2), st.sampled_from([0, 1, 3, 64]))
+def test_local_forced_sets_equal_the_masks(g, seed, span) -> None:
+    """The forced-live ops found by a walk over the producer's .. last user's steps of a
+    topological order are exactly the bits of the storage's forced-live mask, in
+    topological and shuffled program orders and for any span limit."""
+    from roam_core.model.reach import iter_bits, reachability
+    from roam_core.oracle import bounds
+
+    g = _shuffled(g, seed) if seed else g
+    r = reachability(g)
+    masks = bounds.forced_live_masks(g, r)
+    got = {}
+    for tid, m, ops in bounds._iter_forced_sets(g, r, local_span=span):
+        got[tid] = m if ops is None else sum(1 << i for i in ops)
+        if ops is not None:
+            assert len(set(ops)) == len(ops)  # each op once
+    assert got == masks
+    assert list(got) == list(masks)  # in tensor order
+    for tid, m in masks.items():  # the producer is always in
+        assert r.index[g.tensors[tid].producer] in iter_bits(m)
+
+
+@given(random_graphs(), st.integers(0, 1), st.sampled_from([0, 1, 64]),
+       st.sampled_from([0, 2, 64]), st.sampled_from([1, 512]))
+def test_forced_bytes_equal_the_unpacked_sum(g, seed, max_edges, span, a) -> None:
+    """The live-set bound's per-op forced bytes (local sets added per op, masks' runs added
+    to a difference array or read from their bytes) equal the sum of every forced-live
+    mask unpacked, and its bound and storages follow from them."""
     import numpy as np
 
     from roam_core.model.graph import round_size
+    from roam_core.model.reach import mask_to_bool
     from roam_core.oracle import bounds
 
+    g = _shuffled(g, seed) if seed else g
     masks = bounds.forced_live_masks(g)
     n = len(g.ops)
     ref = np.zeros(n, dtype=np.int64)
     for tid, m in masks.items():
-        ref += bounds._mask_to_bool(m, n) * round_size(g.tensors[tid].size_bytes, a)
-    old = bounds._MAX_RUN_EDGES
-    bounds._MAX_RUN_EDGES = max_edges
+        ref += mask_to_bool(m, n) * round_size(g.tensors[tid].size_bytes, a)
+    old = bounds._MAX_RUN_EDGES, bounds._LOCAL_SPAN
+    bounds._MAX_RUN_EDGES, bounds._LOCAL_SPAN = max_edges, span
+    bounds._LIVE.clear()
     try:
-        got = bounds._forced_bytes(g, masks, n, a)
+        lb = bounds.live_set_lower_bound(g, a)
     finally:
-        bounds._MAX_RUN_EDGES = old
-    assert got.tolist() == ref.tolist()
+        bounds._MAX_RUN_EDGES, bounds._LOCAL_SPAN = old
+        bounds._LIVE.clear()
+    assert list(lb.forced_bytes) == ref.tolist()
+    if n:
+        best = int(np.argmax(ref))
+        assert lb.bound_bytes == int(ref[best]) + g.resident_bytes(a)
+        assert lb.storages == tuple(t for t, m in masks.items() if m >> best & 1)
 
 
 @given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 2**40 - 1)), max_size=12),
        st.sampled_from([0, 2, 64]))
 def test_weighted_mask_sum_equals_the_unpacked_sum(items, max_edges) -> None:
-    """``weighted_mask_sum`` (runs into a difference array, or the span unpacked) equals
-    the plain sum of weight x unpacked mask, for masks of any number of runs."""
+    """``weighted_mask_sum`` (runs into a difference array, or the run boundaries read from
+    the mask's bytes) equals the plain sum of weight x unpacked mask, for masks of any number
+    of runs."""
     import numpy as np
 
+    from roam_core.model.reach import mask_to_bool
     from roam_core.oracle import bounds
 
     n = 40
     ref = np.zeros(n, dtype=np.int64)
     for w, m in items:
-        ref += bounds._mask_to_bool(m, n) * w
+        ref += mask_to_bool(m, n) * w
     old = bounds._MAX_RUN_EDGES
     bounds._MAX_RUN_EDGES = max_edges
     try:
