@@ -14,7 +14,10 @@
    base order, so they are independent and the merge is exact);
 5. polish: windows around the peak step re-solved (:mod:`roam_core.planner.polish`), then
    the peak-directed search over the whole order on the input graph and, when a gap is left,
-   the chain-group bound (:mod:`roam_core.planner.search`);
+   the chain-group bound (:mod:`roam_core.planner.search`); the cheapest tighter bound (the
+   forward-value choice bound) is computed before step 3 when the base order is above the
+   lower bound, so that a base order it proves optimal skips the sub-task solves (each stops
+   at its floor), the polish and the search;
 6. the arena layout (:mod:`roam_core.layout.arena`);
 7. the guard: the result is never worse than the best baseline order (if it would be, that
    order is returned and ``Plan.notes`` says so), and every plan passes the independent
@@ -71,7 +74,7 @@ from roam_core.ordering.registry import (
 from roam_core.ordering.rewrites import place_weight_updates
 from roam_core.planner.polish import polish_peak
 from roam_core.planner.pool import solve_subtasks
-from roam_core.planner.search import search_whole_order, tighter_bound
+from roam_core.planner.search import TIGHTER_BOUNDS, search_whole_order, tighter_bound
 from roam_core.planner.summary import ChosenOrder, finish_plan
 
 __all__ = ["PlanProgress", "make_plan", "order_methods"]
@@ -216,6 +219,14 @@ def make_plan(
         return run.finish(_baseline_method(run, method), baseline_peak, lower)
     heur, reference = _best_baseline(run)
     base = _rewrite(run, heur, reference)
+    early: tuple[str, ...] = ()
+    if config.tighten_bound and base.profile.peak_bytes > lower and not run.cancelled():
+        # the cheapest tighter bound before the sub-tasks: where it proves the base order
+        # optimal (GPT-2 steady steps from 48 layers), every sub-task stops at once (its
+        # floor is met) and the polish and the whole-order search are skipped
+        early = TIGHTER_BOUNDS[:1]
+        lower = tighter_bound(graph, lower, base.profile.peak_bytes, config, run.records,
+                              run.notes, bounds=early)
     # the input graph's reachability stays cached for the whole-order search and the bound
     # (stored as differences it is small: GPT-2 360 layers ~60 MiB), so it is computed once;
     # the decomposition counts key points without it
@@ -236,7 +247,7 @@ def make_plan(
     order, prof = _never_worse(run, order, prof, heur)
     if config.tighten_bound and prof.peak_bytes > lower and not run.cancelled():
         lower = tighter_bound(graph, lower, prof.peak_bytes, config, run.records, run.notes,
-                              order)
+                              order, bounds=[b for b in TIGHTER_BOUNDS if b not in early])
     pos = {op: i for i, op in enumerate(order)}
     extra = tuple(e for e in base.edges if pos[e.src] < pos[e.dst])  # the rewrites it honours
     chosen = ChosenOrder("roam", order, prof, tree, tree.task_of_op(), extra)

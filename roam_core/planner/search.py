@@ -26,7 +26,7 @@ from roam_core.model.plan import SolveRecord
 from roam_core.oracle.simulate import simulate
 from roam_core.oracle.validate import check_order
 
-__all__ = ["search_whole_order", "tighter_bound"]
+__all__ = ["TIGHTER_BOUNDS", "search_whole_order", "tighter_bound"]
 
 
 def search_whole_order(graph: Graph, order: tuple[OpId, ...], prof: Any,
@@ -50,11 +50,16 @@ def search_whole_order(graph: Graph, order: tuple[OpId, ...], prof: Any,
     return tuple(res.order), new_prof
 
 
+#: The bounds :func:`tighter_bound` computes, cheapest first.
+TIGHTER_BOUNDS = ("forward_values", "peak_window", "chain_group")
+
+
 def tighter_bound(graph: Graph, lower: int, peak: int, config: PlannerConfig,
                   records: list[SolveRecord], notes: list[str],
-                  order: Sequence[OpId] | None = None) -> int:
-    """The forward-value choice, peak-window chain and chain-group bounds when they beat
-    ``lower``.
+                  order: Sequence[OpId] | None = None,
+                  bounds: Sequence[str] = TIGHTER_BOUNDS) -> int:
+    """The forward-value choice, peak-window chain and chain-group bounds (those named in
+    ``bounds``) when they beat ``lower``.
 
     Each is recorded as a ``"bound"`` record (``forward_values``, ``peak_window``,
     ``chain_group``), in that order (cheapest first); each is skipped once one meets
@@ -88,19 +93,19 @@ def tighter_bound(graph: Graph, lower: int, peak: int, config: PlannerConfig,
 
     # the forward-value bound first (cheap); the chain-group bound only if a gap is left
     t0 = time.perf_counter()
-    groups = forward_value_groups(graph, reach=reach)
+    groups = forward_value_groups(graph, reach=reach) if "forward_values" in bounds else ()
     if groups:
         fv = choice_lower_bound(graph, a, groups=groups, reach=reach)
         records.append(SolveRecord("bound", "forward_values", SolveStatus.OPTIMAL, None,
                                    fv.bound_bytes, time.perf_counter() - t0, len(groups)))
         use("forward-value", fv.bound_bytes)
-    if lower < peak and order:
+    if lower < peak and order and "peak_window" in bounds:
         t0 = time.perf_counter()
         pw = peak_window_chain_bound(graph, order, a, reach=reach)
         records.append(SolveRecord("bound", "peak_window", SolveStatus.OPTIMAL, None,
                                    pw.bound_bytes, time.perf_counter() - t0, pw.groups_used))
         use("peak-window", pw.bound_bytes)
-    if lower < peak:
+    if lower < peak and "chain_group" in bounds:
         t0 = time.perf_counter()
         cb = chain_group_lower_bound(graph, None, a, reach=reach)  # masks streamed
         records.append(SolveRecord("bound", "chain_group", SolveStatus.OPTIMAL, None,
