@@ -596,17 +596,23 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
     records: list[SolveRecord] = []
     candidates: dict[str, Solution] = {}
     greedy_s = 0.0  # one greedy pass, at the machine's present speed
+    passes: dict[str, Solution] = {}
     for oname in _FIRST_ORDERS:  # stopped at the bound: nothing can be lower
-        if candidates and min(c.height for c in candidates.values()) <= lb:
+        if passes and min(c.height for c in passes.values()) <= lb:
             break
         t = time.perf_counter()
         first = place_in_order(problem, named_order(problem, oname), "best")
         assert first is not None
         greedy_s = max(greedy_s, time.perf_counter() - t)
-        candidates[f"greedy:{oname}:best"] = first
+        passes[f"greedy:{oname}:best"] = first
         records.append(SolveRecord("layout", "greedy" if oname == "size" else f"greedy:{oname}",
                                    SolveStatus.HEURISTIC, first.height * a, lb * a,
                                    time.perf_counter() - t, len(problem)))
+    # a pass at the bound is the layout; otherwise greedy by size is the candidate (the other
+    # pass is one of the DSA portfolio's, handed to it: the later stages see the same
+    # candidates as without it)
+    at_lb = [k for k, v in passes.items() if v.height <= lb]
+    candidates.update({k: passes[k] for k in (at_lb[:1] or ["greedy:size:best"])})
     if min(c.height for c in candidates.values()) > lb and config.use_cpsat and len(problem):
         budget = deadline if not config.use_dsa else t0 + 0.35 * config.time_limit_s
         sol, recs = _roam_candidate(graph, order, problem, task_tree, config, budget, cancel)
@@ -629,7 +635,7 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
                                                   _DSA_PASSES * greedy_s),
                         cancel=cancel, exact=config.dsa_exact,
                         work_limit=dsa_work_limit(config),
-                        known={k: v for k, v in candidates.items() if k != "roam"})
+                        known=passes)
         assert res.solution is not None
         candidates[res.method] = res.solution
         records.append(SolveRecord("layout", "dsa", res.status, res.solution.height * a,

@@ -257,3 +257,39 @@ def test_default_plan_of_efficientnet_b1_is_within_a_hundredth_of_a_percent():
     g = load_graph(root / "sample_graphs" / "efficientnet_b0-b1-roam.json.gz")
     p = make_plan(g, PlannerConfig(workers=1))
     assert p.arena_bytes <= p.planned_peak_bytes * 1.0001
+
+
+def test_a_first_pass_at_the_bound_is_the_layout() -> None:
+    """Largest section first reaches the live-set bound on resnet50 b8 where greedy by size
+    does not: that one pass is the layout (no greedy by size, task tree or DSA candidate)."""
+    from roam_core.layout.arena import arena_layout, layout_problem
+    from roam_core.layout.dsa_heuristics import named_order
+
+    g = load_graph("sample_graphs/resnet50-b8-steady.json.gz")
+    p = layout_problem(g, g.op_ids, 512)
+    assert greedy_by_size(p).height > p.lower_bound()
+    first = place_in_order(p, named_order(p, "total_length"), "best")
+    assert first is not None
+    assert first.height == p.lower_bound()
+    lay = plan_arena(g, g.op_ids, config=ArenaConfig(time_limit_s=10))
+    _assert_valid(g, g.op_ids, lay)
+    assert lay.stats["method"] == "greedy:total_length:best"
+    assert lay.stats["fragmentation"] == 0.0
+    assert list(lay.stats["candidates"]) == ["greedy:total_length:best"]
+    assert [r.task_id for r in lay.provenance] == ["greedy:total_length"]
+    assert lay.offsets == arena_layout(g, p, first.offsets, 512).offsets
+
+
+def test_first_passes_above_the_bound_keep_the_candidates() -> None:
+    """When neither first pass reaches the bound, greedy by size is the candidate (as the
+    classic baseline) and the largest-section-first pass goes to the DSA portfolio as a pass
+    it has run, not as a candidate of its own: the later stages see the same candidates."""
+    g = load_graph("sample_graphs/tiny_gpt-b2-t32-steady.json.gz")
+    lay = plan_arena(g, g.op_ids, config=ArenaConfig(time_limit_s=4))
+    _assert_valid(g, g.op_ids, lay)
+    tasks = [r.task_id for r in lay.provenance]
+    assert tasks[:3] == ["greedy:total_length", "greedy", "activations"]  # then the task tree
+    cands = lay.stats["candidates"]
+    assert "greedy:size:best" in cands
+    assert "roam" in cands
+    assert not any(k.startswith("greedy:total_length") for k in cands)
