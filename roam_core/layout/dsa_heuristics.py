@@ -5,8 +5,9 @@ order and put each at a gap between the already placed buffers whose lifetimes o
 ``fit="best"`` takes the smallest gap that holds the buffer (TFLite's and XLA's
 greedy-by-size best fit when the order is by decreasing size); ``fit="first"`` takes the
 lowest one.  A buffer that fits no gap goes on top.  The placed set is kept sorted by offset
-and scanned with numpy (no sort per buffer), so one pass costs ``O(n * k)`` elementwise work
-for ``k`` placed buffers, which stays usable for tens of thousands of buffers.
+and scanned with numpy (no sort per buffer), and placed buffers that no later buffer of the
+pass overlaps are dropped from it, so one pass costs ``O(n * k)`` elementwise work for the
+``k`` placed buffers still in play, which stays usable for tens of thousands of buffers.
 
 Examples
 --------
@@ -30,6 +31,7 @@ __all__ = [
     "ORDERS",
     "buffer_arrays",
     "greedy_by_size",
+    "last_overlap",
     "named_order",
     "place_against",
     "place_in_order",
@@ -63,22 +65,69 @@ def section_totals(lower: np.ndarray, upper: np.ndarray, size: np.ndarray) -> np
     np.add.at(diff, lo, size)
     np.add.at(diff, hi, -size)
     load = np.cumsum(diff)[:-1]
-    # range-maximum over [lo, hi) with a sparse table
-    table = [load]
+    return _range_max(load, lo, hi)
+
+
+def _range_max(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """``max(values[lo[i]:hi[i]])`` for every ``i`` (ranges non-empty), by a sparse table."""
+    table = [values]
     k = 1
-    while 2 * k <= len(load):
+    while 2 * k <= len(values):
         prev = table[-1]
         table.append(np.maximum(prev[:-k], prev[k:]))
         k *= 2
     span = np.maximum(hi - lo, 1)
     level = np.floor(np.log2(span)).astype(np.int64)
-    out = np.empty(len(lower), np.int64)
+    out = np.empty(len(lo), np.int64)
     for lv in np.unique(level):
         sel = np.nonzero(level == lv)[0]
         t = table[lv]
         w = 1 << int(lv)
         out[sel] = np.maximum(t[lo[sel]], t[hi[sel] - w])
     return out
+
+
+def _range_chmax(n: int, lo: np.ndarray, hi: np.ndarray, vals: np.ndarray) -> np.ndarray:
+    """``out[t] = max(vals[i] for every i with lo[i] <= t < hi[i])`` (-1 where none) over
+    ``t < n``: each range marks the two power-of-two blocks that cover it (the reverse of a
+    sparse table), then every level is pushed down into the one below."""
+    span = np.maximum(hi - lo, 1)
+    level = np.floor(np.log2(span)).astype(np.int64)
+    top = int(level.max()) + 1 if len(level) else 1
+    up = [np.full(n, -1, np.int64) for _ in range(top)]
+    for lv in np.unique(level):
+        sel = level == lv
+        np.maximum.at(up[lv], lo[sel], vals[sel])
+        np.maximum.at(up[lv], hi[sel] - (1 << int(lv)), vals[sel])
+    for lv in range(top - 1, 0, -1):
+        h = 1 << (lv - 1)
+        np.maximum(up[lv - 1], up[lv], out=up[lv - 1])
+        np.maximum(up[lv - 1][h:], up[lv][:n - h], out=up[lv - 1][h:])
+    return up[0]
+
+
+def last_overlap(q_lower: np.ndarray, q_upper: np.ndarray, q_rank: np.ndarray,
+                 lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+    """For each interval ``[lower, upper)``, the highest ``q_rank`` among the query intervals
+    ``[q_lower, q_upper)`` that overlap it (-1 when none does).  All intervals non-empty.
+
+    Examples
+    --------
+    >>> last_overlap(np.array([0, 5]), np.array([2, 9]), np.array([0, 1]),
+    ...              np.array([1, 3, 8]), np.array([4, 5, 10])).tolist()
+    [0, -1, 1]
+    """
+    if len(lower) == 0:
+        return np.zeros(0, np.int64)
+    if len(q_lower) == 0:
+        return np.full(len(lower), -1, np.int64)
+    # on the compressed time axis (cell t = [pts[t], pts[t + 1])) two intervals overlap
+    # exactly when their cell ranges share a cell
+    pts = np.unique(np.concatenate([q_lower, q_upper, lower, upper]))
+    cells = max(1, len(pts) - 1)
+    last = _range_chmax(cells, np.searchsorted(pts, q_lower), np.searchsorted(pts, q_upper),
+                        np.asarray(q_rank, np.int64))
+    return _range_max(last, np.searchsorted(pts, lower), np.searchsorted(pts, upper))
 
 
 def place_in_order(problem: Problem, order: Sequence[int], fit: str = "best",
@@ -168,26 +217,44 @@ def _place_core(lower: np.ndarray, upper: np.ndarray, size: np.ndarray, align: n
     """The placement loop: ``order`` (free indices) placed against the boxes ``f_*`` (all of
     non-zero size); writes ``offsets``; False when the deadline passed.
 
-    The placed boxes are kept sorted by offset (one ``(4, n)`` array: lower, upper, offset,
-    top), so the boxes overlapping a buffer in time come out of one mask already in offset
-    order: no sort per buffer.  Each new box is inserted at its place by a shift.  The gaps
-    are those of the sorted scan (a gap below each box, above the highest top of the boxes
-    below it), so the offsets are those of the plain scan; among boxes of equal offsets only
-    the first can leave a gap, so their order does not matter.
+    The placed boxes are kept sorted by offset (one ``(5, n)`` array: lower, upper, offset,
+    top, last use), so the boxes overlapping a buffer in time come out of one mask already in
+    offset order: no sort per buffer.  Each new box is inserted at its place by a shift.  The
+    gaps are those of the sorted scan (a gap below each box, above the highest top of the
+    boxes below it), so the offsets are those of the plain scan; among boxes of equal offsets
+    only the first can leave a gap, so their order does not matter.
+
+    The buffers to come are known, so each box also holds its *last use*: the last step of
+    the pass whose buffer overlaps it in time (:func:`last_overlap`).  Every
+    :data:`_COMPACT_EVERY` steps the boxes past their last use are dropped (no later buffer
+    can see them), which keeps the mask and the shifts to the boxes still in play: on
+    training steps most buffers live a few steps, so the scanned set stays near the live
+    set's instead of growing to all ``n`` (GPT-2 360 layers, one pass: 2.3 -> 1.4 s).
     """
     n_fix = len(f_lo)
     cap = n_fix + len(order)
-    box = np.empty((4, cap + 1), np.int64)  # rows: lower, upper, offset, top; by offset
+    box = np.empty((5, cap + 1), np.int64)  # rows: lower, upper, offset, top, last use
     srt = np.argsort(f_off, kind="stable")
     box[0, :n_fix], box[1, :n_fix] = f_lo[srt], f_hi[srt]
     box[2, :n_fix], box[3, :n_fix] = f_off[srt], f_top[srt]
     b_lo, b_hi, b_off, b_top = box[0], box[1], box[2], box[3]
+    free = np.fromiter(order, np.int64, len(order))
+    last = _last_uses(lower, upper, size, free, f_lo[srt], f_hi[srt])
+    box[4, :n_fix] = last[:n_fix]
+    free_last = last[n_fix:]
     best = fit != "first"
     big = np.iinfo(np.int64).max
     k = n_fix
     for step, i in enumerate(order):
-        if deadline is not None and step % 256 == 0 and time.monotonic() > deadline:
-            return False
+        if step % _COMPACT_EVERY == 0:
+            if deadline is not None and time.monotonic() > deadline:
+                return False
+            if k:
+                keep = box[4, :k] >= step
+                kept = int(np.count_nonzero(keep))
+                if kept < k:
+                    box[:, :kept] = box[:, :k][:, keep]
+                    k = kept
         s = int(size[i])
         if s == 0:
             offsets[i] = 0
@@ -223,9 +290,29 @@ def _place_core(lower: np.ndarray, upper: np.ndarray, size: np.ndarray, align: n
         pos = int(np.searchsorted(b_off[:k], off, "right"))
         if pos < k:
             box[:, pos + 1:k + 1] = box[:, pos:k]
-        b_lo[pos], b_hi[pos], b_off[pos], b_top[pos] = lo_i, hi_i, off, off + s
+        box[:, pos] = (lo_i, hi_i, off, off + s, free_last[step])
         k += 1
     return True
+
+
+#: :func:`_place_core` drops the boxes past their last use every this many steps.
+_COMPACT_EVERY = 256
+
+
+def _last_uses(lower: np.ndarray, upper: np.ndarray, size: np.ndarray, free: np.ndarray,
+               f_lo: np.ndarray, f_hi: np.ndarray) -> np.ndarray:
+    """The last step of the pass (a position in ``free``) whose buffer overlaps each fixed
+    box, then each free buffer (-1: none); every box is kept (``len(free)``) when a lifetime
+    is empty, where the overlap test of the loop is not the intervals' overlap."""
+    lo, hi = lower[free], upper[free]
+    if (hi <= lo).any() or (f_hi <= f_lo).any():
+        return np.full(len(f_lo) + len(free), len(free), np.int64)
+    ask = np.flatnonzero(size[free] > 0)  # a zero-size buffer looks at no box
+    q = last_overlap(lo[ask], hi[ask], ask, np.concatenate([f_lo, lo]),
+                     np.concatenate([f_hi, hi]))
+    # a free buffer is placed at its own step and seen from then on
+    q[len(f_lo):] = np.maximum(q[len(f_lo):], np.arange(len(free)))
+    return q
 
 
 def _order_keys(problem: Problem) -> dict[str, np.ndarray]:

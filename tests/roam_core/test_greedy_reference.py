@@ -164,3 +164,44 @@ def test_portfolio_stop_at_the_bound_and_known_passes_change_nothing(problem: Pr
     assert short[2] == known[2] == full[2][:len(short[2])]
     if full[0].height > lb:  # never at the bound: every pass runs
         assert short[2] == full[2]
+
+
+@settings(max_examples=150, deadline=None)
+@given(_problems(), st.sampled_from(("best", "first")), st.sampled_from((1, 2, 5)),
+       st.randoms(use_true_random=False))
+def test_dropping_boxes_past_their_last_use_changes_nothing(problem: Problem, fit: str,
+                                                            every: int,
+                                                            rnd: random.Random) -> None:
+    """The placement loop drops the boxes that no later buffer overlaps; compacting after
+    every step (or every few) gives the reference's offsets, pinned buffers included."""
+    from roam_core.layout import dsa_heuristics
+
+    order = [i for i, b in enumerate(problem.buffers) if b.offset is None]
+    rnd.shuffle(order)
+    old = dsa_heuristics._COMPACT_EVERY
+    dsa_heuristics._COMPACT_EVERY = every
+    try:
+        sol = place_in_order(problem, order, fit)
+    finally:
+        dsa_heuristics._COMPACT_EVERY = old
+    assert sol is not None
+    assert list(sol.offsets) == _reference(problem, order, fit)
+
+
+@given(st.lists(st.tuples(st.integers(0, 30), st.integers(1, 12)), max_size=10),
+       st.lists(st.tuples(st.integers(0, 30), st.integers(1, 12)), min_size=1, max_size=10),
+       st.randoms(use_true_random=False))
+def test_last_overlap_equals_a_scan(queries, boxes, rnd: random.Random) -> None:
+    """``last_overlap``: for every box the highest rank among the queries that share a step
+    with it, -1 when none does."""
+    from roam_core.layout.dsa_heuristics import last_overlap
+
+    ql = np.array([a for a, _ in queries], np.int64)
+    qh = ql + np.array([w for _, w in queries], np.int64)
+    rank = list(range(len(queries)))
+    rnd.shuffle(rank)
+    bl = np.array([a for a, _ in boxes], np.int64)
+    bh = bl + np.array([w for _, w in boxes], np.int64)
+    ref = [max((rank[j] for j in range(len(queries)) if ql[j] < bh[i] and qh[j] > bl[i]),
+               default=-1) for i in range(len(boxes))]
+    assert last_overlap(ql, qh, np.array(rank, np.int64), bl, bh).tolist() == ref
