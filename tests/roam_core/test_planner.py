@@ -261,3 +261,27 @@ def test_cancel_stops_the_pool_solves_that_are_running() -> None:
     assert all(0.0 < r.wall_time_s < 60.0 for r in orders)
     assert any("stopped early (cancelled)" in n for n in plan.notes)
     assert multiprocessing.active_children() == []  # the pool is gone, nothing runs on
+
+
+def test_a_bound_that_proves_the_base_order_optimal_skips_the_sub_task_solves() -> None:
+    """On a GPT-2 steady step the forward-value choice bound proves the base order optimal:
+    it is computed before the sub-tasks, which then all stop at their floor, and the polish
+    and the whole-order search do not run.  Without the tighter bounds the plan has the same
+    order quality (the same peak) but a lower proven bound."""
+    transformers = pytest.importorskip("transformers")
+    from roam_core.zoo.hf import trace_hf
+
+    cfg = transformers.GPT2Config(n_layer=4, n_embd=64, n_head=4, vocab_size=256,
+                                  n_positions=32, bos_token_id=0, eos_token_id=0)
+    g = trace_hf(cfg, 1, 32, setting="steady").graph
+    p = make_plan(g, PlannerConfig(workers=1, solve_layout=False))
+    stages = [(r.stage, r.task_id) for r in p.provenance]
+    assert p.planned_peak_bytes == p.lower_bound_bytes
+    first_order = min(k for k, s in enumerate(stages) if s[0] == "order")
+    assert stages.index(("bound", "forward_values")) < first_order
+    assert {r.status for r in p.provenance if r.stage == "order"} <= {
+        SolveStatus.BOUND, SolveStatus.TRIVIAL}
+    assert not any(s[0] in ("polish", "search") for s in stages)
+    loose = make_plan(g, PlannerConfig(workers=1, solve_layout=False, tighten_bound=False))
+    assert loose.planned_peak_bytes == p.planned_peak_bytes
+    assert loose.lower_bound_bytes < p.lower_bound_bytes
