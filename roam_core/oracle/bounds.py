@@ -136,30 +136,33 @@ def _iter_forced_live(graph: Graph, r: Reachability,
                       tids: Iterable[TensorId] | None = None) -> Iterator[tuple[TensorId, int]]:
     """``(storage, forced-live mask)`` of every planned storage (or of ``tids``), in tensor
     order, one at a time: a caller that only sums them keeps none (``O(N / 8)`` bytes each,
-    ``O(storages x N / 8)`` for all).
+    ``O(storages x N / 8)`` for all)."""
+    outputs = set(graph.outputs)
+    tensors = graph.tensors.values() if tids is None else (graph.tensors[t] for t in tids)
+    for t in tensors:
+        if t.producer is not None:
+            yield t.id, _forced_mask(graph, r, t.id, t.id in outputs)
+
+
+def _forced_mask(graph: Graph, r: Reachability, tid: TensorId, is_output: bool) -> int:
+    """The forced-live mask of planned storage ``tid``: its producer's descendants (and the
+    producer) that are ancestors of a user (or one), every descendant for an output.
 
     A user that is an ancestor of another user adds nothing to the union of the users'
     ancestor sets, so only the others' masks are read (a link walk tells which)."""
-    outputs = set(graph.outputs)
-    tensors = graph.tensors.values() if tids is None else (graph.tensors[t] for t in tids)
     index, anc = r.index, r.ancestors
-    for t in tensors:
-        if t.producer is None:
+    p = index[graph.tensors[tid].producer]  # type: ignore[index]
+    after = r.descendants[p] | (1 << p)
+    if is_output:
+        return after
+    before = 0
+    kept: list[int] = []
+    for i in sorted({index[u] for u in _users(graph, tid)}, reverse=True):
+        if any(anc.has(k, i) for k in kept):
             continue
-        p = index[t.producer]
-        after = r.descendants[p] | (1 << p)
-        if t.id in outputs:
-            yield t.id, after
-            continue
-        users = sorted({index[u] for u in _users(graph, t.id)}, reverse=True)
-        before = 0
-        kept: list[int] = []
-        for i in users:
-            if any(anc.has(k, i) for k in kept):
-                continue
-            kept.append(i)
-            before |= anc[i] | (1 << i)
-        yield t.id, after & before
+        kept.append(i)
+        before |= anc[i] | (1 << i)
+    return after & before
 
 
 #: A storage whose producer and users lie within this many steps of a topological order gets
@@ -187,15 +190,15 @@ def _iter_forced_sets(graph: Graph, r: Reachability, tids: Iterable[TensorId] | 
     for t in tensors:
         if t.producer is None:
             continue
-        if t.id not in outputs:
+        is_output = t.id in outputs
+        if not is_output:
             p = index[t.producer]
             users = {index[u] for u in _users(graph, t.id)}
             lo, hi = pos[p], max(pos[u] for u in users)
             if hi - lo < local_span:
                 yield t.id, None, _local_forced(adj, pos, users, lo, hi)
                 continue
-        for tid, m in _iter_forced_live(graph, r, (t.id,)):
-            yield tid, m, None
+        yield t.id, _forced_mask(graph, r, t.id, is_output), None
 
 
 def _local_forced(adj: Adjacency, pos: list[int], users: set[int], lo: int, hi: int,
