@@ -34,6 +34,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from roam_core.base.collector import gc_paused
 from roam_core.base.errors import GraphError
 from roam_core.base.safe_gzip import gunzip_bounded
 from roam_core.model.graph import (
@@ -169,11 +170,12 @@ def loads_graph(data: bytes | str) -> Graph:
         data = data.encode()
     if data[:2] == b"\x1f\x8b":
         data = gunzip_bounded(data, GraphError, "graph file")
-    try:
-        obj = json.loads(data)
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise GraphError(f"graph file is not valid JSON: {e}") from e
-    return graph_from_dict(obj)
+    with gc_paused():  # a large graph file makes millions of objects and keeps them all
+        try:
+            obj = json.loads(data)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise GraphError(f"graph file is not valid JSON: {e}") from e
+        return graph_from_dict(obj)
 
 
 def graph_from_dict(obj: Any) -> Graph:

@@ -48,6 +48,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from roam_core.base.cancel import as_cancel_flag
+from roam_core.base.collector import gc_paused
 from roam_core.base.config import PlannerConfig
 from roam_core.base.status import SolveStatus
 from roam_core.base.units import format_bytes
@@ -200,6 +201,12 @@ def make_plan(
     PlanInvalidError
         If the plan fails the independent validator (a bug, never expected).
 
+    Notes
+    -----
+    Python's cyclic garbage collector is paused while planning
+    (:func:`~roam_core.base.collector.gc_paused`): the planner keeps almost everything it
+    allocates, and the collector's full collections cost ~20 % of the CPU time at 100k ops.
+
     Examples
     --------
     >>> from roam_core.model.samples import tiny_train_step
@@ -208,6 +215,13 @@ def make_plan(
     >>> p.method, p.planned_peak_bytes <= p.baseline_peak_bytes, len(p.order)
     ('roam', True, 8)
     """
+    with gc_paused():
+        return _make_plan(graph, config, method, progress, cancel, executor)
+
+
+def _make_plan(graph: Graph, config: PlannerConfig, method: str,
+               progress: Callable[[PlanProgress], None] | None, cancel: Any,
+               executor: cf.Executor | None) -> Plan:
     if config.budget_bytes is not None and method == "roam":
         from roam_core.planner.budget import plan_with_budget
 

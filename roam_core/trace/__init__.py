@@ -64,7 +64,6 @@ placeholder node names (``params_1``, ``state_3``, ``inputs_1``...), described b
 from __future__ import annotations
 
 import contextlib
-import gc
 import inspect
 import logging
 import time
@@ -77,6 +76,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 
+from roam_core.base.collector import gc_paused
 from roam_core.base.errors import TraceError
 from roam_core.model.graph import Graph, Phase, TensorKind
 from roam_core.trace.fx_graph import ValueRef, build_graph, is_random
@@ -531,26 +531,6 @@ def _trace_fx(
 _MAKE_FX_OPTIONS: dict[str, Any] = (
     {"_disable_torch_fn_metadata_mode": True}
     if "_disable_torch_fn_metadata_mode" in inspect.signature(make_fx).parameters else {})
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector inside (restored on exit, also on errors).
-
-    A trace allocates millions of short-lived objects (fake tensors, FX nodes, pytree
-    specs) and keeps most of them, so the collector runs thousands of times and its full
-    collections walk the whole heap (torch's modules included) for almost nothing: about
-    6 % of GPT2-XL's trace time.  The little cyclic garbage made meanwhile (GPT-2: ~60k
-    objects, ~10 MiB) is collected by the first collection after the trace.  Nested uses
-    are fine: the collector is re-enabled only by the block that disabled it.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 @contextlib.contextmanager
