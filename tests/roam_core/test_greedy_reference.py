@@ -205,3 +205,41 @@ def test_last_overlap_equals_a_scan(queries, boxes, rnd: random.Random) -> None:
     ref = [max((rank[j] for j in range(len(queries)) if ql[j] < bh[i] and qh[j] > bl[i]),
                default=-1) for i in range(len(boxes))]
     assert last_overlap(ql, qh, np.array(rank, np.int64), bl, bh).tolist() == ref
+
+
+@pytest.mark.parametrize("wide_from", [1, 2])
+@settings(max_examples=150, deadline=None)
+@given(problem=_problems(), fit=st.sampled_from(("best", "first")),
+       rnd=st.randoms(use_true_random=False))
+def test_the_candidate_gap_scan_equals_the_reference(
+        wide_from: int, problem: Problem, fit: str, rnd: random.Random) -> None:
+    """The gap scan for many overlapping boxes (only the boxes whose lower neighbour leaves
+    room are candidates) gives the plain scan's offsets: forced on for every buffer here."""
+    import roam_core.layout.dsa_heuristics as dh
+
+    order = list(range(len(problem)))
+    rnd.shuffle(order)
+    saved = dh._CANDIDATES_FROM
+    dh._CANDIDATES_FROM = wide_from
+    try:
+        sol = place_in_order(problem, order, fit)
+    finally:
+        dh._CANDIDATES_FROM = saved
+    assert sol is not None
+    assert list(sol.offsets) == _reference(problem, order, fit)
+
+
+def test_the_candidate_gap_scan_equals_the_plain_one_on_medium_problems() -> None:
+    import roam_core.layout.dsa_heuristics as dh
+
+    rng = np.random.default_rng(7)
+    for _ in range(300):
+        m = int(rng.integers(1, 60))
+        tops = np.sort(rng.integers(1, 400, m))  # boxes of random heights, sorted by offset
+        offs = np.sort(np.minimum(tops - 1, rng.integers(0, 400, m)))
+        tops = np.maximum(tops, offs + 1)
+        for s in (1, 3, 17, 90):
+            for a in (1, 4):
+                for best in (True, False):
+                    assert (dh._lowest_gap_wide(offs, tops, s, a, best)
+                            == dh._lowest_gap(offs, tops, s, a, best)), (offs, tops, s, a)
