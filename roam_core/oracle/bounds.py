@@ -335,7 +335,7 @@ def _live_set_lower_bound(graph: Graph, alignment_bytes: int, r: Reachability) -
         return LowerBound(resident, None, resident)
     # the masks are summed as they come (not kept), the local sets added at the end; the
     # storages forced live at the best op are those whose set spans it and has it
-    # (recomputed for those only)
+    # (tested by link walks for those only)
     spans: dict[TensorId, tuple[int, int]] = {}
     local_ops: list[int] = []
     local_bytes: list[int] = []
@@ -355,9 +355,9 @@ def _live_set_lower_bound(graph: Graph, alignment_bytes: int, r: Reachability) -
     if local_ops:
         np.add.at(total, np.asarray(local_ops, np.int64), np.asarray(local_bytes, np.int64))
     best = int(np.argmax(total))
-    at = tuple(tid for tid, m, ops in _iter_forced_sets(
-        graph, r, [t for t, (lo, hi) in spans.items() if lo <= best <= hi])
-        if (best in ops if ops is not None else m is not None and m >> best & 1))
+    outputs = set(graph.outputs)  # by link walks: no set is built again
+    at = tuple(t for t, (lo, hi) in spans.items()
+               if lo <= best <= hi and _forced_at(graph, r, t, best, t in outputs))
     _logger.debug("live-set bound %d B at op %s", int(total[best]) + resident, r.op_ids[best])
     return LowerBound(
         bound_bytes=int(total[best]) + resident,
