@@ -57,7 +57,7 @@ from typing import Any
 
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, round_size
 from roam_core.model.reach import Reachability, iter_bits, reachability
-from roam_core.oracle.bounds import live_set_lower_bound
+from roam_core.oracle.bounds import live_set_lower_bound, weighted_mask_sum
 
 __all__ = [
     "ChainGroupBound",
@@ -670,7 +670,7 @@ def choice_lower_bound(
     Examples
     --------
     >>> from roam_core.model.samples import tiny_train_step
-    >>> from roam_core.oracle.bounds import live_set_lower_bound
+    >>> from roam_core.oracle.bounds import live_set_lower_bound, weighted_mask_sum
     >>> g = tiny_train_step()
     >>> choice_lower_bound(g, 1).bound_bytes >= live_set_lower_bound(g, 1).bound_bytes
     True
@@ -724,6 +724,7 @@ def choice_lower_bound(
     assigned: set[str] = set()
     used = 0
     full = (1 << n) - 1
+    gains: list[tuple[int, int]] = []  # (best - base, ops): added over the ops at the end
     for grp in grps:
         k = len(grp)
         if k == 0 or k > max_group_ops:
@@ -749,7 +750,6 @@ def choice_lower_bound(
         if not touched:
             continue
         used += 1
-        nd = len(ds)
         # An op ``x`` comparable with every op of the group has one compatible down-set
         # (the group's ancestors of ``x``), and there each storage is live exactly when it is
         # forced: the group adds ``best - base = 0``.  So only the ops incomparable with
@@ -759,59 +759,120 @@ def choice_lower_bound(
         comp = full
         for g in gidx:
             comp &= r.ancestors[g] | r.descendants[g] | (1 << g)
-        cols = np.flatnonzero(mask_to_bool(full ^ comp, n))
-        if not len(cols):
+        inc = full ^ comp
+        if not inc:
             continue
-        a_rows = [mask_to_bool(r.descendants[g], n)[cols] for g in gidx]
-        b_rows = [mask_to_bool(r.ancestors[g] | (1 << g), n)[cols] for g in gidx]
-        items = []
-        for s in touched:
-            size, st, pd = masks_of(s)
-            items.append((size // unit, st, pd, mask_to_bool(st, n)[cols],
-                          None if pd == -1 else mask_to_bool(pd, n)[cols]))
-        sig = np.stack(a_rows + b_rows + [it[3] for it in items]
-                       + [it[4] for it in items if it[4] is not None])
+        items = [(size // unit, st, pd) for size, st, pd in map(masks_of, touched)]
+        rows = ([r.descendants[g] for g in gidx] + [r.ancestors[g] | (1 << g) for g in gidx]
+                + [st for _, st, _ in items] + [pd for _, _, pd in items if pd != -1])
+        # the ops of ``inc`` by their column (the rows' bits there), which decides their
+        # ``best - base``: few classes (GPT-2: 5-21), so they are split as bitsets (a few
+        # ANDs of N-bit ints per row) instead of reading every op's column
+        parts = _partition(inc, rows, _MAX_CLASSES)
+        if parts is not None:
+            classes, sig = parts
+            gain = _group_gain(sig, k, ds, gidx, umask, items)
+            gains.extend((int(v), c) for v, c in zip(np.rint(gain).astype(np.int64), classes,
+                                                     strict=True) if v)
+            continue
+        cols = np.flatnonzero(mask_to_bool(inc, n))
+        sig = np.stack([mask_to_bool(x, n)[cols] for x in rows])
         runs = np.concatenate(([0], np.flatnonzero(
             np.any(sig[:, 1:] != sig[:, :-1], axis=0)) + 1))
         lengths = np.diff(np.append(runs, len(cols)))
-        # one column per distinct signature among the runs (GPT-2: 5-21 among thousands)
-        rep, inverse = _column_classes(sig[:, runs])
-        starts = runs[rep]
-        m = len(starts)
-        dmat = np.array([[d >> j & 1 for j in range(k)] for d in ds], dtype=np.float64)
-        # a[u, x]: u is an ancestor of x; b[u, x]: x is u or an ancestor of u
-        a_vec = np.stack(a_rows)[:, starts].astype(np.float64)
-        b_vec = np.stack(b_rows)[:, starts].astype(np.float64)
-        viol = (1.0 - dmat) @ a_vec + dmat @ b_vec  # > 0: D incompatible with x
-        cost = np.zeros((nd, m), dtype=np.float64)
-        base = np.zeros(m, dtype=np.float64)
-        for w, st, pd, st_c, pd_c in items:
-            st_x = st_c[starts]
-            pd_x = np.ones(m, dtype=bool) if pd_c is None else pd_c[starts]
-            base += (st_x & pd_x) * w
-            st_u = st & umask
-            a_d = np.array([bool(st_u & _global_mask(d, gidx)) for d in ds])
-            if pd == -1:
-                b_d = np.ones(nd, dtype=bool)
-            else:
-                pd_u = pd & umask
-                b_d = np.array([bool(pd_u & ~_global_mask(d, gidx)) for d in ds])
-            for av in (False, True):
-                for bv in (False, True):
-                    rows = (a_d == av) & (b_d == bv)
-                    if not rows.any():
-                        continue
-                    live = (st_x | av) & (pd_x | bv)
-                    if live.any():
-                        cost[rows] += live.astype(np.float64) * w
-        cost[viol > 0.5] = np.inf
-        best = cost.min(axis=0)
-        assert np.all(np.isfinite(best)), "every op has a compatible down-set"
-        total[cols] += np.repeat((best - base)[inverse], lengths)
+        rep, inverse = _column_classes(sig[:, runs])  # one column per distinct signature
+        gain = _group_gain(sig[:, runs[rep]], k, ds, gidx, umask, items)
+        total[cols] += np.repeat(gain[inverse], lengths)
+    if gains:
+        total += weighted_mask_sum(gains, n).astype(np.float64)
     per_op = np.rint(total).astype(np.int64) * unit
     i = int(np.argmax(per_op))
     return ChoiceBound(int(per_op[i]) + resident, r.op_ids[i],
                        tuple(int(v) for v in per_op), used)
+
+
+#: :func:`choice_lower_bound` splits a group's incomparable ops into at most this many
+#: classes of equal columns as bitsets, else it reads every op's column.
+_MAX_CLASSES = 64
+
+
+def _partition(inc: int, rows: Sequence[int], limit: int) -> tuple[list[int], Any] | None:
+    """The ops of bitset ``inc`` split by their bits in ``rows``: ``(class bitsets, the
+    rows' bits of each class as a (rows, classes) boolean array)``, or None past ``limit``
+    classes.
+
+    >>> classes, sig = _partition(0b1111, [0b0011, 0b0101], 8)
+    >>> [bin(c) for c in classes], sig.astype(int).tolist()
+    (['0b1', '0b10', '0b100', '0b1000'], [[1, 1, 0, 0], [1, 0, 1, 0]])
+    """
+    import numpy as np
+
+    classes = [inc]
+    bits: list[list[bool]] = [[]]
+    for x in rows:
+        nc: list[int] = []
+        nb: list[list[bool]] = []
+        for c, b in zip(classes, bits, strict=True):
+            on = c & x
+            if on:
+                nc.append(on)
+                nb.append([*b, True])
+            off = c ^ on
+            if off:
+                nc.append(off)
+                nb.append([*b, False])
+        if len(nc) > limit:
+            return None
+        classes, bits = nc, nb
+    return classes, np.array(bits, dtype=bool).T
+
+
+def _group_gain(sig: Any, k: int, ds: Sequence[int], gidx: Sequence[int], umask: int,
+                items: Sequence[tuple[int, int, int]]) -> Any:
+    """``best - base`` (float64, in units) of each column of ``sig`` for one group: rows
+    ``0 .. k - 1`` whether group op ``u`` is an ancestor of the op, ``k .. 2k - 1`` whether the
+    op is ``u`` or an ancestor of it, then each item's started bits and each (non-output)
+    item's pending bits (``items``: ``(size in units, started mask, pending mask or -1)``)."""
+    import numpy as np
+
+    m = sig.shape[1]
+    nd = len(ds)
+    dmat = np.array([[d >> j & 1 for j in range(k)] for d in ds], dtype=np.float64)
+    a_vec = sig[:k].astype(np.float64)  # a[u, x]: u is an ancestor of x
+    b_vec = sig[k:2 * k].astype(np.float64)  # b[u, x]: x is u or an ancestor of u
+    viol = (1.0 - dmat) @ a_vec + dmat @ b_vec  # > 0: D incompatible with x
+    cost = np.zeros((nd, m), dtype=np.float64)
+    base = np.zeros(m, dtype=np.float64)
+    st_row = 2 * k
+    pd_row = 2 * k + len(items)
+    for w, st, pd in items:
+        st_x = sig[st_row]
+        st_row += 1
+        if pd == -1:
+            pd_x = np.ones(m, dtype=bool)
+        else:
+            pd_x = sig[pd_row]
+            pd_row += 1
+        base += (st_x & pd_x) * w
+        st_u = st & umask
+        a_d = np.array([bool(st_u & _global_mask(d, gidx)) for d in ds])
+        if pd == -1:
+            b_d = np.ones(nd, dtype=bool)
+        else:
+            pd_u = pd & umask
+            b_d = np.array([bool(pd_u & ~_global_mask(d, gidx)) for d in ds])
+        for av in (False, True):
+            for bv in (False, True):
+                sel = (a_d == av) & (b_d == bv)
+                if not sel.any():
+                    continue
+                live = (st_x | av) & (pd_x | bv)
+                if live.any():
+                    cost[sel] += live.astype(np.float64) * w
+    cost[viol > 0.5] = np.inf
+    best = cost.min(axis=0)
+    assert np.all(np.isfinite(best)), "every op has a compatible down-set"
+    return best - base
 
 
 def _column_classes(sig: Any) -> tuple[Any, Any]:

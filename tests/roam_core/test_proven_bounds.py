@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -160,6 +161,45 @@ def test_choice_bound_below_the_optimum(data):
     TIGHT["choice_n"] += 1
     TIGHT["choice_vs_old"] += cb.bound_bytes > best_lower_bound(g, a).bound_bytes
 
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_choice_bound_classes_as_bitsets_equal_the_per_op_columns(data):
+    """The incomparable ops split into classes as bitsets (few classes) give the per-op
+    bytes of the path that reads every op's column (many classes): both paths forced."""
+    import roam_core.oracle.proven_bounds as pb
+
+    g = data.draw(random_graphs(max_ops=10))
+    a = data.draw(st.sampled_from([1, 512]))
+    ops = list(g.op_ids)
+    labels = data.draw(st.lists(st.integers(0, 2), min_size=len(ops), max_size=len(ops)))
+    groups = [tuple(o for o, lab in zip(ops, labels, strict=True) if lab == k)
+              for k in range(2)]
+    out = []
+    saved = pb._MAX_CLASSES
+    try:
+        for limit in (0, 10_000):
+            pb._MAX_CLASSES = limit
+            out.append([pb.choice_lower_bound(g, a, groups=gr) for gr in (None, groups)])
+    finally:
+        pb._MAX_CLASSES = saved
+    assert out[0] == out[1]
+
+
+def test_choice_bound_paths_agree_on_a_transformer_step(monkeypatch):
+    import roam_core.oracle.proven_bounds as pb
+    from roam_core.formats.graph_io import load_graph
+
+    g = load_graph(Path(__file__).parents[2] / "sample_graphs"
+                   / "tiny_gpt-b2-t32-steady.json.gz")
+    groups = pb.forward_value_groups(g)
+    out = []
+    for limit in (0, pb._MAX_CLASSES):
+        monkeypatch.setattr(pb, "_MAX_CLASSES", limit)
+        out.append([pb.choice_lower_bound(g, 512, groups=gr) for gr in (None, groups)])
+    assert out[0] == out[1]
+    assert out[0][0].bound_bytes >= pb.live_set_lower_bound(g, 512).bound_bytes
 
 def test_choice_bound_sees_gradient_or_state():
     """One parameter update: the gradient waits (4 KiB) or the state exists (8 KiB)."""
