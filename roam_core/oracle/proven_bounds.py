@@ -598,6 +598,7 @@ def forward_value_groups(graph: Graph, max_group_ops: int = 40, *,
     are then large and left out, or still valid).
     """
     from roam_core.model.graph import Phase
+    from roam_core.model.reach import mask_to_bool
 
     r = reach if reach is not None else reachability(graph)
     after_loss = 0
@@ -605,8 +606,9 @@ def forward_value_groups(graph: Graph, max_group_ops: int = 40, *,
         if graph.op(op).phase is Phase.LOSS:
             i = r.index[op]
             after_loss |= r.descendants[i] | (1 << i)
+    after = mask_to_bool(after_loss, len(graph.ops))  # one unpacking, not a shift per op
     free = {op for op in graph.op_ids
-            if graph.op(op).phase is Phase.BACKWARD and not after_loss >> r.index[op] & 1}
+            if graph.op(op).phase is Phase.BACKWARD and not after[r.index[op]]}
     parent = {op: op for op in free}
 
     def find(x: OpId) -> OpId:
