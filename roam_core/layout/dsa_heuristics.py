@@ -287,19 +287,8 @@ def _lowest_gap(offs: np.ndarray, tops: np.ndarray, s: int, a: int, best: bool) 
     """The offset of a box of size ``s`` (alignment ``a``) against boxes sorted by offset:
     the gaps are those of the sorted scan (below each box, above the highest top of the
     boxes below it); the smallest one that fits (``best``) or the lowest one, else the top."""
-    runmax = np.maximum.accumulate(tops)
-    starts = np.empty(len(offs), np.int64)  # starts[j]: the highest top below box j
-    starts[0] = 0
-    starts[1:] = runmax[:-1]
-    if a > 1:
-        starts = -(-starts // a) * a
-    room = offs - starts
-    fits = room >= s
-    j = int(np.where(fits, room, _BIG).argmin()) if best else int(fits.argmax())
-    if fits[j]:
-        return int(starts[j])
-    off = int(runmax[-1])
-    return -(-off // a) * a if a > 1 else off
+    runmax = np.maximum.accumulate(tops)  # runmax[j - 1]: the highest top below box j
+    return _pick_gap(offs, runmax, s, a, best)
 
 
 def _lowest_gap_wide(offs: np.ndarray, tops: np.ndarray, s: int, a: int, best: bool) -> int:
@@ -316,12 +305,19 @@ def _lowest_gap_wide(offs: np.ndarray, tops: np.ndarray, s: int, a: int, best: b
     cuts[0] = 0
     cuts[1:] = cand
     below = np.maximum.accumulate(np.maximum.reduceat(tops, cuts))
-    starts = np.empty(len(cuts), np.int64)  # the candidates' gaps start here
+    return _pick_gap(offs[cuts], below, s, a, best)
+
+
+def _pick_gap(offs: np.ndarray, below: np.ndarray, s: int, a: int, best: bool) -> int:
+    """The chosen gap's start among candidate boxes ``offs`` (ascending), ``below[j - 1]``
+    the highest top below candidate ``j`` (none below the first) and ``below[-1]`` the top of
+    all: the smallest gap that holds ``s`` (``best``) or the lowest, else the rounded top."""
+    starts = np.empty(len(offs), np.int64)  # the candidates' gaps start here
     starts[0] = 0
     starts[1:] = below[:-1]
     if a > 1:
         starts = -(-starts // a) * a
-    room = offs[cuts] - starts
+    room = offs - starts
     fits = room >= s
     j = int(np.where(fits, room, _BIG).argmin()) if best else int(fits.argmax())
     if fits[j]:

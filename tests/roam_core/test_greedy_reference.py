@@ -178,14 +178,7 @@ def test_dropping_boxes_past_their_last_use_changes_nothing(problem: Problem, fi
 
     order = [i for i, b in enumerate(problem.buffers) if b.offset is None]
     rnd.shuffle(order)
-    old = dsa_heuristics._COMPACT_EVERY
-    dsa_heuristics._COMPACT_EVERY = every
-    try:
-        sol = place_in_order(problem, order, fit)
-    finally:
-        dsa_heuristics._COMPACT_EVERY = old
-    assert sol is not None
-    assert list(sol.offsets) == _reference(problem, order, fit)
+    _placed_with(dsa_heuristics, "_COMPACT_EVERY", every, problem, order, fit)
 
 
 @given(st.lists(st.tuples(st.integers(0, 30), st.integers(1, 12)), max_size=10),
@@ -219,12 +212,18 @@ def test_the_candidate_gap_scan_equals_the_reference(
 
     order = list(range(len(problem)))
     rnd.shuffle(order)
-    saved = dh._CANDIDATES_FROM
-    dh._CANDIDATES_FROM = wide_from
+    _placed_with(dh, "_CANDIDATES_FROM", wide_from, problem, order, fit)
+
+
+def _placed_with(module: object, name: str, value: int, problem: Problem, order: list[int],
+                 fit: str) -> None:
+    """``place_in_order`` with ``module.name = value`` gives the reference's offsets."""
+    saved = getattr(module, name)
+    setattr(module, name, value)
     try:
         sol = place_in_order(problem, order, fit)
     finally:
-        dh._CANDIDATES_FROM = saved
+        setattr(module, name, saved)
     assert sol is not None
     assert list(sol.offsets) == _reference(problem, order, fit)
 
