@@ -672,7 +672,7 @@ def choice_lower_bound(
     Examples
     --------
     >>> from roam_core.model.samples import tiny_train_step
-    >>> from roam_core.oracle.bounds import live_set_lower_bound, weighted_mask_sum
+    >>> from roam_core.oracle.bounds import live_set_lower_bound
     >>> g = tiny_train_step()
     >>> choice_lower_bound(g, 1).bound_bytes >= live_set_lower_bound(g, 1).bound_bytes
     True
@@ -782,9 +782,8 @@ def choice_lower_bound(
         runs = np.concatenate(([0], np.flatnonzero(
             np.any(sig[:, 1:] != sig[:, :-1], axis=0)) + 1))
         lengths = np.diff(np.append(runs, len(cols)))
-        rep, inverse = _column_classes(sig[:, runs])  # one column per distinct signature
-        gain = _group_gain(sig[:, runs[rep]], k, ds, gidx, umask, items)
-        total[cols] += np.repeat(gain[inverse], lengths)
+        gain = _group_gain(sig[:, runs], k, ds, gidx, umask, items)  # one column per run
+        total[cols] += np.repeat(gain, lengths)
     if gains:
         total += weighted_mask_sum(gains, n).astype(np.float64)
     per_op = np.rint(total).astype(np.int64) * unit
@@ -875,38 +874,6 @@ def _group_gain(sig: Any, k: int, ds: Sequence[int], gidx: Sequence[int], umask:
     best = cost.min(axis=0)
     assert np.all(np.isfinite(best)), "every op has a compatible down-set"
     return best - base
-
-
-def _column_classes(sig: Any) -> tuple[Any, Any]:
-    """Equal columns of the boolean matrix ``sig``: ``(one column index per class, each
-    column's class)``, the classes in the order of their first column.
-
-    >>> import numpy as np
-    >>> [a.tolist() for a in _column_classes(np.array([[1, 0, 1, 1], [0, 1, 0, 1]], bool))]
-    [[0, 1, 3], [0, 1, 0, 2]]
-    """
-    import numpy as np
-
-    packed = np.packbits(sig, axis=0)  # 8 rows a byte
-    pad = -packed.shape[0] % 8
-    if pad:
-        packed = np.concatenate([packed, np.zeros((pad, packed.shape[1]), np.uint8)])
-    words = np.ascontiguousarray(packed.T).view(np.uint64)  # (columns, words): exact keys
-    # sort the columns by their words (stable: a class's first column comes first in it)
-    order = np.lexsort(words.T[::-1]) if words.shape[1] > 1 else np.argsort(words[:, 0],
-                                                                            kind="stable")
-    w = words[order]
-    starts = np.empty(len(order), dtype=bool)
-    starts[:1] = True
-    starts[1:] = np.any(w[1:] != w[:-1], axis=1)
-    cls_sorted = np.cumsum(starts) - 1
-    first = order[starts]  # each class's first column, classes in sorted order
-    by_first = np.argsort(first, kind="stable")
-    rank = np.empty_like(by_first)
-    rank[by_first] = np.arange(len(by_first))
-    inverse = np.empty(len(order), dtype=np.int64)
-    inverse[order] = rank[cls_sorted]
-    return first[by_first], inverse
 
 
 def _global_mask(local_set: int, gidx: Sequence[int]) -> int:

@@ -571,19 +571,3 @@ def test_forward_value_bound_on_hf_gpt2():
     cb = choice_lower_bound(g, 512, groups=groups)
     assert cb.bound_bytes > best_lower_bound(g, 512).bound_bytes
     assert cb.bound_bytes <= simulate(g, alignment_bytes=512).peak_bytes
-
-
-@pytest.mark.parametrize("rows", [1, 7, 64, 65, 130])
-def test_column_classes_group_exactly_the_equal_columns(rows: int) -> None:
-    import numpy as np
-
-    from roam_core.oracle.proven_bounds import _column_classes
-
-    rng = np.random.default_rng(rows)
-    base = rng.random((rows, 6)) < 0.5  # at most 6 distinct columns, repeated at random
-    sig = base[:, rng.integers(0, 6, 200)]
-    rep, inverse = _column_classes(sig)
-    assert (sig[:, rep][:, inverse] == sig).all()  # every column equals its class's
-    assert len({sig[:, j].tobytes() for j in rep}) == len(rep)  # classes differ
-    assert list(rep) == sorted(rep)  # in the order of their first column
-    assert all(inverse[j] == c for c, j in enumerate(rep))
