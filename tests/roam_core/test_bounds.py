@@ -247,10 +247,27 @@ def test_local_forced_sets_equal_the_masks(g, seed, span) -> None:
     masks = bounds.forced_live_masks(g, r)
     got = {}
     for tid, m, ops in bounds._iter_forced_sets(g, r, local_span=span):
-        got[tid] = m if ops is None else sum(1 << i for i in ops)
-        if ops is not None:
-            assert len(set(ops)) == len(ops)  # each op once
+        assert len(set(ops)) == len(ops)  # each op once
+        assert not any(m >> i & 1 for i in ops)  # the mask and the ops are disjoint
+        got[tid] = m | sum(1 << i for i in ops)
     assert got == masks
+    # the masks by their definition: the ops on a path from the producer to a user (or
+    # every descendant of the producer, for an output), from networkx's reachability
+    import networkx as nx
+
+    dag = nx.DiGraph()
+    dag.add_nodes_from(g.op_ids)
+    dag.add_edges_from((p, op) for op in g.op_ids for p in g.predecessors(op))
+    outputs = set(g.outputs)
+    for tid, m in masks.items():
+        prod = g.tensors[tid].producer
+        after = nx.descendants(dag, prod) | {prod}
+        if tid in outputs:
+            want = after
+        else:
+            users = set(bounds._users(g, tid))
+            want = {op for op in after if op in users or nx.descendants(dag, op) & users}
+        assert m == sum(1 << r.index[op] for op in want), tid
     assert list(got) == list(masks)  # in tensor order
     for tid, m in masks.items():  # the producer is always in
         assert r.index[g.tensors[tid].producer] in iter_bits(m)
@@ -292,9 +309,9 @@ def test_forced_bytes_equal_the_unpacked_sum(g, seed, max_edges, span, a) -> Non
 @given(st.lists(st.tuples(st.integers(0, 50), st.integers(0, 2**40 - 1)), max_size=12),
        st.sampled_from([0, 2, 64]))
 def test_weighted_mask_sum_equals_the_unpacked_sum(items, max_edges) -> None:
-    """``weighted_mask_sum`` (runs into a difference array, or the run boundaries read from
-    the mask's bytes) equals the plain sum of weight x unpacked mask, for masks of any number
-    of runs."""
+    """``weighted_mask_sum`` (runs into a difference array, or many-run masks counted per
+    weight in bit planes) equals the plain sum of weight x unpacked mask, for masks of any
+    number of runs."""
     import numpy as np
 
     from roam_core.model.reach import mask_to_bool
@@ -308,6 +325,29 @@ def test_weighted_mask_sum_equals_the_unpacked_sum(items, max_edges) -> None:
     bounds._MAX_RUN_EDGES = max_edges
     try:
         got = bounds.weighted_mask_sum(items, n)
+    finally:
+        bounds._MAX_RUN_EDGES = old
+    assert got.tolist() == ref.tolist()
+
+
+@given(st.lists(st.integers(0, 2**70 - 1), min_size=1, max_size=80),
+       st.sampled_from([1, 3, 2**33]))
+def test_weighted_mask_sum_counts_many_masks_of_one_weight(masks, w) -> None:
+    """Many many-run masks of one weight (long ripple carries through the counter's bit
+    planes, as a training step's activations of one size give) sum exactly."""
+    import numpy as np
+
+    from roam_core.model.reach import mask_to_bool
+    from roam_core.oracle import bounds
+
+    n = 70
+    ref = np.zeros(n, dtype=np.int64)
+    for m in masks:
+        ref += mask_to_bool(m, n) * w
+    old = bounds._MAX_RUN_EDGES
+    bounds._MAX_RUN_EDGES = 0
+    try:
+        got = bounds.weighted_mask_sum([(w, m) for m in masks], n)
     finally:
         bounds._MAX_RUN_EDGES = old
     assert got.tolist() == ref.tolist()
