@@ -565,8 +565,10 @@ def _closure_masks(topo: Sequence[int], into: Sequence[Sequence[int]],
                 and m.bit_length() - lo > _SMALL_BITS):
             base[i] = best
             depth[i] = depth[best] + 1
-            if c > best_count + 1:
-                extra[i] = tuple(iter_bits(m ^ best_mask))
+            if c > best_count + 1:  # a few bits, mostly near each other: walked narrow
+                x = m ^ best_mask
+                k = (x & -x).bit_length() - 1
+                extra[i] = tuple(k + b for b in iter_bits(x >> k))
         elif not m:
             whole[i] = 0
         else:
