@@ -32,6 +32,7 @@ from __future__ import annotations
 import enum
 import hashlib
 import json
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NewType
@@ -458,6 +459,7 @@ class Graph:
         ``Graph`` built from scratch with the longer ``control_edges``.
         """
         extra = tuple(extra)
+        _forget_dead_copies()
         g = object.__new__(Graph)
         for name, value in (("ops", self.ops), ("tensors", self.tensors),
                             ("aliases", self.aliases),
@@ -475,10 +477,31 @@ class Graph:
             _set(g, key, self.__dict__[key])
         _set(g, "_preds", {k: tuple(v) for k, v in preds.items()})
         _set(g, "_succs", {k: tuple(v) for k, v in succs.items()})
+        _DERIVED[id(g)] = (weakref.ref(g), weakref.ref(self), extra)
         return g
+
+    def derived_from(self) -> tuple[Graph, tuple[ControlEdge, ...]] | None:
+        """``(graph, extra)`` when this graph is ``graph.with_control_edges(extra)`` and
+        ``graph`` is still alive (indices of the copy can be derived from its own), else
+        ``None``."""
+        hit = _DERIVED.get(id(self))
+        if hit is None or hit[0]() is not self:
+            return None
+        base = hit[1]()
+        return None if base is None else (base, hit[2])
 
     def __len__(self) -> int:
         return len(self.ops)
+
+
+#: The copies made by :meth:`Graph.with_control_edges`: ``id(copy) -> (copy, original,
+#: extra edges)``, held weakly (no graph is kept alive, and graphs still pickle).
+_DERIVED: dict[int, tuple[weakref.ref[Graph], weakref.ref[Graph], tuple[ControlEdge, ...]]] = {}
+
+
+def _forget_dead_copies() -> None:
+    for k in [k for k, (c, _, _) in _DERIVED.items() if c() is None]:
+        del _DERIVED[k]
 
 
 # --------------------------------------------------------------------- checks

@@ -108,14 +108,39 @@ def adjacency(graph: Graph) -> Adjacency:
     for ref, adj in _ADJ:
         if ref() is graph:
             return adj
-    ids = graph.op_ids
-    index = {op: i for i, op in enumerate(ids)}
-    preds = [[index[p] for p in graph.predecessors(op)] for op in ids]
-    succs = [[index[s] for s in graph.successors(op)] for op in ids]
-    adj = Adjacency(index, preds, succs, tuple(_topological(preds, succs)))
+    adj = _derived_adjacency(graph)
+    if adj is None:
+        ids = graph.op_ids
+        index = {op: i for i, op in enumerate(ids)}
+        preds = [[index[p] for p in graph.predecessors(op)] for op in ids]
+        succs = [[index[s] for s in graph.successors(op)] for op in ids]
+        adj = Adjacency(index, preds, succs, tuple(_topological(preds, succs)))
     _ADJ[:] = [(r, a) for r, a in _ADJ if r() is not None][-(_ADJ_KEPT - 1):]
     _ADJ.append((weakref.ref(graph), adj))
     return adj
+
+
+def _derived_adjacency(graph: Graph) -> Adjacency | None:
+    """The adjacency of ``graph = base.with_control_edges(extra)`` from ``base``'s cached
+    one: the same ops (the index is shared), each op's neighbours those of ``base`` with the
+    new edges' ends appended in edge order, as the copy's own indices list them; ``None``
+    when ``graph`` is no such copy or ``base``'s adjacency is not cached."""
+    derived = graph.derived_from()
+    if derived is None:
+        return None
+    base, extra = derived
+    old = next((a for ref, a in _ADJ if ref() is base), None)
+    if old is None:
+        return None
+    index = old.index
+    preds = [list(p) for p in old.preds]
+    succs = [list(q) for q in old.succs]
+    for e in extra:
+        src, dst = index[e.src], index[e.dst]
+        if src not in preds[dst]:
+            preds[dst].append(src)
+            succs[src].append(dst)
+    return Adjacency(index, preds, succs, tuple(_topological(preds, succs)))
 
 
 def _topological(preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]]

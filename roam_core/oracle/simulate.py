@@ -208,6 +208,12 @@ def _arrays(graph: Graph, alignment_bytes: int) -> _Arrays:
     hit = _ARRAYS.get(key)
     if hit is not None and hit[0]() is graph:
         return hit[1]
+    for (_, a), (ref, arr) in list(_ARRAYS.items()):  # a copy with more control edges
+        other = ref()  # (Graph.with_control_edges) shares the ops and storages: same arrays
+        if (a == alignment_bytes and other is not None and other.tensors is graph.tensors
+                and other.op_ids is graph.op_ids and other.outputs == graph.outputs):
+            _ARRAYS[key] = (weakref.ref(graph), arr)
+            return arr
     index = {op: i for i, op in enumerate(graph.op_ids)}
     outputs = set(graph.outputs)
     prod, size, out, cons, start, has = [], [], [], [], [], []

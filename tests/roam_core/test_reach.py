@@ -255,3 +255,28 @@ def test_mask_bit_queries_match_the_masks(g, seed, hops):
                                                            for j in range(n)]
     closure = _closure(g)
     assert all(r.is_ancestor(a, b) == ((a, b) in closure) for a in g.op_ids for b in g.op_ids)
+
+
+@given(random_graphs(), st.data())
+def test_adjacency_of_a_copy_with_control_edges_equals_its_own(g, data) -> None:
+    """The adjacency of ``g.with_control_edges(extra)``, derived from ``g``'s cached one,
+    equals the one computed from the copy's own indices (neighbour order included), for
+    edges already present, repeated, new, and a program order no longer topological."""
+    from roam_core.model import reach
+    from roam_core.model.graph import ControlEdge, EdgeReason
+
+    order = data.draw(orders_of(g))
+    pos = {op: i for i, op in enumerate(order)}
+    pairs = [(a, b) for a in order for b in order if pos[a] < pos[b]]
+    picked = data.draw(st.lists(st.sampled_from(pairs), max_size=6)) if pairs else []
+    extra = [ControlEdge(a, b, EdgeReason.RNG) for a, b in picked]
+    base = reach.adjacency(g)
+    copy = g.with_control_edges(extra)
+    derived = reach.adjacency(copy)
+    assert derived.index is base.index  # shared, not rebuilt
+    reach._ADJ.clear()
+    own = reach.adjacency(copy)
+    assert own.index is not base.index
+    assert (derived.index, derived.preds, derived.succs, derived.topo) == (
+        own.index, own.preds, own.succs, own.topo)
+    assert reachability(copy).ancestors == reach._reachability(copy).ancestors

@@ -126,3 +126,25 @@ def test_simulate_rejects_orders_that_are_not_permutations() -> None:
                 ["a", "b", "c", "d", "d"]):
         with pytest.raises(GraphError):
             simulate(g, bad)
+
+
+@given(random_graphs(), st.data())
+def test_a_copy_with_control_edges_shares_the_arrays_and_the_profile(g: Graph, data) -> None:
+    """``Graph.with_control_edges`` keeps the ops and storages, so :func:`simulate` reuses the
+    original's arrays for it; the profile equals that of the same graph built from scratch,
+    which computes its own."""
+    from roam_core.model.graph import ControlEdge, EdgeReason
+    from roam_core.oracle import simulate as sim
+
+    order = data.draw(orders_of(g))
+    pos = {op: i for i, op in enumerate(order)}
+    pairs = [(a, b) for a in order for b in order if pos[a] < pos[b]][:3]
+    extra = [ControlEdge(a, b, EdgeReason.RNG) for a, b in pairs]
+    a = data.draw(st.sampled_from([1, 512]))
+    want = simulate(g, order, alignment_bytes=a)
+    copy = g.with_control_edges(extra)
+    assert sim._arrays(copy, a) is sim._arrays(g, a)
+    assert simulate(copy, order, alignment_bytes=a) == want
+    scratch = Graph(g.ops, g.tensors, g.aliases, g.control_edges + tuple(extra), g.outputs)
+    assert sim._arrays(scratch, a) is not sim._arrays(g, a)
+    assert simulate(scratch, order, alignment_bytes=a) == want
