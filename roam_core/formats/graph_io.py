@@ -31,6 +31,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -215,7 +216,7 @@ def graph_from_dict(obj: Any) -> Graph:
                 _enum(EdgeReason, e, "reason", where),
             )
         )
-    outputs = [TensorId(str(x)) for x in _list(obj, "outputs", required=False)]
+    outputs = [TensorId(sys.intern(str(x))) for x in _list(obj, "outputs", required=False)]
     origin = obj.get("origin", {"source": "custom"})
     if not isinstance(origin, Mapping):
         raise GraphError("graph 'origin' must be an object")
@@ -242,13 +243,17 @@ def _list(obj: Mapping[str, Any], key: str, *, required: bool = True) -> list[An
     return v
 
 
+# The strings of a graph file are interned (``sys.intern``): every mention of an id (an op
+# as producer, consumer, edge end; a storage as input, output) is then one object, so the
+# planner's lookups by id compare pointers instead of bytes, and the file's repeated names
+# are kept once.
 def _str(d: Any, key: str, where: str) -> str:
     if not isinstance(d, Mapping):
         raise GraphError(f"{where} must be an object")
     v = d.get(key)
     if not isinstance(v, str) or not v:
         raise GraphError(f"{where}: field {key!r} must be a non-empty string")
-    return v
+    return sys.intern(v)
 
 
 def _opt_str(d: Mapping[str, Any], key: str, where: str) -> str | None:
@@ -257,14 +262,14 @@ def _opt_str(d: Mapping[str, Any], key: str, where: str) -> str | None:
         return None
     if not isinstance(v, str):
         raise GraphError(f"{where}: field {key!r} must be a string or null")
-    return v
+    return sys.intern(v)
 
 
 def _strs(d: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
     v = d.get(key, [])
     if not isinstance(v, list) or not all(isinstance(x, str) for x in v):
         raise GraphError(f"{where}: field {key!r} must be a list of strings")
-    return tuple(v)
+    return tuple(map(sys.intern, v))
 
 
 def _enum(cls: Any, d: Mapping[str, Any], key: str, where: str) -> Any:

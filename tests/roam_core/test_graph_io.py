@@ -300,3 +300,21 @@ def test_consumers_disagree():
     d = _base()
     _tensor(d, "relu")["consumers"] = ["loss"]
     _raises(d, "'relu'", "consumers")
+
+
+def test_a_loaded_graph_names_each_id_with_one_object() -> None:
+    """Every mention of an id in a loaded graph is the same string object (interned), so
+    lookups by id compare pointers: producers and edge ends are the ops' ids, inputs and
+    outputs the storages' or aliases' ids."""
+    g = loads_graph(dumps_graph(tiny_train_step()))
+    op_ids = {op.id: op.id for op in g.ops}
+    values = {t.id: t.id for t in g.tensors.values()} | {a.id: a.id for a in g.aliases}
+    for t in g.tensors.values():
+        assert t.producer is None or t.producer is op_ids[t.producer]
+        assert all(c is op_ids[c] for c in t.consumers)
+    for op in g.ops:
+        assert all(v is values[v] for v in (*op.inputs, *op.outputs))
+    for e in g.control_edges:
+        assert e.src is op_ids[e.src]
+        assert e.dst is op_ids[e.dst]
+    assert all(o is values[o] for o in g.outputs)
