@@ -61,6 +61,38 @@ def _edge_index(graph: Graph) -> _EdgeIndex:
     hit = _EDGE_INDEX.get(id(graph))
     if hit is not None and hit[0]() is graph:
         return hit[1]
+    ei = _extended_edge_index(graph)
+    if ei is None:
+        ei = _own_edge_index(graph)
+    if len(_EDGE_INDEX) > 16:
+        _EDGE_INDEX.clear()
+    _EDGE_INDEX[id(graph)] = (weakref.ref(graph), ei)
+    return ei
+
+
+def _extended_edge_index(graph: Graph) -> _EdgeIndex | None:
+    """The edge index of a copy with more control edges (``Graph.with_control_edges``) from
+    its original's cached one, when the copy holds the original's very ops and control edges
+    (checked here, object by object) followed by more: those are appended."""
+    derived = graph.derived_from()
+    if derived is None:
+        return None
+    base = derived[0]
+    hit = _EDGE_INDEX.get(id(base))
+    n_base = len(base.control_edges)
+    if (hit is None or hit[0]() is not base or graph.ops is not base.ops
+            or len(graph.control_edges) < n_base
+            or any(a is not b for a, b in zip(graph.control_edges, base.control_edges))):
+        return None
+    old = hit[1]
+    index = old.index
+    extra = graph.control_edges[n_base:]
+    src = np.fromiter((index[e.src] for e in extra), np.int64, len(extra))
+    dst = np.fromiter((index[e.dst] for e in extra), np.int64, len(extra))
+    return _EdgeIndex(index, np.concatenate([old.src, src]), np.concatenate([old.dst, dst]))
+
+
+def _own_edge_index(graph: Graph) -> _EdgeIndex:
     index = {op: i for i, op in enumerate(graph.op_ids)}
     src: list[int] = []
     dst: list[int] = []
@@ -73,11 +105,7 @@ def _edge_index(graph: Graph) -> _EdgeIndex:
     for e in graph.control_edges:
         src.append(index[e.src])
         dst.append(index[e.dst])
-    ei = _EdgeIndex(index, np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64))
-    if len(_EDGE_INDEX) > 16:
-        _EDGE_INDEX.clear()
-    _EDGE_INDEX[id(graph)] = (weakref.ref(graph), ei)
-    return ei
+    return _EdgeIndex(index, np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64))
 
 
 def _obviously_valid(graph: Graph, order: Sequence[OpId]) -> bool:

@@ -148,3 +148,29 @@ def test_vectorised_pass_clears_exactly_the_orders_the_full_check_finds_valid(gr
         full = check_order(graph, order)
     assert validate._obviously_valid(graph, order) == (full == [])
     assert check_order(graph, order) == full
+
+
+@given(random_graphs(), st.data())
+def test_a_copy_with_control_edges_checks_its_own_edges(g, data) -> None:
+    """The edge index of ``g.with_control_edges(extra)`` (the original's, the new edges
+    appended) holds the edges of the copy's own index, and orders that break only a new edge
+    are caught as they are on the same graph built from scratch."""
+    from roam_core.model.graph import ControlEdge, EdgeReason, Graph
+    from roam_core.oracle import validate
+
+    order = list(data.draw(orders_of(g)))
+    pos = {op: i for i, op in enumerate(order)}
+    pairs = [(a, b) for a in order for b in order if pos[a] < pos[b]]
+    picked = data.draw(st.lists(st.sampled_from(pairs), max_size=4)) if pairs else []
+    extra = [ControlEdge(a, b, EdgeReason.RNG) for a, b in picked]
+    assert check_order(g, order) == []  # the original's index is built and cached
+    copy = g.with_control_edges(extra)
+    scratch = Graph(g.ops, g.tensors, g.aliases, g.control_edges + tuple(extra), g.outputs)
+    base = validate._edge_index(g)
+    mine = validate._edge_index(copy)
+    assert mine.index is base.index  # extended, not rebuilt
+    own = validate._edge_index(scratch)
+    assert set(zip(mine.src.tolist(), mine.dst.tolist())) == set(
+        zip(own.src.tolist(), own.dst.tolist()))
+    for perm in (order, order[::-1], data.draw(st.permutations(order))):
+        assert check_order(copy, perm) == check_order(scratch, perm)
