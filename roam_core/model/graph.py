@@ -481,9 +481,26 @@ class Graph:
         return g
 
     def derived_from(self) -> tuple[Graph, tuple[ControlEdge, ...]] | None:
-        """``(graph, extra)`` when this graph is ``graph.with_control_edges(extra)`` and
-        ``graph`` is still alive (indices of the copy can be derived from its own), else
-        ``None``."""
+        """The graph this one was copied from by :meth:`with_control_edges`, if still alive.
+
+        Indices of the copy (adjacency, storage arrays, the validator's edge index) can then
+        be derived from the original's instead of being built again.  The original is held
+        weakly: asking keeps nothing alive, and the graph still pickles.
+
+        Returns
+        -------
+        tuple of (Graph, tuple of ControlEdge) or None
+            ``(original, extra)`` with ``self == original.with_control_edges(extra)``;
+            ``None`` for a graph built otherwise, or once the original is gone.
+
+        Examples
+        --------
+        >>> from roam_core.model.samples import diamond
+        >>> g = diamond()
+        >>> copy = g.with_control_edges([ControlEdge("b", "c", EdgeReason.RNG)])
+        >>> copy.derived_from()[0] is g, len(copy.derived_from()[1]), g.derived_from()
+        (True, 1, None)
+        """
         hit = _DERIVED.get(id(self))
         if hit is None or hit[0]() is not self:
             return None
@@ -500,8 +517,9 @@ _DERIVED: dict[int, tuple[weakref.ref[Graph], weakref.ref[Graph], tuple[ControlE
 
 
 def _forget_dead_copies() -> None:
-    for k in [k for k, (c, _, _) in _DERIVED.items() if c() is None]:
-        del _DERIVED[k]
+    for k, (c, _, _) in list(_DERIVED.items()):  # a snapshot: other threads may add copies
+        if c() is None:
+            _DERIVED.pop(k, None)
 
 
 # --------------------------------------------------------------------- checks

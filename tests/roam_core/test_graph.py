@@ -178,3 +178,22 @@ def test_with_control_edges_equals_a_graph_built_from_scratch(g: Graph, data) ->
     assert fast.fingerprint() == full.fingerprint()
     assert {k: v for k, v in vars(fast).items() if not k.startswith("_fingerprint")} == \
         {k: v for k, v in vars(full).items() if not k.startswith("_fingerprint")}
+
+
+def test_a_copy_with_control_edges_knows_its_original_weakly() -> None:
+    """``derived_from`` names the original while it lives, keeps nothing alive, and the copy
+    still pickles (what it was made from is not part of it)."""
+    import gc
+    import pickle
+
+    g = diamond()
+    copy = g.with_control_edges([ControlEdge(OpId("b"), OpId("c"), EdgeReason.RNG)])
+    base, extra = copy.derived_from()
+    assert base is g
+    assert extra == (ControlEdge(OpId("b"), OpId("c"), EdgeReason.RNG),)
+    again = pickle.loads(pickle.dumps(copy))
+    assert again == copy
+    assert again.derived_from() is None
+    del g, base
+    gc.collect()
+    assert copy.derived_from() is None
