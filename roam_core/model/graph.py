@@ -468,15 +468,18 @@ class Graph:
                             ("origin", self.origin)):
             _set(g, name, value)
         ops_by_id = self._ops_by_id  # type: ignore[attr-defined]
-        preds = {k: dict.fromkeys(v) for k, v in self._preds.items()}  # type: ignore[attr-defined]
-        succs = {k: dict.fromkeys(v) for k, v in self._succs.items()}  # type: ignore[attr-defined]
-        _add_control_edges(extra, ops_by_id, preds, succs)
+        # only the ops the new edges touch get new neighbour tuples (the others are shared)
+        more_preds: dict[str, dict[str, None]] = {}
+        more_succs: dict[str, dict[str, None]] = {}
+        _add_control_edges(extra, ops_by_id, more_preds, more_succs, grow=True)
+        preds = _extended(self._preds, more_preds)  # type: ignore[attr-defined]
+        succs = _extended(self._succs, more_succs)  # type: ignore[attr-defined]
         _check_acyclic(g, preds, succs)
         for key in ("_ops_by_id", "_op_ids", "_storage_of", "_value_producer", "_data_edges",
                     "_reads", "_creates"):
             _set(g, key, self.__dict__[key])
-        _set(g, "_preds", {k: tuple(v) for k, v in preds.items()})
-        _set(g, "_succs", {k: tuple(v) for k, v in succs.items()})
+        _set(g, "_preds", preds)
+        _set(g, "_succs", succs)
         _DERIVED[id(g)] = (weakref.ref(g), weakref.ref(self), extra)
         return g
 
@@ -632,16 +635,35 @@ def _index_edges(
 
 def _add_control_edges(edges: Iterable[ControlEdge], ops_by_id: Mapping[str, Op],
                        preds: dict[str, dict[str, None]], succs: dict[str, dict[str, None]],
-                       ) -> None:
-    """Step 3b: control edges join known ops and are no self-loops; added to the indices."""
+                       grow: bool = False) -> None:
+    """Step 3b: control edges join known ops and are no self-loops; added to the indices
+    (``grow``: to per-op dicts made as needed, holding only the edges added)."""
     for e in edges:
         for end in (e.src, e.dst):
             if end not in ops_by_id:
                 raise GraphError(f"control edge {e.src!r}->{e.dst!r}: {end!r} is not an op")
         if e.src == e.dst:
             raise GraphError(f"control edge on op {e.src!r} points to itself")
-        preds[e.dst][e.src] = None
-        succs[e.src][e.dst] = None
+        if grow:
+            preds.setdefault(e.dst, {})[e.src] = None
+            succs.setdefault(e.src, {})[e.dst] = None
+        else:
+            preds[e.dst][e.src] = None
+            succs[e.src][e.dst] = None
+
+
+def _extended(index: Mapping[str, tuple[str, ...]], more: Mapping[str, Mapping[str, None]],
+              ) -> dict[str, tuple[str, ...]]:
+    """``index`` (op -> neighbours) with ``more`` appended, each op's neighbours once in
+    first-seen order (as adding them to a dict of the old ones would)."""
+    out = dict(index)
+    for k, new in more.items():
+        old = out[k]
+        have = set(old)
+        add = tuple(x for x in new if x not in have)
+        if add:
+            out[k] = old + add
+    return out
 
 
 def _check_outputs_and_consumers(g: Graph, reads: Mapping[str, tuple[TensorId, ...]]) -> None:
