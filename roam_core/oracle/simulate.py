@@ -212,7 +212,7 @@ def _arrays(graph: Graph, alignment_bytes: int) -> _Arrays:
         other = ref()  # (Graph.with_control_edges) shares the ops and storages: same arrays
         if (a == alignment_bytes and other is not None and other.tensors is graph.tensors
                 and other.op_ids is graph.op_ids and other.outputs == graph.outputs):
-            _ARRAYS[key] = (weakref.ref(graph), arr)
+            _remember(key, graph, arr)
             return arr
     index = {op: i for i, op in enumerate(graph.op_ids)}
     outputs = set(graph.outputs)
@@ -233,10 +233,14 @@ def _arrays(graph: Graph, alignment_bytes: int) -> _Arrays:
                 np.asarray(out, dtype=bool), np.asarray(cons, dtype=np.int64),
                 np.asarray(start, dtype=np.int64), np.asarray(has, dtype=bool),
                 graph.resident_bytes(alignment_bytes))
-    if len(_ARRAYS) > 16:
-        _ARRAYS.clear()
-    _ARRAYS[key] = (weakref.ref(graph), a)
+    _remember(key, graph, a)
     return a
+
+
+def _remember(key: tuple[int, int], graph: Graph, arrays: _Arrays) -> None:
+    if len(_ARRAYS) > 16:  # a few graphs at a time (the input and its rewritten copy)
+        _ARRAYS.clear()
+    _ARRAYS[key] = (weakref.ref(graph), arrays)
 
 
 def _live_diff(graph: Graph, order: Sequence[OpId], arr: _Arrays) -> np.ndarray:
