@@ -242,3 +242,51 @@ def test_the_candidate_gap_scan_equals_the_plain_one_on_medium_problems() -> Non
                 for best in (True, False):
                     assert (dh._lowest_gap_wide(offs, tops, s, a, best)
                             == dh._lowest_gap(offs, tops, s, a, best)), (offs, tops, s, a)
+
+
+@st.composite
+def _peak_first_problems(draw: st.DrawFn) -> tuple[Problem, list[int]]:
+    """Buffers live at one common step first (some of size 0, now and then one of alignment
+    2, which ends the stacked head), then any others: the shape of a largest-section-first
+    order on a training step."""
+    peak = draw(st.integers(2, 8))
+    bufs = []
+    for i in range(draw(st.integers(1, 12))):
+        lo = draw(st.integers(0, peak))
+        hi = draw(st.integers(peak + 1, 12))
+        align = 2 if draw(st.integers(0, 7)) == 0 else 1
+        bufs.append(Buffer(f"h{i}", lo, hi, draw(st.integers(0, 9)), align))
+    head = len(bufs)
+    for i in range(draw(st.integers(0, 10))):
+        lo = draw(st.integers(0, 11))
+        bufs.append(Buffer(f"b{i}", lo, draw(st.integers(lo + 1, 12)), draw(st.integers(0, 9))))
+    rest = list(range(head, len(bufs)))
+    draw(st.randoms(use_true_random=False)).shuffle(rest)
+    return Problem(tuple(bufs)), list(range(head)) + rest
+
+
+@settings(max_examples=200, deadline=None)
+@given(_peak_first_problems(), st.sampled_from(("best", "first")))
+def test_a_stacked_head_of_overlapping_buffers_equals_the_reference(
+        case: tuple[Problem, list[int]], fit: str) -> None:
+    """The buffers at the head of the order that share a step are stacked at once (the
+    sizes' running sum) where the loop would scan for each; the offsets are the
+    reference's, and the head is what the loop would stack."""
+    from roam_core.layout import dsa_heuristics
+
+    problem, order = case
+    sol = place_in_order(problem, order, fit)
+    assert sol is not None
+    assert list(sol.offsets) == _reference(problem, order, fit)
+    lower, upper, size, align = dsa_heuristics.buffer_arrays(problem)
+    head = dsa_heuristics._overlapping_head(lower, upper, size, align, np.asarray(order))
+    live = [i for i in order[:head] if size[i]]
+    assert all(problem.buffers[i].alignment == 1 for i in live)
+    assert all(problem.buffers[a].lower < problem.buffers[b].upper
+               for a in live for b in live)
+    if head < len(order):  # the next one breaks the head: misaligned or not at a common step
+        nxt = problem.buffers[order[head]]
+        assert nxt.size
+        assert nxt.alignment > 1 or any(
+            nxt.lower >= problem.buffers[i].upper or nxt.upper <= problem.buffers[i].lower
+            for i in live)
