@@ -22,6 +22,7 @@ import numpy as np
 
 from roam_core.base.errors import GraphError
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, TensorId, round_size
+from roam_core.model.positions import order_indices, program_index
 
 __all__ = ["Lifetime", "MemoryProfile", "lifetimes", "simulate"]
 
@@ -214,7 +215,7 @@ def _arrays(graph: Graph, alignment_bytes: int) -> _Arrays:
                 and other.op_ids is graph.op_ids and other.outputs == graph.outputs):
             _remember(key, graph, arr)
             return arr
-    index = {op: i for i, op in enumerate(graph.op_ids)}
+    index = program_index(graph)
     outputs = set(graph.outputs)
     prod, size, out, cons, start, has = [], [], [], [], [], []
     for t in graph.tensors.values():
@@ -248,7 +249,7 @@ def _live_diff(graph: Graph, order: Sequence[OpId], arr: _Arrays) -> np.ndarray:
     :func:`lifetimes`, vectorised)."""
     n = len(order)
     try:
-        idx = np.fromiter(map(arr.index.__getitem__, order), np.int64, n)
+        idx = order_indices(graph, order)  # arr.index's mapping, shared with the checker
     except KeyError:
         _positions(graph, order)  # raises the GraphError that names the problem
         raise

@@ -30,6 +30,7 @@ import numpy as np
 
 from roam_core.base.errors import GraphError, Violation, ViolationKind
 from roam_core.model.graph import EdgeReason, Graph, OpId, TensorId, round_size
+from roam_core.model.positions import order_indices, program_index
 from roam_core.model.recompute import expand_graph, recompute_blockers, running_stats_writes
 
 if TYPE_CHECKING:  # data types only; the validator shares no code with any solver
@@ -93,7 +94,7 @@ def _extended_edge_index(graph: Graph) -> _EdgeIndex | None:
 
 
 def _own_edge_index(graph: Graph) -> _EdgeIndex:
-    index = {op: i for i, op in enumerate(graph.op_ids)}
+    index = program_index(graph)
     src: list[int] = []
     dst: list[int] = []
     for op in graph.ops:  # the same edges as the full check below, read the same way
@@ -117,7 +118,7 @@ def _obviously_valid(graph: Graph, order: Sequence[OpId]) -> bool:
     if len(order) != n:
         return False
     try:
-        prog = np.fromiter(map(ei.index.__getitem__, order), np.int64, n)
+        prog = order_indices(graph, order)  # ei.index's mapping (program indices)
     except Exception:  # an unknown (or unhashable) entry: the full check reports it
         return False
     step = np.full(n, -1, dtype=np.int64)
