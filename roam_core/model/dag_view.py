@@ -21,6 +21,11 @@ import numpy as np
 
 from roam_core.base.errors import GraphError
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Order, TensorId, round_size
+from roam_core.model.positions import program_index, remember_indices
+
+#: :meth:`CompactGraph.order_ids` remembers the indices of whole orders from this many ops
+#: (below it looking them up is cheap, and sub-task orders would crowd the cache).
+_REMEMBER_FROM = 4096
 
 __all__ = ["CompactGraph", "ListState", "ScheduleState", "compact"]
 
@@ -82,8 +87,12 @@ class CompactGraph:
         return out
 
     def order_ids(self, idx: Sequence[int]) -> Order:
-        """Op ids of a sequence of op indices."""
-        return tuple(map(self.op_ids.__getitem__, idx))
+        """Op ids of a sequence of op indices (a whole large graph's order is remembered
+        with its indices: the checker and the simulator do not look its ops up again)."""
+        out = tuple(map(self.op_ids.__getitem__, idx))
+        if len(out) >= _REMEMBER_FROM and len(out) == len(self.op_ids):
+            remember_indices(self.op_ids, out, idx)
+        return out
 
     def subgraph(self, keep: Sequence[int]) -> tuple[CompactGraph, list[int]]:
         """The induced sub-view on ops ``keep``; returns it and the new-to-old op map.
@@ -138,7 +147,7 @@ def compact(graph: Graph, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> Com
     if hit is not None and hit[0]() is graph:
         return hit[1]
     ids = graph.op_ids
-    index = {op: i for i, op in enumerate(ids)}
+    index = program_index(graph)  # shared, read-only
     preds = tuple(tuple(index[p] for p in graph.predecessors(op)) for op in ids)
     succs = tuple(tuple(index[s] for s in graph.successors(op)) for op in ids)
     outputs = set(graph.outputs)

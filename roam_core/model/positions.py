@@ -4,7 +4,10 @@ The planner checks an order and then simulates it, often the same tuple several 
 baseline is checked, simulated, rescored; the chosen order is checked, simulated and
 summarised): mapping 100k op ids to indices is a dict lookup per op that leaves the CPU
 caches (about 17 ms an order at 100k ops, 34 orders a plan).  :func:`order_indices` maps each
-tuple once; the checker and the simulator share the result.
+tuple once; the checker and the simulator share the result.  Orders built from indices
+(:meth:`~roam_core.model.dag_view.CompactGraph.order_ids`: the list schedulers, the update
+insertion) are remembered with them (:func:`remember_indices`), and program order is
+``0 .. N - 1``: those are never looked up.
 
 The mapping is a pure function of the graph's op ids and the order's contents: the cache
 holds both (tuples are immutable, and holding them keeps their ``id`` from being reused), and
@@ -19,7 +22,7 @@ import numpy as np
 
 from roam_core.model.graph import Graph, OpId
 
-__all__ = ["order_indices", "program_index"]
+__all__ = ["order_indices", "program_index", "remember_indices"]
 
 #: ``id(op_ids) -> (op_ids, index)``: the last few graphs' (copies made by
 #: ``Graph.with_control_edges`` share their original's ``op_ids`` tuple, so its index too).
@@ -82,12 +85,39 @@ def order_indices(graph: Graph, order: Sequence[OpId]) -> np.ndarray:
         hit = _ORDERS.get(key)
         if hit is not None and hit[0] is ids and hit[1] is order:
             return hit[2]
+        if order is ids:  # program order
+            return remember_indices(ids, order, range(len(ids)))
     index = program_index(graph)
     out = np.fromiter(map(index.__getitem__, order), np.int64, len(order))
     out.flags.writeable = False
     if cacheable:
         _trim(_ORDERS, _KEPT_ORDERS)
         _ORDERS[key] = (ids, order, out)  # type: ignore[assignment]
+    return out
+
+
+def remember_indices(ids: tuple[OpId, ...], order: tuple[OpId, ...],
+                     indices: Sequence[int]) -> np.ndarray:
+    """Remember that ``order[i] is ids[indices[i]]`` (the caller built ``order`` from the
+    indices, so :func:`order_indices` need not look each op up), and return the indices as
+    :func:`order_indices` would.
+
+    Parameters
+    ----------
+    ids : tuple of OpId
+        A graph's ``op_ids`` (the entry is found through graphs with this very tuple).
+    order : tuple of OpId
+        ``tuple(ids[i] for i in indices)``.
+    indices : sequence of int
+
+    Returns
+    -------
+    numpy.ndarray
+    """
+    out = np.fromiter(indices, np.int64, len(order))
+    out.flags.writeable = False
+    _trim(_ORDERS, _KEPT_ORDERS)
+    _ORDERS[(id(ids), id(order))] = (ids, order, out)
     return out
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from roam_core.model.graph import Graph, OpId
+from roam_core.model.positions import program_index
 
 __all__ = ["Adjacency", "Descendants", "Masks", "Reachability", "adjacency", "closure_sizes",
            "forget_reachability", "iter_bits", "key_points", "mask_to_bool", "reachability",
@@ -85,7 +86,7 @@ class Adjacency:
         Program indices in a topological order (:func:`topological_indices`).
     """
 
-    index: dict[OpId, int]
+    index: Mapping[OpId, int]
     preds: list[list[int]]
     succs: list[list[int]]
     topo: tuple[int, ...]
@@ -113,7 +114,7 @@ def adjacency(graph: Graph) -> Adjacency:
     adj = _derived_adjacency(graph)
     if adj is None:
         ids = graph.op_ids
-        index = {op: i for i, op in enumerate(ids)}
+        index = program_index(graph)  # shared, read-only
         preds = [[index[p] for p in graph.predecessors(op)] for op in ids]
         succs = [[index[s] for s in graph.successors(op)] for op in ids]
         adj = Adjacency(index, preds, succs, tuple(_topological(preds, succs)))

@@ -67,3 +67,24 @@ def test_the_caches_stay_bounded_and_hold_what_they_key() -> None:
         assert order_id == id(order)
         assert np.array_equal(arr, order_indices(g, list(order)))
     assert [a.tolist()[:4] for a in arrays] == [[0, 1, 2, 3]] * len(orders)
+
+
+@given(random_graphs(min_ops=2), st.data())
+def test_orders_built_from_indices_are_not_looked_up_again(g, data) -> None:
+    """A whole order that a compact view builds from indices (and program order itself) is
+    found without a lookup per op; its indices are the ones it was built from."""
+    from unittest import mock
+
+    from roam_core.model import dag_view
+
+    order = data.draw(orders_of(g))
+    cg = dag_view.compact(g)
+    idx = [cg.index[op] for op in order]
+    with mock.patch.object(dag_view, "_REMEMBER_FROM", 1):
+        built = cg.order_ids(idx)
+        sub, _ = cg.subgraph(range(len(idx) - 1))
+        part = sub.order_ids(range(len(idx) - 1))  # a sub-view's order: not remembered
+    with mock.patch.object(positions, "program_index", side_effect=AssertionError("looked up")):
+        assert order_indices(g, built).tolist() == idx
+        assert order_indices(g, g.op_ids).tolist() == list(range(len(g.op_ids)))
+    assert order_indices(g, part).tolist() == [g.op_ids.index(op) for op in part]
