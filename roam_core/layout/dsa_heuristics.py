@@ -19,6 +19,7 @@ Examples
 
 from __future__ import annotations
 
+import bisect
 import itertools
 import logging
 import time
@@ -231,6 +232,10 @@ def _place_core(lower: np.ndarray, upper: np.ndarray, size: np.ndarray, align: n
     can see them), which keeps the mask and the shifts to the boxes still in play: on
     training steps most buffers live a few steps, so the scanned set stays near the live
     set's instead of growing to all ``n`` (GPT-2 360 layers, one pass: 2.3 -> 1.4 s).
+
+    A head of the order whose buffers share a step is stacked at once
+    (:func:`_overlapping_head`); a large one is then seen through :class:`_Stack`, as runs
+    of boxes merged with the other overlapping boxes (GPT-2 360 layers: 1.15 -> 1.0 s).
     """
     n_fix = len(f_lo)
     cap = n_fix + len(order)
@@ -246,16 +251,20 @@ def _place_core(lower: np.ndarray, upper: np.ndarray, size: np.ndarray, align: n
     best = fit != "first"
     k = n_fix
     start = 0 if n_fix else _overlapping_head(lower, upper, size, align, free)
+    stack: _Stack | None = None
     if start:  # stacked as the loop would stack them: no gap, each on the top
         head = free[:start]
         at = np.flatnonzero(size[head] > 0)
         kept = head[at]
-        k = len(kept)
         tops = np.cumsum(size[kept])
         offsets[head] = 0
         offsets[kept] = tops - size[kept]
-        box[0, :k], box[1, :k] = lower[kept], upper[kept]
-        box[2, :k], box[3, :k], box[4, :k] = tops - size[kept], tops, free_last[at]
+        if len(kept) >= _STACK_FROM:  # looked up as runs, beside the other boxes
+            stack = _Stack(lower[kept], upper[kept], tops - size[kept], tops)
+        else:
+            k = len(kept)
+            box[0, :k], box[1, :k] = lower[kept], upper[kept]
+            box[2, :k], box[3, :k], box[4, :k] = tops - size[kept], tops, free_last[at]
     for step, i in itertools.islice(enumerate(order), start, None):
         if step % _COMPACT_EVERY == 0:
             if deadline is not None and time.monotonic() > deadline:
@@ -273,13 +282,16 @@ def _place_core(lower: np.ndarray, upper: np.ndarray, size: np.ndarray, align: n
         a = int(align[i])
         lo_i, hi_i = lower[i], upper[i]
         idx = np.flatnonzero((b_lo[:k] < hi_i) & (b_hi[:k] > lo_i))
-        m = len(idx)
+        offs, tops = b_off[idx], b_top[idx]
+        if stack is not None:
+            offs, tops = stack.merged(lo_i, hi_i, offs, tops)
+        m = len(offs)
         if m == 0:
             off = 0
         elif m < _CANDIDATES_FROM:
-            off = _lowest_gap(b_off[idx], b_top[idx], s, a, best)
+            off = _lowest_gap(offs, tops, s, a, best)
         else:
-            off = _lowest_gap_wide(b_off[idx], b_top[idx], s, a, best)
+            off = _lowest_gap_wide(offs, tops, s, a, best)
         offsets[i] = off
         pos = int(np.searchsorted(b_off[:k], off, "right"))
         if pos < k:
@@ -308,6 +320,79 @@ def _overlapping_head(lower: np.ndarray, upper: np.ndarray, size: np.ndarray,
     ok = (np.maximum.accumulate(lo) < np.minimum.accumulate(hi)) & ((align[free] == 1) | ~nz)
     bad = np.flatnonzero(~ok)
     return int(bad[0]) if len(bad) else len(free)
+
+
+#: A stacked head of at least this many boxes is looked up by :class:`_Stack`.
+_STACK_FROM = 1024
+#: :class:`_Stack` keeps the runs of this many distinct lookups, then starts again.
+_STACK_CACHED = 1 << 14
+
+
+class _Stack:
+    """The stacked head's boxes (they tile ``[0, top)`` in offset order and never move),
+    seen from a later buffer as *runs*: maximal sequences of consecutive boxes that all
+    overlap it in time.  A run is one range without a gap (its boxes tile it), so the
+    scan's gaps are the same whether it sees the boxes or their runs.
+
+    Which boxes overlap ``[lo, hi)`` depends only on how many boxes start before ``hi`` and
+    how many end by ``lo`` (every box meets both tests or not), so the runs are computed
+    once per such pair and remembered.  On training steps the head is the activations held
+    at the peak, by size, then longest first (by layer within a size): a buffer of the
+    backward overlaps those of the layers below it, a few runs.  GPT-2 360 layers: ~3,730
+    of the ~4,170 boxes a buffer overlaps are the head's, in a median of 2 runs (mean 135);
+    10,449 distinct pairs for 30,985 buffers.
+    """
+
+    __slots__ = ("_edge", "_ends", "_hi", "_lo", "_off", "_runs", "_starts", "_top")
+
+    def __init__(self, lo: np.ndarray, hi: np.ndarray, off: np.ndarray, top: np.ndarray) -> None:
+        self._lo, self._hi, self._off, self._top = lo, hi, off, top
+        self._starts = np.sort(lo).tolist()  # bisected: one lookup is a few steps
+        self._ends = np.sort(hi).tolist()
+        self._edge = np.zeros(len(lo) + 2, np.bool_)  # the overlap mask, a free box each side
+        self._runs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+
+    def runs(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+        """Offsets and tops of the runs of head boxes overlapping ``[lo, hi)``, ascending."""
+        key = (bisect.bisect_left(self._starts, hi), bisect.bisect_right(self._ends, lo))
+        got = self._runs.get(key)
+        if got is None:
+            edge = self._edge
+            np.logical_and(self._lo < hi, self._hi > lo, out=edge[1:-1])
+            ends = np.flatnonzero(edge[1:] != edge[:-1])  # a run's first box, past its last
+            got = (self._off[ends[0::2]], self._top[ends[1::2] - 1])
+            if len(self._runs) >= _STACK_CACHED:
+                self._runs.clear()
+            self._runs[key] = got
+        return got
+
+    def merged(self, lo: int, hi: int, offs: np.ndarray, tops: np.ndarray,
+               ) -> tuple[np.ndarray, np.ndarray]:
+        """The runs overlapping ``[lo, hi)`` merged in offset order with the other boxes
+        ``offs`` / ``tops`` (sorted by offset)."""
+        r_off, r_top = self.runs(lo, hi)
+        if not len(offs):
+            return r_off, r_top
+        if not len(r_off):
+            return offs, tops
+        if len(r_off) <= _FEW_RUNS:  # spliced in, a slice between each two
+            at = np.searchsorted(offs, r_off).tolist()
+            cut = [0, *at]
+            o_parts: list[np.ndarray] = []
+            t_parts: list[np.ndarray] = []
+            for j in range(len(at)):
+                o_parts += (offs[cut[j]:cut[j + 1]], r_off[j:j + 1])
+                t_parts += (tops[cut[j]:cut[j + 1]], r_top[j:j + 1])
+            o_parts.append(offs[cut[-1]:])
+            t_parts.append(tops[cut[-1]:])
+            return np.concatenate(o_parts), np.concatenate(t_parts)
+        all_off = np.concatenate([r_off, offs])
+        o = np.argsort(all_off, kind="stable")  # two sorted runs: a merge
+        return all_off[o], np.concatenate([r_top, tops])[o]
+
+
+#: :meth:`_Stack.merged` splices up to this many runs in (else it sorts).
+_FEW_RUNS = 4
 
 
 #: :func:`_place_core` looks for the gap with :func:`_lowest_gap_wide` from this many

@@ -290,3 +290,43 @@ def test_a_stacked_head_of_overlapping_buffers_equals_the_reference(
         assert nxt.alignment > 1 or any(
             nxt.lower >= problem.buffers[i].upper or nxt.upper <= problem.buffers[i].lower
             for i in live)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_peak_first_problems(), st.sampled_from(("best", "first")), st.sampled_from((0, 1, 4)),
+       st.sampled_from((1, 2, 1 << 14)))
+def test_the_head_seen_as_runs_equals_the_reference(
+        case: tuple[Problem, list[int]], fit: str, few: int, cached: int) -> None:
+    """With the stacked head looked up as runs of overlapping boxes (from any head size),
+    runs spliced in or sorted in, and the remembered runs dropped after every few lookups,
+    the offsets are still the reference's."""
+    from unittest import mock
+
+    from roam_core.layout import dsa_heuristics
+
+    problem, order = case
+    with mock.patch.multiple(dsa_heuristics, _STACK_FROM=1, _FEW_RUNS=few,
+                             _STACK_CACHED=cached):
+        sol = place_in_order(problem, order, fit)
+    assert sol is not None
+    assert list(sol.offsets) == _reference(problem, order, fit)
+
+
+def test_runs_of_a_stack_are_its_overlapping_boxes_merged() -> None:
+    """``_Stack.runs``: the maximal sequences of consecutive boxes overlapping a window,
+    each as one range; a window meeting every box gives one run, one meeting none none."""
+    from roam_core.layout.dsa_heuristics import _Stack
+
+    lo = np.array([0, 2, 1, 3, 0])
+    hi = np.array([9, 5, 8, 4, 6])
+    size = np.array([2, 3, 1, 4, 2])
+    top = np.cumsum(size)
+    stack = _Stack(lo, hi, top - size, top)
+    offs, tops = stack.runs(4, 5)  # boxes 0, 1, 2 and 4 overlap [4, 5); box 3 ends at 4
+    assert offs.tolist() == [0, 10]
+    assert tops.tolist() == [6, 12]
+    offs, tops = stack.runs(3, 4)  # every box
+    assert (offs.tolist(), tops.tolist()) == ([0], [12])
+    offs, tops = stack.runs(9, 10)  # none
+    assert (offs.tolist(), tops.tolist()) == ([], [])
+    assert stack.runs(4, 5)[0] is stack.runs(4, 5)[0]  # remembered by the rank pair
