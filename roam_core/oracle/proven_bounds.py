@@ -602,13 +602,12 @@ def forward_value_groups(graph: Graph, max_group_ops: int = 40, *,
 
     r = reach if reach is not None else reachability(graph)
     after_loss = 0
-    for op in graph.op_ids:
-        if graph.op(op).phase is Phase.LOSS:
-            i = r.index[op]
+    for i, o in enumerate(graph.ops):  # program order: ``i`` is the op's index
+        if o.phase is Phase.LOSS:
             after_loss |= r.descendants[i] | (1 << i)
-    after = mask_to_bool(after_loss, len(graph.ops))  # one unpacking, not a shift per op
-    free = {op for op in graph.op_ids
-            if graph.op(op).phase is Phase.BACKWARD and not after[r.index[op]]}
+    after = mask_to_bool(after_loss, len(graph.ops)).tolist()  # one unpacking, no shifts
+    free = {o.id for o, a in zip(graph.ops, after, strict=True)
+            if o.phase is Phase.BACKWARD and not a}
     parent = {op: op for op in free}
 
     def find(x: OpId) -> OpId:
@@ -688,34 +687,29 @@ def choice_lower_bound(
     outputs = set(graph.outputs)
     grps = [tuple(gr) for gr in (groups if groups is not None
                                        else free_branch_groups(graph, max_group_ops, reach=r))]
-    # storages: id -> (size, producer index, consumer indices or None for an output); the
-    # started / pending masks (N bits each) are built when used, not kept for every storage
-    info: dict[str, tuple[int, int, tuple[int, ...] | None]] = {}
+    # storages: rounded size of each planned (produced, non-empty) one; the started /
+    # pending masks (N bits each) are built for the few storages the groups touch, when used
+    info: dict[str, int] = {}
     for t in graph.tensors.values():
-        if t.producer is None:
-            continue
-        size = round_size(t.size_bytes, alignment_bytes)
-        if size == 0:
-            continue
-        p = r.index[t.producer]
-        info[t.id] = (size, p, None if t.id in outputs
-                      else tuple(r.index[c] for c in t.consumers))
+        if t.producer is not None:
+            size = round_size(t.size_bytes, alignment_bytes)
+            if size:
+                info[t.id] = size
 
     def masks_of(s: str) -> tuple[int, int, int]:
         """``(size, started mask, pending mask or -1)`` of storage ``s``."""
-        size, p, cons = info[s]
+        t = graph.tensors[s]
+        p = r.index[t.producer]  # type: ignore[index]
         st = r.descendants[p] | (1 << p)
-        if cons is None:
-            return size, st, -1
+        if s in outputs:
+            return info[s], st, -1
         pd = r.ancestors[p] | (1 << p)
-        for i in cons:
+        for c in t.consumers:
+            i = r.index[c]
             pd |= r.ancestors[i] | (1 << i)
-        return size, st, pd
+        return info[s], st, pd
 
-    unit = 0
-    for size, _, _ in info.values():
-        unit = math.gcd(unit, size)
-    unit = max(unit, 1)
+    unit = max(math.gcd(*info.values()), 1) if info else 1
 
     # the storages' forced-live bytes are the live-set bound's (cached per graph: the
     # update-group bound computed them for the same graph); every size is a multiple of
@@ -788,8 +782,7 @@ def choice_lower_bound(
         total += weighted_mask_sum(gains, n).astype(np.float64)
     per_op = np.rint(total).astype(np.int64) * unit
     i = int(np.argmax(per_op))
-    return ChoiceBound(int(per_op[i]) + resident, r.op_ids[i],
-                       tuple(int(v) for v in per_op), used)
+    return ChoiceBound(int(per_op[i]) + resident, r.op_ids[i], tuple(per_op.tolist()), used)
 
 
 #: :func:`choice_lower_bound` splits a group's incomparable ops into at most this many
