@@ -107,22 +107,10 @@ def lifetimes(graph: Graph, order: Sequence[OpId]) -> dict[TensorId, Lifetime]:
     >>> lifetimes(g, g.op_ids)["a"]
     Lifetime(start=0, end=2)
     """
-    pos = _positions(graph, order)
-    n = len(order)
-    outputs = set(graph.outputs)
-    out: dict[TensorId, Lifetime] = {}
-    for t in graph.tensors.values():
-        if t.producer is None:
-            continue
-        s = pos[t.producer]
-        if t.id in outputs:
-            e = n
-        elif t.consumers:
-            e = max(pos[c] for c in t.consumers) + 1
-        else:
-            e = s + 1
-        out[t.id] = Lifetime(s, max(e, s + 1))
-    return out
+    sp = _spans(graph)
+    s, e = _starts_ends(graph, order, sp.producer, sp.cons, sp.cons_start, sp.has_cons,
+                        sp.is_output)
+    return dict(zip(sp.ids, map(Lifetime, s.tolist(), e.tolist()), strict=True))
 
 
 def simulate(
@@ -244,12 +232,61 @@ def _remember(key: tuple[int, int], graph: Graph, arrays: _Arrays) -> None:
     _ARRAYS[key] = (weakref.ref(graph), arrays)
 
 
-def _live_diff(graph: Graph, order: Sequence[OpId], arr: _Arrays) -> np.ndarray:
-    """The difference array of the live bytes of ``order`` (the lifetimes of
-    :func:`lifetimes`, vectorised)."""
+@dataclass(frozen=True, slots=True)
+class _Spans:
+    """Every storage with a producer (zero-size ones too, for :func:`lifetimes`) as arrays:
+    ids, producer and consumers (CSR) by program index, output flag."""
+
+    ids: tuple[TensorId, ...]
+    producer: np.ndarray
+    cons: np.ndarray
+    cons_start: np.ndarray
+    has_cons: np.ndarray
+    is_output: np.ndarray
+
+
+_SPANS: dict[int, tuple[weakref.ref[Graph], _Spans]] = {}
+
+
+def _spans(graph: Graph) -> _Spans:
+    hit = _SPANS.get(id(graph))
+    if hit is not None and hit[0]() is graph:
+        return hit[1]
+    sp = next((got for ref, got in list(_SPANS.values())  # a copy with more control edges
+               if (other := ref()) is not None and other.tensors is graph.tensors
+               and other.op_ids is graph.op_ids and other.outputs == graph.outputs), None)
+    if sp is None:
+        index = program_index(graph)
+        outputs = set(graph.outputs)
+        ids, prod, out, cons, start, has = [], [], [], [], [], []
+        for t in graph.tensors.values():
+            if t.producer is None:
+                continue
+            ids.append(t.id)
+            prod.append(index[t.producer])
+            out.append(t.id in outputs)
+            start.append(len(cons))
+            has.append(bool(t.consumers))
+            cons.extend(index[c] for c in t.consumers)
+        sp = _Spans(tuple(ids), np.asarray(prod, dtype=np.int64), np.asarray(cons, np.int64),
+                    np.asarray(start, dtype=np.int64), np.asarray(has, dtype=bool),
+                    np.asarray(out, dtype=bool))
+    if len(_SPANS) > 16:  # a few graphs at a time (the input and its rewritten copy)
+        _SPANS.clear()
+    _SPANS[id(graph)] = (weakref.ref(graph), sp)
+    return sp
+
+
+def _starts_ends(graph: Graph, order: Sequence[OpId], producer: np.ndarray, cons: np.ndarray,
+                 cons_start: np.ndarray, has_cons: np.ndarray, is_output: np.ndarray,
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """Live steps ``[start, end)`` in ``order`` of the storages given by their producer and
+    consumers (CSR) by program index: from the producer's step to past the last consumer's
+    (at least one step; outputs to the end).  Raises ``GraphError`` naming the problem when
+    ``order`` is no permutation of the ops."""
     n = len(order)
     try:
-        idx = order_indices(graph, order)  # arr.index's mapping, shared with the checker
+        idx = order_indices(graph, order)  # shared with the checker
     except KeyError:
         _positions(graph, order)  # raises the GraphError that names the problem
         raise
@@ -258,12 +295,21 @@ def _live_diff(graph: Graph, order: Sequence[OpId], arr: _Arrays) -> np.ndarray:
         raise GraphError(f"order is not a permutation of the graph's {len(graph.ops)} ops")
     pos = np.empty(n, dtype=np.int64)
     pos[idx] = np.arange(n)
-    s = pos[arr.producer]
+    s = pos[producer]
     e = s + 1
-    if len(arr.cons):
-        last = np.maximum.reduceat(pos[arr.cons], arr.cons_start[arr.has_cons])
-        e[arr.has_cons] = np.maximum(last + 1, e[arr.has_cons])
-    e[arr.is_output] = n
+    if len(cons):
+        last = np.maximum.reduceat(pos[cons], cons_start[has_cons])
+        e[has_cons] = np.maximum(last + 1, e[has_cons])
+    e[is_output] = n
+    return s, e
+
+
+def _live_diff(graph: Graph, order: Sequence[OpId], arr: _Arrays) -> np.ndarray:
+    """The difference array of the live bytes of ``order`` (the lifetimes of
+    :func:`lifetimes`, vectorised)."""
+    n = len(order)
+    s, e = _starts_ends(graph, order, arr.producer, arr.cons, arr.cons_start, arr.has_cons,
+                        arr.is_output)
     diff = np.zeros(n + 1, dtype=np.int64)
     np.add.at(diff, s, arr.size)
     np.add.at(diff, e, -arr.size)

@@ -148,3 +148,38 @@ def test_a_copy_with_control_edges_shares_the_arrays_and_the_profile(g: Graph, d
     scratch = Graph(g.ops, g.tensors, g.aliases, g.control_edges + tuple(extra), g.outputs)
     assert sim._arrays(scratch, a) is not sim._arrays(g, a)
     assert simulate(scratch, order, alignment_bytes=a) == want
+
+
+def _lifetimes_by_definition(g: Graph, order: list[str]) -> dict[str, Lifetime]:
+    """From the producer's step to past the last consumer's (at least one step), outputs to
+    the end: every storage with a producer, zero-size ones too."""
+    pos = {op: i for i, op in enumerate(order)}
+    out = {}
+    for t in g.tensors.values():
+        if t.producer is None:
+            continue
+        s = pos[t.producer]
+        if t.id in g.outputs:
+            e = len(order)
+        else:
+            e = max((pos[c] + 1 for c in t.consumers), default=s + 1)
+        out[t.id] = Lifetime(s, max(e, s + 1))
+    return out
+
+
+@given(random_graphs(), st.data())
+def test_lifetimes_equal_their_definition(g: Graph, data) -> None:
+    """The vectorised lifetimes (arrays shared with a copy that has more control edges)
+    are the definition's, in any valid order; a non-permutation is refused by name."""
+    order = list(data.draw(orders_of(g)))
+    want = _lifetimes_by_definition(g, order)
+    assert lifetimes(g, order) == want
+    assert list(lifetimes(g, tuple(order))) == list(want)  # storage order kept
+    assert lifetimes(g.with_control_edges([]), order) == want
+    with pytest.raises(GraphError):
+        lifetimes(g, order[:-1])
+    if len(order) > 1:
+        with pytest.raises(GraphError):
+            lifetimes(g, [*order[:-1], order[0]])  # one twice, one missing
+    with pytest.raises(GraphError):
+        lifetimes(g, [*order[:-1], "no-such-op"])
