@@ -22,6 +22,7 @@ import numpy as np
 from roam_core.base.errors import GraphError
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Order, TensorId, round_size
 from roam_core.model.positions import program_index, remember_indices
+from roam_core.model.reach import adjacency
 
 #: :meth:`CompactGraph.order_ids` remembers the indices of whole orders from this many ops
 #: (below it looking them up is cheap, and sub-task orders would crowd the cache).
@@ -148,8 +149,9 @@ def compact(graph: Graph, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> Com
         return hit[1]
     ids = graph.op_ids
     index = program_index(graph)  # shared, read-only
-    preds = tuple(tuple(index[p] for p in graph.predecessors(op)) for op in ids)
-    succs = tuple(tuple(index[s] for s in graph.successors(op)) for op in ids)
+    adj = adjacency(graph)  # the same neighbour lists (cached: reachability reads them too)
+    preds = tuple(map(tuple, adj.preds))
+    succs = tuple(map(tuple, adj.succs))
     outputs = set(graph.outputs)
     sids: list[TensorId] = []
     sizes: list[int] = []

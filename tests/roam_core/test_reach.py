@@ -301,3 +301,24 @@ def test_adjacency_of_a_copy_with_control_edges_equals_its_own(g, data) -> None:
     assert (derived.index, derived.preds, derived.succs, derived.topo) == (
         own.index, own.preds, own.succs, own.topo)
     assert reachability(copy).ancestors == reach._reachability(copy).ancestors
+
+
+@given(random_graphs(), st.data())
+def test_compact_views_take_the_graphs_neighbours(g, data) -> None:
+    """A compact view's predecessor / successor indices (taken from the cached adjacency)
+    are the graph's own, in its order, also for a copy with more control edges."""
+    from roam_core.model.dag_view import compact
+    from roam_core.model.graph import ControlEdge, EdgeReason
+
+    order = data.draw(orders_of(g))
+    pos = {op: i for i, op in enumerate(order)}
+    pairs = [(a, b) for a in order for b in order if pos[a] < pos[b]]
+    picked = data.draw(st.lists(st.sampled_from(pairs), max_size=4)) if pairs else []
+    for graph in (g, g.with_control_edges([ControlEdge(a, b, EdgeReason.RNG)
+                                           for a, b in picked])):
+        cg = compact(graph)
+        ix = {op: i for i, op in enumerate(graph.op_ids)}
+        assert cg.preds == tuple(tuple(ix[p] for p in graph.predecessors(op))
+                                 for op in graph.op_ids)
+        assert cg.succs == tuple(tuple(ix[s] for s in graph.successors(op))
+                                 for op in graph.op_ids)
