@@ -171,7 +171,7 @@ def loads_graph(data: bytes | str) -> Graph:
         data = data.encode()
     if data[:2] == b"\x1f\x8b":
         data = gunzip_bounded(data, GraphError, "graph file")
-    with gc_paused():  # a large graph file makes millions of objects and keeps them all
+    with gc_paused(promote_survivors=True):  # a large graph file: millions of objects, all kept
         try:
             obj = json.loads(data)
         except (UnicodeDecodeError, json.JSONDecodeError) as e:

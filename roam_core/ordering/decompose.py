@@ -150,7 +150,7 @@ class TaskTree:
                 return None
             return max(prof.live_bytes[pos[o]] for o in ops) + prof.resident_bytes
 
-        def node(tid: str) -> dict[str, Any]:
+        def node(tid: str, children: list[dict[str, Any]]) -> dict[str, Any]:
             st = self.subtasks[tid]
             steps = sorted(pos_after[o] for o in st.op_ids if o in pos_after)
             runs: list[list[int]] = []
@@ -173,10 +173,23 @@ class TaskTree:
                 "num_cifi": len(st.created_inside_freed_inside),
                 "num_cifo": len(st.created_inside_freed_outside),
                 "num_cofi": len(st.created_outside_freed_inside),
-                "children": [node(c) for c in st.children],
+                "children": children,
             }
 
-        return node(self.root)
+        # children first, by a stack: a recursive closure would hold itself (a cycle through
+        # its cell) and with it the tree, the graph and the position maps until the
+        # collector's next run
+        done: dict[str, dict[str, Any]] = {}
+        todo = [(self.root, False)]
+        while todo:
+            tid, ready = todo.pop()
+            kids = self.subtasks[tid].children
+            if ready:
+                done[tid] = node(tid, [done.pop(c) for c in kids])
+            else:
+                todo.append((tid, True))
+                todo.extend((c, False) for c in kids)
+        return done[self.root]
 
 
 def units(order: Sequence[OpId], reach: Reachability | Sequence[OpId]

@@ -206,6 +206,8 @@ def make_plan(
     Python's cyclic garbage collector is paused while planning
     (:func:`~roam_core.base.collector.gc_paused`): the planner keeps almost everything it
     allocates, and the collector's full collections cost ~20 % of the CPU time at 100k ops.
+    What the plan keeps afterwards (the plan, the per-graph caches) is moved to the oldest
+    generation, so the next young collection does not walk it.
 
     Examples
     --------
@@ -215,7 +217,7 @@ def make_plan(
     >>> p.method, p.planned_peak_bytes <= p.baseline_peak_bytes, len(p.order)
     ('roam', True, 8)
     """
-    with gc_paused():
+    with gc_paused(promote_survivors=True):
         return _make_plan(graph, config, method, progress, cancel, executor)
 
 
