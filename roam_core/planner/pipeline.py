@@ -244,8 +244,8 @@ def _make_plan(graph: Graph, config: PlannerConfig, method: str,
         lower = tighter_bound(graph, lower, base.profile.peak_bytes, config, run.records,
                               run.notes, bounds=early)
     # the input graph's reachability stays cached for the whole-order search and the bound
-    # (stored as differences it is small: GPT-2 360 layers 108 MiB of whole masks, and the
-    # plan's max RSS fell 849 -> 766 MiB without the second computation), so it is computed
+    # (on shared whole ints it is small: GPT-2 360 layers 84 MiB of them, and the plan's
+    # max RSS fell 849 -> 766 MiB without a second computation), so it is computed
     # once; the decomposition counts key points without it
     tree = decompose(base.rewritten, base.order, node_limit=config.node_limit)
     run.emit("decompose", 1, 1, f"{len(tree.subtasks)} sub-tasks")
