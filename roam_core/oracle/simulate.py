@@ -203,24 +203,17 @@ def _arrays(graph: Graph, alignment_bytes: int) -> _Arrays:
                 and other.op_ids is graph.op_ids and other.outputs == graph.outputs):
             _remember(key, graph, arr)
             return arr
-    index = program_index(graph)
-    outputs = set(graph.outputs)
-    prod, size, out, cons, start, has = [], [], [], [], [], []
-    for t in graph.tensors.values():
-        if t.producer is None:
-            continue
-        sz = round_size(t.size_bytes, alignment_bytes)
-        if not sz:
-            continue
-        prod.append(index[t.producer])
-        size.append(sz)
-        out.append(t.id in outputs)
-        start.append(len(cons))
-        has.append(bool(t.consumers))
-        cons.extend(index[c] for c in t.consumers)
-    a = _Arrays(index, np.asarray(prod, dtype=np.int64), np.asarray(size, dtype=np.int64),
-                np.asarray(out, dtype=bool), np.asarray(cons, dtype=np.int64),
-                np.asarray(start, dtype=np.int64), np.asarray(has, dtype=bool),
+    sp = _spans(graph)  # every produced storage; the planned ones are those of non-zero size
+    raw = np.fromiter((graph.tensors[t].size_bytes for t in sp.ids), np.int64, len(sp.ids))
+    al = max(1, alignment_bytes)
+    size = np.where(raw > 0, -(-raw // al) * al, 0)  # round_size, vectorised
+    keep = size > 0
+    per = np.diff(np.append(sp.cons_start, len(sp.cons)))  # consumers per storage
+    kept_per = per[keep]
+    start = np.zeros(len(kept_per), np.int64)
+    np.cumsum(kept_per[:-1], out=start[1:])
+    a = _Arrays(program_index(graph), sp.producer[keep], size[keep], sp.is_output[keep],
+                sp.cons[np.repeat(keep, per)], start, sp.has_cons[keep],
                 graph.resident_bytes(alignment_bytes))
     _remember(key, graph, a)
     return a
