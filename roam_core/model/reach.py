@@ -570,8 +570,10 @@ def _join(i: int, ps: Sequence[int], live: Mapping[int, _Entry]) -> _Entry:
     It keeps the whole int of the input with the largest one (the top), when every other
     input ``p`` is in the top's closure (then so is all of ``p``'s: a residual join) or its
     int is the closure of an op that is (or is empty): the extra bits are then the top's
-    and the others' not in the top's int, each tested on it.  Otherwise one whole int is
-    ORed from all the inputs (the closure of ``i``)."""
+    and the others' not in the top's int, each tested on it.  Otherwise the inputs are ORed
+    into one whole int (the closure of ``i``), which is kept only when it holds at least
+    :data:`_MAX_EXTRA` ops past the top's int: a graph whose joins all meet branches with
+    ints of their own (a ladder) builds an ``N``-bit int every few ops, not at each one."""
     top = max(ps, key=lambda p: live[p][2])
     w, _, wc, e_top = live[top]
     top_bit = w.bit_length()
@@ -594,7 +596,12 @@ def _join(i: int, ps: Sequence[int], live: Mapping[int, _Entry]) -> _Entry:
             for q in ps:
                 wq, _, _, eq = live[q]
                 m |= wq | _bits_int(eq) if eq else wq
-            return m, i, m.bit_count(), ()
+            c = m.bit_count()
+            if c - wc < _MAX_EXTRA:  # a few ops past the top's int (a ladder's rungs): keep it
+                x = m ^ w
+                k = (x & -x).bit_length() - 1
+                return w, live[top][1], wc, tuple(k + b for b in iter_bits(x >> k))
+            return m, i, c, ()
         if bits is None:
             bits = set(e_top)
         for b in ex:  # tested reading at most half of the int's digits (no shift of it all)

@@ -322,3 +322,39 @@ def test_compact_views_take_the_graphs_neighbours(g, data) -> None:
                                  for op in graph.op_ids)
         assert cg.succs == tuple(tuple(ix[s] for s in graph.successors(op))
                                  for op in graph.op_ids)
+
+
+def _ladder(rungs: int):
+    """Two chains, each op feeding the next op of both: every join meets two branches
+    whose closures differ by the other branch's last op."""
+    from roam_core.model.graph import ControlEdge, EdgeReason, Graph, Op, Phase
+
+    ops = tuple(Op(id=f"{c}{k}", target="aten.mm.default", phase=Phase.FORWARD, inputs=(),
+                   outputs=()) for k in range(rungs) for c in "ab")
+    edges = tuple(ControlEdge(f"{s}{k - 1}", f"{d}{k}", EdgeReason.RNG)
+                  for k in range(1, rungs) for s in "ab" for d in "ab")
+    return Graph(ops=ops, tensors={}, control_edges=edges)
+
+
+def test_a_ladder_shares_its_whole_ints() -> None:
+    """Joins whose inputs grew ints of their own keep the top input's int plus the few ops
+    past it: the masks are exact and the whole ints stay a fraction of the plain masks'
+    ``N^2 / 8`` bytes (every op building one would be all of it)."""
+    from roam_core.model import reach as reach_mod
+
+    g = _ladder(1500)
+    r = reach_mod._reachability(g)
+    n = len(g.ops)
+    assert [r.ancestors.bit_count(i) for i in range(n)] == [i // 2 * 2 for i in range(n)]
+    assert [r.descendants.bit_count(i) for i in range(n)] == [
+        n - 2 - i // 2 * 2 for i in range(n)]
+    assert r.ancestors[n - 1] == (1 << (n - 2)) - 1
+    assert r.descendants[0] == ((1 << n) - 1) ^ 0b11
+    plain = n * n // 8
+    assert r.ancestors.stored_bytes() < plain // 4
+    assert r.descendants.stored_bytes() < plain // 4
+    small = _ladder(7)
+    closure = _closure(small)
+    ids = small.op_ids
+    assert tuple(reach_mod._reachability(small).ancestors) == tuple(
+        sum(1 << j for j, a in enumerate(ids) if (a, b) in closure) for b in ids)
