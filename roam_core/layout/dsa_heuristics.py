@@ -324,8 +324,9 @@ def _overlapping_head(lower: np.ndarray, upper: np.ndarray, size: np.ndarray,
 
 #: A stacked head of at least this many boxes is looked up by :class:`_Stack`.
 _STACK_FROM = 1024
-#: :class:`_Stack` keeps the runs of this many distinct lookups, then starts again.
-_STACK_CACHED = 1 << 14
+#: :class:`_Stack` keeps the runs of its lookups up to this many runs in all (16 bytes
+#: each), then starts again.
+_STACK_CACHED = 1 << 20
 
 
 class _Stack:
@@ -343,7 +344,7 @@ class _Stack:
     10,449 distinct pairs for 30,985 buffers.
     """
 
-    __slots__ = ("_edge", "_ends", "_hi", "_lo", "_off", "_runs", "_starts", "_top")
+    __slots__ = ("_edge", "_ends", "_hi", "_kept", "_lo", "_off", "_runs", "_starts", "_top")
 
     def __init__(self, lo: np.ndarray, hi: np.ndarray, off: np.ndarray, top: np.ndarray) -> None:
         self._lo, self._hi, self._off, self._top = lo, hi, off, top
@@ -351,6 +352,7 @@ class _Stack:
         self._ends = np.sort(hi).tolist()
         self._edge = np.zeros(len(lo) + 2, np.bool_)  # the overlap mask, a free box each side
         self._runs: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = {}
+        self._kept = 0  # runs held by ``_runs`` (plus one per entry)
 
     def runs(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
         """Offsets and tops of the runs of head boxes overlapping ``[lo, hi)``, ascending."""
@@ -361,8 +363,10 @@ class _Stack:
             np.logical_and(self._lo < hi, self._hi > lo, out=edge[1:-1])
             ends = np.flatnonzero(edge[1:] != edge[:-1])  # a run's first box, past its last
             got = (self._off[ends[0::2]], self._top[ends[1::2] - 1])
-            if len(self._runs) >= _STACK_CACHED:
+            self._kept += len(got[0]) + 1
+            if self._kept > _STACK_CACHED:
                 self._runs.clear()
+                self._kept = len(got[0]) + 1
             self._runs[key] = got
         return got
 
