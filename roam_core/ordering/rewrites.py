@@ -67,7 +67,7 @@ from roam_core.model.graph import (
     Order,
     TensorId,
 )
-from roam_core.model.reach import Reachability, reachability
+from roam_core.model.reach import Reachability, adjacency, reachability
 
 __all__ = ["GroupPlacement", "RewriteResult", "asap_insertion", "place_weight_updates"]
 
@@ -183,6 +183,11 @@ def _loose_ops(graph: Graph, grouped: set[OpId]) -> list[OpId]:
             and (not graph.predecessors(z) or not graph.storages_created(z))]
 
 
+#: :func:`_sink_moves` numbers its linked list this far apart (a move takes a midpoint;
+#: when a gap runs out the list is numbered again).
+_KEY_GAP = 1 << 32
+
+
 def _sink_moves(graph: Graph, ref: list[OpId], grouped: set[OpId],
                 state_init: Sequence[OpId] = ()) -> list[OpId]:
     """Move loose ops just in time in ``ref`` (moves keep it valid); returns the loose ops.
@@ -225,50 +230,62 @@ def _sink_moves(graph: Graph, ref: list[OpId], grouped: set[OpId],
               if ((z in init and graph.successors(z) and not graph.predecessors(z))
                   or z in loose_set or z in in_place) and outputs_held(z)]
 
-    def sinkable(z: OpId, c: OpId) -> bool:
+    # the linked list and its keys by program index (lists, not dicts keyed by id)
+    adj = adjacency(graph)
+    index, succs, ids = adj.index, adj.succs, graph.op_ids
+    gap = _KEY_GAP
+    key = [0] * len(ids)
+    prv = [-1] * len(ids)
+    nxt = [-1] * len(ids)
+    seq = [index[op] for op in ref]
+    for k, v in enumerate(seq):
+        key[v] = k * gap
+        if k:
+            prv[v] = seq[k - 1]
+            nxt[seq[k - 1]] = v
+    head = seq[0] if seq else -1
+
+    def sinkable(z: OpId, c: int) -> bool:
+        kc = key[c]
         for s_ in graph.storages_read(z):
             t = graph.tensors[s_]
             if t.producer is None or s_ in outputs:
                 continue
-            if not any(u != z and key[u] >= key[c] for u in t.consumers):
+            if not any(u != z and key[index[u]] >= kc for u in t.consumers):
                 return False
         return True
-    gap = 1 << 64
-    key = {op: i * gap for i, op in enumerate(ref)}
-    prv: dict[OpId, OpId | None] = {op: (ref[i - 1] if i else None) for i, op in enumerate(ref)}
-    nxt: dict[OpId, OpId | None] = {op: (ref[i + 1] if i + 1 < len(ref) else None)
-                                    for i, op in enumerate(ref)}
-    head = [ref[0] if ref else None]
 
-    def walk() -> list[OpId]:
-        out, cur = [], head[0]
-        while cur is not None:
+    def walk() -> list[int]:
+        out, cur = [], head
+        while cur >= 0:
             out.append(cur)
             cur = nxt[cur]
         return out
 
     for z in reversed(movers):
-        c = min(graph.successors(z), key=key.__getitem__)
-        if nxt[z] == c or key[c] < key[z] or not sinkable(z, c):
+        zi = index[z]
+        c = min(succs[zi], key=key.__getitem__)
+        if nxt[zi] == c or key[c] < key[zi] or not sinkable(z, c):
             continue
-        p_, n_ = prv[z], nxt[z]  # unlink z
-        if p_ is None:
-            head[0] = n_
+        p_, n_ = prv[zi], nxt[zi]  # unlink z
+        if p_ < 0:
+            head = n_
         else:
             nxt[p_] = n_
-        if n_ is not None:
+        if n_ >= 0:
             prv[n_] = p_
         before = prv[c]  # link z just before c
-        prv[z], nxt[z], prv[c] = before, c, z
-        if before is None:
-            head[0] = z
+        prv[zi], nxt[zi], prv[c] = before, c, zi
+        if before < 0:
+            head = zi
         else:
-            nxt[before] = z
-        lo = key[before] if before is not None else key[c] - gap
-        key[z] = (lo + key[c]) // 2
-        if key[z] in (lo, key[c]):  # gap exhausted: renumber
-            key = {op: i * gap for i, op in enumerate(walk())}
-    ref[:] = walk()
+            nxt[before] = zi
+        lo = key[before] if before >= 0 else key[c] - gap
+        key[zi] = (lo + key[c]) // 2
+        if key[zi] in (lo, key[c]):  # gap exhausted: renumber
+            for k, v in enumerate(walk()):
+                key[v] = k * gap
+    ref[:] = [ids[v] for v in walk()]
     return loose
 
 

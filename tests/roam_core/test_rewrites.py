@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -72,3 +74,38 @@ def test_just_in_time_moves_never_raise_the_peak(graph: Graph, seed: int) -> Non
     for a in (1, 512):
         assert (simulate(graph, r.order, alignment_bytes=a).peak_bytes
                 <= simulate(graph, ref, alignment_bytes=a).peak_bytes), (ref, r.order)
+
+
+@settings(max_examples=40)
+@given(random_graphs(max_ops=14), st.integers(0, 1000))
+def test_renumbering_the_move_list_changes_nothing(graph: Graph, seed: int) -> None:
+    """With keys one apart every move runs its gap out and the list is numbered again: the
+    moves, the order and the edges are the same as with wide gaps."""
+    from unittest import mock
+
+    from roam_core.ordering import rewrites
+
+    ref = random_valid_order(graph, seed)
+    wide = place_weight_updates(graph, reference=ref)
+    with mock.patch.object(rewrites, "_KEY_GAP", 1):
+        tight = place_weight_updates(graph, reference=ref)
+    assert (tight.order, tight.edges) == (wide.order, wide.edges)
+
+
+def test_sample_moves_are_the_known_ones() -> None:
+    """The order and edges on a teaching graph and two traced models are those the
+    dict-keyed linked list gave before the moves ran on program indices (hashes)."""
+    import hashlib
+
+    from roam_core.formats.graph_io import load_graph
+
+    root = Path(__file__).resolve().parents[2] / "sample_graphs"
+    want = {"teach_updates-b8-steady.json.gz": "0b8dd457a304",
+            "tiny_gpt-b2-t32-steady.json.gz": "d60487831a56",
+            "mobilenet_v2-b8-steady.json.gz": "d3f1e21985a6"}
+    got = {}
+    for name in want:
+        r = place_weight_updates(load_graph(root / name))
+        got[name] = hashlib.sha256(("\n".join(r.order) + "|" + "\n".join(
+            f"{e.src}>{e.dst}:{e.reason.value}" for e in r.edges)).encode()).hexdigest()[:12]
+    assert got == want
