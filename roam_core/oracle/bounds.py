@@ -167,7 +167,7 @@ def _forced_parts(graph: Graph, r: Reachability, tid: TensorId, is_output: bool,
     N-bit int is built for a single bit (``1 << i`` of a late op is as wide as the graph).
 
     A user that is an ancestor of another user adds nothing to the union of the users'
-    ancestor sets, so only the others' masks are read (a link walk tells which).  The
+    ancestor sets, so only the others' masks are read (a bit test tells which).  The
     producer is an ancestor of every other user, and every user a descendant of the
     producer, so the set is ``descendants(p) & union(ancestors(kept))`` plus the producer
     and the kept users that are no other kept user's ancestors."""
@@ -258,7 +258,7 @@ def _local_forced(adj: Adjacency, pos: list[int], users: set[int], lo: int, hi: 
 
 
 def _forced_at(graph: Graph, r: Reachability, tid: TensorId, i: int, is_output: bool) -> bool:
-    """``forced-live mask of tid >> i & 1`` (see :func:`_iter_forced_live`) by link walks,
+    """``forced-live mask of tid >> i & 1`` (see :func:`_iter_forced_live`) by bit tests,
     without building any mask."""
     t = graph.tensors[tid]
     p = r.index[t.producer]  # type: ignore[index]
@@ -372,7 +372,7 @@ def _live_set_lower_bound(graph: Graph, alignment_bytes: int, r: Reachability) -
         return LowerBound(resident, None, resident)
     # the masks are summed as they come (not kept), the local sets added at the end; the
     # storages forced live at the best op are those whose set spans it and has it
-    # (tested by link walks for those only)
+    # (tested by bit tests, ``Masks.has``, for those only)
     spans: dict[TensorId, tuple[int, int]] = {}
     local_ops: list[int] = []
     local_bytes: list[int] = []
@@ -394,7 +394,7 @@ def _live_set_lower_bound(graph: Graph, alignment_bytes: int, r: Reachability) -
     if local_ops:
         np.add.at(total, np.asarray(local_ops, np.int64), np.asarray(local_bytes, np.int64))
     best = int(np.argmax(total))
-    outputs = set(graph.outputs)  # by link walks: no set is built again
+    outputs = set(graph.outputs)  # by bit tests: no set is built again
     at = tuple(t for t, (lo, hi) in spans.items()
                if lo <= best <= hi and _forced_at(graph, r, t, best, t in outputs))
     _logger.debug("live-set bound %d B at op %s", int(total[best]) + resident, r.op_ids[best])
@@ -488,7 +488,7 @@ def group_lower_bound(
                 users |= 1 << local[u]
         forced_local = 0
         for j, op in enumerate(ops):
-            # the touched storages' bits by link walks (no mask built) unless masks are given
+            # the touched storages' bits by bit tests (no mask built) unless masks are given
             if (masks[s] >> r.index[op] & 1 if masks is not None
                     else _forced_at(graph, r, s, r.index[op], s in outputs)):
                 forced_local |= 1 << j
