@@ -249,7 +249,7 @@ def _between(ops: set[int], reach: Reachability, graph: Graph) -> list[int]:
     of one (``ancestors & descendants & ~ops`` of the group), ascending.
 
     A walk from the group's successors outside it, through ops that are an ancestor of a
-    group op (a link walk each, no mask built): every op between two group ops is reached
+    group op (a bit test each, no mask built): every op between two group ops is reached
     that way (the path from the last group op before it stays between), and an op that is
     no group op's ancestor has no such op after it."""
     anc, index, ids = reach.ancestors, reach.index, reach.op_ids
