@@ -15,8 +15,9 @@ module is the one estimator every ordering method is scored with.
 from __future__ import annotations
 
 import weakref
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -108,8 +109,7 @@ def lifetimes(graph: Graph, order: Sequence[OpId]) -> dict[TensorId, Lifetime]:
     Lifetime(start=0, end=2)
     """
     sp = _spans(graph)
-    s, e = _starts_ends(graph, order, sp.producer, sp.cons, sp.cons_start, sp.has_cons,
-                        sp.is_output)
+    s, e = _starts_ends(graph, order, sp)
     return dict(zip(sp.ids, map(Lifetime, s.tolist(), e.tolist()), strict=True))
 
 
@@ -175,60 +175,9 @@ def simulate(
 
 
 @dataclass(frozen=True, slots=True)
-class _Arrays:
-    """A graph's planned storages as arrays (for :func:`simulate`; cached per graph object):
-    producer and consumers (CSR) by program index, rounded size, output flag."""
-
-    index: Mapping[OpId, int]
-    producer: np.ndarray
-    size: np.ndarray
-    is_output: np.ndarray
-    cons: np.ndarray
-    cons_start: np.ndarray
-    has_cons: np.ndarray
-    resident_bytes: int
-
-
-_ARRAYS: dict[tuple[int, int], tuple[weakref.ref[Graph], _Arrays]] = {}
-
-
-def _arrays(graph: Graph, alignment_bytes: int) -> _Arrays:
-    key = (id(graph), alignment_bytes)
-    hit = _ARRAYS.get(key)
-    if hit is not None and hit[0]() is graph:
-        return hit[1]
-    for (_, a), (ref, arr) in list(_ARRAYS.items()):  # a copy with more control edges
-        other = ref()  # (Graph.with_control_edges) shares the ops and storages: same arrays
-        if (a == alignment_bytes and other is not None and other.tensors is graph.tensors
-                and other.op_ids is graph.op_ids and other.outputs == graph.outputs):
-            _remember(key, graph, arr)
-            return arr
-    sp = _spans(graph)  # every produced storage; the planned ones are those of non-zero size
-    raw = np.fromiter((graph.tensors[t].size_bytes for t in sp.ids), np.int64, len(sp.ids))
-    al = max(1, alignment_bytes)
-    size = np.where(raw > 0, -(-raw // al) * al, 0)  # round_size, vectorised
-    keep = size > 0
-    per = np.diff(np.append(sp.cons_start, len(sp.cons)))  # consumers per storage
-    kept_per = per[keep]
-    start = np.zeros(len(kept_per), np.int64)
-    np.cumsum(kept_per[:-1], out=start[1:])
-    a = _Arrays(program_index(graph), sp.producer[keep], size[keep], sp.is_output[keep],
-                sp.cons[np.repeat(keep, per)], start, sp.has_cons[keep],
-                graph.resident_bytes(alignment_bytes))
-    _remember(key, graph, a)
-    return a
-
-
-def _remember(key: tuple[int, int], graph: Graph, arrays: _Arrays) -> None:
-    if len(_ARRAYS) > 16:  # a few graphs at a time (the input and its rewritten copy)
-        _ARRAYS.clear()
-    _ARRAYS[key] = (weakref.ref(graph), arrays)
-
-
-@dataclass(frozen=True, slots=True)
 class _Spans:
-    """Every storage with a producer (zero-size ones too, for :func:`lifetimes`) as arrays:
-    ids, producer and consumers (CSR) by program index, output flag."""
+    """Storages as arrays: ids, producer and consumers (CSR) by program index, output flag
+    (for :func:`lifetimes` every produced storage, zero-size ones too)."""
 
     ids: tuple[TensorId, ...]
     producer: np.ndarray
@@ -238,17 +187,41 @@ class _Spans:
     is_output: np.ndarray
 
 
-_SPANS: dict[int, tuple[weakref.ref[Graph], _Spans]] = {}
+@dataclass(frozen=True, slots=True)
+class _Arrays:
+    """A graph's planned storages (non-zero rounded size) for :func:`simulate`: their spans
+    arrays and rounded sizes."""
+
+    spans: _Spans
+    size: np.ndarray
+    resident_bytes: int
+
+
+#: ``(kind, id(graph), alignment) -> (graph, value)``: per-graph arrays, for a few graphs.
+_CACHE: dict[tuple[str, int, int], tuple[weakref.ref[Graph], Any]] = {}
+
+
+def _per_graph(kind: str, graph: Graph, alignment_bytes: int, build: Callable[[], Any]) -> Any:
+    """``build()`` for ``graph``, once per graph object; a copy with more control edges
+    (``Graph.with_control_edges``) shares the ops and storages, so it gets its original's."""
+    key = (kind, id(graph), alignment_bytes)
+    hit = _CACHE.get(key)
+    if hit is not None and hit[0]() is graph:
+        return hit[1]
+    value = next((v for (k, _, a), (ref, v) in list(_CACHE.items())
+                  if k == kind and a == alignment_bytes and (other := ref()) is not None
+                  and other.tensors is graph.tensors and other.op_ids is graph.op_ids
+                  and other.outputs == graph.outputs), None)
+    if value is None:
+        value = build()
+    if len(_CACHE) > 16:  # a few graphs at a time (the input and its rewritten copy)
+        _CACHE.clear()
+    _CACHE[key] = (weakref.ref(graph), value)
+    return value
 
 
 def _spans(graph: Graph) -> _Spans:
-    hit = _SPANS.get(id(graph))
-    if hit is not None and hit[0]() is graph:
-        return hit[1]
-    sp = next((got for ref, got in list(_SPANS.values())  # a copy with more control edges
-               if (other := ref()) is not None and other.tensors is graph.tensors
-               and other.op_ids is graph.op_ids and other.outputs == graph.outputs), None)
-    if sp is None:
+    def build() -> _Spans:
         index = program_index(graph)
         outputs = set(graph.outputs)
         ids, prod, out, cons, start, has = [], [], [], [], [], []
@@ -261,22 +234,37 @@ def _spans(graph: Graph) -> _Spans:
             start.append(len(cons))
             has.append(bool(t.consumers))
             cons.extend(index[c] for c in t.consumers)
-        sp = _Spans(tuple(ids), np.asarray(prod, dtype=np.int64), np.asarray(cons, np.int64),
-                    np.asarray(start, dtype=np.int64), np.asarray(has, dtype=bool),
-                    np.asarray(out, dtype=bool))
-    if len(_SPANS) > 16:  # a few graphs at a time (the input and its rewritten copy)
-        _SPANS.clear()
-    _SPANS[id(graph)] = (weakref.ref(graph), sp)
-    return sp
+        return _Spans(tuple(ids), np.asarray(prod, dtype=np.int64), np.asarray(cons, np.int64),
+                      np.asarray(start, dtype=np.int64), np.asarray(has, dtype=bool),
+                      np.asarray(out, dtype=bool))
+
+    return _per_graph("spans", graph, 0, build)  # type: ignore[no-any-return]
 
 
-def _starts_ends(graph: Graph, order: Sequence[OpId], producer: np.ndarray, cons: np.ndarray,
-                 cons_start: np.ndarray, has_cons: np.ndarray, is_output: np.ndarray,
+def _arrays(graph: Graph, alignment_bytes: int) -> _Arrays:
+    def build() -> _Arrays:
+        sp = _spans(graph)  # the planned storages: those of non-zero rounded size
+        raw = np.fromiter((graph.tensors[t].size_bytes for t in sp.ids), np.int64,
+                          len(sp.ids))
+        al = max(1, alignment_bytes)
+        size = np.where(raw > 0, -(-raw // al) * al, 0)  # round_size, vectorised
+        keep = size > 0
+        per = np.diff(np.append(sp.cons_start, len(sp.cons)))  # consumers per storage
+        start = np.zeros(int(keep.sum()), np.int64)
+        np.cumsum(per[keep][:-1], out=start[1:])
+        kept = _Spans(tuple(t for t, k in zip(sp.ids, keep.tolist(), strict=True) if k),
+                      sp.producer[keep], sp.cons[np.repeat(keep, per)], start,
+                      sp.has_cons[keep], sp.is_output[keep])
+        return _Arrays(kept, size[keep], graph.resident_bytes(alignment_bytes))
+
+    return _per_graph("arrays", graph, alignment_bytes, build)  # type: ignore[no-any-return]
+
+
+def _starts_ends(graph: Graph, order: Sequence[OpId], sp: _Spans,
                  ) -> tuple[np.ndarray, np.ndarray]:
-    """Live steps ``[start, end)`` in ``order`` of the storages given by their producer and
-    consumers (CSR) by program index: from the producer's step to past the last consumer's
-    (at least one step; outputs to the end).  Raises ``GraphError`` naming the problem when
-    ``order`` is no permutation of the ops."""
+    """Live steps ``[start, end)`` in ``order`` of the storages of ``sp``: from the
+    producer's step to past the last consumer's (at least one step; outputs to the end).
+    Raises ``GraphError`` naming the problem when ``order`` is no permutation of the ops."""
     n = len(order)
     try:
         idx = order_indices(graph, order)  # shared with the checker
@@ -288,12 +276,12 @@ def _starts_ends(graph: Graph, order: Sequence[OpId], producer: np.ndarray, cons
         raise GraphError(f"order is not a permutation of the graph's {len(graph.ops)} ops")
     pos = np.empty(n, dtype=np.int64)
     pos[idx] = np.arange(n)
-    s = pos[producer]
+    s = pos[sp.producer]
     e = s + 1
-    if len(cons):
-        last = np.maximum.reduceat(pos[cons], cons_start[has_cons])
-        e[has_cons] = np.maximum(last + 1, e[has_cons])
-    e[is_output] = n
+    if len(sp.cons):
+        last = np.maximum.reduceat(pos[sp.cons], sp.cons_start[sp.has_cons])
+        e[sp.has_cons] = np.maximum(last + 1, e[sp.has_cons])
+    e[sp.is_output] = n
     return s, e
 
 
@@ -301,8 +289,7 @@ def _live_diff(graph: Graph, order: Sequence[OpId], arr: _Arrays) -> np.ndarray:
     """The difference array of the live bytes of ``order`` (the lifetimes of
     :func:`lifetimes`, vectorised)."""
     n = len(order)
-    s, e = _starts_ends(graph, order, arr.producer, arr.cons, arr.cons_start, arr.has_cons,
-                        arr.is_output)
+    s, e = _starts_ends(graph, order, arr.spans)
     diff = np.zeros(n + 1, dtype=np.int64)
     np.add.at(diff, s, arr.size)
     np.add.at(diff, e, -arr.size)
