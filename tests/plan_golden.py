@@ -6,8 +6,8 @@ on the steady graphs, and writes one line per case: the hashes of the order, the
 the recomputed ops, and the peak, arena and bound in bytes.  ``tests/roam_core/test_plan_golden.py``
 compares a fresh run with the committed ``tests/data/plan_golden.json``.
 
-    python scripts/plan_golden.py --write            # regenerate (only when a change is meant)
-    python scripts/plan_golden.py --check            # compare; exit 1 on a difference
+    python -m tests.plan_golden --write --xl     # regenerate (only when a change is meant)
+    python -m tests.plan_golden --check [--xl]   # compare; exit 1 on a difference
 """
 
 from __future__ import annotations
@@ -22,9 +22,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "data" / "plan_golden.json"
 
-#: Steady graphs that also get a budget plan: midway between the lower bound and the plan's peak.
+#: Steady graphs that also get budget plans: the frontier's knee (``"auto"``), and 95 % and
+#: 85 % of the peak without recomputation (recorded as ``"infeasible"`` when nothing fits).
 BUDGET_GRAPHS = ("teach_recompute-b256-steady", "tiny_gpt-b2-t32-steady", "mlp-b8-steady",
-                 "residual_block-b4-steady", "gpt2-b1-t128-steady")
+                 "residual_block-b4-steady", "gpt2-b1-t128-steady", "resnet50-b8-steady",
+                 "mobilenet_v2-b8-steady")
 
 
 def _sha(obj: object) -> str:
@@ -37,6 +39,7 @@ def fingerprint(plan: object) -> dict[str, object]:
         "order": _sha(list(plan.order)),  # type: ignore[attr-defined]
         "offsets": _sha(sorted(plan.offsets.items())),  # type: ignore[attr-defined]
         "recompute": _sha([r.id for r in plan.recompute]),  # type: ignore[attr-defined]
+        "extra_flops": plan.extra_flops,  # type: ignore[attr-defined]
         "planned_peak_bytes": plan.planned_peak_bytes,  # type: ignore[attr-defined]
         "arena_bytes": plan.arena_bytes,  # type: ignore[attr-defined]
         "lower_bound_bytes": plan.lower_bound_bytes,  # type: ignore[attr-defined]
@@ -58,6 +61,7 @@ def _graphs(xl: bool) -> Iterator[tuple[str, object]]:
 def compute(xl: bool = False, only: str | None = None) -> dict[str, dict[str, object]]:
     """Plan every case and return ``{case: fingerprint}``."""
     from roam_core.base.config import PlannerConfig
+    from roam_core.base.errors import BudgetInfeasibleError
     from roam_core.planner import make_plan
 
     cfg = PlannerConfig(workers=1)
@@ -68,9 +72,14 @@ def compute(xl: bool = False, only: str | None = None) -> dict[str, dict[str, ob
         plan = make_plan(graph, cfg)  # type: ignore[arg-type]
         out[name] = fingerprint(plan)
         if name in BUDGET_GRAPHS:
-            budget = (plan.lower_bound_bytes + plan.planned_peak_bytes) // 2
-            bplan = make_plan(graph, PlannerConfig(workers=1, budget_bytes=budget))  # type: ignore[arg-type]
-            out[f"{name}@budget"] = fingerprint(bplan)
+            for label, budget in (("auto", "auto"), ("95%", plan.planned_peak_bytes * 95 // 100),
+                                  ("85%", plan.planned_peak_bytes * 85 // 100)):
+                try:
+                    bplan = make_plan(graph, PlannerConfig(workers=1, budget_bytes=budget))  # type: ignore[arg-type]
+                except BudgetInfeasibleError:
+                    out[f"{name}@{label}"] = {"infeasible": True}
+                else:
+                    out[f"{name}@{label}"] = fingerprint(bplan)
     return out
 
 
