@@ -19,14 +19,30 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
+from typing import Protocol, TypeAlias, runtime_checkable
 
-__all__ = ["CancelFlag", "StopFile", "as_cancel_flag", "is_cancelled"]
+__all__ = ["CancelFlag", "CancelToken", "EventLike", "StopFile", "as_cancel_flag",
+           "is_cancelled"]
 
-#: Something that says "stop now": an Event-like object or a zero-argument callable.
+#: Something that says "stop now" as a zero-argument callable.
 CancelFlag = Callable[[], bool]
 
 
-def as_cancel_flag(cancel: object) -> CancelFlag | None:
+@runtime_checkable
+class EventLike(Protocol):
+    """``threading.Event``, ``multiprocessing.Event``, :class:`StopFile`: set once, polled."""
+
+    def is_set(self) -> bool:
+        """Whether the caller asked to stop."""
+        ...
+
+
+#: What a ``cancel=`` argument accepts: an Event-like object, a zero-argument callable
+#: returning true to stop, or ``None`` (never cancelled).
+CancelToken: TypeAlias = EventLike | CancelFlag | None
+
+
+def as_cancel_flag(cancel: CancelToken) -> CancelFlag | None:
     """Normalise an ``Event`` / callable / ``None`` into a zero-argument callable (or None)."""
     if cancel is None:
         return None
@@ -38,7 +54,7 @@ def as_cancel_flag(cancel: object) -> CancelFlag | None:
     raise TypeError(f"cancel must be an Event or a callable, not {type(cancel).__name__}")
 
 
-def is_cancelled(cancel: object) -> bool:
+def is_cancelled(cancel: CancelToken) -> bool:
     """Whether ``cancel`` (``None``, an Event or a callable) says stop now."""
     flag = as_cancel_flag(cancel)
     return flag is not None and bool(flag())
