@@ -127,9 +127,9 @@ def frontier(graph_key: str, settings: PlanSettings, budgets: int = 8,
     "extra_bytes_moved", "kept", "plan_key"}], "notes"}``; every plan is stored under its
     ``plan_key``.
     """
-    from roam_core.base.config import PlannerConfig
     from roam_core.planner import make_plan
     from roam_core.planner.budget import recompute_frontier
+    from roam_core.planner.config import PlannerConfig
     from roam_core.recompute.baselines import BASELINES
 
     key = frontier_key(graph_key, settings, budgets, min_cut)

@@ -98,7 +98,7 @@ def sweep(model: str, batch_sizes: Sequence[int], seq_lens: Sequence[int | None]
     ConfigError
         An empty sweep, or more configurations than allowed for this model.
     """
-    from roam_core.base.config import PlannerConfig
+    from roam_core.planner.config import PlannerConfig
     from roam_core.planner.whatfits import fit_row
 
     configs = [(b, t) for t in (seq_lens or [None]) for b in sorted(batch_sizes)]

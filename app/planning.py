@@ -93,8 +93,8 @@ def run_planner(graph: Graph, settings: PlanSettings,
     -------
     Plan
     """
-    from roam_core.base.config import PlannerConfig
     from roam_core.planner import make_plan
+    from roam_core.planner.config import PlannerConfig
 
     cfg = PlannerConfig(time_limit_s=settings.time_limit_s, node_limit=settings.node_limit,
                         workers=settings.workers, alignment_bytes=settings.alignment_bytes)

@@ -1,7 +1,7 @@
 """Plans with recomputation in every view: the expanded graph, their timeline colour, Explain.
 
 A plan made under a budget carries ``recompute`` ops whose ids (``<op>@r``) are in its order
-but not in the graph; the views draw it over :func:`roam_core.model.recompute.expand_graph`
+but not in the graph; the views draw it over :func:`roam_core.model.recompute_ops.expand_graph`
 of the graph (:func:`view_graph`).  No Dash here.
 """
 
@@ -27,7 +27,7 @@ RECOMPUTE_COLOR = "#e377c2"
 
 @functools.lru_cache(maxsize=8)
 def _expanded(graph_key: str, plan_key: str) -> Graph:
-    from roam_core.model.recompute import expand_graph
+    from roam_core.model.recompute_ops import expand_graph
 
     plan = state.get_plan(plan_key)
     return expand_graph(state.get_graph(graph_key), plan.recompute, order=plan.order)
@@ -100,7 +100,7 @@ def explain_recompute(graph: Graph, plan: Plan, kind: str, ident: str) -> list[S
     """
     if not plan.recompute:
         return []
-    from roam_core.model.recompute import op_flops
+    from roam_core.model.recompute_ops import op_flops
 
     g2 = view_graph_for(graph, plan)
     by_id = {r.id: r for r in plan.recompute}
@@ -139,7 +139,7 @@ def explain_recompute(graph: Graph, plan: Plan, kind: str, ident: str) -> list[S
 
 def view_graph_for(graph: Graph, plan: Plan) -> Graph:
     """:func:`view_graph` without the cache: ``graph`` expanded with ``plan``'s re-runs."""
-    from roam_core.model.recompute import expand_graph
+    from roam_core.model.recompute_ops import expand_graph
 
     return expand_graph(graph, plan.recompute, order=plan.order) if plan.recompute else graph
 

@@ -35,7 +35,7 @@ src, path, gib = sys.argv[1], sys.argv[2], float(sys.argv[3])
 sys.path.insert(0, src)
 import roam_core
 assert roam_core.__file__.startswith(src), roam_core.__file__
-from roam_core.base.config import PlannerConfig
+from roam_core.planner.config import PlannerConfig
 from roam_core.formats.graph_io import load_graph
 from roam_core.oracle.validate import check_plan
 from roam_core.planner import make_plan

@@ -4,7 +4,7 @@ Usage::
 
     nice python benchmarks/dask_bench.py [--graph FILE] [--dask-workers 2] [--out DIR]
 
-Plans one graph with the same :class:`~roam_core.base.config.PlannerConfig` (fixed seed,
+Plans one graph with the same :class:`~roam_core.planner.config.PlannerConfig` (fixed seed,
 deterministic CP-SAT time limits) four ways: in-process (``workers=1``), the planner's local
 process pool (``workers=2``), ``--executor dask-local:N`` (a ``LocalCluster`` that roam starts
 and stops) and ``--executor dask://HOST:PORT`` against a ``LocalCluster`` started here (the
@@ -54,9 +54,10 @@ def _plan(graph: Any, cfg: Any, executor: Any = None) -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     import distributed
 
-    from roam_core.base.config import OrderSolverConfig, PlannerConfig
     from roam_core.base.executors import open_executor
     from roam_core.formats.graph_io import load_graph
+    from roam_core.ordering.config import OrderSolverConfig
+    from roam_core.planner.config import PlannerConfig
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--graph", default=str(ROOT / "sample_graphs"

@@ -90,8 +90,8 @@ def _child(path: str, capacity: int | None, time_limit_s: float, suffix: str = "
     sys.path.insert(0, str(ROOT))
     from roam_core.base.errors import InfeasibleError
     from roam_core.formats.dsa_csv import load_problem
+    from roam_core.layout.baseline_layouts import LAYOUT_METHODS
     from roam_core.layout.dsa_solver import solve_dsa
-    from roam_core.layout.layout_baselines import LAYOUT_METHODS
     from roam_core.oracle.validate import check_dsa_solution
 
     p = load_problem(_path(path), capacity=capacity)

@@ -35,11 +35,11 @@ METHODS = ("eager_reserved", "roam", "roam_recompute_5pct", "roam_recompute_25pc
 def check_batch(model: str, batch: int, seq: int | None, memory: int,
                 workers: int) -> dict[str, Any]:
     """Trace one batch and measure what ``roam fit`` measures, with stage timings."""
-    from roam_core.base.config import PlannerConfig
     from roam_core.base.errors import BudgetInfeasibleError
     from roam_core.oracle.baseline import eager_report
     from roam_core.planner import make_plan
     from roam_core.planner.budget import BudgetPlanner
+    from roam_core.planner.config import PlannerConfig
     from roam_core.zoo import trace_zoo
 
     cfg = PlannerConfig(workers=workers)  # roam fit's settings
@@ -95,10 +95,10 @@ def rerun_summary(graph: Any, plan: Any) -> dict[str, Any]:
 def budget_timing(model: str, batch: int, seq: int | None, budgets: list[int],
                   workers: int) -> dict[str, Any]:
     """One traced batch planned at several budgets: the shared greedy run and each budget."""
-    from roam_core.base.config import PlannerConfig
     from roam_core.base.errors import BudgetInfeasibleError
     from roam_core.planner import make_plan
     from roam_core.planner.budget import BudgetPlanner
+    from roam_core.planner.config import PlannerConfig
     from roam_core.zoo import trace_zoo
 
     cfg = PlannerConfig(workers=workers)

@@ -47,10 +47,10 @@ RUN_ORDER = [1, 2, 0, 3, 4, 5]
 
 def run_config(name: str, batch: int, seq: int | None, budgets: int,
                min_cut: bool = True) -> dict[str, Any]:
-    from roam_core.base.config import PlannerConfig
     from roam_core.commands.frontier import min_cut_record
     from roam_core.planner import make_plan
     from roam_core.planner.budget import recompute_frontier
+    from roam_core.planner.config import PlannerConfig
     from roam_core.trace.min_cut import MIN_CUT_BUDGETS
     from roam_core.zoo import ZOO, trace_zoo
     from roam_core.zoo.min_cut import zoo_min_cut

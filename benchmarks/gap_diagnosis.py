@@ -34,7 +34,6 @@ import resource
 import time
 from pathlib import Path
 
-from roam_core.base.config import PlannerConfig
 from roam_core.formats.graph_io import load_graph
 from roam_core.model.graph import round_size
 from roam_core.model.reach import reachability
@@ -49,6 +48,7 @@ from roam_core.oracle.proven_bounds import (
 )
 from roam_core.oracle.simulate import lifetimes, simulate
 from roam_core.planner import make_plan
+from roam_core.planner.config import PlannerConfig
 
 MIB = 2**20
 ROOT = Path(__file__).resolve().parent

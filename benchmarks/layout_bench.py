@@ -9,8 +9,8 @@ For every graph, the order comes from a plan file ``DIR/<graph file stem>.plan.j
 when ``--orders`` is given and the file exists (e.g. the planner's ROAM order); otherwise
 ``--make-orders`` runs :func:`roam_core.planner.make_plan` with a greedy layout to get the
 ROAM order and saves it there; else program (eager) order is used.  Then the arena planner
-(:func:`roam_core.layout.arena.plan_arena`) and every layout baseline
-(:data:`roam_core.layout.layout_baselines.LAYOUT_METHODS`) lay the order out, each result is checked
+(:func:`roam_core.layout.arena_layout.plan_arena`) and every layout baseline
+(:data:`roam_core.layout.baseline_layouts.LAYOUT_METHODS`) lay the order out, each result is checked
 with :func:`roam_core.oracle.validate.check_arena`, and the fragmentation
 ``arena / planned peak - 1`` is reported (planned peak = the simulated peak of the order,
 resident bytes included).  Results: ``layout_<name>.md`` and ``.json`` in ``--out``.
@@ -31,8 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from roam_core.formats.graph_io import load_graph
 from roam_core.formats.plan_io import load_plan, save_plan
-from roam_core.layout.arena import ArenaConfig, plan_arena
-from roam_core.layout.layout_baselines import LAYOUT_METHODS, baseline_layout
+from roam_core.layout.arena_layout import ArenaConfig, plan_arena
+from roam_core.layout.baseline_layouts import LAYOUT_METHODS, baseline_layout
 from roam_core.oracle.simulate import simulate
 from roam_core.oracle.validate import check_arena
 
@@ -48,8 +48,9 @@ def _order(path: Path, graph: Any, orders: Path | None, make: bool) -> tuple[Any
         return load_plan(pfile, graph).order, "roam"
     if not make:
         return graph.op_ids, "eager"
-    from roam_core.base.config import OrderSolverConfig, PlannerConfig
+    from roam_core.ordering.config import OrderSolverConfig
     from roam_core.planner import make_plan
+    from roam_core.planner.config import PlannerConfig
 
     cfg = PlannerConfig(workers=1, solve_layout=False, order=OrderSolverConfig(time_limit_s=5))
     plan = make_plan(graph, cfg)

@@ -43,11 +43,11 @@ def _points(pts: Any) -> list[dict[str, Any]]:
 
 
 def run_config(name: str, batch: int, seq: int, budgets: int) -> dict[str, Any]:
-    from roam_core.base.config import PlannerConfig
     from roam_core.base.errors import BudgetInfeasibleError
-    from roam_core.model.recompute import inplace_built_storages
+    from roam_core.model.recompute_ops import inplace_built_storages
     from roam_core.planner import make_plan
     from roam_core.planner.budget import BudgetPlanner, recompute_frontier
+    from roam_core.planner.config import PlannerConfig
     from roam_core.zoo import trace_zoo
 
     t0 = time.perf_counter()

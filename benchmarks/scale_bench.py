@@ -12,7 +12,7 @@ fresh subprocess per depth; traced graphs are cached in ``--cache`` (with their 
 a rerun only plans.
 
 Every depth is planned twice, in fresh subprocesses, with the default
-:class:`~roam_core.base.config.PlannerConfig` (``--workers`` sub-task processes, default 1 so
+:class:`~roam_core.planner.config.PlannerConfig` (``--workers`` sub-task processes, default 1 so
 that all the work is in one process and its CPU time is exact): once with ``roam_core`` of
 ``--before`` (extracted with ``git archive`` into a temporary folder and put first on
 ``sys.path``) and once with this checkout's ``HEAD`` (extracted the same way, so editing the
@@ -70,7 +70,7 @@ src, path, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
 sys.path.insert(0, src)
 import roam_core
 assert roam_core.__file__.startswith(src), roam_core.__file__
-from roam_core.base.config import PlannerConfig
+from roam_core.planner.config import PlannerConfig
 from roam_core.formats.graph_io import load_graph
 from roam_core.planner import make_plan
 g = load_graph(path)

@@ -6,7 +6,7 @@ Usage::
                                           [--time-limit S] [--threads T]
                                           [--out benchmarks/results]
 
-For each configuration :func:`roam_core.runtime.training.compare_training` builds the zoo
+For each configuration :func:`roam_core.runtime.compare_training.compare_training` builds the zoo
 model with a seeded init, traces its steady step, plans it (``--method``, ``--time-limit``),
 then trains ``--steps`` steps eagerly and with ``PlannedStep`` from identical weights on the
 same synthetic batches, **interleaved step by step** (alternating which goes first), and
@@ -39,7 +39,7 @@ TARGET = 1.2  # planned / eager
 
 def _row(model: str, batch: int, seq: int | None, steps: int,
          args: argparse.Namespace) -> dict[str, Any]:
-    from roam_core.runtime.training import compare_training
+    from roam_core.runtime.compare_training import compare_training
 
     load0 = os.getloadavg()
     t0 = time.perf_counter()

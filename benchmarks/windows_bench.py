@@ -1,4 +1,4 @@
-"""Exact windows (``PlannerConfig.recompute_windows``): extra FLOPs at the same budgets.
+"""Exact windows (``PlannerConfig.recompute.windows``): extra FLOPs at the same budgets.
 
 Usage::
 
@@ -8,7 +8,7 @@ Usage::
 For each graph (``sample_graphs/<name>.json.gz``) two :class:`BudgetPlanner` s plan the same
 budgets -- evenly spaced between the lowest just-in-time peak of the greedy trajectory and the
 plan without recomputation, as ``roam frontier`` spaces them -- one with
-``recompute_windows=0`` (before, the default) and one with ``recompute_windows=16``
+``recompute.windows=0`` (before, the default) and one with ``recompute.windows=16``
 (after), with the
 portfolio of baselines on (as ``roam frontier``) and / or off (as ``roam plan --budget``).
 Per budget: the arena, extra FLOPs, bytes moved, the objective (FLOPs + bytes moved), the
@@ -24,7 +24,6 @@ import json
 import os
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -36,17 +35,17 @@ MIB = 2**20
 
 
 def _moved(graph: Any, plan: Any) -> int:
-    from roam_core.model.recompute import recompute_cost
+    from roam_core.model.recompute_ops import recompute_cost
 
     return recompute_cost(graph, plan.recompute)[1]
 
 
 def run_graph(name: str, budgets: int, portfolio: bool) -> dict[str, Any]:
-    from roam_core.base.config import PlannerConfig
     from roam_core.base.errors import BudgetInfeasibleError
     from roam_core.formats.graph_io import load_graph
     from roam_core.planner import make_plan
     from roam_core.planner.budget import BudgetPlanner
+    from roam_core.planner.config import PlannerConfig
 
     root = Path(__file__).resolve().parents[1]
     g = load_graph(root / "sample_graphs" / f"{name}.json.gz")
@@ -54,8 +53,8 @@ def run_graph(name: str, budgets: int, portfolio: bool) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     planners = {}
     setup = {}
-    for label, c in (("before", replace(cfg, recompute_windows=0)),
-                     ("after", replace(cfg, recompute_windows=16))):
+    for label, c in (("before", cfg.with_recompute(windows=0)),
+                     ("after", cfg.with_recompute(windows=16))):
         c0 = time.process_time()
         planners[label] = BudgetPlanner(g, c, make_plan=make_plan, portfolio=portfolio)
         setup[label] = time.process_time() - c0
@@ -94,7 +93,7 @@ def _pct(x: int, sf: int) -> str:
 
 def report(results: list[dict[str, Any]], load: str, when: str) -> str:
     out = [f"### Exact windows: before / after ({when}, load average {load})", "",
-           "`recompute_windows=0` (before, the default) against `recompute_windows=16` (after) "
+           "`recompute.windows=0` (before, the default) against `recompute.windows=16` (after) "
            "on the same budgets, "
            "same planner otherwise; `cost` is FLOPs + bytes moved (the objective); CPU s is "
            "`plan_at` per budget (`time.process_time`, noisy: shared 2-core machine).", ""]

@@ -36,7 +36,7 @@ from roam_core.model.graph import (
     round_size,
 )
 from roam_core.model.plan import Plan, SolveRecord
-from roam_core.model.recompute import RecomputeOp, expand_graph
+from roam_core.model.recompute_ops import RecomputeOp, expand_graph
 from roam_core.oracle.simulate import Lifetime, MemoryProfile, lifetimes, simulate
 from roam_core.oracle.validate import check_arena, check_order, check_plan
 
@@ -44,9 +44,10 @@ from roam_core.oracle.validate import check_arena, check_order, check_plan
 _LAZY = {
     "make_plan": "roam_core.planner",
     "PlanProgress": "roam_core.planner",
-    "PlannerConfig": "roam_core.base.config",
-    "OrderSolverConfig": "roam_core.base.config",
-    "ArenaConfig": "roam_core.base.config",
+    "PlannerConfig": "roam_core.planner.config",
+    "OrderSolverConfig": "roam_core.ordering.config",
+    "ArenaConfig": "roam_core.layout.config",
+    "RecomputeConfig": "roam_core.recompute.config",
     "save_plan": "roam_core.formats.plan_io",
     "load_plan": "roam_core.formats.plan_io",
     "dumps_plan": "roam_core.formats.plan_io",
@@ -54,7 +55,7 @@ _LAZY = {
     "eager_report": "roam_core.oracle.baseline",
     "live_set_lower_bound": "roam_core.oracle.bounds",
     "simulate_allocator": "roam_core.oracle.allocator_sim",
-    "plan_arena": "roam_core.layout.arena",
+    "plan_arena": "roam_core.layout.arena_layout",
     "solve_dsa": "roam_core.layout.dsa_solver",
     "recompute_frontier": "roam_core.planner.budget",
     "exact_recompute": "roam_core.recompute.exact",
@@ -127,11 +128,11 @@ __version__ = "0.1.0"
 OLD_MODULE_PATHS: dict[str, tuple[str, ...]] = {
     "roam_core._cpsat": ("roam_core.base.cpsat",),
     "roam_core.allocator_sim": ("roam_core.oracle.allocator_sim",),
-    "roam_core.arena": ("roam_core.layout.arena",),
+    "roam_core.arena": ("roam_core.layout.arena_layout",),
     "roam_core.baseline": ("roam_core.oracle.baseline",),
     "roam_core.bounds": ("roam_core.oracle.bounds",),
     "roam_core.brute_force": ("roam_core.oracle.brute_force",),
-    "roam_core.config": ("roam_core.base.config",),
+    "roam_core.config": ("roam_core.planner.config",),
     "roam_core.dag_view": ("roam_core.model.dag_view",),
     "roam_core.decompose": ("roam_core.ordering.decompose",),
     "roam_core.dsa": ("roam_core.model.dsa", "roam_core.formats.dsa_csv"),
@@ -143,7 +144,7 @@ OLD_MODULE_PATHS: dict[str, tuple[str, ...]] = {
     "roam_core.graph_io": ("roam_core.formats.graph_io",),
     "roam_core.heuristics": ("roam_core.ordering.registry", "roam_core.ordering.list_schedulers",
                              "roam_core.ordering.searches"),
-    "roam_core.layout_baselines": ("roam_core.layout.layout_baselines",),
+    "roam_core.layout_baselines": ("roam_core.layout.baseline_layouts",),
     "roam_core.monolithic": ("roam_core.ordering.monolithic",),
     "roam_core.order_ilp": ("roam_core.ordering.order_ilp",),
     "roam_core.plan": ("roam_core.model.plan",),
@@ -158,6 +159,15 @@ OLD_MODULE_PATHS: dict[str, tuple[str, ...]] = {
     "roam_core.updates": ("roam_core.ordering.update_groups",
                           "roam_core.ordering.update_insertion"),
     "roam_core.validate": ("roam_core.oracle.validate",),
+    # renamed in 0.1.1 so that no two modules share a name, and configs moved to their layers
+    "roam_core.base.config": ("roam_core.planner.config", "roam_core.ordering.config"),
+    "roam_core.layout.arena": ("roam_core.layout.arena_layout",),
+    "roam_core.layout.layout_baselines": ("roam_core.layout.baseline_layouts",),
+    "roam_core.model.recompute": ("roam_core.model.recompute_ops",),
+    "roam_core.runtime.arena": ("roam_core.runtime.arena_runner",),
+    "roam_core.runtime.recompute": ("roam_core.runtime.recompute_replay",),
+    "roam_core.runtime.train": ("roam_core.runtime.planned_step",),
+    "roam_core.runtime.training": ("roam_core.runtime.compare_training",),
 }
 
 

@@ -132,7 +132,7 @@ def run_child(variant: str, text: str, args: argparse.Namespace, out: Path) -> d
 
     from roam_core.formats.plan_io import load_plan
     from roam_core.runtime import PlannedStep, resolve_device
-    from roam_core.runtime.training import synthetic_batches
+    from roam_core.runtime.compare_training import synthetic_batches
     from roam_core.trace.params import unique_named_parameters
     from roam_core.zoo import build_zoo_step
 
@@ -273,11 +273,11 @@ def compare_runs(eager: dict[str, Any], planned: dict[str, Any], out: Path, tag:
 def run_config(text: str, args: argparse.Namespace, out: Path,
                deadline: float) -> dict[str, Any]:
     """Trace, plan and train one configuration; returns its summary row."""
-    from roam_core.base.config import PlannerConfig
     from roam_core.formats.graph_io import save_graph
     from roam_core.formats.plan_io import save_plan
     from roam_core.formats.snapshot import load_snapshot, save_plan_snapshot
     from roam_core.planner import make_plan
+    from roam_core.planner.config import PlannerConfig
     from roam_core.runtime import resolve_device
     from roam_core.trace import trace_fx
     from roam_core.zoo import build_zoo_step, zoo_origin

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from roam_core.layout.arena import greedy_arena
+from roam_core.layout.arena_layout import greedy_arena
 from roam_core.model.graph import (
     Alias,
     ControlEdge,

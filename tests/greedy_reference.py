@@ -9,7 +9,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from roam_core.model.graph import Graph, OpId, TensorId
-from roam_core.model.recompute import COPY_SUFFIX, recompute_ops_for
+from roam_core.model.recompute_ops import COPY_SUFFIX, recompute_ops_for
 from roam_core.recompute.greedy import JitEvaluator, TrajectoryPoint, jit_order
 
 

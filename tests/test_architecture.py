@@ -84,7 +84,7 @@ def test_contracts_are_kept() -> None:
 
 @pytest.mark.parametrize(("where", "planted", "contract"), [
     ("model/graph.py", "    from roam_core.planner import make_plan\n", "layered"),
-    ("ordering/decompose.py", "    from roam_core.layout import arena\n", "layered"),
+    ("ordering/decompose.py", "    from roam_core.layout import arena_layout\n", "layered"),
     ("base/units.py", "    from roam_core.model import graph\n", "layered"),
     ("model/reach.py", "    from roam_core.model import samples\n", "cycles"),
     ("oracle/bounds.py", "    import plotly\n", "Dash or plotly"),

@@ -33,11 +33,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 
-from roam_core.base.config import PlannerConfig
 from roam_core.base.errors import RoamError
 from roam_core.base.status import SolveStatus
-from roam_core.layout.arena import greedy_arena
-from roam_core.layout.layout_baselines import baseline_layout
+from roam_core.layout.arena_layout import greedy_arena
+from roam_core.layout.baseline_layouts import baseline_layout
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, Order
 from roam_core.oracle.allocator_sim import simulate_allocator
 from roam_core.oracle.bounds import best_lower_bound, live_set_lower_bound
@@ -51,6 +50,7 @@ from roam_core.ordering.registry import (
     run_method,
 )
 from roam_core.planner import make_plan
+from roam_core.planner.config import PlannerConfig
 
 __all__ = [
     "CSV_COLUMNS",
@@ -219,8 +219,9 @@ LAYOUTS = ("best", "greedy", "llfb", "none")
 def _order_arena(graph: Graph, order: Order, layout: str = "best") -> tuple[int | None, str]:
     """Arena bytes of a plain order with a baseline layout, and the layout's name.
 
-    ``greedy`` is :func:`roam_core.layout.arena.greedy_arena` (TFLite/XLA greedy by size), ``llfb``
-    ROAM's long-lived-first baseline (:mod:`roam_core.layout.layout_baselines`), ``best`` the
+    ``greedy`` is :func:`roam_core.layout.arena_layout.greedy_arena` (TFLite/XLA greedy by
+    size), ``llfb``
+    ROAM's long-lived-first baseline (:mod:`roam_core.layout.baseline_layouts`), ``best`` the
     smaller of the two; ``(None, "")`` when ``layout == "none"`` or every layout failed.
     """
     if layout == "none":

@@ -80,7 +80,7 @@ def fit_dict(model: str, memory: int, batch_sizes: list[int], seq_lens: list[int
              workers: int = 1, executor: Any = None) -> dict[str, Any]:
     """The object ``roam fit --json`` prints (``executor``: where each plan's sub-task solves
     run, see :func:`roam_core.base.executors.open_executor`)."""
-    from roam_core.base.config import PlannerConfig
+    from roam_core.planner.config import PlannerConfig
     from roam_core.zoo import trace_zoo
 
     cfg = PlannerConfig(workers=workers)

@@ -159,15 +159,15 @@ def frontier_dict(graph: object, config: object, budgets: int = 8, baselines: bo
 def _run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from roam_core.base.config import PlannerConfig
     from roam_core.base.executors import open_executor, parse_executor
     from roam_core.base.units import format_bytes
     from roam_core.formats.graph_io import load_graph
     from roam_core.formats.plan_io import save_plan
+    from roam_core.planner.config import PlannerConfig
 
     spec = parse_executor(args.executor)  # a bad spec fails before the graph is read
     graph = load_graph(args.graph)
-    cfg = PlannerConfig(workers=args.workers, recompute_bytes_weight=args.bytes_weight)
+    cfg = PlannerConfig(workers=args.workers).with_recompute(bytes_weight=args.bytes_weight)
     if args.time_limit is not None:
         cfg = cfg.with_order(time_limit_s=args.time_limit)
     cfg = replace(cfg)

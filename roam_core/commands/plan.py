@@ -135,7 +135,7 @@ def summary_dict(plan: Any, graph: Any = None) -> dict[str, Any]:
         "recomputed_ops": [r.source for r in plan.recompute],
     }
     if graph is not None and not plan.step_flops:
-        from roam_core.model.recompute import step_flops
+        from roam_core.model.recompute_ops import step_flops
 
         out["step_flops"] = step_flops(graph)
     if graph is not None:
@@ -153,12 +153,12 @@ def summary_dict(plan: Any, graph: Any = None) -> dict[str, Any]:
 def _run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from roam_core.base.config import PlannerConfig
     from roam_core.base.executors import open_executor, parse_executor
     from roam_core.base.units import format_bytes
     from roam_core.formats.graph_io import load_graph
     from roam_core.formats.plan_io import save_plan
     from roam_core.planner import make_plan
+    from roam_core.planner.config import PlannerConfig
 
     spec = parse_executor(args.executor)  # a bad spec fails before the graph is read
     graph = load_graph(args.graph)
@@ -172,11 +172,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.budget is not None:
         cfg = replace(cfg, budget_bytes=args.budget)
     if args.portfolio:
-        cfg = replace(cfg, recompute_portfolio=True)
+        cfg = cfg.with_recompute(portfolio=True)
     if args.bytes_weight is not None:
-        cfg = replace(cfg, recompute_bytes_weight=args.bytes_weight)
+        cfg = cfg.with_recompute(bytes_weight=args.bytes_weight)
     if args.windows is not None:
-        cfg = replace(cfg, recompute_windows=args.windows)
+        cfg = cfg.with_recompute(windows=args.windows)
     cfg = cfg.with_order(random_seed=args.seed)
     if args.time_limit is not None:
         cfg = cfg.with_order(time_limit_s=args.time_limit)

@@ -43,7 +43,7 @@ def _run(args: argparse.Namespace) -> int:
     if plan.recompute and plan.graph_fingerprint == graph.fingerprint():
         from dataclasses import replace
 
-        from roam_core.model.recompute import expand_graph
+        from roam_core.model.recompute_ops import expand_graph
 
         graph = expand_graph(graph, plan.recompute)
         plan = replace(plan, graph_fingerprint=graph.fingerprint(), recompute=())

@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def _run(args: argparse.Namespace) -> int:
     from roam_core.base.units import format_bytes
     from roam_core.runtime import resolve_device
-    from roam_core.runtime.training import compare_training
+    from roam_core.runtime.compare_training import compare_training
     from roam_core.zoo import ZOO
 
     if args.model not in ZOO:

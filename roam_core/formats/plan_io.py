@@ -40,7 +40,7 @@ from roam_core.formats.dsa_csv import dumps_problem
 from roam_core.model.dsa import Buffer, Problem, Solution
 from roam_core.model.graph import ControlEdge, EdgeReason, Graph, OpId, TensorId, round_size
 from roam_core.model.plan import Plan, SolveRecord
-from roam_core.model.recompute import RecomputeOp, expand_graph
+from roam_core.model.recompute_ops import RecomputeOp, expand_graph
 from roam_core.oracle.simulate import lifetimes
 
 __all__ = [

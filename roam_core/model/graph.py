@@ -194,7 +194,7 @@ class Op:
     recomputable : bool or None
         Whether a plan may re-run the op in the backward to rebuild a dropped activation
         (set by the tracer; ``None``: decided from the graph's structure alone, see
-        :func:`roam_core.model.recompute.recompute_blocker`; ``False``: never; ``True`` on a
+        :func:`roam_core.model.recompute_ops.recompute_blocker`; ``False``: never; ``True`` on a
         random op: the tracer recorded its RNG draw, so a re-run replays it exactly -- the
         structural rules still apply).
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from roam_core.base.status import SolveStatus
 from roam_core.model.graph import ControlEdge, OpId, TensorId
-from roam_core.model.recompute import RecomputeOp
+from roam_core.model.recompute_ops import RecomputeOp
 
 __all__ = ["Plan", "SolveRecord"]
 
@@ -106,7 +106,7 @@ class Plan:
         Forward ops re-run in the backward to rebuild dropped storages (empty: nothing is
         recomputed).  ``order`` then contains the recompute ops' ids and ``offsets`` their
         new storages; lifetimes, peaks and checks are those of
-        :func:`roam_core.model.recompute.expand_graph` ``(graph, recompute)``.
+        :func:`roam_core.model.recompute_ops.expand_graph` ``(graph, recompute)``.
     extra_flops : int
         FLOPs the recompute ops add to the step (0 without recomputation).
     step_flops : int

@@ -14,7 +14,7 @@ never raises on a bad plan.  The rules:
    vouches that their draw is replayed), its inputs exist when it runs
    (``RECOMPUTE_INPUT``), and no op reads a dropped value before it is recomputed
    (``READ_DROPPED``).  Orders and layouts of such plans are checked on the expanded graph
-   (:func:`roam_core.model.recompute.expand_graph`).
+   (:func:`roam_core.model.recompute_ops.expand_graph`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ import numpy as np
 from roam_core.base.errors import GraphError, Violation, ViolationKind
 from roam_core.model.graph import EdgeReason, Graph, OpId, TensorId, round_size
 from roam_core.model.positions import order_indices, program_index
-from roam_core.model.recompute import expand_graph, recompute_blockers, running_stats_writes
+from roam_core.model.recompute_ops import expand_graph, recompute_blockers, running_stats_writes
 
 if TYPE_CHECKING:  # data types only; the validator shares no code with any solver
     from roam_core.model.dsa import Problem, Solution

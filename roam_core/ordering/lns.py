@@ -31,9 +31,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roam_core.base.config import OrderSolverConfig
 from roam_core.model.dag_view import compact
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId
+from roam_core.ordering.config import OrderSolverConfig
 
 __all__ = ["LnsResult", "OrderScorer", "peak_search"]
 

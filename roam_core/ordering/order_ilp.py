@@ -49,10 +49,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from roam_core.base.config import OrderSolverConfig
 from roam_core.base.status import SolveStatus
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, TensorId, round_size
 from roam_core.oracle.simulate import Lifetime, lifetimes
+from roam_core.ordering.config import OrderSolverConfig
 
 __all__ = [
     "OrderModel",

@@ -383,7 +383,7 @@ def place_weight_updates(
     >>> [(e.src, e.dst) for e in r.edges], check_order(r.graph, r.order)
     ([('relu_bw', 't')], [])
     """
-    from roam_core.base.config import UPDATE_POLICIES
+    from roam_core.ordering.config import UPDATE_POLICIES
     from roam_core.ordering.update_groups import update_groups
 
     if policy not in UPDATE_POLICIES:

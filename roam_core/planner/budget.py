@@ -5,7 +5,7 @@
 1. plan without recomputation (ROAM order + layout); if its arena fits, that is the answer;
 2. run the greedy drop trajectory (:mod:`roam_core.recompute.greedy`) over that order: every
    prefix is a (peak, cost) point, so one run gives the frontier (and ``"auto"`` its knee);
-3. on graphs of at most ``recompute_exact_max_ops`` ops, solve the exact CP-SAT model
+3. on graphs of at most ``recompute.exact_max_ops`` ops, solve the exact CP-SAT model
    (:mod:`roam_core.recompute.exact`: drops and order together); otherwise take the shortest
    prefix whose just-in-time peak fits, re-admit what the budget does not
    need (:func:`~roam_core.recompute.greedy.prune`), expand the graph with its recompute ops
@@ -24,18 +24,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from roam_core.base.config import PlannerConfig
 from roam_core.base.errors import BudgetInfeasibleError, ConfigError, PlanInvalidError
 from roam_core.base.units import format_bytes
 from roam_core.model.graph import Graph, TensorId
 from roam_core.model.plan import Plan
-from roam_core.model.recompute import (
+from roam_core.model.recompute_ops import (
     expand_graph,
     flops_recorded,
     recompute_cost,
     step_flops,
 )
 from roam_core.oracle.validate import check_plan
+from roam_core.planner.config import PlannerConfig
 from roam_core.recompute.greedy import (
     GreedyTrajectory,
     JitEvaluator,
@@ -69,7 +69,7 @@ def frontier_points(graph: Graph, base_order: Any, config: PlannerConfig
     ev = JitEvaluator(graph, base_order, config.alignment_bytes)
     dropped, points = greedy_trajectory(graph, base_order, evaluator=ev,
                                         alignment_bytes=config.alignment_bytes,
-                                        bytes_weight=config.recompute_bytes_weight)
+                                        bytes_weight=config.recompute.bytes_weight)
     return ev, dropped, points
 
 
@@ -90,7 +90,7 @@ class BudgetPlanner:
     portfolio : bool, optional
         At each budget, also try the module-structure baselines' drop sets and ``seeds``
         beside the greedy prefix and keep the cheapest that fits (``False``: the greedy
-        prefix alone).  Default: ``config.recompute_portfolio``.
+        prefix alone).  Default: ``config.recompute.portfolio``.
     **kwargs
         Forwarded to ``make_plan``.
     """
@@ -100,7 +100,7 @@ class BudgetPlanner:
                  portfolio: bool | None = None, **kwargs: Any) -> None:
         self.graph, self.config = graph, config
         self.seeds = dict(seeds or {})
-        self.portfolio = config.recompute_portfolio if portfolio is None else bool(portfolio)
+        self.portfolio = config.recompute.portfolio if portfolio is None else bool(portfolio)
         #: per just-in-time target: (FLOPs, bytes moved) of roam's own search (greedy prefix
         #: pruned), to report what the portfolio adds
         self.own_costs: dict[int, tuple[int, int]] = {}
@@ -121,7 +121,7 @@ class BudgetPlanner:
         self._others: list[tuple[str, tuple[TensorId, ...]]] | None = None
         #: the whole portfolio per just-in-time target (for :meth:`plan_fewest_flops`)
         self._portfolio: dict[int, list[Candidate]] = {}
-        #: per just-in-time target: what the exact windows did (``recompute_windows``)
+        #: per just-in-time target: what the exact windows did (``recompute.windows``)
         self.window_reports: dict[int, WindowReport] = {}
         #: plans of expanded graphs by (recompute ops, order): a drop set chosen at several
         #: budgets (or a baseline's, chosen by roam) is planned once
@@ -148,7 +148,7 @@ class BudgetPlanner:
         if self._greedy is None:
             self._greedy = GreedyTrajectory(self.graph, self.base.order,
                                             alignment_bytes=self.config.alignment_bytes,
-                                            bytes_weight=self.config.recompute_bytes_weight)
+                                            bytes_weight=self.config.recompute.bytes_weight)
         t = self._greedy.run(stop_at_bytes=peak_bytes)
         if peak_bytes is None or t.current.peak_bytes <= peak_bytes:
             return t
@@ -162,7 +162,7 @@ class BudgetPlanner:
             assert self._greedy is not None
             self._single = GreedyTrajectory(self.graph, self.base.order,
                                             alignment_bytes=self.config.alignment_bytes,
-                                            bytes_weight=self.config.recompute_bytes_weight,
+                                            bytes_weight=self.config.recompute.bytes_weight,
                                             evaluator=self._greedy.evaluator,
                                             group_moves=False)
         return self._single
@@ -175,7 +175,7 @@ class BudgetPlanner:
 
     def knee_bytes(self) -> int:
         """The budget ``"auto"`` stands for: the peak at the trajectory's knee."""
-        k = knee(self.trajectory[2], self.config.recompute_bytes_weight)
+        k = knee(self.trajectory[2], self.config.recompute.bytes_weight)
         return max(k.peak_bytes, 1)
 
     def lowest_bytes(self) -> int:
@@ -186,12 +186,12 @@ class BudgetPlanner:
 
     def _choice(self, target: int, exact: bool, notes: list[str], last_resort: bool = False
                 ) -> list[tuple[str, _Choice]] | None:
-        g, cfg, w = self.graph, self.config, self.config.recompute_bytes_weight
+        g, cfg, w = self.graph, self.config, self.config.recompute.bytes_weight
         if exact:
             from roam_core.recompute.exact import exact_recompute
 
             ex = exact_recompute(g, target, alignment_bytes=cfg.alignment_bytes,
-                                 bytes_weight=w, time_limit_s=cfg.recompute_exact_time_limit_s)
+                                 bytes_weight=w, time_limit_s=cfg.recompute.exact_time_limit_s)
             if ex.status in ("optimal", "feasible"):
                 notes.append(f"exact recomputation model: {ex.status}, cost {ex.cost:.0f} "
                              f"(bound {ex.best_bound:.0f}) in {ex.wall_time_s:.1f} s")
@@ -253,15 +253,15 @@ class BudgetPlanner:
         return self._cache[key]
 
     def _windows(self, ev: JitEvaluator, start: Any, target: int) -> Any:
-        """``start`` refined by exact CP-SAT windows (``recompute_windows`` models at most;
+        """``start`` refined by exact CP-SAT windows (``recompute.windows`` models at most;
         the evaluation itself when off, when it does not fit or when nothing improved)."""
         cfg = self.config
-        if cfg.recompute_windows <= 0 or start.peak_bytes > target or not start.dropped:
+        if cfg.recompute.windows <= 0 or start.peak_bytes > target or not start.dropped:
             return start
-        e, rep = refine_windows(ev, start, target, cfg.recompute_bytes_weight,
-                                window_size=cfg.recompute_window_size,
-                                max_windows=cfg.recompute_windows,
-                                time_limit_s=cfg.recompute_window_time_limit_s)
+        e, rep = refine_windows(ev, start, target, cfg.recompute.bytes_weight,
+                                window_size=cfg.recompute.window_size,
+                                max_windows=cfg.recompute.windows,
+                                time_limit_s=cfg.recompute.window_time_limit_s)
         self.window_reports[target] = rep
         return e
 
@@ -269,7 +269,7 @@ class BudgetPlanner:
         """At ``budget``, a plan with fewer extra FLOPs than ``than`` (the objective's pick at
         the same budget, :meth:`plan_at`), when the portfolio holds one whose arena fits.
 
-        The objective (FLOPs + ``recompute_bytes_weight`` x bytes moved) may keep a plan
+        The objective (FLOPs + ``recompute.bytes_weight`` x bytes moved) may keep a plan
         with a few more FLOPs and far fewer bytes moved; this gives the other end, so that
         ``roam frontier`` is a frontier in (peak, FLOPs) as well as in (peak, FLOPs + bytes).
         The portfolio's candidates at ``budget`` whose just-in-time peak fits are taken
@@ -285,7 +285,7 @@ class BudgetPlanner:
             return None
         t = self._greedy_until(budget)
         few = fewest_flops(t.evaluator, budget, cands, than.extra_flops,
-                           self.config.recompute_bytes_weight)
+                           self.config.recompute.bytes_weight)
         for c in few[:max_plans]:
             e = c.evaluation
             plan = self._finish(_Choice(e.dropped, e.recompute, e.order, e.extra_flops),
@@ -299,7 +299,7 @@ class BudgetPlanner:
 
     def plan_for_drops(self, dropped: Any, label: str = "roam") -> Plan:
         """Plan a given drop set (a baseline policy) with the same order and layout stages."""
-        from roam_core.model.recompute import recompute_ops_for
+        from roam_core.model.recompute_ops import recompute_ops_for
         from roam_core.recompute.greedy import hoist_views, jit_order
 
         rops = recompute_ops_for(self.graph, dropped)
@@ -346,7 +346,7 @@ class BudgetPlanner:
             raise ConfigError(f"budget {budget!r}: give a positive number of bytes or 'auto'")
         if budget == "auto":
             budget = self.knee_bytes()
-            k = knee(self.trajectory[2], cfg.recompute_bytes_weight)
+            k = knee(self.trajectory[2], cfg.recompute.bytes_weight)
             notes.append(f"budget auto: the frontier's knee, {format_bytes(budget)} "
                          f"(+{100 * k.extra_flops / max(self.step_flops, 1):.1f}% FLOPs)")
         assert isinstance(budget, int)
@@ -355,7 +355,7 @@ class BudgetPlanner:
                            settings={**cfg.to_dict(), "method": "roam", "budget_bytes": budget},
                            notes=(*self.base.notes, *self.notes, *notes,
                                   "fits the budget without recomputation"))
-        exact = len(g.ops) <= cfg.recompute_exact_max_ops
+        exact = len(g.ops) <= cfg.recompute.exact_max_ops
         target = budget
         best_arena: int | None = None
         for attempt in range(4):
@@ -395,7 +395,7 @@ class BudgetPlanner:
 
 
 def _flops_of(graph: Graph, op_id: str) -> int:
-    from roam_core.model.recompute import op_flops
+    from roam_core.model.recompute_ops import op_flops
 
     return op_flops(graph, graph.op(op_id))
 
@@ -469,7 +469,7 @@ class FrontierPoint:
 
 
 def _moved(graph: Graph, plan: Plan) -> int:
-    from roam_core.model.recompute import recompute_cost
+    from roam_core.model.recompute_ops import recompute_cost
 
     return recompute_cost(graph, plan.recompute)[1]
 
@@ -596,7 +596,7 @@ def _monotone(graph: Graph, config: PlannerConfig, made: Sequence[tuple[int, Pla
     than the plan made for a higher budget, that budget gets it (the budgets are planned
     independently, each from its own pruned candidates, so without this a higher budget
     can end dearer than a lower one)."""
-    w = config.recompute_bytes_weight
+    w = config.recompute.bytes_weight
 
     def cost(p: Plan) -> float:
         flops, moved = recompute_cost(graph, p.recompute)

@@ -18,7 +18,7 @@
    forward-value choice bound) is computed before step 3 when the base order is above the
    lower bound, so that a base order it proves optimal skips the sub-task solves (each stops
    at its floor), the polish and the search;
-6. the arena layout (:mod:`roam_core.layout.arena`);
+6. the arena layout (:mod:`roam_core.layout.arena_layout`);
 7. the guard: the result is never worse than the best baseline order (if it would be, that
    order is returned and ``Plan.notes`` says so), and every plan passes the independent
    validator (:func:`~roam_core.oracle.validate.check_plan`), else ``PlanInvalidError``.
@@ -49,7 +49,6 @@ from typing import Any
 
 from roam_core.base.cancel import as_cancel_flag
 from roam_core.base.collector import gc_paused
-from roam_core.base.config import PlannerConfig
 from roam_core.base.status import SolveStatus
 from roam_core.base.units import format_bytes
 from roam_core.model.graph import ControlEdge, Graph, OpId
@@ -73,6 +72,7 @@ from roam_core.ordering.registry import (
     run_method,
 )
 from roam_core.ordering.rewrites import place_weight_updates
+from roam_core.planner.config import PlannerConfig
 from roam_core.planner.polish import polish_peak
 from roam_core.planner.pool import solve_subtasks
 from roam_core.planner.search import TIGHTER_BOUNDS, search_whole_order, tighter_bound
@@ -212,7 +212,7 @@ def make_plan(
     Examples
     --------
     >>> from roam_core.model.samples import tiny_train_step
-    >>> from roam_core.base.config import PlannerConfig
+    >>> from roam_core.planner.config import PlannerConfig
     >>> p = make_plan(tiny_train_step(), PlannerConfig(workers=1, solve_layout=False))
     >>> p.method, p.planned_peak_bytes <= p.baseline_peak_bytes, len(p.order)
     ('roam', True, 8)

@@ -6,11 +6,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from roam_core.base.config import PlannerConfig
 from roam_core.model.graph import Graph, OpId
 from roam_core.model.plan import SolveRecord
 from roam_core.oracle.simulate import simulate
 from roam_core.ordering.order_ilp import build_order_problem, merge_orders, solve_order_problem
+from roam_core.planner.config import PlannerConfig
 
 __all__ = ["polish_peak"]
 

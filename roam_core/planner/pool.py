@@ -14,13 +14,13 @@ import time
 from collections.abc import Callable
 
 from roam_core.base.cancel import StopFile
-from roam_core.base.config import PlannerConfig
 from roam_core.ordering.order_ilp import (
     OrderProblem,
     OrderResult,
     needs_solver,
     solve_order_problem,
 )
+from roam_core.planner.config import PlannerConfig
 
 __all__ = ["STOP_GRACE_S", "solve_subtasks"]
 

@@ -19,12 +19,12 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from roam_core.base.config import PlannerConfig
 from roam_core.base.status import SolveStatus
 from roam_core.model.graph import Graph, OpId
 from roam_core.model.plan import SolveRecord
 from roam_core.oracle.simulate import simulate
 from roam_core.oracle.validate import check_order
+from roam_core.planner.config import PlannerConfig
 
 __all__ = ["TIGHTER_BOUNDS", "search_whole_order", "tighter_bound"]
 

@@ -12,15 +12,15 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from roam_core.base.config import PlannerConfig
 from roam_core.base.errors import PlanInvalidError
 from roam_core.base.units import format_bytes
-from roam_core.layout.arena import ArenaLayout, greedy_arena, plan_arena
+from roam_core.layout.arena_layout import ArenaLayout, greedy_arena, plan_arena
 from roam_core.model.graph import ControlEdge, Graph, OpId
 from roam_core.model.plan import Plan, SolveRecord
 from roam_core.oracle.simulate import MemoryProfile
 from roam_core.oracle.validate import check_order, check_plan
 from roam_core.ordering.decompose import TaskTree
+from roam_core.planner.config import PlannerConfig
 
 __all__ = ["ChosenOrder", "finish_plan", "lay_out"]
 

@@ -19,9 +19,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from roam_core.base.config import PlannerConfig
 from roam_core.base.errors import BudgetInfeasibleError
 from roam_core.model.graph import Graph
+from roam_core.planner.config import PlannerConfig
 
 __all__ = ["FIT_METHODS", "FitRow", "fit_row", "largest_fitting", "method_label"]
 

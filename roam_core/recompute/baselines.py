@@ -1,7 +1,7 @@
 """Checkpointing baselines applied to a traced graph by its module structure.
 
 Each policy is a drop set over the *same* graph, expanded with
-:func:`~roam_core.model.recompute.recompute_ops_for` and scored by the same simulator and
+:func:`~roam_core.model.recompute_ops.recompute_ops_for` and scored by the same simulator and
 planner as roam, so the comparison is like for like:
 
 * ``none`` -- keep everything;
@@ -19,7 +19,7 @@ planner as roam, so the comparison is like for like:
 
 Blocks are the children of the graph's largest module list (module paths ``<prefix>.<i>``
 from the tracer, ``Op.module``).  What a policy may drop follows roam's rules
-(:func:`~roam_core.model.recompute.recompute_blocker`): dropout masks are dropped and
+(:func:`~roam_core.model.recompute_ops.recompute_blocker`): dropout masks are dropped and
 re-drawn from the replayed generator state, as ``torch.utils.checkpoint`` does, when the
 tracer recorded their draws (graphs traced before that keep them).
 """
@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from roam_core.model.graph import Graph, Phase, TensorId
-from roam_core.model.recompute import LATE_PHASES, droppable_storages, recompute_blockers
+from roam_core.model.recompute_ops import LATE_PHASES, droppable_storages, recompute_blockers
 
 __all__ = ["BASELINES", "baseline_drop_set", "find_blocks"]
 

@@ -24,7 +24,7 @@ from ortools.sat.python import cp_model
 
 from roam_core.base.cpsat import make_solver, status_name
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, TensorId, round_size
-from roam_core.model.recompute import (
+from roam_core.model.recompute_ops import (
     LATE_PHASES,
     RecomputeOp,
     expand_graph,

@@ -1,6 +1,6 @@
 """Which storages to drop: a greedy trajectory over a fixed base order, evaluated exactly.
 
-For a set ``D`` of dropped storages, :func:`~roam_core.model.recompute.recompute_ops_for`
+For a set ``D`` of dropped storages, :func:`~roam_core.model.recompute_ops.recompute_ops_for`
 gives the recompute ops, and each one is placed just before its first consumer in the base
 order ("just in time").  :class:`JitEvaluator` computes the peak of that expanded order in
 ``O(n)`` without building a graph.
@@ -32,7 +32,7 @@ from roam_core.model.graph import (
     TensorId,
     round_size,
 )
-from roam_core.model.recompute import (
+from roam_core.model.recompute_ops import (
     COPY_SUFFIX,
     LATE_PHASES,
     RecomputeOp,
@@ -357,7 +357,7 @@ class JitEvaluator:
         return out
 
     def recompute_ops(self, dropped: Sequence[TensorId]) -> tuple[RecomputeOp, ...]:
-        """:func:`~roam_core.model.recompute.recompute_ops_for` of ``dropped``, from
+        """:func:`~roam_core.model.recompute_ops.recompute_ops_for` of ``dropped``, from
         indexes built once (the same ops in the same order; the same errors)."""
         g, blockers, late = self.graph, self.blockers, self.late
         drop = set(dropped)

@@ -7,7 +7,7 @@ and seeds:
 1. **eager**: the ordinary ``loss = loss_fn(model(*x)); loss.backward(); opt.step();
    opt.zero_grad()``;
 2. **planned**: the traced step's ops replayed in the plan's order, every tensor at its
-   planned offset in one preallocated arena (:class:`~roam_core.runtime.arena.ArenaRunner`).
+   planned offset in one preallocated arena (:class:`~roam_core.runtime.arena_runner.ArenaRunner`).
 
 The loss, the updated parameters, buffers and optimizer state must agree: bit-equal on
 CPU, within ``rtol=1e-5`` on CUDA (deterministic algorithms on).  On CUDA the peaks of both
@@ -34,7 +34,7 @@ import torch
 
 from roam_core.base.errors import ExecutorError, PlanFormatError, PlanInvalidError
 from roam_core.oracle.validate import check_order
-from roam_core.runtime.arena import OUT_DENY, ArenaRunner, RunStats, out_variant
+from roam_core.runtime.arena_runner import OUT_DENY, ArenaRunner, RunStats, out_variant
 from roam_core.runtime.measure import (
     Peaks,
     measure_eager,
@@ -42,17 +42,17 @@ from roam_core.runtime.measure import (
     measure_subprocess,
     pickled_recipe,
 )
+from roam_core.runtime.planned_step import BatchMismatchError, PlannedStep
 from roam_core.runtime.report import REQUIRED_KEYS, ExecutionReport
 from roam_core.runtime.step import (
     compare,
     created_state_ids,
     eager_step,
     eager_values,
-    planned_step,
+    run_planned_step,
     planned_values,
     prepare_state,
 )
-from roam_core.runtime.train import BatchMismatchError, PlannedStep
 
 __all__ = [
     "OUT_DENY",
@@ -213,7 +213,7 @@ def execute_traced(
     check_fingerprint(traced.graph, plan)
     if getattr(plan, "recompute", ()):
         from roam_core.oracle.validate import check_plan
-        from roam_core.runtime.recompute import expand_traced
+        from roam_core.runtime.recompute_replay import expand_traced
 
         bad = check_plan(traced.graph, plan)
         if bad:
@@ -278,7 +278,7 @@ def _execute_checked(traced: Any, model: Any, example_inputs: Sequence[Any], pla
                          plan.arena_bytes, dev, check_addresses=check_addresses,
                          rng=traced.rng)
     st = prepare_state(traced, model, example_inputs, factory, dev, seed=seed)
-    loss_p, _ = planned_step(runner, traced, plan.order, seed, load=st)
+    loss_p, _ = run_planned_step(runner, traced, plan.order, seed, load=st)
     del st
     # compare against the live slots (on the device) before anything overwrites them
     got = [loss_p] + [v for v, k in zip(planned_values(runner, traced), keep) if k]

@@ -146,21 +146,21 @@ def measure_eager(st: Any, loss_fn: Any, steps: int, seed: int,
 def measure_planned(runner: Any, traced: Any, order: Sequence[str], steps: int,
                     seed: int, snapshot_path: str | None = None) -> Peaks:
     """Peaks of ``steps`` planned replays after a warm-up replay (arena already loaded)."""
-    from roam_core.runtime.step import planned_step
+    from roam_core.runtime.step import run_planned_step
 
-    planned_step(runner, traced, order, seed, load=None)  # warm-up
+    run_planned_step(runner, traced, order, seed, load=None)  # warm-up
     if runner.device.type == "cuda":
         _reset(runner.device)
     total = 0.0
     for i in range(steps):
-        _, dt = planned_step(runner, traced, order, seed + 1 + i, load=None)
+        _, dt = run_planned_step(runner, traced, order, seed + 1 + i, load=None)
         total += dt
     dt = total / max(steps, 1)
     if runner.device.type != "cuda":
         return Peaks(None, None, dt)
     peaks = _peaks(runner.device, dt)
     _record_one(runner.device, snapshot_path,
-                lambda: planned_step(runner, traced, order, seed, load=None))
+                lambda: run_planned_step(runner, traced, order, seed, load=None))
     return peaks
 
 
@@ -168,7 +168,7 @@ def _child(recipe: Recipe, which: str, plan_light: dict[str, Any], device: str, 
            seed: int, check_addresses: bool,
            snapshot_path: str | None) -> tuple[int | None, int | None, float]:
     """Runs in a fresh process: rebuild, re-trace, check the fingerprint, measure."""
-    from roam_core.runtime.arena import ArenaRunner
+    from roam_core.runtime.arena_runner import ArenaRunner
     from roam_core.runtime.step import load_arena, prepare_state
     from roam_core.trace import make_optimizer_factory, trace_fx
 
@@ -178,7 +178,7 @@ def _child(recipe: Recipe, which: str, plan_light: dict[str, Any], device: str, 
     if traced.graph.fingerprint() != plan_light["fingerprint"]:
         raise ExecutorError("re-traced graph in the measuring process differs from the plan's")
     if plan_light.get("recompute"):  # the re-runs (and RNG replays) of a recompute plan
-        from roam_core.runtime.recompute import expand_traced
+        from roam_core.runtime.recompute_replay import expand_traced
 
         traced = expand_traced(traced, plan_light["recompute"])
     _, factory = make_optimizer_factory(optimizer, setting, **kw)

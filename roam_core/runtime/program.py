@@ -1,6 +1,6 @@
 """A traced step compiled into a prepared program over one arena: checked once, then lean.
 
-:class:`Program` turns an :class:`~roam_core.runtime.arena.ArenaRunner`'s FX graph and a plan
+:class:`Program` turns an :class:`~roam_core.runtime.arena_runner.ArenaRunner`'s FX graph and a plan
 order into a list of **instructions**, one per node in the order they run (ops of the order;
 folded ``getitem`` nodes just before their first reader).  Each instruction knows, before
 anything runs, how its node writes its new storages:
@@ -17,7 +17,7 @@ Two ways to run it:
 1. :meth:`Program.run_checked` (the first step, or every step in verify mode): every
    instruction runs with the op named in any error, the ``was resized`` warning promoted to
    an error, and the address check after each op
-   (:meth:`~roam_core.runtime.arena.ArenaRunner.check_outputs`).  Placement (bounds,
+   (:meth:`~roam_core.runtime.arena_runner.ArenaRunner.check_outputs`).  Placement (bounds,
    alignment, no overlap with a live storage) is checked once when the program is built.
 2. :meth:`Program.run_fast` (every later step): a flat list of bound callables
    (``functools.partial(kernel, *args, out=slot)``) is called in turn; views are not

@@ -22,7 +22,7 @@ from torch import nn
 
 from roam_core.base.errors import ExecutorError
 from roam_core.model.graph import TensorKind
-from roam_core.runtime.arena import ArenaRunner
+from roam_core.runtime.arena_runner import ArenaRunner
 from roam_core.trace.params import (
     retie,
     tie_groups,
@@ -38,7 +38,7 @@ __all__ = [
     "eager_step",
     "eager_values",
     "load_arena",
-    "planned_step",
+    "run_planned_step",
     "planned_values",
     "prepare_state",
 ]
@@ -180,7 +180,7 @@ def eager_values(st: StepState, n_created: int) -> list[torch.Tensor]:
     return [t.detach() for t in st.flat] + [t.detach() for t in created]
 
 
-def planned_step(runner: ArenaRunner, traced: Any, order: Sequence[str], seed: int,
+def run_planned_step(runner: ArenaRunner, traced: Any, order: Sequence[str], seed: int,
                  *, load: StepState | None) -> tuple[torch.Tensor, float]:
     """Run the plan once (loading the resident values first when ``load`` is given).
 

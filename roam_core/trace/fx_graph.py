@@ -206,7 +206,7 @@ class _Builder:
         mutates = _mutated_storages(node, info, self)
         random = _random(node, info)
         flops, read, wrote = _costs(node, val, info, outs, mutates, self)
-        # None: the structural rule (roam_core.model.recompute) decides; False: the executor
+        # None: the structural rule (roam_core.model.recompute_ops) decides; False: the executor
         # could not replay the op (not an ATen overload) or it is not bit-reproducible;
         # True (random ops): the RNG timeline records its draw, a re-run replays it
         rec: bool | None = None if info.replayable else False

@@ -32,7 +32,7 @@ decision* and turns it into a drop set of roam's graph of the same step:
    in.  roam re-runs what the backward needs from it, in chains, from the kept values --
    what the partitioner's backward graph does: the plan's extra FLOPs equal torch's re-runs
    counted with roam's per-op FLOPs.  A storage roam's rules do not let a plan drop
-   (:func:`~roam_core.model.recompute.recompute_blocker`; batch norm, which writes its
+   (:func:`~roam_core.model.recompute_ops.recompute_blocker`; batch norm, which writes its
    running statistics in place) is kept and counted.
 
 Which joint graph: AOT autograd's own, without inductor's decompositions and joint-graph
@@ -63,7 +63,7 @@ from typing import Any
 import torch
 
 from roam_core.model.graph import Graph, Phase, TensorId
-from roam_core.model.recompute import LATE_PHASES, recompute_blockers
+from roam_core.model.recompute_ops import LATE_PHASES, recompute_blockers
 
 __all__ = ["MIN_CUT_BUDGETS", "MinCutDecision", "MinCutResult", "min_cut_available",
            "min_cut_method", "torch_min_cut"]

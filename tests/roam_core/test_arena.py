@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from roam_core.base.status import SolveStatus
 from roam_core.formats.graph_io import load_graph
-from roam_core.layout.arena import (
+from roam_core.layout.arena_layout import (
     ArenaConfig,
     _flip_compact,
     _shake,
@@ -144,7 +144,7 @@ def test_dsa_candidate_is_cut_by_work_not_by_the_time_left(monkeypatch: Any) -> 
     """The DSA candidate gets a node count from the configured budget, whatever time the
     earlier candidates left: two runs whose CP-SAT stage took different times give it the
     same work limit, and so the same layout."""
-    from roam_core.layout import arena
+    from roam_core.layout import arena_layout as arena
 
     real = arena.solve_dsa
     seen: list[tuple[int | None, Any]] = []
@@ -167,7 +167,7 @@ def test_peak_repair_lowers_a_stuck_winner_within_its_node_budget() -> None:
     """The arena's repair stage (within 0.01% of the bound; here that is the bound) re-places
     the tiny long-lived buffers stacked above the peak, inside the node budget, and the same
     call gives the same layout."""
-    from roam_core.layout import arena
+    from roam_core.layout import arena_layout as arena
     from roam_core.oracle.validate import check_dsa_solution
 
     bufs = [Buffer("big", 4, 6, 8), Buffer("far", 0, 2, 9), Buffer("far2", 8, 10, 9)]
@@ -188,7 +188,7 @@ def test_peak_repair_lowers_a_stuck_winner_within_its_node_budget() -> None:
 
 def test_peak_repair_switch(monkeypatch: Any) -> None:
     """``peak_repair=False`` skips the stage; on, it gets the DSA work limit as its budget."""
-    from roam_core.layout import arena
+    from roam_core.layout import arena_layout as arena
     from roam_core.layout.dsa_solver import DsaResult
 
     calls: list[int] = []
@@ -220,7 +220,7 @@ def test_a_layout_within_the_repair_tolerance_skips_the_shake_and_the_polish(
     widened here so that the greedy layout of a small graph qualifies) the clock-cut shake
     does not run (the polish, off here, is skipped by the same test); with no tolerance it
     does.  Valid both ways."""
-    from roam_core.layout import arena
+    from roam_core.layout import arena_layout as arena
     from roam_core.layout.dsa_solver import DsaResult
 
     monkeypatch.setattr(arena, "solve_dsa", lambda problem, **kw: DsaResult(
@@ -251,7 +251,7 @@ def test_default_plan_of_efficientnet_b1_is_within_a_hundredth_of_a_percent():
     from pathlib import Path
 
     from roam_core import make_plan
-    from roam_core.base.config import PlannerConfig
+    from roam_core.planner.config import PlannerConfig
 
     root = Path(__file__).resolve().parents[2]
     g = load_graph(root / "sample_graphs" / "efficientnet_b0-b1-roam.json.gz")
@@ -262,7 +262,7 @@ def test_default_plan_of_efficientnet_b1_is_within_a_hundredth_of_a_percent():
 def test_a_first_pass_at_the_bound_is_the_layout() -> None:
     """Largest section first reaches the live-set bound on resnet50 b8 where greedy by size
     does not: that one pass is the layout (no greedy by size, task tree or DSA candidate)."""
-    from roam_core.layout.arena import arena_layout, layout_problem
+    from roam_core.layout.arena_layout import arena_layout, layout_problem
     from roam_core.layout.dsa_heuristics import named_order
 
     g = load_graph("sample_graphs/resnet50-b8-steady.json.gz")

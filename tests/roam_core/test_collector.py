@@ -9,11 +9,11 @@ from collections.abc import Iterator
 import pytest
 
 from roam_core.base.collector import gc_paused
-from roam_core.base.config import PlannerConfig
 from roam_core.base.errors import ConfigError
 from roam_core.formats.graph_io import dumps_graph, loads_graph
 from roam_core.model.samples import tiny_train_step
 from roam_core.planner import make_plan
+from roam_core.planner.config import PlannerConfig
 
 
 @pytest.fixture(autouse=True)

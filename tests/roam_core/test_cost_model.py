@@ -11,7 +11,7 @@ import torch
 from roam_core.base.errors import GraphError
 from roam_core.formats.graph_io import graph_from_dict, graph_to_dict, load_graph
 from roam_core.model.graph import Op, Phase
-from roam_core.model.recompute import (
+from roam_core.model.recompute_ops import (
     droppable_storages,
     flops_recorded,
     op_flops,

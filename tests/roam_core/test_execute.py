@@ -16,7 +16,7 @@ from torch import nn
 from roam_core.base.errors import ExecutorError, PlanFormatError, PlanInvalidError
 from roam_core.model.graph import EdgeReason
 from roam_core.runtime import REQUIRED_KEYS, ArenaRunner, execute_plan, execute_traced, out_variant
-from roam_core.runtime import arena as arena_mod
+from roam_core.runtime import arena_runner as arena_mod
 from roam_core.runtime.origin import execute_origin
 from roam_core.zoo import trace_zoo
 from tests.roam_core.exec_helpers import first_fit_plan, random_order

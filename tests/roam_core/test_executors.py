@@ -15,7 +15,6 @@ import time
 
 import pytest
 
-from roam_core.base.config import OrderSolverConfig, PlannerConfig
 from roam_core.base.errors import ConfigError
 from roam_core.base.executors import (
     ExecutorSpec,
@@ -25,7 +24,9 @@ from roam_core.base.executors import (
 )
 from roam_core.formats.graph_io import load_graph
 from roam_core.oracle.validate import check_plan
+from roam_core.ordering.config import OrderSolverConfig
 from roam_core.planner import make_plan
+from roam_core.planner.config import PlannerConfig
 
 distributed = pytest.importorskip("distributed")
 

@@ -6,11 +6,11 @@ import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from roam_core.base.config import OrderSolverConfig
 from roam_core.model.samples import diamond, tiny_train_step
 from roam_core.oracle.brute_force import brute_force_order
 from roam_core.oracle.simulate import simulate
 from roam_core.oracle.validate import check_order
+from roam_core.ordering.config import OrderSolverConfig
 from roam_core.ordering.lns import OrderScorer, peak_search
 from tests.strategies import orders_of, random_graphs
 
@@ -75,8 +75,8 @@ def test_examples_and_floor():
 
 
 def test_planner_runs_the_search_and_reports_the_gap():
-    from roam_core.base.config import PlannerConfig
     from roam_core.planner import make_plan
+    from roam_core.planner.config import PlannerConfig
 
     g = tiny_train_step()
     plan = make_plan(g, PlannerConfig(workers=1, solve_layout=False))

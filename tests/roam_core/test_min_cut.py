@@ -7,9 +7,9 @@ import json
 import pytest
 import torch
 
-from roam_core.base.config import PlannerConfig
 from roam_core.oracle.validate import check_plan
 from roam_core.planner.budget import BudgetPlanner
+from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import make_plan
 from roam_core.trace import min_cut as mc
 from roam_core.trace import trace_fx

@@ -9,11 +9,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roam_core.base.config import OrderSolverConfig
 from roam_core.model.graph import Graph
 from roam_core.model.samples import diamond, tiny_train_step
 from roam_core.oracle.simulate import simulate
 from roam_core.oracle.validate import check_order
+from roam_core.ordering.config import OrderSolverConfig
 from roam_core.ordering.order_ilp import (
     build_order_problem,
     merge_orders,

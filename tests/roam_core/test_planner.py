@@ -8,7 +8,6 @@ import threading
 import pytest
 from hypothesis import given, settings
 
-from roam_core.base.config import OrderSolverConfig, PlannerConfig
 from roam_core.base.errors import ConfigError
 from roam_core.base.status import SolveStatus
 from roam_core.model.graph import Graph
@@ -16,8 +15,10 @@ from roam_core.model.plan import Plan
 from roam_core.model.samples import tiny_train_step
 from roam_core.oracle.simulate import simulate
 from roam_core.oracle.validate import check_order, check_plan
+from roam_core.ordering.config import OrderSolverConfig
 from roam_core.ordering.registry import best_heuristic_order, run_method
 from roam_core.planner import PlanProgress, make_plan, order_methods
+from roam_core.planner.config import PlannerConfig
 from tests.builders import tied_branches, wide_branches
 from tests.strategies import random_graphs
 
@@ -217,7 +218,7 @@ def test_statuses_are_solve_status_members() -> None:
 
 
 def test_arena_settings_are_reachable_and_recorded() -> None:
-    from roam_core.base.config import ArenaConfig
+    from roam_core.layout.config import ArenaConfig
 
     cfg = PlannerConfig(workers=1, node_limit=4, layout_time_limit_s=3.0,
                         arena=ArenaConfig(shake_rounds=2, use_cpsat=False),

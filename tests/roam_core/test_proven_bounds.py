@@ -314,9 +314,9 @@ def test_peak_window_chain_bound_sees_the_weight_gradient_at_the_peak():
     bound sees none of it (``big`` is not forced at ``wg``, whose descendants do not read
     it); the window of the ops at the optimal order's peak proves the optimum, and the
     planner reports it (``peak_window`` record, proven gap 1)."""
-    from roam_core.base.config import PlannerConfig
     from roam_core.oracle.proven_bounds import peak_window_chain_bound
     from roam_core.planner import make_plan
+    from roam_core.planner.config import PlannerConfig
 
     g = _checkpoint_peak_graph()
     best = brute_force_order(g, alignment_bytes=512)
@@ -379,8 +379,8 @@ def test_chain_group_with_overlapping_groups(data):
 
 
 def test_planner_reports_the_tightened_bound():
-    from roam_core.base.config import PlannerConfig
     from roam_core.planner import make_plan
+    from roam_core.planner.config import PlannerConfig
 
     g = tiny_train_step()
     p = make_plan(g, PlannerConfig(workers=1, solve_layout=False))
@@ -541,8 +541,8 @@ def test_forward_value_bound_sees_product_or_input():
 
 
 def test_planner_uses_the_forward_value_bound():
-    from roam_core.base.config import PlannerConfig
     from roam_core.planner import make_plan
+    from roam_core.planner.config import PlannerConfig
 
     g = _gelu_like_step()
     opt = _opt(g, 512)

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import replace
 
 import pytest
 
-from roam_core.base.config import PlannerConfig
 from roam_core.model.graph import Graph
 from roam_core.planner.budget import BudgetPlanner
+from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import make_plan
 from roam_core.recompute.baselines import BASELINES, baseline_drop_set
 from roam_core.recompute.greedy import Evaluation, JitEvaluator, KeepBound, prune
@@ -99,7 +98,7 @@ def test_a_drop_set_chosen_twice_is_planned_once() -> None:
         calls.append(len(graph.ops))
         return make_plan(graph, config, **kw)
 
-    cfg = replace(FAST, recompute_exact_max_ops=0)
+    cfg = FAST.with_recompute(exact_max_ops=0)
     bp = BudgetPlanner(g, cfg, make_plan=counting)
     ev = JitEvaluator(g, bp.base.order)
     drop = sorted(s for s in ev.droppable if ev.size[s])[:3]

@@ -9,11 +9,10 @@ from dataclasses import replace
 
 import pytest
 
-from roam_core.base.config import PlannerConfig
 from roam_core.base.errors import BudgetInfeasibleError, ViolationKind
 from roam_core.formats.plan_io import dumps_plan, loads_plan, plan_to_dict
 from roam_core.model.graph import Phase
-from roam_core.model.recompute import (
+from roam_core.model.recompute_ops import (
     RecomputeOp,
     droppable_storages,
     expand_graph,
@@ -22,6 +21,7 @@ from roam_core.model.recompute import (
 )
 from roam_core.oracle.simulate import lifetimes, simulate
 from roam_core.oracle.validate import check_order, check_plan
+from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import make_plan
 from roam_core.recompute.exact import exact_recompute
 from roam_core.recompute.greedy import JitEvaluator, greedy_trajectory
@@ -157,7 +157,7 @@ def test_recompute_mismatch_after_an_in_place_update_of_its_weight():
     g2 = expand_graph(g, allr)
     order = [o for o in g2.op_ids if o != r.id]
     order.insert(order.index(upd) + 1, r.id)
-    from roam_core.layout.arena import greedy_arena
+    from roam_core.layout.arena_layout import greedy_arena
 
     # lay out for the (invalid) order so that only the recompute rules can complain
     lay = greedy_arena(_without_edges(g2), order)
@@ -200,7 +200,7 @@ def test_budget_above_the_plain_plan_recomputes_nothing():
 
 def test_auto_budget_picks_a_point_on_the_frontier():
     g = random_train_graph(3, 8)
-    p = make_plan(g, replace(FAST, budget_bytes="auto", recompute_exact_max_ops=0))
+    p = make_plan(g, replace(FAST, budget_bytes="auto").with_recompute(exact_max_ops=0))
     assert check_plan(g, p) == []
     assert any("knee" in n for n in p.notes)
 
@@ -222,7 +222,7 @@ def test_roam_within_two_percent_of_the_exact_optimum(seed):
     assert flops + moved <= ex.cost * 1.02 + 1
     # the greedy path alone can never beat the optimum (a check of both models)
     try:
-        pg = make_plan(g, replace(FAST, budget_bytes=budget, recompute_exact_max_ops=0))
+        pg = make_plan(g, replace(FAST, budget_bytes=budget).with_recompute(exact_max_ops=0))
     except BudgetInfeasibleError:
         return
     fg, mg = recompute_cost(g, pg.recompute)
@@ -306,7 +306,7 @@ def test_block_baseline_matches_torch_checkpoint():
     (eager order both: same peak, same extra FLOPs)."""
     from torch.utils.checkpoint import checkpoint
 
-    from roam_core.model.recompute import step_flops
+    from roam_core.model.recompute_ops import step_flops
     from roam_core.recompute.baselines import baseline_drop_set
     from roam_core.trace import trace_fx
     from roam_core.zoo import build_zoo_step

@@ -7,8 +7,7 @@ import copy
 import pytest
 import torch
 
-from roam_core.base.config import PlannerConfig
-from roam_core.model.recompute import (
+from roam_core.model.recompute_ops import (
     droppable_storages,
     expand_graph,
     recompute_blocker,
@@ -16,6 +15,7 @@ from roam_core.model.recompute import (
 )
 from roam_core.oracle.validate import check_plan
 from roam_core.planner.budget import BudgetPlanner
+from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import make_plan
 from roam_core.runtime import PlannedStep, execute_plan
 from roam_core.trace import trace_fx
@@ -92,7 +92,7 @@ def test_the_control_a_rerun_with_running_statistics_updates_them_twice(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """What the runtime avoids: re-running batch norm as traced (``torch.utils.checkpoint``
     does) moves the running statistics a second time, though the step's values agree."""
-    import roam_core.runtime.recompute as rr
+    import roam_core.runtime.recompute_replay as rr
 
     monkeypatch.setattr(rr, "_without_running_stats", lambda node: None)
     model, x = _cnn(), torch.randn(4, 3, 8, 8)

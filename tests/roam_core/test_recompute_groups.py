@@ -8,7 +8,6 @@ from dataclasses import replace
 
 import pytest
 
-from roam_core.base.config import PlannerConfig
 from roam_core.model.graph import (
     ControlEdge,
     EdgeReason,
@@ -19,14 +18,15 @@ from roam_core.model.graph import (
     TensorId,
     TensorKind,
 )
-from roam_core.model.recompute import recompute_cost
+from roam_core.model.recompute_ops import recompute_cost
 from roam_core.oracle.validate import check_plan
 from roam_core.planner.budget import BudgetPlanner
+from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import make_plan
 from roam_core.recompute.greedy import GreedyTrajectory, JitEvaluator, greedy_trajectory
 from tests.builders import BW, FW, LO, OPT, random_train_graph
 
-GREEDY = PlannerConfig(workers=1, layout_time_limit_s=2.0, recompute_exact_max_ops=0)
+GREEDY = PlannerConfig(workers=1, layout_time_limit_s=2.0).with_recompute(exact_max_ops=0)
 S = 4096
 K = TensorKind
 

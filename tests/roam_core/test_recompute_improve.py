@@ -8,17 +8,17 @@ from dataclasses import replace
 
 import pytest
 
-from roam_core.base.config import PlannerConfig
-from roam_core.model.recompute import recompute_cost
+from roam_core.model.recompute_ops import recompute_cost
 from roam_core.oracle.validate import check_plan
 from roam_core.planner.budget import BudgetPlanner, recompute_frontier
+from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import make_plan
 from roam_core.recompute.greedy import JitEvaluator, greedy_trajectory, prune
 from roam_core.recompute.improve import best_of, swap_improve
 from tests.builders import random_train_graph
 
 FAST = PlannerConfig(workers=1, layout_time_limit_s=2.0)
-GREEDY = replace(FAST, recompute_exact_max_ops=0)  # the scalable path, not the CP-SAT model
+GREEDY = FAST.with_recompute(exact_max_ops=0)  # the scalable path, not the CP-SAT model
 
 
 def _setup(seed: int, layers: int):  # type: ignore[no-untyped-def]
@@ -130,17 +130,16 @@ def test_roam_is_never_worse_than_a_supplied_seed_at_its_peak(seed):
 
 
 def test_the_portfolio_follows_the_config_for_a_single_budget(tmp_path, capsys):
-    """``make_plan(budget)`` uses the greedy prefix alone unless ``recompute_portfolio``;
+    """``make_plan(budget)`` uses the greedy prefix alone unless ``recompute.portfolio``;
     ``roam plan --portfolio`` turns it on."""
     import json
-    from dataclasses import replace
 
     from roam_core.cli import main
     from roam_core.formats.graph_io import save_graph
 
     g = random_train_graph(3, 6)
     assert BudgetPlanner(g, GREEDY, make_plan=make_plan).portfolio is False
-    on = replace(GREEDY, recompute_portfolio=True)
+    on = GREEDY.with_recompute(portfolio=True)
     assert BudgetPlanner(g, on, make_plan=make_plan).portfolio is True
     assert BudgetPlanner(g, on, make_plan=make_plan, portfolio=False).portfolio is False
     path = tmp_path / "g.json"
@@ -152,5 +151,5 @@ def test_the_portfolio_follows_the_config_for_a_single_budget(tmp_path, capsys):
                      "--workers", "1", "--json", "--no-progress", *flag]) == 0
         capsys.readouterr()
         saved = json.loads(out.read_text())
-        assert saved["settings"]["recompute_portfolio"] is want
+        assert saved["settings"]["recompute"]["portfolio"] is want
         assert saved["arena_bytes"] <= budget

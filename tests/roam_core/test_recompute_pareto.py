@@ -9,15 +9,15 @@ from dataclasses import replace
 
 import pytest
 
-from roam_core.base.config import PlannerConfig
-from roam_core.model.recompute import recompute_cost
+from roam_core.model.recompute_ops import recompute_cost
 from roam_core.planner.budget import recompute_frontier
+from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import make_plan
 from roam_core.recompute.greedy import JitEvaluator
 from roam_core.recompute.improve import best_of, fewest_flops
 from tests.builders import random_train_graph
 
-GREEDY = PlannerConfig(workers=1, layout_time_limit_s=2.0, recompute_exact_max_ops=0)
+GREEDY = PlannerConfig(workers=1, layout_time_limit_s=2.0).with_recompute(exact_max_ops=0)
 
 
 def _seeds(g, seed):  # type: ignore[no-untyped-def]
@@ -35,7 +35,7 @@ def test_fewest_flops_points_make_roam_dominate_by_flops_alone():
     # bytes moved weigh 20 FLOPs each: the objective keeps a plan that moves fewer bytes
     # for more FLOPs, and without the fewest-FLOPs points seed s0 beats roam by FLOPs alone
     g = random_train_graph(6, 7)
-    cfg = replace(GREEDY, recompute_bytes_weight=20.0)
+    cfg = GREEDY.with_recompute(bytes_weight=20.0)
     seeds = _seeds(g, 6)
     plans: dict = {}
     _sf, points, _ = recompute_frontier(g, cfg, make_plan=make_plan, budgets=3,
@@ -94,7 +94,7 @@ def test_cli_bytes_weight(tmp_path, capsys):
                  "1", "--json", "--no-progress", "--bytes-weight", "0"]) == 0
     capsys.readouterr()
     saved = json.loads(out.read_text())
-    assert saved["settings"]["recompute_bytes_weight"] == 0.0
+    assert saved["settings"]["recompute"]["bytes_weight"] == 0.0
     assert main(["frontier", str(path), "--budgets", "3", "--json", "--no-baselines",
                  "--bytes-weight", "0"]) == 0
     d = json.loads(capsys.readouterr().out)
@@ -134,7 +134,7 @@ def test_frontier_is_monotone_in_the_budget():
     hi, lo = bp.base.arena_bytes, bp.lowest_bytes()
     cheap = bp.plan_at(-(-(lo + 3 * (hi - lo) // 4) // 512) * 512)
     dear = bp.plan_at(-(-lo // 512) * 512)
-    w = GREEDY.recompute_bytes_weight
+    w = GREEDY.recompute.bytes_weight
 
     def cost(p):  # type: ignore[no-untyped-def]
         f, m = recompute_cost(g, p.recompute)

@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 import torch
 
-from roam_core.base.config import PlannerConfig
 from roam_core.base.errors import PlanInvalidError
+from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import make_plan
 from roam_core.runtime import execute_plan
 from roam_core.trace import trace_fx
@@ -31,7 +31,7 @@ def _budget_plan(model, x, frac=0.85):  # type: ignore[no-untyped-def]
     p0 = make_plan(g, CFG)
     res = p0.resident_bytes
     budget = res + int((p0.arena_bytes - res) * frac)
-    return g, make_plan(g, replace(CFG, budget_bytes=budget, recompute_exact_max_ops=0))
+    return g, make_plan(g, replace(CFG, budget_bytes=budget).with_recompute(exact_max_ops=0))
 
 
 def test_recompute_plan_replays_bit_exact_on_cpu():

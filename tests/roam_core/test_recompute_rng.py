@@ -9,10 +9,9 @@ from dataclasses import replace
 import pytest
 import torch
 
-from roam_core.base.config import PlannerConfig
 from roam_core.base.errors import GraphError, PlanInvalidError, ViolationKind
 from roam_core.model.graph import Alias, Graph, Op, Phase, Tensor, TensorKind
-from roam_core.model.recompute import (
+from roam_core.model.recompute_ops import (
     COPY_SUFFIX,
     droppable_storages,
     expand_graph,
@@ -22,6 +21,7 @@ from roam_core.model.recompute import (
 )
 from roam_core.oracle.validate import check_plan, check_recompute
 from roam_core.planner.budget import BudgetPlanner
+from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import make_plan
 from roam_core.runtime import execute_plan
 from roam_core.trace import trace_fx
@@ -114,7 +114,7 @@ def test_inplace_built_storage_rules():
 
 
 def test_expanded_inplace_chain_writes_only_the_copy():
-    from roam_core.model.recompute import recompute_ops_for
+    from roam_core.model.recompute_ops import recompute_ops_for
 
     g = _built_graph(False)
     rops = recompute_ops_for(g, ["e"])
@@ -218,7 +218,7 @@ def test_exact_and_greedy_plans_rerun_replayed_random_ops_after_their_source(see
     exact oracle and the greedy planner re-run them, always after their sources, and the
     greedy never beats the exact optimum."""
     from roam_core.model.graph import ControlEdge, EdgeReason, Phase
-    from roam_core.model.recompute import recompute_cost
+    from roam_core.model.recompute_ops import recompute_cost
     from roam_core.recompute.exact import exact_recompute
     from tests.builders import random_train_graph
 
@@ -240,7 +240,7 @@ def test_exact_and_greedy_plans_rerun_replayed_random_ops_after_their_source(see
     for r in ex.recompute:
         assert g.op(r.source).random
         assert pos[r.source] < pos[r.id]
-    p = make_plan(g, replace(CFG, budget_bytes=budget, recompute_exact_max_ops=0))
+    p = make_plan(g, replace(CFG, budget_bytes=budget).with_recompute(exact_max_ops=0))
     assert p.recompute
     assert not check_plan(g, p)
     pos = {o: i for i, o in enumerate(p.order)}

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from ortools.sat.python import cp_model
 
-from roam_core.base.config import PlannerConfig
 from roam_core.base.cpsat import make_solver
 from roam_core.base.errors import ConfigError
 from roam_core.formats.graph_io import load_graph
-from roam_core.model.recompute import expand_graph
+from roam_core.model.recompute_ops import expand_graph
 from roam_core.oracle.simulate import simulate
 from roam_core.oracle.validate import check_plan
 from roam_core.planner.budget import BudgetPlanner
+from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import make_plan
 from roam_core.recompute.exact import exact_recompute
 from roam_core.recompute.greedy import JitEvaluator, greedy_trajectory, prune
@@ -175,12 +175,12 @@ def test_budget_planner_uses_the_windows(windows):
     p0 = make_plan(g, PLAIN)
     res = g.resident_bytes()
     b = res + int((p0.planned_peak_bytes - res) * 0.9)
-    cfg = replace(FAST, recompute_exact_max_ops=0, recompute_windows=windows)
+    cfg = FAST.with_recompute(exact_max_ops=0, windows=windows)
     bp = BudgetPlanner(g, cfg, make_plan=make_plan)
     plan = bp.plan_at(b)
     assert plan.arena_bytes <= b
     assert check_plan(g, plan) == []
-    off = BudgetPlanner(g, replace(cfg, recompute_windows=0), make_plan=make_plan).plan_at(b)
+    off = BudgetPlanner(g, cfg.with_recompute(windows=0), make_plan=make_plan).plan_at(b)
     assert plan.extra_flops <= off.extra_flops or windows == 0
     if windows:
         assert any(n.startswith("exact windows") for n in plan.notes)
@@ -197,17 +197,17 @@ def test_budget_planner_windows_on_a_teaching_sample():
     path = Path(__file__).resolve().parents[2] / "sample_graphs" / \
         "teach_recompute-b256-steady.json.gz"
     g = load_graph(path)
-    cfg = replace(FAST, recompute_portfolio=True, recompute_windows=16)
+    cfg = FAST.with_recompute(portfolio=True, windows=16)
     on = BudgetPlanner(g, cfg, make_plan=make_plan)
-    off = BudgetPlanner(g, replace(cfg, recompute_windows=0), make_plan=make_plan)
+    off = BudgetPlanner(g, cfg.with_recompute(windows=0), make_plan=make_plan)
     hi, lo = on.base.arena_bytes, on.lowest_bytes()
     for k in (1, 2, 3):
         b = -(-(lo + (hi - lo) * k // 4) // 512) * 512
         a, z = on.plan_at(b), off.plan_at(b)
         assert check_plan(g, a) == []
         assert a.arena_bytes <= b
-        w = cfg.recompute_bytes_weight
-        from roam_core.model.recompute import recompute_cost
+        w = cfg.recompute.bytes_weight
+        from roam_core.model.recompute_ops import recompute_cost
 
         ca = sum(x * y for x, y in zip(recompute_cost(g, a.recompute), (1, w), strict=True))
         cz = sum(x * y for x, y in zip(recompute_cost(g, z.recompute), (1, w), strict=True))
@@ -216,10 +216,10 @@ def test_budget_planner_windows_on_a_teaching_sample():
 
 def test_config_validates_the_window_fields():
     with pytest.raises(ConfigError):
-        PlannerConfig(recompute_windows=-1)
+        PlannerConfig().with_recompute(windows=-1)
     with pytest.raises(ConfigError):
-        PlannerConfig(recompute_window_size=0)
-    assert PlannerConfig().recompute_windows == 0  # off by default (see the config)
+        PlannerConfig().with_recompute(window_size=0)
+    assert PlannerConfig().recompute.windows == 0  # off by default (see the config)
 
 
 def test_roam_plan_windows_flag(tmp_path, capsys):

@@ -12,9 +12,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
-from roam_core.runtime import arena as arena_mod
+from roam_core.runtime import arena_runner as arena_mod
 from roam_core.runtime import execute_traced
-from roam_core.runtime.arena import same_strides
+from roam_core.runtime.arena_runner import same_strides
 from roam_core.trace import trace_fx
 from roam_core.zoo import _ce_labels, _lm_shifted, _SelfSupervised, _Supervised
 from roam_core.zoo.transformer import GPT2, GPT2Config, VisionTransformer
@@ -250,7 +250,7 @@ def test_checkpoint_with_dropout_replays_bit_exact(reentrant, monkeypatch) -> No
     plan = first_fit_plan(ts.graph, random_order(ts.graph, seed=5))
     assert_bit_exact(execute_traced(ts, model, [ids], plan, optimizer="adamw"))
     # without the timeline the recomputed masks are fresh draws: the test is not vacuous
-    import roam_core.runtime.arena as arena
+    import roam_core.runtime.arena_runner as arena
 
     real = arena.RngReplay
     monkeypatch.setattr(arena, "RngReplay", lambda tl, dev: real(arena.RngTimeline(), dev))
@@ -260,7 +260,7 @@ def test_checkpoint_with_dropout_replays_bit_exact(reentrant, monkeypatch) -> No
 
 def test_replay_leaves_the_generator_where_eager_does() -> None:
     """A loop of steps without reseeding continues from eager's final RNG state."""
-    from roam_core.runtime.arena import ArenaRunner
+    from roam_core.runtime.arena_runner import ArenaRunner
     from roam_core.runtime.step import eager_step, load_arena, prepare_state
     from roam_core.trace import make_optimizer_factory
 
@@ -450,7 +450,7 @@ def test_planned_step_trains_checkpointed_dropout_model_bit_exact_over_steps() -
 def test_out_overloads_found_from_schemas_alone() -> None:
     """torch 2.11's private helper finds no out= overload of ATen ops (it wants a tag they
     lack); the schema match finds the same overloads as torch 2.13's helper."""
-    from roam_core.runtime.arena import _schema_out_overload
+    from roam_core.runtime.arena_runner import _schema_out_overload
 
     aten = torch.ops.aten
     cases = {aten.mm.default: aten.mm.out, aten.native_layer_norm.default:

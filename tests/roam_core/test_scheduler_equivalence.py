@@ -18,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from roam_core.formats.graph_io import load_graph
-from roam_core.layout import arena
+from roam_core.layout import arena_layout as arena
 from roam_core.model.dag_view import ListState, compact
 from roam_core.model.graph import Graph
 from roam_core.model.samples import SAMPLES

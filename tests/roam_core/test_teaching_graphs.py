@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from roam_core.base.config import PlannerConfig
 from roam_core.formats.graph_io import load_graph
 from roam_core.model.graph import Graph, Phase
 from roam_core.oracle.allocator_sim import simulate_allocator
 from roam_core.oracle.simulate import lifetimes, simulate
+from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import make_plan
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_graphs"

@@ -414,7 +414,7 @@ def test_roam_train_cli_json_on_a_tiny_model(capsys) -> None:
     import json
 
     from roam_core.cli import main
-    from roam_core.runtime.training import TRAIN_KEYS
+    from roam_core.runtime.compare_training import TRAIN_KEYS
 
     assert main(["train", "mlp", "-b", "2", "--steps", "3", "--method", "eager",
                  "--json"]) == 0
@@ -434,10 +434,10 @@ def test_roam_train_cli_json_on_a_tiny_model(capsys) -> None:
 
 
 def test_roam_train_cli_with_a_plan_file(tmp_path, capsys) -> None:
-    from roam_core.base.config import PlannerConfig
     from roam_core.cli import main
     from roam_core.formats.plan_io import save_plan
     from roam_core.planner import make_plan
+    from roam_core.planner.config import PlannerConfig
     from roam_core.zoo import trace_zoo
 
     ts = trace_zoo("tiny_gpt", 1, 8, "steady", "sgd")  # `roam trace ... --setting steady`
@@ -481,7 +481,7 @@ def test_in_place_view_ops_replay_step_after_step(verify: bool) -> None:
 
 # ------------------------------------------------------------------ the program
 def test_execute_replay_is_the_checked_mode_of_the_same_program() -> None:
-    from roam_core.runtime.arena import ArenaRunner
+    from roam_core.runtime.arena_runner import ArenaRunner
     from roam_core.runtime.step import load_arena, prepare_state
 
     torch.manual_seed(0)

@@ -7,13 +7,13 @@ import pickle
 
 import pytest
 
-from roam_core.base.config import PlannerConfig
 from roam_core.base.errors import PlanFormatError
 from roam_core.formats.snapshot import plan_snapshot
 from roam_core.formats.snapshot_analysis import analyze_snapshot
 from roam_core.model.graph import round_size
 from roam_core.oracle.simulate import lifetimes
 from roam_core.planner import make_plan
+from roam_core.planner.config import PlannerConfig
 from roam_core.planner.whatfits import FIT_METHODS, FitRow, fit_row, largest_fitting
 from tests.builders import random_train_graph, two_param_step
 

@@ -36,7 +36,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from roam_core.base.errors import ConfigError
-from roam_core.layout.arena import arena_layout, layout_problem
+from roam_core.layout.arena_layout import arena_layout, layout_problem
 from roam_core.layout.dsa_heuristics import greedy_by_size
 from roam_core.model.dsa import Problem, Solution
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, TensorId
@@ -228,7 +228,7 @@ LAYOUT_METHODS: dict[str, Callable[[Problem], Solution]] = {
 @dataclass(frozen=True, slots=True)
 class BaselineLayout:
     """A baseline's arena layout (same convention as
-    :class:`roam_core.layout.arena.ArenaLayout`)."""
+    :class:`roam_core.layout.arena_layout.ArenaLayout`)."""
 
     method: str
     offsets: Mapping[TensorId, int]

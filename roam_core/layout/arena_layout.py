@@ -68,8 +68,8 @@ import numpy as np
 
 from roam_core.base import cpsat
 from roam_core.base.cancel import as_cancel_flag, is_cancelled
-from roam_core.base.config import ArenaConfig
 from roam_core.base.status import SolveStatus
+from roam_core.layout.config import ArenaConfig
 from roam_core.layout.dsa_heuristics import (
     buffer_arrays,
     greedy_by_size,

@@ -1,7 +1,7 @@
 """Replay recompute plans: the traced step's FX graph with the recompute ops added.
 
 :func:`expand_traced` turns a :class:`~roam_core.trace.TracedStep` and a plan's recompute
-ops into a traced step the :class:`~roam_core.runtime.arena.ArenaRunner` runs unchanged:
+ops into a traced step the :class:`~roam_core.runtime.arena_runner.ArenaRunner` runs unchanged:
 
 * each recompute op is a copy of its source's FX node (and of the ``getitem`` nodes that
   unpack it), named by the recompute op's id, reading the original inputs or their copies;
@@ -9,9 +9,9 @@ ops into a traced step the :class:`~roam_core.runtime.arena.ArenaRunner` runs un
 * every new node, and every view a reader makes of a copy, gets a fresh fake value computed
   by running its target on the fake inputs (so a copy is a new storage and a view of a
   copy shares the copy's storage, as in the expanded memory graph);
-* the memory graph is :func:`roam_core.model.recompute.expand_graph` of the traced one.
+* the memory graph is :func:`roam_core.model.recompute_ops.expand_graph` of the traced one.
 * a re-run of batch norm in training mode is passed no running statistics
-  (:func:`roam_core.model.recompute.running_stats_writes`): it computes the same outputs
+  (:func:`roam_core.model.recompute_ops.running_stats_writes`): it computes the same outputs
   from the batch, bit for bit, and the statistics are updated once, by the forward.
 
 * each re-run of a random op (dropout's ``bernoulli_`` on CPU, ``native_dropout`` on CUDA)
@@ -37,7 +37,7 @@ from typing import Any
 import torch
 
 from roam_core.base.errors import ExecutorError
-from roam_core.model.recompute import (
+from roam_core.model.recompute_ops import (
     RUNNING_STATS_INPUTS,
     RecomputeOp,
     expand_graph,

@@ -43,7 +43,7 @@ from torch import nn
 from roam_core.base.errors import ExecutorError, PlanFormatError, PlanInvalidError
 from roam_core.model.graph import TensorKind
 from roam_core.oracle.validate import check_order
-from roam_core.runtime.arena import ArenaRunner
+from roam_core.runtime.arena_runner import ArenaRunner
 from roam_core.runtime.scalars import OptimizerScalars, check_supported, fresh_state
 
 __all__ = ["BatchMismatchError", "PlannedStep"]
@@ -160,7 +160,7 @@ class PlannedStep:
             raise PlanFormatError(_mismatch(traced, self._graph_hint) or str(e)) from None
         if getattr(self.plan, "recompute", ()):
             from roam_core.oracle.validate import check_plan
-            from roam_core.runtime.recompute import expand_traced
+            from roam_core.runtime.recompute_replay import expand_traced
 
             bad = check_plan(traced.graph, self.plan)
             if bad:
@@ -325,9 +325,9 @@ class PlannedStep:
         return int(self.plan.arena_bytes)
 
     def stats(self) -> Any:
-        """:class:`~roam_core.runtime.arena.RunStats` of the prepared program."""
+        """:class:`~roam_core.runtime.arena_runner.RunStats` of the prepared program."""
         p = self.program
-        from roam_core.runtime.arena import RunStats
+        from roam_core.runtime.arena_runner import RunStats
 
         return RunStats(p.counts["out"], p.counts["factory"], p.counts["fallback"],
                         p.extra_peak, p.extra_total, tuple(p.fallback_targets),

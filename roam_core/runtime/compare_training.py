@@ -1,4 +1,4 @@
-"""Train a zoo model eagerly and with :class:`~roam_core.runtime.train.PlannedStep`, side by side.
+"""Train a zoo model eagerly and with :class:`~roam_core.runtime.planned_step.PlannedStep`.
 
 :func:`compare_training` is what ``roam train`` and ``benchmarks/train_bench.py`` run:
 
@@ -29,7 +29,7 @@ from typing import Any
 import torch
 
 from roam_core.base.errors import ExecutorError
-from roam_core.runtime.train import PlannedStep
+from roam_core.runtime.planned_step import PlannedStep
 
 __all__ = ["TRAIN_KEYS", "compare_training", "synthetic_batches"]
 
@@ -144,8 +144,8 @@ def compare_training(
     trace_s = time.perf_counter() - t0
     plan_s = 0.0
     if plan is None:
-        from roam_core.base.config import PlannerConfig
         from roam_core.planner import make_plan
+        from roam_core.planner.config import PlannerConfig
 
         t1 = time.perf_counter()
         cfg = PlannerConfig(workers=1, time_limit_s=planner_time_limit_s)

@@ -1,0 +1,62 @@
+"""Settings of recomputation under a memory budget (the ``recompute`` part of a plan's settings).
+
+Examples
+--------
+>>> RecomputeConfig(exact_max_ops=0).exact_max_ops
+0
+>>> RecomputeConfig(windows=-1)
+Traceback (most recent call last):
+    ...
+roam_core.base.errors.ConfigError: recompute.windows must be at least 0, not -1
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from roam_core.base.checks import at_least as _at_least
+
+__all__ = ["RecomputeConfig"]
+
+
+@dataclass(frozen=True, slots=True)
+class RecomputeConfig:
+    """How the budget planner chooses what to drop and recompute."""
+
+    # Recompute cost of one byte moved, in FLOPs (elementwise re-runs count 0 FLOPs in
+    # torch's counter but still move bytes); the objective is FLOPs + this x bytes.
+    bytes_weight: float = 1.0
+    # Graphs with at most this many ops get the exact recomputation model (CP-SAT over the
+    # drop decisions and the order together, roam_core.recompute.exact); larger ones the
+    # greedy trajectory over the planner's order (roam_core.recompute.greedy).
+    exact_max_ops: int = 60
+    # CP-SAT (deterministic) seconds of the exact recomputation model.
+    exact_time_limit_s: float = 20.0
+    # With a budget, also try the module-structure baselines' drop sets (every block, every
+    # 2nd block, sqrt segments, ...) beside the greedy prefix, each pruned to the budget, and
+    # keep the cheapest that fits (roam_core.recompute.improve).  Off for a single budget:
+    # on GPT2-XL b8 at 80 GiB it halves the extra FLOPs (+0.32% -> +0.16%) but takes 149
+    # instead of 19 CPU s.  `roam frontier` turns it on.
+    portfolio: bool = False
+    # After the greedy (and the portfolio), refine the cheapest drop set that fits by exact
+    # windows (roam_core.recompute.windows): at most this many CP-SAT models per budget, each
+    # deciding the drops of window_size storages around one costly drop with every other
+    # decision fixed (memory modelled exactly from the fixed order, just-in-time re-runs); a
+    # window's answer is kept when the evaluator confirms it fits and costs less.  0: off (the
+    # default: on the frontier graphs it rarely lowers the extra FLOPs -- once in 30 budgets,
+    # ResNet-50 b8 -- for 2-10x the CPU of a budget, benchmarks/results/windows.md; on small
+    # random graphs it reaches the fixed-order optimum where the greedy is far above it).
+    # 16 is a good value to turn it on.
+    windows: int = 0
+    # Storages one window decides.
+    window_size: int = 12
+    # CP-SAT deterministic seconds per window (one worker, fixed seed: reproducible).
+    window_time_limit_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        _at_least("recompute.bytes_weight", self.bytes_weight, 0.0)
+        _at_least("recompute.exact_max_ops", self.exact_max_ops, 0)
+        _at_least("recompute.exact_time_limit_s", self.exact_time_limit_s, 0.0)
+        _at_least("recompute.windows", self.windows, 0)
+        _at_least("recompute.window_size", self.window_size, 1)
+        _at_least("recompute.window_time_limit_s", self.window_time_limit_s, 0.0)
