@@ -60,9 +60,9 @@ def _graphs(xl: bool) -> Iterator[tuple[str, object]]:
 
 def compute(xl: bool = False, only: str | None = None) -> dict[str, dict[str, object]]:
     """Plan every case and return ``{case: fingerprint}``."""
-    from roam_core.planner.config import PlannerConfig
     from roam_core.base.errors import BudgetInfeasibleError
     from roam_core.planner import make_plan
+    from roam_core.planner.config import PlannerConfig
 
     cfg = PlannerConfig(workers=1)
     out: dict[str, dict[str, object]] = {}

@@ -49,9 +49,9 @@ from roam_core.runtime.step import (
     created_state_ids,
     eager_step,
     eager_values,
-    run_planned_step,
     planned_values,
     prepare_state,
+    run_planned_step,
 )
 
 __all__ = [

@@ -38,9 +38,9 @@ __all__ = [
     "eager_step",
     "eager_values",
     "load_arena",
-    "run_planned_step",
     "planned_values",
     "prepare_state",
+    "run_planned_step",
 ]
 
 _logger = logging.getLogger(__name__)
