@@ -8,7 +8,7 @@ Two baseline orders are reported:
   creation op moved to just before its first user.  torch 2.13's Adam creates *all* state
   (``zeros_like`` of every parameter) before the first parameter update, which inflates the
   program-order peak by about two parameter copies; the ROAM paper's "PyTorch" baseline
-  behaves like the moved order (see ``design/calibration.md``).
+  behaves like the moved order (see ``docs/design/calibration.md``).
 
 State creation ops are found structurally, not by name: optimizer-phase ops that allocate
 storage but read no planned (non-resident) storage, so nothing computed in the step feeds

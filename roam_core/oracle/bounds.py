@@ -15,7 +15,8 @@ Update-group bound
 ------------------
 The live-set bound only counts what one op forces; it misses memory that every order needs
 *somewhere*, just not at a fixed op.  The parameter update of a big embedding under Adam is
-the standard case (see ``calibration.md``): the gradient, ``exp_avg``, ``exp_avg_sq`` and the
+the standard case (see ``docs/design/calibration.md``): the gradient, ``exp_avg``,
+``exp_avg_sq`` and the
 ``sqrt`` denominator form a small sub-DAG whose every order has three embedding-sized storages
 live at once, but the ops where that happens differ between orders.
 :func:`group_lower_bound` solves such a small group ``G`` of ops exactly: it restricts any

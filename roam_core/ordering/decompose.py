@@ -7,8 +7,8 @@ ancestor or descendant, so it sits at the same step in every valid order.  Cutti
 base order just before every key point gives *units*: runs of consecutive steps whose op sets
 are the same in every valid order.  Re-ordering inside a unit never loses optimality.
 
-The tree (ROAM's ``generate_subtask_flexible``, ``roam_method.md`` §2.2)
-------------------------------------------------------------------------
+The tree (ROAM's ``generate_subtask_flexible``, ``docs/design/roam_method.md`` §2.2)
+------------------------------------------------------------------------------------
 1. The unit holding the loss op (phase ``LOSS``, the last one in the order; no names) is the
    centre.  A *ring* grows outward from it, adding the next forward unit and the next
    backward/optimizer unit together while the ring owns at most ``node_limit`` ops (NL), one
@@ -23,7 +23,8 @@ The tree (ROAM's ``generate_subtask_flexible``, ``roam_method.md`` §2.2)
 
 Every op belongs to exactly one sub-task (its ``op_ids``, children's ops excluded).
 
-Tensor classes per sub-task (``roam_method.md`` §2.3), judged on the base order: the storages
+Tensor classes per sub-task (``docs/design/roam_method.md`` §2.3), judged on the base order:
+the storages
 a sub-task's ops create or touch are CIFI (created and freed inside), CIFO (created inside,
 freed outside: read later, or a graph output), COFI (created outside, freed inside: its last
 user is inside) and ``boundary`` (created and freed outside, touched inside).  A storage is

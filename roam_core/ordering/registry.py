@@ -31,7 +31,7 @@ Strategies (the registry :data:`ORDER_METHODS`)
 10. ``lpmf_updates``: LPMF on forward + backward only, then each per-parameter update
     group (:mod:`roam_core.ordering.update_groups`) inserted, largest first, at the slot that
     minimises the
-    profile peak (the strongest cheap order, see ``design/calibration.md``); a few variants
+    profile peak (the strongest cheap order, see ``docs/design/calibration.md``); a few variants
     and plain LPMF are scored and the best is kept.
 
 Composites ``inductor`` (best of 4-6) and ``xla`` (best of 7-9) score their members with

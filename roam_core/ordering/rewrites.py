@@ -2,7 +2,8 @@
 
 ROAM fixes where each parameter's optimizer update runs *before* ordering (its
 ``constrain_weight_updates_early`` / ``adjust_apply_position`` / ``constrain_adam_zero_fanin``
-passes, see ``roam_method.md`` §2.4).  Without that, an update branch may run anywhere after
+passes, see ``docs/design/roam_method.md`` §2.4).  Without that, an update branch may run
+anywhere after
 its gradient, so almost no op of the backward is a key point and the tree decomposition has
 nothing to cut at.  This module does the same job generically (no node names):
 
@@ -19,7 +20,7 @@ nothing to cut at.  This module does the same job generically (no node names):
      ``adjust_apply_position`` estimates that with ``live + 3 * grad`` against the activation
      peak at the loss; here every slot is scored exactly against the current profile, so a
      branch is delayed exactly when, and as far as, that lowers the peak (mobilenet_v2's
-     classifier update is the standard case, see ``calibration.md``);
+     classifier update is the standard case, see ``docs/design/calibration.md``);
    * ``"none"``: no group is pinned.
 
    The group is then pinned between its neighbours in the reference order: an edge from the

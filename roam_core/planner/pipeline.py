@@ -1,7 +1,7 @@
 """The planner façade: graph in, validated :class:`~roam_core.model.plan.Plan` out.
 
-:func:`make_plan` is the only place that knows the order of the steps (ROAM, ``roam_method.md``
-§6):
+:func:`make_plan` is the only place that knows the order of the steps (ROAM,
+``docs/design/roam_method.md`` §6):
 
 1. baseline: the eager peak (program order), the lower bound, the best cheap order;
 2. weight-update placement rewrites (:mod:`roam_core.ordering.rewrites`): extra control edges

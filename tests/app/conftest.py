@@ -38,7 +38,8 @@ def cache_dir(tmp_path: Path) -> Iterator[Path]:
 def browser() -> Iterator[Any]:
     """One headless chromium for the whole session."""
     if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium (see ui_notes.md)")
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium "
+                    "(see docs/design/ui_notes.md)")
     sync_api = pytest.importorskip("playwright.sync_api", reason="playwright not installed")
     with sync_api.sync_playwright() as p:
         b = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)
@@ -50,7 +51,8 @@ def browser() -> Iterator[Any]:
 def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """The app served on a free port for the whole session: ``(url, cache_dir)``."""
     if not os.path.exists(CHROMIUM):
-        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium (see ui_notes.md)")
+        pytest.skip(f"{CHROMIUM} is missing: apt-get install chromium "
+                    "(see docs/design/ui_notes.md)")
     from werkzeug.serving import WSGIRequestHandler, make_server
 
     from app import create_app

@@ -1,7 +1,7 @@
 """The app's background jobs on Celery + Redis, end to end on 127.0.0.1.
 
 The test starts a private ``redis-server`` (free port, no persistence) and a Celery worker
-(``celery -A app.worker worker``, the deployment command of the README) in subprocesses, serves
+(``celery -A app.worker worker``, the deployment command in docs/app.md) in subprocesses, serves
 the app with ``REDIS_URL`` set, and runs one plan job the way the browser does: a POST to
 ``/_dash-update-component`` for the Plan button's background callback, then polls with the
 signed job handles until the result arrives.  The job only completes if the Celery worker ran

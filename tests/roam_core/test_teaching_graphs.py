@@ -1,7 +1,7 @@
 """Each ``teach_*`` sample graph makes ONE planner effect plain, by a measurable margin.
 
-The numbers asserted are loose versions of what the committed samples give (see the README's
-"Teaching graphs" lines): the order saves 37 %, update placement 20 %, the caching allocator
+The numbers asserted are loose versions of what the committed samples give (see the teaching
+table in docs/app.md): the order saves 37 %, update placement 20 %, the caching allocator
 reserves 2.0x roam's arena on teach_layout, and a budget plan cuts teach_recompute's peak by
 36 % with 8 recomputed ops.
 """
