@@ -10,7 +10,7 @@ with the peak-directed search over the whole order), and for the first plan repo
   gap: what some other order might not hold there);
 * the bounds: the previous best (``bounds.best_lower_bound``), the per-op choice bound over
   free branches and the CP-SAT restriction bound on a window around the peak
-  (``oracle/proven_bounds.py``), all valid for every order;
+  (``oracle/bounds/``), all valid for every order;
 * the verdict: *closed* when the plan meets the best proven bound; *search* when the
   search on the input graph lowered the peak (the gap was in the decomposition: tree borders
   and pinned updates); *open* otherwise (the sub-task is optimal within its boundary, and
@@ -37,10 +37,11 @@ from pathlib import Path
 from roam_core.formats.graph_io import load_graph
 from roam_core.model.graph import round_size
 from roam_core.model.reach import reachability
-from roam_core.oracle.bounds import best_lower_bound, forced_live_masks
-from roam_core.oracle.proven_bounds import (
+from roam_core.oracle.bounds import (
+    best_lower_bound,
     chain_group_lower_bound,
     choice_lower_bound,
+    forced_live_masks,
     forward_value_groups,
     peak_window_chain_bound,
     storage_masks,

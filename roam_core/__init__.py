@@ -159,11 +159,17 @@ OLD_MODULE_PATHS: dict[str, tuple[str, ...]] = {
     "roam_core.updates": ("roam_core.ordering.update_groups",
                           "roam_core.ordering.update_insertion"),
     "roam_core.validate": ("roam_core.oracle.validate",),
-    # renamed in 0.1.1 so that no two modules share a name, and configs moved to their layers
+    # renamed in 0.1.1 so that no two modules share a name, configs moved to their layers,
+    # and the bound families split into roam_core.oracle.bounds
     "roam_core.base.config": ("roam_core.planner.config", "roam_core.ordering.config"),
     "roam_core.layout.arena": ("roam_core.layout.arena_layout",),
     "roam_core.layout.layout_baselines": ("roam_core.layout.baseline_layouts",),
     "roam_core.model.recompute": ("roam_core.model.recompute_ops",),
+    "roam_core.oracle.proven_bounds": ("roam_core.oracle.bounds.restriction",
+                                       "roam_core.oracle.bounds.masks",
+                                       "roam_core.oracle.bounds.op_groups",
+                                       "roam_core.oracle.bounds.choice",
+                                       "roam_core.oracle.bounds.chain"),
     "roam_core.runtime.arena": ("roam_core.runtime.arena_runner",),
     "roam_core.runtime.recompute": ("roam_core.runtime.recompute_replay",),
     "roam_core.runtime.train": ("roam_core.runtime.planned_step",),

@@ -87,7 +87,7 @@ def test_contracts_are_kept() -> None:
     ("ordering/decompose.py", "    from roam_core.layout import arena_layout\n", "layered"),
     ("base/units.py", "    from roam_core.model import graph\n", "layered"),
     ("model/reach.py", "    from roam_core.model import samples\n", "cycles"),
-    ("oracle/bounds.py", "    import plotly\n", "Dash or plotly"),
+    ("oracle/bounds/live_set.py", "    import plotly\n", "Dash or plotly"),
 ], ids=["up-a-layer", "sibling", "base-imports-model", "cycle", "plotly"])
 def test_contracts_break_on_a_planted_violation(tmp_path: Path, where: str, planted: str,
                                                 contract: str) -> None:

@@ -169,7 +169,7 @@ def graph_baseline(graph: Graph, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES)
     allocated, reserved = a.peak_allocated_bytes, a.peak_reserved_bytes
     moved = simulate(graph, run_method(graph, "eager_moved_state", alignment_bytes=alignment_bytes),
                      alignment_bytes=alignment_bytes).peak_bytes
-    from roam_core.oracle.proven_bounds import (
+    from roam_core.oracle.bounds import (
         chain_group_lower_bound,
         choice_lower_bound,
         forward_value_groups,

@@ -287,25 +287,13 @@ def module_bytes_per_step(
     >>> module_bytes_per_step(g, g.op_ids, "") == simulate(g).total_bytes()
     True
     """
-    n = len(order)
     lts = lifetimes(graph, order)
-    diff = [0] * (n + 1)
-    resident = 0
-    for t in graph.tensors.values():
-        if not in_module(tensor_module(graph, t), module):
-            continue
-        size = round_size(t.size_bytes, alignment_bytes)
-        if t.producer is None:
-            resident += size
-        elif size:
-            lt = lts[t.id]
-            diff[lt.start] += size
-            diff[lt.end] -= size
-    out, run = [], resident
-    for i in range(n):
-        run += diff[i]
-        out.append(run)
-    return tuple(out)
+    mine = [t for t in graph.tensors.values() if in_module(tensor_module(graph, t), module)]
+    resident = sum(round_size(t.size_bytes, alignment_bytes) for t in mine
+                   if t.producer is None)
+    prof = simulate(graph, order, alignment_bytes=alignment_bytes,
+                    lifetimes_override={t.id: lts[t.id] for t in mine if t.producer is not None})
+    return tuple(b + resident for b in prof.live_bytes)
 
 
 def _attribute(graph: Graph, live: Sequence[Tensor], step: int,

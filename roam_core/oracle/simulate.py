@@ -14,14 +14,13 @@ module is the one estimator every ordering method is scored with.
 
 from __future__ import annotations
 
-import weakref
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from roam_core.base.errors import GraphError
+from roam_core.base.graph_cache import PerGraphCache
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, TensorId, round_size
 from roam_core.model.positions import order_indices, program_index
 
@@ -197,27 +196,17 @@ class _Arrays:
     resident_bytes: int
 
 
-#: ``(kind, id(graph), alignment) -> (graph, value)``: per-graph arrays, for a few graphs.
-_CACHE: dict[tuple[str, int, int], tuple[weakref.ref[Graph], Any]] = {}
+def _same_storages(cached: object, graph: object) -> bool:
+    """A copy with more control edges (``Graph.with_control_edges``) shares its original's
+    ops and storages, so it shares the arrays built from them too."""
+    return (isinstance(cached, Graph) and isinstance(graph, Graph)
+            and cached.tensors is graph.tensors and cached.op_ids is graph.op_ids
+            and cached.outputs == graph.outputs)
 
 
-def _per_graph(kind: str, graph: Graph, alignment_bytes: int, build: Callable[[], Any]) -> Any:
-    """``build()`` for ``graph``, once per graph object; a copy with more control edges
-    (``Graph.with_control_edges``) shares the ops and storages, so it gets its original's."""
-    key = (kind, id(graph), alignment_bytes)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0]() is graph:
-        return hit[1]
-    value = next((v for (k, _, a), (ref, v) in list(_CACHE.items())
-                  if k == kind and a == alignment_bytes and (other := ref()) is not None
-                  and other.tensors is graph.tensors and other.op_ids is graph.op_ids
-                  and other.outputs == graph.outputs), None)
-    if value is None:
-        value = build()
-    if len(_CACHE) > 16:  # a few graphs at a time (the input and its rewritten copy)
-        _CACHE.clear()
-    _CACHE[key] = (weakref.ref(graph), value)
-    return value
+#: Per-graph arrays, for a few graphs at a time (the input and its rewritten copies).
+_SPANS: PerGraphCache[_Spans] = PerGraphCache(max_entries=8, shares=_same_storages)
+_ARRAYS: PerGraphCache[_Arrays] = PerGraphCache(max_entries=8, shares=_same_storages)
 
 
 def _spans(graph: Graph) -> _Spans:
@@ -238,7 +227,7 @@ def _spans(graph: Graph) -> _Spans:
                       np.asarray(start, dtype=np.int64), np.asarray(has, dtype=bool),
                       np.asarray(out, dtype=bool))
 
-    return _per_graph("spans", graph, 0, build)  # type: ignore[no-any-return]
+    return _SPANS.get_or_build(graph, build)
 
 
 def _arrays(graph: Graph, alignment_bytes: int) -> _Arrays:
@@ -257,7 +246,7 @@ def _arrays(graph: Graph, alignment_bytes: int) -> _Arrays:
                       sp.has_cons[keep], sp.is_output[keep])
         return _Arrays(kept, size[keep], graph.resident_bytes(alignment_bytes))
 
-    return _per_graph("arrays", graph, alignment_bytes, build)  # type: ignore[no-any-return]
+    return _ARRAYS.get_or_build(graph, build, alignment_bytes)
 
 
 def _starts_ends(graph: Graph, order: Sequence[OpId], sp: _Spans,

@@ -68,10 +68,10 @@ class PlannerConfig:
     search_evaluations: int = 4000
     # When a gap to the lower bound is left, tighten the bound with the choice bound over
     # forward-value groups (backward products of forward values,
-    # :func:`roam_core.oracle.proven_bounds.forward_value_groups`), the peak-window chain
-    # bound (:func:`roam_core.oracle.proven_bounds.peak_window_chain_bound`, the plan's peak
+    # :func:`roam_core.oracle.bounds.op_groups.forward_value_groups`), the peak-window chain
+    # bound (:func:`roam_core.oracle.bounds.chain.peak_window_chain_bound`, the plan's peak
     # against its greedy chain) and the chain-group bound
-    # (:func:`roam_core.oracle.proven_bounds.chain_group_lower_bound`; a few seconds on
+    # (:func:`roam_core.oracle.bounds.chain.chain_group_lower_bound`; a few seconds on
     # thousands of ops), cheapest first, while a gap is left.
     # Plan.lower_bound_bytes / proven_gap report the best bound proven.
     tighten_bound: bool = True

@@ -6,9 +6,9 @@
   product of forward values run after the peak).  Kept only if the simulated peak drops;
   its limit is a count of candidate orders (``PlannerConfig.search_evaluations``).
 * :func:`tighter_bound` computes the choice bound over forward-value groups
-  (:func:`~roam_core.oracle.proven_bounds.forward_value_groups`), the peak-window chain
-  bound (:func:`~roam_core.oracle.proven_bounds.peak_window_chain_bound`) and the
-  chain-group bound (:func:`~roam_core.oracle.proven_bounds.chain_group_lower_bound`) while
+  (:func:`~roam_core.oracle.bounds.op_groups.forward_value_groups`), the peak-window chain
+  bound (:func:`~roam_core.oracle.bounds.chain.peak_window_chain_bound`) and the
+  chain-group bound (:func:`~roam_core.oracle.bounds.chain.chain_group_lower_bound`) while
   a gap is left (``PlannerConfig.tighten_bound``), so ``Plan.lower_bound_bytes`` /
   ``Plan.proven_gap`` report the best bound proven.
 """
@@ -64,16 +64,16 @@ def tighter_bound(graph: Graph, lower: int, peak: int, config: PlannerConfig,
     Each is recorded as a ``"bound"`` record (``forward_values``, ``peak_window``,
     ``chain_group``), in that order (cheapest first); each is skipped once one meets
     ``peak``.  The forward-value bound is
-    :func:`~roam_core.oracle.proven_bounds.choice_lower_bound` over
-    :func:`~roam_core.oracle.proven_bounds.forward_value_groups` (backward products of
+    :func:`~roam_core.oracle.bounds.choice.choice_lower_bound` over
+    :func:`~roam_core.oracle.bounds.op_groups.forward_value_groups` (backward products of
     forward values: run early and hold the product, or late and hold the inputs); the
-    peak-window one (:func:`~roam_core.oracle.proven_bounds.peak_window_chain_bound`, only
+    peak-window one (:func:`~roam_core.oracle.bounds.chain.peak_window_chain_bound`, only
     with ``order``, the plan's order) solves the ops around ``order``'s peak against the
     order's greedy chain.  A bound above ``peak`` (the simulated peak of a valid order)
     would be a bug; it is then not used, and the plan says so.
     """
     from roam_core.model.reach import reachability
-    from roam_core.oracle.proven_bounds import (
+    from roam_core.oracle.bounds import (
         chain_group_lower_bound,
         choice_lower_bound,
         forward_value_groups,

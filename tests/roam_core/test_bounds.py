@@ -240,7 +240,7 @@ def test_local_forced_sets_equal_the_masks(g, seed, span) -> None:
     topological order are exactly the bits of the storage's forced-live mask, in
     topological and shuffled program orders and for any span limit."""
     from roam_core.model.reach import iter_bits, reachability
-    from roam_core.oracle import bounds
+    from roam_core.oracle.bounds import live_set as bounds
 
     g = _shuffled(g, seed) if seed else g
     r = reachability(g)
@@ -283,7 +283,7 @@ def test_forced_bytes_equal_the_unpacked_sum(g, seed, max_edges, span, a) -> Non
 
     from roam_core.model.graph import round_size
     from roam_core.model.reach import mask_to_bool
-    from roam_core.oracle import bounds
+    from roam_core.oracle.bounds import live_set as bounds
 
     g = _shuffled(g, seed) if seed else g
     masks = bounds.forced_live_masks(g)
@@ -293,12 +293,12 @@ def test_forced_bytes_equal_the_unpacked_sum(g, seed, max_edges, span, a) -> Non
         ref += mask_to_bool(m, n) * round_size(g.tensors[tid].size_bytes, a)
     old = bounds._MAX_RUN_EDGES, bounds._LOCAL_SPAN
     bounds._MAX_RUN_EDGES, bounds._LOCAL_SPAN = max_edges, span
-    bounds._LIVE.clear()
+    bounds._LIVE_SET_CACHE.clear()
     try:
         lb = bounds.live_set_lower_bound(g, a)
     finally:
         bounds._MAX_RUN_EDGES, bounds._LOCAL_SPAN = old
-        bounds._LIVE.clear()
+        bounds._LIVE_SET_CACHE.clear()
     assert list(lb.forced_bytes) == ref.tolist()
     if n:
         best = int(np.argmax(ref))
@@ -315,7 +315,7 @@ def test_weighted_mask_sum_equals_the_unpacked_sum(items, max_edges) -> None:
     import numpy as np
 
     from roam_core.model.reach import mask_to_bool
-    from roam_core.oracle import bounds
+    from roam_core.oracle.bounds import live_set as bounds
 
     n = 40
     ref = np.zeros(n, dtype=np.int64)
@@ -338,7 +338,7 @@ def test_weighted_mask_sum_counts_many_masks_of_one_weight(masks, w) -> None:
     import numpy as np
 
     from roam_core.model.reach import mask_to_bool
-    from roam_core.oracle import bounds
+    from roam_core.oracle.bounds import live_set as bounds
 
     n = 70
     ref = np.zeros(n, dtype=np.int64)

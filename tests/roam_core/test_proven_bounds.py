@@ -11,14 +11,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from roam_core.model.samples import chain3, diamond, tiny_train_step
-from roam_core.oracle.bounds import best_lower_bound, group_lower_bound
-from roam_core.oracle.brute_force import brute_force_order
-from roam_core.oracle.proven_bounds import (
+from roam_core.oracle.bounds import (
+    best_lower_bound,
+    group_lower_bound,
     peak_window_groups,
     restriction_bound,
     storage_masks,
     window_bound,
 )
+from roam_core.oracle.brute_force import brute_force_order
 from roam_core.oracle.simulate import simulate
 from roam_core.ordering.monolithic import solve_monolithic
 from tests.strategies import orders_of, random_graphs
@@ -143,8 +144,7 @@ def teardown_module() -> None:
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_choice_bound_below_the_optimum(data):
-    from roam_core.oracle.bounds import live_set_lower_bound
-    from roam_core.oracle.proven_bounds import choice_lower_bound, free_branch_groups
+    from roam_core.oracle.bounds import choice_lower_bound, free_branch_groups, live_set_lower_bound
 
     g = data.draw(random_graphs(max_ops=8))
     a = data.draw(st.sampled_from([1, 512]))
@@ -168,7 +168,7 @@ def test_choice_bound_below_the_optimum(data):
 def test_choice_bound_classes_as_bitsets_equal_the_per_op_columns(data):
     """The incomparable ops split into classes as bitsets (few classes) give the per-op
     bytes of the path that reads every op's column (many classes): both paths forced."""
-    import roam_core.oracle.proven_bounds as pb
+    from roam_core.oracle.bounds import choice as pb
 
     g = data.draw(random_graphs(max_ops=10))
     a = data.draw(st.sampled_from([1, 512]))
@@ -188,24 +188,24 @@ def test_choice_bound_classes_as_bitsets_equal_the_per_op_columns(data):
 
 
 def test_choice_bound_paths_agree_on_a_transformer_step(monkeypatch):
-    import roam_core.oracle.proven_bounds as pb
     from roam_core.formats.graph_io import load_graph
+    from roam_core.oracle.bounds import choice as pb
+    from roam_core.oracle.bounds import forward_value_groups, live_set_lower_bound
 
     g = load_graph(Path(__file__).parents[2] / "sample_graphs"
                    / "tiny_gpt-b2-t32-steady.json.gz")
-    groups = pb.forward_value_groups(g)
+    groups = forward_value_groups(g)
     out = []
     for limit in (0, pb._MAX_CLASSES):
         monkeypatch.setattr(pb, "_MAX_CLASSES", limit)
         out.append([pb.choice_lower_bound(g, 512, groups=gr) for gr in (None, groups)])
     assert out[0] == out[1]
-    assert out[0][0].bound_bytes >= pb.live_set_lower_bound(g, 512).bound_bytes
+    assert out[0][0].bound_bytes >= live_set_lower_bound(g, 512).bound_bytes
 
 def test_choice_bound_sees_gradient_or_state():
     """One parameter update: the gradient waits (4 KiB) or the state exists (8 KiB)."""
     from roam_core.model.graph import Graph, Op, OpId, Phase, Tensor, TensorId, TensorKind
-    from roam_core.oracle.bounds import live_set_lower_bound
-    from roam_core.oracle.proven_bounds import choice_lower_bound
+    from roam_core.oracle.bounds import choice_lower_bound, live_set_lower_bound
 
     def t(i, size, kind, prod):
         return Tensor(TensorId(i), size, "float32", (1,), kind, OpId(prod) if prod else None)
@@ -238,7 +238,7 @@ def test_choice_bound_sees_gradient_or_state():
 @given(st.data())
 def test_chain_group_bound_below_the_optimum(data):
     from roam_core.model.reach import reachability
-    from roam_core.oracle.proven_bounds import chain_group_lower_bound, greedy_chain
+    from roam_core.oracle.bounds import chain_group_lower_bound, greedy_chain
 
     g = data.draw(random_graphs(max_ops=8))
     a = data.draw(st.sampled_from([1, 512]))
@@ -266,7 +266,7 @@ def test_chain_group_bound_below_the_optimum(data):
 def test_peak_window_chain_bound_below_the_optimum(data):
     """The peak-window chain-group bound, from any order (the brute-force optimal one
     included) and any widths, never exceeds the optimum, nor the order's own peak."""
-    from roam_core.oracle.proven_bounds import peak_window_chain_bound
+    from roam_core.oracle.bounds import peak_window_chain_bound
 
     g = data.draw(random_graphs(max_ops=8))
     a = data.draw(st.sampled_from([1, 512]))
@@ -314,7 +314,7 @@ def test_peak_window_chain_bound_sees_the_weight_gradient_at_the_peak():
     bound sees none of it (``big`` is not forced at ``wg``, whose descendants do not read
     it); the window of the ops at the optimal order's peak proves the optimum, and the
     planner reports it (``peak_window`` record, proven gap 1)."""
-    from roam_core.oracle.proven_bounds import peak_window_chain_bound
+    from roam_core.oracle.bounds import peak_window_chain_bound
     from roam_core.planner import make_plan
     from roam_core.planner.config import PlannerConfig
 
@@ -337,7 +337,7 @@ def test_peak_window_chain_bound_sees_the_weight_gradient_at_the_peak():
 @given(st.data())
 def test_chain_group_with_whole_graph_split_is_exact_when_chain_is_all(data):
     """With a chain graph (every op comparable) and no group, the chain alone is exact."""
-    from roam_core.oracle.proven_bounds import chain_group_lower_bound
+    from roam_core.oracle.bounds import chain_group_lower_bound
 
     g = data.draw(random_graphs(max_ops=6))
     a = 1
@@ -350,7 +350,7 @@ def test_chain_group_with_whole_graph_split_is_exact_when_chain_is_all(data):
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_chain_group_and_choice_below_monolithic_on_larger_graphs(data):
-    from roam_core.oracle.proven_bounds import chain_group_lower_bound, choice_lower_bound
+    from roam_core.oracle.bounds import chain_group_lower_bound, choice_lower_bound
 
     g = data.draw(random_graphs(max_ops=14, min_ops=9))
     mono = solve_monolithic(g, time_limit_s=10.0)
@@ -368,7 +368,7 @@ def test_chain_group_and_choice_below_monolithic_on_larger_graphs(data):
 @given(st.data())
 def test_chain_group_with_overlapping_groups(data):
     """Each group is solved on its own, so groups may overlap (singletons included)."""
-    from roam_core.oracle.proven_bounds import chain_group_lower_bound
+    from roam_core.oracle.bounds import chain_group_lower_bound
 
     g = data.draw(random_graphs(max_ops=8))
     ops = list(g.op_ids)
@@ -393,7 +393,7 @@ def test_planner_reports_the_tightened_bound():
 def test_chain_scan_matches_the_loop(entry, data):
     import numpy as np
 
-    from roam_core.oracle.proven_bounds import _chain_scan
+    from roam_core.oracle.bounds.chain import _chain_scan
 
     m = len(entry) - 1
     cost = data.draw(st.lists(st.integers(0, 50).map(float), min_size=m, max_size=m))
@@ -411,7 +411,7 @@ def test_chain_window_fast_path_matches_iterating_the_bits(data):
     """With a monotone chain the last / first chain ancestor / descendant of an op is the
     highest / lowest set bit; the fast path gives what iterating every chain bit gives."""
     from roam_core.model.reach import reachability
-    from roam_core.oracle.proven_bounds import _chain_window, greedy_chain
+    from roam_core.oracle.bounds.chain import _chain_window, greedy_chain
 
     g = data.draw(random_graphs(max_ops=10))
     r = reachability(g)
@@ -457,7 +457,7 @@ def test_chain_group_bound_unchanged_on_sample_graphs(name, expected) -> None:
     from pathlib import Path
 
     from roam_core.formats.graph_io import load_graph
-    from roam_core.oracle.proven_bounds import chain_group_lower_bound, storage_masks
+    from roam_core.oracle.bounds import chain_group_lower_bound, storage_masks
 
     root = Path(__file__).resolve().parents[2] / "sample_graphs"
     g = load_graph(root / f"{name}.json.gz")
@@ -473,8 +473,11 @@ def test_chain_group_bound_unchanged_on_sample_graphs(name, expected) -> None:
 def test_forward_value_choice_bound_below_the_optimum(data):
     from roam_core.model.graph import Phase
     from roam_core.model.reach import reachability
-    from roam_core.oracle.bounds import live_set_lower_bound
-    from roam_core.oracle.proven_bounds import choice_lower_bound, forward_value_groups
+    from roam_core.oracle.bounds import (
+        choice_lower_bound,
+        forward_value_groups,
+        live_set_lower_bound,
+    )
 
     g = data.draw(random_graphs(max_ops=8))
     a = data.draw(st.sampled_from([1, 512]))
@@ -531,7 +534,7 @@ def _gelu_like_step():
 
 
 def test_forward_value_bound_sees_product_or_input():
-    from roam_core.oracle.proven_bounds import choice_lower_bound, forward_value_groups
+    from roam_core.oracle.bounds import choice_lower_bound, forward_value_groups
 
     g = _gelu_like_step()
     assert forward_value_groups(g) == [("p", "m")]
@@ -559,7 +562,7 @@ def test_planner_uses_the_forward_value_bound():
 def test_forward_value_bound_on_hf_gpt2():
     """HF GPT-2's tanh GELU: ``3 * x**2`` of each MLP is a forward-value group."""
     pytest.importorskip("transformers")
-    from roam_core.oracle.proven_bounds import choice_lower_bound, forward_value_groups
+    from roam_core.oracle.bounds import choice_lower_bound, forward_value_groups
     from roam_core.zoo.hf import trace_hf
 
     g = trace_hf("gpt2", 1, 16, n_layer=2, n_embd=32, n_head=2, vocab_size=100,

@@ -129,7 +129,7 @@ def test_vectorised_pass_clears_exactly_the_orders_the_full_check_finds_valid(gr
     op-by-op check finds nothing, and ``check_order`` returns the op-by-op check's list."""
     from unittest import mock
 
-    from roam_core.oracle import validate
+    from roam_core.oracle.validate import order_rules as validate
 
     order = list(data.draw(orders_of(graph)))
     kind = data.draw(st.sampled_from(["valid", "swap", "shuffle", "drop", "dup", "unknown"]))
@@ -156,7 +156,7 @@ def test_a_copy_with_control_edges_checks_its_own_edges(g, data) -> None:
     appended) holds the edges of the copy's own index, and orders that break only a new edge
     are caught as they are on the same graph built from scratch."""
     from roam_core.model.graph import ControlEdge, EdgeReason, Graph
-    from roam_core.oracle import validate
+    from roam_core.oracle.validate import order_rules as validate
 
     order = list(data.draw(orders_of(g)))
     pos = {op: i for i, op in enumerate(order)}

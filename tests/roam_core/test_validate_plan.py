@@ -12,12 +12,8 @@ from hypothesis import strategies as st
 from roam_core.base.errors import ViolationKind as K
 from roam_core.model.dsa import Buffer, Problem, Solution
 from roam_core.model.samples import tiny_train_step
-from roam_core.oracle.validate import (
-    _overlapping_pairs,
-    check_arena,
-    check_dsa_solution,
-    check_plan,
-)
+from roam_core.oracle.validate import check_arena, check_dsa_solution, check_plan
+from roam_core.oracle.validate.arena_rules import _overlapping_pairs
 from tests.builders import eager_greedy_plan as _plan
 
 

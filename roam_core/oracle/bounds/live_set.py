@@ -1,4 +1,4 @@
-"""Lower bounds on the peak memory of every valid order of a graph.
+"""The live-set and update-group bounds: what one op, or one small group, forces in every order.
 
 Live-set bound
 --------------
@@ -39,12 +39,12 @@ optimizer), skipping groups whose down-set lattice is too large.
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from roam_core.base.graph_cache import PerGraphCache
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, TensorId, round_size
 from roam_core.model.reach import (
     Adjacency,
@@ -57,6 +57,7 @@ from roam_core.model.reach import (
 from roam_core.model.union_find import UnionFind
 
 __all__ = [
+    "MAX_GROUP_STATES",
     "GroupBound",
     "LowerBound",
     "best_lower_bound",
@@ -350,20 +351,15 @@ def live_set_lower_bound(
     >>> lb.bound_bytes, lb.op_id, lb.forced_bytes
     (300, 'b', (100, 300, 150, 260))
     """
-    for ref, a, lb in _LIVE:
-        if ref() is graph and a == alignment_bytes:
-            return lb
-    r = reach if reach is not None else reachability(graph)
-    lb = _live_set_lower_bound(graph, alignment_bytes, r)
-    _LIVE[:] = [x for x in _LIVE if x[0]() is not None][-(_LIVE_KEPT - 1):]
-    _LIVE.append((weakref.ref(graph), alignment_bytes, lb))
-    return lb
+    return _LIVE_SET_CACHE.get_or_build(
+        graph, lambda: _live_set_lower_bound(
+            graph, alignment_bytes, reach if reach is not None else reachability(graph)),
+        alignment_bytes)
 
 
 #: The live-set bounds of the last few ``(graph, alignment)`` (graphs are immutable): the
 #: update-group bound, the choice bound and the chain-group bound of one plan share one.
-_LIVE: list[tuple[weakref.ref[Graph], int, LowerBound]] = []
-_LIVE_KEPT = 2
+_LIVE_SET_CACHE: PerGraphCache[LowerBound] = PerGraphCache(max_entries=2)
 
 
 def _live_set_lower_bound(graph: Graph, alignment_bytes: int, r: Reachability) -> LowerBound:
@@ -452,27 +448,50 @@ def group_lower_bound(
     r = reach if reach is not None else reachability(graph)
     lb = forced if forced is not None else live_set_lower_bound(graph, alignment_bytes, reach=r)
     ops = sorted(dict.fromkeys(group), key=r.index.__getitem__)
-    k = len(ops)
-    if k == 0:
+    if not ops:
         return GroupBound(lb.resident_bytes, (), 0)
-    local = {op: j for j, op in enumerate(ops)}
-    # precedence inside the group (transitive: through outside ops too)
+    pred_local = _group_precedences(r, ops)
+    items, other = _group_items(graph, r, ops, alignment_bytes, lb, masks)
+    solved = _min_over_extensions(pred_local, items, other, max_states)
+    if solved is None:
+        _logger.debug("group of %d ops exceeds %d states", len(ops), max_states)
+        return None
+    best, states = solved
+    return GroupBound(best + lb.resident_bytes, tuple(ops), states)
+
+
+#: One storage touched by a group, for :func:`_min_over_extensions`: ``(size, started,
+#: users, output, forced)``, all but size and output local op masks.  ``started`` = group
+#: ops that are the producer or run after it in every order, so the storage exists while
+#: ``x`` runs once any of them is done or is ``x``; ``users`` = group ops that read or write
+#: it (it stays live until the last of them has run); ``forced`` = group ops at which the
+#: live-set argument forces it anyway.
+_GroupItem = tuple[int, int, int, bool, int]
+
+
+def _group_precedences(r: Reachability, ops: Sequence[OpId]) -> list[int]:
+    """Step 1: per group op, the local mask of the group ops it must follow (transitive:
+    through outside ops too)."""
+    k = len(ops)
     pred_local = [0] * k
     gidx = [r.index[op] for op in ops]
     for j, i in enumerate(gidx):
         for j2, i2 in enumerate(gidx):
             if j2 != j and r.ancestors.has(i, i2):
                 pred_local[j] |= 1 << j2
-    # storages touched by the group
+    return pred_local
+
+
+def _group_items(graph: Graph, r: Reachability, ops: Sequence[OpId], alignment_bytes: int,
+                 lb: LowerBound, masks: dict[TensorId, int] | None,
+                 ) -> tuple[list[_GroupItem], list[int]]:
+    """Step 2: the storages touched by the group (:data:`_GroupItem`) and, per group op,
+    the forced bytes of every other storage (the live-set bound's less the items')."""
+    local = {op: j for j, op in enumerate(ops)}
     outputs = set(graph.outputs)
-    touched = graph.storages_touched(ops)
-    # (size, started, users, output, forced), all but size and output local op masks:
-    # ``started`` = group ops that are the producer or run after it in every order, so the
-    # storage exists while ``x`` runs once any of them is done or is ``x``; ``users`` = group
-    # ops that read or write it (it stays live until the last of them has run)
-    items: list[tuple[int, int, int, bool, int]] = []
+    items: list[_GroupItem] = []
     other = [lb.forced_bytes[r.index[op]] for op in ops]
-    for s in touched:
+    for s in graph.storages_touched(ops):
         t = graph.tensors[s]
         size = round_size(t.size_bytes, alignment_bytes)
         if t.producer is None or size == 0:
@@ -495,6 +514,15 @@ def group_lower_bound(
                 forced_local |= 1 << j
                 other[j] -= size  # counted through the item instead
         items.append((size, started, users, s in outputs, forced_local))
+    return items, other
+
+
+def _min_over_extensions(pred_local: Sequence[int], items: Sequence[_GroupItem],
+                         other: Sequence[int], max_states: int) -> tuple[int, int] | None:
+    """Step 3: the minimum over linear extensions of the group of the maximum live bytes
+    at its ops, by dynamic programming over the down-sets (breadth first, by size), and
+    the down-sets visited; ``None`` past ``max_states`` down-sets."""
+    k = len(pred_local)
     full = (1 << k) - 1
     best: dict[int, int] = {0: 0}
     frontier = [0]
@@ -520,12 +548,11 @@ def group_lower_bound(
                     nxt[after] = None
                     states += 1
                     if states > max_states:
-                        _logger.debug("group of %d ops exceeds %d states", k, max_states)
                         return None
                 elif cand < best[after]:
                     best[after] = cand
         frontier = list(nxt)
-    return GroupBound(best[full] + lb.resident_bytes, tuple(ops), states)
+    return best[full], states
 
 
 def optimizer_groups(graph: Graph) -> list[tuple[OpId, ...]]:
