@@ -159,7 +159,7 @@ class _BoundedExecutor(cf.Executor):
         if inner.cancelled():
             outer.set_exception(cf.CancelledError())
         elif inner.exception() is not None:
-            outer.set_exception(inner.exception())  # type: ignore[arg-type]
+            outer.set_exception(inner.exception())  # type: ignore[arg-type]  # not None here
         else:
             outer.set_result(inner.result())
         self._pump()

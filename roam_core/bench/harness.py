@@ -297,22 +297,13 @@ def bench_graph(
     >>> [(r.method, r.peak_bytes, r.status) for r in rows]
     [('eager', 1536, 'ok'), ('lpmf', 1536, 'ok'), ('inductor', 1536, 'ok')]
     """
-    base = baseline or graph_baseline(graph)
+    bench = _GraphBench(graph, baseline or graph_baseline(graph), layout, time_limit_s,
+                        monolithic_max_ops, executor)
     rows: list[BenchRow] = []
-    done: dict[str, BenchRow] = {}
-    arenas: dict[tuple[Order, str], tuple[int | None, str]] = {}
-
-    def arena_of(order: Order, how: str = layout) -> tuple[int | None, str]:
-        if (order, how) not in arenas:
-            arenas[order, how] = _order_arena(graph, order, how)
-        return arenas[order, how]
-
-    def note(*parts: str) -> str:
-        return "; ".join(p for p in parts if p)
 
     def emit(row: BenchRow) -> None:
         rows.append(row)
-        done[row.method] = row
+        bench.done[row.method] = row
         if progress is not None:
             mem = row.memory_bytes
             text = f"{mem / MIB:.1f} MiB" if mem is not None else row.status
@@ -322,50 +313,85 @@ def bench_graph(
     for method in methods:
         t0 = time.perf_counter()
         try:
-            if method in _COMPOSITE_MEMBERS and all(
-                    m in done and done[m].peak_bytes is not None
-                    for m in _COMPOSITE_MEMBERS[method]):
-                members = [done[m] for m in _COMPOSITE_MEMBERS[method]]
-                best = min(members, key=lambda r: r.peak_bytes)  # type: ignore[arg-type,return-value]
-                emit(_row(graph, base, method, best.peak_bytes, best.arena_bytes,
-                          sum(r.seconds for r in members), "ok", f"best: {best.method}"))
-            elif method.partition("+")[0] in ORDER_METHODS:
-                # "name+layout" fixes the layout of that row (lescea+llfb: ROAM's baseline)
-                name, _, fixed = method.partition("+")
-                order = run_method(graph, name)
-                seconds = time.perf_counter() - t0
-                peak = simulate(graph, order).peak_bytes
-                arena, how = arena_of(order, fixed or layout)
-                emit(_row(graph, base, method, peak, arena, seconds, "ok",
-                          note(how and f"layout {how}")))
-            elif method == "best_heuristic":
-                r = best_heuristic_order(graph)
-                seconds = time.perf_counter() - t0
-                arena, how = arena_of(r.order)
-                emit(_row(graph, base, method, r.profile.peak_bytes, arena, seconds, "ok",
-                          note(f"best: {r.method}", how and f"layout {how}")))
-            elif method == "monolithic":
-                if len(graph.ops) > monolithic_max_ops:
-                    emit(_row(graph, base, method, None, None, 0.0, "skipped",
-                              f"more than {monolithic_max_ops} ops"))
-                    continue
-                r = solve_monolithic(graph, time_limit_s=time_limit_s or 60.0,
-                                     max_ops=monolithic_max_ops,
-                                     lower_bound_bytes=base.lower_bound_bytes)
-                arena, how = arena_of(r.order)
-                emit(_row(graph, base, method, r.peak_bytes, arena, r.wall_time_s, r.status,
-                          note(f"bound {r.best_bound_bytes / MIB:.1f} MiB",
-                               how and f"layout {how}")))
-            else:
-                order, peak, arena, status, note = _run_planner(graph, method, time_limit_s,
-                                                                executor)
-                seconds = time.perf_counter() - t0
-                emit(_row(graph, base, method, peak, arena, seconds, status, note))
+            emit(bench.row(method, t0))
         except Exception as e:  # the harness isolates every method's failure (logged)
             _logger.warning("bench: %s failed on %s: %s", method, graph.name, e)
-            emit(_row(graph, base, method, None, None, time.perf_counter() - t0, "failed",
-                      str(e)[:200]))
+            emit(_row(graph, bench.base, method, None, None, time.perf_counter() - t0,
+                      "failed", str(e)[:200]))
     return rows
+
+
+def _note(*parts: str) -> str:
+    return "; ".join(p for p in parts if p)
+
+
+class _GraphBench:
+    """The methods of :func:`bench_graph` on one graph: one row each, layouts shared."""
+
+    def __init__(self, graph: Graph, base: GraphBaseline, layout: str,
+                 time_limit_s: float | None, monolithic_max_ops: int,
+                 executor: cf.Executor | None) -> None:
+        self.graph, self.base, self.layout = graph, base, layout
+        self.time_limit_s, self.monolithic_max_ops = time_limit_s, monolithic_max_ops
+        self.executor = executor
+        self.done: dict[str, BenchRow] = {}  # method -> its row, once emitted
+        self._arenas: dict[tuple[Order, str], tuple[int | None, str]] = {}
+
+    def arena_of(self, order: Order, how: str | None = None) -> tuple[int | None, str]:
+        """Arena of ``order`` with layout ``how`` (default: the bench's), computed once."""
+        how = self.layout if how is None else how
+        if (order, how) not in self._arenas:
+            self._arenas[order, how] = _order_arena(self.graph, order, how)
+        return self._arenas[order, how]
+
+    def row(self, method: str, t0: float) -> BenchRow:
+        """The row of ``method`` (started at ``t0``); raises what the method raises."""
+        graph, base = self.graph, self.base
+        if method in _COMPOSITE_MEMBERS and all(
+                m in self.done and self.done[m].peak_bytes is not None
+                for m in _COMPOSITE_MEMBERS[method]):
+            members = [self.done[m] for m in _COMPOSITE_MEMBERS[method]]
+            best = min(members, key=_peak_of)
+            return _row(graph, base, method, best.peak_bytes, best.arena_bytes,
+                        sum(r.seconds for r in members), "ok", f"best: {best.method}")
+        if method.partition("+")[0] in ORDER_METHODS:
+            # "name+layout" fixes the layout of that row (lescea+llfb: ROAM's baseline)
+            name, _, fixed = method.partition("+")
+            order = run_method(graph, name)
+            seconds = time.perf_counter() - t0
+            peak = simulate(graph, order).peak_bytes
+            arena, how = self.arena_of(order, fixed or self.layout)
+            return _row(graph, base, method, peak, arena, seconds, "ok",
+                        _note(how and f"layout {how}"))
+        if method == "best_heuristic":
+            r = best_heuristic_order(graph)
+            seconds = time.perf_counter() - t0
+            arena, how = self.arena_of(r.order)
+            return _row(graph, base, method, r.profile.peak_bytes, arena, seconds, "ok",
+                        _note(f"best: {r.method}", how and f"layout {how}"))
+        if method == "monolithic":
+            return self._monolithic_row()
+        order, peak, plan_arena, status, note = _run_planner(graph, method, self.time_limit_s,
+                                                             self.executor)
+        seconds = time.perf_counter() - t0
+        return _row(graph, base, method, peak, plan_arena, seconds, status, note)
+
+    def _monolithic_row(self) -> BenchRow:
+        graph, base, max_ops = self.graph, self.base, self.monolithic_max_ops
+        if len(graph.ops) > max_ops:
+            return _row(graph, base, "monolithic", None, None, 0.0, "skipped",
+                        f"more than {max_ops} ops")
+        r = solve_monolithic(graph, time_limit_s=self.time_limit_s or 60.0, max_ops=max_ops,
+                             lower_bound_bytes=base.lower_bound_bytes)
+        arena, how = self.arena_of(r.order)
+        return _row(graph, base, "monolithic", r.peak_bytes, arena, r.wall_time_s, r.status,
+                    _note(f"bound {r.best_bound_bytes / MIB:.1f} MiB", how and f"layout {how}"))
+
+
+def _peak_of(row: BenchRow) -> int:
+    """Sort key of composite members (each has a peak: the caller checked)."""
+    assert row.peak_bytes is not None
+    return row.peak_bytes
 
 
 def run_bench(
@@ -410,9 +436,12 @@ def run_bench(
 # ------------------------------------------------------------------ suites
 def _origin_of(path: str) -> dict[str, object]:
     """The ``origin`` record of a graph file without building the graph."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:  # type: ignore[operator]
-        data = json.load(f)
+    if path.endswith(".gz"):
+        with gzip.open(path, "rt") as f:
+            data = json.load(f)
+    else:
+        with open(path) as f:
+            data = json.load(f)
     origin = data.get("origin") or data.get("graph", {}).get("origin") or {}
     return dict(origin) if isinstance(origin, dict) else {}
 
@@ -457,7 +486,7 @@ def sample_graph_cases(
         if configs is not None:
             if (model, bs) not in configs:
                 continue
-            rank = list(configs).index((model, bs))  # type: ignore[arg-type]
+            rank = list(configs).index((model, bs))  # type: ignore[arg-type]  # JSON values
         name = os.path.basename(path).split(".json")[0]
         found.append((rank, name, BenchCase(name, lambda p=path: load_graph(p))))
     found.sort(key=lambda x: (x[0], x[1]))

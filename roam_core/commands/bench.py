@@ -22,8 +22,14 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from roam_core.base.executors import EXECUTOR_HELP
+
+if TYPE_CHECKING:  # the harness loads the planner (OR-Tools): only when the command runs
+    from roam_core.bench.harness import BenchCase, BenchRow
+    from roam_core.model.graph import Graph
 
 __all__ = ["register"]
 
@@ -31,7 +37,7 @@ _QUICK_MODELS = (("mlp", 2), ("tiny_gpt", 2))
 _GPT2XL_BATCHES = (1, 2, 4)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``bench`` sub-command."""
     p = subparsers.add_parser(
         "bench", help="benchmark ordering methods (baselines, monolithic ILP, ROAM) on a suite",
@@ -71,10 +77,10 @@ def _progress(line: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
 
 
-def _trace_case(model: str, batch_size: int, setting: str):  # type: ignore[no-untyped-def]
+def _trace_case(model: str, batch_size: int, setting: str) -> BenchCase:
     from roam_core.bench import BenchCase
 
-    def load():  # type: ignore[no-untyped-def]
+    def load() -> Graph:
         from roam_core.zoo import trace_zoo
 
         _progress(f"tracing {model} batch {batch_size} ({setting}) ...")
@@ -83,7 +89,7 @@ def _trace_case(model: str, batch_size: int, setting: str):  # type: ignore[no-u
     return BenchCase(f"{model}_b{batch_size}_{setting}", load)
 
 
-def _cases(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
+def _cases(args: argparse.Namespace) -> list[BenchCase]:
     from roam_core.bench import BenchCase, sample_graph_cases
     from roam_core.formats.graph_io import load_graph
 
@@ -93,7 +99,7 @@ def _cases(args: argparse.Namespace) -> list:  # type: ignore[type-arg]
     if args.suite == "roam":
         from roam_core.zoo import ROAM_CONFIGS
 
-        cases = []
+        cases: list[BenchCase] = []
         for model, bs in ROAM_CONFIGS:
             found = sample_graph_cases(args.samples, setting=args.setting,
                                        configs=[(model, bs)])
@@ -131,7 +137,7 @@ def _run(args: argparse.Namespace) -> int:
     md_path = os.path.join(args.out, stem + ".md")
     title = f"Ordering benchmark: suite {args.suite}, setting {args.setting}"
 
-    def save(rows):  # type: ignore[no-untyped-def]
+    def save(rows: Sequence[BenchRow]) -> None:
         write_csv(rows, csv_path)
         write_markdown(rows, md_path, title)
 

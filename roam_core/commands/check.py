@@ -11,7 +11,7 @@ import argparse
 __all__ = ["register"]
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``check`` sub-command."""
     p = subparsers.add_parser(
         "check", help="validate a plan file against its graph",

@@ -17,7 +17,7 @@ __all__ = ["register"]
 _logger = logging.getLogger(__name__)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``execute`` sub-command."""
     p = subparsers.add_parser(
         "execute", help="run a plan in one arena and compare with eager PyTorch",

@@ -14,10 +14,16 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roam_core.base.executors import EXECUTOR_HELP
-from roam_core.commands import positive_int, size_bytes
+from roam_core.commands.arg_types import positive_int, size_bytes
+
+if TYPE_CHECKING:  # commands import quickly: the planner and torch only when run
+    import concurrent.futures as cf
+
+    from roam_core.model.graph import Graph
+    from roam_core.planner.config import PlannerConfig
 
 __all__ = ["METHODS", "fit_dict", "register"]
 
@@ -25,7 +31,7 @@ __all__ = ["METHODS", "fit_dict", "register"]
 METHODS = ("eager_reserved", "roam", "roam_recompute_5pct", "roam_recompute_25pct")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``fit`` sub-command."""
     p = subparsers.add_parser(
         "fit", help="largest batch (and sequence length) that fits a memory size",
@@ -46,7 +52,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
     p.set_defaults(func=_run)
 
 
-def _check(graph: Any, memory: int, cfg: Any, executor: Any = None) -> dict[str, Any]:
+def _check(graph: Graph, memory: int, cfg: PlannerConfig,
+           executor: cf.Executor | None = None) -> dict[str, Any]:
     from roam_core.base.errors import BudgetInfeasibleError
     from roam_core.oracle.baseline import eager_report
     from roam_core.planner import make_plan
@@ -77,7 +84,7 @@ def _check(graph: Any, memory: int, cfg: Any, executor: Any = None) -> dict[str,
 
 
 def fit_dict(model: str, memory: int, batch_sizes: list[int], seq_lens: list[int] | None,
-             workers: int = 1, executor: Any = None) -> dict[str, Any]:
+             workers: int = 1, executor: cf.Executor | None = None) -> dict[str, Any]:
     """The object ``roam fit --json`` prints (``executor``: where each plan's sub-task solves
     run, see :func:`roam_core.base.executors.open_executor`)."""
     from roam_core.planner.config import PlannerConfig
@@ -86,7 +93,8 @@ def fit_dict(model: str, memory: int, batch_sizes: list[int], seq_lens: list[int
     cfg = PlannerConfig(workers=workers)
     configs: list[dict[str, Any]] = []
     largest: dict[str, Any] = dict.fromkeys(METHODS)
-    for t in seq_lens or [None]:  # type: ignore[list-item]
+    lengths: list[int | None] = list(seq_lens) if seq_lens else [None]
+    for t in lengths:
         alive = set(METHODS)
         for b in sorted(batch_sizes):
             if not alive:

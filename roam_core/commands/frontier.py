@@ -29,10 +29,19 @@ import argparse
 import json
 import os
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roam_core.base.executors import EXECUTOR_HELP
-from roam_core.commands import non_negative_float, positive_int
+from roam_core.commands.arg_types import non_negative_float, positive_int
+
+if TYPE_CHECKING:  # commands import quickly: torch, OR-Tools and the planner only when run
+    import concurrent.futures as cf
+
+    from roam_core.model.graph import Graph
+    from roam_core.model.plan import Plan
+    from roam_core.planner.config import PlannerConfig
+    from roam_core.trace.min_cut import MinCutResult
+    from roam_core.trace.traced_step import TracedStep
 
 __all__ = ["frontier_dict", "min_cut_record", "register"]
 
@@ -45,7 +54,7 @@ NOT_ZOO = ("the graph is not a zoo model's trace: torch's partitioner needs the 
            "(AOT autograd traces it again)")
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``frontier`` sub-command."""
     p = subparsers.add_parser(
         "frontier", help="memory vs extra FLOPs: roam's recomputation frontier and baselines",
@@ -88,7 +97,7 @@ def _budget_list(text: str) -> tuple[float, ...]:
     return vals
 
 
-def min_cut_record(result: Any) -> dict:
+def min_cut_record(result: MinCutResult) -> dict[str, Any]:
     """The ``torch_min_cut`` entry of ``roam frontier --json`` for a
     :class:`~roam_core.trace.min_cut.MinCutResult`."""
     return {
@@ -107,10 +116,11 @@ def min_cut_record(result: Any) -> dict:
     }
 
 
-def frontier_dict(graph: object, config: object, budgets: int = 8, baselines: bool = True,
-                  plans: dict | None = None, executor: Any = None,
+def frontier_dict(graph: Graph, config: PlannerConfig, budgets: int = 8,
+                  baselines: bool = True, plans: dict[str, Plan] | None = None,
+                  executor: cf.Executor | None = None,
                   min_cut_budgets: Sequence[float] | None = MIN_CUT_BUDGETS,
-                  traced: Any = None) -> dict:
+                  traced: TracedStep | None = None) -> dict[str, Any]:
     """The object ``roam frontier --json`` prints.
 
     ``executor``: where each plan's sub-task solves run, see
@@ -122,8 +132,8 @@ def frontier_dict(graph: object, config: object, budgets: int = 8, baselines: bo
     from roam_core.planner import make_plan
     from roam_core.planner.budget import recompute_frontier
 
-    mc: dict | None = None
-    extra: dict = {}
+    mc: dict[str, Any] | None = None
+    extra: dict[str, tuple[Any, ...]] = {}
     mc_notes: list[str] = []
     if baselines and min_cut_budgets:
         if (getattr(graph, "origin", None) or {}).get("source") != "zoo":
@@ -134,16 +144,16 @@ def frontier_dict(graph: object, config: object, budgets: int = 8, baselines: bo
         else:
             from roam_core.zoo.min_cut import min_cut_baselines
 
-            res, extra, mc_notes = min_cut_baselines(graph, tuple(min_cut_budgets),  # type: ignore[arg-type]
+            res, extra, mc_notes = min_cut_baselines(graph, tuple(min_cut_budgets),
                                                      traced=traced)
             mc = min_cut_record(res)
-    sf, points, notes = recompute_frontier(graph, config, make_plan=make_plan,  # type: ignore[arg-type]
+    sf, points, notes = recompute_frontier(graph, config, make_plan=make_plan,
                                            budgets=budgets, baselines=baselines, plans=plans,
                                            extra_baselines=extra, executor=executor)
     return {
-        "graph": graph.name,  # type: ignore[attr-defined]
+        "graph": graph.name,
         "step_flops": sf,
-        "resident_bytes": graph.resident_bytes(),  # type: ignore[attr-defined]
+        "resident_bytes": graph.resident_bytes(),
         "points": [{"method": p.method, "peak_bytes": p.peak_bytes,
                     "extra_flops": p.extra_flops, "budget_bytes": p.budget_bytes,
                     "recomputed_ops": p.recomputed_ops,
@@ -171,14 +181,14 @@ def _run(args: argparse.Namespace) -> int:
     if args.time_limit is not None:
         cfg = cfg.with_order(time_limit_s=args.time_limit)
     cfg = replace(cfg)
-    plans: dict = {} if args.plans else None  # type: ignore[assignment]
+    plans: dict[str, Plan] | None = {} if args.plans else None
     with open_executor(spec, cpsat_threads=cfg.order.num_search_workers) as executor:
         mcb = None if args.no_min_cut else (args.min_cut_budgets or MIN_CUT_BUDGETS)
         d = frontier_dict(graph, cfg, args.budgets, not args.no_baselines, plans, executor,
                           min_cut_budgets=mcb)
     if args.plans:
         os.makedirs(args.plans, exist_ok=True)
-        for label, plan in plans.items():
+        for label, plan in (plans or {}).items():
             save_plan(plan, os.path.join(args.plans, f"{label}.json"))
     if args.json:
         print(json.dumps(d, sort_keys=True))

@@ -16,10 +16,15 @@ import json
 import os
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roam_core.base.units import format_bytes
-from roam_core.commands import positive_int
+from roam_core.commands.arg_types import positive_int
+
+if TYPE_CHECKING:  # commands import quickly: the planner and torch only when run
+    from collections.abc import Callable
+
+    from roam_core.model.graph import Graph
 
 __all__ = ["info_dict", "register"]
 
@@ -34,7 +39,7 @@ _TOP_MODULES = 8
 
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``info`` sub-command."""
     p = subparsers.add_parser(
         "info", help="summarise a graph file: sizes, bytes, eager peaks, lower bound",
@@ -61,7 +66,8 @@ class _Progress:
             print(f"roam info: [{dt:5.1f} s] {msg}{tail}", file=sys.stderr, flush=True)
 
 
-def info_dict(graph: Any, alignment_bytes: int = 512, progress: Any = None) -> dict[str, Any]:
+def info_dict(graph: Graph, alignment_bytes: int = 512,
+              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The JSON object ``roam info --json`` prints for ``graph``."""
     from roam_core.model.graph import Phase
     from roam_core.oracle.attribution import bytes_at_peak_by_module

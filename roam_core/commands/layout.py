@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from roam_core.commands import positive_float, positive_int
+from roam_core.commands.arg_types import positive_float, positive_int
 
 __all__ = ["register"]
 
@@ -19,7 +19,7 @@ __all__ = ["register"]
 
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``layout`` sub-command."""
     p = subparsers.add_parser(
         "layout", help="solve a MiniMalloc CSV allocation problem (offsets per buffer)",

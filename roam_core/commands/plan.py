@@ -15,10 +15,20 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roam_core.base.executors import EXECUTOR_HELP
-from roam_core.commands import budget_arg, non_negative_float, positive_float, positive_int
+from roam_core.commands.arg_types import (
+    budget_arg,
+    non_negative_float,
+    positive_float,
+    positive_int,
+)
+
+if TYPE_CHECKING:  # commands import quickly: the planner and torch only when run
+    from roam_core.model.graph import Graph
+    from roam_core.model.plan import Plan
+    from roam_core.planner import PlanProgress
 
 __all__ = ["register", "summary_dict"]
 
@@ -35,7 +45,7 @@ _SETTING_NOTES = {
 
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``plan`` sub-command."""
     from roam_core.ordering.registry import ORDER_METHODS
 
@@ -92,7 +102,7 @@ class _Bar:
         self.tty = bool(getattr(sys.stderr, "isatty", lambda: False)())
         self.last = ""
 
-    def __call__(self, p: Any) -> None:
+    def __call__(self, p: PlanProgress) -> None:
         if not self.enabled:
             return
         from roam_core.base.units import format_bytes
@@ -112,7 +122,7 @@ class _Bar:
         self.last = line
 
 
-def summary_dict(plan: Any, graph: Any = None) -> dict[str, Any]:
+def summary_dict(plan: Plan, graph: Graph | None = None) -> dict[str, Any]:
     """The JSON object ``roam plan --json`` prints."""
     out: dict[str, Any] = {
         "graph": plan.graph_name,

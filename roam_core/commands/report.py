@@ -13,7 +13,7 @@ from pathlib import Path
 __all__ = ["register"]
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``report`` sub-command."""
     p = subparsers.add_parser(
         "report", help="write the offline HTML report of a plan",

@@ -7,7 +7,7 @@ import argparse
 __all__ = ["register"]
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``serve`` sub-command."""
     p = subparsers.add_parser("serve", help="start the web app on a planned sample graph",
                               description="Start the roam web app.")

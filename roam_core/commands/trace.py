@@ -15,7 +15,7 @@ __all__ = ["register"]
 _logger = logging.getLogger(__name__)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``trace`` sub-command."""
     p = subparsers.add_parser(
         "trace", help="trace a zoo model's training step into a graph file",

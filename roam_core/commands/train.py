@@ -10,14 +10,14 @@ import json
 import logging
 import sys
 
-from roam_core.commands import positive_float, positive_int
+from roam_core.commands.arg_types import positive_float, positive_int
 
 __all__ = ["register"]
 
 _logger = logging.getLogger(__name__)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``train`` sub-command."""
     p = subparsers.add_parser(
         "train", help="train a zoo model eagerly and with PlannedStep, and compare",

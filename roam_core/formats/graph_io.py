@@ -202,7 +202,7 @@ def graph_from_dict(obj: Any) -> Graph:
         Alias(
             _str(a, "id", f"alias #{i}"),
             TensorId(_str(a, "storage", f"alias #{i}")),
-            _opt_str(a, "producer", f"alias #{i}"),  # type: ignore[arg-type]
+            _opt_op_id(a, "producer", f"alias #{i}"),
         )
         for i, a in enumerate(_list(obj, "aliases", required=False))
     ]
@@ -263,6 +263,11 @@ def _opt_str(d: Mapping[str, Any], key: str, where: str) -> str | None:
     if not isinstance(v, str):
         raise GraphError(f"{where}: field {key!r} must be a string or null")
     return sys.intern(v)
+
+
+def _opt_op_id(d: Mapping[str, Any], key: str, where: str) -> OpId | None:
+    v = _opt_str(d, key, where)
+    return None if v is None else OpId(v)
 
 
 def _strs(d: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
@@ -340,6 +345,6 @@ def _tensor(d: Any, i: int) -> Tensor:
         str(d.get("dtype", "float32")),
         tuple(shape),
         _enum(TensorKind, d, "kind", where),
-        _opt_str(d, "producer", where),  # type: ignore[arg-type]
+        _opt_op_id(d, "producer", where),
         name=_opt_str(d, "name", where),
     )

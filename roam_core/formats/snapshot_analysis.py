@@ -24,7 +24,12 @@ from pathlib import Path
 from typing import Any
 
 from roam_core.base.errors import PlanFormatError
-from roam_core.formats.snapshot import MAX_SNAPSHOT_BYTES, load_snapshot, loads_snapshot_dict
+from roam_core.formats.snapshot import (
+    MAX_SNAPSHOT_BYTES,
+    SnapshotCurve,
+    load_snapshot,
+    loads_snapshot_dict,
+)
 
 __all__ = ["MeasuredBlock", "MeasuredMemory", "MeasuredSegment", "analyze_snapshot"]
 
@@ -139,17 +144,7 @@ def analyze_snapshot(source: str | Path | bytes, *, device: int | None = None,
     >>> [(b.addr, b.size_bytes) for b in m.segments[0].blocks]
     [(0, 1024), (1024, 2048)]
     """
-    data = source if isinstance(source, (bytes, bytearray)) else None
-    if data is None:
-        p = Path(source)  # type: ignore[arg-type]
-        try:
-            if p.stat().st_size > max_bytes:
-                raise PlanFormatError(f"snapshot {p.name} is over the limit of "
-                                      f"{max_bytes:,} bytes")
-            data = p.read_bytes()
-        except OSError as e:
-            raise PlanFormatError(f"cannot read snapshot {p.name}: {e}") from e
-    data = bytes(data)
+    data = _read_source(source, max_bytes)
     curve = load_snapshot(data, device=device, max_bytes=max_bytes)
     if not curve.allocated_bytes:
         raise PlanFormatError("the snapshot's trace has no alloc/free events (was memory "
@@ -158,12 +153,44 @@ def analyze_snapshot(source: str | Path | bytes, *, device: int | None = None,
     trace = [e for e in snap["device_traces"][curve.device] or [] if isinstance(e, Mapping)]
     segs_end = [s for s in snap.get("segments") or [] if isinstance(s, Mapping)
                 and (s.get("device", curve.device) == curve.device)]
+    from_roam = isinstance(snap.get("roam"), Mapping)  # exported by plan_snapshot: steps known
+    seg_events, steps = _walk_trace(trace, from_roam)
+    n = len(curve.allocated_bytes)
+    allocated = curve.allocated_bytes
+    peak = max(range(n), key=lambda i: allocated[i])
+    reserved = _reserved_curve(allocated, sum(_int(s.get("total_size")) for s in segs_end),
+                               seg_events)
+    return MeasuredMemory(curve.device, allocated, reserved,
+                          tuple(steps) if from_roam and len(steps) == n else None, peak,
+                          allocated[peak], reserved[peak],
+                          _segments_at(peak, curve, segs_end, seg_events))
+
+
+def _read_source(source: str | Path | bytes, max_bytes: int) -> bytes:
+    """The snapshot's bytes (a file read only when under ``max_bytes``)."""
+    if isinstance(source, (bytes, bytearray)):
+        return bytes(source)
+    p = Path(source)
+    try:
+        if p.stat().st_size > max_bytes:
+            raise PlanFormatError(f"snapshot {p.name} is over the limit of "
+                                  f"{max_bytes:,} bytes")
+        return bytes(p.read_bytes())
+    except OSError as e:
+        raise PlanFormatError(f"cannot read snapshot {p.name}: {e}") from e
+
+
+#: ``(index of the last counted alloc/free event before it, action, address, size)``
+_SegmentEvent = tuple[int, str, int, int]
+
+
+def _walk_trace(trace: list[Mapping[str, Any]],
+                from_roam: bool) -> tuple[list[_SegmentEvent], list[int]]:
+    """The segment events in order, and each counted (alloc/free) event's step when a
+    roam-exported snapshot's frames name it."""
     has_completed = any(e.get("action") == "free_completed" for e in trace)
     free_name = "free_completed" if has_completed else "free_requested"
-    from_roam = isinstance(snap.get("roam"), Mapping)  # exported by plan_snapshot: steps known
-
-    # walk the trace: counted events (alloc/free) and segment events, in order
-    seg_events: list[tuple[int, str, int, int]] = []  # (last counted index, action, addr, size)
+    seg_events: list[_SegmentEvent] = []
     counted = -1
     steps: list[int] = []
     for e in trace:
@@ -176,9 +203,14 @@ def analyze_snapshot(source: str | Path | bytes, *, device: int | None = None,
                 steps.append(line)
         elif a in ("segment_alloc", "segment_free", "segment_map", "segment_unmap"):
             seg_events.append((counted, a, _int(e.get("addr")), _int(e.get("size"))))
-    n = len(curve.allocated_bytes)
-    reserved_end = sum(_int(s.get("total_size")) for s in segs_end)
-    # reserved after counted event i = dump-time segments - segment bytes added after event i
+    return seg_events, steps
+
+
+def _reserved_curve(allocated: tuple[int, ...], reserved_end: int,
+                    seg_events: list[_SegmentEvent]) -> tuple[int, ...]:
+    """Reserved bytes after each counted event: the dump-time segments less the segment
+    bytes added after that event (never below allocated: a trace may miss segment events)."""
+    n = len(allocated)
     bucket = [0] * (n + 1)
     for idx, a, _addr, size in seg_events:
         if idx >= 0:
@@ -186,11 +218,12 @@ def analyze_snapshot(source: str | Path | bytes, *, device: int | None = None,
     suffix = [0] * (n + 1)
     for i in range(n - 1, -1, -1):
         suffix[i] = suffix[i + 1] + bucket[i]
-    allocated = curve.allocated_bytes
-    peak = max(range(n), key=lambda i: allocated[i])
-    # reserved can never be below allocated (a trace that misses segment events)
-    reserved = tuple(max(reserved_end - suffix[i], a) for i, a in enumerate(allocated))
+    return tuple(max(reserved_end - suffix[i], a) for i, a in enumerate(allocated))
 
+
+def _segments_at(peak: int, curve: SnapshotCurve, segs_end: list[Mapping[str, Any]],
+                 seg_events: list[_SegmentEvent]) -> tuple[MeasuredSegment, ...]:
+    """The segments present at event ``peak`` with the blocks live in them."""
     # blocks live at the peak: replay the counted events up to it, over the blocks that were
     # live before recording started (dump-time blocks never allocated in the trace)
     traced_addrs = {ev.addr for ev in curve.events if ev.action == "alloc"}
@@ -224,6 +257,4 @@ def analyze_snapshot(source: str | Path | bytes, *, device: int | None = None,
         lo = blocks[0].addr
         hi = max(b.addr + b.size_bytes for b in blocks)
         out.append(MeasuredSegment(lo, hi - lo, tuple(blocks)))
-    return MeasuredMemory(curve.device, allocated, reserved,
-                          tuple(steps) if from_roam and len(steps) == n else None, peak,
-                          allocated[peak], reserved[peak], tuple(out))
+    return tuple(out)

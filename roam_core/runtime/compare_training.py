@@ -23,13 +23,20 @@ import gc
 import logging
 import statistics
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from roam_core.base.errors import ExecutorError
+from roam_core.runtime.device import resolve_device
 from roam_core.runtime.planned_step import PlannedStep
+from roam_core.trace.tracer import trace_fx
+from roam_core.zoo.registry import ZOO
+from roam_core.zoo.steps import ZooStep, build_zoo_step, zoo_origin
+
+if TYPE_CHECKING:
+    from roam_core.model.plan import Plan
 
 __all__ = ["TRAIN_KEYS", "compare_training", "synthetic_batches"]
 
@@ -46,8 +53,6 @@ TOLERANCE = {"cpu": 0.0, "cuda": 1e-4}
 def synthetic_batches(name: str, setting: str, example: Sequence[Any], steps: int,
                       seed: int) -> list[list[Any]]:
     """``steps`` batches shaped like ``example`` from a fixed seed (valid ids and labels)."""
-    from roam_core.zoo import ZOO
-
     spec = ZOO[name]
     gen = torch.Generator().manual_seed(seed)
     out = []
@@ -75,7 +80,9 @@ def _sync(dev: torch.device) -> None:
         torch.cuda.synchronize(dev)
 
 
-def _eager_step(model: Any, opt: Any, loss_fn: Any, batch: Sequence[Any]) -> torch.Tensor:
+def _eager_step(model: torch.nn.Module, opt: torch.optim.Optimizer,
+                loss_fn: Callable[[Any], torch.Tensor] | None,
+                batch: Sequence[Any]) -> torch.Tensor:
     out = model(*batch)
     loss = out if loss_fn is None else loss_fn(out)
     loss.backward()
@@ -97,7 +104,7 @@ def compare_training(
     optimizer: str | None = None,
     steps: int = 5,
     device: str = "cpu",
-    plan: Any = None,
+    plan: Plan | None = None,
     method: str = "roam",
     planner_time_limit_s: float | None = 30.0,
     seed: int = 0,
@@ -126,10 +133,6 @@ def compare_training(
     dict
         At least :data:`TRAIN_KEYS`; see ``roam train --help``.
     """
-    from roam_core.runtime import resolve_device
-    from roam_core.trace import trace_fx
-    from roam_core.zoo import build_zoo_step, zoo_origin
-
     if steps < 1:
         raise ExecutorError(f"steps must be at least 1, got {steps}")
     dev = resolve_device(device)
@@ -152,66 +155,15 @@ def compare_training(
         plan = make_plan(traced.graph, cfg, method=method)
         plan_s = time.perf_counter() - t1
     batches = synthetic_batches(model_name, setting, zs.example_inputs, steps, seed + 1)
-    # both variants start from these weights (CPU copies; each moves to the device)
-    eager_model = copy.deepcopy(zs.model).to(dev)
-    planned_model = copy.deepcopy(zs.model)
-    interleave = dev.type == "cpu"
-    res: dict[str, Any] = {"losses_e": [], "losses_p": [], "t_e": [], "t_p": []}
-    peaks: dict[str, Any] = {}
-
-    def run_eager(i: int) -> None:
-        torch.manual_seed(seed + 100 + i)
-        b = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in batches[i]]
-        _sync(dev)
-        t = time.perf_counter()
-        loss = _eager_step(eager_model, eager_opt, zs.loss_fn, b)
-        _sync(dev)
-        res["t_e"].append(time.perf_counter() - t)
-        res["losses_e"].append(loss.cpu())
-
-    def run_planned(i: int) -> None:
-        torch.manual_seed(seed + 100 + i)
-        b = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in batches[i]]
-        _sync(dev)
-        t = time.perf_counter()
-        loss = step(*b)
-        _sync(dev)
-        res["t_p"].append(time.perf_counter() - t)
-        res["losses_p"].append(loss.cpu())
-
-    eager_opt = zs.optimizer_factory(list(dict.fromkeys(eager_model.parameters())))
-    if interleave:
-        step = PlannedStep(planned_model, plan, zs.loss_fn, zs.optimizer_factory,
-                           example_inputs=zs.example_inputs, device=dev)
-        for i in range(steps):
-            first, second = (run_eager, run_planned) if i % 2 == 0 else (run_planned, run_eager)
-            first(i)
-            second(i)
-        final_e = {k: v.detach().cpu() for k, v in eager_model.state_dict().items()}
+    loops = _TwoLoops(zs, plan, batches, dev, seed)
+    if dev.type == "cpu":
+        loops.interleaved(steps)
     else:
-        _reset_peaks(dev)
-        for i in range(steps):
-            run_eager(i)
-        peaks["eager"] = _peaks(dev)
-        final_e = {k: v.detach().cpu() for k, v in eager_model.state_dict().items()}
-        del eager_model, eager_opt
-        gc.collect()
-        _reset_peaks(dev)
-        step = PlannedStep(planned_model, plan, zs.loss_fn, zs.optimizer_factory,
-                           example_inputs=zs.example_inputs, device=dev)
-        for i in range(steps):
-            run_planned(i)
-        peaks["planned"] = _peaks(dev)
-    final_p = {k: v.detach().cpu() for k, v in planned_model.state_dict().items()}
-    diff = 0.0
-    for a, b in zip(res["losses_e"], res["losses_p"], strict=True):
-        diff = max(diff, float((a.double() - b.double()).abs().max()))
-    for k, a in final_e.items():
-        b = final_p[k]
-        if a.numel():
-            diff = max(diff, float((a.double() - b.double()).abs().max()))
-    stats = step.stats()
-    te, tp = _median(res["t_e"]), _median(res["t_p"])
+        loops.sequential(steps)
+    stats = loops.planned_step().stats()
+    te, tp = _median(loops.t_eager), _median(loops.t_planned)
+    diff = loops.max_abs_diff()
+    peaks = loops.peaks
     return {
         "model": model_name, "batch_size": batch_size, "seq_len": tseq, "setting": setting,
         "traced_setting": "steady", "optimizer": origin["optimizer"], "steps": steps,
@@ -220,22 +172,124 @@ def compare_training(
         "max_abs_diff": diff, "numerics_ok": diff <= TOLERANCE[dev.type],
         "eager_step_seconds": te, "planned_step_seconds": tp,
         "planned_over_eager": tp / te if te else None,
-        "eager_first_step_seconds": res["t_e"][0], "planned_first_step_seconds": res["t_p"][0],
-        "timing": "interleaved" if interleave else "sequential (each loop's peaks alone)",
+        "eager_first_step_seconds": loops.t_eager[0],
+        "planned_first_step_seconds": loops.t_planned[0],
+        "timing": ("interleaved" if dev.type == "cpu"
+                   else "sequential (each loop's peaks alone)"),
         "arena_bytes": int(plan.arena_bytes), "planned_peak_bytes": int(plan.planned_peak_bytes),
         "plan_baseline_peak_bytes": int(plan.baseline_peak_bytes),
         "eager_peak_allocated_bytes": peaks.get("eager", (None, None))[0],
         "eager_peak_reserved_bytes": peaks.get("eager", (None, None))[1],
         "planned_peak_allocated_bytes": peaks.get("planned", (None, None))[0],
         "planned_peak_reserved_bytes": peaks.get("planned", (None, None))[1],
-        "losses_eager": [float(x) for x in res["losses_e"]],
-        "losses_planned": [float(x) for x in res["losses_p"]],
+        "losses_eager": [float(x) for x in loops.losses_eager],
+        "losses_planned": [float(x) for x in loops.losses_planned],
         "out_variant_ops": stats.out_variant_ops, "factory_ops": stats.factory_ops,
         "fallback_ops": stats.fallback_ops, "fallback_targets": list(stats.fallback_targets),
         "plan_method": plan.method, "graph": gname, "graph_ops": len(traced.graph),
         "trace_seconds": trace_s, "plan_seconds": plan_s,
         "torch_version": torch.__version__, "threads": torch.get_num_threads(),
     }
+
+
+class _TwoLoops:
+    """The eager and the planned training loop, from the same weights on the same batches.
+
+    Both variants start from CPU copies of ``zs.model`` (each moves to the device); before
+    each step the RNG is seeded alike, so dropout draws the same masks.
+    """
+
+    def __init__(self, zs: ZooStep, plan: Plan, batches: list[list[Any]], dev: torch.device,
+                 seed: int) -> None:
+        self.zs, self.plan, self.batches, self.dev, self.seed = zs, plan, batches, dev, seed
+        self.eager_model: torch.nn.Module | None = copy.deepcopy(zs.model).to(dev)
+        self.planned_model = copy.deepcopy(zs.model)
+        self.losses_eager: list[torch.Tensor] = []
+        self.losses_planned: list[torch.Tensor] = []
+        self.t_eager: list[float] = []
+        self.t_planned: list[float] = []
+        self.peaks: dict[str, tuple[int | None, int | None]] = {}
+        self.final_eager: dict[str, torch.Tensor] = {}
+        self.eager_opt: torch.optim.Optimizer | None = zs.optimizer_factory(
+            list(dict.fromkeys(self.eager_model.parameters())))
+        self._step: PlannedStep | None = None
+
+    def planned_step(self) -> PlannedStep:
+        """The planned step (made by the loop that ran it)."""
+        assert self._step is not None, "no planned loop ran"
+        return self._step
+
+    def _new_planned_step(self) -> None:
+        self._step = PlannedStep(self.planned_model, self.plan, self.zs.loss_fn,
+                                 self.zs.optimizer_factory,
+                                 example_inputs=self.zs.example_inputs, device=self.dev)
+
+    def _batch(self, i: int) -> list[Any]:
+        torch.manual_seed(self.seed + 100 + i)
+        return [x.to(self.dev) if isinstance(x, torch.Tensor) else x for x in self.batches[i]]
+
+    def run_eager(self, i: int) -> None:
+        """Eager step ``i``, timed."""
+        assert self.eager_model is not None
+        assert self.eager_opt is not None
+        b = self._batch(i)
+        _sync(self.dev)
+        t = time.perf_counter()
+        loss = _eager_step(self.eager_model, self.eager_opt, self.zs.loss_fn, b)
+        _sync(self.dev)
+        self.t_eager.append(time.perf_counter() - t)
+        self.losses_eager.append(loss.cpu())
+
+    def run_planned(self, i: int) -> None:
+        """Planned step ``i``, timed."""
+        b = self._batch(i)
+        _sync(self.dev)
+        t = time.perf_counter()
+        loss = self.planned_step()(*b)
+        _sync(self.dev)
+        self.t_planned.append(time.perf_counter() - t)
+        self.losses_planned.append(loss.cpu())
+
+    def interleaved(self, steps: int) -> None:
+        """Step by step, alternating which loop goes first (machine load hits both alike)."""
+        self._new_planned_step()
+        for i in range(steps):
+            first, second = ((self.run_eager, self.run_planned) if i % 2 == 0
+                             else (self.run_planned, self.run_eager))
+            first(i)
+            second(i)
+        self._keep_final_eager()
+
+    def sequential(self, steps: int) -> None:
+        """One loop after the other, each measured from a clean allocator."""
+        _reset_peaks(self.dev)
+        for i in range(steps):
+            self.run_eager(i)
+        self.peaks["eager"] = _peaks(self.dev)
+        self._keep_final_eager()
+        self.eager_model = self.eager_opt = None  # freed before the planned loop's arena
+        gc.collect()
+        _reset_peaks(self.dev)
+        self._new_planned_step()
+        for i in range(steps):
+            self.run_planned(i)
+        self.peaks["planned"] = _peaks(self.dev)
+
+    def _keep_final_eager(self) -> None:
+        assert self.eager_model is not None
+        self.final_eager = {k: v.detach().cpu() for k, v in self.eager_model.state_dict().items()}
+
+    def max_abs_diff(self) -> float:
+        """Largest difference over every step's loss and the final parameters and buffers."""
+        final_p = {k: v.detach().cpu() for k, v in self.planned_model.state_dict().items()}
+        diff = 0.0
+        for a, b in zip(self.losses_eager, self.losses_planned, strict=True):
+            diff = max(diff, float((a.double() - b.double()).abs().max()))
+        for k, a in self.final_eager.items():
+            b = final_p[k]
+            if a.numel():
+                diff = max(diff, float((a.double() - b.double()).abs().max()))
+        return diff
 
 
 def _reset_peaks(dev: torch.device) -> None:

@@ -28,14 +28,30 @@ import pickle
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from roam_core.base.errors import ExecutorError
+from roam_core.runtime.arena_runner import ArenaRunner
+from roam_core.runtime.recompute_replay import expand_traced
+from roam_core.runtime.step import (
+    StepState,
+    eager_step,
+    load_arena,
+    prepare_state,
+    run_planned_step,
+)
+from roam_core.trace.optimizers import OptimizerFactory, make_optimizer_factory
+from roam_core.trace.tracer import trace_fx
+
+if TYPE_CHECKING:
+    from roam_core.model.plan import Plan
+    from roam_core.trace.traced_step import TracedStep
 
 __all__ = [
     "Peaks",
+    "Recipe",
     "measure_eager",
     "measure_planned",
     "measure_subprocess",
@@ -60,8 +76,10 @@ def _unpickle_recipe(blob: bytes) -> tuple[Any, ...]:
     return pickle.loads(blob)  # our own bytes, made by pickled_recipe
 
 
-def pickled_recipe(model: Any, example_inputs: Sequence[Any], loss_fn: Any, optimizer: Any,
-                   setting: str, optimizer_kwargs: Mapping[str, Any]) -> Recipe | None:
+def pickled_recipe(model: torch.nn.Module, example_inputs: Sequence[Any],
+                   loss_fn: Callable[[Any], torch.Tensor] | None,
+                   optimizer: str | OptimizerFactory | None, setting: str,
+                   optimizer_kwargs: Mapping[str, Any]) -> Recipe | None:
     """A recipe that rebuilds these objects in a child process, or ``None`` if they do not
     pickle (classes defined in ``__main__``, lambdas...)."""
     try:
@@ -76,11 +94,11 @@ def pickled_recipe(model: Any, example_inputs: Sequence[Any], loss_fn: Any, opti
     return functools.partial(_unpickle_recipe, blob)
 
 
-def _is_meta(model: Any) -> bool:
+def _is_meta(model: torch.nn.Module) -> bool:
     return any(p.is_meta for p in model.parameters())
 
 
-def _cpu_copy(model: Any) -> Any:
+def _cpu_copy(model: torch.nn.Module) -> torch.nn.Module:
     import copy
 
     return copy.deepcopy(model).cpu()
@@ -117,15 +135,13 @@ def _record_one(device: torch.device, snapshot_path: str | None,
         torch.cuda.memory._record_memory_history(enabled=None)
 
 
-def measure_eager(st: Any, loss_fn: Any, steps: int, seed: int,
-                  snapshot_path: str | None = None) -> Peaks:
+def measure_eager(st: StepState, loss_fn: Callable[[Any], torch.Tensor] | None, steps: int,
+                  seed: int, snapshot_path: str | None = None) -> Peaks:
     """Peaks of ``steps`` eager steps after a warm-up step (state from ``prepare_state``).
 
     With ``snapshot_path`` (CUDA), one more step runs under
     ``torch.cuda.memory._record_memory_history`` and its snapshot is written there.
     """
-    from roam_core.runtime.step import eager_step
-
     device = next(iter(st.model.parameters())).device
     eager_step(st, loss_fn, seed)  # warm-up
     if device.type == "cuda":
@@ -143,11 +159,9 @@ def measure_eager(st: Any, loss_fn: Any, steps: int, seed: int,
     return peaks
 
 
-def measure_planned(runner: Any, traced: Any, order: Sequence[str], steps: int,
+def measure_planned(runner: ArenaRunner, traced: TracedStep, order: Sequence[str], steps: int,
                     seed: int, snapshot_path: str | None = None) -> Peaks:
     """Peaks of ``steps`` planned replays after a warm-up replay (arena already loaded)."""
-    from roam_core.runtime.step import run_planned_step
-
     run_planned_step(runner, traced, order, seed, load=None)  # warm-up
     if runner.device.type == "cuda":
         _reset(runner.device)
@@ -168,18 +182,12 @@ def _child(recipe: Recipe, which: str, plan_light: dict[str, Any], device: str, 
            seed: int, check_addresses: bool,
            snapshot_path: str | None) -> tuple[int | None, int | None, float]:
     """Runs in a fresh process: rebuild, re-trace, check the fingerprint, measure."""
-    from roam_core.runtime.arena_runner import ArenaRunner
-    from roam_core.runtime.step import load_arena, prepare_state
-    from roam_core.trace import make_optimizer_factory, trace_fx
-
     model, inputs, loss_fn, optimizer, setting, kw = recipe()
     dev = torch.device(device)
     traced = trace_fx(model, inputs, loss_fn, optimizer, setting=setting, device=dev, **kw)
     if traced.graph.fingerprint() != plan_light["fingerprint"]:
         raise ExecutorError("re-traced graph in the measuring process differs from the plan's")
     if plan_light.get("recompute"):  # the re-runs (and RNG replays) of a recompute plan
-        from roam_core.runtime.recompute_replay import expand_traced
-
         traced = expand_traced(traced, plan_light["recompute"])
     _, factory = make_optimizer_factory(optimizer, setting, **kw)
     st = prepare_state(traced, model, inputs, factory, dev, seed=seed)
@@ -195,9 +203,9 @@ def _child(recipe: Recipe, which: str, plan_light: dict[str, Any], device: str, 
     return p.peak_allocated_bytes, p.peak_reserved_bytes, p.seconds_per_step
 
 
-def measure_subprocess(recipe: Recipe, plan: Any, which: str, *, device: str = "cuda",
-                            steps: int = 1, seed: int = 0, check_addresses: bool = True,
-                            snapshot_path: str | None = None) -> Peaks:
+def measure_subprocess(recipe: Recipe, plan: Plan, which: str, *, device: str = "cuda",
+                       steps: int = 1, seed: int = 0, check_addresses: bool = True,
+                       snapshot_path: str | None = None) -> Peaks:
     """Measure ``which`` (``"eager"`` or ``"planned"``) in a fresh ``spawn`` process.
 
     Meant for CUDA (allocator peaks); on CPU the same path runs and returns only the step

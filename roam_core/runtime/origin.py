@@ -3,7 +3,8 @@
 Graphs traced from the zoo record how they were made (``Graph.origin =
 {"source": "zoo", "model", "batch_size", "seq_len", "setting", "optimizer", "attention"}``).
 :func:`execute_origin` rebuilds that step, re-traces it on the target device, checks the
-fingerprint against the plan, and runs :func:`roam_core.runtime.execute_traced`.
+fingerprint against the plan, and runs
+:func:`roam_core.runtime.execution.execute_traced`.
 
 The model is built on the meta device and given a seeded ``N(0, 0.02)`` init directly on
 the target device (:func:`roam_core.runtime.step.prepare_state`): one copy of the weights
@@ -18,15 +19,17 @@ from __future__ import annotations
 import functools
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roam_core.base.errors import ExecutorError
-from roam_core.runtime import (
-    ExecutionReport,
-    check_fingerprint,
-    execute_traced,
-    resolve_device,
-)
+from roam_core.runtime.device import resolve_device
+from roam_core.runtime.execution import execute_traced
+from roam_core.runtime.plan_checks import check_fingerprint
+from roam_core.runtime.report import ExecutionReport
+
+if TYPE_CHECKING:
+    from roam_core.model.graph import Graph
+    from roam_core.model.plan import Plan
 
 __all__ = ["execute_graph", "execute_origin", "zoo_recipe"]
 
@@ -50,14 +53,14 @@ def _zoo_args(origin: Mapping[str, Any]) -> tuple[Any, ...]:
 def zoo_recipe(origin: Mapping[str, Any]) -> tuple[Any, ...]:
     """Rebuild a zoo step on the meta device: ``(model, inputs, loss_fn, optimizer_factory,
     setting, {})``.  Picklable through ``functools.partial(zoo_recipe, origin)``."""
-    from roam_core.zoo import build_zoo_step
+    from roam_core.zoo.steps import build_zoo_step
 
     name, b, t, setting, opt, attention = _zoo_args(origin)
     step = build_zoo_step(name, b, t, setting, opt, "meta", attention=attention)
     return step.model, step.example_inputs, step.loss_fn, step.optimizer_factory, setting, {}
 
 
-def execute_origin(origin: Mapping[str, Any], plan: Any, *, device: str = "cpu",
+def execute_origin(origin: Mapping[str, Any], plan: Plan, *, device: str = "cpu",
                    steps: int = 1, check_addresses: bool = True, seed: int = 0,
                    strict: bool = False, measure: str = "auto",
                    snapshot_dir: str | None = None) -> ExecutionReport:
@@ -83,7 +86,7 @@ def execute_origin(origin: Mapping[str, Any], plan: Any, *, device: str = "cpu",
     PlanFormatError
         The re-traced graph differs from the plan's (e.g. traced on another device).
     """
-    from roam_core.trace import trace_fx
+    from roam_core.trace.tracer import trace_fx
 
     name, b, _t, setting, _opt, _attention = _zoo_args(origin)
     dev = resolve_device(device)
@@ -99,7 +102,7 @@ def execute_origin(origin: Mapping[str, Any], plan: Any, *, device: str = "cpu",
                           strict=strict, measure=how, recipe=recipe, snapshot_dir=snapshot_dir)
 
 
-def execute_graph(graph: Any, plan: Any, **kwargs: Any) -> ExecutionReport:
+def execute_graph(graph: Graph, plan: Plan, **kwargs: Any) -> ExecutionReport:
     """Execute ``plan`` for a loaded graph (the app's "Verify" button, ``roam execute``).
 
     Checks the plan against ``graph`` first (cheap), then calls :func:`execute_origin` with

@@ -35,16 +35,26 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 
-from roam_core.base.errors import ExecutorError, PlanFormatError, PlanInvalidError
+from roam_core.base.errors import ExecutorError, PlanFormatError
 from roam_core.model.graph import TensorKind
-from roam_core.oracle.validate import check_order
-from roam_core.runtime.arena_runner import ArenaRunner
+from roam_core.runtime.arena_runner import ArenaRunner, RunStats
+from roam_core.runtime.device import resolve_device
+from roam_core.runtime.plan_checks import check_fingerprint, replayed_step
 from roam_core.runtime.scalars import OptimizerScalars, check_supported, fresh_state
+from roam_core.trace.optimizers import make_optimizer_factory
+from roam_core.trace.params import unique_named_buffers, unique_named_parameters
+from roam_core.trace.tracer import trace_fx
+
+if TYPE_CHECKING:
+    from roam_core.model.graph import Graph
+    from roam_core.model.plan import Plan
+    from roam_core.trace.optimizers import OptimizerFactory
+    from roam_core.trace.traced_step import PlaceholderRole, TracedStep
 
 __all__ = ["BatchMismatchError", "PlannedStep"]
 
@@ -111,13 +121,13 @@ class PlannedStep:
     (True, True)
     """
 
-    def __init__(self, model: nn.Module, plan: Any,
+    def __init__(self, model: nn.Module, plan: Plan,
                  loss_fn: Callable[[Any], torch.Tensor] | None = None,
-                 optimizer: Any = None, *, example_inputs: Sequence[Any] | None = None,
-                 device: str | torch.device = "cpu", graph: Any = None, verify: bool = False,
+                 optimizer: str | OptimizerFactory | None = None, *,
+                 example_inputs: Sequence[Any] | None = None,
+                 device: str | torch.device = "cpu", graph: Graph | None = None,
+                 verify: bool = False,
                  cuda_graph: bool = False, **optimizer_kwargs: Any) -> None:
-        from roam_core.runtime import resolve_device
-
         self.model, self.plan, self.loss_fn = model, plan, loss_fn
         self.device = resolve_device(device)
         self.verify = bool(verify)
@@ -136,10 +146,6 @@ class PlannedStep:
 
     # ------------------------------------------------------------------ set-up
     def _setup(self, example_inputs: Sequence[Any]) -> None:
-        from roam_core.runtime import check_fingerprint
-        from roam_core.trace import make_optimizer_factory, trace_fx
-        from roam_core.trace.params import unique_named_buffers, unique_named_parameters
-
         model, dev = self.model, self.device
         named_params = unique_named_parameters(model)
         named_buffers = unique_named_buffers(model)
@@ -150,25 +156,7 @@ class PlannedStep:
                 f"({metas[0]}, ...): give PlannedStep a model with real values (e.g. "
                 "model.to_empty(device=...) and initialise it)")
         # 1. everything that can fail, before anything changes
-        _, factory = make_optimizer_factory(self._optimizer_spec, "steady",
-                                            **self._optimizer_kwargs)
-        traced = trace_fx(model, example_inputs, self.loss_fn, factory, setting="steady",
-                          device=dev)
-        try:
-            check_fingerprint(traced.graph, self.plan)
-        except PlanFormatError as e:
-            raise PlanFormatError(_mismatch(traced, self._graph_hint) or str(e)) from None
-        if getattr(self.plan, "recompute", ()):
-            from roam_core.oracle.validate import check_plan
-            from roam_core.runtime.recompute_replay import expand_traced
-
-            bad = check_plan(traced.graph, self.plan)
-            if bad:
-                raise PlanInvalidError(bad)
-            traced = expand_traced(traced, self.plan.recompute)
-        bad = check_order(traced.graph, self.plan.order)
-        if bad:
-            raise PlanInvalidError(bad)
+        factory, traced = self._traced(example_inputs)
         params = [p for _, p in named_params]
         buffers = [b for _, b in named_buffers]
         opt = factory(params)
@@ -190,37 +178,34 @@ class PlannedStep:
                 "updates a CUDA graph would not replay; use capturable=True or SGD")
         # 2. residents into the arena: parameters, buffers, fresh optimizer state
         roles = list(traced.placeholders)
-        n_p, n_b = len(params), len(buffers)
-        param_of = {r.name: p for r, p in zip(roles[:n_p], params, strict=True)}
-        state_keys: list[tuple[nn.Parameter, str, str]] = []
-        with torch.no_grad():
-            for r, t in zip(roles[:n_p + n_b], params + buffers, strict=True):
-                runner.load_resident(r.node, t.detach())
-            for r in roles[n_p + n_b:]:
-                fake = runner.nodes[r.node].meta["val"]
-                like = torch.zeros(fake.shape, dtype=fake.dtype)
-                if r.kind == TensorKind.OPTIMIZER_STATE:
-                    pname, _, key = r.name.rpartition(":")
-                    p = param_of[pname]
-                    runner.load_resident(r.node, fresh_state(opt, p, key, like))
-                    state_keys.append((p, key, r.node))
-                else:  # batch inputs: filled by every call
-                    runner.load_resident(r.node, like)
-        runner.load_constants()
+        residents = params + buffers
+        state_keys = _load_residents(runner, roles, residents, len(params), opt)
         # 3. the model and the optimizer now hold their arena slots
         with torch.no_grad():
-            for r, t in zip(roles[:n_p + n_b], params + buffers, strict=True):
+            for r, t in zip(roles[:len(residents)], residents, strict=True):
                 t.data = runner.read(r.node)
         for p, key, node in state_keys:
             opt.state[p][key] = runner.read(node)
         self.traced, self.runner, self.program, self.scalars = traced, runner, program, scalars
         self.optimizer = opt
         self._state_keys = state_keys
-        self._residents = [(t, r.node) for r, t in zip(roles[:n_p + n_b], params + buffers,
+        self._residents = [(t, r.node) for r, t in zip(roles[:len(residents)], residents,
                                                        strict=True)]
         self._inputs = [r.node for r in roles if r.kind == TensorKind.INPUT]
         self._example = list(example_inputs)
         self._ready = True
+
+    def _traced(self, example_inputs: Sequence[Any]) -> tuple[OptimizerFactory, TracedStep]:
+        """The optimizer factory and the traced step the plan replays (checked against it)."""
+        _, factory = make_optimizer_factory(self._optimizer_spec, "steady",
+                                            **self._optimizer_kwargs)
+        traced = trace_fx(self.model, example_inputs, self.loss_fn, factory, setting="steady",
+                          device=self.device)
+        try:
+            check_fingerprint(traced.graph, self.plan)
+        except PlanFormatError as e:
+            raise PlanFormatError(_mismatch(traced, self._graph_hint) or str(e)) from None
+        return factory, replayed_step(traced, self.plan)
 
     # ------------------------------------------------------------------ calls
     def _check_batch(self, batch: Sequence[Any]) -> list[torch.Tensor]:
@@ -261,7 +246,7 @@ class PlannedStep:
         self.calls += 1
         # the optimizer stepped (inside the program): tell an LR scheduler, which otherwise
         # warns that its step() came before optimizer.step()
-        self.optimizer._opt_called = True  # type: ignore[union-attr]
+        self.optimizer._opt_called = True  # type: ignore[union-attr]  # set by _setup
         loss = out[0] if isinstance(out, (list, tuple)) else out
         return loss.detach().clone()
 
@@ -324,17 +309,40 @@ class PlannedStep:
         """Bytes of the one arena (parameters, state, batch and every planned tensor)."""
         return int(self.plan.arena_bytes)
 
-    def stats(self) -> Any:
+    def stats(self) -> RunStats:
         """:class:`~roam_core.runtime.arena_runner.RunStats` of the prepared program."""
         p = self.program
-        from roam_core.runtime.arena_runner import RunStats
-
         return RunStats(p.counts["out"], p.counts["factory"], p.counts["fallback"],
                         p.extra_peak, p.extra_total, tuple(p.fallback_targets),
                         p.checked_values)
 
 
-def _mismatch(traced: Any, graph: Any) -> str | None:
+def _load_residents(runner: ArenaRunner, roles: Sequence[PlaceholderRole],
+                    residents: Sequence[torch.Tensor], n_params: int,
+                    opt: torch.optim.Optimizer) -> list[tuple[nn.Parameter, str, str]]:
+    """Copy the parameters and buffers into their slots, fresh optimizer state and zero
+    batch inputs into theirs, then the constants; returns ``(param, state key, node)`` of
+    every optimizer-state slot."""
+    param_of = {r.name: p for r, p in zip(roles[:n_params], residents[:n_params], strict=True)}
+    state_keys: list[tuple[nn.Parameter, str, str]] = []
+    with torch.no_grad():
+        for r, t in zip(roles[:len(residents)], residents, strict=True):
+            runner.load_resident(r.node, t.detach())
+        for r in roles[len(residents):]:
+            fake = runner.nodes[r.node].meta["val"]
+            like = torch.zeros(fake.shape, dtype=fake.dtype)
+            if r.kind == TensorKind.OPTIMIZER_STATE:
+                pname, _, key = r.name.rpartition(":")
+                p = param_of[pname]
+                runner.load_resident(r.node, fresh_state(opt, p, key, like))
+                state_keys.append((p, key, r.node))
+            else:  # batch inputs: filled by every call
+                runner.load_resident(r.node, like)
+    runner.load_constants()
+    return state_keys
+
+
+def _mismatch(traced: TracedStep, graph: Graph | None) -> str | None:
     """What differs between this model's step and the plan's graph, in user terms."""
     if graph is None:
         return None

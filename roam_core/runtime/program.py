@@ -39,7 +39,7 @@ import operator
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
@@ -48,6 +48,9 @@ from torch.utils._pytree import tree_leaves
 from roam_core.base.errors import ExecutorError
 from roam_core.model.graph import Graph, TensorId
 from roam_core.oracle.simulate import lifetimes
+
+if TYPE_CHECKING:  # the runner builds programs: a run-time import would be a cycle
+    from roam_core.runtime.arena_runner import ArenaRunner
 
 __all__ = ["ARANGE", "EMPTY", "FILL_ARG", "FILL_CONST", "LiveSet", "Program", "flat_leaves",
            "flat_outputs", "replace_leaves", "storage_key"]
@@ -141,7 +144,7 @@ class Program:
         outside the arena, misaligned, or overlapping a live storage.
     """
 
-    def __init__(self, runner: Any, order: Sequence[str],
+    def __init__(self, runner: ArenaRunner, order: Sequence[str],
                  scalar_slots: Mapping[str, Sequence[tuple[int, int]]] | None = None, *,
                  check_live: bool = True) -> None:
         self.runner = runner

@@ -29,7 +29,7 @@ import inspect
 import logging
 import operator
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -38,6 +38,9 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from roam_core.base.errors import ExecutorError
 from roam_core.model.graph import Phase, TensorKind
 from roam_core.runtime.program import flat_leaves
+
+if TYPE_CHECKING:
+    from roam_core.trace.traced_step import TracedStep
 
 __all__ = ["FRESH_ZERO_STATE", "OptimizerScalars", "fresh_state"]
 
@@ -158,7 +161,7 @@ class OptimizerScalars:
         :class:`~roam_core.runtime.program.Program`.
     """
 
-    def __init__(self, optimizer: torch.optim.Optimizer, traced: Any,
+    def __init__(self, optimizer: torch.optim.Optimizer, traced: TracedStep,
                  params: Sequence[torch.Tensor], *, device: torch.device | None = None) -> None:
         self.optimizer = optimizer
         self.name = type(optimizer).__name__
@@ -263,7 +266,7 @@ class OptimizerScalars:
         return self.values
 
 
-def _segments(traced: Any) -> dict[str, list[Any]]:
+def _segments(traced: TracedStep) -> dict[str, list[Any]]:
     """Optimizer-phase ATen nodes of each parameter (placeholder name), in program order.
 
     A node belongs to the parameter whose parameter or state placeholders it reads, directly

@@ -15,7 +15,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
@@ -29,6 +29,9 @@ from roam_core.trace.params import (
     unique_named_buffers,
     unique_named_parameters,
 )
+
+if TYPE_CHECKING:
+    from roam_core.trace.traced_step import TracedStep
 
 __all__ = [
     "Comparison",
@@ -99,7 +102,7 @@ def _real_input(x: Any, device: torch.device, gen: torch.Generator) -> Any:
     return torch.zeros(x.shape, dtype=x.dtype, device=device)  # valid token ids / labels
 
 
-def prepare_state(traced: Any, model: nn.Module, example_inputs: Sequence[Any],
+def prepare_state(traced: TracedStep, model: nn.Module, example_inputs: Sequence[Any],
                   factory: Callable[[list[nn.Parameter]], torch.optim.Optimizer],
                   device: str | torch.device, *, seed: int = 0) -> StepState:
     """Real model, optimizer (after the tracer's warm step) and placeholder tensors.
@@ -156,7 +159,7 @@ def eager_step(st: StepState, loss_fn: Callable[[Any], torch.Tensor] | None,
     return loss.detach()
 
 
-def created_state_ids(traced: Any) -> list[str]:
+def created_state_ids(traced: TracedStep) -> list[str]:
     """Optimizer-state storages created inside the step (``roam`` setting), in creation
     order (which is the optimizer's parameter order and state insertion order)."""
     g = traced.graph
@@ -180,8 +183,8 @@ def eager_values(st: StepState, n_created: int) -> list[torch.Tensor]:
     return [t.detach() for t in st.flat] + [t.detach() for t in created]
 
 
-def run_planned_step(runner: ArenaRunner, traced: Any, order: Sequence[str], seed: int,
-                 *, load: StepState | None) -> tuple[torch.Tensor, float]:
+def run_planned_step(runner: ArenaRunner, traced: TracedStep, order: Sequence[str],
+                     seed: int, *, load: StepState | None) -> tuple[torch.Tensor, float]:
     """Run the plan once (loading the resident values first when ``load`` is given).
 
     Returns the loss and the wall time of the step (device synchronised).
@@ -204,7 +207,7 @@ def load_arena(runner: ArenaRunner, st: StepState) -> None:
         runner.load_resident(name, real.detach())
 
 
-def planned_values(runner: ArenaRunner, traced: Any) -> list[torch.Tensor]:
+def planned_values(runner: ArenaRunner, traced: TracedStep) -> list[torch.Tensor]:
     """The slots of every placeholder, then of the optimizer state created in the step."""
     out = [runner.read(r.node) for r in traced.placeholders]
     out.extend(runner.read_storage(t, traced.values) for t in created_state_ids(traced))

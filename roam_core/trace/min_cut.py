@@ -58,12 +58,17 @@ import operator
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
-from roam_core.model.graph import Graph, Phase, TensorId
+from roam_core.base.units import format_bytes
+from roam_core.model.graph import Graph, Phase, TensorId, TensorKind
 from roam_core.model.recompute_ops import LATE_PHASES, recompute_blockers
+from roam_core.trace.params import unique_named_buffers, unique_named_parameters
+
+if TYPE_CHECKING:
+    from roam_core.trace.traced_step import TracedStep
 
 __all__ = ["MIN_CUT_BUDGETS", "MinCutDecision", "MinCutResult", "min_cut_available",
            "min_cut_method", "torch_min_cut"]
@@ -476,14 +481,14 @@ def _forward_joint_nodes(joint: Any, num_fwd_outputs: int) -> list[Any]:
 
 
 # ------------------------------------------------------------------ the baseline
-def torch_min_cut(traced: Any, model: torch.nn.Module, example_inputs: Sequence[Any],
+def torch_min_cut(traced: TracedStep, model: torch.nn.Module, example_inputs: Sequence[Any],
                   loss_fn: Callable[[Any], torch.Tensor] | None = None,
                   budgets: Sequence[float] = MIN_CUT_BUDGETS) -> MinCutResult:
     """torch's min-cut partitioner's decision at each budget, as drop sets of roam's graph.
 
     Parameters
     ----------
-    traced : roam_core.trace.TracedStep
+    traced : TracedStep
         roam's trace of the same step (:func:`roam_core.trace.trace_fx`).
     model : nn.Module
         The model traced (real or meta parameters; only shapes matter).
@@ -500,8 +505,6 @@ def torch_min_cut(traced: Any, model: torch.nn.Module, example_inputs: Sequence[
         ``reason`` says why the baseline is not applicable (torch lacks the APIs, AOT
         autograd cannot trace the model, or its graph does not map onto roam's).
     """
-    from roam_core.trace.params import unique_named_buffers, unique_named_parameters
-
     apis = _apis()
     if isinstance(apis, str):
         return MinCutResult(reason=apis)
@@ -521,36 +524,60 @@ def torch_min_cut(traced: Any, model: torch.nn.Module, example_inputs: Sequence[
     return _map(graph, traced, part, list(budgets))
 
 
-def _map(graph: Graph, traced: Any, part: _Partition, budgets: list[float]) -> MinCutResult:
-    from roam_core.base.units import format_bytes
-    from roam_core.model.graph import TensorKind
-
-    gm = traced.gm
+def _map(graph: Graph, traced: TracedStep, part: _Partition,
+         budgets: list[float]) -> MinCutResult:
+    """torch's decisions as drop sets of ``graph``, or why they do not map onto it."""
     phase = {op.id: op.phase for op in graph.ops}
-    rnodes = [n for n in gm.graph.nodes if n.op == "call_function"
+    rnodes = [n for n in traced.gm.graph.nodes if n.op == "call_function"
               and n.target is not operator.getitem and phase.get(n.name) in _EARLY]
     anodes = [n for n in _forward_joint_nodes(part.joint, part.num_fwd_outputs)
               if n.target is not operator.getitem]
-    # placeholders: roam (params, buffers, optimizer state, inputs) vs AOT (params, buffers,
-    # inputs, tangents)
-    rph = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    aph = [n for n in part.joint.graph.nodes if n.op == "placeholder"
-           and not str(n.target).startswith("tangents")]
-    roles = [r.kind for r in traced.placeholders]
-    r_keep = [n for n, k in zip(rph, roles, strict=True)
-              if k is not TensorKind.OPTIMIZER_STATE]
-    pairs: dict[Any, Any] = {}
-    if len(r_keep) == len(aph):
-        pairs = dict(zip(r_keep, aph, strict=True))
+    pairs, unpaired = _placeholder_pairs(traced, part)
     m = _Matcher(rnodes, anodes, pairs)
     m.match()
     matched = sum(1 for n in rnodes if n in m.r2a or n in m.absorbed)
     base = MinCutResult(matched_ops=matched, forward_ops=len(rnodes),
                         joint_forward_nodes=len(anodes))
     if not pairs:
-        return _na(base, f"the joint graph has {len(aph)} inputs, roam's step "
-                         f"{len(r_keep)} parameters, buffers and inputs")
-    # roam forward storages the backward reads must come from matched ops
+        return _na(base, unpaired)
+    late_read = _late_read(graph, phase)
+    copies = _clone_holders(rnodes, m)
+    unmatched = _unmatched_late_reads(graph, traced, m, late_read, copies)
+    if unmatched:
+        ex = ", ".join(f"{graph.tensors[s].producer} ({graph.op(graph.tensors[s].producer).target})"
+                       for s in unmatched[:4])
+        return _na(base, f"{len(unmatched)} forward storages the backward reads come from ops "
+                         f"the joint graph does not match (e.g. {ex})")
+    notes = [f"{min_cut_method(b)}: the partitioner failed ({err[:200]})"
+             for b, err in part.failed.items()]
+    decisions = _decisions(graph, phase, m, part, budgets, late_read, copies, notes)
+    if matched < len(rnodes):
+        notes.append(f"{len(rnodes) - matched} of {len(rnodes)} roam forward ops have no "
+                     "verified joint-graph counterpart (views and copies functionalization "
+                     "adds or removes); no storage the backward reads comes from them")
+    return MinCutResult(tuple(decisions), None, matched, len(rnodes), len(anodes),
+                        tuple(notes))
+
+
+def _placeholder_pairs(traced: TracedStep, part: _Partition) -> tuple[dict[Any, Any], str]:
+    """roam's placeholders (parameters, buffers, optimizer state, inputs) paired with AOT's
+    (parameters, buffers, inputs, tangents), the optimizer state and tangents left out
+    (none when the counts differ), and the counts in words."""
+    rph = [n for n in traced.gm.graph.nodes if n.op == "placeholder"]
+    aph = [n for n in part.joint.graph.nodes if n.op == "placeholder"
+           and not str(n.target).startswith("tangents")]
+    roles = [r.kind for r in traced.placeholders]
+    r_keep = [n for n, k in zip(rph, roles, strict=True)
+              if k is not TensorKind.OPTIMIZER_STATE]
+    counts = (f"the joint graph has {len(aph)} inputs, roam's step "
+              f"{len(r_keep)} parameters, buffers and inputs")
+    if len(r_keep) == len(aph):
+        return dict(zip(r_keep, aph, strict=True)), counts
+    return {}, counts
+
+
+def _late_read(graph: Graph, phase: dict[str, Phase]) -> dict[TensorId, None]:
+    """roam's forward and loss storages that the backward or the optimizer reads."""
     late_read: dict[TensorId, None] = {}
     for op in graph.ops:
         if op.phase in LATE_PHASES:
@@ -559,29 +586,45 @@ def _map(graph: Graph, traced: Any, part: _Partition, budgets: list[float]) -> M
                 t = graph.tensors[s]
                 if t.producer is not None and phase[t.producer] in _EARLY and t.size_bytes:
                     late_read[s] = None
-    node_of = {n.name: n for n in gm.graph.nodes}
-    # roam-only copies: eager autograd clones a value before an in-place op overwrites it
-    # (MobileNet's ReLU6(inplace=True): clone -> hardtanh_); the clone holds the value the
-    # functional joint graph names by the original node
+    return late_read
+
+
+def _clone_holders(rnodes: list[Any], m: _Matcher) -> dict[Any, list[Any]]:
+    """roam-only copies, by the matched node whose value they hold.
+
+    Eager autograd clones a value before an in-place op overwrites it (MobileNet's
+    ReLU6(inplace=True): clone -> hardtanh_); the clone holds the value the functional joint
+    graph names by the original node.
+    """
     copies: dict[Any, list[Any]] = {}
     for n in rnodes:
         if n not in m.r2a and _name(n.target) == "clone" and n.all_input_nodes:
             src = m.resolve_r(n.all_input_nodes[0])
             if src is not None:
                 copies.setdefault(src, []).append(n)
+    return copies
+
+
+def _unmatched_late_reads(graph: Graph, traced: TracedStep, m: _Matcher,
+                          late_read: dict[TensorId, None],
+                          copies: dict[Any, list[Any]]) -> list[TensorId]:
+    """Storages the backward reads whose producer (or a view of them) matches nothing."""
+    node_of = {n.name: n for n in traced.gm.graph.nodes}
     copy_nodes = {c for cs in copies.values() for c in cs}
     values_of: dict[TensorId, list[str]] = {}
     for a in graph.aliases:
         values_of.setdefault(a.storage, []).append(a.id)
-    unmatched = [s for s in late_read
-                 if node_of[graph.tensors[s].producer] not in m.r2a
-                 and node_of[graph.tensors[s].producer] not in copy_nodes
-                 and not any(node_of.get(v) in m.r2a for v in values_of.get(s, ()))]
-    if unmatched:
-        ex = ", ".join(f"{graph.tensors[s].producer} ({graph.op(graph.tensors[s].producer).target})"
-                       for s in unmatched[:4])
-        return _na(base, f"{len(unmatched)} forward storages the backward reads come from ops "
-                         f"the joint graph does not match (e.g. {ex})")
+    return [s for s in late_read
+            if node_of[graph.tensors[s].producer] not in m.r2a
+            and node_of[graph.tensors[s].producer] not in copy_nodes
+            and not any(node_of.get(v) in m.r2a for v in values_of.get(s, ()))]
+
+
+def _decisions(graph: Graph, phase: dict[str, Phase], m: _Matcher, part: _Partition,
+               budgets: list[float], late_read: dict[TensorId, None],
+               copies: dict[Any, list[Any]], notes: list[str]) -> list[MinCutDecision]:
+    """One decision per budget whose saved values all map onto roam's graph (the others get
+    a note, as do storages roam's rules keep)."""
     a_name = {n.name: n for n in part.joint.graph.nodes}
     why = recompute_blockers(graph)
     outputs = set(graph.outputs)  # the loss: a user output, never "saved"
@@ -589,32 +632,12 @@ def _map(graph: Graph, traced: Any, part: _Partition, budgets: list[float]) -> M
                       and phase[t.producer] in _EARLY and t.size_bytes
                       and t.id not in outputs]
     decisions: list[MinCutDecision] = []
-    notes: list[str] = []
     ruled_notes: dict[tuple[int, int, str], list[str]] = {}
-    for b, err in part.failed.items():
-        notes.append(f"{min_cut_method(b)}: the partitioner failed ({err[:200]})")
     fl = {op.id: (op.flops or 0) for op in graph.ops}
     for b in budgets:
         if b not in part.saved:
             continue
-        keep: set[TensorId] = set()
-        lost: list[str] = []
-        saved_bytes = 0
-        for name in part.saved[b]:
-            an = a_name.get(name)
-            tgt = m.resolve_a(an) if an is not None else None
-            if tgt is None and _mutated_buffer_value(graph, m, an):
-                continue
-            if tgt is None:
-                lost.append(name)
-                continue
-            if an.op != "placeholder" and tgt.op != "placeholder":
-                saved_bytes += _val_bytes(an.meta.get("val"))
-            rn = m.ph_a2r[tgt] if tgt.op == "placeholder" else m.a2r[tgt]
-            for holder in ([] if tgt.op == "placeholder" else [rn]) + copies.get(rn, []):
-                s = _storage_of_node(graph, holder.name)
-                if s is not None:
-                    keep.add(s)
+        keep, lost, saved_bytes = _kept_storages(graph, m, a_name, copies, part.saved[b])
         if lost:
             notes.append(f"{min_cut_method(b)}: {len(lost)} saved values do not map onto "
                          f"roam's graph (e.g. {', '.join(lost[:4])}); skipped")
@@ -646,12 +669,33 @@ def _map(graph: Graph, traced: Any, part: _Partition, budgets: list[float]) -> M
         notes.append(f"{', '.join(methods)}: {n} storages ({format_bytes(nbytes)}) the "
                      f"partitioner recomputes are kept by roam's rules (e.g. their producer "
                      f"{reason})")
-    if matched < len(rnodes):
-        notes.append(f"{len(rnodes) - matched} of {len(rnodes)} roam forward ops have no "
-                     "verified joint-graph counterpart (views and copies functionalization "
-                     "adds or removes); no storage the backward reads comes from them")
-    return MinCutResult(tuple(decisions), None, matched, len(rnodes), len(anodes),
-                        tuple(notes))
+    return decisions
+
+
+def _kept_storages(graph: Graph, m: _Matcher, a_name: dict[str, Any],
+                   copies: dict[Any, list[Any]], saved: list[str],
+                   ) -> tuple[set[TensorId], list[str], int]:
+    """The roam storages holding the values torch saves, the saved values that map onto no
+    roam value, and the saved bytes (parameters, buffers and inputs left out)."""
+    keep: set[TensorId] = set()
+    lost: list[str] = []
+    saved_bytes = 0
+    for name in saved:
+        an = a_name.get(name)
+        tgt = m.resolve_a(an) if an is not None else None
+        if tgt is None and _mutated_buffer_value(graph, m, an):
+            continue
+        if tgt is None:
+            lost.append(name)
+            continue
+        if an.op != "placeholder" and tgt.op != "placeholder":
+            saved_bytes += _val_bytes(an.meta.get("val"))
+        rn = m.ph_a2r[tgt] if tgt.op == "placeholder" else m.a2r[tgt]
+        for holder in ([] if tgt.op == "placeholder" else [rn]) + copies.get(rn, []):
+            s = _storage_of_node(graph, holder.name)
+            if s is not None:
+                keep.add(s)
+    return keep, lost, saved_bytes
 
 
 def _na(base: MinCutResult, reason: str) -> MinCutResult:

@@ -21,13 +21,16 @@ from __future__ import annotations
 
 import json
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from roam_core.base.errors import TraceError
+
+if TYPE_CHECKING:
+    from roam_core.trace.traced_step import TracedStep
 
 __all__ = ["HEADS", "hf_model_from_config", "hf_step", "trace_hf"]
 
@@ -150,13 +153,14 @@ def hf_step(config: Any, batch_size: int, seq_len: int | None = None, *,
 
 def trace_hf(config: Any, batch_size: int, seq_len: int | None, *, head: str = "causal-lm",
              setting: str = "steady", optimizer: str | None = None,
-             **overrides: Any) -> Any:
+             **overrides: Any) -> TracedStep:
     """Trace one training step of an HF model built from a config; returns a TracedStep.
 
     ``Graph.origin`` is ``{"source": "custom", "builder": "hf", "hf_config": {...}, ...}``
     so the model can be rebuilt with :func:`hf_model_from_config`.
     """
-    from roam_core.trace import make_optimizer_factory, trace_fx
+    from roam_core.trace.optimizers import make_optimizer_factory
+    from roam_core.trace.tracer import trace_fx
 
     tf = _transformers()
     wrapped, inputs, loss_fn = hf_step(config, batch_size, seq_len, head=head, **overrides)

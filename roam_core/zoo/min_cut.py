@@ -9,10 +9,13 @@ onto it.  Other graphs get "not applicable" with the reason.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roam_core.model.graph import Graph
 from roam_core.trace.min_cut import MIN_CUT_BUDGETS, MinCutResult, min_cut_available, torch_min_cut
+
+if TYPE_CHECKING:
+    from roam_core.trace.traced_step import TracedStep
 
 __all__ = ["NOT_ZOO", "min_cut_baselines", "zoo_min_cut"]
 
@@ -22,7 +25,7 @@ NOT_ZOO = ("the graph is not a zoo model's trace: torch's partitioner needs the 
 
 
 def zoo_min_cut(graph: Graph, budgets: Sequence[float] = MIN_CUT_BUDGETS,
-                traced: Any = None) -> MinCutResult:
+                traced: TracedStep | None = None) -> MinCutResult:
     """torch's min-cut decision at each budget for a zoo graph, as roam drop sets.
 
     Parameters
@@ -41,8 +44,9 @@ def zoo_min_cut(graph: Graph, budgets: Sequence[float] = MIN_CUT_BUDGETS,
         the current tracer does not reproduce, torch without the partitioner, a mapping
         that fails).
     """
-    from roam_core.trace import trace_fx
-    from roam_core.zoo import ZOO, build_zoo_step
+    from roam_core.trace.tracer import trace_fx
+    from roam_core.zoo.registry import ZOO
+    from roam_core.zoo.steps import build_zoo_step
 
     why = min_cut_available()
     if why is not None:
@@ -73,7 +77,7 @@ def zoo_min_cut(graph: Graph, budgets: Sequence[float] = MIN_CUT_BUDGETS,
 
 
 def min_cut_baselines(graph: Graph, budgets: Sequence[float] = MIN_CUT_BUDGETS,
-                      traced: Any = None
+                      traced: TracedStep | None = None
                       ) -> tuple[MinCutResult, dict[str, tuple[Any, ...]], list[str]]:
     """torch's min-cut decisions as the frontier's extra baselines.
 

@@ -12,16 +12,9 @@ from typing import Any
 
 import torch
 
-from roam_core.zoo import (
-    ZOO,
-    _ce_labels,
-    _lm_same,
-    _lm_shifted,
-    _SelfSupervised,
-    _Supervised,
-    build_model,
-)
+from roam_core.zoo import ZOO, build_model
 from roam_core.zoo.cnn import ResNet50
+from roam_core.zoo.steps import _ce_labels, _lm_same, _lm_shifted, _SelfSupervised, _Supervised
 from roam_core.zoo.transformer import GPT2, GPT2Config, Roberta, VisionTransformer
 
 Case = tuple[torch.nn.Module, list[Any], Any, str]

@@ -16,7 +16,7 @@ from roam_core.runtime import arena_runner as arena_mod
 from roam_core.runtime import execute_traced
 from roam_core.runtime.arena_runner import same_strides
 from roam_core.trace import trace_fx
-from roam_core.zoo import _ce_labels, _lm_shifted, _SelfSupervised, _Supervised
+from roam_core.zoo.steps import _ce_labels, _lm_shifted, _SelfSupervised, _Supervised
 from roam_core.zoo.transformer import GPT2, GPT2Config, VisionTransformer
 from tests.roam_core.exec_helpers import first_fit_plan, random_order
 
