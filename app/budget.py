@@ -23,8 +23,8 @@ from dash.exceptions import PreventUpdate
 
 from app import ids, lazy, state
 from app.analysis import fmt_bytes
-from app.planning import PlanSettings
-from roam_core.base.errors import RoamError
+from app.planning import PlanSettings, settings_from_form
+from roam_core.base.errors import ConfigError, RoamError
 
 __all__ = ["BASELINE_LABELS", "card", "frontier", "frontier_figure", "frontier_key",
            "frontier_rows", "method_label", "register"]
@@ -328,7 +328,8 @@ def stores() -> list[Any]:
 
 
 def _settings(method: Any, tl: Any, nl: Any, w: Any, al: Any) -> PlanSettings:
-    return PlanSettings("roam", float(tl or 1), int(nl or 1), int(w or 1), int(al or 1))
+    """The form's settings for roam (the frontier is roam's, whatever the Plan method)."""
+    return settings_from_form("roam", tl, nl, w, al)
 
 
 def frontier_job(set_progress: Any, n: int | None, graph: dict | None, budgets: Any,
@@ -360,8 +361,14 @@ def render_frontier(result: dict | None, graph: dict | None, plan: str | None, b
     (figure, table rows, the planner's notes)."""
     if not graph:
         raise PreventUpdate
-    key = result["key"] if result and result.get("graph") == graph["key"] else frontier_key(
-        graph["key"], _settings(method, tl, nl, w, al), int(budgets or 8), bool(min_cut))
+    if result and result.get("graph") == graph["key"]:
+        key = result["key"]
+    else:
+        try:
+            key = frontier_key(graph["key"], _settings(method, tl, nl, w, al),
+                               int(budgets or 8), bool(min_cut))
+        except ConfigError:  # the settings message says why; no frontier has these settings
+            return frontier_figure(None), [], []
     rec = state.get_json(key)
     if rec is None:
         return frontier_figure(None), [], []

@@ -22,7 +22,7 @@ from dash.exceptions import PreventUpdate
 
 from app import analysis, extra_views, ids, layout, lazy, services, verify
 from app.analysis import expand_node, search
-from app.planning import PlanSettings
+from app.planning import PlanSettings, settings_from_form
 from app.state import get_graph, get_plan
 from roam_core.base.errors import ConfigError, RoamError
 
@@ -46,16 +46,8 @@ _PLAN_RESULT, _IMPORT_RESULT = ids.PLAN_RESULT, ids.IMPORT_RESULT
 
 
 def _settings(method: str, tl: float, nl: int, w: int, al: int) -> PlanSettings:
-    """The settings from the form; ``ConfigError`` (in words) when they are not usable."""
-    def num(v: Any, default: float) -> float:
-        return default if v is None or v == "" else float(v)
-
-    s = PlanSettings(method or "roam", num(tl, 1.0), int(num(nl, 1)), int(num(w, 1)),
-                     int(num(al, 1)))
-    bad = s.problems()
-    if bad:
-        raise ConfigError("; ".join(bad))
-    return s
+    """The settings from the form (:func:`app.planning.settings_from_form`)."""
+    return settings_from_form(method, tl, nl, w, al)
 
 
 def settings_message(method: str, tl: float, nl: int, w: int, al: int) -> str:

@@ -24,7 +24,7 @@ from dash.exceptions import PreventUpdate
 
 from app import ids, lazy, services, state
 from app.analysis import fmt_bytes
-from app.planning import PlanSettings
+from app.planning import PlanSettings, settings_from_form
 from roam_core.base.errors import ConfigError, RoamError
 from roam_core.planner.whatfits import FIT_METHODS, FitRow, largest_fitting, method_label
 
@@ -266,8 +266,8 @@ def fit_job(set_progress: Any, n: int | None, model: str | None, batches: Any, s
     """Background: the sweep, with progress."""
     if not n or not model:
         raise PreventUpdate
-    s = PlanSettings("roam", float(tl or 1), int(nl or 1), int(w or 1), int(al or 1))
     try:
+        s = settings_from_form("roam", tl, nl, w, al)
         bs = parse_ints(batches, "batch sizes")
         ts: list[int | None] = list(parse_ints(seqs, "sequence lengths")) or [None]
         rows = sweep(model, bs, ts, s, lambda d, t, msg: set_progress((d, t, msg)))

@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from roam_core.base.errors import ConfigError
 from roam_core.model.graph import Graph, OpId
 from roam_core.model.plan import Plan
 from roam_core.oracle.allocator_sim import Block
@@ -24,6 +25,7 @@ __all__ = [
     "baseline_layout",
     "baseline_order",
     "run_planner",
+    "settings_from_form",
 ]
 
 _logger = logging.getLogger(__name__)
@@ -70,6 +72,42 @@ class PlanSettings:
         if self.alignment_bytes < 1:
             out.append(f"alignment must be at least 1 byte (got {self.alignment_bytes})")
         return out
+
+
+#: A number field of the plan-settings form as Dash sends it (empty: ``None`` or ``""``).
+FormNumber = float | int | str | None
+
+
+def settings_from_form(method: str | None, time_limit: FormNumber, node_limit: FormNumber,
+                       workers: FormNumber, alignment: FormNumber) -> PlanSettings:
+    """The plan-settings form as :class:`PlanSettings`: the one parser of that form.
+
+    An empty field takes 1 (and an empty method ``"roam"``); the Plan card, the Budget view
+    and What fits all read the form through this function.
+
+    Raises
+    ------
+    ConfigError
+        Saying, in words, what is wrong (:meth:`PlanSettings.problems`).
+
+    Examples
+    --------
+    >>> settings_from_form("eager", 2.5, 60, None, "512")
+    PlanSettings(method='eager', time_limit_s=2.5, node_limit=60, workers=1, alignment_bytes=512)
+    >>> settings_from_form(None, 0, 60, 1, 512)
+    Traceback (most recent call last):
+    ...
+    roam_core.base.errors.ConfigError: time limit must be more than 0 s (got 0 s)
+    """
+    def number(value: FormNumber) -> float:
+        return 1.0 if value is None or value == "" else float(value)
+
+    settings = PlanSettings(method or "roam", number(time_limit), int(number(node_limit)),
+                            int(number(workers)), int(number(alignment)))
+    bad = settings.problems()
+    if bad:
+        raise ConfigError("; ".join(bad))
+    return settings
 
 
 def run_planner(graph: Graph, settings: PlanSettings,

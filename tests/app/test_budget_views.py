@@ -245,3 +245,25 @@ def test_snapshot_upload_refuses_a_pickle_with_a_class(cache_dir: Path) -> None:
         b"x" * (snapshot_view.MAX_SNAPSHOT_UPLOAD_BYTES + 10)).decode()
     _, msg, _ = run(snapshot_view.on_snapshot_upload, snapshot_view.SNAP_UPLOAD, big, big, "b")
     assert "upload limit" in msg
+
+
+def test_the_plan_settings_form_is_read_one_way_everywhere(cache_dir: Path) -> None:
+    """The Plan card, the Budget view and What fits read the form with one parser: the same
+    settings from the same values, the same words for a bad value."""
+    from app import callbacks
+    from app.planning import settings_from_form
+
+    form = ("roam", 2, 60, None, 512)
+    assert callbacks._settings(*form) == budget._settings(*form) == settings_from_form(*form)
+    assert budget._settings("eager", 2, 60, 1, 512).method == "roam"  # roam's frontier
+    words = "time limit must be more than 0 s (got -5 s)"
+    assert callbacks.settings_message("roam", -5, 60, 1, 512) == f"Settings: {words}"
+    _, msg = fit.fit_job(print, 1, "mlp", "1", "", -5, 60, 1, 512)
+    assert msg == f"Sweep failed: {words}"
+    gk = state.put_graph(two_param_step())
+    _, msg = budget.frontier_job(print, 1, {"key": gk}, 8, [], "roam", -5, 60, 1, 512)
+    assert msg == f"Frontier failed: {words}"
+    fig, rows, notes = budget.render_frontier(None, {"key": gk}, None, 8, [], "roam", -5, 60,
+                                              1, 512)
+    assert (rows, notes) == ([], [])
+    assert fig.layout.title.text.startswith("No frontier yet")
