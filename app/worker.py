@@ -1,6 +1,7 @@
 """Celery entry point (only with ``REDIS_URL``): ``celery -A app.worker worker``."""
 
-from app import create_app
+from app.factory import create_app
 
 dash_app = create_app(plan_on_start=False)
-celery_app = dash_app.roam_celery  # type: ignore[attr-defined]
+# set by create_app when REDIS_URL is set (Dash has no typed slot for it)
+celery_app = dash_app.roam_celery  # type: ignore[attr-defined]  # a new attribute on Dash

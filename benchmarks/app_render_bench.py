@@ -23,6 +23,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -92,18 +93,43 @@ def _graph(path: str | None) -> Any:
     return load_graph(cached)
 
 
+def _app_api() -> SimpleNamespace:
+    """The app functions this benchmark calls, from either module layout: ``--before`` may
+    serve a checkout whose app predates ``app/views`` (the flat ``app.services``)."""
+    try:
+        from app.analysis.planner import run_planner
+        from app.analysis.settings import PlanSettings
+        from app.core import state
+        from app.views.curves import data as curves
+        from app.views.layouts import data as layouts
+        from app.views.page import warm
+        from app.views.timeline import data as timeline
+    except ImportError:
+        from app import planning, services, state  # type: ignore[attr-defined]  # old layout
+        return SimpleNamespace(
+            PlanSettings=planning.PlanSettings, run_planner=planning.run_planner, state=state,
+            memos=(services._curves, services._timeline, services._layouts),
+            curves_figure=services.curves_figure, timeline_fig=services.timeline_fig,
+            layout_figures=services.layout_figures, warm=services.warm)
+    return SimpleNamespace(
+        PlanSettings=PlanSettings, run_planner=run_planner, state=state,
+        memos=(curves._curves, timeline._timeline, layouts._layouts),
+        curves_figure=curves.curves_figure, timeline_fig=timeline.timeline_fig,
+        layout_figures=layouts.layout_figures, warm=warm)
+
+
 def _plan(graph: Any, method: str, time_limit_s: float) -> tuple[Any, float, str]:
-    from app import planning
     from roam_core.formats.plan_io import load_plan, save_plan
 
-    settings = planning.PlanSettings(method=method, time_limit_s=time_limit_s)
+    api = _app_api()
+    settings = api.PlanSettings(method=method, time_limit_s=time_limit_s)
     how = f"roam_core.planner.make_plan(method={method!r})"
     cached = Path(tempfile.gettempdir()) / (
         f"roam-bench-plan-{graph.name}-{method}-{time_limit_s:g}.json.gz")
     if cached.exists():  # planning GPT2-XL takes ~20 s: reuse the last run's plan
         return load_plan(cached, graph), float("nan"), how + " (cached from an earlier run)"
     t0 = time.perf_counter()
-    plan = planning.run_planner(graph, settings)
+    plan = api.run_planner(graph, settings)
     plan_s = time.perf_counter() - t0
     save_plan(plan, cached)
     return plan, plan_s, how
@@ -243,16 +269,17 @@ def _server_main(args: argparse.Namespace) -> int:
         sys.path.insert(0, str(Path(args.app_root).resolve()))
     import flask
 
-    from app import create_app, services, state
-    from app.planning import PlanSettings
+    from app import create_app
     from roam_core.formats.graph_io import save_graph
 
+    api = _app_api()
+    state = api.state
     graph = _graph(args.graph)
     plan, plan_s, how = _plan(graph, args.method, args.time_limit)
     cache = tempfile.mkdtemp(prefix="roam-bench-")
     state.configure(cache)
     gk = state.put_graph(graph)
-    settings = PlanSettings(method=args.method, time_limit_s=args.time_limit)
+    settings = api.PlanSettings(method=args.method, time_limit_s=args.time_limit)
     pk = state.plan_key(gk, settings.as_dict())
     state.put_plan(plan, pk)
     gfile = Path(cache) / "graph.json.gz"
@@ -262,15 +289,15 @@ def _server_main(args: argparse.Namespace) -> int:
                      startup_method=args.method)
     start_s = time.perf_counter() - t0
     py = {}
-    for memo in (services._curves, services._timeline, services._layouts):
+    for memo in api.memos:
         memo.cache_clear()  # measure a cold build (derived data stays memoised)
-    for name, fn in (("curves", lambda: services.curves_figure(gk, pk, "eager", None, None)),
-                     ("timeline", lambda: services.timeline_fig(gk, pk, "eager", None, None)),
-                     ("layouts", lambda: services.layout_figures(gk, pk, "eager", None, None))):
+    for name, fn in (("curves", lambda: api.curves_figure(gk, pk, "eager", None, None)),
+                     ("timeline", lambda: api.timeline_fig(gk, pk, "eager", None, None)),
+                     ("layouts", lambda: api.layout_figures(gk, pk, "eager", None, None))):
         t1 = time.perf_counter()
         fn()
         py[name] = time.perf_counter() - t1
-    services.warm(gk, pk)  # the memos as create_app leaves them
+    api.warm(gk, pk)  # the memos as create_app leaves them
     _instrument(app)
 
     @app.server.route("/_bench/calls")

@@ -47,8 +47,8 @@ def test_wheel_carries_the_app_assets_and_samples(wheel: Path) -> None:
 def test_the_installed_app_finds_its_css_and_samples(wheel: Path, tmp_path: Path) -> None:
     site = tmp_path / "site"
     zipfile.ZipFile(wheel).extractall(site)
-    code = ("import app, app.services as s; "
-            "print(app.ASSETS / 'roam.css'); print(len(s.sample_options(s.SAMPLE_DIR)))\n"
+    code = ("import app, app.core.paths as p, app.views.loading.data as s; "
+            "print(app.ASSETS / 'roam.css'); print(len(s.sample_options(p.SAMPLE_DIR)))\n"
             "assert (app.ASSETS / 'roam.css').is_file()")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True,
                          text=True, env={"PYTHONPATH": str(site), "PATH": ""}, timeout=120)

@@ -23,11 +23,11 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--
 @pytest.fixture
 def cache_dir(tmp_path: Path) -> Iterator[Path]:
     """A private app cache for one test (restores the environment afterwards)."""
-    from app import services, state
+    from app.core import memo, state
 
     old = os.environ.get("ROAM_CACHE_DIR")
     d = state.configure(tmp_path / "cache")
-    services.clear_caches()
+    memo.clear_caches()
     yield d
     os.environ.pop("ROAM_CACHE_DIR", None)
     if old is not None:
@@ -73,7 +73,20 @@ def app_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, 
 @pytest.fixture
 def app_url(app_server: tuple[str, str]) -> str:
     """URL of the shared app, its cache re-selected (unit tests may have switched it)."""
-    from app import state
+    from app.core import state
 
     state.configure(app_server[1])
     return app_server[0]
+
+
+@pytest.fixture
+def planned(cache_dir: Path) -> dict[str, Any]:
+    """A stand-in plan with a task tree, stored: ``graph`` (the store's value), ``plan``
+    (its key) and ``text`` (its JSON)."""
+    from app.core import state
+    from roam_core.formats import plan_io
+    from tests.app.helpers import planned_with_tree
+
+    graph, plan = planned_with_tree()
+    return {"graph": {"key": state.put_graph(graph), "name": graph.name},
+            "plan": state.put_plan(plan), "text": plan_io.dumps_plan(plan)}

@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
+from collections.abc import Callable
+from contextvars import copy_context
+from typing import Any
 
 import numpy as np
+from dash._callback_context import context_value
+from dash._utils import AttributeDict
 
-from app.analysis import LayoutView
-from app.planning import PlanSettings, run_planner
+from app.analysis.layout_view import LayoutView
+from app.analysis.planner import run_planner
+from app.analysis.settings import PlanSettings
+from app.core import state
 from roam_core.model.graph import Graph
 from roam_core.model.plan import Plan
 from roam_core.model.samples import tiny_train_step
@@ -57,3 +65,26 @@ def trace_values(values: object) -> np.ndarray:
     if isinstance(values, dict) and "bdata" in values:
         return np.frombuffer(base64.b64decode(values["bdata"]), dtype=values["dtype"])
     return np.asarray(values)
+
+
+def run(fn: Callable[..., Any], trigger: str | dict, value: Any, *args: Any) -> Any:
+    """Call a callback as Dash would after ``trigger`` changed to ``value``."""
+    prop = (json.dumps(trigger, separators=(",", ":")) if isinstance(trigger, dict)
+            else trigger) + ".data"
+
+    def call() -> Any:
+        context_value.set(AttributeDict(triggered_inputs=[{"prop_id": prop, "value": value}]))
+        return fn(*args)
+
+    return copy_context().run(call)
+
+
+def data_url(raw: bytes) -> str:
+    """What a ``dcc.Upload`` delivers for a file of bytes ``raw``."""
+    return "data:application/octet-stream;base64," + base64.b64encode(raw).decode()
+
+
+def put_planned() -> tuple[str, str]:
+    """:func:`planned_with_tree` stored in the app's cache: ``(graph key, plan key)``."""
+    graph, plan = planned_with_tree()
+    return state.put_graph(graph), state.put_plan(plan)

@@ -1,9 +1,9 @@
 """A slow planner for the browser tests, installed inside the app's job processes.
 
-Jobs are forked from a fork server (``app.jobs``) that never sees a test's monkeypatches, so
+Jobs are forked from a fork server (``app.core.jobs``) that never sees a test's monkeypatches, so
 a test asks for the slow planner through the app's cache instead: :func:`slow_planner`
 writes the request, and every job imports :mod:`tests.app.job_hook` (the app server of the
-tests passes it as ``job_hooks``), which wraps ``app.planning.run_planner`` with
+tests passes it as ``job_hooks``), which wraps ``app.analysis.planner.run_planner`` with
 :func:`_slow_when_asked`.  Planning on load (no cancel callback) stays the real planner.
 """
 
@@ -23,7 +23,7 @@ HOOK = "tests.app.job_hook"
 def slow_planner(delay_s: float, then_real: bool) -> Iterator[None]:
     """While inside, jobs plan slowly: ``delay_s`` of polling the cancel flag, then the real
     planner (``then_real``) or a failure (the job should have been cancelled)."""
-    from app import state
+    from app.core import state
 
     state.put_json(KEY, {"delay_s": delay_s, "then_real": then_real})
     try:
@@ -33,10 +33,10 @@ def slow_planner(delay_s: float, then_real: bool) -> Iterator[None]:
 
 
 def install() -> None:
-    """Wrap ``app.planning.run_planner`` in this (job) process."""
-    from app import planning
+    """Wrap ``app.analysis.planner.run_planner`` in this (job) process."""
+    from app.analysis import planner
 
-    real = planning.run_planner
+    real = planner.run_planner
     if getattr(real, "_roam_double", False):
         return
 
@@ -44,12 +44,12 @@ def install() -> None:
         return _slow_when_asked(real, graph, settings, progress, cancel)
 
     slow._roam_double = True  # type: ignore[attr-defined]
-    planning.run_planner = slow
+    planner.run_planner = slow
 
 
 def _slow_when_asked(real: Any, graph: Any, settings: Any, progress: Any,
                      cancel: Any) -> Any:
-    from app import state
+    from app.core import state
     from roam_core.planner import PlanProgress
 
     ask = state.get_json(KEY)
@@ -69,11 +69,12 @@ def _slow_when_asked(real: Any, graph: Any, settings: Any, progress: Any,
 
 def record_job(result_key: str, progress_key: str, args: Any, context: Any) -> None:
     """A job function (Dash's job signature) that writes what its process looks like to the
-    app's cache under ``args["key"]``: for tests of :mod:`app.jobs`."""
+    app's cache under ``args["key"]``: for tests of :mod:`app.core.jobs`."""
     import os
 
-    from app import planning, state
+    from app.analysis import planner
+    from app.core import state
 
     state.put_json(args["key"], {
         "pid": os.getpid(), "ppid": os.getppid(), "cache_dir": str(state.cache_dir()),
-        "hooked": bool(getattr(planning.run_planner, "_roam_double", False))})
+        "hooked": bool(getattr(planner.run_planner, "_roam_double", False))})

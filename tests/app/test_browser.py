@@ -15,7 +15,9 @@ from typing import Any
 
 import pytest
 
-from app import planning, verify
+from app.analysis.planner import run_planner
+from app.analysis.settings import PlanSettings
+from app.views.verify import data as verify_data
 from roam_core.formats import plan_io
 from roam_core.formats.graph_io import dumps_graph
 from roam_core.model.samples import chain3, diamond, tiny_train_step
@@ -279,7 +281,7 @@ def test_verify_on_cpu_runs_the_plan(page_factory: Any) -> None:
     _upload(page, "#graph-upload", _sample("mlp-b8-steady.json.gz"))
     expect(page.locator("#load-status")).to_contain_text("loaded mlp-b8-steady", timeout=T)
     expect(page.locator("#summary-card")).to_contain_text("planned peak", timeout=T)
-    if not verify.cuda_status().available:
+    if not verify_data.cuda_status().available:
         expect(page.locator("#verify-note")).to_contain_text("no CUDA device visible",
                                                              timeout=T)
     page.click("#verify-device >> text=CPU")
@@ -297,7 +299,7 @@ def test_report_tree_is_drawn(browser: Any, tmp_path: Path) -> None:
     from app.report import build_report
 
     graph = tiny_train_step()
-    plan = planning.run_planner(graph, planning.PlanSettings(time_limit_s=2.0, node_limit=3))
+    plan = run_planner(graph, PlanSettings(time_limit_s=2.0, node_limit=3))
     n_nodes = sum(1 for _ in _iter(plan.task_tree))
     assert n_nodes > 2
     out = tmp_path / "report.html"

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from app import services, state
-from app.planning import PlanSettings
+from app.analysis.settings import PlanSettings
+from app.core import state
+from app.services.planning import plan_graph
 from roam_core.formats.snapshot import plan_snapshot
 from tests.app import test_browser as _tb
 from tests.app.test_browser import _load, _upload, _views_rendered
@@ -109,7 +110,7 @@ def test_snapshot_overlay(page_factory: Any, tmp_path: Path) -> None:
     _load(page, tmp_path, g)
     _views_rendered(page)
     gk = state.put_graph(g)
-    pk = services.plan_graph(gk, PlanSettings(time_limit_s=2.0))
+    pk = plan_graph(gk, PlanSettings(time_limit_s=2.0))
     snap = plan_snapshot(g, state.get_plan(pk))
     snap["segments"].append({"device": 0, "address": 1 << 40, "total_size": 16 << 10,
                              "blocks": [{"address": 1 << 40, "size": 16 << 10,

@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from app import ids
+from app.core import ids
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -91,7 +91,8 @@ def celery_app_server(redis_url: str, tmp_path: Path,
     """A Celery worker and the app served with ``REDIS_URL``: ``(url, dash app)``."""
     from werkzeug.serving import WSGIRequestHandler, make_server
 
-    from app import services, state
+    from app.core import state
+    from app.services import plan_data
 
     cache = tmp_path / "cache"
     monkeypatch.setenv("REDIS_URL", redis_url)
@@ -125,8 +126,8 @@ def celery_app_server(redis_url: str, tmp_path: Path,
         _stop(worker)
         log.close()
         state.get_graph.cache_clear()
-        services.before_data.cache_clear()
-        services.after_data.cache_clear()
+        plan_data.before_data.cache_clear()
+        plan_data.after_data.cache_clear()
         if old is not None:
             state.configure(old)
 
@@ -163,7 +164,7 @@ def _plan_callback_body(dash_app: Any, graph_key: str) -> dict[str, Any]:
 def test_plan_job_runs_in_the_celery_worker(celery_app_server: tuple[str, Any]) -> None:
     from dash import CeleryManager
 
-    from app import state
+    from app.core import state
     from roam_core.formats.graph_io import load_graph
     from roam_core.oracle.validate import check_plan
 

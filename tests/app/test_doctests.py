@@ -8,8 +8,14 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("name", ["app.analysis", "app.figures", "app.lazy", "app.memo",
-                                  "app.planning", "app.raster"])
+@pytest.mark.parametrize("name", [
+    "app.analysis.planner", "app.analysis.settings", "app.core.formatting", "app.core.memo",
+    "app.figures.axes", "app.figures.raster", "app.services.figure_cache",
+    "app.services.selection", "app.views.curves.figure", "app.views.lazy",
+    "app.views.linking.data", "app.views.live.data", "app.views.planning.model",
+    "app.views.search.model", "app.views.tree.model", "app.views.verify.data",
+    "app.views.walkthrough.model", "app.analysis.modules", "app.analysis.layout_view",
+    "app.views.explain.model"])
 def test_docstring_examples(name: str) -> None:
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0

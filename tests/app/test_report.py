@@ -25,7 +25,8 @@ def _figures(html_text: str) -> list[dict[str, Any]]:
 
 
 def _plan_files(tmp_path: Path) -> tuple[Path, Path, Any]:
-    from app.planning import PlanSettings, run_planner
+    from app.analysis.planner import run_planner
+    from app.analysis.settings import PlanSettings
 
     graph = tiny_train_step()
     plan = run_planner(graph, PlanSettings(method="roam", time_limit_s=2.0, node_limit=3))
@@ -83,10 +84,10 @@ def test_tree_png_is_not_blank(tmp_path: Path) -> None:
     import numpy as np
     from PIL import Image
 
-    from app import figures
+    from app.views.tree.figure import task_tree_figure
 
     _, _, plan = _plan_files(tmp_path)
-    png = figures.task_tree_figure(plan.task_tree).to_image(format="png", width=600,
+    png = task_tree_figure(plan.task_tree).to_image(format="png", width=600,
                                                              height=300)
     img = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
     body = img[60:-20, 20:-20]  # below the title

@@ -1,0 +1,72 @@
+"""Planning into the cache: a plan per graph and settings, stored under a key made of both.
+
+The planner itself is :func:`app.analysis.planner.run_planner` (called through its module,
+so that tests can put a double in its place); every plan is checked by the validator before
+it is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from app.analysis import planner
+from app.analysis.settings import PlanSettings
+from app.core import state
+from roam_core.base.cancel import CancelToken, is_cancelled
+from roam_core.base.errors import PlanFormatError, PlanInvalidError
+from roam_core.model.graph import Graph
+from roam_core.model.plan import Plan
+from roam_core.oracle.validate import check_plan
+
+if TYPE_CHECKING:
+    from roam_core.planner import PlanProgress
+
+__all__ = ["cached_plan_key", "plan_graph", "plan_graph_job", "validate_plan"]
+
+
+def validate_plan(graph: Graph, plan: Plan) -> None:
+    """Raise ``PlanFormatError``/``PlanInvalidError`` unless ``plan`` fits ``graph``."""
+    if plan.graph_fingerprint != graph.fingerprint():
+        raise PlanFormatError(f"plan was made for graph '{plan.graph_name}', not for this "
+                              f"graph '{graph.name}'")
+    violations = check_plan(graph, plan)
+    if violations:
+        raise PlanInvalidError(violations)
+
+
+def plan_graph(graph_key: str, settings: PlanSettings,
+               progress: Callable[[PlanProgress], None] | None = None) -> str:
+    """Plan (or fetch the cached plan for) a stored graph; returns the plan key."""
+    key = state.plan_key(graph_key, settings.as_dict())
+    if state.has_plan(key):
+        return key
+    graph = state.get_graph(graph_key)
+    plan = planner.run_planner(graph, settings, progress)
+    validate_plan(graph, plan)
+    return state.put_plan(plan, key)
+
+
+def cached_plan_key(graph_key: str, settings: PlanSettings) -> str | None:
+    """The plan key for these settings when it is already cached."""
+    key = state.plan_key(graph_key, settings.as_dict())
+    return key if state.has_plan(key) else None
+
+
+def plan_graph_job(graph_key: str, settings: PlanSettings,
+                   progress: Callable[[PlanProgress], None] | None = None,
+                   cancel: CancelToken = None) -> tuple[str, bool]:
+    """Like :func:`plan_graph`, cancellable: ``(plan key, cancelled)``.
+
+    A cancelled run returns the best valid plan found so far; it is stored under its content
+    hash, never under the settings' cache key (the next Plan press plans in full).
+    """
+    key = state.plan_key(graph_key, settings.as_dict())
+    if state.has_plan(key):
+        return key, False
+    graph = state.get_graph(graph_key)
+    plan = planner.run_planner(graph, settings, progress, cancel)
+    validate_plan(graph, plan)
+    if is_cancelled(cancel):
+        return state.put_plan(plan), True
+    return state.put_plan(plan, key), False

@@ -1,0 +1,1 @@
+"""Memory before vs after: bytes live at every step, both peaks annotated."""

@@ -1,0 +1,84 @@
+"""What the Export card downloads, and a plan file imported into the cache.
+
+Every payload is ``dcc.Download`` data for one stored graph and plan: the plan's JSON, its
+MiniMalloc CSV, the offline HTML report (every view's figure, the summary, the live table at
+the peak) or one figure as a PNG (kaleido drives Debian chromium).
+"""
+
+from __future__ import annotations
+
+import base64
+
+import plotly.graph_objects as go
+
+from app.core import state
+from app.figures.html_report import report_html
+from app.services.planning import validate_plan
+from app.services.uploads import decode_upload
+from app.services.view_graph import view_graph
+from app.views.curves.data import curves_figure
+from app.views.layouts.data import layout_figures
+from app.views.live.data import live_table
+from app.views.memory_by_module.data import module_view
+from app.views.summary.data import summary_rows
+from app.views.timeline.data import timeline_fig
+from app.views.tree.data import tree_of
+from app.views.tree.figure import task_tree_figure
+from roam_core.base.errors import PlanFormatError, RoamError
+from roam_core.formats.plan_io import dumps_plan, loads_plan, plan_to_csv
+
+__all__ = ["Payload", "export_payload", "import_plan", "report_figures"]
+
+#: ``dcc.Download`` data: ``content``, ``filename`` and, for binary content, ``base64``.
+Payload = dict[str, str | bool]
+
+
+def export_payload(kind: str, graph_key: str, plan_key: str | None, base: str,
+                   figure: str = "curves") -> Payload:
+    """``dcc.Download`` data for ``kind`` in ``{"json", "csv", "html", "png"}``."""
+    if not plan_key:
+        raise RoamError("nothing to export: plan the graph first")
+    graph = state.get_graph(graph_key)
+    plan = state.get_plan(plan_key)
+    stem = f"{graph.name}-{plan.method}"
+    if kind == "json":
+        return {"content": dumps_plan(plan), "filename": f"{stem}.plan.json"}
+    if kind == "csv":
+        csv = plan_to_csv(plan, view_graph(graph_key, plan_key))
+        return {"content": csv, "filename": f"{stem}.csv"}
+    figs = report_figures(graph_key, plan_key, base)
+    if kind == "html":
+        rows, title = live_table(graph_key, plan_key, base, None)
+        text = report_html(graph, plan, figs, summary_rows(graph_key, plan_key, base),
+                           rows[:50], title)
+        return {"content": text, "filename": f"{stem}.report.html"}
+    if kind == "png":
+        png = figs[figure].to_image(format="png", width=1400, height=700)
+        return {"content": base64.b64encode(png).decode(), "filename": f"{stem}-{figure}.png",
+                "base64": True}
+    raise RoamError(f"unknown export kind {kind!r}")
+
+
+def report_figures(graph_key: str, plan_key: str, base: str) -> dict[str, go.Figure]:
+    """Every figure of the app for one plan (whole step axis)."""
+    layout, base_layout = layout_figures(graph_key, plan_key, base, None, None)
+    return {
+        "curves": curves_figure(graph_key, plan_key, base, None, None),
+        "timeline": timeline_fig(graph_key, plan_key, base, None, None),
+        "layout": layout,
+        "base_layout": base_layout,
+        "tree": task_tree_figure(tree_of(plan_key)),
+        "modules": module_view(graph_key, plan_key, base, 2, "after")[1],
+    }
+
+
+def import_plan(contents: str, filename: str | None, graph_key: str, max_bytes: int) -> str:
+    """Parse, re-validate against the loaded graph, and store an uploaded plan."""
+    graph = state.get_graph(graph_key)
+    raw = decode_upload(contents, max_bytes)
+    try:
+        plan = loads_plan(raw, graph)
+    except PlanFormatError as e:
+        raise PlanFormatError(f"{filename or 'plan'}: {e}") from e
+    validate_plan(graph, plan)
+    return state.put_plan(plan)

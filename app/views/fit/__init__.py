@@ -1,0 +1,1 @@
+"""What fits: peak memory against batch size (and sequence length) for a zoo model."""

@@ -1,0 +1,110 @@
+"""Mount on demand: stores that do not fire on load, cards whose body is built when opened,
+and a flag that turns true once a card is scrolled into view.
+
+A GPT2-XL page load used to mount every card at start: each card's plotly graphs were drawn
+(empty or not) and each card's callbacks ran before the first views were on screen.  The
+helpers here keep the start-up page to the views above the fold:
+
+* :func:`store` leaves ``data`` unset when it is ``None``: a ``dcc.Store`` whose ``data`` is
+  ``None`` reports a change at mount (``undefined`` != ``null``), which fires every callback
+  listening to it and makes Dash hold the views behind that chain.
+* :func:`lazy_card` is a card whose body is one closed ``<details>``; :func:`register_lazy`
+  builds the body the first time its summary is clicked (and keeps it mounted after).
+* :func:`register_seen` sets a store to ``True`` once an element is scrolled into view (a
+  clientside callback that resolves when an ``IntersectionObserver`` sees it).  Callbacks
+  that take the store as an input are held by Dash until then.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from dash import Dash, Input, Output, State, dcc, html
+from dash.development.base_component import Component
+from dash.exceptions import PreventUpdate
+
+__all__ = ["Body", "body_id", "lazy_card", "mount_body", "register_lazy", "register_seen",
+           "store", "summary_id"]
+
+#: What a lazy card's body is built as.
+Body = Sequence[Component]
+
+
+def store(id_: str, data: object = None) -> dcc.Store:
+    """A ``dcc.Store``; ``data=None`` is left unset, so the store does not fire at mount."""
+    return dcc.Store(id=id_) if data is None else dcc.Store(id=id_, data=data)
+
+
+def summary_id(card_id: str) -> str:
+    """Id of a lazy card's clickable summary (click it to open the card)."""
+    return f"{card_id}-open"
+
+
+def body_id(card_id: str) -> str:
+    """Id of a lazy card's body (empty until the card is first opened)."""
+    return f"{card_id}-body"
+
+
+def lazy_card(card_id: str, title: str, hint: str) -> html.Div:
+    """A card that shows only its title (and ``hint``) until it is opened.
+
+    Parameters
+    ----------
+    card_id : str
+        The card's id; its summary is :func:`summary_id` and its body :func:`body_id`.
+    title : str
+        The title, shown in the summary.
+    hint : str
+        One line under the closed title: what opening the card offers.
+    """
+    return html.Div(html.Details([
+        html.Summary([html.H3(title, className="lazy-title"),
+                      html.Span(hint, className="muted lazy-hint")],
+                     id=summary_id(card_id), className="lazy-open"),
+        html.Div(id=body_id(card_id)),
+    ], className="lazy"), className="card", id=card_id)
+
+
+def mount_body(n_clicks: int | None, current: object, build: Callable[[], Body]) -> Body:
+    """The body on the first click of the summary; unchanged after (kept mounted).
+
+    >>> mount_body(1, None, lambda: "body")
+    'body'
+    >>> mount_body(2, "body", lambda: "other")
+    Traceback (most recent call last):
+    ...
+    dash.exceptions.PreventUpdate
+    """
+    if not n_clicks or current:
+        raise PreventUpdate
+    return build()
+
+
+def register_lazy(app: Dash, card_id: str, build: Callable[[], Body]) -> None:
+    """Build ``card_id``'s body with ``build()`` when its summary is first clicked."""
+    def mount(n_clicks: int | None, current: object) -> Body:
+        return mount_body(n_clicks, current, build)
+
+    mount.__name__ = f"mount_{card_id.replace('-', '_')}"
+    app.callback(Output(body_id(card_id), "children"), Input(summary_id(card_id), "n_clicks"),
+                 State(body_id(card_id), "children"), prevent_initial_call=True)(mount)
+
+
+#: Resolves (to ``true``) once the element whose id triggered it is scrolled into view.
+SEEN_JS = """
+function(id) {
+    const el = id && document.getElementById(id);
+    if (!el || !window.IntersectionObserver) { return true; }
+    return new Promise(resolve => {
+        const obs = new IntersectionObserver(entries => {
+            if (entries.some(e => e.isIntersecting)) { obs.disconnect(); resolve(true); }
+        }, {rootMargin: "200px"});
+        obs.observe(el);
+    });
+}
+"""
+
+
+def register_seen(app: Dash, element_id: str, store_id: str) -> None:
+    """``store_id``'s data turns ``True`` once ``element_id`` is (nearly) in view."""
+    app.clientside_callback(SEEN_JS, Output(store_id, "data"), Input(element_id, "id"))

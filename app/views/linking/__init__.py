@@ -1,0 +1,1 @@
+"""Linked views: one step window (zoom) and one selection for every view."""

@@ -1,0 +1,1 @@
+"""Live tensors: what is live at the clicked step (the planned peak by default)."""

@@ -1,0 +1,29 @@
+"""The storages live at one step, as table rows (largest first)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from app.analysis.layout_view import LayoutView
+from app.analysis.modules import tensor_module_label
+from app.core.formatting import fmt_bytes
+from roam_core.model.graph import Graph
+
+__all__ = ["live_rows"]
+
+
+def live_rows(graph: Graph, view: LayoutView, step: int, limit: int = 200
+              ) -> list[dict[str, str | int]]:
+    """Storages live at ``step`` (largest first) as table rows."""
+    m = np.nonzero((view.start <= step) & (view.end > step))[0]
+    m = m[np.argsort(-view.size[m], kind="stable")][:limit]
+    rows = []
+    for i in m:
+        t = graph.tensors[view.ids[i]]
+        rows.append({"id": t.id, "name": t.name or "", "module": tensor_module_label(graph, t),
+                     "kind": t.kind.value, "size": fmt_bytes(int(view.size[i])),
+                     "size_bytes": int(view.size[i]), "offset": fmt_bytes(int(view.offset[i])),
+                     "offset_bytes": int(view.offset[i]),
+                     "lifetime": f"[{view.start[i]}, {view.end[i]})",
+                     "producer": t.producer or "(resident)"})
+    return rows

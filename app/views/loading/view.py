@@ -1,0 +1,165 @@
+"""The Graph card: a sample, an uploaded graph file or a zoo model traced in a background job
+becomes the page's graph (``GRAPH_KEY``)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import dash
+from dash import Input, Output, State, dcc, html
+from dash.exceptions import PreventUpdate
+
+from app.core import ids
+from app.core.config import DEFAULT_CONFIG, AppConfig
+from app.core.state import get_graph
+from app.core.store_types import GraphRef
+from app.views import running
+from app.views.callback_tools import bind_config
+from app.views.components import card, number_field
+from app.views.lazy import store
+from app.views.loading import data
+from app.views.spec import PageDefaults, View
+from roam_core.base.errors import RoamError
+
+__all__ = ["VIEW", "load_graph", "sample_pick_for", "trace_buttons", "trace_job"]
+
+
+def _loading_card(defaults: PageDefaults) -> html.Div:
+    zoo = list(defaults.zoo_models)
+    return card(
+        "Graph",
+        dcc.Dropdown(id=ids.SAMPLE_PICK, options=list(defaults.sample_options),
+                     value=defaults.sample_value, clearable=False,
+                     placeholder="pick a sample graph"),
+        dcc.Upload(id=ids.UPLOAD, className="upload", children=html.Div([
+            f"Drop a graph (.json / .json.gz, ≤ {defaults.max_upload_bytes // 2**20} MiB) or ",
+            html.A("browse")])),
+        html.Div(defaults.load_message, id=ids.LOAD_STATUS, className="status"),
+        html.Details([
+            html.Summary("Trace a zoo model"),
+            dcc.Dropdown(id=ids.ZOO_MODEL, options=zoo, value=zoo[0] if zoo else None,
+                         placeholder="no zoo (torch missing)" if not zoo else None),
+            number_field(ids.ZOO_BATCH, "batch", 1, min_=1),
+            number_field(ids.ZOO_SEQ, "sequence length (0 = default)", 0),
+            html.Label(["optimizer", dcc.Dropdown(id=ids.ZOO_OPTIMIZER, clearable=False,
+                                                  options=["adamw", "adam", "sgd"],
+                                                  value="adamw")], className="field"),
+            html.Label(["setting", dcc.Dropdown(id=ids.ZOO_SETTING, clearable=False,
+                                                options=["steady", "roam"],
+                                                value="steady")], className="field"),
+            html.Div([html.Button("Trace", id=ids.ZOO_TRACE_BTN, disabled=not zoo),
+                      html.Button("Cancel", id=ids.ZOO_CANCEL_BTN, disabled=True)],
+                     className="buttons"),
+            html.Div(id=ids.ZOO_PROGRESS, className="status"),
+            html.Div(id=ids.ZOO_STATUS, className="status"),
+        ], className="zoo"),
+    )
+
+
+def load_graph(sample: str | None, contents: str | None, trace: GraphRef | None,
+               filename: str | None, *, config: AppConfig = DEFAULT_CONFIG
+               ) -> tuple[GraphRef | dash.NoUpdate, str, None]:
+    """Sample pick, upload or finished zoo trace -> graph key (the upload is cleared so
+    the same file can be dropped again)."""
+    trig = dash.ctx.triggered_id
+    try:
+        if trig == ids.UPLOAD and contents:
+            key = data.graph_from_upload(contents, filename, config.max_upload_bytes)
+        elif trig == ids.TRACE_RESULT and trace and trace.get("key"):
+            key = trace["key"]
+        elif trig == ids.SAMPLE_PICK and sample:
+            key = data.load_choice(sample)
+        else:
+            raise PreventUpdate
+    except RoamError as e:
+        return dash.no_update, f"Error: {e}", None
+    g = get_graph(key)
+    return {"key": key, "name": g.name}, f"loaded {g.name}: {len(g.ops)} ops", None
+
+
+def sample_pick_for(graph: GraphRef | None, current: str | None,
+                    options: Sequence[dict[str, str]] | None
+                    ) -> tuple[dash.NoUpdate | None, str]:
+    """The sample dropdown follows the loaded graph: it keeps a sample's value, and clears
+    (naming the graph in its placeholder) once an upload or a trace replaced it."""
+    if not graph:
+        raise PreventUpdate
+    name = graph.get("name", "")
+    values = {o["value"] for o in options or ()}
+    if current in values and current is not None and _choice_name(current) == name:
+        return dash.no_update, "pick a sample graph"
+    return None, f"{name} (loaded; not a sample)"
+
+
+def _choice_name(value: str) -> str:
+    """Graph name of a dropdown value (``file:mlp-b8-steady.json.gz`` -> ``mlp-b8-steady``)."""
+    return value.partition(":")[2].split(".")[0]
+
+
+def trace_job(set_progress: Callable[[tuple[str]], None], n: int | None, model: str,
+              batch: int | None, seq: int | None, optimizer: str, setting: str
+              ) -> tuple[dict[str, str] | dash.NoUpdate, str]:
+    """Background: trace a zoo model server-side (a status line ticks while it runs)."""
+    if not n or not model:
+        raise PreventUpdate
+    what = f"tracing {model} (batch {int(batch or 1)})"
+    done = threading.Event()
+    t0 = time.monotonic()
+
+    def tick() -> None:
+        while not done.wait(1.0):
+            set_progress((f"{what}: {time.monotonic() - t0:.0f} s (large models take a "
+                          "minute or more)",))
+
+    set_progress((f"{what}…",))
+    threading.Thread(target=tick, name="roam-trace-status", daemon=True).start()
+    try:
+        key = data.trace_zoo_graph(model, int(batch or 1), int(seq or 0) or None,
+                                   optimizer, setting)
+    except Exception as e:  # a trace failure must not kill the app
+        return dash.no_update, f"Trace failed: {type(e).__name__}: {e}"
+    finally:
+        done.set()
+    set_progress((f"traced in {time.monotonic() - t0:.1f} s",))
+    return {"key": key}, f"traced {model}"
+
+
+def trace_buttons(running_jobs: dict[str, bool] | None, zoo: Sequence[str] | None
+                  ) -> tuple[bool, bool]:
+    """Trace / Cancel ``disabled`` from the ``RUNNING`` store (Trace off without a zoo)."""
+    return running.buttons(running_jobs, None, zoo)[2:4]
+
+
+def register(app: dash.Dash, config: AppConfig) -> None:
+    """The Graph card's callbacks."""
+    app.callback(Output(ids.GRAPH_KEY, "data"), Output(ids.LOAD_STATUS, "children"),
+                 Output(ids.UPLOAD, "contents"), Input(ids.SAMPLE_PICK, "value"),
+                 Input(ids.UPLOAD, "contents"), Input(ids.TRACE_RESULT, "data"),
+                 State(ids.UPLOAD, "filename"),
+                 prevent_initial_call=True)(bind_config(load_graph, config))
+    app.callback(Output(ids.SAMPLE_PICK, "value", allow_duplicate=True),
+                 Output(ids.SAMPLE_PICK, "placeholder"), Input(ids.GRAPH_KEY, "data"),
+                 State(ids.SAMPLE_PICK, "value"), State(ids.SAMPLE_PICK, "options"),
+                 prevent_initial_call=True)(sample_pick_for)
+    app.callback(
+        Output(ids.TRACE_RESULT, "data"), Output(ids.ZOO_STATUS, "children"),
+        Input(ids.ZOO_TRACE_BTN, "n_clicks"),
+        *[State(i, "value") for i in (ids.ZOO_MODEL, ids.ZOO_BATCH, ids.ZOO_SEQ,
+                                      ids.ZOO_OPTIMIZER, ids.ZOO_SETTING)],
+        background=True, prevent_initial_call=True, interval=500,
+        running=[(Output(ids.RUNNING, "data"), running.running_patch("trace", True),
+                  running.running_patch("trace", False))],
+        progress=[Output(ids.ZOO_PROGRESS, "children")],
+        cancel=[Input(ids.ZOO_CANCEL_BTN, "n_clicks")])(trace_job)
+    app.callback(Output(ids.ZOO_STATUS, "children", allow_duplicate=True),
+                 Input(ids.ZOO_CANCEL_BTN, "n_clicks"),
+                 prevent_initial_call=True)(running.cancelled)
+    app.callback(Output(ids.ZOO_TRACE_BTN, "disabled"), Output(ids.ZOO_CANCEL_BTN, "disabled"),
+                 Input(ids.RUNNING, "data"), State(ids.ZOO_MODEL, "options"),
+                 prevent_initial_call=True)(trace_buttons)
+
+
+VIEW = View("loading", "side", lambda defaults: [_loading_card(defaults)], register,
+            stores=lambda: [store(ids.TRACE_RESULT)])

@@ -1,0 +1,65 @@
+"""The page: the stores, the header and two columns of views, built from the registry; and
+every view's callbacks registered on the app.
+
+Components only here and in the views: no roam_core computation (the defaults come in as
+arguments).  The page is built on every load (a fresh ``SESSION`` id each time).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+
+import dash
+from dash import dcc, html
+from dash.development.base_component import Component
+
+from app.core import ids
+from app.core.config import AppConfig
+from app.views.lazy import store
+from app.views.registry import VIEWS
+from app.views.spec import Column, PageDefaults, View
+
+__all__ = ["build_layout", "register_views", "warm"]
+
+
+def _page_stores(defaults: PageDefaults) -> list[dcc.Store]:
+    """The stores every view reads (a view's own stores come with it)."""
+    return [store(ids.GRAPH_KEY, defaults.graph), store(ids.PLAN_KEY, defaults.plan_key),
+            store(ids.RUNNING, {"plan": False, "trace": False, "verify": False})]
+
+
+def _column(column: Column, defaults: PageDefaults, views: Sequence[View]) -> list[Component]:
+    """The components of one column; consecutive views of one ``row`` share a row."""
+    out: list[Component] = []
+    mine = [v for v in views if v.column == column]
+    for row, group in itertools.groupby(mine, key=lambda v: v.row):
+        parts = [c for v in group for c in v.components(defaults)]
+        out += [html.Div(parts, className="row2")] if row is not None else parts
+    return out
+
+
+def build_layout(defaults: PageDefaults, views: Sequence[View] = VIEWS) -> html.Div:
+    """The whole page; ``defaults`` seeds the stores (graph and plan keys, settings...)."""
+    stores = [*_page_stores(defaults), *[s for v in views for s in v.stores()]]
+    side = html.Div(_column("side", defaults, views), className="side")
+    main = html.Div(_column("main", defaults, views), className="main")
+    header = html.Header([html.H1("roam"),
+                          html.Span("memory-efficient execution plans for a training step",
+                                    className="muted")])
+    return html.Div([*stores, header, html.Div([side, main], className="page")])
+
+
+def register_views(app: dash.Dash, config: AppConfig, views: Sequence[View] = VIEWS) -> None:
+    """Register every view's callbacks on ``app``, bound to ``config``."""
+    app.server.config["ROAM"] = config
+    for view in views:
+        view.register(app, config)
+
+
+def warm(graph_key: str, plan_key: str | None, views: Sequence[View] = VIEWS) -> None:
+    """Compute (and memoise) the opening views of a graph and plan, as figures and as the
+    JSON the page is sent."""
+    for view in views:
+        if view.warm is not None:
+            view.warm(graph_key, plan_key)

@@ -1,0 +1,1 @@
+"""The Plan card: the plan-settings form, the Plan job with its progress, Cancel."""

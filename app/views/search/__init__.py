@@ -1,0 +1,1 @@
+"""The Search card: modules, ops and storages by name."""

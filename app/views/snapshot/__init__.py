@@ -1,0 +1,1 @@
+"""Measured memory: a PyTorch memory snapshot beside the plan."""

@@ -1,0 +1,129 @@
+"""The Measured-memory card: closed until opened; then the snapshot upload, a summary and two
+charts against the current plan.
+
+The view overlays a snapshot's allocated and reserved curves on the simulated before/planned
+curves, draws its segments at the peak beside the planned arena, and states its
+fragmentation (reserved - allocated) at the peak.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+import dash
+import plotly.graph_objects as go
+from dash import Input, Output, State, dcc, html
+from dash.development.base_component import Component
+from dash.exceptions import PreventUpdate
+
+from app.core import ids, state
+from app.core.config import AppConfig
+from app.core.store_types import GraphRef
+from app.figures.style import empty_figure
+from app.services.plan_data import after_data, before_data
+from app.views import lazy
+from app.views.snapshot.data import (
+    MAX_SNAPSHOT_UPLOAD_BYTES,
+    planned_blocks,
+    snapshot_from_upload,
+)
+from app.views.snapshot.figure import segments_figure, snapshot_curves_figure
+from app.views.snapshot.model import summary_lines
+from app.views.spec import View
+from roam_core.base.errors import RoamError
+
+__all__ = ["CARD", "MAX_SNAPSHOT_UPLOAD_BYTES", "VIEW", "body", "card", "on_snapshot_upload",
+           "render_snapshot"]
+
+_logger = logging.getLogger(__name__)
+
+SNAP_UPLOAD = "snapshot-upload"
+SNAP_STATUS = "snapshot-status"
+SNAP_KEY = "snapshot-key"  # store: {"key": cache key, "name": file name}
+SNAP_CURVES = "snapshot-curves"
+SNAP_SEGMENTS = "snapshot-segments"
+SNAP_SUMMARY = "snapshot-summary"
+
+CARD = "snapshot-card"
+
+
+def card() -> html.Div:
+    """The measured-memory card: closed until opened (its body is :func:`body`)."""
+    return lazy.lazy_card(CARD, "Measured memory (PyTorch snapshot)",
+                          "open: drop a torch.cuda.memory snapshot to compare it with the plan")
+
+
+def body(max_bytes: int = MAX_SNAPSHOT_UPLOAD_BYTES) -> list[Component]:
+    """The snapshot upload, summary and charts (mounted when opened)."""
+    return [
+        html.Details([html.Summary("How to read this"), html.Div(
+            "Drop the pickle written by torch.cuda.memory._dump_snapshot (or by "
+            "scripts/gpu_check.sh): its measured allocated and reserved bytes sit over the "
+            "simulated curves; its segments at the measured peak sit beside the planned arena. "
+            "Reserved − allocated is memory the caching allocator holds but no tensor uses.",
+            className="muted")]),
+        dcc.Upload(id=SNAP_UPLOAD, className="upload", children=html.Div([
+            f"Drop a memory snapshot (.pickle, ≤ {max_bytes // 2**20} MiB) or ",
+            html.A("browse")])),
+        html.Div(id=SNAP_STATUS, className="status"),
+        html.Ul(id=SNAP_SUMMARY),
+        html.Div([dcc.Graph(id=SNAP_CURVES, config={"displaylogo": False},
+                            style={"height": "380px"}),
+                  dcc.Graph(id=SNAP_SEGMENTS, config={"displaylogo": False},
+                            style={"height": "380px"})], className="row2"),
+    ]
+
+
+def stores() -> list[dcc.Store]:
+    """The view's stores."""
+    return [lazy.store(SNAP_KEY)]
+
+
+def on_snapshot_upload(contents: str | None, filename: str | None
+                       ) -> tuple[dict[str, str | None] | dash.NoUpdate, str, None]:
+    """Read a dropped snapshot (restricted unpickler); clear the upload for a re-drop."""
+    if not contents:
+        raise PreventUpdate
+    try:
+        key = snapshot_from_upload(contents, filename)
+    except RoamError as e:
+        return dash.no_update, f"Snapshot not loaded: {e}", None
+    return {"key": key, "name": filename}, f"loaded snapshot {filename}", None
+
+
+def render_snapshot(snap: Mapping[str, str] | None, graph: GraphRef | None,
+                    plan: str | None, base: str | None
+                    ) -> tuple[go.Figure, go.Figure, list[Component]]:
+    """Curves, segments and fragmentation of the loaded snapshot against the current plan."""
+    rec = state.get_json(snap["key"]) if snap else None
+    if rec is None or not graph:
+        msg = "drop a memory snapshot to compare it with the plan"
+        return empty_figure(msg), empty_figure(msg), []
+    b = before_data(graph["key"], base or "eager")
+    arena = peak = None
+    blocks: list[tuple[int, int, str]] = []
+    planned = None
+    label = "planned"
+    if plan:
+        arena, peak, blocks = planned_blocks(graph["key"], plan)
+        a = after_data(graph["key"], plan)
+        planned, label = a.curve, f"planned ({a.plan.method})"
+    curves = snapshot_curves_figure(rec, b.curve, planned, label, b.label)
+    segs = segments_figure(rec, arena, blocks)
+    return curves, segs, [html.Li(x) for x in summary_lines(rec, arena, peak)]
+
+
+def register(app: dash.Dash, config: AppConfig) -> None:
+    """Register the measured-memory callbacks."""
+    lazy.register_lazy(app, CARD, body)
+    app.callback(Output(SNAP_KEY, "data"), Output(SNAP_STATUS, "children"),
+                 Output(SNAP_UPLOAD, "contents"), Input(SNAP_UPLOAD, "contents"),
+                 State(SNAP_UPLOAD, "filename"), prevent_initial_call=True)(on_snapshot_upload)
+    app.callback(Output(SNAP_CURVES, "figure"), Output(SNAP_SEGMENTS, "figure"),
+                 Output(SNAP_SUMMARY, "children"), Input(SNAP_KEY, "data"),
+                 Input(ids.GRAPH_KEY, "data"), Input(ids.PLAN_KEY, "data"),
+                 Input(ids.BASELINE, "value"))(render_snapshot)
+
+
+VIEW = View("snapshot", "main", lambda _: [card()], register, stores=stores)

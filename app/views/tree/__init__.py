@@ -1,0 +1,1 @@
+"""Task division: the planner's tree of sub-tasks, mounted lazily; a click zooms every view."""

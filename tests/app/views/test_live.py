@@ -1,0 +1,37 @@
+"""Live tensors: the rows at a step add up to the curve; exact bytes on hover."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.analysis import layout_view
+from app.views.explain import view as explain_view
+from app.views.live import model as live_model
+from app.views.live import view as live_view
+from tests.app.helpers import (
+    planned_with_tree,
+)
+
+
+def test_layout_view_and_live_rows_match_the_curve() -> None:
+    graph, plan = planned_with_tree()
+    view = layout_view.layout_from_plan(graph, plan)
+    assert len(view) == len(graph.tensors)
+    curve = layout_view.total_curve(graph, plan.order, plan.alignment_bytes)
+    for step in range(len(plan.order)):
+        rows = live_model.live_rows(graph, view, step)
+        assert sum(r["size_bytes"] for r in rows) == curve[step]
+        sizes = [r["size_bytes"] for r in rows]
+        assert sizes == sorted(sizes, reverse=True)
+
+
+def test_units_are_binary_with_exact_bytes_on_demand(planned: dict[str, Any]) -> None:
+    g, pk = planned["graph"], planned["plan"]
+    rows, _ = live_view.render_live(g, pk, "eager", None)
+    assert all(r["offset"].endswith("B") for r in rows)  # "1.50 KiB", never a raw count
+    tips = live_view.live_tooltips(rows)
+    assert tips[0]["offset"]["value"] == f"{rows[0]['offset_bytes']:,} B"
+    text = str(explain_view.render_explain(g, pk, "eager", {"kind": "tensor", "id": "relu"}))
+    assert "offset " in text
+    import re
+    assert not re.search(r"offset \d+ \(", text)
