@@ -36,9 +36,9 @@ from roam_core.model.recompute_ops import (
 )
 from roam_core.oracle.validate import check_plan
 from roam_core.planner.config import PlannerConfig
+from roam_core.recompute.evaluator import JitEvaluator
 from roam_core.recompute.greedy import (
     GreedyTrajectory,
-    JitEvaluator,
     TrajectoryPoint,
     greedy_trajectory,
     knee,
@@ -300,7 +300,7 @@ class BudgetPlanner:
     def plan_for_drops(self, dropped: Any, label: str = "roam") -> Plan:
         """Plan a given drop set (a baseline policy) with the same order and layout stages."""
         from roam_core.model.recompute_ops import recompute_ops_for
-        from roam_core.recompute.greedy import hoist_views, jit_order
+        from roam_core.recompute.evaluator import hoist_views, jit_order
 
         rops = recompute_ops_for(self.graph, dropped)
         order = jit_order(hoist_views(self.graph, self.base.order), rops, self.graph)

@@ -13,7 +13,8 @@ from roam_core.planner.budget import BudgetPlanner
 from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import make_plan
 from roam_core.recompute.baselines import BASELINES, baseline_drop_set
-from roam_core.recompute.greedy import Evaluation, JitEvaluator, KeepBound, prune
+from roam_core.recompute.evaluator import Evaluation, JitEvaluator, KeepBound
+from roam_core.recompute.greedy import prune
 from tests.builders import random_train_graph
 
 FAST = PlannerConfig(workers=1, layout_time_limit_s=2.0, solve_layout=False)

@@ -23,7 +23,8 @@ from roam_core.oracle.validate import check_plan
 from roam_core.planner.budget import BudgetPlanner
 from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import make_plan
-from roam_core.recompute.greedy import GreedyTrajectory, JitEvaluator, greedy_trajectory
+from roam_core.recompute.evaluator import JitEvaluator
+from roam_core.recompute.greedy import GreedyTrajectory, greedy_trajectory
 from tests.builders import BW, FW, LO, OPT, random_train_graph
 
 GREEDY = PlannerConfig(workers=1, layout_time_limit_s=2.0).with_recompute(exact_max_ops=0)

@@ -13,7 +13,8 @@ from roam_core.oracle.validate import check_plan
 from roam_core.planner.budget import BudgetPlanner, recompute_frontier
 from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import make_plan
-from roam_core.recompute.greedy import JitEvaluator, greedy_trajectory, prune
+from roam_core.recompute.evaluator import JitEvaluator
+from roam_core.recompute.greedy import greedy_trajectory, prune
 from roam_core.recompute.improve import best_of, swap_improve
 from tests.builders import random_train_graph
 

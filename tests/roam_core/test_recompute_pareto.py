@@ -13,7 +13,7 @@ from roam_core.model.recompute_ops import recompute_cost
 from roam_core.planner.budget import recompute_frontier
 from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import make_plan
-from roam_core.recompute.greedy import JitEvaluator
+from roam_core.recompute.evaluator import JitEvaluator
 from roam_core.recompute.improve import best_of, fewest_flops
 from tests.builders import random_train_graph
 
