@@ -25,6 +25,7 @@ from app import ids, lazy, state
 from app.analysis import fmt_bytes
 from app.planning import PlanSettings
 from roam_core.base.errors import RoamError
+from roam_core.recompute.baselines import BASELINES
 
 __all__ = ["BASELINE_LABELS", "card", "frontier", "frontier_figure", "frontier_key",
            "frontier_rows", "method_label", "register"]
@@ -45,15 +46,8 @@ FRONTIER_MIN_CUT = "frontier-min-cut"  # checklist: ["on"] runs torch's min-cut 
 MIN_CUT = "torch_min_cut_"  # method prefix of torch's partitioner points
 MIN_CUT_COLOR = "#ff7f0e"
 
-#: Words for the baseline policies of :mod:`roam_core.recompute.baselines`.
-BASELINE_LABELS = {
-    "none": "no recomputation",
-    "checkpoint_blocks": "checkpoint every block",
-    "checkpoint_every_2": "checkpoint every 2nd block",
-    "sqrt_segments": "sqrt(n) segments (Chen 2016)",
-    "checkpoint_sequential": "checkpoint_sequential (4 segments)",
-    "selective_attention": "selective attention core (Korthikanti 2022)",
-}
+#: Words for the baseline policies (the registry of :mod:`roam_core.recompute.baselines`).
+BASELINE_LABELS = {name: b.description for name, b in BASELINES.items()}
 _SYMBOLS = {"none": "circle-open", "checkpoint_blocks": "square", "checkpoint_every_2": "diamond",
             "sqrt_segments": "triangle-up", "checkpoint_sequential": "cross",
             "selective_attention": "star"}
@@ -130,7 +124,6 @@ def frontier(graph_key: str, settings: PlanSettings, budgets: int = 8,
     from roam_core.planner import make_plan
     from roam_core.planner.budget import recompute_frontier
     from roam_core.planner.config import PlannerConfig
-    from roam_core.recompute.baselines import BASELINES
 
     key = frontier_key(graph_key, settings, budgets, min_cut)
     if state.get_json(key) is not None:

@@ -47,10 +47,13 @@ NOT_ZOO = ("the graph is not a zoo model's trace: torch's partitioner needs the 
 
 def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Add the ``frontier`` sub-command."""
+    from roam_core.recompute.baselines import BASELINES
+
     p = subparsers.add_parser(
         "frontier", help="memory vs extra FLOPs: roam's recomputation frontier and baselines",
         description="Plan the graph at several memory budgets with recomputation and score "
-                    "the checkpointing baselines on the same graph.")
+                    f"the checkpointing baselines ({', '.join(BASELINES)}) on the same "
+                    "graph.")
     p.add_argument("graph", help="graph file (.json or .json.gz)")
     p.add_argument("--budgets", type=positive_int, default=8, metavar="N",
                    help="roam budgets, evenly spaced (default 8)")
