@@ -49,11 +49,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:  # type: ignore[ty
 def _check(graph: Any, memory: int, cfg: Any, executor: Any = None) -> dict[str, Any]:
     from roam_core.base.errors import BudgetInfeasibleError
     from roam_core.oracle.baseline import eager_report
-    from roam_core.planner import make_plan
     from roam_core.planner.budget import BudgetPlanner
 
     rep = eager_report(graph, cfg.alignment_bytes)
-    bp = BudgetPlanner(graph, cfg, make_plan=make_plan, executor=executor)
+    bp = BudgetPlanner(graph, cfg, executor=executor)
     out: dict[str, Any] = {"eager_reserved_bytes": int(rep.peak_reserved_bytes),
                            "roam_arena_bytes": bp.base.arena_bytes, "step_flops": bp.step_flops}
     pct: float | None

@@ -122,8 +122,7 @@ def frontier_dict(graph: object, config: object, budgets: int = 8, baselines: bo
     ``None`` or empty: skipped); ``traced``: roam's :class:`~roam_core.trace.TracedStep` of
     the graph, when the caller has it (saves a re-trace).
     """
-    from roam_core.planner import make_plan
-    from roam_core.planner.budget import recompute_frontier
+    from roam_core.planner.budget_frontier import recompute_frontier
 
     mc: dict | None = None
     extra: dict = {}
@@ -140,7 +139,7 @@ def frontier_dict(graph: object, config: object, budgets: int = 8, baselines: bo
             res, extra, mc_notes = min_cut_baselines(graph, tuple(min_cut_budgets),  # type: ignore[arg-type]
                                                      traced=traced)
             mc = min_cut_record(res)
-    sf, points, notes = recompute_frontier(graph, config, make_plan=make_plan,  # type: ignore[arg-type]
+    sf, points, notes = recompute_frontier(graph, config,  # type: ignore[arg-type]
                                            budgets=budgets, baselines=baselines, plans=plans,
                                            extra_baselines=extra, executor=executor)
     return {

@@ -21,8 +21,8 @@ from roam_core.model.recompute_ops import (
 )
 from roam_core.oracle.simulate import lifetimes, simulate
 from roam_core.oracle.validate import check_order, check_plan
+from roam_core.planner import make_plan
 from roam_core.planner.config import PlannerConfig
-from roam_core.planner.pipeline import make_plan
 from roam_core.recompute.evaluator import JitEvaluator
 from roam_core.recompute.exact import exact_recompute
 from roam_core.recompute.greedy import greedy_trajectory

@@ -15,9 +15,9 @@ from roam_core.formats.graph_io import load_graph
 from roam_core.model.recompute_ops import expand_graph
 from roam_core.oracle.simulate import simulate
 from roam_core.oracle.validate import check_plan
+from roam_core.planner import make_plan
 from roam_core.planner.budget import BudgetPlanner
 from roam_core.planner.config import PlannerConfig
-from roam_core.planner.pipeline import make_plan
 from roam_core.recompute.evaluator import JitEvaluator
 from roam_core.recompute.exact import exact_recompute
 from roam_core.recompute.greedy import greedy_trajectory, prune
@@ -178,11 +178,11 @@ def test_budget_planner_uses_the_windows(windows):
     res = g.resident_bytes()
     b = res + int((p0.planned_peak_bytes - res) * 0.9)
     cfg = FAST.with_recompute(exact_max_ops=0, windows=windows)
-    bp = BudgetPlanner(g, cfg, make_plan=make_plan)
+    bp = BudgetPlanner(g, cfg)
     plan = bp.plan_at(b)
     assert plan.arena_bytes <= b
     assert check_plan(g, plan) == []
-    off = BudgetPlanner(g, cfg.with_recompute(windows=0), make_plan=make_plan).plan_at(b)
+    off = BudgetPlanner(g, cfg.with_recompute(windows=0)).plan_at(b)
     assert plan.extra_flops <= off.extra_flops or windows == 0
     if windows:
         assert any(n.startswith("exact windows") for n in plan.notes)
@@ -200,8 +200,8 @@ def test_budget_planner_windows_on_a_teaching_sample():
         "teach_recompute-b256-steady.json.gz"
     g = load_graph(path)
     cfg = FAST.with_recompute(portfolio=True, windows=16)
-    on = BudgetPlanner(g, cfg, make_plan=make_plan)
-    off = BudgetPlanner(g, cfg.with_recompute(windows=0), make_plan=make_plan)
+    on = BudgetPlanner(g, cfg)
+    off = BudgetPlanner(g, cfg.with_recompute(windows=0))
     hi, lo = on.base.arena_bytes, on.lowest_bytes()
     for k in (1, 2, 3):
         b = -(-(lo + (hi - lo) * k // 4) // 512) * 512
