@@ -159,7 +159,7 @@ def largest_fitting(rows: Sequence[FitRow], memory_bytes: int
                      key=lambda m: FIT_METHODS.index(m) if m in FIT_METHODS else 99)
     for m in methods:
         best: FitRow | None = None
-        by_seq: dict[Any, list[FitRow]] = {}
+        by_seq: dict[int | None, list[FitRow]] = {}
         for r in rows:
             by_seq.setdefault(r.seq_len, []).append(r)
         for group in by_seq.values():
