@@ -37,7 +37,6 @@ def check_batch(model: str, batch: int, seq: int | None, memory: int,
     """Trace one batch and measure what ``roam fit`` measures, with stage timings."""
     from roam_core.base.errors import BudgetInfeasibleError
     from roam_core.oracle.baseline import eager_report
-    from roam_core.planner import make_plan
     from roam_core.planner.budget import BudgetPlanner
     from roam_core.planner.config import PlannerConfig
     from roam_core.zoo import trace_zoo
@@ -52,7 +51,7 @@ def check_batch(model: str, batch: int, seq: int | None, memory: int,
     row["eager_reserved_bytes"] = int(rep.peak_reserved_bytes)
     row["resident_bytes"] = g.resident_bytes()
     t0 = time.perf_counter()
-    bp = BudgetPlanner(g, cfg, make_plan=make_plan)
+    bp = BudgetPlanner(g, cfg)
     row["base_plan_s"] = time.perf_counter() - t0
     row["roam_arena_bytes"] = bp.base.arena_bytes
     row["step_flops"] = bp.step_flops
@@ -96,7 +95,6 @@ def budget_timing(model: str, batch: int, seq: int | None, budgets: list[int],
                   workers: int) -> dict[str, Any]:
     """One traced batch planned at several budgets: the shared greedy run and each budget."""
     from roam_core.base.errors import BudgetInfeasibleError
-    from roam_core.planner import make_plan
     from roam_core.planner.budget import BudgetPlanner
     from roam_core.planner.config import PlannerConfig
     from roam_core.zoo import trace_zoo
@@ -107,7 +105,7 @@ def budget_timing(model: str, batch: int, seq: int | None, budgets: list[int],
     out: dict[str, Any] = {"batch_size": batch, "seq_len": seq, "ops": len(g.ops),
                            "trace_s": time.perf_counter() - t0, "budgets": []}
     t0 = time.perf_counter()
-    bp = BudgetPlanner(g, cfg, make_plan=make_plan)
+    bp = BudgetPlanner(g, cfg)
     out["base_plan_s"] = time.perf_counter() - t0
     out["roam_arena_bytes"] = bp.base.arena_bytes
     t0 = time.perf_counter()

@@ -6,8 +6,8 @@ Usage::
         [--out benchmarks/results] [--png assets/frontier.png]
 
 For each config (steady setting, math attention for the transformers) the step is traced,
-then :func:`roam_core.planner.budget.recompute_frontier` plans roam at ``--budgets`` budgets
-(plus each baseline's memory) and scores every baseline policy on the same graph through the
+then :func:`roam_core.planner.budget_frontier.recompute_frontier` plans roam at ``--budgets``
+budgets (plus each baseline's memory) and scores every baseline policy on the same graph through the
 same order and layout stages.  The baselines include torch's own min-cut partitioner at
 ``activation_memory_budget`` 0.1 ... 1.0 (:mod:`roam_core.trace.min_cut`: AOT autograd on the
 model, its decision mapped onto roam's graph), with a cross-check table per config.
@@ -48,8 +48,7 @@ RUN_ORDER = [1, 2, 0, 3, 4, 5]
 def run_config(name: str, batch: int, seq: int | None, budgets: int,
                min_cut: bool = True) -> dict[str, Any]:
     from roam_core.commands.frontier import min_cut_record
-    from roam_core.planner import make_plan
-    from roam_core.planner.budget import recompute_frontier
+    from roam_core.planner.budget_frontier import recompute_frontier
     from roam_core.planner.config import PlannerConfig
     from roam_core.trace.min_cut import MIN_CUT_BUDGETS
     from roam_core.zoo import ZOO, trace_zoo
@@ -67,7 +66,7 @@ def run_config(name: str, batch: int, seq: int | None, budgets: int,
     extra = {d.method: d.dropped for d in mc.decisions} if mc else {}
     t0, c0 = time.perf_counter(), time.process_time()
     cfg = PlannerConfig(workers=1, layout_time_limit_s=5.0).with_order(time_limit_s=2.0)
-    sf, points, notes = recompute_frontier(g, cfg, make_plan=make_plan, budgets=budgets,
+    sf, points, notes = recompute_frontier(g, cfg, budgets=budgets,
                                            extra_baselines=extra)
     if budgets < 8:
         notes.append(f"run with {budgets} evenly spaced roam budgets (the issue asks for >= 8) "

@@ -7,7 +7,7 @@ Usage::
 
 For each config (zoo GPT-2 124M, dropout 0.1, steady AdamW, math attention) the step is
 traced once.  Two graphs are planned through the same stages
-(:func:`roam_core.planner.budget.recompute_frontier`: roam at ``--budgets`` budgets plus
+(:func:`roam_core.planner.budget_frontier.recompute_frontier`: roam at ``--budgets`` budgets plus
 each baseline's memory, and the module-structured baselines):
 
 * **before** -- the random ops marked not recomputable (roam's rule until now: a dropout
@@ -45,8 +45,8 @@ def _points(pts: Any) -> list[dict[str, Any]]:
 def run_config(name: str, batch: int, seq: int, budgets: int) -> dict[str, Any]:
     from roam_core.base.errors import BudgetInfeasibleError
     from roam_core.model.recompute_ops import inplace_built_storages
-    from roam_core.planner import make_plan
-    from roam_core.planner.budget import BudgetPlanner, recompute_frontier
+    from roam_core.planner.budget import BudgetPlanner
+    from roam_core.planner.budget_frontier import recompute_frontier
     from roam_core.planner.config import PlannerConfig
     from roam_core.zoo import trace_zoo
 
@@ -67,12 +67,12 @@ def run_config(name: str, batch: int, seq: int, budgets: int) -> dict[str, Any]:
         "resident_bytes": after.resident_bytes(), "trace_s": trace_s}
     for label, g in (("before", before), ("after", after)):
         t0 = time.perf_counter()
-        sf, pts, notes = recompute_frontier(g, cfg, make_plan=make_plan, budgets=budgets)
+        sf, pts, notes = recompute_frontier(g, cfg, budgets=budgets)
         out["step_flops"] = sf
         out[label] = {"points": _points(pts), "notes": notes,
                       "frontier_s": time.perf_counter() - t0}
     # "after" at the budgets "before" was planned at
-    bp = BudgetPlanner(after, cfg, make_plan=make_plan)
+    bp = BudgetPlanner(after, cfg)
     same: list[dict[str, Any]] = []
     t0 = time.perf_counter()
     for b in sorted({p["budget_bytes"] for p in out["before"]["points"]

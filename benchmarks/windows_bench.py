@@ -43,7 +43,6 @@ def _moved(graph: Any, plan: Any) -> int:
 def run_graph(name: str, budgets: int, portfolio: bool) -> dict[str, Any]:
     from roam_core.base.errors import BudgetInfeasibleError
     from roam_core.formats.graph_io import load_graph
-    from roam_core.planner import make_plan
     from roam_core.planner.budget import BudgetPlanner
     from roam_core.planner.config import PlannerConfig
 
@@ -56,7 +55,7 @@ def run_graph(name: str, budgets: int, portfolio: bool) -> dict[str, Any]:
     for label, c in (("before", cfg.with_recompute(windows=0)),
                      ("after", cfg.with_recompute(windows=16))):
         c0 = time.process_time()
-        planners[label] = BudgetPlanner(g, c, make_plan=make_plan, portfolio=portfolio)
+        planners[label] = BudgetPlanner(g, c, portfolio=portfolio)
         setup[label] = time.process_time() - c0
     bp = planners["before"]
     hi, lo = bp.base.arena_bytes, bp.lowest_bytes()

@@ -60,7 +60,7 @@ _LAZY = {
     "simulate_allocator": "roam_core.oracle.allocator_sim",
     "plan_arena": "roam_core.layout.arena_layout",
     "solve_dsa": "roam_core.layout.dsa_solver",
-    "recompute_frontier": "roam_core.planner.budget",
+    "recompute_frontier": "roam_core.planner.budget_frontier",
     "exact_recompute": "roam_core.recompute.exact",
     "PlannedStep": "roam_core.runtime.planned_step",
     "BatchMismatchError": "roam_core.runtime.planned_step",

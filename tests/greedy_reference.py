@@ -10,7 +10,8 @@ import numpy as np
 
 from roam_core.model.graph import Graph, OpId, TensorId
 from roam_core.model.recompute_ops import COPY_SUFFIX, recompute_ops_for
-from roam_core.recompute.greedy import JitEvaluator, TrajectoryPoint, jit_order
+from roam_core.recompute.evaluator import JitEvaluator, jit_order
+from roam_core.recompute.greedy import TrajectoryPoint
 
 
 def reference_evaluate(ev: JitEvaluator, dropped: Sequence[TensorId]) -> dict:

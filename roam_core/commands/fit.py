@@ -56,11 +56,10 @@ def _check(graph: Graph, memory: int, cfg: PlannerConfig,
            executor: cf.Executor | None = None) -> dict[str, Any]:
     from roam_core.base.errors import BudgetInfeasibleError
     from roam_core.oracle.baseline import eager_report
-    from roam_core.planner import make_plan
     from roam_core.planner.budget import BudgetPlanner
 
     rep = eager_report(graph, cfg.alignment_bytes)
-    bp = BudgetPlanner(graph, cfg, make_plan=make_plan, executor=executor)
+    bp = BudgetPlanner(graph, cfg, executor=executor)
     out: dict[str, Any] = {"eager_reserved_bytes": int(rep.peak_reserved_bytes),
                            "roam_arena_bytes": bp.base.arena_bytes, "step_flops": bp.step_flops}
     pct: float | None

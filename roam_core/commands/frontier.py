@@ -56,10 +56,13 @@ NOT_ZOO = ("the graph is not a zoo model's trace: torch's partitioner needs the 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``frontier`` sub-command."""
+    from roam_core.recompute.baselines import BASELINES
+
     p = subparsers.add_parser(
         "frontier", help="memory vs extra FLOPs: roam's recomputation frontier and baselines",
         description="Plan the graph at several memory budgets with recomputation and score "
-                    "the checkpointing baselines on the same graph.")
+                    f"the checkpointing baselines ({', '.join(BASELINES)}) on the same "
+                    "graph.")
     p.add_argument("graph", help="graph file (.json or .json.gz)")
     p.add_argument("--budgets", type=positive_int, default=8, metavar="N",
                    help="roam budgets, evenly spaced (default 8)")
@@ -129,8 +132,7 @@ def frontier_dict(graph: Graph, config: PlannerConfig, budgets: int = 8,
     ``None`` or empty: skipped); ``traced``: roam's :class:`~roam_core.trace.TracedStep` of
     the graph, when the caller has it (saves a re-trace).
     """
-    from roam_core.planner import make_plan
-    from roam_core.planner.budget import recompute_frontier
+    from roam_core.planner.budget_frontier import recompute_frontier
 
     mc: dict[str, Any] | None = None
     extra: dict[str, tuple[Any, ...]] = {}
@@ -147,7 +149,7 @@ def frontier_dict(graph: Graph, config: PlannerConfig, budgets: int = 8,
             res, extra, mc_notes = min_cut_baselines(graph, tuple(min_cut_budgets),
                                                      traced=traced)
             mc = min_cut_record(res)
-    sf, points, notes = recompute_frontier(graph, config, make_plan=make_plan,
+    sf, points, notes = recompute_frontier(graph, config,
                                            budgets=budgets, baselines=baselines, plans=plans,
                                            extra_baselines=extra, executor=executor)
     return {

@@ -2,75 +2,86 @@
 
 :func:`plan_with_budget` (reached through ``make_plan(graph, PlannerConfig(budget_bytes=B))``):
 
-1. plan without recomputation (ROAM order + layout); if its arena fits, that is the answer;
+1. plan without recomputation (the pipeline,
+   :func:`~roam_core.planner.pipeline.plan_without_budget`); if its arena fits, that is the
+   answer;
 2. run the greedy drop trajectory (:mod:`roam_core.recompute.greedy`) over that order: every
    prefix is a (peak, cost) point, so one run gives the frontier (and ``"auto"`` its knee);
 3. on graphs of at most ``recompute.exact_max_ops`` ops, solve the exact CP-SAT model
    (:mod:`roam_core.recompute.exact`: drops and order together); otherwise take the shortest
    prefix whose just-in-time peak fits, re-admit what the budget does not
    need (:func:`~roam_core.recompute.greedy.prune`), expand the graph with its recompute ops
-   and plan the expanded graph with the full ROAM pipeline (sub-task CP-SAT orders move the
+   and plan the expanded graph with the same pipeline (sub-task CP-SAT orders move the
    recompute ops together with everything else; the layout packs the copies);
 4. if fragmentation pushes the arena over the budget, aim lower and repeat.
 
 The result is an ordinary :class:`~roam_core.model.plan.Plan` for the *input* graph with
 ``recompute`` ops, ``extra_flops`` and ``step_flops``; it passes the independent validator.
+:class:`BudgetPlanner` plans one graph at many budgets (``roam frontier``,
+:mod:`roam_core.planner.budget_frontier`; ``roam fit``).
 """
 
 from __future__ import annotations
 
+import concurrent.futures as cf
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
+from roam_core.base.cancel import CancelToken
 from roam_core.base.errors import BudgetInfeasibleError, ConfigError, PlanInvalidError
 from roam_core.base.units import format_bytes
-from roam_core.model.graph import Graph, TensorId
+from roam_core.model.graph import Graph, OpId, TensorId
 from roam_core.model.plan import Plan
 from roam_core.model.recompute_ops import (
+    RecomputeOp,
     expand_graph,
     flops_recorded,
-    recompute_cost,
+    op_flops,
+    recompute_ops_for,
     step_flops,
 )
 from roam_core.oracle.validate import check_plan
 from roam_core.planner.config import PlannerConfig
-from roam_core.recompute.greedy import (
-    GreedyTrajectory,
-    JitEvaluator,
-    TrajectoryPoint,
-    greedy_trajectory,
-    knee,
-    prune,
-)
+from roam_core.planner.pipeline import PlanProgress, plan_without_budget
+from roam_core.recompute.baselines import BASELINES, baseline_drop_set
+from roam_core.recompute.evaluator import Evaluation, JitEvaluator, hoist_views, jit_order
+from roam_core.recompute.exact import exact_recompute
+from roam_core.recompute.greedy import GreedyTrajectory, TrajectoryPoint, knee, prune
 from roam_core.recompute.improve import Candidate, best_of, fewest_flops
 from roam_core.recompute.windows import WindowReport, refine_windows
 
-__all__ = ["BudgetPlanner", "FrontierPoint", "frontier_points", "plan_with_budget",
-           "recompute_frontier"]
+__all__ = ["BudgetPlanner", "plan_with_budget"]
+
+#: Labels of the candidates that are roam's own search (greedy prefix, pruned, swapped).
+_OWN = ("roam", "roam+swap")
 
 
 @dataclass(frozen=True, slots=True)
 class _Choice:
-    dropped: tuple[Any, ...]
-    recompute: tuple[Any, ...]
-    order: tuple[Any, ...]
+    """A drop set to plan: its recompute ops, its just-in-time order and its FLOPs."""
+
+    dropped: tuple[TensorId, ...]
+    recompute: tuple[RecomputeOp, ...]
+    order: tuple[OpId, ...]
     extra_flops: int
 
 
-def _no_budget(config: PlannerConfig) -> PlannerConfig:
-    return replace(config, budget_bytes=None)
+def _choice_of(e: Evaluation) -> _Choice:
+    return _Choice(e.dropped, e.recompute, e.order, e.extra_flops)
 
 
-def frontier_points(graph: Graph, base_order: Any, config: PlannerConfig
-                    ) -> tuple[JitEvaluator, list[Any], list[TrajectoryPoint]]:
-    """The greedy trajectory over ``base_order``: evaluator, drop sequence, points."""
-    ev = JitEvaluator(graph, base_order, config.alignment_bytes)
-    dropped, points = greedy_trajectory(graph, base_order, evaluator=ev,
-                                        alignment_bytes=config.alignment_bytes,
-                                        bytes_weight=config.recompute.bytes_weight)
-    return ev, dropped, points
+def _check_budget(budget: object) -> None:
+    """Refuse a budget that is neither a positive number of bytes nor ``"auto"``.
+
+    Raises
+    ------
+    ConfigError
+        Anything else (``True`` included).
+    """
+    if budget != "auto" and (isinstance(budget, bool) or not isinstance(budget, int)
+                             or budget <= 0):
+        raise ConfigError(f"budget {budget!r}: give a positive number of bytes or 'auto'")
 
 
 class BudgetPlanner:
@@ -82,8 +93,6 @@ class BudgetPlanner:
         The graph.
     config : PlannerConfig
         Settings (``budget_bytes`` is ignored here; pass budgets to :meth:`plan_at`).
-    make_plan : callable
-        The planner without a budget.
     seeds : Mapping of str to sequence of TensorId, optional
         More candidate drop sets by name (torch's min-cut decisions): with ``portfolio``,
         each budget also tries them, pruned to the budget (:mod:`roam_core.recompute.improve`).
@@ -91,13 +100,21 @@ class BudgetPlanner:
         At each budget, also try the module-structure baselines' drop sets and ``seeds``
         beside the greedy prefix and keep the cheapest that fits (``False``: the greedy
         prefix alone).  Default: ``config.recompute.portfolio``.
-    **kwargs
-        Forwarded to ``make_plan``.
+    progress, cancel, executor
+        Passed to every plan without a budget
+        (:func:`~roam_core.planner.pipeline.plan_without_budget`): the plain plan and the
+        plan of each expanded graph.
+    on_plan : callable, optional
+        Called with the graph about to be planned, before each of those plans (the input
+        graph first, then expanded graphs): a caller counts them for its progress bar.
     """
 
-    def __init__(self, graph: Graph, config: PlannerConfig, *, make_plan: Any,
+    def __init__(self, graph: Graph, config: PlannerConfig, *,
                  seeds: Mapping[str, Sequence[TensorId]] | None = None,
-                 portfolio: bool | None = None, **kwargs: Any) -> None:
+                 portfolio: bool | None = None,
+                 progress: Callable[[PlanProgress], None] | None = None,
+                 cancel: CancelToken = None, executor: cf.Executor | None = None,
+                 on_plan: Callable[[Graph], None] | None = None) -> None:
         self.graph, self.config = graph, config
         self.seeds = dict(seeds or {})
         self.portfolio = config.recompute.portfolio if portfolio is None else bool(portfolio)
@@ -106,15 +123,16 @@ class BudgetPlanner:
         self.own_costs: dict[int, tuple[int, int]] = {}
         #: after :meth:`plan_at`: (candidate kept, its target), ``None`` without recomputation
         self.last_pick: tuple[str, int] | None = None
-        self.plain = _no_budget(config)
-        self.make_plan, self.kwargs = make_plan, kwargs
+        self.plain = replace(config, budget_bytes=None)
+        self._progress, self._cancel, self._executor = progress, cancel, executor
+        self._on_plan = on_plan
         self.step_flops = step_flops(graph)
         self.notes: list[str] = []
         if not flops_recorded(graph):
             self.notes.append("the graph has no per-op FLOPs (traced before roam recorded "
                               "them): FLOPs are estimated from the matrix products only; "
                               "re-trace for torch's counts")
-        self.base = make_plan(graph, self.plain, **kwargs)
+        self.base = self._plan(graph)
         self._greedy: GreedyTrajectory | None = None
         self._single: GreedyTrajectory | None = None
         self._cache: dict[tuple[int, int, bool], list[tuple[str, _Choice]]] = {}
@@ -125,13 +143,18 @@ class BudgetPlanner:
         self.window_reports: dict[int, WindowReport] = {}
         #: plans of expanded graphs by (recompute ops, order): a drop set chosen at several
         #: budgets (or a baseline's, chosen by roam) is planned once
-        self._planned: dict[tuple[tuple[Any, ...], tuple[Any, ...]], Plan] = {}
+        self._planned: dict[tuple[tuple[RecomputeOp, ...], tuple[OpId, ...]], Plan] = {}
+
+    def _plan(self, graph: Graph) -> Plan:
+        """The plan of ``graph`` without recomputation (the input or an expanded graph)."""
+        if self._on_plan is not None:
+            self._on_plan(graph)
+        return plan_without_budget(graph, self.plain, progress=self._progress,
+                                   cancel=self._cancel, executor=self._executor)
 
     def other_candidates(self) -> list[tuple[str, tuple[TensorId, ...]]]:
         """The portfolio's drop sets besides the greedy prefix: baselines, then seeds."""
         if self._others is None:
-            from roam_core.recompute.baselines import BASELINES, baseline_drop_set
-
             out: list[tuple[str, tuple[TensorId, ...]]] = []
             for name in BASELINES:
                 d = baseline_drop_set(self.graph, name)
@@ -168,7 +191,7 @@ class BudgetPlanner:
         return self._single
 
     @property
-    def trajectory(self) -> tuple[JitEvaluator, list[Any], list[TrajectoryPoint]]:
+    def trajectory(self) -> tuple[JitEvaluator, list[TensorId], list[TrajectoryPoint]]:
         """(evaluator, drop sequence, points) of the whole greedy run over the plain order."""
         t = self._greedy_until()
         return t.evaluator, t.dropped, t.points
@@ -186,12 +209,13 @@ class BudgetPlanner:
 
     def _choice(self, target: int, exact: bool, notes: list[str], last_resort: bool = False
                 ) -> list[tuple[str, _Choice]] | None:
-        g, cfg, w = self.graph, self.config, self.config.recompute.bytes_weight
+        """The drop sets to plan for a just-in-time ``target``, cheapest first (``None``:
+        nothing to try)."""
         if exact:
-            from roam_core.recompute.exact import exact_recompute
-
-            ex = exact_recompute(g, target, alignment_bytes=cfg.alignment_bytes,
-                                 bytes_weight=w, time_limit_s=cfg.recompute.exact_time_limit_s)
+            cfg = self.config
+            ex = exact_recompute(self.graph, target, alignment_bytes=cfg.alignment_bytes,
+                                 bytes_weight=cfg.recompute.bytes_weight,
+                                 time_limit_s=cfg.recompute.exact_time_limit_s)
             if ex.status in ("optimal", "feasible"):
                 notes.append(f"exact recomputation model: {ex.status}, cost {ex.cost:.0f} "
                              f"(bound {ex.best_bound:.0f}) in {ex.wall_time_s:.1f} s")
@@ -200,7 +224,7 @@ class BudgetPlanner:
             if ex.status == "infeasible":
                 return None
         t = self._greedy_until(target)  # the same prefix as the whole run's
-        ev, dropped, points = t.evaluator, t.dropped, t.points
+        points = t.points
         idx = next((i for i, p in enumerate(points) if p.peak_bytes <= target), None)
         if idx is None and not (self.portfolio and self.other_candidates()):
             return None
@@ -208,51 +232,53 @@ class BudgetPlanner:
             return None
         key = (-1 if idx is None else idx, target, last_resort)
         if key not in self._cache:
-            prefix = () if idx is None else tuple(dropped[:points[idx].n_dropped])
+            prefix = None if idx is None else tuple(t.dropped[:points[idx].n_dropped])
             if self.portfolio:
-                first = [("roam", prefix)] if idx is not None else []
-                cands = best_of(ev, target, [*first, *self.other_candidates()], w,
-                                keep_unfit=True)
-                if cands and cands[0].fits:
-                    e = self._windows(ev, cands[0].evaluation, target)
-                    if e is not cands[0].evaluation:
-                        cands.insert(0, Candidate(f"{cands[0].label}+windows", e,
-                                                  e.cost(w)))
-                self._portfolio[target] = cands
-                if idx is not None:  # roam's own search: greedy prefix, pruned, swapped
-                    own = min((c for c in cands if c.label in ("roam", "roam+swap")),
-                              key=lambda c: c.cost)
-                    self.own_costs[target] = (own.evaluation.extra_flops,
-                                              own.evaluation.extra_bytes)
-                # the fitting ones, then (last resort: the planner's order may fit what
-                # the just-in-time order does not) the cheapest two that do not
-                fit = [c for c in cands if c.fits][:3]
-                fit += [c for c in cands if c.label == "roam" and all(c is not f for f in fit)]
-                if last_resort:
-                    unfit = [c for c in cands if not c.fits]
-                    first_other = None if idx is not None else self.other_candidates()[0][0]
-                    fit += [c for c in unfit if c.label != first_other][:max(0, 2 - len(fit))]
-                    low = min(unfit, key=lambda c: (c.evaluation.peak_bytes, c.cost),
-                              default=None)
-                    if (low is not None and not any(c.fits for c in cands)
-                            and all(low is not f for f in fit)):
-                        fit.append(low)  # nothing fits: the lowest just-in-time peak too
-                self._cache[key] = [(c.label, _Choice(c.evaluation.dropped,
-                                                      c.evaluation.recompute,
-                                                      c.evaluation.order,
-                                                      c.evaluation.extra_flops))
-                                    for c in fit]
+                self._cache[key] = self._portfolio_choices(t.evaluator, prefix, target,
+                                                           last_resort)
             else:
-                e = prune(ev, prefix, target, w)
-                self.own_costs[target] = (e.extra_flops, e.extra_bytes)
-                ref = self._windows(ev, e, target)
-                first_c = [("roam+windows", ref)] if ref is not e else []
-                self._cache[key] = [(label, _Choice(x.dropped, x.recompute, x.order,
-                                                    x.extra_flops))
-                                    for label, x in [*first_c, ("roam", e)]]
+                assert prefix is not None
+                self._cache[key] = self._greedy_choices(t.evaluator, prefix, target)
         return self._cache[key]
 
-    def _windows(self, ev: JitEvaluator, start: Any, target: int) -> Any:
+    def _greedy_choices(self, ev: JitEvaluator, prefix: tuple[TensorId, ...], target: int
+                        ) -> list[tuple[str, _Choice]]:
+        """The greedy prefix, pruned, then refined by windows when they are on."""
+        e = prune(ev, prefix, target, self.config.recompute.bytes_weight)
+        self.own_costs[target] = (e.extra_flops, e.extra_bytes)
+        ref = self._windows(ev, e, target)
+        first = [("roam+windows", ref)] if ref is not e else []
+        return [(label, _choice_of(x)) for label, x in [*first, ("roam", e)]]
+
+    def _portfolio_choices(self, ev: JitEvaluator, prefix: tuple[TensorId, ...] | None,
+                           target: int, last_resort: bool) -> list[tuple[str, _Choice]]:
+        """The portfolio (greedy prefix when one fits, baselines, seeds), the cheapest that
+        fits refined by windows; the fitting ones then, as a last resort, a few that do not
+        (the planner's order may fit what the just-in-time order does not)."""
+        w = self.config.recompute.bytes_weight
+        first = [("roam", prefix)] if prefix is not None else []
+        cands = best_of(ev, target, [*first, *self.other_candidates()], w, keep_unfit=True)
+        if cands and cands[0].fits:
+            e = self._windows(ev, cands[0].evaluation, target)
+            if e is not cands[0].evaluation:
+                cands.insert(0, Candidate(f"{cands[0].label}+windows", e, e.cost(w)))
+        self._portfolio[target] = cands
+        if prefix is not None:  # roam's own search: greedy prefix, pruned, swapped
+            own = min((c for c in cands if c.label in _OWN), key=lambda c: c.cost)
+            self.own_costs[target] = (own.evaluation.extra_flops, own.evaluation.extra_bytes)
+        fit = [c for c in cands if c.fits][:3]
+        fit += [c for c in cands if c.label == "roam" and all(c is not f for f in fit)]
+        if last_resort:
+            unfit = [c for c in cands if not c.fits]
+            first_other = None if prefix is not None else self.other_candidates()[0][0]
+            fit += [c for c in unfit if c.label != first_other][:max(0, 2 - len(fit))]
+            low = min(unfit, key=lambda c: (c.evaluation.peak_bytes, c.cost), default=None)
+            if (low is not None and not any(c.fits for c in cands)
+                    and all(low is not f for f in fit)):
+                fit.append(low)  # nothing fits: the lowest just-in-time peak too
+        return [(c.label, _choice_of(c.evaluation)) for c in fit]
+
+    def _windows(self, ev: JitEvaluator, start: Evaluation, target: int) -> Evaluation:
         """``start`` refined by exact CP-SAT windows (``recompute.windows`` models at most;
         the evaluation itself when off, when it does not fit or when nothing improved)."""
         cfg = self.config
@@ -288,23 +314,19 @@ class BudgetPlanner:
                            self.config.recompute.bytes_weight)
         for c in few[:max_plans]:
             e = c.evaluation
-            plan = self._finish(_Choice(e.dropped, e.recompute, e.order, e.extra_flops),
-                                budget, [f"portfolio: the candidate with the fewest extra "
-                                         f"FLOPs ({c.label.split(',')[0]}'s drop set)"],
-                                "roam")
+            plan = self._finish(_choice_of(e), budget,
+                                [f"portfolio: the candidate with the fewest extra FLOPs "
+                                 f"({c.label.split(',')[0]}'s drop set)"], "roam")
             if plan.arena_bytes <= budget and plan.extra_flops < than.extra_flops:
                 self.last_pick = (c.label, budget)
                 return plan
         return None
 
-    def plan_for_drops(self, dropped: Any, label: str = "roam") -> Plan:
+    def plan_for_drops(self, dropped: Sequence[TensorId], label: str = "roam") -> Plan:
         """Plan a given drop set (a baseline policy) with the same order and layout stages."""
-        from roam_core.model.recompute_ops import recompute_ops_for
-        from roam_core.recompute.greedy import hoist_views, jit_order
-
         rops = recompute_ops_for(self.graph, dropped)
         order = jit_order(hoist_views(self.graph, self.base.order), rops, self.graph)
-        flops = sum(_flops_of(self.graph, r.source) for r in rops)
+        flops = sum(op_flops(self.graph, self.graph.op(r.source)) for r in rops)
         return self._finish(_Choice(tuple(dropped), rops, order, flops), None, [], label)
 
     def _finish(self, c: _Choice, budget: int | None, notes: list[str], method: str) -> Plan:
@@ -312,8 +334,7 @@ class BudgetPlanner:
         key = (tuple(c.recompute), tuple(c.order))
         p2 = self._planned.get(key)
         if p2 is None:  # the same drop set at another budget, or a baseline's: planned once
-            g2 = expand_graph(g, c.recompute, order=c.order)
-            p2 = self._planned[key] = self.make_plan(g2, self.plain, **self.kwargs)
+            p2 = self._planned[key] = self._plan(expand_graph(g, c.recompute, order=c.order))
         sf = self.step_flops
         plan = replace(
             p2, graph_fingerprint=g.fingerprint(), graph_name=g.name, method=method,
@@ -334,6 +355,8 @@ class BudgetPlanner:
 
         Raises
         ------
+        ConfigError
+            ``budget`` is neither a positive number of bytes nor ``"auto"``.
         BudgetInfeasibleError
             No plan fits; the message states the smallest reachable peak.
         """
@@ -341,9 +364,7 @@ class BudgetPlanner:
         g, cfg = self.graph, self.config
         notes: list[str] = []
         self.last_pick = None
-        if budget != "auto" and (isinstance(budget, bool) or not isinstance(budget, int)
-                                 or budget <= 0):
-            raise ConfigError(f"budget {budget!r}: give a positive number of bytes or 'auto'")
+        _check_budget(budget)
         if budget == "auto":
             budget = self.knee_bytes()
             k = knee(self.trajectory[2], cfg.recompute.bytes_weight)
@@ -362,29 +383,11 @@ class BudgetPlanner:
             cs = self._choice(target, exact, notes, last_resort=attempt == 0)
             if not cs:
                 break
-            over = None
-            rep = self.window_reports.get(target)
-            for label, c in cs:  # cheapest first; the next one when the arena overshoots
-                base_label = label.removesuffix("+windows")
-                why = [] if base_label in ("roam", "roam+swap") else [
-                    f"portfolio: {base_label}'s drop set, pruned to the budget, was cheaper "
-                    "than roam's greedy prefix"]
-                if rep is not None and label.endswith("+windows"):
-                    why.append(rep.note(self.step_flops))
-                elif rep is not None:
-                    why.append(f"exact windows: {rep.windows} CP-SAT windows, "
-                               + ("no cheaper drop set found" if not rep.improved else
-                                  "their drop set's arena did not fit; this one did")
-                               + f" ({rep.cpu_s:.1f} CPU s)")
-                plan = self._finish(c, budget, [*notes, *why], "roam")
-                best_arena = plan.arena_bytes if best_arena is None else min(
-                    best_arena, plan.arena_bytes)
-                if plan.arena_bytes <= budget:
-                    self.last_pick = (label, target)
-                    return replace(plan, solve_seconds=time.perf_counter() - t0)
-                over = plan.arena_bytes if over is None else min(over, plan.arena_bytes)
-            assert over is not None
-            target -= max(over - budget, cfg.alignment_bytes)
+            plan, lowest_arena = self._first_that_fits(cs, budget, target, notes)
+            if plan is not None:
+                return replace(plan, solve_seconds=time.perf_counter() - t0)
+            best_arena = lowest_arena if best_arena is None else min(best_arena, lowest_arena)
+            target -= max(lowest_arena - budget, cfg.alignment_bytes)
         lowest = self.lowest_bytes()
         smallest = min(lowest, best_arena) if best_arena is not None else lowest
         raise BudgetInfeasibleError(
@@ -393,15 +396,36 @@ class BudgetPlanner:
             f"{format_bytes(self.base.arena_bytes)}; resident "
             f"{format_bytes(self.base.resident_bytes)})", budget, smallest)
 
+    def _first_that_fits(self, cs: Sequence[tuple[str, _Choice]], budget: int, target: int,
+                         notes: list[str]) -> tuple[Plan | None, int]:
+        """Plan the choices for ``target`` cheapest first until an arena fits ``budget``:
+        that plan (``last_pick`` says which), or ``None`` and the lowest arena made."""
+        rep = self.window_reports.get(target)
+        over: int | None = None
+        for label, c in cs:  # cheapest first; the next one when the arena overshoots
+            base_label = label.removesuffix("+windows")
+            why = [] if base_label in _OWN else [
+                f"portfolio: {base_label}'s drop set, pruned to the budget, was cheaper "
+                "than roam's greedy prefix"]
+            if rep is not None and label.endswith("+windows"):
+                why.append(rep.note(self.step_flops))
+            elif rep is not None:
+                why.append(f"exact windows: {rep.windows} CP-SAT windows, "
+                           + ("no cheaper drop set found" if not rep.improved else
+                              "their drop set's arena did not fit; this one did")
+                           + f" ({rep.cpu_s:.1f} CPU s)")
+            plan = self._finish(c, budget, [*notes, *why], "roam")
+            if plan.arena_bytes <= budget:
+                self.last_pick = (label, target)
+                return plan, plan.arena_bytes
+            over = plan.arena_bytes if over is None else min(over, plan.arena_bytes)
+        assert over is not None
+        return None, over
 
-def _flops_of(graph: Graph, op_id: str) -> int:
-    from roam_core.model.recompute_ops import op_flops
 
-    return op_flops(graph, graph.op(op_id))
-
-
-def plan_with_budget(graph: Graph, config: PlannerConfig, *, make_plan: Any,
-                     **kwargs: Any) -> Plan:
+def plan_with_budget(graph: Graph, config: PlannerConfig, *,
+                     progress: Callable[[PlanProgress], None] | None = None,
+                     cancel: CancelToken = None, executor: cf.Executor | None = None) -> Plan:
     """Plan ``graph`` so that its arena is at most ``config.budget_bytes``.
 
     Parameters
@@ -410,207 +434,21 @@ def plan_with_budget(graph: Graph, config: PlannerConfig, *, make_plan: Any,
         The graph.
     config : PlannerConfig
         ``budget_bytes`` is an int (bytes, resident included) or ``"auto"``.
-    make_plan : callable
-        The planner without a budget (passed in to keep this module below the façade).
-    **kwargs
-        Forwarded to ``make_plan`` (progress, cancel, executor).
+    progress, cancel, executor
+        As for :func:`~roam_core.planner.facade.make_plan`, passed to every plan without a
+        budget that this makes.
 
     Raises
     ------
+    ConfigError
+        ``config.budget_bytes`` is neither a positive number of bytes nor ``"auto"``.
     BudgetInfeasibleError
         No plan fits; the message states the smallest reachable peak.
     """
     budget = config.budget_bytes
-    if budget != "auto" and (isinstance(budget, bool) or not isinstance(budget, int)
-                             or budget <= 0):
-        raise ConfigError(f"budget {budget!r}: give a positive number of bytes or 'auto'")
+    _check_budget(budget)
+    assert budget is not None
     t0 = time.perf_counter()
-    plan = BudgetPlanner(graph, config, make_plan=make_plan, **kwargs).plan_at(budget)
+    bp = BudgetPlanner(graph, config, progress=progress, cancel=cancel, executor=executor)
+    plan = bp.plan_at(budget)
     return replace(plan, solve_seconds=time.perf_counter() - t0)
-
-
-@dataclass(frozen=True, slots=True)
-class FrontierPoint:
-    """One point of ``roam frontier``: a method's memory and the FLOPs it adds.
-
-    Parameters
-    ----------
-    method : str
-        ``"roam"`` or a baseline policy name.
-    peak_bytes : int
-        The plan's arena (resident included): the memory the step needs.
-    extra_flops : int
-        FLOPs recomputation adds.
-    budget_bytes : int or None
-        The budget roam was given (``None`` for baselines).
-    recomputed_ops : int
-        Recompute ops in the plan.
-    extra_bytes_moved : int
-        Bytes the recompute ops read and write (elementwise re-runs count 0 FLOPs in
-        torch's counter but are not free; roam's objective charges them).
-    kept : str
-        For roam points: which portfolio candidate the plan comes from.
-    search_extra_flops, search_extra_bytes_moved : int or None
-        For roam points: the same of roam's own search (greedy prefix, pruned) at the same
-        just-in-time target, whether or not the portfolio kept it.
-    """
-
-    method: str
-    peak_bytes: int
-    extra_flops: int
-    budget_bytes: int | None = None
-    recomputed_ops: int = 0
-    extra_bytes_moved: int = 0
-    #: roam only: the portfolio candidate kept (``"roam"``: its own greedy search)
-    kept: str = "roam"
-    #: roam only: extra FLOPs and bytes moved of its own search alone at this budget
-    search_extra_flops: int | None = None
-    search_extra_bytes_moved: int | None = None
-
-
-def _moved(graph: Graph, plan: Plan) -> int:
-    from roam_core.model.recompute_ops import recompute_cost
-
-    return recompute_cost(graph, plan.recompute)[1]
-
-
-def recompute_frontier(graph: Graph, config: PlannerConfig, *, make_plan: Any,
-                       budgets: int = 8, baselines: bool = True,
-                       plans: dict[str, Plan] | None = None,
-                       extra_baselines: Mapping[str, Sequence[TensorId]] | None = None,
-                       portfolio: bool = True, fewest_flops: bool = True,
-                       **kwargs: Any) -> tuple[int, list[FrontierPoint], list[str]]:
-    """roam at ``budgets`` budgets (plus each baseline's memory and the midway budget between
-    no recomputation and every block) and every baseline policy.
-
-    Parameters
-    ----------
-    graph : Graph
-        The graph.
-    config : PlannerConfig
-        Planner settings.
-    make_plan : callable
-        The planner without a budget.
-    budgets : int
-        Evenly spaced budgets between the lowest reachable peak and the plan without
-        recomputation.
-    baselines : bool
-        Also score the module-structured baselines (:mod:`roam_core.recompute.baselines`).
-    plans : dict, optional
-        Filled with every plan made, by label (``"roam@<bytes>"``, baseline names).
-    extra_baselines : Mapping of str to sequence of TensorId, optional
-        More baselines given as drop sets, by method name (torch's min-cut partitioner's
-        decisions mapped onto the graph, :mod:`roam_core.trace.min_cut`); planned like the
-        others, and roam is planned at each one's memory too; they are also seeds of
-        roam's portfolio.
-    portfolio : bool
-        Let roam try the baselines' and seeds' drop sets beside its greedy prefix at each
-        budget (:class:`BudgetPlanner`).
-    fewest_flops : bool
-        With the portfolio: at each budget where a candidate that fits has fewer extra FLOPs
-        than the objective's pick (more bytes moved), plan it too and add it as a second roam
-        point (``kept``: ``"<label>, fewest FLOPs"``,
-        :meth:`BudgetPlanner.plan_fewest_flops`), so that the roam points are a frontier in
-        (peak, FLOPs) as well as in (peak, FLOPs + bytes moved).
-    **kwargs
-        Forwarded to ``make_plan``.
-
-    Returns
-    -------
-    (int, list of FrontierPoint, list of str)
-        The step's FLOPs without recomputation, the points, and notes.
-    """
-    from roam_core.recompute.baselines import BASELINES, baseline_drop_set
-
-    bp = BudgetPlanner(graph, config, make_plan=make_plan, seeds=extra_baselines,
-                       portfolio=portfolio, **kwargs)
-    notes: list[str] = list(bp.notes)
-    points: list[FrontierPoint] = []
-    extra_budgets: list[int] = []
-    def add_baseline(name: str, drop: Sequence[TensorId]) -> None:
-        p = bp.plan_for_drops(tuple(drop), label=name) if drop else replace(
-            bp.base, method=name, step_flops=bp.step_flops)
-        points.append(FrontierPoint(name, p.arena_bytes, p.extra_flops, None,
-                                    len(p.recompute), _moved(graph, p)))
-        extra_budgets.append(p.arena_bytes)
-        if plans is not None:
-            plans[name] = p
-
-    if baselines:
-        for name in BASELINES:
-            drop = baseline_drop_set(graph, name)
-            if drop is None:
-                notes.append(f"baseline {name}: not applicable (no repeated blocks or no "
-                             "attention in the module structure)")
-                continue
-            add_baseline(name, drop)
-    for name, drop in (extra_baselines or {}).items():
-        add_baseline(name, drop)
-    hi = bp.base.arena_bytes
-    lo = bp.lowest_bytes()
-    by_name = {p.method: p.peak_bytes for p in points}
-    if "none" in by_name and "checkpoint_blocks" in by_name:  # the issue's "midway" budget
-        extra_budgets.append((by_name["none"] + by_name["checkpoint_blocks"]) // 2)
-    grid = [int(lo + (hi - lo) * i / max(budgets - 1, 1)) for i in range(budgets)]
-    a = config.alignment_bytes
-    # a baseline's arena below roam's lowest just-in-time peak is tried too: the portfolio
-    # holds that baseline's drop set, and the planner's order reaches lower than the JIT one
-    todo = sorted({-(-b // a) * a for b in grid if b >= lo} | {-(-b // a) * a
-                                                               for b in extra_budgets},
-                  reverse=True)
-    made: list[tuple[int, Plan, int]] = []  # (budget, plan, index in points)
-    for b in todo:
-        try:
-            p = bp.plan_at(b)
-        except BudgetInfeasibleError:
-            notes.append(f"roam: no plan fits {format_bytes(b)}")
-            continue
-        made.append((b, p, len(points)))
-        pick = bp.last_pick
-        own = bp.own_costs.get(pick[1]) if pick is not None else None
-        points.append(FrontierPoint("roam", p.arena_bytes, p.extra_flops, b,
-                                    len(p.recompute), _moved(graph, p),
-                                    pick[0] if pick is not None else "roam",
-                                    own[0] if own is not None else p.extra_flops,
-                                    own[1] if own is not None else _moved(graph, p)))
-        if plans is not None:
-            plans[f"roam@{b}"] = p
-        q = bp.plan_fewest_flops(b, p) if portfolio and fewest_flops else None
-        if q is not None:
-            points.append(FrontierPoint("roam", q.arena_bytes, q.extra_flops, b,
-                                        len(q.recompute), _moved(graph, q),
-                                        bp.last_pick[0] if bp.last_pick else "roam",
-                                        points[-1].search_extra_flops,
-                                        points[-1].search_extra_bytes_moved))
-            if plans is not None:
-                plans[f"roam-flops@{b}"] = q
-    _monotone(graph, config, made, points, plans, notes)
-    return bp.step_flops, points, notes
-
-
-def _monotone(graph: Graph, config: PlannerConfig, made: Sequence[tuple[int, Plan, int]],
-              points: list[FrontierPoint], plans: dict[str, Plan] | None,
-              notes: list[str]) -> None:
-    """Make roam's frontier monotone in its budget: a plan made for a lower budget also
-    fits every higher one, so where it costs less (FLOPs + ``bytes_weight`` x bytes moved)
-    than the plan made for a higher budget, that budget gets it (the budgets are planned
-    independently, each from its own pruned candidates, so without this a higher budget
-    can end dearer than a lower one)."""
-    w = config.recompute.bytes_weight
-
-    def cost(p: Plan) -> float:
-        flops, moved = recompute_cost(graph, p.recompute)
-        return flops + w * moved
-
-    best: tuple[int, Plan, int] | None = None
-    for b, p, i in sorted(made, key=lambda t: t[0]):
-        if best is not None and best[1].arena_bytes <= b and cost(best[1]) < cost(p):
-            lower = points[best[2]]
-            notes.append(f"roam at {format_bytes(b)}: the plan made for "
-                         f"{format_bytes(best[0])} fits and costs less "
-                         f"(+{lower.extra_flops:,} FLOPs instead of +{p.extra_flops:,}): kept")
-            points[i] = replace(lower, budget_bytes=b)
-            if plans is not None:
-                plans[f"roam@{b}"] = best[1]
-            continue
-        best = (b, p, i)

@@ -1,7 +1,10 @@
-"""The planner façade: graph in, validated :class:`~roam_core.model.plan.Plan` out.
+"""The planning pipeline without a budget: graph in, validated
+:class:`~roam_core.model.plan.Plan` out.
 
-:func:`make_plan` is the only place that knows the order of the steps (ROAM,
-``docs/design/roam_method.md`` §6):
+:func:`plan_without_budget` is the only place that knows the order of the steps (ROAM,
+``docs/design/roam_method.md`` §6); :func:`~roam_core.planner.facade.make_plan` (the
+planner's one door) runs it, or the budget planner (:mod:`roam_core.planner.budget`), which
+runs it on the graph and on each expanded graph:
 
 1. baseline: the eager peak (program order), the lower bound, the best cheap order;
 2. weight-update placement rewrites (:mod:`roam_core.ordering.rewrites`): extra control edges
@@ -45,9 +48,8 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from typing import Any
 
-from roam_core.base.cancel import as_cancel_flag
+from roam_core.base.cancel import CancelToken, as_cancel_flag
 from roam_core.base.collector import gc_paused
 from roam_core.base.status import SolveStatus
 from roam_core.base.units import format_bytes
@@ -66,7 +68,6 @@ from roam_core.ordering.order_ilp import (
 )
 from roam_core.ordering.registry import (
     DEFAULT_METHODS,
-    ORDER_METHODS,
     HeuristicResult,
     best_heuristic_order,
     run_method,
@@ -78,7 +79,7 @@ from roam_core.planner.pool import solve_subtasks
 from roam_core.planner.search import TIGHTER_BOUNDS, search_whole_order, tighter_bound
 from roam_core.planner.summary import ChosenOrder, finish_plan
 
-__all__ = ["PlanProgress", "make_plan", "order_methods"]
+__all__ = ["PlanProgress", "plan_without_budget"]
 
 _logger = logging.getLogger(__name__)
 
@@ -106,11 +107,6 @@ class PlanProgress:
     message: str = ""
 
 
-def order_methods() -> tuple[str, ...]:
-    """Names accepted by ``make_plan(method=...)``: ``"roam"`` then the baselines."""
-    return ("roam", *ORDER_METHODS)
-
-
 @dataclass
 class _Run:
     """The state of one :func:`make_plan` call shared by its steps."""
@@ -118,7 +114,7 @@ class _Run:
     graph: Graph
     config: PlannerConfig
     progress: Callable[[PlanProgress], None] | None
-    cancel: Any
+    cancel: CancelToken
     cancel_fn: Callable[[], bool] | None
     t_start: float = field(default_factory=time.perf_counter)
     t_mono: float = field(default_factory=time.monotonic)
@@ -159,76 +155,36 @@ class _Base:
     edges: tuple[ControlEdge, ...]
 
 
-def make_plan(
+def plan_without_budget(
     graph: Graph,
     config: PlannerConfig = PlannerConfig(),  # noqa: B008 - frozen, never mutated
     *,
     method: str = "roam",
     progress: Callable[[PlanProgress], None] | None = None,
-    cancel: Any = None,
+    cancel: CancelToken = None,
     executor: cf.Executor | None = None,
 ) -> Plan:
-    """Plan ``graph``: an operator order and an arena layout with a low peak.
+    """Plan ``graph`` without recomputation (``config.budget_bytes`` is not looked at).
 
-    Parameters
-    ----------
-    graph : Graph
-        The training-step graph.
-    config : PlannerConfig
-        Settings.
-    method : str
-        ``"roam"`` or the name of a baseline ordering method (:func:`order_methods`); a
-        baseline gets its order plus the layout.
-    progress : callable, optional
-        Called with a :class:`PlanProgress` after each stage and each sub-task.
-    cancel : threading.Event or callable, optional
-        Cooperative cancellation; the best valid plan so far is returned.
-    executor : concurrent.futures.Executor, optional
-        Where sub-tasks are solved (default: a local process pool of ``config.workers``;
-        ``workers=1`` solves in-process).
-
-    Returns
-    -------
-    Plan
-
-    Raises
-    ------
-    ConfigError
-        For an unknown method name (or baseline in ``config.baselines``).
-    BudgetInfeasibleError
-        ``config.budget_bytes`` is below every plan's arena, recomputation included (the
-        message gives the smallest reachable peak).
-    PlanInvalidError
-        If the plan fails the independent validator (a bug, never expected).
-
-    Notes
-    -----
-    Python's cyclic garbage collector is paused while planning
-    (:func:`~roam_core.base.collector.gc_paused`): the planner keeps almost everything it
-    allocates, and the collector's full collections cost ~20 % of the CPU time at 100k ops.
-    What the plan keeps afterwards (the plan, the per-graph caches) is moved to the oldest
-    generation, so the next young collection does not walk it.
+    The parameters, the result and the errors are those of
+    :func:`~roam_core.planner.facade.make_plan`, which calls this without a budget (and
+    the budget planner calls it on each expanded graph).  Python's cyclic garbage collector
+    is paused meanwhile (see ``make_plan``).
 
     Examples
     --------
     >>> from roam_core.model.samples import tiny_train_step
-    >>> from roam_core.planner.config import PlannerConfig
-    >>> p = make_plan(tiny_train_step(), PlannerConfig(workers=1, solve_layout=False))
-    >>> p.method, p.planned_peak_bytes <= p.baseline_peak_bytes, len(p.order)
-    ('roam', True, 8)
+    >>> p = plan_without_budget(tiny_train_step(), PlannerConfig(workers=1, solve_layout=False))
+    >>> p.method, p.recompute
+    ('roam', ())
     """
     with gc_paused(promote_survivors=True):
-        return _make_plan(graph, config, method, progress, cancel, executor)
+        return _pipeline(graph, config, method, progress, cancel, executor)
 
 
-def _make_plan(graph: Graph, config: PlannerConfig, method: str,
-               progress: Callable[[PlanProgress], None] | None, cancel: Any,
-               executor: cf.Executor | None) -> Plan:
-    if config.budget_bytes is not None and method == "roam":
-        from roam_core.planner.budget import plan_with_budget
-
-        return plan_with_budget(graph, config, make_plan=make_plan, progress=progress,
-                                cancel=cancel, executor=executor)
+def _pipeline(graph: Graph, config: PlannerConfig, method: str,
+              progress: Callable[[PlanProgress], None] | None, cancel: CancelToken,
+              executor: cf.Executor | None) -> Plan:
     run = _Run(graph, config, progress, cancel, as_cancel_flag(cancel))
     baseline_peak, lower = _eager_and_bound(run)
     if method != "roam":

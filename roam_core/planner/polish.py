@@ -3,22 +3,21 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import Any
 
+from roam_core.base.cancel import CancelFlag
 from roam_core.model.graph import Graph, OpId
 from roam_core.model.plan import SolveRecord
-from roam_core.oracle.simulate import simulate
+from roam_core.oracle.simulate import MemoryProfile, simulate
 from roam_core.ordering.order_ilp import build_order_problem, merge_orders, solve_order_problem
 from roam_core.planner.config import PlannerConfig
 
 __all__ = ["polish_peak"]
 
 
-def polish_peak(g2: Graph, graph: Graph, order: tuple[OpId, ...], prof: Any,
-                config: PlannerConfig, floor: int, cancel: Callable[[], bool] | None,
+def polish_peak(g2: Graph, graph: Graph, order: tuple[OpId, ...], prof: MemoryProfile,
+                config: PlannerConfig, floor: int, cancel: CancelFlag | None,
                 deadline: float | None, records: list[SolveRecord]
-                ) -> tuple[tuple[OpId, ...], Any]:
+                ) -> tuple[tuple[OpId, ...], MemoryProfile]:
     """Re-solve windows centred on the peak step while that lowers the peak.
 
     Any run of consecutive steps of a valid order is a valid sub-problem, so a window may

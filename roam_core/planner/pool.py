@@ -13,7 +13,7 @@ import tempfile
 import time
 from collections.abc import Callable
 
-from roam_core.base.cancel import StopFile
+from roam_core.base.cancel import CancelFlag, StopFile
 from roam_core.ordering.order_ilp import (
     OrderProblem,
     OrderResult,
@@ -32,7 +32,7 @@ STOP_GRACE_S = 5.0
 
 
 def solve_subtasks(problems: list[OrderProblem], cfg: PlannerConfig,
-                   executor: cf.Executor | None, cancel: Callable[[], bool] | None,
+                   executor: cf.Executor | None, cancel: CancelFlag | None,
                    deadline: float | None, on_result: Callable[[OrderResult], None]
                    ) -> list[str]:
     """Solve every problem; returns the ids that were not solved (cancelled / out of time).

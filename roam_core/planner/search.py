@@ -16,23 +16,24 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
+from roam_core.base.cancel import CancelFlag
 from roam_core.base.status import SolveStatus
 from roam_core.model.graph import Graph, OpId
 from roam_core.model.plan import SolveRecord
-from roam_core.oracle.simulate import simulate
+from roam_core.oracle.simulate import MemoryProfile, simulate
 from roam_core.oracle.validate import check_order
 from roam_core.planner.config import PlannerConfig
 
 __all__ = ["TIGHTER_BOUNDS", "search_whole_order", "tighter_bound"]
 
 
-def search_whole_order(graph: Graph, order: tuple[OpId, ...], prof: Any,
+def search_whole_order(graph: Graph, order: tuple[OpId, ...], prof: MemoryProfile,
                        config: PlannerConfig, floor: int,
-                       cancel: Callable[[], bool] | None, deadline: float | None,
-                       records: list[SolveRecord]) -> tuple[tuple[OpId, ...], Any]:
+                       cancel: CancelFlag | None, deadline: float | None,
+                       records: list[SolveRecord]
+                       ) -> tuple[tuple[OpId, ...], MemoryProfile]:
     """Peak-directed moves on the input graph; ``(order, profile)``, never worse."""
     from roam_core.ordering.lns import peak_search
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
 
+from roam_core.base.cancel import CancelToken
 from roam_core.base.errors import PlanInvalidError
 from roam_core.base.units import format_bytes
 from roam_core.layout.arena_layout import ArenaLayout, greedy_arena, plan_arena
@@ -54,7 +54,7 @@ class ChosenOrder:
 
 
 def lay_out(graph: Graph, order: Sequence[OpId], tree: TaskTree | None, cfg: PlannerConfig,
-            cancel: Any, t_start: float) -> ArenaLayout:
+            cancel: CancelToken, t_start: float) -> ArenaLayout:
     """The arena layout of ``order``: the layout solvers within the layout budget (capped by
     what ``cfg.time_limit_s`` leaves, at least 1 s), or greedy best-fit when
     ``cfg.solve_layout`` is off."""
@@ -69,8 +69,8 @@ def lay_out(graph: Graph, order: Sequence[OpId], tree: TaskTree | None, cfg: Pla
 
 def finish_plan(graph: Graph, config: PlannerConfig, chosen: ChosenOrder, *,
                 baseline_peak_bytes: int, lower_bound_bytes: int,
-                records: list[SolveRecord], notes: Sequence[str], t_start: float, cancel: Any,
-                emit: Callable[[str, int, int, str], None]) -> Plan:
+                records: list[SolveRecord], notes: Sequence[str], t_start: float,
+                cancel: CancelToken, emit: Callable[[str, int, int, str], None]) -> Plan:
     """Lay out ``chosen.order`` and assemble the validated plan.
 
     Raises

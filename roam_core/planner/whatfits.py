@@ -15,7 +15,7 @@ for each method over a sweep of rows.  Torch-free: the caller traces (``roam_cor
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -88,7 +88,7 @@ class FitRow:
 
 
 def fit_row(graph: Graph, config: PlannerConfig, *, batch_size: int,
-            seq_len: int | None = None, make_plan: Callable[..., Any] | None = None,
+            seq_len: int | None = None,
             limits_pct: Sequence[float] = RECOMPUTE_LIMITS_PCT) -> FitRow:
     """The memory ``graph`` needs: eager reserved, roam, roam with recomputation.
 
@@ -100,8 +100,6 @@ def fit_row(graph: Graph, config: PlannerConfig, *, batch_size: int,
         Planner settings (``budget_bytes`` is ignored).
     batch_size, seq_len : int
         The configuration (recorded in the row).
-    make_plan : callable, optional
-        The planner (default :func:`roam_core.planner.make_plan`).
     limits_pct : sequence of float
         Extra-FLOP limits of the recomputation methods (percent of the step).
 
@@ -120,11 +118,9 @@ def fit_row(graph: Graph, config: PlannerConfig, *, batch_size: int,
     """
     from roam_core.oracle.allocator_sim import simulate_allocator
     from roam_core.planner.budget import BudgetPlanner
-    from roam_core.planner.pipeline import make_plan as default_make_plan
 
-    mp = make_plan or default_make_plan
     reserved = int(simulate_allocator(graph, graph.op_ids).peak_reserved_bytes)
-    bp = BudgetPlanner(graph, config, make_plan=mp)
+    bp = BudgetPlanner(graph, config)
     base = bp.base.arena_bytes
     peaks: dict[str, int] = {"eager_reserved": reserved, "roam": base}
     pcts: dict[str, float] = {"eager_reserved": 0.0, "roam": 0.0}
@@ -163,7 +159,7 @@ def largest_fitting(rows: Sequence[FitRow], memory_bytes: int
                      key=lambda m: FIT_METHODS.index(m) if m in FIT_METHODS else 99)
     for m in methods:
         best: FitRow | None = None
-        by_seq: dict[Any, list[FitRow]] = {}
+        by_seq: dict[int | None, list[FitRow]] = {}
         for r in rows:
             by_seq.setdefault(r.seq_len, []).append(r)
         for group in by_seq.values():

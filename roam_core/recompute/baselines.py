@@ -17,6 +17,12 @@ planner as roam, so the comparison is like for like:
   the square softmax outputs: scores, softmax, dropout output), and recompute them from Q and
   K.  Not applicable without such a softmax (CNNs, fused attention kernels).
 
+The policies are a registry (:data:`BASELINES`, name -> :class:`Baseline`): a new policy is
+one function and one registration in this module (:func:`register_baseline`, or
+:func:`block_baseline` for a policy that checkpoints groups of blocks), and every consumer
+(roam's portfolio and ``roam frontier``, the app's budget view, the benchmarks) reads the
+registry.
+
 Blocks are the children of the graph's largest module list (module paths ``<prefix>.<i>``
 from the tracer, ``Op.module``).  What a policy may drop follows roam's rules
 (:func:`~roam_core.model.recompute_ops.recompute_blocker`): dropout masks are dropped and
@@ -27,20 +33,86 @@ tracer recorded their draws (graphs traced before that keep them).
 from __future__ import annotations
 
 import math
-import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 
-from roam_core.model.graph import Graph, Phase, TensorId
+from roam_core.model.graph import Graph, OpId, Phase, TensorId
 from roam_core.model.recompute_ops import LATE_PHASES, droppable_storages, recompute_blockers
 
-__all__ = ["BASELINES", "baseline_drop_set", "find_blocks"]
+__all__ = ["BASELINES", "Baseline", "BaselinePolicy", "baseline_drop_set", "block_baseline",
+           "find_blocks", "register_baseline"]
 
-#: Names of the baseline policies, in report order.
-BASELINES = ("none", "checkpoint_blocks", "checkpoint_every_2", "sqrt_segments",
-             "checkpoint_sequential", "selective_attention")
+#: A policy: (graph, why each op may not be re-run) -> the storages it drops, or ``None``
+#: when it does not apply to the graph (no repeated blocks, no attention).
+BaselinePolicy = Callable[[Graph, Mapping[OpId, "str | None"]], "tuple[TensorId, ...] | None"]
 
-_INDEXED = re.compile(r"^(.*?)(\d+)(?:\.|$)")
+
+@dataclass(frozen=True, slots=True)
+class Baseline:
+    """One checkpointing policy of the registry.
+
+    Parameters
+    ----------
+    name : str
+        Its method name in frontiers and plans.
+    description : str
+        One line in words (the app's legend).
+    policy : BaselinePolicy
+        The drop set it chooses (before :func:`baseline_drop_set` keeps only what roam may
+        drop).
+    """
+
+    name: str
+    description: str
+    policy: BaselinePolicy
+
+
+#: Every registered policy by name, in report order.
+BASELINES: dict[str, Baseline] = {}
+
+
+def register_baseline(name: str, description: str, policy: BaselinePolicy) -> Baseline:
+    """Add a policy to :data:`BASELINES` (after the others in report order).
+
+    Raises
+    ------
+    ValueError
+        ``name`` is already registered.
+    """
+    if name in BASELINES:
+        raise ValueError(f"baseline {name!r} is already registered")
+    BASELINES[name] = b = Baseline(name, description, policy)
+    return b
+
+
+def block_baseline(name: str, description: str
+                   ) -> Callable[[Callable[[tuple[str, ...]], list[list[str]]]],
+                                 Callable[[tuple[str, ...]], list[list[str]]]]:
+    """Register a policy that checkpoints groups of blocks (a decorator).
+
+    The decorated function maps the graph's blocks (:func:`find_blocks`, in forward order)
+    to the groups checkpointed together; the policy drops every droppable storage made inside
+    a group and read only inside it (or late).  It does not apply to a graph without blocks.
+    """
+    def register(groups_of: Callable[[tuple[str, ...]], list[list[str]]]
+                 ) -> Callable[[tuple[str, ...]], list[list[str]]]:
+        def policy(graph: Graph, why: Mapping[OpId, str | None]
+                   ) -> tuple[TensorId, ...] | None:
+            blocks = find_blocks(graph)
+            if not blocks:
+                return None
+            drop: set[TensorId] = set()
+            for grp in groups_of(blocks):
+                drop |= _segment_drops(graph, grp, why)
+            return tuple(sorted(drop))
+
+        register_baseline(name, description, policy)
+        return groups_of
+
+    return register
+
+
 
 
 def find_blocks(graph: Graph) -> tuple[str, ...]:
@@ -82,7 +154,8 @@ def _inside(module: str, roots: Sequence[str]) -> bool:
     return any(module == r or module.startswith(r + ".") for r in roots)
 
 
-def _segment_drops(graph: Graph, roots: Sequence[str], why: dict) -> set[TensorId]:
+def _segment_drops(graph: Graph, roots: Sequence[str], why: Mapping[OpId, str | None]
+                   ) -> set[TensorId]:
     """Droppable storages made inside ``roots`` and read only inside them (or late)."""
     out: set[TensorId] = set()
     for op in graph.ops:
@@ -126,43 +199,58 @@ def baseline_drop_set(graph: Graph, name: str) -> tuple[TensorId, ...] | None:
     if name not in BASELINES:
         raise ValueError(f"unknown baseline {name!r}; choose one of {', '.join(BASELINES)}")
     why = recompute_blockers(graph)
-    if name == "none":
-        return ()
+    found = BASELINES[name].policy(graph, why)
+    if not found:  # None: not applicable; (): nothing to drop
+        return found
     ok = set(droppable_storages(graph, why)) | {
         t.id for t in graph.tensors.values()
         if not any(graph.op(c).phase in LATE_PHASES for c in t.consumers)}
-    found = _policy(graph, name, why)
-    return None if found is None else tuple(s for s in found if s in ok)
+    return tuple(s for s in found if s in ok)
 
 
-def _policy(graph: Graph, name: str, why: dict) -> tuple[TensorId, ...] | None:
-    if name == "selective_attention":
-        t = _seq_len(graph)
-        if t is None:
-            return None
-        out = []
-        for ten in graph.tensors.values():
-            p = ten.producer
-            if (p is not None and len(ten.shape) >= 3 and ten.shape[-1] == t
-                    and ten.shape[-2] == t and graph.op(p).phase is Phase.FORWARD
-                    and why[p] is None and ten.size_bytes):
-                out.append(ten.id)
-        return tuple(out) or None
-    blocks = find_blocks(graph)
-    if not blocks:
-        return None
+# ------------------------------------------------------------------ the policies
+register_baseline("none", "no recomputation", lambda graph, why: ())
+
+
+@block_baseline("checkpoint_blocks", "checkpoint every block")
+def _every_block(blocks: tuple[str, ...]) -> list[list[str]]:
+    return [[b] for b in blocks]
+
+
+@block_baseline("checkpoint_every_2", "checkpoint every 2nd block")
+def _every_2nd_block(blocks: tuple[str, ...]) -> list[list[str]]:
+    return [[b] for i, b in enumerate(blocks) if i % 2 == 0]
+
+
+@block_baseline("sqrt_segments", "sqrt(n) segments (Chen 2016)")
+def _sqrt_segments(blocks: tuple[str, ...]) -> list[list[str]]:
     n = len(blocks)
-    if name == "checkpoint_blocks":
-        groups = [[b] for b in blocks]
-    elif name == "checkpoint_every_2":
-        groups = [[b] for i, b in enumerate(blocks) if i % 2 == 0]
-    elif name == "sqrt_segments":
-        k = max(1, math.ceil(math.sqrt(n)))
-        groups = [list(blocks[i:i + k]) for i in range(0, n, k)]
-    else:  # checkpoint_sequential, 4 segments, the last one not checkpointed
-        k = max(1, math.ceil(n / 4))
-        groups = [list(blocks[i:i + k]) for i in range(0, n, k)][:-1]
-    drop: set[TensorId] = set()
-    for grp in groups:
-        drop |= _segment_drops(graph, grp, why)
-    return tuple(sorted(drop))
+    k = max(1, math.ceil(math.sqrt(n)))
+    return [list(blocks[i:i + k]) for i in range(0, n, k)]
+
+
+@block_baseline("checkpoint_sequential", "checkpoint_sequential (4 segments)")
+def _checkpoint_sequential(blocks: tuple[str, ...]) -> list[list[str]]:
+    """4 segments, the last one not checkpointed (as torch does)."""
+    n = len(blocks)
+    k = max(1, math.ceil(n / 4))
+    return [list(blocks[i:i + k]) for i in range(0, n, k)][:-1]
+
+
+def _selective_attention(graph: Graph, why: Mapping[OpId, str | None]
+                         ) -> tuple[TensorId, ...] | None:
+    t = _seq_len(graph)
+    if t is None:
+        return None
+    out = []
+    for ten in graph.tensors.values():
+        p = ten.producer
+        if (p is not None and len(ten.shape) >= 3 and ten.shape[-1] == t
+                and ten.shape[-2] == t and graph.op(p).phase is Phase.FORWARD
+                and why[p] is None and ten.size_bytes):
+            out.append(ten.id)
+    return tuple(out) or None
+
+
+register_baseline("selective_attention", "selective attention core (Korthikanti 2022)",
+                  _selective_attention)

@@ -18,6 +18,7 @@ arXiv 2304.14463).  Sizes of about 30 ops solve in seconds.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -35,7 +36,7 @@ from roam_core.model.recompute_ops import (
 )
 from roam_core.oracle.simulate import simulate
 
-__all__ = ["ExactResult", "exact_recompute"]
+__all__ = ["ExactResult", "ExactVariables", "exact_recompute"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +76,254 @@ class ExactResult:
     wall_time_s: float
 
 
+@dataclass(frozen=True, slots=True)
+class _Facts:
+    """What the model needs of the graph (no CP-SAT objects)."""
+
+    graph: Graph
+    #: why each op may not be re-run (``None``: it may)
+    why: Mapping[OpId, str | None]
+    #: the re-runnable ops, in graph order
+    rec: tuple[OpId, ...]
+    late: frozenset[OpId]
+    size: Mapping[TensorId, int]
+    outputs: frozenset[TensorId]
+    #: the storages that may be dropped
+    cand: frozenset[TensorId]
+    #: id of each re-runnable op's potential re-run
+    rid: Mapping[OpId, str]
+    #: every op and potential re-run (one step each)
+    every: tuple[str, ...]
+    writers: Mapping[TensorId, list[OpId]]
+
+
+def _facts(g: Graph, alignment_bytes: int) -> _Facts:
+    why = dict(recompute_blockers(g))
+    # in-place built storages (CPU dropout masks) are kept here: the model does not follow
+    # in-place writes into copies (the greedy planner rebuilds them as chains)
+    written = {s for o in g.ops for s in o.mutates}
+    for o in g.ops:
+        if why[o.id] is None and (o.mutates or written & set(g.storages_created(o.id))):
+            why[o.id] = "builds a storage in place (not modelled by the exact planner)"
+    rec = tuple(o.id for o in g.ops if why[o.id] is None)
+    size = {t.id: round_size(t.size_bytes, alignment_bytes) for t in g.tensors.values()}
+    outputs = frozenset(g.outputs)
+    rid = {p: f"{p}#R" for p in rec}
+    writers: dict[TensorId, list[OpId]] = {}
+    for op in g.ops:
+        for s in op.mutates:
+            writers.setdefault(s, []).append(op.id)
+    return _Facts(
+        g, why, rec, frozenset(o.id for o in g.ops if o.phase in LATE_PHASES), size, outputs,
+        frozenset(s for p in rec for s in g.storages_created(p) if size[s] and s not in outputs),
+        rid, (*g.op_ids, *rid.values()), writers)
+
+
+@dataclass(frozen=True, slots=True)
+class ExactVariables:
+    """The variables of the exact model.
+
+    Attributes
+    ----------
+    pos : dict of str to cp_model.IntVar
+        Step of every op and potential re-run (all different).
+    before : dict of str to list of cp_model.IntVar
+        ``before[o][t]``: ``pos[o] <= t``.
+    drop : dict of TensorId to cp_model.IntVar
+        ``d_s``: storage ``s`` is dropped.
+    run : dict of OpId to cp_model.IntVar
+        ``run_p``: op ``p`` is re-run.
+    zero, one : cp_model.IntVar
+        The constant literals.
+    """
+
+    pos: dict[str, cp_model.IntVar]
+    before: dict[str, list[cp_model.IntVar]]
+    drop: dict[TensorId, cp_model.IntVar]
+    run: dict[OpId, cp_model.IntVar]
+    zero: cp_model.IntVar
+    one: cp_model.IntVar
+
+    def b(self, o: str, t: int) -> cp_model.IntVar:
+        """``pos[o] <= t`` (false before step 0)."""
+        return self.zero if t < 0 else self.before[o][t]
+
+
+#: ``storage -> [(reader, condition)]``: who reads a storage (or its copy), and when.
+_Reads = dict[TensorId, list[tuple[str, cp_model.LiteralT]]]
+
+
+def _variables(m: cp_model.CpModel, f: _Facts) -> ExactVariables:
+    T = len(f.every)
+    pos = {o: m.new_int_var(0, T - 1, f"pos[{o}]") for o in f.every}
+    m.add_all_different(list(pos.values()))
+    before: dict[str, list[cp_model.IntVar]] = {}
+    for o in f.every:
+        bs = [m.new_bool_var(f"b[{o},{t}]") for t in range(T)]
+        for t in range(T):
+            m.add(pos[o] <= t).only_enforce_if(bs[t])
+            m.add(pos[o] >= t + 1).only_enforce_if(bs[t].negated())
+        before[o] = bs
+    d = {s: m.new_bool_var(f"d[{s}]") for s in sorted(f.cand)}
+    run = {p: m.new_bool_var(f"run[{p}]") for p in f.rec}
+    return ExactVariables(pos, before, d, run, m.new_constant(0), m.new_constant(1))
+
+
+def _both(m: cp_model.CpModel, x: cp_model.LiteralT, y: cp_model.LiteralT, name: str
+          ) -> cp_model.IntVar:
+    z = m.new_bool_var(name)
+    m.add_bool_and([x, y]).only_enforce_if(z)
+    m.add_bool_or([x.negated(), y.negated()]).only_enforce_if(z.negated())
+    return z
+
+
+def _late_reads(m: cp_model.CpModel, f: _Facts, v: ExactVariables
+                ) -> tuple[_Reads, _Reads]:
+    """Every read of a planned storage by a graph op (``orig_reads``), late readers of a
+    dropped storage reading its copy instead (``copy_reads``), made by re-running the
+    value's maker before them."""
+    g, d, pos = f.graph, v.drop, v.pos
+    copy_reads: _Reads = {}
+    orig_reads: _Reads = {}
+    for op in g.ops:
+        for s in g.storages_read(op.id):
+            if g.tensors[s].producer is None or g.tensors[s].producer == op.id:
+                continue
+            if op.id in f.late and s in d:
+                orig_reads.setdefault(s, []).append((op.id, d[s].negated()))
+                copy_reads.setdefault(s, []).append((op.id, d[s]))
+            else:
+                orig_reads.setdefault(s, []).append((op.id, v.one))
+        if op.id not in f.late:
+            continue
+        for u in op.inputs:
+            s = g.storage_of(u)
+            if s not in d:
+                continue
+            q = g.value_producer(u)
+            if q is None or q in f.late:
+                continue
+            if q not in v.run:
+                m.add(d[s] == 0)
+                continue
+            m.add_implication(d[s], v.run[q])
+            m.add(pos[f.rid[q]] < pos[op.id]).only_enforce_if(d[s])
+    return copy_reads, orig_reads
+
+
+def _rerun_reads(m: cp_model.CpModel, f: _Facts, v: ExactVariables, copy_reads: _Reads,
+                 orig_reads: _Reads) -> None:
+    """What a re-run reads: dropped inputs through their copies (chains), kept ones as they
+    are, each after its maker and on the same side of in-place writes as its source."""
+    g, d, run, pos, rid = f.graph, v.drop, v.run, v.pos, f.rid
+    pos0 = {o: i for i, o in enumerate(g.op_ids)}
+    for p in f.rec:
+        if g.op(p).random:  # a re-run replays the state its source drew at: after it
+            m.add(pos[p] < pos[rid[p]]).only_enforce_if(run[p])
+        for u in g.op(p).inputs:
+            su = g.storage_of(u)
+            q = g.value_producer(u)
+            if su in d:
+                c = _both(m, run[p], d[su], f"chain[{p},{u}]")
+                if q is None or q not in run:
+                    m.add(c == 0)
+                else:
+                    m.add_implication(c, run[q])
+                    m.add(pos[rid[q]] < pos[rid[p]]).only_enforce_if(c)
+                    copy_reads.setdefault(su, []).append((rid[p], c))
+                k = _both(m, run[p], d[su].negated(), f"keep[{p},{u}]")
+                if q is not None:
+                    m.add(pos[q] < pos[rid[p]]).only_enforce_if(k)
+                if g.tensors[su].producer is not None:
+                    orig_reads.setdefault(su, []).append((rid[p], k))
+            else:
+                if q is not None:
+                    m.add(pos[q] < pos[rid[p]]).only_enforce_if(run[p])
+                if g.tensors[su].producer is not None:
+                    orig_reads.setdefault(su, []).append((rid[p], run[p]))
+            for w in f.writers.get(su, ()):
+                if pos0[w] < pos0[p]:
+                    m.add(pos[w] < pos[rid[p]]).only_enforce_if(run[p])
+                else:
+                    m.add(pos[rid[p]] < pos[w]).only_enforce_if(run[p])
+
+
+def _memory(m: cp_model.CpModel, f: _Facts, v: ExactVariables, copy_reads: _Reads,
+            orig_reads: _Reads, limit: int) -> None:
+    """Time-indexed liveness of every planned storage and copy, and the limit per step."""
+    T = len(f.every)
+    mem: list[list[tuple[int, cp_model.IntVar]]] = [[] for _ in range(T)]
+
+    def span(name: str, maker: str, active: cp_model.IntVar | None,
+             reads: list[tuple[str, cp_model.LiteralT]], forever: bool, sz: int) -> None:
+        for t in range(T):
+            lv = m.new_bool_var(f"live[{name},{t}]")
+            own = [v.b(maker, t), v.b(maker, t - 1).negated()]
+            if active is not None:
+                own.append(active)
+            m.add_bool_or([x.negated() for x in own] + [lv])
+            if forever:
+                m.add_bool_or([v.b(maker, t).negated(), lv])
+            for r, cond in reads:  # made by t, read at or after t
+                m.add_bool_or([v.b(maker, t).negated(), v.b(r, t - 1), cond.negated(), lv])
+            mem[t].append((sz, lv))
+
+    g, size = f.graph, f.size
+    for t_ in g.tensors.values():
+        if t_.producer is None or not size[t_.id]:
+            continue
+        span(t_.id, t_.producer, None, orig_reads.get(t_.id, []), t_.id in f.outputs,
+             size[t_.id])
+    for p in f.rec:
+        for s in g.storages_created(p):
+            if size[s]:
+                span(f"{s}'", f.rid[p], v.run[p], copy_reads.get(s, []), False, size[s])
+    for t in range(T):
+        m.add(sum(sz * lv for sz, lv in mem[t]) <= max(limit, 0))
+
+
+def _build(f: _Facts, budget_bytes: int, alignment_bytes: int, bytes_weight: float
+           ) -> tuple[cp_model.CpModel, ExactVariables, dict[OpId, int]]:
+    """The model, its variables and each re-run's cost (the objective's coefficients)."""
+    g = f.graph
+    m = cp_model.CpModel()
+    v = _variables(m, f)
+    for src, dst, _ in g.edges():
+        m.add(v.pos[src] < v.pos[dst])
+    copy_reads, orig_reads = _late_reads(m, f, v)
+    _rerun_reads(m, f, v, copy_reads, orig_reads)
+    _memory(m, f, v, copy_reads, orig_reads, budget_bytes - g.resident_bytes(alignment_bytes))
+    cost = {p: int(op_flops(g, g.op(p)) + bytes_weight * op_bytes_moved(g, g.op(p)))
+            for p in f.rec}
+    m.minimize(sum(cost[p] * v.run[p] for p in f.rec))
+    # hint: program order, nothing re-run
+    for i, o in enumerate(g.op_ids):
+        m.add_hint(v.pos[o], i)
+    for j, p in enumerate(f.rec):
+        m.add_hint(v.pos[f.rid[p]], len(g.op_ids) + j)
+        m.add_hint(v.run[p], 0)
+    return m, v, cost
+
+
+def _extract(solver: cp_model.CpSolver, f: _Facts, v: ExactVariables, cost: Mapping[OpId, int],
+             status: str, alignment_bytes: int, wall_s: float) -> ExactResult:
+    """The plan the solution encodes, decoded and simulated."""
+    g = f.graph
+    dropped = tuple(s for s in sorted(v.drop) if solver.value(v.drop[s]))
+    rops = recompute_ops_for(g, dropped, f.why)
+    keep = {r.source for r in rops}
+    chosen = list(g.op_ids) + [f.rid[p] for p in f.rec if p in keep]
+    chosen.sort(key=lambda o: solver.value(v.pos[o]))
+    back = {r: p for p, r in f.rid.items()}
+    order = tuple(OpId(back[o] + "@r") if o in back else OpId(o) for o in chosen)
+    g2 = expand_graph(g, rops)
+    peak = simulate(g2, order, alignment_bytes=alignment_bytes).peak_bytes
+    flops = sum(op_flops(g, g.op(r.source)) for r in rops)
+    real_cost = sum(cost[r.source] for r in rops)
+    return ExactResult(status, float(real_cost), float(solver.best_objective_bound), flops,
+                       dropped, rops, order, peak, wall_s)
+
+
 def exact_recompute(graph: Graph, budget_bytes: int, *,
                     alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES, bytes_weight: float = 1.0,
                     time_limit_s: float = 60.0, max_ops: int = 60) -> ExactResult:
@@ -103,163 +352,12 @@ def exact_recompute(graph: Graph, budget_bytes: int, *,
     if len(graph.ops) > max_ops:
         raise ValueError(f"exact_recompute: {len(graph.ops)} ops > max_ops={max_ops}")
     t0 = time.perf_counter()
-    g = graph
-    why = dict(recompute_blockers(g))
-    # in-place built storages (CPU dropout masks) are kept here: the model does not follow
-    # in-place writes into copies (the greedy planner rebuilds them as chains)
-    written = {s for o in g.ops for s in o.mutates}
-    for o in g.ops:
-        if why[o.id] is None and (o.mutates or written & set(g.storages_created(o.id))):
-            why[o.id] = "builds a storage in place (not modelled by the exact planner)"
-    rec = [o.id for o in g.ops if why[o.id] is None]
-    late = {o.id for o in g.ops if o.phase in LATE_PHASES}
-    size = {t.id: round_size(t.size_bytes, alignment_bytes) for t in g.tensors.values()}
-    outputs = set(g.outputs)
-    cand = {s for p in rec for s in g.storages_created(p) if size[s] and s not in outputs}
-    m = cp_model.CpModel()
-    rid = {p: f"{p}#R" for p in rec}
-    every = [*g.op_ids, *rid.values()]
-    T = len(every)
-    pos = {o: m.NewIntVar(0, T - 1, f"pos[{o}]") for o in every}
-    m.AddAllDifferent(list(pos.values()))
-    before: dict[str, list[cp_model.IntVar]] = {}
-    for o in every:
-        bs = [m.NewBoolVar(f"b[{o},{t}]") for t in range(T)]
-        for t in range(T):
-            m.Add(pos[o] <= t).OnlyEnforceIf(bs[t])
-            m.Add(pos[o] >= t + 1).OnlyEnforceIf(bs[t].Not())
-        before[o] = bs
-    d = {s: m.NewBoolVar(f"d[{s}]") for s in sorted(cand)}
-    run = {p: m.NewBoolVar(f"run[{p}]") for p in rec}
-    zero = m.NewConstant(0)
-    one = m.NewConstant(1)
-
-    def b(o: str, t: int) -> cp_model.IntVar:
-        return zero if t < 0 else before[o][t]
-
-    def both(x: cp_model.IntVar, y: cp_model.IntVar, name: str) -> cp_model.IntVar:
-        z = m.NewBoolVar(name)
-        m.AddBoolAnd([x, y]).OnlyEnforceIf(z)
-        m.AddBoolOr([x.Not(), y.Not()]).OnlyEnforceIf(z.Not())
-        return z
-
-    for src, dst, _ in g.edges():
-        m.Add(pos[src] < pos[dst])
-    pos0 = {o: i for i, o in enumerate(g.op_ids)}
-    writers: dict[TensorId, list[OpId]] = {}
-    for op in g.ops:
-        for s in op.mutates:
-            writers.setdefault(s, []).append(op.id)
-    # late readers of a dropped storage read its copy, made by re-running the value's maker
-    copy_reads: dict[TensorId, list[tuple[str, cp_model.IntVar]]] = {}  # s -> (reader, cond)
-    orig_reads: dict[TensorId, list[tuple[str, cp_model.IntVar]]] = {}
-    for op in g.ops:
-        for s in g.storages_read(op.id):
-            if g.tensors[s].producer is None or g.tensors[s].producer == op.id:
-                continue
-            if op.id in late and s in d:
-                orig_reads.setdefault(s, []).append((op.id, d[s].Not()))
-                copy_reads.setdefault(s, []).append((op.id, d[s]))
-            else:
-                orig_reads.setdefault(s, []).append((op.id, one))
-        if op.id not in late:
-            continue
-        for v in op.inputs:
-            s = g.storage_of(v)
-            if s not in d:
-                continue
-            q = g.value_producer(v)
-            if q is None or q in late:
-                continue
-            if q not in run:
-                m.Add(d[s] == 0)
-                continue
-            m.AddImplication(d[s], run[q])
-            m.Add(pos[rid[q]] < pos[op.id]).OnlyEnforceIf(d[s])
-    for p in rec:
-        if g.op(p).random:  # a re-run replays the state its source drew at: after it
-            m.Add(pos[p] < pos[rid[p]]).OnlyEnforceIf(run[p])
-        for u in g.op(p).inputs:
-            su = g.storage_of(u)
-            q = g.value_producer(u)
-            if su in d:
-                c = both(run[p], d[su], f"chain[{p},{u}]")
-                if q is None or q not in run:
-                    m.Add(c == 0)
-                else:
-                    m.AddImplication(c, run[q])
-                    m.Add(pos[rid[q]] < pos[rid[p]]).OnlyEnforceIf(c)
-                    copy_reads.setdefault(su, []).append((rid[p], c))
-                k = both(run[p], d[su].Not(), f"keep[{p},{u}]")
-                if q is not None:
-                    m.Add(pos[q] < pos[rid[p]]).OnlyEnforceIf(k)
-                if g.tensors[su].producer is not None:
-                    orig_reads.setdefault(su, []).append((rid[p], k))
-            else:
-                if q is not None:
-                    m.Add(pos[q] < pos[rid[p]]).OnlyEnforceIf(run[p])
-                if g.tensors[su].producer is not None:
-                    orig_reads.setdefault(su, []).append((rid[p], run[p]))
-            for w in writers.get(su, ()):
-                if pos0[w] < pos0[p]:
-                    m.Add(pos[w] < pos[rid[p]]).OnlyEnforceIf(run[p])
-                else:
-                    m.Add(pos[rid[p]] < pos[w]).OnlyEnforceIf(run[p])
-    # liveness and memory
-    resident = g.resident_bytes(alignment_bytes)
-    limit = budget_bytes - resident
-    mem: list[list[tuple[int, cp_model.IntVar]]] = [[] for _ in range(T)]
-
-    def span(name: str, maker: str, active: cp_model.IntVar | None,
-             reads: list[tuple[str, cp_model.IntVar]], forever: bool, sz: int) -> None:
-        for t in range(T):
-            lv = m.NewBoolVar(f"live[{name},{t}]")
-            own = [b(maker, t), b(maker, t - 1).Not()]
-            if active is not None:
-                own.append(active)
-            m.AddBoolOr([x.Not() for x in own] + [lv])
-            if forever:
-                m.AddBoolOr([b(maker, t).Not(), lv])
-            for r, cond in reads:  # made by t, read at or after t
-                m.AddBoolOr([b(maker, t).Not(), b(r, t - 1), cond.Not(), lv])
-            mem[t].append((sz, lv))
-
-    for t_ in g.tensors.values():
-        if t_.producer is None or not size[t_.id]:
-            continue
-        span(t_.id, t_.producer, None, orig_reads.get(t_.id, []), t_.id in outputs,
-             size[t_.id])
-    for p in rec:
-        for s in g.storages_created(p):
-            if size[s]:
-                span(f"{s}'", rid[p], run[p], copy_reads.get(s, []), False, size[s])
-    for t in range(T):
-        m.Add(sum(sz * lv for sz, lv in mem[t]) <= max(limit, 0))
-    cost = {p: int(op_flops(g, g.op(p)) + bytes_weight * op_bytes_moved(g, g.op(p)))
-            for p in rec}
-    m.Minimize(sum(cost[p] * run[p] for p in rec))
-    # hint: program order, nothing re-run
-    for i, o in enumerate(g.op_ids):
-        m.AddHint(pos[o], i)
-    for j, p in enumerate(rec):
-        m.AddHint(pos[rid[p]], len(g.op_ids) + j)
-        m.AddHint(run[p], 0)
+    f = _facts(graph, alignment_bytes)
+    m, v, cost = _build(f, budget_bytes, alignment_bytes, bytes_weight)
     solver = make_solver(time_limit_s=time_limit_s)
-    st = solver.Solve(m)
+    st = solver.solve(m)
     name = status_name(st)
     wall = time.perf_counter() - t0
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return ExactResult(name, None, None, 0, (), (), (), 0, wall)
-    dropped = tuple(s for s in sorted(d) if solver.Value(d[s]))
-    rops = recompute_ops_for(g, dropped, why)
-    keep = {r.source for r in rops}
-    chosen = list(g.op_ids) + [rid[p] for p in rec if p in keep]
-    chosen.sort(key=lambda o: solver.Value(pos[o]))
-    back = {v: k for k, v in rid.items()}
-    order = tuple(OpId(back[o] + "@r") if o in back else OpId(o) for o in chosen)
-    g2 = expand_graph(g, rops)
-    peak = simulate(g2, order, alignment_bytes=alignment_bytes).peak_bytes
-    flops = sum(op_flops(g, g.op(r.source)) for r in rops)
-    real_cost = sum(cost[r.source] for r in rops)
-    return ExactResult(name, float(real_cost), float(solver.BestObjectiveBound()), flops,
-                       dropped, rops, order, peak, wall)
+    return _extract(solver, f, v, cost, name, alignment_bytes, wall)

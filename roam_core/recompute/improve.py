@@ -20,7 +20,7 @@ just-in-time peak fits the limit, prunes each
 first), improves the first (roam's own) by swaps, and sorts them by the planner's
 objective (FLOPs + ``bytes_weight`` x bytes moved);
 the caller keeps the cheapest one whose planned arena fits.  All candidates are scored by
-the same :class:`~roam_core.recompute.greedy.JitEvaluator`; the work per budget is one
+the same :class:`~roam_core.recompute.evaluator.JitEvaluator`; the work per budget is one
 evaluation per candidate, one prune per candidate that fits and at most ``max_evals``
 evaluations of swaps.
 """
@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from roam_core.model.graph import TensorId
-from roam_core.recompute.greedy import Evaluation, JitEvaluator, prune
+from roam_core.recompute.evaluator import Evaluation, JitEvaluator
+from roam_core.recompute.greedy import prune
 
 __all__ = ["Candidate", "best_of", "fewest_flops", "swap_improve"]
 
@@ -59,11 +60,6 @@ class Candidate:
     evaluation: Evaluation
     cost: float
     fits: bool = True
-
-
-def _own_cost(ev: JitEvaluator, s: TensorId, w: float) -> float:
-    p = ev.graph.tensors[s].producer
-    return 0.0 if p is None else ev.flops[p] + w * ev.moved[p]
 
 
 def _fits(e: Evaluation, limit: int) -> bool:
@@ -109,7 +105,7 @@ def swap_improve(evaluator: JitEvaluator, start: Evaluation, limit_bytes: int,
     if start.peak_bytes > limit_bytes or not start.dropped:
         return start
     ev, w = evaluator, bytes_weight
-    own = {s: _own_cost(ev, s, w) for s in ev.droppable if ev.size[s]}
+    own = {s: ev.producer_cost(s, w) for s in ev.droppable if ev.size[s]}
     pool = sorted(own, key=lambda s: (-ev.size[s] / (own[s] + 1.0), s))
     cur = start
     costly = sorted((s for s in cur.dropped if own.get(s, 0) > 0),

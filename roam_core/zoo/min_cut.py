@@ -94,8 +94,9 @@ def min_cut_baselines(graph: Graph, budgets: Sequence[float] = MIN_CUT_BUDGETS,
     -------
     (MinCutResult, dict, list of str)
         The result, the drop set of each ``torch_min_cut_<budget>`` method (the
-        ``extra_baselines`` of :func:`roam_core.planner.budget.recompute_frontier`), and the
-        notes a reader needs (why it does not apply, what could not be mapped).
+        ``extra_baselines`` of
+        :func:`roam_core.planner.budget_frontier.recompute_frontier`), and the notes a reader
+        needs (why it does not apply, what could not be mapped).
     """
     res = zoo_min_cut(graph, tuple(budgets), traced=traced)
     notes = [f"baseline torch_min_cut: not applicable ({res.reason})"] \

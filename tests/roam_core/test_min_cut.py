@@ -10,7 +10,6 @@ import torch
 from roam_core.oracle.validate import check_plan
 from roam_core.planner.budget import BudgetPlanner
 from roam_core.planner.config import PlannerConfig
-from roam_core.planner.pipeline import make_plan
 from roam_core.trace import min_cut as mc
 from roam_core.trace import trace_fx
 from tests.builders import random_train_graph
@@ -52,7 +51,7 @@ def test_min_cut_on_a_small_mlp_maps_and_its_plan_validates():
     assert res.reason is None, res.reason
     (d,) = res.decisions
     assert d.dropped  # the GELU's input is re-run from the first layer's input
-    plan = BudgetPlanner(traced.graph, CFG, make_plan=make_plan).plan_for_drops(d.dropped)
+    plan = BudgetPlanner(traced.graph, CFG).plan_for_drops(d.dropped)
     assert check_plan(traced.graph, plan) == []
     assert plan.extra_flops == d.recomputed_flops
 
@@ -70,7 +69,7 @@ def test_min_cut_on_a_dropout_mlp_maps_completely_and_plans_validate():
     assert full.recomputed_flops == 0 < low.recomputed_flops
     assert low.saved_bytes < full.saved_bytes
     assert full.retained_bytes > low.retained_bytes
-    bp = BudgetPlanner(g, CFG, make_plan=make_plan)
+    bp = BudgetPlanner(g, CFG)
     for d in res.decisions:
         plan = bp.plan_for_drops(d.dropped, label=d.method)
         assert check_plan(g, plan) == []
@@ -84,7 +83,7 @@ def test_the_mapped_min_cut_plan_replays_dropout_bit_exact():
     from roam_core.runtime import execute_plan
 
     model, x, g, res = _dropout_mlp_decisions()
-    plan = BudgetPlanner(g, CFG, make_plan=make_plan).plan_for_drops(res.decisions[0].dropped)
+    plan = BudgetPlanner(g, CFG).plan_for_drops(res.decisions[0].dropped)
     rep = execute_plan(model, [x], plan, loss_fn=_loss, optimizer="adamw", device="cpu")
     assert rep.max_abs_diff == 0.0
 
@@ -156,7 +155,7 @@ def test_min_cut_on_the_tiny_gpt_zoo_graph():
     assert res.reason is None, res.reason
     assert [d.budget for d in res.decisions] == list(budgets)
     assert res.matched_ops >= 0.95 * res.forward_ops
-    bp = BudgetPlanner(g, CFG, make_plan=make_plan)
+    bp = BudgetPlanner(g, CFG)
     peaks = []
     for d in res.decisions:
         plan = bp.plan_for_drops(d.dropped, label=d.method)

@@ -9,11 +9,12 @@ from collections.abc import Sequence
 import pytest
 
 from roam_core.model.graph import Graph
+from roam_core.planner import make_plan
 from roam_core.planner.budget import BudgetPlanner
 from roam_core.planner.config import PlannerConfig
-from roam_core.planner.pipeline import make_plan
 from roam_core.recompute.baselines import BASELINES, baseline_drop_set
-from roam_core.recompute.greedy import Evaluation, JitEvaluator, KeepBound, prune
+from roam_core.recompute.evaluator import Evaluation, JitEvaluator, KeepBound
+from roam_core.recompute.greedy import prune
 from tests.builders import random_train_graph
 
 FAST = PlannerConfig(workers=1, layout_time_limit_s=2.0, solve_layout=False)
@@ -93,17 +94,15 @@ def test_prune_with_the_skip_equals_the_plain_loop(name: str) -> None:
 def test_a_drop_set_chosen_twice_is_planned_once() -> None:
     g = random_train_graph(0, 7)
     calls: list[int] = []
-
-    def counting(graph: Graph, config: PlannerConfig, **kw):  # type: ignore[no-untyped-def]
-        calls.append(len(graph.ops))
-        return make_plan(graph, config, **kw)
-
     cfg = FAST.with_recompute(exact_max_ops=0)
-    bp = BudgetPlanner(g, cfg, make_plan=counting)
+    bp = BudgetPlanner(g, cfg, on_plan=lambda graph: calls.append(len(graph.ops)))
+    assert calls == [len(g.ops)]  # the plain plan
     ev = JitEvaluator(g, bp.base.order)
     drop = sorted(s for s in ev.droppable if ev.size[s])[:3]
     first = bp.plan_for_drops(drop, label="a")
     n = len(calls)
+    assert n == 2
+    assert calls[1] > len(g.ops)  # the expanded graph, with its recompute ops
     again = bp.plan_for_drops(drop, label="b")
     assert len(calls) == n  # not planned again
     assert (again.order, again.arena_bytes, again.extra_flops) == (

@@ -21,10 +21,11 @@ from roam_core.model.recompute_ops import (
 )
 from roam_core.oracle.simulate import lifetimes, simulate
 from roam_core.oracle.validate import check_order, check_plan
+from roam_core.planner import make_plan
 from roam_core.planner.config import PlannerConfig
-from roam_core.planner.pipeline import make_plan
+from roam_core.recompute.evaluator import JitEvaluator
 from roam_core.recompute.exact import exact_recompute
-from roam_core.recompute.greedy import JitEvaluator, greedy_trajectory
+from roam_core.recompute.greedy import greedy_trajectory
 from tests.builders import random_train_graph
 
 FAST = PlannerConfig(workers=1, layout_time_limit_s=2.0)

@@ -16,7 +16,6 @@ from roam_core.model.recompute_ops import (
 from roam_core.oracle.validate import check_plan
 from roam_core.planner.budget import BudgetPlanner
 from roam_core.planner.config import PlannerConfig
-from roam_core.planner.pipeline import make_plan
 from roam_core.runtime import PlannedStep, execute_plan
 from roam_core.trace import trace_fx
 
@@ -49,7 +48,7 @@ def _bn_plan(model: torch.nn.Module, x: torch.Tensor):  # type: ignore[no-untype
     assert len(drops) == 2
     assert set(drops) <= set(droppable_storages(g))
     drops += [g.storage_of(op.outputs[0]) for op in bns]  # the chain: ReLU on batch norm
-    plan = BudgetPlanner(g, CFG, make_plan=make_plan).plan_for_drops(drops)
+    plan = BudgetPlanner(g, CFG).plan_for_drops(drops)
     assert {r.source for r in plan.recompute} >= {op.id for op in bns}
     return g, plan
 

@@ -18,7 +18,8 @@ import pytest
 from roam_core.formats.graph_io import load_graph
 from roam_core.model.recompute_ops import late_read_index, recompute_ops_for
 from roam_core.ordering.registry import run_method
-from roam_core.recompute.greedy import GreedyTrajectory, JitEvaluator, greedy_trajectory
+from roam_core.recompute.evaluator import JitEvaluator
+from roam_core.recompute.greedy import GreedyTrajectory, greedy_trajectory
 from tests.builders import random_train_graph
 from tests.greedy_reference import reference_evaluate, reference_trajectory
 

@@ -20,10 +20,11 @@ from roam_core.model.graph import (
 )
 from roam_core.model.recompute_ops import recompute_cost
 from roam_core.oracle.validate import check_plan
+from roam_core.planner import make_plan
 from roam_core.planner.budget import BudgetPlanner
 from roam_core.planner.config import PlannerConfig
-from roam_core.planner.pipeline import make_plan
-from roam_core.recompute.greedy import GreedyTrajectory, JitEvaluator, greedy_trajectory
+from roam_core.recompute.evaluator import JitEvaluator
+from roam_core.recompute.greedy import GreedyTrajectory, greedy_trajectory
 from tests.builders import BW, FW, LO, OPT, random_train_graph
 
 GREEDY = PlannerConfig(workers=1, layout_time_limit_s=2.0).with_recompute(exact_max_ops=0)
@@ -128,6 +129,6 @@ def test_the_budget_planner_reaches_what_single_moves_reach(seed):
     """Where the grouped run ends above a peak the single-move run reaches, the planner
     falls back to the latter: its lowest peak is never higher than before."""
     g = random_train_graph(seed, 8)
-    bp = BudgetPlanner(g, GREEDY, make_plan=make_plan)
+    bp = BudgetPlanner(g, GREEDY)
     single = GreedyTrajectory(g, bp.base.order, group_moves=False).run()
     assert bp.lowest_bytes() <= min(p.peak_bytes for p in single.points)

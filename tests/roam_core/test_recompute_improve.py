@@ -10,10 +10,12 @@ import pytest
 
 from roam_core.model.recompute_ops import recompute_cost
 from roam_core.oracle.validate import check_plan
-from roam_core.planner.budget import BudgetPlanner, recompute_frontier
+from roam_core.planner import make_plan
+from roam_core.planner.budget import BudgetPlanner
+from roam_core.planner.budget_frontier import recompute_frontier
 from roam_core.planner.config import PlannerConfig
-from roam_core.planner.pipeline import make_plan
-from roam_core.recompute.greedy import JitEvaluator, greedy_trajectory, prune
+from roam_core.recompute.evaluator import JitEvaluator
+from roam_core.recompute.greedy import greedy_trajectory, prune
 from roam_core.recompute.improve import best_of, swap_improve
 from tests.builders import random_train_graph
 
@@ -91,10 +93,10 @@ def test_a_seed_beats_the_plain_greedy_and_the_portfolio_keeps_it():
 
 def test_budget_planner_keeps_the_cheaper_seed():
     g = random_train_graph(3, 6)
-    bp0 = BudgetPlanner(g, GREEDY, make_plan=make_plan, portfolio=False)
+    bp0 = BudgetPlanner(g, GREEDY, portfolio=False)
     seed = bp0.plan_for_drops(("h3",), label="seed")
     plain = bp0.plan_at(seed.arena_bytes)
-    bp = BudgetPlanner(g, GREEDY, make_plan=make_plan, seeds={"seed": ("h3",)}, portfolio=True)
+    bp = BudgetPlanner(g, GREEDY, seeds={"seed": ("h3",)}, portfolio=True)
     p = bp.plan_at(seed.arena_bytes)
     assert check_plan(g, p) == []
     assert p.arena_bytes <= seed.arena_bytes
@@ -114,7 +116,7 @@ def test_roam_is_never_worse_than_a_supplied_seed_at_its_peak(seed):
     rnd = random.Random(seed)
     ev = JitEvaluator(g, g.op_ids)
     seeds = {f"s{i}": tuple(s for s in ev.droppable if rnd.random() < 0.5) for i in range(3)}
-    _sf, points, _ = recompute_frontier(g, GREEDY, make_plan=make_plan, budgets=3,
+    _sf, points, _ = recompute_frontier(g, GREEDY, budgets=3,
                                        baselines=False, extra_baselines=seeds)
     roam = [p for p in points if p.method == "roam"]
     for p in points:
@@ -138,13 +140,13 @@ def test_the_portfolio_follows_the_config_for_a_single_budget(tmp_path, capsys):
     from roam_core.formats.graph_io import save_graph
 
     g = random_train_graph(3, 6)
-    assert BudgetPlanner(g, GREEDY, make_plan=make_plan).portfolio is False
+    assert BudgetPlanner(g, GREEDY).portfolio is False
     on = GREEDY.with_recompute(portfolio=True)
-    assert BudgetPlanner(g, on, make_plan=make_plan).portfolio is True
-    assert BudgetPlanner(g, on, make_plan=make_plan, portfolio=False).portfolio is False
+    assert BudgetPlanner(g, on).portfolio is True
+    assert BudgetPlanner(g, on, portfolio=False).portfolio is False
     path = tmp_path / "g.json"
     save_graph(g, path)
-    budget = BudgetPlanner(g, GREEDY, make_plan=make_plan).plan_for_drops(("h3",)).arena_bytes
+    budget = BudgetPlanner(g, GREEDY).plan_for_drops(("h3",)).arena_bytes
     for flag, want in (([], False), (["--portfolio"], True)):
         out = tmp_path / f"plan{len(flag)}.json"
         assert main(["plan", str(path), "-o", str(out), "--budget", str(budget),

@@ -10,10 +10,10 @@ from dataclasses import replace
 import pytest
 
 from roam_core.model.recompute_ops import recompute_cost
-from roam_core.planner.budget import recompute_frontier
+from roam_core.planner import make_plan
+from roam_core.planner.budget_frontier import recompute_frontier
 from roam_core.planner.config import PlannerConfig
-from roam_core.planner.pipeline import make_plan
-from roam_core.recompute.greedy import JitEvaluator
+from roam_core.recompute.evaluator import JitEvaluator
 from roam_core.recompute.improve import best_of, fewest_flops
 from tests.builders import random_train_graph
 
@@ -38,9 +38,9 @@ def test_fewest_flops_points_make_roam_dominate_by_flops_alone():
     cfg = GREEDY.with_recompute(bytes_weight=20.0)
     seeds = _seeds(g, 6)
     plans: dict = {}
-    _sf, points, _ = recompute_frontier(g, cfg, make_plan=make_plan, budgets=3,
+    _sf, points, _ = recompute_frontier(g, cfg, budgets=3,
                                         baselines=False, extra_baselines=seeds, plans=plans)
-    _sf, before, _ = recompute_frontier(g, cfg, make_plan=make_plan, budgets=3,
+    _sf, before, _ = recompute_frontier(g, cfg, budgets=3,
                                         baselines=False, extra_baselines=seeds,
                                         fewest_flops=False)
     old = [p for p in before if p.method == "roam"]
@@ -114,7 +114,7 @@ def test_a_seed_over_the_target_is_a_last_resort_when_no_greedy_prefix_fits(seed
     g = random_train_graph(seed, 8)
     ev = JitEvaluator(g, g.op_ids)
     seeds = {"all": tuple(ev.droppable)}
-    bp = BudgetPlanner(g, GREEDY, make_plan=make_plan, seeds=seeds, portfolio=True)
+    bp = BudgetPlanner(g, GREEDY, seeds=seeds, portfolio=True)
     bp.other_candidates = lambda: [("all", seeds["all"])]  # type: ignore[method-assign]
     target = min(bp.lowest_bytes(), JitEvaluator(g, bp.base.order).evaluate(
         seeds["all"]).peak_bytes) - 512
@@ -127,10 +127,11 @@ def test_frontier_is_monotone_in_the_budget():
     """A plan made for a lower budget fits every higher one: where the plan made for a higher
     budget costs more, the frontier keeps the cheaper one (and says so), so roam's points
     never get dearer as the budget grows."""
-    from roam_core.planner.budget import BudgetPlanner, FrontierPoint, _monotone
+    from roam_core.planner.budget import BudgetPlanner
+    from roam_core.planner.budget_frontier import FrontierPoint, _monotone
 
     g = random_train_graph(3, 5)
-    bp = BudgetPlanner(g, GREEDY, make_plan=make_plan)
+    bp = BudgetPlanner(g, GREEDY)
     hi, lo = bp.base.arena_bytes, bp.lowest_bytes()
     cheap = bp.plan_at(-(-(lo + 3 * (hi - lo) // 4) // 512) * 512)
     dear = bp.plan_at(-(-lo // 512) * 512)

@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from roam_core.base.errors import PlanInvalidError
+from roam_core.planner import make_plan
 from roam_core.planner.config import PlannerConfig
-from roam_core.planner.pipeline import make_plan
 from roam_core.runtime import execute_plan
 from roam_core.trace import trace_fx
 

@@ -20,9 +20,9 @@ from roam_core.model.recompute_ops import (
     recompute_blockers,
 )
 from roam_core.oracle.validate import check_plan, check_recompute
+from roam_core.planner import make_plan
 from roam_core.planner.budget import BudgetPlanner
 from roam_core.planner.config import PlannerConfig
-from roam_core.planner.pipeline import make_plan
 from roam_core.runtime import execute_plan
 from roam_core.trace import trace_fx
 
@@ -51,7 +51,7 @@ def _mask_plan(model, xs, loss_fn):  # type: ignore[no-untyped-def]
     g = trace_fx(model, list(xs), loss_fn, "adamw").graph
     masks = _random_storages(g)
     assert masks, "the dropout masks should be droppable"
-    plan = BudgetPlanner(g, CFG, make_plan=make_plan).plan_for_drops(masks)
+    plan = BudgetPlanner(g, CFG).plan_for_drops(masks)
     assert any(g.op(r.source).random for r in plan.recompute)
     return g, plan
 
@@ -182,7 +182,7 @@ def test_tiny_gpt_dropout_budget_plan_replays_bit_exact_for_several_steps():
 
     model, xs = _gpt()
     g = trace_fx(model, xs, _lm_loss, "adamw").graph
-    bp = BudgetPlanner(g, CFG, make_plan=make_plan)
+    bp = BudgetPlanner(g, CFG)
     # 5% of the way up from the lowest reachable peak: the lowest itself leaves the layout no
     # slack, and this layout is cut by a wall-clock limit (a loaded machine may miss it)
     budget = bp.lowest_bytes() + (bp.base.arena_bytes - bp.lowest_bytes()) // 20
@@ -279,7 +279,7 @@ def test_hf_gpt2_with_dropout_recomputes_masks_bit_exact():
         torch.nn.init.normal_(p, std=0.02)
     xs = [torch.randint(0, 128, (2, 32))]
     g = trace_fx(model, xs, loss_fn, "adamw").graph
-    bp = BudgetPlanner(g, CFG, make_plan=make_plan)
+    bp = BudgetPlanner(g, CFG)
     plan = bp.plan_at(bp.lowest_bytes() + (bp.base.arena_bytes - bp.lowest_bytes()) // 20)
     assert sum(g.op(r.source).random for r in plan.recompute) >= 2
     rep = execute_plan(model, xs, plan, loss_fn=loss_fn, optimizer="adamw", device="cpu")

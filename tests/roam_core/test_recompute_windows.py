@@ -15,12 +15,14 @@ from roam_core.formats.graph_io import load_graph
 from roam_core.model.recompute_ops import expand_graph
 from roam_core.oracle.simulate import simulate
 from roam_core.oracle.validate import check_plan
+from roam_core.planner import make_plan
 from roam_core.planner.budget import BudgetPlanner
 from roam_core.planner.config import PlannerConfig
-from roam_core.planner.pipeline import make_plan
+from roam_core.recompute.evaluator import JitEvaluator
 from roam_core.recompute.exact import exact_recompute
-from roam_core.recompute.greedy import JitEvaluator, greedy_trajectory, prune
-from roam_core.recompute.windows import build_window_model, jit_accounting, refine_windows
+from roam_core.recompute.greedy import greedy_trajectory, prune
+from roam_core.recompute.window_model import build_window_model, jit_accounting
+from roam_core.recompute.windows import refine_windows
 from tests.builders import random_train_graph
 
 FAST = PlannerConfig(workers=1, layout_time_limit_s=2.0)
@@ -42,7 +44,7 @@ def test_accounting_agrees_with_the_simulator(seed):
         acc = jit_accounting(ev, drop)
         prof = simulate(expand_graph(g, e.recompute, order=e.order), e.order)
         live = np.asarray(prof.live_bytes)
-        epos = np.asarray(e.positions.epos)
+        epos = np.asarray(e.positions.base_steps)
         # at base ops: the simulator's live bytes exactly
         assert (acc[1::2] == live[epos]).all()
         # at the re-run steps of a gap: at least the simulator's live bytes there
@@ -67,18 +69,18 @@ def test_window_model_memory_and_cost_equal_the_accounting(seed):
         fixed = [s for s in drop if s not in win]
         assign = {s: rnd.random() < 0.5 for s in win}
         wm = build_window_model(ev, drop, win, None)
-        for s, v in wm.drop.items():
-            wm.model.Add(v == int(assign[s]))
+        for s, v in wm.variables.drop.items():
+            wm.model.add(v == int(assign[s]))
         solver = make_solver(time_limit_s=5.0)
-        assert solver.Solve(wm.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
+        assert solver.solve(wm.model) in (cp_model.OPTIMAL, cp_model.FEASIBLE)
         chosen = fixed + [s for s in win if assign[s]]
         acc = jit_accounting(ev, chosen)
         mem = wm.fixed.copy()
         for a, b, expr in wm.segments:
-            mem[a:b + 1] += expr if isinstance(expr, int) else int(solver.Value(expr))
+            mem[a:b + 1] += expr if isinstance(expr, int) else int(solver.value(expr))
         assert (mem == acc).all()
         e = ev.evaluate(chosen)
-        cost = wm.cost if isinstance(wm.cost, int) else solver.Value(wm.cost)
+        cost = wm.cost if isinstance(wm.cost, int) else solver.value(wm.cost)
         assert abs(cost - e.cost(1.0)) <= len(e.recompute) + 1  # integer rounding per op
 
 
@@ -176,11 +178,11 @@ def test_budget_planner_uses_the_windows(windows):
     res = g.resident_bytes()
     b = res + int((p0.planned_peak_bytes - res) * 0.9)
     cfg = FAST.with_recompute(exact_max_ops=0, windows=windows)
-    bp = BudgetPlanner(g, cfg, make_plan=make_plan)
+    bp = BudgetPlanner(g, cfg)
     plan = bp.plan_at(b)
     assert plan.arena_bytes <= b
     assert check_plan(g, plan) == []
-    off = BudgetPlanner(g, cfg.with_recompute(windows=0), make_plan=make_plan).plan_at(b)
+    off = BudgetPlanner(g, cfg.with_recompute(windows=0)).plan_at(b)
     assert plan.extra_flops <= off.extra_flops or windows == 0
     if windows:
         assert any(n.startswith("exact windows") for n in plan.notes)
@@ -198,8 +200,8 @@ def test_budget_planner_windows_on_a_teaching_sample():
         "teach_recompute-b256-steady.json.gz"
     g = load_graph(path)
     cfg = FAST.with_recompute(portfolio=True, windows=16)
-    on = BudgetPlanner(g, cfg, make_plan=make_plan)
-    off = BudgetPlanner(g, cfg.with_recompute(windows=0), make_plan=make_plan)
+    on = BudgetPlanner(g, cfg)
+    off = BudgetPlanner(g, cfg.with_recompute(windows=0))
     hi, lo = on.base.arena_bytes, on.lowest_bytes()
     for k in (1, 2, 3):
         b = -(-(lo + (hi - lo) * k // 4) // 512) * 512

@@ -16,8 +16,8 @@ from roam_core.formats.graph_io import load_graph
 from roam_core.model.graph import Graph, Phase
 from roam_core.oracle.allocator_sim import simulate_allocator
 from roam_core.oracle.simulate import lifetimes, simulate
+from roam_core.planner import make_plan
 from roam_core.planner.config import PlannerConfig
-from roam_core.planner.pipeline import make_plan
 
 SAMPLES = Path(__file__).resolve().parents[2] / "sample_graphs"
 FILES = {"teach_order": "teach_order-b256-steady.json.gz",

@@ -65,8 +65,7 @@ def frontier(graph_key: str, settings: PlanSettings, budgets: int = 8,
     "extra_bytes_moved", "kept", "plan_key"}], "notes"}``; every plan is stored under its
     ``plan_key``.
     """
-    from roam_core.planner import make_plan
-    from roam_core.planner.budget import recompute_frontier
+    from roam_core.planner.budget_frontier import recompute_frontier
     from roam_core.planner.config import PlannerConfig
     from roam_core.recompute.baselines import BASELINES
 
@@ -86,17 +85,16 @@ def frontier(graph_key: str, settings: PlanSettings, budgets: int = 8,
         total += 2 * len(extra)
     calls = [0]
 
-    def counted(*args: Any, **kwargs: Any) -> Plan:
+    def counted(_graph: object) -> None:
         calls[0] += 1
         if progress is not None:
             what = "plan without recomputation" if calls[0] == 1 else (
                 f"plan {calls[0]} (baselines, then roam at each budget)")
             progress(min(calls[0], total - 1), total, f"{what}: {calls[0]}/~{total}")
-        return make_plan(*args, **kwargs)
 
     plans: dict[str, Plan] = {}
-    sf, points, notes = recompute_frontier(graph, cfg, make_plan=counted, budgets=int(budgets),
-                                           plans=plans, extra_baselines=extra)
+    sf, points, notes = recompute_frontier(graph, cfg, budgets=int(budgets), plans=plans,
+                                           extra_baselines=extra, on_plan=counted)
     keys = {label: state.put_plan(p) for label, p in plans.items()}
     out = []
     for p in points:

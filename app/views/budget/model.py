@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from roam_core.recompute.baselines import BASELINES
+
 __all__ = ["BASELINE_LABELS", "MIN_CUT", "FrontierRecord", "method_label"]
 
 #: A frontier as stored (JSON; see :func:`app.views.budget.data.frontier`).
@@ -13,15 +15,8 @@ FrontierRecord = Mapping[str, Any]
 MIN_CUT = "torch_min_cut_"  # method prefix of torch's partitioner points
 
 
-#: Words for the baseline policies of :mod:`roam_core.recompute.baselines`.
-BASELINE_LABELS = {
-    "none": "no recomputation",
-    "checkpoint_blocks": "checkpoint every block",
-    "checkpoint_every_2": "checkpoint every 2nd block",
-    "sqrt_segments": "sqrt(n) segments (Chen 2016)",
-    "checkpoint_sequential": "checkpoint_sequential (4 segments)",
-    "selective_attention": "selective attention core (Korthikanti 2022)",
-}
+#: Words for the baseline policies (the registry of :mod:`roam_core.recompute.baselines`).
+BASELINE_LABELS = {name: b.description for name, b in BASELINES.items()}
 
 
 def method_label(method: str) -> str:
