@@ -195,7 +195,8 @@ def peak_search(
     >>> peak_search(g, g.op_ids, alignment_bytes=1).peak_bytes
     350
     """
-    from roam_core.ordering.order_ilp import build_order_problem, merge_orders, solve_order_problem
+    from roam_core.ordering.order_ilp import solve_order_problem
+    from roam_core.ordering.order_problem import build_order_problem, merge_orders
 
     t0 = time.perf_counter()
     sc = OrderScorer(graph, alignment_bytes)
