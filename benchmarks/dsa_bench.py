@@ -46,7 +46,7 @@ _SHARED = ROOT.parent / "shared" / "dsa"
 DSA = Path(os.environ.get("ROAM_DSA_DIR", _SHARED if _SHARED.exists() else "/work/shared/dsa"))
 IDEALLOC = Path(os.environ.get("ROAM_IDEALLOC_DIR", DSA / "idealloc"))
 CAP = 1_048_576
-#: Search nodes of :func:`~roam_core.layout.dsa_solver.window_lower_bound` on instances
+#: Search nodes of :func:`~roam_core.layout.dsa_bounds.window_lower_bound` on instances
 #: minimised with a gap left.
 WINDOW_NODES = 30_000
 
@@ -118,7 +118,7 @@ def _child(path: str, capacity: int | None, time_limit_s: float, suffix: str = "
     row["load_after"] = round(os.getloadavg()[0], 1)
     if capacity is None and len(p) <= 6000 and sol is not None and sol.height > r.lower_bound:
         # issue 13: a proven bound above the live-set one (time windows, complete search)
-        from roam_core.layout.dsa_solver import window_lower_bound
+        from roam_core.layout.dsa_bounds import window_lower_bound
         c1 = time.process_time()
         wb, wn = window_lower_bound(p, node_budget=WINDOW_NODES, start=r.lower_bound,
                                     deadline=time.monotonic() + time_limit_s)

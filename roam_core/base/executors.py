@@ -13,8 +13,8 @@ into one:
   version of roam installed (they import :mod:`roam_core.ordering.order_ilp`).
 
 What goes over the wire is plain data only: each task is one
-:class:`~roam_core.ordering.order_ilp.OrderProblem` (op ids, local predecessor lists,
-storage sizes, solver settings) and its :class:`~roam_core.ordering.order_ilp.OrderResult`
+:class:`~roam_core.ordering.order_problem.OrderProblem` (op ids, local predecessor lists,
+storage sizes, solver settings) and its :class:`~roam_core.ordering.order_problem.OrderResult`
 (the new orders).  The CP-SAT model is built and solved inside the worker (OR-Tools objects do
 not pickle).  Each solve is deterministic (one search worker, fixed seed, deterministic time
 limit), so a fixed seed gives the same plan on the local pool and on any cluster.

@@ -3,7 +3,7 @@
 :class:`SolveStatus` is a :class:`enum.StrEnum`: each member *is* its string value, so
 ``status == "optimal"`` holds, ``json.dumps`` writes ``"optimal"`` and plan files keep the
 strings they always had (old files load unchanged).  It is the ``status`` of
-:class:`~roam_core.model.plan.SolveRecord`, :class:`~roam_core.ordering.order_ilp.OrderResult`,
+:class:`~roam_core.model.plan.SolveRecord`, :class:`~roam_core.ordering.order_problem.OrderResult`,
 :class:`~roam_core.ordering.monolithic.MonolithicResult`,
 :class:`~roam_core.layout.dsa_solver.DsaResult` and :class:`~roam_core.base.cpsat.SolveOutcome`.
 

@@ -3,41 +3,45 @@
 Arena convention (see :mod:`roam_core.model.plan`): resident storages are stacked at the bottom,
 ``[0, R)``; planned storages live above on their lifetimes in the order
 (:func:`roam_core.oracle.simulate.lifetimes`); offsets are multiples of ``alignment_bytes`` and
-sizes
-are rounded up to it; ``arena_bytes = max(offset + rounded size)``.
+sizes are rounded up to it; ``arena_bytes = max(offset + rounded size)``.
 
-Method (ROAM's stage 2 and merge, with a DSA portfolio beside it):
+Method (ROAM's stage 2 and merge, with a DSA portfolio beside it).  :func:`plan_arena` runs
+the stages in turn, one function each (``_first_passes``, ``_roam``, ``_dsa``, ``_flip``,
+``_peak_repair``, ``_shake``, ``_polish``); a stage runs only while the best candidate is
+above the live-set bound.
 
 0. **First greedy passes.** Largest section first, best fit, then (when that one is above
    the live-set bound) greedy by size (TFLite / XLA): a pass at the bound ends the layout,
    since nothing can be lower.  On training steps the first one usually is (GPT-2 steady
    steps at 24-360 layers, most ``sample_graphs/`` CNNs at batch 32), so a large graph's
    layout costs one ``O(n x overlap)`` pass.
-1. **Activation stack.** Activations (created before the loss step, freed after it) are
-   stacked from offset 0 of the planned area, the one freed last at the bottom (LIFO, as
-   ROAM does): they are all live at the loss, so this stack wastes nothing there.
+1. **Activation stack** (steps 1-3: :mod:`roam_core.layout.subtask_layout`).  Activations
+   (created before the loss step, freed after it) are stacked from offset 0 of the planned
+   area, the one freed last at the bottom (LIFO, as ROAM does): they are all live at the
+   loss, so this stack wastes nothing there.
 2. **Sub-task layouts.** The other storages are grouped by the sub-task that produces them
    (``task_tree``; without one, by chronological chunks).  Each group is placed by a CP-SAT
-   model (time intervals fixed, offset intervals variable, ``add_no_overlap_2d``) against the
-   storages already placed as fixed boxes, hinted by a best-fit greedy placement, minimising
-   the arena height.  Placing groups against everything placed so far is the merge: there
-   are no conflicts left to re-place.
+   model (:mod:`roam_core.layout.group_placement`: time intervals fixed, offset intervals
+   variable, ``add_no_overlap_2d``) against the storages already placed as fixed boxes,
+   hinted by a best-fit greedy placement, minimising the arena height.  Placing groups
+   against everything placed so far is the merge: there are no conflicts left to re-place.
 3. **Compaction.** Every storage, lowest first, drops to the lowest offset where it fits.
 4. **Portfolio.** :func:`roam_core.layout.dsa_solver.solve_dsa` also lays out the whole problem
    (greedy orders plus the canonical search); the lowest valid layout wins, so the result is
    never worse than greedy-by-size best fit.
-5. **Flip-compact.** Every candidate is mirrored top-to-bottom and re-dropped first-fit in
-   its offset order, while that lowers it (cheap; often frees the top few hundred units).
-   Then the **peak repair** of the lowest candidates
-   (:func:`roam_core.layout.dsa_solver.repair_from_starts`): the buffers live where the load
-   is near the bound are re-placed by the exact search, everything else fixed, to within
-   0.01% of the bound; the searches of the starts and preorders run round-robin under
-   doubling node limits (cut by search nodes: :func:`dsa_work_limit`).  Then
-   the lowest few candidates are *shaken*: the same move as the flip with a few random
+5. **Flip-compact** (:mod:`roam_core.layout.flip_compact`).  Every candidate is mirrored
+   top-to-bottom and re-dropped first-fit in its offset order, while that lowers it (cheap;
+   often frees the top few hundred units).  Then the **peak repair** of the lowest
+   candidates (:func:`roam_core.layout.dsa_repair.repair_from_starts`): the buffers live
+   where the load is near the bound are re-placed by the exact search, everything else
+   fixed, to within 0.01% of the bound; the searches of the starts and preorders run
+   round-robin under doubling node limits (cut by search nodes: :func:`dsa_work_limit`).
+   Then the lowest few candidates are *shaken*: the same move as the flip with a few random
    buffers dropped first (seeded), keeping the lowest layout.
-6. **Polish.** While time remains and the winner is above the live-set bound, the buffers
-   reaching the top band are re-placed by CP-SAT under a lower ceiling (everything else
-   fixed), widening the band while that fails.
+6. **Polish** (:func:`~roam_core.layout.group_placement.polish_top_band`).  While time
+   remains and the winner is above the live-set bound, the buffers reaching the top band
+   are re-placed by CP-SAT under a lower ceiling (everything else fixed), widening the band
+   while that fails.
 
 Time: steps 1-3 get 35% of the budget, the DSA portfolio 50% of the rest, the shake 65% of
 what is left then and the polish the remainder; a candidate that reaches the live-set bound
@@ -64,27 +68,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import numpy as np
-
-from roam_core.base import cpsat
-from roam_core.base.cancel import as_cancel_flag, is_cancelled
+from roam_core.base.cancel import CancelToken
 from roam_core.base.status import SolveStatus
 from roam_core.layout.config import ArenaConfig
-from roam_core.layout.dsa_heuristics import (
-    buffer_arrays,
-    greedy_by_size,
-    named_order,
-    place_against,
-    place_in_order,
-)
-from roam_core.layout.dsa_solver import (
-    MAX_SEARCH_BUFFERS,
-    NODES_PER_S,
-    repair_from_starts,
-    solve_dsa,
-)
+from roam_core.layout.dsa_heuristics import greedy_by_size, named_order, place_in_order
+from roam_core.layout.dsa_repair import repair_from_starts
+from roam_core.layout.dsa_search import MAX_SEARCH_BUFFERS
+from roam_core.layout.dsa_solver import NODES_PER_S, solve_dsa
+from roam_core.layout.flip_compact import flip_compact, shake
+from roam_core.layout.group_placement import polish_top_band
+from roam_core.layout.subtask_layout import SubtaskTree, roam_candidate
 from roam_core.model.dsa import Buffer, Problem, Solution
-from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, TensorId, round_size
+from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, TensorId, round_size
 from roam_core.model.plan import SolveRecord
 from roam_core.oracle.simulate import Lifetime, lifetimes
 
@@ -92,6 +87,9 @@ __all__ = ["ArenaConfig", "ArenaLayout", "arena_layout", "dsa_work_limit", "gree
            "layout_problem", "plan_arena"]
 
 _logger = logging.getLogger(__name__)
+
+#: How many of the lowest candidates the shake starts from (each gets a share of its time).
+_SHAKE_STARTS = 3
 
 
 @dataclass(frozen=True)
@@ -188,325 +186,6 @@ def greedy_arena(graph: Graph, order: Sequence[OpId], *,
                    {"method": "greedy:size:best"})
 
 
-# ------------------------------------------------------- activation stack
-def _loss_step(graph: Graph, order: Sequence[OpId]) -> int | None:
-    for i, op in enumerate(order):
-        if graph.op(op).phase is Phase.LOSS:
-            return i
-    for i, op in enumerate(order):
-        if graph.op(op).phase is Phase.BACKWARD:
-            return i
-    return None
-
-
-def _activation_stack(problem: Problem, loss_step: int | None) -> dict[int, int]:
-    """Offsets (units) of the buffers live across the loss step, freed last at the bottom."""
-    if loss_step is None:
-        return {}
-    acts = [i for i, b in enumerate(problem.buffers) if b.lower < loss_step < b.upper - 1]
-    acts.sort(key=lambda i: (-problem.buffers[i].upper, problem.buffers[i].lower))
-    out: dict[int, int] = {}
-    base = 0
-    for i in acts:
-        out[i] = base
-        base += problem.buffers[i].size
-    return out
-
-
-# ------------------------------------------------------------- CP-SAT group
-@dataclass
-class _GroupModel:
-    model: Any
-    offsets: list[Any]
-    height: Any
-
-
-def _build_group_model(problem: Problem, group: Sequence[int], fixed: Mapping[int, int],
-                       hint: Mapping[int, int], ub: int, floor: int | None = None,
-                       ) -> _GroupModel:
-    """``floor``: the top of every fixed buffer (default: computed from ``fixed``; a caller
-    that passes only the fixed buffers overlapping the group in time passes the floor of
-    all of them)."""
-    from ortools.sat.python import cp_model
-
-    bs = problem.buffers
-    m = cp_model.CpModel()
-    lo = min(bs[i].lower for i in group)
-    hi = max(bs[i].upper for i in group)
-    if floor is None:
-        floor = max((fixed[j] + bs[j].size for j in fixed), default=0)
-    height = m.new_int_var(floor, max(ub, floor), "height")
-    xs, ys, offs = [], [], []
-    for i in group:
-        b = bs[i]
-        o = m.new_int_var(0, max(ub - b.size, 0), f"off_{b.id}")
-        xs.append(m.new_interval_var(o, b.size, o + b.size, f"x_{b.id}"))
-        ys.append(m.new_fixed_size_interval_var(b.lower, b.upper - b.lower, f"t_{b.id}"))
-        m.add(height >= o + b.size)
-        m.add_hint(o, hint[i])
-        offs.append(o)
-    for j, oj in fixed.items():
-        b = bs[j]
-        if b.lower < hi and lo < b.upper:
-            xs.append(m.new_fixed_size_interval_var(oj, b.size, f"fx_{b.id}"))
-            ys.append(m.new_fixed_size_interval_var(b.lower, b.upper - b.lower, f"ft_{b.id}"))
-    m.add_no_overlap_2d(ys, xs)
-    m.minimize(height)
-    return _GroupModel(m, offs, height)
-
-
-def _solve_group(problem: Problem, group: Sequence[int],
-                 fixed: Mapping[int, int] | tuple[np.ndarray, np.ndarray],
-                 config: ArenaConfig, time_limit_s: float, cancel: Any,
-                 task_id: str, floor: int | None = None, top: int | None = None,
-                 arrays: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None,
-                 ) -> tuple[dict[int, int], SolveRecord]:
-    """Place ``group`` against the ``fixed`` buffers (greedy hint, then CP-SAT).
-
-    ``fixed`` may hold only the fixed buffers whose lifetimes overlap the group's time span
-    (the others cannot touch it); ``floor`` / ``top`` are then the highest top of *all* fixed
-    buffers (any size / non-zero size), so heights and bounds are those of the whole set.
-    ``fixed`` is a mapping buffer -> offset or the pair of arrays ``(buffers, offsets)``
-    (the mapping is then built only if CP-SAT runs).  ``arrays``: ``(lower, upper, size)``
-    of every buffer of ``problem`` (computed when omitted).
-    """
-    t0 = time.perf_counter()
-    lower, upper, size = arrays if arrays is not None else buffer_arrays(problem)[:3]
-    if isinstance(fixed, tuple):
-        f_idx = np.asarray(fixed[0], np.int64)
-        f_off = np.asarray(fixed[1], np.int64)
-    else:
-        f_idx = np.fromiter(fixed, np.int64, len(fixed))
-        f_off = np.fromiter(fixed.values(), np.int64, len(fixed))
-    f_tops = f_off + size[f_idx]
-    if floor is None:
-        floor = int(f_tops.max()) if len(f_tops) else 0
-    if top is None:
-        nz = size[f_idx] > 0
-        top = int(f_tops[nz].max()) if nz.any() else 0
-    # greedy hint: the group best-fit against the fixed boxes (on arrays: no sub-problem of
-    # Buffer objects, the same offsets as place_in_order on one)
-    g_idx = np.asarray(group, dtype=np.int64)
-    g_size = size[g_idx]
-    order = sorted(range(len(group)), key=lambda k: -int(g_size[k]))
-    offs_g = place_against(lower[f_idx], upper[f_idx], f_off, size[f_idx], lower[g_idx],
-                           upper[g_idx], g_size, order, "best")
-    tops_g = (offs_g + g_size)[g_size > 0]
-    height = max(int(tops_g.max()) if len(tops_g) else 0, top)
-    hint = {int(i): int(o) for i, o in zip(group, offs_g)}
-    if height <= floor:  # the group adds nothing on top: CP-SAT's optimum is the floor
-        return hint, SolveRecord("layout", task_id, SolveStatus.OPTIMAL, floor, floor,
-                                 time.perf_counter() - t0, len(group))
-    if time_limit_s <= 0.05:
-        return hint, SolveRecord("layout", task_id, SolveStatus.HEURISTIC, height, None,
-                                 time.perf_counter() - t0, len(group))
-    if isinstance(fixed, tuple):
-        fixed = dict(zip(f_idx.tolist(), f_off.tolist()))
-    gm = _build_group_model(problem, group, fixed, hint, height, floor)
-    solver = cpsat.make_solver(time_limit_s=time_limit_s, num_workers=config.num_workers,
-                                random_seed=config.seed, deterministic=False)
-    out = cpsat.solve_with_stop(solver, gm.model, target=floor,
-                                 cancel=as_cancel_flag(cancel))
-    if out.objective is None or out.objective > height:
-        return hint, SolveRecord("layout", task_id, "hint", height, None,
-                                 time.perf_counter() - t0, len(group))
-    offs = {i: int(solver.value(v)) for i, v in zip(group, gm.offsets)}
-    bound = None if out.best_bound is None else int(out.best_bound)
-    return offs, SolveRecord("layout", task_id, out.status, int(out.objective), bound,
-                             time.perf_counter() - t0, len(group))
-
-
-def _groups(graph: Graph, problem: Problem, placed: Mapping[int, int], task_tree: Any,
-            max_size: int) -> list[tuple[str, list[int]]]:
-    task_of: dict[str, str] = {}
-    if task_tree is not None:
-        for sid, st in task_tree.subtasks.items():
-            for op in st.op_ids:
-                task_of[op] = sid
-    rest = [i for i in range(len(problem)) if i not in placed]
-    by_task: dict[str, list[int]] = {}
-    for i in rest:
-        prod = graph.tensors[TensorId(problem.buffers[i].id)].producer
-        by_task.setdefault(task_of.get(prod or "", "global"), []).append(i)
-    out: list[tuple[str, list[int]]] = []
-    for tid, members in by_task.items():
-        members.sort(key=lambda i: (problem.buffers[i].lower, -problem.buffers[i].size))
-        for c in range(0, len(members), max_size):
-            name = tid if len(members) <= max_size else f"{tid}#{c // max_size}"
-            out.append((name, members[c: c + max_size]))
-    out.sort(key=lambda g: min(problem.buffers[i].lower for i in g[1]))
-    return out
-
-
-def _roam_candidate(graph: Graph, order: Sequence[OpId], problem: Problem, task_tree: Any,
-                    config: ArenaConfig, deadline: float, cancel: Any,
-                    ) -> tuple[Solution, list[SolveRecord]]:
-    records: list[SolveRecord] = []
-    t0 = time.perf_counter()
-    placed = _activation_stack(problem, _loss_step(graph, order))
-    records.append(SolveRecord("layout", "activations", SolveStatus.HEURISTIC,
-                               sum(problem.buffers[i].size for i in placed), None,
-                               time.perf_counter() - t0, len(placed)))
-    groups = _groups(graph, problem, placed, task_tree, config.max_group_tensors)
-    # each group sees only the placed buffers that overlap its time span (a numpy scan),
-    # plus the highest tops of all of them: linear work per group instead of building every
-    # placed buffer into its sub-problem
-    lower, upper, size, _ = buffer_arrays(problem)
-    p_idx = np.fromiter(placed, np.int64, len(placed))
-    p_off = np.zeros(len(problem), np.int64)  # offset of every placed buffer, by index
-    p_off[p_idx] = np.fromiter(placed.values(), np.int64, len(placed))
-    p_top = p_off[p_idx] + size[p_idx]
-    floor = int(p_top.max()) if len(p_top) else 0
-    nz = size[p_idx] > 0
-    top = int(p_top[nz].max()) if nz.any() else 0
-    for k, (gid, members) in enumerate(groups):
-        left = deadline - time.monotonic()
-        share = min(config.task_time_limit_s, left / max(1, len(groups) - k))
-        if is_cancelled(cancel):
-            share = 0.0
-        g_lo = min(int(lower[i]) for i in members)
-        g_hi = max(int(upper[i]) for i in members)
-        near = p_idx[(lower[p_idx] < g_hi) & (upper[p_idx] > g_lo)]
-        offs, rec = _solve_group(problem, members, (near, p_off[near]), config, share,
-                                 cancel, gid, floor, top, (lower, upper, size))
-        placed.update(offs)
-        records.append(rec)
-        new_idx = np.fromiter(offs, np.int64, len(offs))
-        p_off[new_idx] = np.fromiter(offs.values(), np.int64, len(offs))
-        new_top = p_off[new_idx] + size[new_idx]
-        p_idx = np.concatenate((p_idx, new_idx))
-        if len(new_top):
-            floor = max(floor, int(new_top.max()))
-            nzn = size[new_idx] > 0
-            if nzn.any():
-                top = max(top, int(new_top[nzn].max()))
-    # compaction: lowest first, each to the lowest offset where it fits
-    t1 = time.perf_counter()
-    cur = [placed[i] for i in range(len(problem))]
-    before = max((o + b.size for o, b in zip(cur, problem.buffers)), default=0)
-    compact = place_in_order(problem, sorted(range(len(problem)), key=lambda i: cur[i]), "first")
-    assert compact is not None
-    sol = compact if compact.height <= before else Solution.from_offsets(problem, cur)
-    records.append(SolveRecord("merge", "global", SolveStatus.HEURISTIC, sol.height, None,
-                               time.perf_counter() - t1, len(problem)))
-    return sol, records
-
-
-# --------------------------------------------------------------- flip-compact
-def _flip_compact(problem: Problem, sol: Solution, deadline: float,
-                  max_rounds: int = 8) -> Solution:
-    """Mirror the layout top-to-bottom and drop every buffer, lowest first, while that helps.
-
-    Mirroring (``offset -> height - offset - size``) keeps a layout valid; compacting the
-    mirrored layout first-fit in its offset order never raises it, and buffers that were
-    stuck under a high neighbour often fall into gaps (an iterated-gravity move from strip
-    packing).  Stops after two rounds without a lower height, at ``max_rounds`` or at the
-    deadline; returns the lowest layout seen (``sol`` itself when none is lower).
-    """
-    bs = problem.buffers
-    best = cur = sol
-    stale = 0
-    for _ in range(max_rounds):
-        if stale >= 2 or time.monotonic() > deadline:
-            break
-        h = cur.height
-        mirrored = [h - o - b.size for o, b in zip(cur.offsets, bs)]
-        nxt = place_in_order(problem, sorted(range(len(bs)), key=lambda i: (mirrored[i], i)),
-                             "first", deadline)
-        if nxt is None:  # out of time
-            break
-        assert nxt.height <= h  # each buffer fits at its mirrored offset or lower
-        cur = nxt
-        if cur.height < best.height:
-            best, stale = cur, 0
-        else:
-            stale += 1
-    return best
-
-
-def _shake(problem: Problem, sol: Solution, deadline: float, seed: int,
-           max_rounds: int, promote_fraction: float = 0.02) -> Solution:
-    """Iterated flip-compaction with random promotions (a seeded local search).
-
-    Each round mirrors the current layout, drops a random ``promote_fraction`` of the buffers
-    first (first fit, in mirrored-offset order), then the rest in mirrored-offset order, and
-    flip-compacts the result; a round whose height is not higher than the current one is
-    kept.  Returns the lowest layout seen (never higher than ``sol``).  Deterministic for a
-    seed as long as the deadline does not cut the ``max_rounds`` rounds short.
-    """
-    import random
-
-    rng = random.Random(seed)
-    bs = problem.buffers
-    lb = problem.lower_bound()
-    best = cur = sol
-    for _ in range(max_rounds):
-        if best.height <= lb or time.monotonic() > deadline:
-            break
-        h = cur.height
-        keys = [(rng.random() >= promote_fraction, h - o - b.size)
-                for o, b in zip(cur.offsets, bs)]
-        nxt = place_in_order(problem, sorted(range(len(bs)), key=lambda i: (keys[i], i)),
-                             "first", deadline)
-        if nxt is None:  # out of time
-            break
-        nxt = _flip_compact(problem, nxt, deadline)
-        if nxt.height <= cur.height:
-            cur = nxt
-        if nxt.height < best.height:
-            best = nxt
-    return best
-
-
-#: How many of the lowest candidates the shake starts from (each gets a share of its time).
-_SHAKE_STARTS = 3
-
-
-# ------------------------------------------------------------------- polish
-def _polish(problem: Problem, sol: Solution, lb: int, config: ArenaConfig, deadline: float,
-            cancel: Any) -> tuple[Solution, list[SolveRecord]]:
-    """Lower the top band of a layout with CP-SAT (ROAM's global re-placement, step 2).
-
-    The buffers reaching above ``height - delta`` are freed, everything else stays fixed;
-    CP-SAT places the freed ones under ``height - 1`` (hinted by their current offsets),
-    minimising the height.  ``delta`` grows while a round fails, until the band holds
-    ``max_group_tensors`` buffers or time runs out.
-    """
-    bs = problem.buffers
-    offs = list(sol.offsets)
-    records: list[SolveRecord] = []
-    cancel_flag = as_cancel_flag(cancel)
-    tops = sorted({o + b.size for o, b in zip(offs, bs)}, reverse=True)
-    band = 1
-    while time.monotonic() < deadline - 0.2 and not (cancel_flag and cancel_flag()):
-        height = max(o + b.size for o, b in zip(offs, bs))
-        if height <= lb:
-            break
-        tops = sorted({o + b.size for o, b in zip(offs, bs)}, reverse=True)
-        cut = tops[min(band, len(tops) - 1)]
-        free = [i for i, b in enumerate(bs) if offs[i] + b.size > cut]
-        if len(free) > config.max_group_tensors or len(free) == len(bs):
-            break
-        fixed = {i: offs[i] for i in range(len(bs)) if offs[i] + bs[i].size <= cut}
-        t0 = time.perf_counter()
-        gm = _build_group_model(problem, free, fixed, {i: offs[i] for i in free}, height - 1)
-        solver = cpsat.make_solver(
-            time_limit_s=min(config.task_time_limit_s, max(0.05, deadline - time.monotonic())),
-            num_workers=config.num_workers, random_seed=config.seed, deterministic=False)
-        out = cpsat.solve_with_stop(solver, gm.model, target=lb, cancel=cancel_flag)
-        ok = out.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
-        records.append(SolveRecord("merge", f"polish@{band}", out.status,
-                                   int(out.objective) if ok else None,
-                                   None if out.best_bound is None else int(out.best_bound),
-                                   time.perf_counter() - t0, len(free)))
-        if ok:
-            for i, v in zip(free, gm.offsets):
-                offs[i] = int(solver.value(v))
-        elif out.status in (SolveStatus.INFEASIBLE, SolveStatus.UNKNOWN):
-            band *= 2
-    return Solution.from_offsets(problem, offs), records
-
-
 # ------------------------------------------------------------------- repair
 #: Peak repair of the lowest candidates: the tolerance above the bound (a fraction of it) and
 #: the peak window (the steps whose load is at least this fraction of the target).  The DSA
@@ -517,13 +196,13 @@ def _polish(problem: Problem, sol: Solution, lb: int, config: ArenaConfig, deadl
 _REPAIR_TOLERANCE = 1e-4
 _REPAIR_FRACTION = 0.6
 #: Candidates (of distinct heights, lowest first) the repair starts from, searched
-#: round-robin (:func:`~roam_core.layout.dsa_solver.repair_from_starts`).
+#: round-robin (:func:`~roam_core.layout.dsa_repair.repair_from_starts`).
 _REPAIR_STARTS = 2
 
 
 def _repair(problem: Problem, starts: Sequence[Solution], lb: int, budget: int,
-            deadline: float, cancel: Any) -> tuple[Solution | None, int, str, int]:
-    """:func:`~roam_core.layout.dsa_solver.repair_from_starts` of ``starts`` to within
+            deadline: float, cancel: CancelToken) -> tuple[Solution | None, int, str, int]:
+    """:func:`~roam_core.layout.dsa_repair.repair_from_starts` of ``starts`` to within
     :data:`_REPAIR_TOLERANCE` of ``lb``: the first layout found, the nodes spent, the
     method and the index of the start it came from (-1: none)."""
     target = lb + int(lb * _REPAIR_TOLERANCE)
@@ -562,9 +241,9 @@ def dsa_work_limit(config: ArenaConfig) -> int:
     return max(1, int(config.time_limit_s * share * NODES_PER_S))
 
 
-def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
+def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: SubtaskTree | None = None,
                config: ArenaConfig = ArenaConfig(),  # noqa: B008 - frozen
-               cancel: Any = None) -> ArenaLayout:
+               cancel: CancelToken = None) -> ArenaLayout:
     """Lay out every storage of ``graph`` for ``order`` in one arena.
 
     Parameters
@@ -588,141 +267,217 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: Any = None,
         method otherwise).
     """
     t0 = time.monotonic()
-    deadline = t0 + config.time_limit_s
     a = max(1, config.alignment_bytes)
-    lts = lifetimes(graph, order)
-    problem = layout_problem(graph, order, a, lts)
-    lb = problem.lower_bound()
-    records: list[SolveRecord] = []
-    candidates: dict[str, Solution] = {}
-    greedy_s = 0.0  # one greedy pass, at the machine's present speed
-    passes: dict[str, Solution] = {}
+    problem = layout_problem(graph, order, a, lifetimes(graph, order))
+    st = _Stages(problem, config, cancel, t0)
+    greedy_s = _first_passes(st)
+    if st.above_bound() and config.use_cpsat and len(problem):
+        _roam(st, graph, order, task_tree)
+    if st.above_bound() and config.use_dsa and len(problem):
+        _dsa(st, greedy_s)
+    if config.flip_compact and len(problem) and st.above_bound():
+        _flip(st)
+    st.method = min(st.candidates, key=lambda k: (st.candidates[k].height, k != "roam"))
+    st.sol = st.candidates[st.method]
+    if (st.sol.height > st.lb and config.peak_repair and config.use_dsa and config.dsa_exact
+            and len(problem) <= MAX_SEARCH_BUFFERS):  # the search's own size limit
+        _peak_repair(st)
+    # within the repair's tolerance of the bound (0.01%) the shake and the polish are not
+    # run: they are cut by the clock, so they would make the layout depend on the load and
+    # spend the rest of the budget (efficientnet_b0 b1: repaired to 0.0073%, neither ever
+    # lowered it)
+    close = config.peak_repair and st.sol.height <= st.lb + int(st.lb * _REPAIR_TOLERANCE)
+    if config.flip_compact and st.sol.height > st.lb and config.shake_rounds > 0 and not close:
+        _shake(st)
+    if st.sol.height > st.lb and config.use_cpsat and len(problem) and not close:
+        _polish(st)
+    return _finish(st, graph)
+
+
+class _Stages:
+    """What the stages of :func:`plan_arena` share: the problem, the candidates by name,
+    the winner so far (``method``, ``sol``) and the record of every solver call."""
+
+    def __init__(self, problem: Problem, config: ArenaConfig, cancel: CancelToken,
+                 t0: float) -> None:
+        self.problem, self.config, self.cancel, self.t0 = problem, config, cancel, t0
+        self.deadline = t0 + config.time_limit_s
+        self.a = max(1, config.alignment_bytes)
+        self.lb = problem.lower_bound()
+        self.candidates: dict[str, Solution] = {}
+        self.passes: dict[str, Solution] = {}  # the greedy passes of step 0
+        self.records: list[SolveRecord] = []
+        self.method = ""
+        self.sol = Solution((), 0)
+
+    def lowest(self) -> int:
+        """The height of the lowest candidate."""
+        return min(c.height for c in self.candidates.values())
+
+    def above_bound(self) -> bool:
+        """Whether every candidate is above the live-set bound."""
+        return self.lowest() > self.lb
+
+    def record(self, stage: str, task_id: str, height: int | None, started: float,
+               size: int) -> None:
+        """A heuristic stage's record, heights scaled to bytes."""
+        self.records.append(SolveRecord(stage, task_id, SolveStatus.HEURISTIC,
+                                        None if height is None else height * self.a,
+                                        self.lb * self.a, time.perf_counter() - started, size))
+
+    def by_height(self) -> list[str]:
+        """Candidate names, lowest first (the winner first among equals, then by name)."""
+        return sorted(self.candidates,
+                      key=lambda k: (self.candidates[k].height, k != self.method, k))
+
+
+def _first_passes(st: _Stages) -> float:
+    """Step 0: the first greedy passes, stopped at the bound; a pass at the bound is the
+    layout, otherwise greedy by size is the candidate (the other pass is one of the DSA
+    portfolio's, handed to it: the later stages see the same candidates as without it).
+    Returns the wall time of the slowest pass (the machine's present speed)."""
+    greedy_s = 0.0
+    problem, passes = st.problem, st.passes
     for oname in _FIRST_ORDERS:  # stopped at the bound: nothing can be lower
-        if passes and min(c.height for c in passes.values()) <= lb:
+        if passes and min(c.height for c in passes.values()) <= st.lb:
             break
         t = time.perf_counter()
         first = place_in_order(problem, named_order(problem, oname), "best")
         assert first is not None
         greedy_s = max(greedy_s, time.perf_counter() - t)
         passes[f"greedy:{oname}:best"] = first
-        records.append(SolveRecord("layout", "greedy" if oname == "size" else f"greedy:{oname}",
-                                   SolveStatus.HEURISTIC, first.height * a, lb * a,
-                                   time.perf_counter() - t, len(problem)))
-    # a pass at the bound is the layout; otherwise greedy by size is the candidate (the other
-    # pass is one of the DSA portfolio's, handed to it: the later stages see the same
-    # candidates as without it)
-    at_lb = [k for k, v in passes.items() if v.height <= lb]
-    candidates.update({k: passes[k] for k in (at_lb[:1] or ["greedy:size:best"])})
-    if min(c.height for c in candidates.values()) > lb and config.use_cpsat and len(problem):
-        budget = deadline if not config.use_dsa else t0 + 0.35 * config.time_limit_s
-        sol, recs = _roam_candidate(graph, order, problem, task_tree, config, budget, cancel)
-        candidates["roam"] = sol
-        records.extend(_scale(r, a) for r in recs)
-    best_h = min(s.height for s in candidates.values())
-    if best_h > lb and config.use_dsa and len(problem):
-        share = 0.5 if config.use_cpsat else 1.0
-        left = max(0.1, (deadline - time.monotonic()) * share)
-        t = time.perf_counter()
-        # the search is cut by a node count from the configured budget, not by the time
-        # left: the same graph and settings give the same candidate on a loaded machine.  The
-        # clock is only the outer safety limit: the time left plus the DSA's share of the
-        # budget again, and at least the time of _DSA_PASSES greedy passes as fast as the
-        # first one ran, so that a loaded machine still completes the fixed greedy passes of
-        # a large problem (they stop at the bound; GPT-2 96 / 192 layers at load 15: cut
-        # after the first pass, 1,536 B above the bound, where the second reaches it) and
-        # the node budget of a small one
-        res = solve_dsa(problem, time_limit_s=max(left + config.time_limit_s * share,
-                                                  _DSA_PASSES * greedy_s),
-                        cancel=cancel, exact=config.dsa_exact,
-                        work_limit=dsa_work_limit(config),
-                        known=passes)
-        assert res.solution is not None
-        candidates[res.method] = res.solution
-        records.append(SolveRecord("layout", "dsa", res.status, res.solution.height * a,
-                                   res.lower_bound * a, time.perf_counter() - t, len(problem)))
-    if config.flip_compact and len(problem) and min(
-            c.height for c in candidates.values()) > lb:
-        t = time.perf_counter()
-        for name, cand in list(candidates.items()):
-            flipped = _flip_compact(problem, cand, deadline)
-            if flipped.height < cand.height:
-                candidates[f"{name}+flip"] = flipped
-        records.append(SolveRecord("merge", "flip", SolveStatus.HEURISTIC,
-                                   min(c.height for c in candidates.values()) * a, lb * a,
-                                   time.perf_counter() - t, len(problem)))
-    method = min(candidates, key=lambda k: (candidates[k].height, k != "roam"))
-    sol = candidates[method]
-    if (sol.height > lb and config.peak_repair and config.use_dsa and config.dsa_exact
-            and len(problem) <= MAX_SEARCH_BUFFERS):  # the search's own size limit
-        # cut by nodes; the clock (twice the budget) only as a safety limit, so that a loaded
-        # machine gets the same layout, later.  Which start repairs well varies (on
-        # efficientnet_b0 b1 the task tree's candidate is lowest, but only the flipped greedy
-        # layout repairs to within 0.01%), so the lowest candidates of distinct heights are
-        # searched round-robin under one node budget.
-        order = sorted(candidates, key=lambda k: (candidates[k].height, k != method, k))
-        names: list[str] = []
-        for name in order:
-            if len(names) < _REPAIR_STARTS and candidates[name].height not in {
-                    candidates[n].height for n in names}:
-                names.append(name)
-        t = time.perf_counter()
-        repaired, nodes, how, k = _repair(problem, [candidates[n] for n in names], lb,
-                                          dsa_work_limit(config),
-                                          deadline + config.time_limit_s, cancel)
-        records.append(SolveRecord("merge", "repair", SolveStatus.HEURISTIC,
-                                   None if repaired is None else repaired.height * a,
-                                   lb * a, time.perf_counter() - t, nodes))
-        if repaired is not None and repaired.height < sol.height:
-            method = f"{names[k]}+{how}"
-            candidates[method] = sol = repaired
-    # within the repair's tolerance of the bound (0.01%) the shake and the polish are not
-    # run: they are cut by the clock, so they would make the layout depend on the load and
-    # spend the rest of the budget (efficientnet_b0 b1: repaired to 0.0073%, neither ever
-    # lowered it)
-    close = config.peak_repair and sol.height <= lb + int(lb * _REPAIR_TOLERANCE)
-    if config.flip_compact and sol.height > lb and config.shake_rounds > 0 and not close:
-        t = time.perf_counter()
-        shake_end = time.monotonic() + 0.65 * max(0.0, deadline - time.monotonic())
-        # the lowest few candidates each get a slice: which start shakes down best varies
-        starts = sorted(candidates, key=lambda k: (candidates[k].height, k != method, k))
-        starts = starts[:_SHAKE_STARTS]
-        for k, name in enumerate(starts):
-            if sol.height <= lb:
-                break
-            left = shake_end - time.monotonic()
-            shaken = _shake(problem, candidates[name],
-                            time.monotonic() + left / (len(starts) - k),
-                            config.seed + k, config.shake_rounds)
-            if shaken.height < sol.height:
-                method = f"{name}+shake"
-                sol = shaken
-        candidates.setdefault(method, sol)
-        records.append(SolveRecord("merge", "shake", SolveStatus.HEURISTIC, sol.height * a, lb * a,
-                                   time.perf_counter() - t, len(problem)))
-    if sol.height > lb and config.use_cpsat and len(problem) and not close:
-        polished, recs = _polish(problem, sol, lb, config, deadline, cancel)
-        records.extend(_scale(r, a) for r in recs)
-        if polished.height < sol.height:
-            method = f"{method}+polish"
-            candidates[method] = sol = polished
-            if config.flip_compact and sol.height > lb:
-                flipped = _flip_compact(problem, sol, deadline + 1.0)
-                if flipped.height < sol.height:
-                    method = f"{method}+flip"
-                    candidates[method] = sol = flipped
+        st.record("layout", "greedy" if oname == "size" else f"greedy:{oname}", first.height,
+                  t, len(problem))
+    at_lb = [k for k, v in passes.items() if v.height <= st.lb]
+    st.candidates.update({k: passes[k] for k in (at_lb[:1] or ["greedy:size:best"])})
+    return greedy_s
+
+
+def _roam(st: _Stages, graph: Graph, order: Sequence[OpId],
+          task_tree: SubtaskTree | None) -> None:
+    """Steps 1-3: the activation stack and the CP-SAT sub-task groups (35% of the budget
+    when the DSA candidate runs too)."""
+    cfg = st.config
+    budget = st.deadline if not cfg.use_dsa else st.t0 + 0.35 * cfg.time_limit_s
+    sol, recs = roam_candidate(graph, order, st.problem, task_tree, cfg, budget, st.cancel)
+    st.candidates["roam"] = sol
+    st.records.extend(_scale(r, st.a) for r in recs)
+
+
+def _dsa(st: _Stages, greedy_s: float) -> None:
+    """Step 4: the DSA portfolio and search on the whole problem, handed the greedy passes
+    of step 0.
+
+    The search is cut by a node count from the configured budget, not by the time left: the
+    same graph and settings give the same candidate on a loaded machine.  The clock is only
+    the outer safety limit: the time left plus the DSA's share of the budget again, and at
+    least the time of _DSA_PASSES greedy passes as fast as the first one ran, so that a
+    loaded machine still completes the fixed greedy passes of a large problem (they stop at
+    the bound; GPT-2 96 / 192 layers at load 15: cut after the first pass, 1,536 B above the
+    bound, where the second reaches it) and the node budget of a small one.
+    """
+    cfg = st.config
+    share = 0.5 if cfg.use_cpsat else 1.0
+    left = max(0.1, (st.deadline - time.monotonic()) * share)
+    t = time.perf_counter()
+    res = solve_dsa(st.problem, time_limit_s=max(left + cfg.time_limit_s * share,
+                                                 _DSA_PASSES * greedy_s),
+                    cancel=st.cancel, exact=cfg.dsa_exact, work_limit=dsa_work_limit(cfg),
+                    known=st.passes)
+    assert res.solution is not None
+    st.candidates[res.method] = res.solution
+    st.records.append(SolveRecord("layout", "dsa", res.status, res.solution.height * st.a,
+                                  res.lower_bound * st.a, time.perf_counter() - t,
+                                  len(st.problem)))
+
+
+def _flip(st: _Stages) -> None:
+    """Step 5: flip-compact every candidate (a lower result is a new candidate)."""
+    t = time.perf_counter()
+    for name, cand in list(st.candidates.items()):
+        flipped = flip_compact(st.problem, cand, st.deadline)
+        if flipped.height < cand.height:
+            st.candidates[f"{name}+flip"] = flipped
+    st.record("merge", "flip", st.lowest(), t, len(st.problem))
+
+
+def _peak_repair(st: _Stages) -> None:
+    """Step 5: the peak repair of the lowest candidates of distinct heights.
+
+    Cut by nodes; the clock (twice the budget) only as a safety limit, so that a loaded
+    machine gets the same layout, later.  Which start repairs well varies (on
+    efficientnet_b0 b1 the task tree's candidate is lowest, but only the flipped greedy
+    layout repairs to within 0.01%), so the lowest candidates of distinct heights are
+    searched round-robin under one node budget.
+    """
+    names: list[str] = []
+    for name in st.by_height():
+        if len(names) < _REPAIR_STARTS and st.candidates[name].height not in {
+                st.candidates[n].height for n in names}:
+            names.append(name)
+    t = time.perf_counter()
+    repaired, nodes, how, k = _repair(st.problem, [st.candidates[n] for n in names], st.lb,
+                                      dsa_work_limit(st.config),
+                                      st.deadline + st.config.time_limit_s, st.cancel)
+    st.record("merge", "repair", None if repaired is None else repaired.height, t, nodes)
+    if repaired is not None and repaired.height < st.sol.height:
+        st.method = f"{names[k]}+{how}"
+        st.candidates[st.method] = st.sol = repaired
+
+
+def _shake(st: _Stages) -> None:
+    """Step 5: shake the lowest few candidates, each with a slice of 65% of the time left
+    (which start shakes down best varies)."""
+    t = time.perf_counter()
+    shake_end = time.monotonic() + 0.65 * max(0.0, st.deadline - time.monotonic())
+    starts = st.by_height()[:_SHAKE_STARTS]
+    for k, name in enumerate(starts):
+        if st.sol.height <= st.lb:
+            break
+        left = shake_end - time.monotonic()
+        shaken = shake(st.problem, st.candidates[name],
+                       time.monotonic() + left / (len(starts) - k),
+                       st.config.seed + k, st.config.shake_rounds)
+        if shaken.height < st.sol.height:
+            st.method = f"{name}+shake"
+            st.sol = shaken
+    st.candidates.setdefault(st.method, st.sol)
+    st.record("merge", "shake", st.sol.height, t, len(st.problem))
+
+
+def _polish(st: _Stages) -> None:
+    """Step 6: lower the top band with CP-SAT until the deadline, then flip-compact the
+    polished layout once more."""
+    polished, recs = polish_top_band(st.problem, st.sol, st.lb, st.config, st.deadline,
+                                     st.cancel)
+    st.records.extend(_scale(r, st.a) for r in recs)
+    if polished.height < st.sol.height:
+        st.method = f"{st.method}+polish"
+        st.candidates[st.method] = st.sol = polished
+        if st.config.flip_compact and st.sol.height > st.lb:
+            flipped = flip_compact(st.problem, st.sol, st.deadline + 1.0)
+            if flipped.height < st.sol.height:
+                st.method = f"{st.method}+flip"
+                st.candidates[st.method] = st.sol = flipped
+
+
+def _finish(st: _Stages, graph: Graph) -> ArenaLayout:
+    """The arena of the winner, with its stats."""
+    a = st.a
     resident = graph.resident_bytes(a)
-    peak = resident + lb * a
+    peak = resident + st.lb * a
     stats = {
-        "method": method,
+        "method": st.method,
         "planned_peak_bytes": peak,
         "lower_bound_bytes": peak,
-        "candidates": {k: resident + v.height * a for k, v in candidates.items()},
-        "wall_time_s": time.monotonic() - t0,
+        "candidates": {k: resident + v.height * a for k, v in st.candidates.items()},
+        "wall_time_s": time.monotonic() - st.t0,
     }
-    lay = arena_layout(graph, problem, sol.offsets, a, records, stats)
+    lay = arena_layout(graph, st.problem, st.sol.offsets, a, st.records, stats)
     lay = replace(lay, stats={**lay.stats,
                               "fragmentation": lay.arena_bytes / peak - 1 if peak else 0.0})
-    _logger.info("arena %s: %d bytes (peak %d, %s)", graph.name, lay.arena_bytes, peak, method)
+    _logger.info("arena %s: %d bytes (peak %d, %s)", graph.name, lay.arena_bytes, peak,
+                 st.method)
     return lay
 
 

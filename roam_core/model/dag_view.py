@@ -13,13 +13,13 @@ Derived data only: the :class:`~roam_core.model.graph.Graph` is never touched.
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from roam_core.base.errors import GraphError
+from roam_core.base.graph_cache import PerGraphCache
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Order, TensorId, round_size
 from roam_core.model.positions import program_index, remember_indices
 from roam_core.model.reach import adjacency
@@ -130,7 +130,8 @@ class CompactGraph:
         return sub, old
 
 
-_CACHE: dict[tuple[int, int], tuple[weakref.ref[Graph], CompactGraph]] = {}
+#: The compact views of the last few graphs, by alignment.
+_CACHE: PerGraphCache[CompactGraph] = PerGraphCache(max_entries=16)
 
 
 def compact(graph: Graph, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> CompactGraph:
@@ -143,10 +144,11 @@ def compact(graph: Graph, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> Com
     >>> cg.preds[3], cg.size_bytes
     ((1, 2), (100, 200, 50, 10))
     """
-    key = (id(graph), alignment_bytes)
-    hit = _CACHE.get(key)
-    if hit is not None and hit[0]() is graph:
-        return hit[1]
+    return _CACHE.get_or_build(graph, lambda: _compact(graph, alignment_bytes),
+                               key=alignment_bytes)
+
+
+def _compact(graph: Graph, alignment_bytes: int) -> CompactGraph:
     ids = graph.op_ids
     index = program_index(graph)  # shared, read-only
     adj = adjacency(graph)  # the same neighbour lists (cached: reachability reads them too)
@@ -175,15 +177,11 @@ def compact(graph: Graph, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> Com
         creates[p].append(s)
         for u in users[s]:
             uses[u].append(s)
-    cg = CompactGraph(
+    return CompactGraph(
         op_ids=ids, index=index, preds=preds, succs=succs, storage_ids=tuple(sids),
         size_bytes=tuple(sizes), producer=tuple(prods), users=tuple(users),
         is_output=tuple(outs), creates=tuple(tuple(c) for c in creates),
         uses=tuple(tuple(u) for u in uses))
-    if len(_CACHE) > 16:
-        _CACHE.clear()
-    _CACHE[key] = (weakref.ref(graph), cg)
-    return cg
 
 
 def _initial_frees(cg: CompactGraph) -> tuple[list[int], list[int]]:

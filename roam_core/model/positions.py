@@ -9,9 +9,12 @@ tuple once; the checker and the simulator share the result.  Orders built from i
 insertion) are remembered with them (:func:`remember_indices`), and program order is
 ``0 .. N - 1``: those are never looked up.
 
-The mapping is a pure function of the graph's op ids and the order's contents: the cache
-holds both (tuples are immutable, and holding them keeps their ``id`` from being reused), and
-lists are mapped every time.
+The mapping is a pure function of the graph's op ids and the order's contents.  The program
+index is kept per graph object (:class:`~roam_core.base.graph_cache.PerGraphCache`; copies made
+by ``Graph.with_control_edges`` share their original's ``op_ids`` tuple, so its index too).
+The orders' indices are kept per order *tuple*, which the cache holds (tuples are immutable,
+cannot be weakly referenced, and holding them keeps their ``id`` from being reused); lists
+are mapped every time.
 """
 
 from __future__ import annotations
@@ -20,22 +23,29 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from roam_core.base.graph_cache import PerGraphCache
 from roam_core.model.graph import Graph, OpId
 
 __all__ = ["order_indices", "program_index", "remember_indices"]
 
-#: ``id(op_ids) -> (op_ids, index)``: the last few graphs' (copies made by
-#: ``Graph.with_control_edges`` share their original's ``op_ids`` tuple, so its index too).
-_INDEX: dict[int, tuple[tuple[OpId, ...], dict[OpId, int]]] = {}
+
+def _same_op_ids(other: object, graph: object) -> bool:
+    """Whether two graphs hold the very same ``op_ids`` tuple (a copy and its original)."""
+    return (isinstance(other, Graph) and isinstance(graph, Graph)
+            and other.op_ids is graph.op_ids)
+
+
+#: The program index of the last few graphs (a graph with the very same ``op_ids`` tuple,
+#: such as a ``Graph.with_control_edges`` copy, shares it).
+_INDEX: PerGraphCache[dict[OpId, int]] = PerGraphCache(max_entries=4, shares=_same_op_ids)
 #: ``(id(op_ids), id(order)) -> (op_ids, order, indices)``, most recent last.
 _ORDERS: dict[tuple[int, int], tuple[tuple[OpId, ...], tuple[OpId, ...], np.ndarray]] = {}
-_KEPT_GRAPHS = 4
 _KEPT_ORDERS = 8
 
 
 def program_index(graph: Graph) -> Mapping[OpId, int]:
-    """``{op: i}`` for ``graph.op_ids``, computed once per op-id tuple (read-only: it is
-    shared).
+    """``{op: i}`` for ``graph.op_ids``, computed once per graph and shared by its copies
+    (read-only: it is shared).
 
     Examples
     --------
@@ -43,14 +53,7 @@ def program_index(graph: Graph) -> Mapping[OpId, int]:
     >>> program_index(diamond())["c"]
     2
     """
-    ids = graph.op_ids
-    hit = _INDEX.get(id(ids))
-    if hit is not None and hit[0] is ids:
-        return hit[1]
-    index = {op: i for i, op in enumerate(ids)}
-    _trim(_INDEX, _KEPT_GRAPHS)
-    _INDEX[id(ids)] = (ids, index)
-    return index
+    return _INDEX.get_or_build(graph, lambda: {op: i for i, op in enumerate(graph.op_ids)})
 
 
 def order_indices(graph: Graph, order: Sequence[OpId]) -> np.ndarray:

@@ -19,12 +19,12 @@ span is a single step (*key points*) sit at the same position in every valid ord
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from roam_core.base.graph_cache import PerGraphCache
 from roam_core.model.graph import Graph, OpId
 from roam_core.model.positions import program_index
 
@@ -93,8 +93,7 @@ class Adjacency:
 
 
 #: The adjacency of the last few graphs (the input graph and the rewritten one).
-_ADJ: list[tuple[weakref.ref[Graph], Adjacency]] = []
-_ADJ_KEPT = 2
+_ADJ: PerGraphCache[Adjacency] = PerGraphCache(max_entries=2)
 
 
 def adjacency(graph: Graph) -> Adjacency:
@@ -108,19 +107,18 @@ def adjacency(graph: Graph) -> Adjacency:
     >>> adj.preds[adj.index["d"]], adj.topo
     ([1, 2], (0, 1, 2, 3))
     """
-    for ref, adj in _ADJ:
-        if ref() is graph:
-            return adj
-    adj = _derived_adjacency(graph)
-    if adj is None:
-        ids = graph.op_ids
-        index = program_index(graph)  # shared, read-only
-        preds = [[index[p] for p in graph.predecessors(op)] for op in ids]
-        succs = [[index[s] for s in graph.successors(op)] for op in ids]
-        adj = Adjacency(index, preds, succs, tuple(_topological(preds, succs)))
-    _ADJ[:] = [(r, a) for r, a in _ADJ if r() is not None][-(_ADJ_KEPT - 1):]
-    _ADJ.append((weakref.ref(graph), adj))
-    return adj
+    return _ADJ.get_or_build(graph, lambda: _build_adjacency(graph))
+
+
+def _build_adjacency(graph: Graph) -> Adjacency:
+    derived = _derived_adjacency(graph)
+    if derived is not None:
+        return derived
+    ids = graph.op_ids
+    index = program_index(graph)  # shared, read-only
+    preds = [[index[p] for p in graph.predecessors(op)] for op in ids]
+    succs = [[index[s] for s in graph.successors(op)] for op in ids]
+    return Adjacency(index, preds, succs, tuple(_topological(preds, succs)))
 
 
 def _derived_adjacency(graph: Graph) -> Adjacency | None:
@@ -132,7 +130,7 @@ def _derived_adjacency(graph: Graph) -> Adjacency | None:
     if derived is None:
         return None
     base, extra = derived
-    old = next((a for ref, a in _ADJ if ref() is base), None)
+    old = _ADJ.get(base)
     if old is None:
         return None
     index = old.index
@@ -357,13 +355,13 @@ class Reachability:
 
 #: The last graph's reachability (one entry: the bitsets take ``O(N^2 / 8)`` bytes, so at
 #: most one set is kept alive; the planner asks for the same graph's several times in a row).
-_LAST: list[tuple[weakref.ref[Graph], Reachability]] = []
+_REACH: PerGraphCache[Reachability] = PerGraphCache(max_entries=1)
 
 
 def forget_reachability() -> None:
     """Drop the cached bitsets (``O(N^2 / 8)`` bytes): the planner calls this before the
     layout, which needs none, so their memory is free for it."""
-    _LAST.clear()
+    _REACH.clear()
 
 
 def reachability(graph: Graph) -> Reachability:
@@ -391,12 +389,11 @@ def reachability(graph: Graph) -> Reachability:
     >>> r.key_points()
     ('a', 'd')
     """
-    if _LAST and _LAST[0][0]() is graph:
-        return _LAST[0][1]
-    _LAST.clear()  # free the previous graph's bitsets before building new ones
-    r = _reachability(graph)
-    _LAST.append((weakref.ref(graph), r))
-    return r
+    hit = _REACH.get(graph)
+    if hit is not None:
+        return hit
+    _REACH.clear()  # free the previous graph's bitsets before building new ones
+    return _REACH.put(graph, _reachability(graph))
 
 
 def closure_sizes(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
@@ -424,8 +421,8 @@ def closure_sizes(graph: Graph) -> tuple[np.ndarray, np.ndarray]:
     >>> a.tolist(), d.tolist()
     ([0, 1, 1, 3], [3, 1, 1, 0])
     """
-    if _LAST and _LAST[0][0]() is graph:
-        r = _LAST[0][1]
+    r = _REACH.get(graph)
+    if r is not None:
         n = len(r)
         return (np.array([r.ancestors.bit_count(i) for i in range(n)], dtype=np.int64),
                 np.array([r.descendants.bit_count(i) for i in range(n)], dtype=np.int64))

@@ -460,17 +460,47 @@ def expand_graph(graph: Graph, ops: Sequence[RecomputeOp],
     """
     if not ops:
         return graph
-    known_values = set(graph.tensors) | {a.id for a in graph.aliases}
-    by_id: dict[str, RecomputeOp] = {}
-    copy_of: dict[ValueId, ValueId] = {}  # copy value -> original value
-    new_storage: dict[ValueId, TensorId] = {}  # copy value -> its storage in the result
-    tensors = dict(graph.tensors)
-    aliases = list(graph.aliases)
-    new_ops: dict[OpId, Op] = {}
+    ex = _Expansion(graph)
     for r in ops:
-        if r.id in by_id or r.id in graph.op_ids:
+        ex.add(r)
+    ex.rewire_readers(_reader_rewiring(graph, ops))
+    edges = [*graph.control_edges, *_rerun_edges(graph, ops, ex.copy_of),
+             *ex.copy_writer_edges(ops)]
+    if order is None:
+        prog = _program_order(graph, ops, ex.final_ops, ex.new_ops, ex.copy_of)
+    else:
+        every = {**ex.final_ops, **ex.new_ops}
+        if sorted(order) != sorted(every):
+            raise GraphError("expand_graph: the order must list every op and recompute op "
+                             "once")
+        prog = [every[o] for o in order]
+    return Graph.build(prog, ex.tensors.values(), ex.aliases, edges, graph.outputs,
+                       name=graph.name, origin=graph.origin)
+
+
+class _Expansion:
+    """The graph :func:`expand_graph` builds: its storages and views, the recompute ops and
+    the rewritten graph ops, and which original value each copy stands for."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self.known_values = set(graph.tensors) | {a.id for a in graph.aliases}
+        self.by_id: dict[str, RecomputeOp] = {}
+        self.copy_of: dict[ValueId, ValueId] = {}  # copy value -> original value
+        self.new_storage: dict[ValueId, TensorId] = {}  # copy value -> its storage
+        self.tensors = dict(graph.tensors)
+        self.aliases = list(graph.aliases)
+        self.new_ops: dict[OpId, Op] = {}
+        self.now: dict[ValueId, TensorId] = {}  # value -> storage in the result, where changed
+        self.final_ops: dict[OpId, Op] = {}
+
+    def add(self, r: RecomputeOp) -> None:
+        """Check the record of ``r`` and add its op: inputs, outputs (copies or views of
+        them) and in-place writes (only of the copies it reads)."""
+        graph = self.graph
+        if r.id in self.by_id or r.id in graph.op_ids:
             raise GraphError(f"recompute op {r.id!r}: duplicate op id")
-        by_id[r.id] = r
+        self.by_id[r.id] = r
         try:
             src = graph.op(r.source)
         except GraphError:
@@ -479,29 +509,46 @@ def expand_graph(graph: Graph, ops: Sequence[RecomputeOp],
             raise GraphError(f"recompute op {r.id!r}: {len(r.inputs)} inputs and "
                              f"{len(r.outputs)} outputs, its source {src.id!r} has "
                              f"{len(src.inputs)} and {len(src.outputs)}")
-        in_storage: dict[TensorId, TensorId] = {}  # source input storage -> storage read
+        in_storage = self._inputs(r, src)
+        self._outputs(r, src, in_storage)
+        self.new_ops[r.id] = replace(src, id=OpId(r.id), phase=Phase.BACKWARD,
+                                     inputs=tuple(r.inputs), outputs=tuple(r.outputs),
+                                     mutates=tuple(self._writes(r, src, in_storage)),
+                                     recomputable=False)
+
+    def _inputs(self, r: RecomputeOp, src: Op) -> dict[TensorId, TensorId]:
+        """Source input storage -> the storage ``r`` reads (an original or a copy made
+        earlier in the list)."""
+        graph, copy_of = self.graph, self.copy_of
+        in_storage: dict[TensorId, TensorId] = {}
         for u, u0 in zip(r.inputs, src.inputs, strict=True):
             if u in copy_of:
                 if copy_of[u] != u0:
                     raise GraphError(f"recompute op {r.id!r} reads {u!r}, a copy of "
                                      f"{copy_of[u]!r}, where {src.id!r} reads {u0!r}")
-                in_storage[graph.storage_of(u0)] = new_storage[u]
+                in_storage[graph.storage_of(u0)] = self.new_storage[u]
             elif u == u0:
                 in_storage[graph.storage_of(u0)] = graph.storage_of(u0)
             else:
                 raise GraphError(f"recompute op {r.id!r} reads {u!r} where {src.id!r} reads "
                                  f"{u0!r} (inputs must be the originals or their copies, "
                                  "recomputed earlier in the list)")
+        return in_storage
+
+    def _outputs(self, r: RecomputeOp, src: Op, in_storage: dict[TensorId, TensorId]) -> None:
+        """The values ``r`` makes: a new storage for each storage its source creates, a view
+        of a copy it reads or creates for each view."""
+        graph = self.graph
         created = set(graph.storages_created(src.id))
         for v, v0 in zip(r.outputs, src.outputs, strict=True):
-            if v in known_values or v in copy_of:
+            if v in self.known_values or v in self.copy_of:
                 raise GraphError(f"recompute op {r.id!r}: output id {v!r} is taken")
             s0 = graph.storage_of(v0)
             if v0 == s0 and s0 in created:
                 t = graph.tensors[s0]
-                tensors[TensorId(v)] = replace(t, id=TensorId(v), producer=OpId(r.id),
-                                               consumers=())
-                new_storage[v] = TensorId(v)
+                self.tensors[TensorId(v)] = replace(t, id=TensorId(v), producer=OpId(r.id),
+                                                    consumers=())
+                self.new_storage[v] = TensorId(v)
                 in_storage.setdefault(s0, TensorId(v))
             else:
                 base = in_storage.get(s0)
@@ -512,11 +559,15 @@ def expand_graph(graph: Graph, ops: Sequence[RecomputeOp],
                 if base is None:
                     raise GraphError(f"recompute op {r.id!r}: {v0!r} is a view of {s0!r}, "
                                      "which the op neither reads nor creates")
-                aliases.append(Alias(v, base, OpId(r.id)))
-                new_storage[v] = base
-            copy_of[v] = v0
+                self.aliases.append(Alias(v, base, OpId(r.id)))
+                self.new_storage[v] = base
+            self.copy_of[v] = v0
+
+    def _writes(self, r: RecomputeOp, src: Op,
+                in_storage: Mapping[TensorId, TensorId]) -> list[TensorId]:
+        """What ``r`` writes in place: the copies its source's in-place writes read."""
         muts: list[TensorId] = []
-        stats = running_stats_writes(graph, src)
+        stats = running_stats_writes(self.graph, src)
         for s0 in src.mutates:  # an in-place builder writes the copy it reads, never s0
             if s0 in stats:
                 continue  # the re-run leaves batch norm's running statistics alone
@@ -525,10 +576,60 @@ def expand_graph(graph: Graph, ops: Sequence[RecomputeOp],
                 raise GraphError(f"recompute op {r.id!r} would write {s0!r} in place: a "
                                  "re-run may only write the copies it reads")
             muts.append(c)
-        new_ops[r.id] = replace(src, id=OpId(r.id), phase=Phase.BACKWARD,
-                                inputs=tuple(r.inputs), outputs=tuple(r.outputs),
-                                mutates=tuple(muts), recomputable=False)
-    # rewire the readers
+        return muts
+
+    def storage_now(self, v: ValueId) -> TensorId:
+        """The storage of value ``v`` in the result."""
+        return self.new_storage[v] if v in self.new_storage else self.now.get(
+            v, self.graph.storage_of(v))
+
+    def rewire_readers(self, rewire: Mapping[OpId, Mapping[ValueId, ValueId]]) -> None:
+        """The graph's ops with their readers reading the copies (``rewire``: reader ->
+        original value -> copy); views of a copy made by a late reader follow the copy."""
+        graph = self.graph
+        alias_index = {a.id: i for i, a in enumerate(self.aliases)}
+        copy_storage = {graph.storage_of(self.copy_of[v]): st
+                        for v, st in self.new_storage.items()
+                        if graph.storage_of(self.copy_of[v]) != st}
+        for op in graph.ops:
+            rep = rewire.get(op.id, {})
+            ins = tuple(rep.get(v, v) for v in op.inputs)
+            reads = {self.storage_now(v) for v in ins}
+            for w in op.outputs:  # views of a copy (made by late readers) follow the copy
+                i = alias_index.get(w)
+                if i is None:
+                    continue
+                s0 = self.aliases[i].storage
+                c = copy_storage.get(s0)
+                if c is not None and c in reads and s0 not in reads:
+                    a = self.aliases[i]
+                    self.aliases[i] = Alias(a.id, c, a.producer)
+                    self.now[w] = c
+            self.final_ops[op.id] = op if not rep else replace(op, inputs=ins)
+
+    def copy_writer_edges(self, ops: Sequence[RecomputeOp]) -> list[ControlEdge]:
+        """A copy built in place (dropout's mask): its writers in order, its readers after
+        the last one."""
+        copy_writers: dict[TensorId, list[OpId]] = {}
+        for r in ops:
+            for c in self.new_ops[r.id].mutates:
+                copy_writers.setdefault(c, []).append(OpId(r.id))
+        edges: list[ControlEdge] = []
+        if not copy_writers:
+            return edges
+        for ws in copy_writers.values():
+            edges.extend(ControlEdge(a, b, EdgeReason.MUTATION) for a, b in itertools.pairwise(ws))
+        for op in (*self.final_ops.values(), *self.new_ops.values()):
+            for c in {self.storage_now(v) for v in op.inputs} & copy_writers.keys():
+                ws = copy_writers[c]
+                if op.id not in ws and self.tensors[c].producer != op.id:
+                    edges.append(ControlEdge(ws[-1], op.id, EdgeReason.MUTATION))
+        return edges
+
+
+def _reader_rewiring(graph: Graph, ops: Sequence[RecomputeOp],
+                     ) -> dict[OpId, dict[ValueId, ValueId]]:
+    """Reader -> original value -> the copy it reads instead."""
     rewire: dict[OpId, dict[ValueId, ValueId]] = {}
     for r in ops:
         src = graph.op(r.source)
@@ -544,29 +645,16 @@ def expand_graph(graph: Graph, ops: Sequence[RecomputeOp],
             if not hit:
                 raise GraphError(f"recompute op {r.id!r}: reader {reader!r} reads none of "
                                  f"the values of {src.id!r}")
-    alias_index = {a.id: i for i, a in enumerate(aliases)}
-    copy_storage = {graph.storage_of(copy_of[v]): st for v, st in new_storage.items()
-                    if graph.storage_of(copy_of[v]) != st}
-    now: dict[ValueId, TensorId] = {}  # value -> storage in the result, where it changed
-    final_ops: dict[OpId, Op] = {}
-    for op in graph.ops:
-        rep = rewire.get(op.id, {})
-        ins = tuple(rep.get(v, v) for v in op.inputs)
-        reads = {new_storage[v] if v in new_storage else now.get(v, graph.storage_of(v))
-                 for v in ins}
-        for w in op.outputs:  # views of a copy (made by late readers) follow the copy
-            i = alias_index.get(w)
-            if i is None:
-                continue
-            s0 = aliases[i].storage
-            c = copy_storage.get(s0)
-            if c is not None and c in reads and s0 not in reads:
-                a = aliases[i]
-                aliases[i] = Alias(a.id, c, a.producer)
-                now[w] = c
-        final_ops[op.id] = op if not rep else replace(op, inputs=ins)
-    # control edges: each re-run sees the same version of every storage it reads
-    edges = list(graph.control_edges)
+    return rewire
+
+
+def _rerun_edges(graph: Graph, ops: Sequence[RecomputeOp],
+                 copy_of: Mapping[ValueId, ValueId]) -> list[ControlEdge]:
+    """Each re-run sees the same version of every original storage it reads (after the
+    writers before its source, before those after it); a re-run of a random op replays the
+    generator state its source drew at, saved when the source's stream reached it, so it
+    runs after the source."""
+    edges: list[ControlEdge] = []
     pos0 = {o: i for i, o in enumerate(graph.op_ids)}
     writers: dict[TensorId, list[OpId]] = {}
     for op in graph.ops:
@@ -582,37 +670,10 @@ def expand_graph(graph: Graph, ops: Sequence[RecomputeOp],
                     edges.append(ControlEdge(w, OpId(r.id), EdgeReason.MUTATION))
                 elif w != r.source:
                     edges.append(ControlEdge(OpId(r.id), w, EdgeReason.MUTATION))
-    # a re-run of a random op replays the generator state its source drew at, saved when
-    # the source's stream reached it: it runs after the source
     for r in ops:
         if graph.op(r.source).random:
             edges.append(ControlEdge(r.source, OpId(r.id), EdgeReason.RNG))
-    # a copy built in place (dropout's mask): writers in order, readers after the last one
-    copy_writers: dict[TensorId, list[OpId]] = {}
-    for r in ops:
-        for c in new_ops[r.id].mutates:
-            copy_writers.setdefault(c, []).append(OpId(r.id))
-    if copy_writers:
-        def storage_now(v: ValueId) -> TensorId:
-            return new_storage[v] if v in new_storage else now.get(v, graph.storage_of(v))
-
-        for ws in copy_writers.values():
-            edges.extend(ControlEdge(a, b, EdgeReason.MUTATION) for a, b in itertools.pairwise(ws))
-        for op in (*final_ops.values(), *new_ops.values()):
-            for c in {storage_now(v) for v in op.inputs} & copy_writers.keys():
-                ws = copy_writers[c]
-                if op.id not in ws and tensors[c].producer != op.id:
-                    edges.append(ControlEdge(ws[-1], op.id, EdgeReason.MUTATION))
-    if order is None:
-        prog = _program_order(graph, ops, final_ops, new_ops, copy_of)
-    else:
-        every = {**final_ops, **new_ops}
-        if sorted(order) != sorted(every):
-            raise GraphError("expand_graph: the order must list every op and recompute op "
-                             "once")
-        prog = [every[o] for o in order]
-    return Graph.build(prog, tensors.values(), aliases, edges, graph.outputs,
-                       name=graph.name, origin=graph.origin)
+    return edges
 
 
 def _program_order(graph: Graph, rops: Sequence[RecomputeOp], final_ops: Mapping[OpId, Op],

@@ -39,12 +39,16 @@ import itertools
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from roam_core.base.errors import ConfigError
 from roam_core.base.status import SolveStatus
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, TensorId
+from roam_core.model.plan import SolveRecord
 from roam_core.model.reach import Reachability, key_points
+
+if TYPE_CHECKING:
+    from roam_core.oracle.simulate import MemoryProfile
 
 __all__ = ["SubTask", "TaskTree", "decompose", "units"]
 
@@ -125,7 +129,7 @@ class TaskTree:
             stack.extend(reversed(st.children))
         return out
 
-    def to_summary(self, order: Sequence[OpId], records: Sequence[Any] = (),
+    def to_summary(self, order: Sequence[OpId], records: Sequence[SolveRecord] = (),
                    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> dict[str, Any]:
         """JSON summary (for ``Plan.task_tree``) of the tree with ``order`` as the result.
 
@@ -146,7 +150,8 @@ class TaskTree:
         pos_before = {op: i for i, op in enumerate(self.base_order)}
         recs = {r.task_id: r for r in records if r.stage == "order"}
 
-        def peak(prof: Any, pos: Mapping[OpId, int], ops: Sequence[OpId]) -> int | None:
+        def peak(prof: MemoryProfile | None, pos: Mapping[OpId, int],
+                 ops: Sequence[OpId]) -> int | None:
             if prof is None or not ops or not pos:
                 return None
             return max(prof.live_bytes[pos[o]] for o in ops) + prof.resident_bytes

@@ -20,10 +20,10 @@ from __future__ import annotations
 import bisect
 import heapq
 import math
-import weakref
 
 import numpy as np
 
+from roam_core.base.graph_cache import PerGraphCache
 from roam_core.model.dag_view import CompactGraph, ScheduleState, compact
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, Order
 
@@ -186,19 +186,18 @@ def lpmf_order(graph: Graph, *,
     >>> lpmf_order(diamond())  # sizes round to 512 B: all ties, program index wins
     ('a', 'b', 'c', 'd')
     """
-    key = (id(graph), alignment_bytes)
-    hit = _LPMF_LAST.get(key)
-    if hit is not None and hit[0]() is graph:
-        return hit[1]  # the planner asks twice (portfolio, update insertion): deterministic
+    # the planner asks twice (portfolio, update insertion): deterministic, so kept
+    return _LPMF_LAST.get_or_build(graph, lambda: _lpmf_order(graph, alignment_bytes),
+                                   key=alignment_bytes)
+
+
+def _lpmf_order(graph: Graph, alignment_bytes: int) -> Order:
     cg = compact(graph, alignment_bytes)
-    out = cg.order_ids(lpmf_indices(cg))
-    _LPMF_LAST.clear()
-    _LPMF_LAST[key] = (weakref.ref(graph), out)
-    return out
+    return cg.order_ids(lpmf_indices(cg))
 
 
 #: The last graph's LPMF order (graphs are immutable and the order is deterministic).
-_LPMF_LAST: dict[tuple[int, int], tuple[weakref.ref[Graph], Order]] = {}
+_LPMF_LAST: PerGraphCache[Order] = PerGraphCache(max_entries=1)
 
 
 def lescea_order(graph: Graph, *,

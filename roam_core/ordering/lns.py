@@ -16,7 +16,8 @@ never worse than where it starts.  Its moves, around the current peak step ``p``
   sub-task model (:mod:`roam_core.ordering.order_ilp`) on the input graph.
 
 Every candidate is checked against every ordering edge and scored with the same liveness
-rule as :func:`roam_core.oracle.simulate.simulate` (vectorised, :class:`OrderScorer`); the
+rule as :func:`roam_core.oracle.simulate.simulate` (vectorised:
+:class:`~roam_core.ordering.live_bytes.IndexLiveBytes`); the
 final order is re-simulated by the caller.  Work is counted in candidate evaluations and
 CP-SAT deterministic seconds, so the result does not depend on machine load unless the
 optional wall-clock ``deadline`` cuts it short.
@@ -26,77 +27,20 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from roam_core.model.dag_view import compact
+from roam_core.base.cancel import CancelFlag, CancelToken, as_cancel_flag
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId
+from roam_core.model.reach import reachability
 from roam_core.ordering.config import OrderSolverConfig
+from roam_core.ordering.live_bytes import IndexLiveBytes
 
-__all__ = ["LnsResult", "OrderScorer", "peak_search"]
+__all__ = ["LnsResult", "peak_search"]
 
 _logger = logging.getLogger(__name__)
-
-
-class OrderScorer:
-    """Live bytes per step of an order given as op indices (program numbering).
-
-    The same rule as :func:`roam_core.oracle.simulate.simulate` (resident bytes excluded),
-    vectorised with numpy for repeated scoring of candidate orders.
-    """
-
-    def __init__(self, graph: Graph, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> None:
-        cg = compact(graph, alignment_bytes)
-        self.cg = cg
-        self.n = cg.n_ops
-        self.size = np.asarray(cg.size_bytes, dtype=np.int64)
-        self.producer = np.asarray(cg.producer, dtype=np.int64)
-        self.is_output = np.asarray(cg.is_output, dtype=bool)
-        counts = np.array([len(u) for u in cg.users], dtype=np.int64)
-        self.has_users = counts > 0
-        flat = [u for us in cg.users for u in us]
-        self.users_flat = np.asarray(flat, dtype=np.int64)
-        self.offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) \
-            if len(counts) else np.zeros(0, dtype=np.int64)
-        src, dst = [], []
-        for v, ps in enumerate(cg.preds):
-            for p in ps:
-                src.append(p)
-                dst.append(v)
-        self.src = np.asarray(src, dtype=np.int64)
-        self.dst = np.asarray(dst, dtype=np.int64)
-
-    def positions(self, order: np.ndarray) -> np.ndarray:
-        """Step of every op."""
-        pos = np.empty(self.n, dtype=np.int64)
-        pos[order] = np.arange(self.n)
-        return pos
-
-    def valid(self, order: np.ndarray) -> bool:
-        """True when ``order`` honours every ordering edge."""
-        pos = self.positions(order)
-        return bool(np.all(pos[self.src] < pos[self.dst]))
-
-    def spans(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``[start, end)`` of every kept storage."""
-        start = pos[self.producer]
-        end = start + 1
-        if len(self.users_flat):
-            last = np.maximum.reduceat(pos[self.users_flat], self.offsets[self.has_users]) \
-                if self.has_users.any() else np.zeros(0, dtype=np.int64)
-            end = end.copy()
-            end[self.has_users] = np.maximum(last + 1, start[self.has_users] + 1)
-        end = np.where(self.is_output, self.n, end)
-        return start, end
-
-    def live(self, order: np.ndarray) -> np.ndarray:
-        """Planned bytes live at each step."""
-        start, end = self.spans(self.positions(order))
-        diff = np.bincount(start, self.size, self.n + 1) - np.bincount(end, self.size,
-                                                                        self.n + 1)
-        return np.cumsum(diff[:self.n]).astype(np.int64)
 
 
 @dataclass(frozen=True, slots=True)
@@ -151,7 +95,7 @@ def peak_search(
     window_config: OrderSolverConfig | None = None,
     max_windows: int = 8,
     deadline: float | None = None,
-    cancel: Callable[[], bool] | None = None,
+    cancel: CancelToken = None,
 ) -> LnsResult:
     """Lower the peak of a valid ``order`` of ``graph`` by peak-directed moves.
 
@@ -181,8 +125,8 @@ def peak_search(
         Window solves at most.
     deadline : float, optional
         ``time.monotonic()`` at which to stop (a safety net; makes the result load-dependent).
-    cancel : callable, optional
-        Returns True to stop.
+    cancel : CancelToken, optional
+        An Event or a callable returning True to stop.
 
     Returns
     -------
@@ -195,49 +139,72 @@ def peak_search(
     >>> peak_search(g, g.op_ids, alignment_bytes=1).peak_bytes
     350
     """
-    from roam_core.ordering.order_ilp import build_order_problem, merge_orders, solve_order_problem
-
     t0 = time.perf_counter()
-    sc = OrderScorer(graph, alignment_bytes)
-    cg = sc.cg
-    n = sc.n
-    cur = np.asarray([cg.index[o] for o in order], dtype=np.int64)
-    assert sc.valid(cur), "peak_search needs a valid start order"
-    live = sc.live(cur)
-    best = _score(live)
-    start_peak = best[0]
-    evals = 0
-    wins = 0
-    accepted = {"hoist": 0, "sink": 0, "window": 0}
     wcfg = window_config if window_config is not None else OrderSolverConfig(
         time_limit_s=2.0, stop_at_lower_bound=True)
-    users = cg.users
-    from roam_core.model.reach import reachability
-
-    reach = reachability(graph)  # program numbering, like the compact view
-    stopped = "no move"
-    tried_windows: set[tuple[int, ...]] = set()
-
-    def stop_now() -> str | None:
-        if cancel is not None and cancel():
-            return "cancelled"
-        if deadline is not None and time.monotonic() > deadline:
-            return "deadline"
-        if evals >= max_evaluations:
-            return "budget"
-        return None
-
-    rounds = 0
-    while rounds < max_rounds:
-        if best[0] <= floor_bytes:
+    srch = _PeakSearch(graph, order, alignment_bytes, max_evaluations, deadline,
+                       as_cancel_flag(cancel))
+    start_peak = srch.best[0]
+    stopped = "budget"
+    for _ in range(max_rounds):
+        if srch.best[0] <= floor_bytes:
             stopped = "bound"
             break
-        why = stop_now()
+        why = srch.stop_reason()
         if why:
             stopped = why
             break
+        p = int(np.argmax(srch.live))
+        moved = srch.best_move(srch.moves(p, max_move_ops, max_storages))
+        if not moved and window > 1 and srch.windows < max_windows:
+            moved = srch.window_move(p, window, wcfg, floor_bytes)
+        if not moved:
+            stopped = "no move"
+            break
+    out = srch.cg.order_ids(srch.cur)
+    _logger.info("peak search on %s: %d -> %d bytes (%s), %d evaluations, %d windows",
+                 graph.name, start_peak, srch.best[0], stopped, srch.evals, srch.windows)
+    return LnsResult(tuple(out), start_peak, srch.best[0], srch.evals, srch.accepted,
+                     srch.windows, time.perf_counter() - t0, stopped)
+
+
+class _PeakSearch:
+    """The state of one :func:`peak_search`: the current order (op indices), its curve and
+    score, and the work done (candidate evaluations, window solves, accepted moves)."""
+
+    def __init__(self, graph: Graph, order: Sequence[OpId], alignment_bytes: int,
+                 max_evaluations: int, deadline: float | None,
+                 cancel: CancelFlag | None) -> None:
+        self.graph, self.alignment_bytes = graph, alignment_bytes
+        self.sc = IndexLiveBytes.of(graph, alignment_bytes)
+        self.cg = self.sc.cg
+        self.cur = np.asarray([self.cg.index[o] for o in order], dtype=np.int64)
+        assert self.sc.valid(self.cur), "peak_search needs a valid start order"
+        self.live = self.sc.live(self.cur)
+        self.best = _score(self.live)
+        self.reach = reachability(graph)  # program numbering, like the compact view
+        self.max_evaluations, self.deadline, self.cancel = max_evaluations, deadline, cancel
+        self.evals = 0
+        self.windows = 0
+        self.accepted = {"hoist": 0, "sink": 0, "window": 0}
+        self.tried_windows: set[tuple[int, ...]] = set()
+
+    def stop_reason(self) -> str | None:
+        """Why the search must stop now (``None``: it may go on)."""
+        if self.cancel is not None and self.cancel():
+            return "cancelled"
+        if self.deadline is not None and time.monotonic() > self.deadline:
+            return "deadline"
+        if self.evals >= self.max_evaluations:
+            return "budget"
+        return None
+
+    def moves(self, p: int, max_move_ops: int, max_storages: int,
+              ) -> list[tuple[str, np.ndarray]]:
+        """Candidate orders around the peak step ``p``: hoists and sinks of the storages
+        live there (biggest first; those forced live at ``p`` in every order skipped)."""
+        sc, cg, cur = self.sc, self.cg, self.cur
         pos = sc.positions(cur)
-        p = int(np.argmax(live))
         start, end = sc.spans(pos)
         live_ids = np.nonzero((start <= p) & (end > p))[0]
         # biggest storages first: they matter most
@@ -245,8 +212,9 @@ def peak_search(
         candidates: list[tuple[str, np.ndarray]] = []
         x = int(cur[p])
         # storages forced live at p in every order cannot be moved away from it: skip them
-        anc_x = reach.ancestors[x] | (1 << x)
-        desc_x = reach.descendants[x] | (1 << x)
+        anc_x = self.reach.ancestors[x] | (1 << x)
+        desc_x = self.reach.descendants[x] | (1 << x)
+        users = cg.users
         movable = [int(s) for s in live_ids
                    if not (anc_x >> int(sc.producer[s]) & 1
                            and any(desc_x >> u & 1 for u in users[int(s)]))]
@@ -262,12 +230,16 @@ def peak_search(
             if q != x and pos[q] < p:
                 for mv in _sink_sets(cur, pos, p, int(pos[q]), cg.preds, cg.succs,
                                      max_move_ops):
-                    keep = np.ones(n, dtype=bool)
+                    keep = np.ones(sc.n, dtype=bool)
                     keep[mv] = False
                     rest_before = cur[:p + 1][keep[:p + 1]]
                     candidates.append(("sink", np.concatenate(
                         [rest_before, cur[mv], cur[p + 1:]])))
-        improved = False
+        return candidates
+
+    def best_move(self, candidates: Sequence[tuple[str, np.ndarray]]) -> bool:
+        """Score every distinct candidate (until a stop) and take the best one that lowers
+        the score; True when one was taken."""
         best_cand: tuple[tuple[int, int], str, np.ndarray] | None = None
         seen: set[bytes] = set()
         for kind, cand in candidates:
@@ -275,52 +247,53 @@ def peak_search(
             if key in seen:
                 continue
             seen.add(key)
-            if stop_now():
+            if self.stop_reason():
                 break
-            evals += 1
-            if not sc.valid(cand):
+            self.evals += 1
+            if not self.sc.valid(cand):
                 continue
-            sco = _score(sc.live(cand))
-            if sco < best and (best_cand is None or sco < best_cand[0]):
+            sco = _score(self.sc.live(cand))
+            if sco < self.best and (best_cand is None or sco < best_cand[0]):
                 best_cand = (sco, kind, cand)
-        if best_cand is not None:
-            best, kind, cur = best_cand
-            live = sc.live(cur)
-            accepted[kind] += 1
-            improved = True
-        elif window > 1 and wins < max_windows:
-            lo = max(0, min(p - window // 2, n - window))
-            hi = min(n, lo + window)
-            wkey = tuple(int(v) for v in cur[lo:hi])
-            if wkey not in tried_windows:
-                tried_windows.add(wkey)
-                ids = cg.order_ids(cur)
-                prob = build_order_problem(graph, ids, ids[lo:hi], task_id=f"lns{wins + 1}",
-                                           config=wcfg, floor_bytes=floor_bytes,
-                                           alignment_bytes=alignment_bytes)
-                res = solve_order_problem(prob, cancel)
-                wins += 1
-                new = np.asarray([cg.index[o] for o in merge_orders(ids, prob, res)],
-                                 dtype=np.int64)
-                evals += 1
-                if sc.valid(new):
-                    nl = sc.live(new)
-                    sco = _score(nl)
-                    if sco < best:
-                        best, cur, live = sco, new, nl
-                        accepted["window"] += 1
-                        improved = True
-        if not improved:
-            stopped = "no move"
-            break
-        rounds += 1
-    else:
-        stopped = "budget"
-    out = cg.order_ids(cur)
-    _logger.info("peak search on %s: %d -> %d bytes (%s), %d evaluations, %d windows",
-                 graph.name, start_peak, best[0], stopped, evals, wins)
-    return LnsResult(tuple(out), start_peak, best[0], evals, accepted, wins,
-                     time.perf_counter() - t0, stopped)
+        if best_cand is None:
+            return False
+        self.best, kind, self.cur = best_cand
+        self.live = self.sc.live(self.cur)
+        self.accepted[kind] += 1
+        return True
+
+    def window_move(self, p: int, window: int, config: OrderSolverConfig,
+                    floor_bytes: int) -> bool:
+        """Re-order the ``window`` steps around ``p`` with the CP-SAT sub-task model (each
+        window once); True when that lowered the score."""
+        from roam_core.ordering.order_ilp import solve_order_problem
+        from roam_core.ordering.order_problem import build_order_problem, merge_orders
+
+        n, cg, cur = self.sc.n, self.cg, self.cur
+        lo = max(0, min(p - window // 2, n - window))
+        hi = min(n, lo + window)
+        wkey = tuple(int(v) for v in cur[lo:hi])
+        if wkey in self.tried_windows:
+            return False
+        self.tried_windows.add(wkey)
+        ids = cg.order_ids(cur)
+        prob = build_order_problem(self.graph, ids, ids[lo:hi],
+                                   task_id=f"lns{self.windows + 1}", config=config,
+                                   floor_bytes=floor_bytes,
+                                   alignment_bytes=self.alignment_bytes)
+        res = solve_order_problem(prob, self.cancel)
+        self.windows += 1
+        new = np.asarray([cg.index[o] for o in merge_orders(ids, prob, res)], dtype=np.int64)
+        self.evals += 1
+        if not self.sc.valid(new):
+            return False
+        nl = self.sc.live(new)
+        sco = _score(nl)
+        if sco >= self.best:
+            return False
+        self.best, self.cur, self.live = sco, new, nl
+        self.accepted["window"] += 1
+        return True
 
 
 def _closure_after(v: int, pos: np.ndarray, p: int, x: int,

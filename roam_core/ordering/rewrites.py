@@ -56,7 +56,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from roam_core.base.errors import ConfigError
 from roam_core.model.graph import (
@@ -69,6 +69,9 @@ from roam_core.model.graph import (
     TensorId,
 )
 from roam_core.model.reach import Reachability, adjacency, reachability
+
+if TYPE_CHECKING:
+    from roam_core.ordering.update_groups import UpdateGroup
 
 __all__ = ["GroupPlacement", "RewriteResult", "asap_insertion", "place_weight_updates"]
 
@@ -165,7 +168,7 @@ def asap_insertion(graph: Graph, reference: Sequence[OpId],
     return tuple(seq)
 
 
-def _reference(graph: Graph, policy: str, groups: Sequence[Any],
+def _reference(graph: Graph, policy: str, groups: Sequence[UpdateGroup],
                reach: Reachability, alignment_bytes: int) -> Order:
     from roam_core.ordering.update_insertion import best_update_insertion
 

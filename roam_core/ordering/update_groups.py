@@ -32,12 +32,12 @@ Placing the groups in an order is :mod:`roam_core.ordering.update_insertion`.
 from __future__ import annotations
 
 import logging
-import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from roam_core.base.graph_cache import PerGraphCache
 from roam_core.model.dag_view import CompactGraph, compact
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, TensorId, TensorKind
 from roam_core.model.reach import Reachability, reachability
@@ -78,7 +78,7 @@ class UpdateGroup:
 
 #: The update groups of the most recent graph object (graphs are immutable) and alignment:
 #: the update insertion and the rewrites of one plan ask for the same ones.
-_LAST: list[tuple[weakref.ref[Graph], int, tuple[UpdateGroup, ...]]] = []
+_LAST: PerGraphCache[tuple[UpdateGroup, ...]] = PerGraphCache(max_entries=1)
 
 
 def update_groups(graph: Graph, *,
@@ -106,12 +106,8 @@ def update_groups(graph: Graph, *,
     >>> [(g.param, g.grad, g.op_ids) for g in update_groups(tiny_train_step())]
     [('w', 'grad_w', ('update',))]
     """
-    for ref, a, groups in _LAST:
-        if ref() is graph and a == alignment_bytes:
-            return groups
-    groups = _update_groups(graph, alignment_bytes)
-    _LAST[:] = [(weakref.ref(graph), alignment_bytes, groups)]
-    return groups
+    return _LAST.get_or_build(graph, lambda: _update_groups(graph, alignment_bytes),
+                              key=alignment_bytes)
 
 
 def _update_groups(graph: Graph, alignment_bytes: int) -> tuple[UpdateGroup, ...]:

@@ -35,6 +35,7 @@ from roam_core.model.reach import topological_indices
 from roam_core.oracle.simulate import simulate
 from roam_core.ordering.chunked_profile import ChunkedProfile
 from roam_core.ordering.list_schedulers import lpmf_indices, lpmf_order
+from roam_core.ordering.live_bytes import IndexLiveBytes
 from roam_core.ordering.update_groups import UpdateGroup, block_order, block_profile, update_groups
 
 __all__ = ["best_update_insertion", "insert_update_groups", "tracked_insertion"]
@@ -150,29 +151,12 @@ def _prepare(graph: Graph, groups: Sequence[UpdateGroup], base_method: BaseMetho
     else:
         raise ConfigError(f"unknown base method {base_method!r} for update insertion; "
                           "known: 'lpmf', 'eager' or an ordering function")
-    # 2. the sequence and its profile
+    # 2. the sequence and its profile (the group ops are not in it yet)
     seq = base_order + tail
-    m = len(seq)
-    pos = np.full(n, -1, dtype=np.int64)
-    pos[seq] = np.arange(m)
-    prof = np.zeros(m + 1, dtype=np.int64)
-    freed = np.zeros(m, dtype=np.int64)
-    for s, p in enumerate(cg.producer):
-        if pos[p] < 0:
-            continue
-        start = int(pos[p])
-        size = cg.size_bytes[s]
-        if cg.is_output[s]:
-            prof[start] += size
-            prof[m] -= size
-            continue
-        e = max([start, *(int(pos[u]) for u in cg.users[s] if pos[u] >= 0)])
-        prof[start] += size
-        prof[e + 1] -= size
-        freed[e] += size
+    prof, freed = IndexLiveBytes(cg).live_and_freed(np.asarray(seq, dtype=np.int64))
     blocks = tuple(tuple(block_order(cg, ops, [cg.index[o] for o in g.state_init_ops]))
                    for g, ops in zip(groups, gops, strict=True))
-    return _Prepared(cg, tuple(groups), gops, blocks, tuple(seq), np.cumsum(prof[:m]), freed)
+    return _Prepared(cg, tuple(groups), gops, blocks, tuple(seq), prof, freed)
 
 
 def _insert_all(prep: _Prepared, tie: str, group_order: str) -> tuple[list[int], np.ndarray]:
@@ -285,17 +269,34 @@ def _insert_block(cg: CompactGraph, store: ChunkedProfile, block: list[int], tie
     earliest of the lowest ``total`` (``"early"``), or of the lowest ``(total, X)``
     (``"light"``).
     """
-    m = store.m
     placed = store.chunk_of
-    # a. window: after every ancestor, before every descendant already placed
+    lo, hi = _window(cg, store, block)  # a.
+    internal, bfreed, long, ext = block_profile(cg, block, placed)
+    ext_e, long_last = _externals(cg, store, ext), _long_lasts(cg, store, long)  # b.
+    slots = _SlotSearch(store, lo, hi, internal, len(block), ext_e, long_last)  # c.
+    k = slots.best(tie)  # d.
+    _apply(store, k, block, internal, bfreed, ext_e[:bisect.bisect_left(slots.es, k)],
+           long_last)  # e.
+
+
+def _window(cg: CompactGraph, store: ChunkedProfile, block: list[int]) -> tuple[int, int]:
+    """a. The slots ``lo..hi`` of ``block``: after every ancestor, before every descendant
+    already placed."""
+    placed = store.chunk_of
     a_ops = _nearest_placed(cg, block, placed, up=True)
     d_ops = _nearest_placed(cg, block, placed, up=False)
     lo = int(store.positions(a_ops).max()) + 1 if a_ops else 0
-    hi = int(store.positions(d_ops).min()) if d_ops else m
+    hi = int(store.positions(d_ops).min()) if d_ops else store.m
     if lo > hi:  # cannot happen for convex groups in a valid sequence; never trust it
         raise GraphError(f"no slot for the update block starting at {cg.op_ids[block[0]]!r}")
-    internal, bfreed, long, ext = block_profile(cg, block, placed)
-    # b. externals: last use in the sequence (outputs never extend)
+    return lo, hi
+
+
+def _externals(cg: CompactGraph, store: ChunkedProfile,
+               ext: Sequence[tuple[int, int, int]]) -> list[tuple[int, int, int, int]]:
+    """b. The block's external storages made by placed ops, as ``(last use in the
+    sequence, size, last step in the block, storage)``, by last use (outputs: the end)."""
+    placed, m = store.chunk_of, store.m
     ext_e = []
     for s, size, lastb in ext:
         p = cg.producer[s]
@@ -307,108 +308,141 @@ def _insert_block(cg: CompactGraph, store: ChunkedProfile, block: list[int], tie
             e = int(store.positions([p, *(u for u in cg.users[s] if placed[u] >= 0)]).max())
         ext_e.append((e, size, lastb, s))
     ext_e.sort()
+    return ext_e
+
+
+def _long_lasts(cg: CompactGraph, store: ChunkedProfile,
+                long: Sequence[tuple[int, int]]) -> list[tuple[int, int, bool]]:
+    """b. The block's long storages (live past it) as ``(last use in the sequence, size,
+    is output)``."""
+    placed = store.chunk_of
     long_last = []
     for s, size in long:
         if cg.is_output[s]:
-            long_last.append((m - 1, size, True))
+            long_last.append((store.m - 1, size, True))
         else:
             last = int(store.positions([u for u in cg.users[s] if placed[u] >= 0]).max())
             long_last.append((last, size, False))
-    # c. the step functions added to the sequence: A = prof + offA (externals extended past
-    #    their last use e, steps > e), C = prof + offC (long storages, steps <= last), and
-    #    X(k) = cross[k - 1] + offX(k - 1) (the block's peak with the externals whose last
-    #    use is before k extended; cross before step 0 is 0)
-    off_a = _rising([(e + 1, size) for e, size, _, _ in ext_e])
-    total_c = sum(size for _, size, _ in long_last)
-    rc = _rising([(last + 1, size) for last, size, _ in long_last])
-    off_c = _Steps(rc.points, [total_c - v for v in rc.vals])
-    bpeaks = [int(internal.max()) if len(block) else 0]
-    curve = internal.copy()
-    for _, size, lastb, _ in ext_e:
-        curve[: lastb + 1] += size
-        bpeaks.append(int(curve.max()))
-    es = [e for e, *_ in ext_e]
-    off_x = _Steps(es, bpeaks)  # offX(j) = bpeaks[#{e <= j}]
+    return long_last
 
-    def prof_max(j0: int, j1: int, off: _Steps) -> int:
+
+class _SlotSearch:
+    """c-d. The step functions the block adds to the sequence and the search of the best
+    slot on them (see :func:`_insert_block`).
+
+    ``A = prof + offA`` (externals extended past their last use e, steps > e), ``C = prof +
+    offC`` (long storages, steps <= last) and ``X(k) = cross[k - 1] + offX(k - 1)`` (the
+    block's peak with the externals whose last use is before k extended; cross before step 0
+    is 0).
+    """
+
+    def __init__(self, store: ChunkedProfile, lo: int, hi: int, internal: np.ndarray,
+                 block_len: int, ext_e: Sequence[tuple[int, int, int, int]],
+                 long_last: Sequence[tuple[int, int, bool]]) -> None:
+        self.store, self.lo, self.hi, self.m = store, lo, hi, store.m
+        self.off_a = _rising([(e + 1, size) for e, size, _, _ in ext_e])
+        total_c = sum(size for _, size, _ in long_last)
+        rc = _rising([(last + 1, size) for last, size, _ in long_last])
+        self.off_c = _Steps(rc.points, [total_c - v for v in rc.vals])
+        bpeaks = [int(internal.max()) if block_len else 0]
+        curve = internal.copy()
+        for _, size, lastb, _ in ext_e:
+            curve[: lastb + 1] += size
+            bpeaks.append(int(curve.max()))
+        self.bpeaks = bpeaks
+        self.es = [e for e, *_ in ext_e]
+        self.off_x = _Steps(self.es, bpeaks)  # offX(j) = bpeaks[#{e <= j}]
+
+    def prof_max(self, j0: int, j1: int, off: _Steps) -> int:
         best = 0  # both curves are >= 0: an empty range counts 0
         for s, t, v in off.pieces(j0, j1):
-            best = max(best, store.max_prof(s, t) + v)  # type: ignore[operator]
+            best = max(best, self.store.max_prof(s, t) + v)  # type: ignore[operator]
         return best
 
-    def first_a_above(j0: int, thr: int) -> int:
-        for s, t, v in off_a.pieces(j0, hi):
-            j = store.first_prof_above(s, t, thr - v)
+    def first_a_above(self, j0: int, thr: int) -> int:
+        for s, t, v in self.off_a.pieces(j0, self.hi):
+            j = self.store.first_prof_above(s, t, thr - v)
             if j is not None:
                 return j
-        return hi
+        return self.hi
 
-    def after_last_c_above(j1: int, thr: int) -> int:
-        for s, t, v in reversed(off_c.pieces(lo, j1)):
-            j = store.last_prof_above(s, t, thr - v)
+    def after_last_c_above(self, j1: int, thr: int) -> int:
+        for s, t, v in reversed(self.off_c.pieces(self.lo, j1)):
+            j = self.store.last_prof_above(s, t, thr - v)
             if j is not None:
                 return j + 1
-        return lo
+        return self.lo
 
-    def min_x(k0: int, k1: int) -> tuple[int, int]:
+    def min_x(self, k0: int, k1: int) -> tuple[int, int]:
         """min X over slots k0 <= k <= k1 and its earliest slot."""
-        best = (bpeaks[0], 0) if k0 == 0 else None
-        for s, t, v in off_x.pieces(max(k0, 1) - 1, k1):
-            got = store.min_cross(s, t)
+        best = (self.bpeaks[0], 0) if k0 == 0 else None
+        for s, t, v in self.off_x.pieces(max(k0, 1) - 1, k1):
+            got = self.store.min_cross(s, t)
             assert got is not None
             if best is None or got[0] + v < best[0]:
                 best = (got[0] + v, got[1] + 1)
         assert best is not None
         return best
 
-    def first_x_at_most(k0: int, k1: int, thr: int) -> int:
-        if k0 == 0 and bpeaks[0] <= thr:
+    def first_x_at_most(self, k0: int, k1: int, thr: int) -> int:
+        if k0 == 0 and self.bpeaks[0] <= thr:
             return 0
-        for s, t, v in off_x.pieces(max(k0, 1) - 1, k1):
-            j = store.first_cross_at_most(s, t, thr - v)
+        for s, t, v in self.off_x.pieces(max(k0, 1) - 1, k1):
+            j = self.store.first_cross_at_most(s, t, thr - v)
             if j is not None:
                 return j + 1
         raise AssertionError("the minimum of X was not found again")
 
-    level = max(prof_max(0, lo, off_a), prof_max(hi, m, off_c))
-    a = after_last_c_above(hi, level)
-    b = first_a_above(lo, level)
-    seen: tuple[int, int, int, int] | None = None  # slots a..b scanned: (a, b, min X, slot)
-    while True:
-        if a <= b:
-            if seen is None:
-                g, gk = min_x(a, b)
+    def best(self, tie: str) -> int:
+        """d. The slot: raise the level ``T`` until the lowest ``X`` on ``I(T)`` fits."""
+        lo, hi, store = self.lo, self.hi, self.store
+        level = max(self.prof_max(0, lo, self.off_a), self.prof_max(hi, self.m, self.off_c))
+        a = self.after_last_c_above(hi, level)
+        b = self.first_a_above(lo, level)
+        seen: tuple[int, int, int, int] | None = None  # slots a..b scanned: (a, b, min X, slot)
+        while True:
+            if a <= b:
+                g, gk = self._min_x_grown(a, b, seen)
+                seen = (a, b, g, gk)
             else:
-                g, gk = seen[2], seen[3]
-                if a < seen[0]:
-                    lv, lk = min_x(a, seen[0] - 1)
-                    if lv <= g:
-                        g, gk = lv, lk
-                if b > seen[1]:
-                    rv, rk = min_x(seen[1] + 1, b)
-                    if rv < g:
-                        g, gk = rv, rk
-            seen = (a, b, g, gk)
-        else:
-            g, gk = _INF, -1
-        if g <= level:  # total == level on every slot of I(level) where X fits
-            k = gk if tie == "light" else first_x_at_most(a, b, level)
-            break
-        nxt = _INF
-        if b < hi:
-            nxt = store.prof_at(b) + off_a.at(b)
-        if a > lo:
-            nxt = min(nxt, store.prof_at(a - 1) + off_c.at(a - 1))
-        if g < nxt:  # nothing outside I(level) gets as low as g: total == g only at X == g
-            k = gk
-            break
-        level = nxt
-        b = first_a_above(b, level)
-        a = after_last_c_above(a, level)
-    n_ext = bisect.bisect_left(es, k)
-    # e. apply: extend externals, add long storages, splice the block's curve in
+                g, gk = _INF, -1
+            if g <= level:  # total == level on every slot of I(level) where X fits
+                return gk if tie == "light" else self.first_x_at_most(a, b, level)
+            nxt = _INF
+            if b < hi:
+                nxt = store.prof_at(b) + self.off_a.at(b)
+            if a > lo:
+                nxt = min(nxt, store.prof_at(a - 1) + self.off_c.at(a - 1))
+            if g < nxt:  # nothing outside I(level) gets as low as g: total == g only at X == g
+                return gk
+            level = nxt
+            b = self.first_a_above(b, level)
+            a = self.after_last_c_above(a, level)
+
+    def _min_x_grown(self, a: int, b: int, seen: tuple[int, int, int, int] | None,
+                     ) -> tuple[int, int]:
+        """min X over slots ``a..b`` and its earliest slot, reusing the last interval's."""
+        if seen is None:
+            return self.min_x(a, b)
+        g, gk = seen[2], seen[3]
+        if a < seen[0]:
+            lv, lk = self.min_x(a, seen[0] - 1)
+            if lv <= g:
+                g, gk = lv, lk
+        if b > seen[1]:
+            rv, rk = self.min_x(seen[1] + 1, b)
+            if rv < g:
+                g, gk = rv, rk
+        return g, gk
+
+
+def _apply(store: ChunkedProfile, k: int, block: list[int], internal: np.ndarray,
+           bfreed: np.ndarray, ext_before: Sequence[tuple[int, int, int, int]],
+           long_last: Sequence[tuple[int, int, bool]]) -> None:
+    """e. Insert the block at slot ``k``: extend the externals whose last use is before it
+    (``ext_before``), add the long storages, splice the block's curve in."""
     bprof = internal + (store.cross_at(k - 1) if k else 0)
-    for e, size, lastb, _ in ext_e[:n_ext]:
+    for e, size, lastb, _ in ext_before:
         store.add_range(e + 1, k, size)
         store.add_cross(e, size)
         bprof[: lastb + 1] += size

@@ -60,7 +60,7 @@ from roam_core.oracle.bounds import best_lower_bound
 from roam_core.oracle.simulate import MemoryProfile, lifetimes, simulate
 from roam_core.oracle.validate import check_order
 from roam_core.ordering.decompose import TaskTree, decompose
-from roam_core.ordering.order_ilp import (
+from roam_core.ordering.order_problem import (
     OrderProblem,
     OrderResult,
     build_order_problem,

@@ -8,7 +8,8 @@ from roam_core.base.cancel import CancelFlag
 from roam_core.model.graph import Graph, OpId
 from roam_core.model.plan import SolveRecord
 from roam_core.oracle.simulate import MemoryProfile, simulate
-from roam_core.ordering.order_ilp import build_order_problem, merge_orders, solve_order_problem
+from roam_core.ordering.order_ilp import solve_order_problem
+from roam_core.ordering.order_problem import build_order_problem, merge_orders
 from roam_core.planner.config import PlannerConfig
 
 __all__ = ["polish_peak"]

@@ -14,12 +14,9 @@ import time
 from collections.abc import Callable
 
 from roam_core.base.cancel import CancelFlag, StopFile
-from roam_core.ordering.order_ilp import (
-    OrderProblem,
-    OrderResult,
-    needs_solver,
-    solve_order_problem,
-)
+from roam_core.ordering.order_hint_check import needs_solver
+from roam_core.ordering.order_ilp import solve_order_problem
+from roam_core.ordering.order_problem import OrderProblem, OrderResult
 from roam_core.planner.config import PlannerConfig
 
 __all__ = ["STOP_GRACE_S", "solve_subtasks"]

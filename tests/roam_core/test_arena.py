@@ -14,13 +14,12 @@ from roam_core.base.status import SolveStatus
 from roam_core.formats.graph_io import load_graph
 from roam_core.layout.arena_layout import (
     ArenaConfig,
-    _flip_compact,
-    _shake,
     greedy_arena,
     layout_problem,
     plan_arena,
 )
 from roam_core.layout.dsa_heuristics import greedy_by_size, place_in_order
+from roam_core.layout.flip_compact import flip_compact, shake
 from roam_core.model.dsa import Buffer, Problem, Solution
 from roam_core.model.samples import chain3, diamond, tiny_train_step
 from roam_core.oracle.simulate import simulate
@@ -104,11 +103,11 @@ def test_flip_compact_lowers_a_stuck_layout() -> None:
     start = place_in_order(p, [0, 1, 2], "first")
     assert start is not None
     assert start.height == 7
-    out = _flip_compact(p, start, time.monotonic() + 5)
+    out = flip_compact(p, start, time.monotonic() + 5)
     assert out.height == p.lower_bound() == 5
     assert _overlap_free(p, out)
-    assert _flip_compact(p, start, time.monotonic() - 1) == start  # no time: unchanged
-    assert _shake(p, start, time.monotonic() - 1, seed=0, max_rounds=5) == start
+    assert flip_compact(p, start, time.monotonic() - 1) == start  # no time: unchanged
+    assert shake(p, start, time.monotonic() - 1, seed=0, max_rounds=5) == start
 
 
 @given(st.data())
@@ -122,15 +121,15 @@ def test_flip_compact_and_shake_never_raise_and_stay_valid(data: st.DataObject) 
     perm = data.draw(st.permutations(range(len(p))))
     start = place_in_order(p, perm, data.draw(st.sampled_from(["first", "best"])))
     assert start is not None
-    out = _flip_compact(p, start, time.monotonic() + 5)
+    out = flip_compact(p, start, time.monotonic() + 5)
     assert out.height <= start.height
     assert out.height >= p.lower_bound()
     assert _overlap_free(p, out)
-    shaken = _shake(p, start, time.monotonic() + 5, seed=3, max_rounds=5)
+    shaken = shake(p, start, time.monotonic() + 5, seed=3, max_rounds=5)
     assert shaken.height <= start.height
     assert shaken.height >= p.lower_bound()
     assert _overlap_free(p, shaken)
-    assert _shake(p, start, time.monotonic() + 5, seed=3, max_rounds=5) == shaken
+    assert shake(p, start, time.monotonic() + 5, seed=3, max_rounds=5) == shaken
 
 
 def test_real_graph_fragmentation_below_a_tenth_percent() -> None:
@@ -229,7 +228,7 @@ def test_a_layout_within_the_repair_tolerance_skips_the_shake_and_the_polish(
     cfg = ArenaConfig(time_limit_s=4, use_cpsat=False, flip_compact=True, shake_rounds=3)
     monkeypatch.setattr(arena, "_repair", lambda *a: (None, 0, "repair", -1))
     # the flip alone would reach the bound here: made a no-op, the winner stays above it
-    monkeypatch.setattr(arena, "_flip_compact", lambda problem, sol, deadline, **kw: sol)
+    monkeypatch.setattr(arena, "flip_compact", lambda problem, sol, deadline, **kw: sol)
     seen = {}
     for tol in (0.0, 0.5):
         monkeypatch.setattr(arena, "_REPAIR_TOLERANCE", tol)

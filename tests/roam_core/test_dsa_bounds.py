@@ -7,7 +7,8 @@ import dataclasses
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from roam_core.layout.dsa_solver import height_grain, solve_dsa, window_lower_bound
+from roam_core.layout.dsa_bounds import height_grain, window_lower_bound
+from roam_core.layout.dsa_solver import solve_dsa
 from roam_core.model.dsa import Buffer, Problem
 from tests.roam_core.test_dsa_solver import _brute_min_height
 from tests.strategies import problems

@@ -15,7 +15,8 @@ from roam_core.base.status import SolveStatus
 from roam_core.cli import main
 from roam_core.formats.dsa_csv import load_problem, loads_problem
 from roam_core.layout.dsa_heuristics import ORDERS, greedy_by_size, portfolio
-from roam_core.layout.dsa_solver import SearchOptions, search_capacity, solve_dsa
+from roam_core.layout.dsa_search import SearchOptions, search_capacity
+from roam_core.layout.dsa_solver import solve_dsa
 from roam_core.model.dsa import Buffer, Problem, Solution
 from roam_core.oracle.validate import check_dsa_solution
 from tests.strategies import problems
@@ -275,7 +276,7 @@ def test_lazy_overlaps_and_shared_sections_match_brute_force(problem: Problem) -
     sets a direct scan gives, for every preorder."""
     import numpy as np
 
-    from roam_core.layout import dsa_solver as ds
+    from roam_core.layout import dsa_search as ds
 
     lower, upper, _, _ = ds.buffer_arrays(problem)
     free = ds._free_buffers(problem)
@@ -316,7 +317,7 @@ def _raised(p: Problem):  # type: ignore[no-untyped-def]
 def test_repair_with_the_whole_run_as_window_is_exact(problem: Problem) -> None:
     """A window covering every step frees every buffer: the repair is then the complete
     search, and reaches the brute-force optimum from any start."""
-    from roam_core.layout.dsa_solver import repair_peak
+    from roam_core.layout.dsa_repair import repair_peak
 
     start = _raised(problem)
     best = _brute_min_height(problem)
@@ -337,7 +338,7 @@ def test_repair_in_narrow_windows_is_valid_keeps_pins_and_is_deterministic(
         problem: Problem) -> None:
     """Narrow windows: whatever comes back is valid, within the target, keeps fixed offsets
     fixed, and is the same on a second call (node-limited, not timed)."""
-    from roam_core.layout.dsa_solver import repair_peak
+    from roam_core.layout.dsa_repair import repair_peak
 
     bs = list(problem.buffers)
     if bs:
@@ -365,7 +366,7 @@ def test_repair_from_starts_with_the_whole_run_as_window_is_exact(problem: Probl
     the round-robin reaches the brute-force optimum (within the budget, the same on a
     second call), the start it names is one that was given, and the layout is valid."""
     from roam_core.layout.dsa_heuristics import greedy_by_size
-    from roam_core.layout.dsa_solver import repair_from_starts
+    from roam_core.layout.dsa_repair import repair_from_starts
 
     starts = [_raised(problem), greedy_by_size(problem)][: 1 + pin % 2]
     best = _brute_min_height(problem)
@@ -391,7 +392,7 @@ def test_repair_from_starts_turns_to_the_start_that_repairs() -> None:
     """The lowest start cannot be repaired in its window (its search ends without a layout:
     that pair is dropped), the higher one can: the round-robin returns the second start's
     repair at the optimum, in a few nodes; duplicates and an empty list give nothing new."""
-    from roam_core.layout.dsa_solver import repair_from_starts, repair_peak
+    from roam_core.layout.dsa_repair import repair_from_starts, repair_peak
 
     p = Problem((Buffer("a", 0, 4, 3), Buffer("b", 3, 7, 4), Buffer("c", 0, 2, 2),
                  Buffer("d", 5, 6, 4)))
@@ -420,7 +421,7 @@ def test_repair_fixes_a_layout_stuck_above_its_peak() -> None:
     """Tiny long-lived buffers stacked on top of the peak (the mobilenet_v2 b1 pattern): the
     repair frees the buffers live at the peak and reaches the bound; the buffers far from
     the peak keep their offsets."""
-    from roam_core.layout.dsa_solver import repair_peak
+    from roam_core.layout.dsa_repair import repair_peak
 
     bufs = [Buffer("big", 4, 6, 8), Buffer("far", 0, 2, 9), Buffer("far2", 8, 10, 9)]
     bufs += [Buffer(f"t{k}", 1 + k, 9 - k, 1) for k in range(3)]  # nested, live at the peak

@@ -6,7 +6,9 @@ import pytest
 from hypothesis import given
 
 from roam_core.base.errors import ConfigError
-from roam_core.layout.baseline_layouts import LAYOUT_METHODS, baseline_layout, inductor_pool, llfb
+from roam_core.layout.baseline_layouts import LAYOUT_METHODS, baseline_layout
+from roam_core.layout.inductor_pool import inductor_pool
+from roam_core.layout.llfb import llfb
 from roam_core.model.dsa import Buffer, Problem
 from roam_core.model.samples import diamond, tiny_train_step
 from roam_core.oracle.simulate import simulate

@@ -14,13 +14,8 @@ from roam_core.model.samples import diamond, tiny_train_step
 from roam_core.oracle.simulate import simulate
 from roam_core.oracle.validate import check_order
 from roam_core.ordering.config import OrderSolverConfig
-from roam_core.ordering.order_ilp import (
-    build_order_problem,
-    merge_orders,
-    range_profile,
-    solve_order,
-    solve_order_problem,
-)
+from roam_core.ordering.order_ilp import solve_order, solve_order_problem
+from roam_core.ordering.order_problem import build_order_problem, merge_orders, range_profile
 from tests.builders import random_valid_order
 from tests.strategies import random_graphs
 
@@ -171,7 +166,7 @@ def test_merge_all_orders_equals_merging_one_by_one() -> None:
     from roam_core.formats.graph_io import load_graph
     from roam_core.ordering.decompose import decompose
     from roam_core.ordering.list_schedulers import lpmf_order
-    from roam_core.ordering.order_ilp import merge_all_orders
+    from roam_core.ordering.order_problem import merge_all_orders
 
     root = Path(__file__).resolve().parents[2] / "sample_graphs"
     g = load_graph(root / "tiny_gpt-b2-t32-steady.json.gz")
@@ -208,7 +203,7 @@ def test_range_beats_agrees_with_brute_force(graph: Graph, seed: int,
                                              data: st.DataObject) -> None:
     """The down-set check used to skip CP-SAT is exact: some order stays below ``below``
     exactly when brute force over every local order finds one."""
-    from roam_core.ordering.order_ilp import hint_is_optimal, range_beats
+    from roam_core.ordering.order_hint_check import hint_is_optimal, range_beats
 
     base = random_valid_order(graph, seed)
     n = len(base)
@@ -234,7 +229,7 @@ def test_solve_skips_the_model_when_the_hint_is_optimal() -> None:
     bound, exactly what CP-SAT returns for it."""
     from dataclasses import replace
 
-    from roam_core.ordering.order_ilp import hint_is_optimal
+    from roam_core.ordering.order_hint_check import hint_is_optimal
 
     g = tiny_train_step()
     problem = build_order_problem(g, g.op_ids, g.op_ids, config=EXACT, alignment_bytes=1)

@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 from roam_core.formats.graph_io import load_graph
 from roam_core.layout import arena_layout as arena
+from roam_core.layout.group_placement import place_group
+from roam_core.layout.subtask_layout import activation_stack, loss_step, subtask_groups
 from roam_core.model.dag_view import ListState, compact
 from roam_core.model.graph import Graph
 from roam_core.model.samples import SAMPLES
@@ -161,8 +163,8 @@ def _layout_groups(path: Path):  # type: ignore[no-untyped-def]
     order = lpmf_order(g)
     cfg = arena.ArenaConfig()
     problem = arena.layout_problem(g, order, cfg.alignment_bytes, lifetimes(g, order))
-    placed = arena._activation_stack(problem, arena._loss_step(g, order))
-    return cfg, problem, placed, arena._groups(g, problem, placed, None, cfg.max_group_tensors)
+    placed = activation_stack(problem, loss_step(g, order))
+    return cfg, problem, placed, subtask_groups(g, problem, placed, None, cfg.max_group_tensors)
 
 
 @pytest.mark.parametrize("path", LAYOUT, ids=[p.name.split(".")[0] for p in LAYOUT])
@@ -176,8 +178,8 @@ def test_windowed_layout_groups_equal_groups_against_every_placed_buffer(path: P
         near = {i: o for i, o in placed.items() if bs[i].lower < hi and bs[i].upper > lo}
         floor = max((o + bs[i].size for i, o in placed.items()), default=0)
         top = max((o + bs[i].size for i, o in placed.items() if bs[i].size), default=0)
-        full = arena._solve_group(problem, members, dict(placed), cfg, 0.0, None, gid)
-        windowed = arena._solve_group(problem, members, near, cfg, 0.0, None, gid, floor, top)
+        full = place_group(problem, members, dict(placed), cfg, 0.0, None, gid)
+        windowed = place_group(problem, members, near, cfg, 0.0, None, gid, floor, top)
         assert windowed[0] == full[0]
         assert windowed[1].objective == full[1].objective
         checked += len(near) < len(placed)
@@ -211,7 +213,7 @@ def test_layout_group_hint_on_arrays_equals_the_subproblem_hint(path: Path) -> N
         near = {i: o for i, o in placed.items() if bs[i].lower < hi and bs[i].upper > lo}
         top = max((o + bs[i].size for i, o in placed.items() if bs[i].size), default=0)
         ref, ref_h = _hint_via_subproblem(problem, members, near)
-        got, rec = arena._solve_group(problem, members, near, cfg, 0.0, None, gid, None, top)
+        got, rec = place_group(problem, members, near, cfg, 0.0, None, gid, None, top)
         assert got == ref
         assert rec.objective == max(ref_h, top)
         placed.update(got)

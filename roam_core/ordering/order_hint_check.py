@@ -1,0 +1,127 @@
+"""Answers without a model: when the base order of a sub-task is already optimal.
+
+:func:`hint_is_optimal` proves (within a deterministic work limit) that no order of a
+sub-task beats the base (hint) order, as the CP-SAT model would count it, by a search over
+the down-sets of the range at the peak (:func:`range_beats`); :func:`needs_solver` says when
+:func:`~roam_core.ordering.order_ilp.solve_order_problem` answers without building a model.
+"""
+
+from __future__ import annotations
+
+from roam_core.ordering.order_problem import (
+    OrderProblem,
+    RangeProblem,
+    identity_orders,
+    problem_peak,
+    range_profile,
+)
+
+__all__ = ["HINT_CHECK_WORK", "hint_is_optimal", "needs_solver", "range_beats"]
+
+
+#: Work (storage terms evaluated, summed over the step costs computed) the exact check of
+#: :func:`hint_is_optimal` may spend per range before it gives up and leaves the sub-task to
+#: CP-SAT: a deterministic limit, about a second of Python at most.
+HINT_CHECK_WORK = 1_000_000
+
+
+def range_beats(rng: RangeProblem, below: int, max_work: int = HINT_CHECK_WORK
+                ) -> bool | None:
+    """Whether some valid order of ``rng`` keeps every step's live bytes (as
+    :func:`range_profile` counts them) strictly below ``below``.
+
+    A search over the range's down-sets (the set of ops done so far; every order is a path
+    of them) that keeps only the steps under ``below``: exact, and cheap when few down-sets
+    stay under it (a hint at its optimum prunes almost everything).  ``None`` when that
+    took more than ``max_work`` term evaluations (undecided).
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import diamond
+    >>> from roam_core.ordering.order_problem import build_order_problem
+    >>> g = diamond()
+    >>> r = build_order_problem(g, g.op_ids, ["b", "c"], alignment_bytes=1).ranges[0]
+    >>> peak = max(range_profile(r, [0, 1]))
+    >>> range_beats(r, peak), range_beats(r, peak + 1)
+    (False, True)
+    """
+    n = len(rng.ops)
+    if n == 0:
+        return rng.const_bytes < below
+    pred_mask = [0] * n
+    for i, ps in enumerate(rng.preds):
+        for q in ps:
+            pred_mask[i] |= 1 << q
+    # per term: (size, producer bit or 0, users mask, live_after, no-users kind)
+    terms = [(t.size_bytes, 0 if t.producer is None else 1 << t.producer,
+              sum(1 << u for u in t.users), t.live_after) for t in rng.terms]
+    full = (1 << n) - 1
+
+    def step_bytes(done: int, v: int) -> int:
+        bit = 1 << v
+        now = done | bit
+        total = rng.const_bytes
+        for size, prod, users, after in terms:
+            if prod and not now & prod:
+                continue  # not created yet
+            if after:
+                total += size
+            elif users:
+                if users & ~done or prod == bit:
+                    total += size
+            elif prod:
+                if prod == bit:
+                    total += size
+            elif done == 0:  # made before the range, never read in it: live at step 0
+                total += size
+        return total
+
+    frontier = {0}
+    work = 0
+    per_step = len(terms) + 1
+    for _ in range(n):
+        nxt: set[int] = set()
+        for done in frontier:
+            for v in range(n):
+                if done >> v & 1 or pred_mask[v] & ~done:
+                    continue
+                d2 = done | (1 << v)
+                if d2 in nxt:
+                    continue
+                work += per_step
+                if work > max_work:
+                    return None
+                if step_bytes(done, v) < below:
+                    nxt.add(d2)
+        if not nxt:
+            return False
+        frontier = nxt
+    return full in frontier
+
+
+def hint_is_optimal(problem: OrderProblem, max_work: int = HINT_CHECK_WORK) -> bool:
+    """True when no order of the sub-task has a lower peak than the base (hint) order, as
+    CP-SAT would model it: some range at the hint's peak is not modelled (too long) or has no
+    order below it (:func:`range_beats`).  Then the solve would return the hint unchanged,
+    so :func:`solve_order_problem` skips the model."""
+    cfg = problem.config
+    hint = problem_peak(problem, identity_orders(problem))
+    for r in problem.ranges:
+        if not r.ops or max(range_profile(r, range(len(r.ops)))) != hint:
+            continue
+        if len(r.ops) <= 1 or len(r.ops) > cfg.max_range_ops:
+            return True
+        if range_beats(r, hint, max_work) is False:
+            return True
+    return False
+
+
+def needs_solver(problem: OrderProblem) -> bool:
+    """False when :func:`solve_order_problem` answers without building a model (nothing to
+    permute, or the base order is already at the floor)."""
+    if not any(len(r.ops) > 1 for r in problem.ranges):
+        return False
+    if problem.config.stop_at_lower_bound:
+        return problem_peak(problem, identity_orders(problem)) > problem.floor_bytes
+    return True
+
