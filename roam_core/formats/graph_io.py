@@ -35,6 +35,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from roam_core.base.atomic import atomic_write
+from roam_core.base.checks import require_type
 from roam_core.base.collector import gc_paused
 from roam_core.base.errors import GraphError
 from roam_core.base.safe_gzip import gunzip_bounded, is_gzip
@@ -115,6 +116,7 @@ def _cost_fields(o: Op) -> dict[str, Any]:
 
 def dumps_graph(graph: Graph, *, compress: bool = False) -> bytes:
     """Serialise a graph to JSON bytes (gzip-compressed when ``compress``)."""
+    require_type(graph, Graph, "dumps_graph: graph", GraphError)
     raw = json.dumps(graph_to_dict(graph), separators=(",", ":")).encode()
     return gzip.compress(raw, compresslevel=6, mtime=0) if compress else raw
 

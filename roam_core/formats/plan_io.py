@@ -33,6 +33,7 @@ import os
 from typing import Any
 
 from roam_core.base.atomic import atomic_write
+from roam_core.base.checks import require_type
 from roam_core.base.errors import PlanFormatError
 from roam_core.base.safe_gzip import gunzip_bounded, is_gzip
 from roam_core.base.user_files import read_user_bytes
@@ -62,6 +63,7 @@ __all__ = [
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
     """Plain-JSON dict of a plan (the inverse of :func:`plan_from_dict`)."""
+    require_type(plan, Plan, "plan_to_dict: plan", PlanFormatError)
     return {
         "format": PLAN_FORMAT,
         "schema_version": PLAN_SCHEMA_VERSION,

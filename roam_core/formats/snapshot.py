@@ -37,7 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from roam_core.base.atomic import atomic_write
-from roam_core.base.errors import SnapshotError
+from roam_core.base.checks import require_type
+from roam_core.base.errors import ConfigError, PlanFormatError, SnapshotError
 from roam_core.base.user_files import read_user_file
 from roam_core.formats.fields import check_int, short
 from roam_core.formats.limits import MAX_INT
@@ -101,6 +102,8 @@ def plan_snapshot(graph: Graph, plan: Plan, *, base_address: int = DEFAULT_BASE_
     >>> [(e["action"], e["addr"]) for e in snap["device_traces"][0]][:4]
     [('segment_alloc', 0), ('alloc', 0), ('alloc', 512), ('free_requested', 0)]
     """
+    require_type(graph, Graph, "plan_snapshot: graph", ConfigError)
+    require_type(plan, Plan, "plan_snapshot: plan", PlanFormatError)
     align = plan.alignment_bytes
     order = list(plan.order)
     lts = lifetimes(graph, order)

@@ -40,8 +40,10 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from roam_core.base.checks import require_type
 from roam_core.base.errors import ExecutorError, PlanFormatError
 from roam_core.model.graph import TensorKind
+from roam_core.model.plan import Plan
 from roam_core.runtime.arena_runner import ArenaRunner, RunStats
 from roam_core.runtime.device import resolve_device
 from roam_core.runtime.plan_checks import check_fingerprint, replayed_step
@@ -52,7 +54,6 @@ from roam_core.trace.tracer import trace_fx
 
 if TYPE_CHECKING:
     from roam_core.model.graph import Graph
-    from roam_core.model.plan import Plan
     from roam_core.trace.optimizers import OptimizerFactory
     from roam_core.trace.traced_step import PlaceholderRole, TracedStep
 
@@ -128,6 +129,8 @@ class PlannedStep:
                  device: str | torch.device = "cpu", graph: Graph | None = None,
                  verify: bool = False,
                  cuda_graph: bool = False, **optimizer_kwargs: Any) -> None:
+        require_type(model, nn.Module, "PlannedStep: model")
+        require_type(plan, Plan, "PlannedStep: plan", PlanFormatError)
         self.model, self.plan, self.loss_fn = model, plan, loss_fn
         self.device = resolve_device(device)
         self.verify = bool(verify)
