@@ -20,7 +20,7 @@ from app.analysis.layout_view import (
     total_curve,
 )
 from app.core import state
-from app.core.memo import freeze_arrays, memoised
+from app.core.memo import array_bytes, freeze_arrays, memoised
 from app.services.view_graph import view_graph
 from roam_core.model.graph import OpId
 from roam_core.model.plan import Plan
@@ -51,7 +51,13 @@ class After:
     freed: np.ndarray
 
 
-@memoised(8)
+def _weight(record: Before | After) -> int:
+    """Estimated bytes of a record: its arrays, and its order or plan."""
+    n = len(record.plan.order) if isinstance(record, After) else len(record.order)
+    return array_bytes(record) + 64 * n
+
+
+@memoised(8, max_bytes=state.VIEW_MEMO_BYTES, weigh=_weight)
 def before_data(graph_key: str, method: str = "eager", alignment_bytes: int = 512) -> Before:
     """Baseline order, curve and simulated-allocator layout (memoised)."""
     graph = state.get_graph(graph_key)
@@ -63,7 +69,7 @@ def before_data(graph_key: str, method: str = "eager", alignment_bytes: int = 51
                                 reserved))
 
 
-@memoised(8)
+@memoised(8, max_bytes=state.VIEW_MEMO_BYTES, weigh=_weight)
 def after_data(graph_key: str, plan_key: str) -> After:
     """Planned curve, layout arrays and per-step bytes (memoised)."""
     graph = view_graph(graph_key, plan_key)

@@ -139,8 +139,9 @@ class _Frontier:
         # a baseline's arena below roam's lowest just-in-time peak is tried too: the
         # portfolio holds that baseline's drop set, and the planner's order reaches lower
         # than the JIT one
-        return sorted({-(-b // a) * a for b in grid if b >= lo}
-                      | {-(-b // a) * a for b in self.extra_budgets}, reverse=True)
+        # a budget of 0 bytes is no budget (a step that allocates nothing needs none)
+        return sorted(({-(-b // a) * a for b in grid if b >= lo}
+                       | {-(-b // a) * a for b in self.extra_budgets}) - {0}, reverse=True)
 
 
 def recompute_frontier(graph: Graph, config: PlannerConfig, *,

@@ -14,7 +14,7 @@ from app.views.curves import data as curves_data
 def test_memos_are_registered_and_return_copies(planned: dict[str, Any]) -> None:
 
     names = memo.memo_names()
-    for n in ("app.core.state.get_graph", "app.core.state._get_plan",
+    for n in ("app.core.state._get_graph", "app.core.state._get_plan",
               "app.services.plan_data.before_data", "app.services.plan_data.after_data",
               "app.views.curves.data._curves", "app.views.timeline.data._timeline",
               "app.views.layouts.data._layouts", "app.services.selection.members",

@@ -9,7 +9,6 @@ import json
 import pytest
 from hypothesis import given
 
-from roam_core.formats.limits import FileLimits
 from roam_core.base.errors import GraphError
 from roam_core.formats.graph_io import (
     dumps_graph,
@@ -19,6 +18,7 @@ from roam_core.formats.graph_io import (
     loads_graph,
     save_graph,
 )
+from roam_core.formats.limits import FileLimits
 from roam_core.model.samples import SAMPLES, tiny_train_step
 from tests.strategies import random_graphs
 
