@@ -239,7 +239,7 @@ def _run_portfolio(run: _Run, *, large: bool, known: Mapping[str, Solution] | No
                                                 known=known)
     run.say(f"portfolio: {run.method} height {run.best.height} (lb {run.lb})")
     cut = len(run.tried) < len(orders) * len(fits) and run.best.height > run.lb
-    run.stopped = "time" if cut else ""
+    run.stopped = "time" if cut or run.method.endswith("+rest") else ""
 
 
 def _promote(run: _Run) -> None:
