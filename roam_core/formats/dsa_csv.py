@@ -76,6 +76,8 @@ def loads_problem(text: str, capacity: int | None = None) -> Problem:
     """
     if not isinstance(text, str):
         raise PlanFormatError(f"loads_problem needs str, not {type(text).__name__}")
+    if "\x00" in text:
+        raise PlanFormatError("CSV is malformed: it contains a NUL byte")
     try:
         return _parse(text, capacity)
     except csv.Error as e:  # a field over the csv module's size limit, a NUL byte
