@@ -102,7 +102,7 @@ def order_indices(graph: Graph, order: Sequence[OpId]) -> np.ndarray:
 
 
 def remember_indices(ids: tuple[OpId, ...], order: tuple[OpId, ...],
-                     indices: Sequence[int]) -> np.ndarray:
+                     indices: Sequence[int] | np.ndarray) -> np.ndarray:
     """Remember that ``order[i] is ids[indices[i]]`` (the caller built ``order`` from the
     indices, so :func:`order_indices` need not look each op up), and return the indices as
     :func:`order_indices` would.

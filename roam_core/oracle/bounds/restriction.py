@@ -39,10 +39,9 @@ from roam_core.oracle.bounds.masks import StorageMasks, storage_masks
 from roam_core.oracle.simulate import simulate
 
 if TYPE_CHECKING:  # OR-Tools is imported when a model is built
-    from ortools.sat.python.cp_model import IntVar
-    from ortools.sat.python.cp_model_helper import Literal
+    from ortools.sat.python.cp_model import BoolVarT, IntVar
 
-    _Lit = Literal | bool  # a model literal, or a constant folded away
+    _Lit = BoolVarT | bool  # a model literal, or a constant folded away
 
     from roam_core.base.cpsat import SolveOutcome
 
