@@ -46,7 +46,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from roam_core.base.errors import ExecutorError
-from roam_core.model.graph import Graph, TensorId
+from roam_core.model.graph import Graph, OpId, TensorId
 from roam_core.runtime.program import Program, flat_outputs, storage_key
 from roam_core.runtime.rng import RngReplay
 from roam_core.trace.rng import RngTimeline
@@ -54,7 +54,7 @@ from roam_core.trace.rng import RngTimeline
 try:  # private helper (torch >= 2.11 has it); without it every op takes the fallback path
     from torch._library._out_variant import to_out_variant
 except ImportError:  # pragma: no cover - depends on the torch build
-    to_out_variant = None
+    to_out_variant = None  # type: ignore[assignment]  # this torch has no out variants
 
 __all__ = [
     "OUT_DENY", "ArenaRunner", "RunStats", "fake_of_value", "flat_outputs", "out_variant",
@@ -316,7 +316,7 @@ class ArenaRunner:
                 f"size {fake.element_size()}")
 
     # ------------------------------------------------------------------ run
-    def program(self, order: Sequence[str], *, check_live: bool = True,
+    def program(self, order: Sequence[OpId], *, check_live: bool = True,
                 scalar_slots: Mapping[str, Sequence[tuple[int, int]]] | None = None) -> Any:
         """The prepared :class:`~roam_core.runtime.program.Program` of ``order`` (cached)."""
         key = (tuple(order), check_live, None if scalar_slots is None else id(scalar_slots))
@@ -336,7 +336,7 @@ class ArenaRunner:
                 else:
                     self.env[n.name] = real
 
-    def run(self, order: Sequence[str], *, check_live: bool = True,
+    def run(self, order: Sequence[OpId], *, check_live: bool = True,
             checked: bool | None = None) -> Any:
         """Run the step's ops in ``order``; returns the FX graph's output (``[loss]``).
 

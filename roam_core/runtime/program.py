@@ -39,14 +39,14 @@ import operator
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_leaves
 
 from roam_core.base.errors import ExecutorError
-from roam_core.model.graph import Graph, TensorId
+from roam_core.model.graph import Graph, OpId, TensorId
 from roam_core.oracle.simulate import lifetimes
 
 if TYPE_CHECKING:  # the runner builds programs: a run-time import would be a cycle
@@ -56,6 +56,9 @@ __all__ = ["ARANGE", "EMPTY", "FILL_ARG", "FILL_CONST", "LiveSet", "Program", "f
            "flat_outputs", "replace_leaves", "storage_key"]
 
 _logger = logging.getLogger(__name__)
+
+#: The size, stride and storage offset a tensor had first (``as_strided_`` puts them back).
+_ViewMeta: TypeAlias = "tuple[torch.Size, tuple[int, ...], int | torch.SymInt]"
 _aten = torch.ops.aten
 _INPLACE_VIEW = getattr(torch.Tag, "inplace_view", None)
 
@@ -144,7 +147,7 @@ class Program:
         outside the arena, misaligned, or overlapping a live storage.
     """
 
-    def __init__(self, runner: ArenaRunner, order: Sequence[str],
+    def __init__(self, runner: ArenaRunner, order: Sequence[OpId],
                  scalar_slots: Mapping[str, Sequence[tuple[int, int]]] | None = None, *,
                  check_live: bool = True) -> None:
         self.runner = runner
@@ -163,7 +166,7 @@ class Program:
         self.checked_values = 0
         #: instruction index -> metadata its result object is reset to each step, because an
         #: in-place view op (``unsqueeze_``) later changes that object's shape
-        self.restore: dict[int, tuple[Any, Any, int]] = {}
+        self.restore: dict[int, _ViewMeta] = {}
         self._build(check_live)
 
     # ------------------------------------------------------------------ build
@@ -350,7 +353,7 @@ class Program:
         """
         r = self.runner
         self.extra_peak = self.extra_total = self.checked_values = 0
-        first_seen: dict[int, tuple[int, tuple[Any, Any, int]]] = {}
+        first_seen: dict[int, tuple[int, _ViewMeta]] = {}
         rng = self._rng()
         if rng is not None:
             rng.start()
@@ -398,7 +401,9 @@ class Program:
     def _reset_meta(self, idx: int, ins: _Instr, env: Mapping[str, Any]) -> None:
         """Give a result object whose shape an in-place view op changed its first shape."""
         meta = self.restore.get(idx)
-        obj = env.get(ins.node.name) if meta is not None else None
+        if meta is None:
+            return
+        obj = env.get(ins.node.name)
         if isinstance(obj, torch.Tensor):
             obj.as_strided_(*meta)
 
@@ -595,7 +600,7 @@ def storage_key(t: torch.Tensor) -> StorageWeakRef:
 class LiveSet:
     """Byte ranges of the storages live at the current step, to catch overlapping slots."""
 
-    def __init__(self, graph: Graph, order: Sequence[str],
+    def __init__(self, graph: Graph, order: Sequence[OpId],
                  slot: Mapping[StorageWeakRef, tuple[TensorId, int]]) -> None:
         self.lts = lifetimes(graph, order)
         offset = dict(slot.values())
