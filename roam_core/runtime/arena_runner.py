@@ -223,7 +223,7 @@ class ArenaRunner:
         ``torch.utils.checkpoint``'s are replayed (:class:`~roam_core.runtime.rng.RngReplay`).
     """
 
-    def __init__(self, gm: Any, graph: Graph, values: Mapping[str, Any],
+    def __init__(self, gm: torch.fx.GraphModule, graph: Graph, values: Mapping[str, Any],
                  offsets: Mapping[TensorId, int], arena_bytes: int,
                  device: str | torch.device = "cpu", *, check_addresses: bool = True,
                  rng: RngTimeline | None = None) -> None:
@@ -258,8 +258,8 @@ class ArenaRunner:
         self.base = self.arena.data_ptr()
         self.env: dict[str, Any] = {}
         self._stats = {"checked": 0}
-        self._programs: dict[Any, Any] = {}
-        self._last: Any = None
+        self._programs: dict[tuple[tuple[OpId, ...], bool, int | None], Program] = {}
+        self._last: Program | None = None
 
     # ------------------------------------------------------------------ slots
     def slot_view(self, fake: torch.Tensor, offset: int, nbytes: int) -> torch.Tensor:
@@ -317,7 +317,7 @@ class ArenaRunner:
 
     # ------------------------------------------------------------------ run
     def program(self, order: Sequence[OpId], *, check_live: bool = True,
-                scalar_slots: Mapping[str, Sequence[tuple[int, int]]] | None = None) -> Any:
+                scalar_slots: Mapping[str, Sequence[tuple[int, int]]] | None = None) -> Program:
         """The prepared :class:`~roam_core.runtime.program.Program` of ``order`` (cached)."""
         key = (tuple(order), check_live, None if scalar_slots is None else id(scalar_slots))
         prog = self._programs.get(key)
@@ -370,7 +370,7 @@ class ArenaRunner:
         """:func:`out_variant` (looked up at call time, so a patched one is used)."""
         return out_variant(op)
 
-    def new_storages(self, node: Any, fakes: list[torch.Tensor]) -> list[Any]:
+    def new_storages(self, node: torch.fx.Node, fakes: list[torch.Tensor]) -> list[Any]:
         """``(fake, storage id, offset)`` of the storages ``node`` allocates (graph producer)."""
         out, seen = [], set()
         for f in fakes:
@@ -382,7 +382,7 @@ class ArenaRunner:
                     seen.add(k)
         return out
 
-    def check_outputs(self, node: Any, val: Any, result: Any) -> int:
+    def check_outputs(self, node: torch.fx.Node, val: Any, result: Any) -> int:
         """Verify the address, shape and strides of every output of ``node`` in the arena.
 
         Returns the number of tensors checked; raises :class:`ExecutorError` naming the op.
@@ -391,7 +391,7 @@ class ArenaRunner:
         self._check_addresses(node, val, result)
         return self._stats["checked"] - before
 
-    def _check_addresses(self, node: Any, val: Any, result: Any) -> None:
+    def _check_addresses(self, node: torch.fx.Node, val: Any, result: Any) -> None:
         fakes = flat_outputs(val)
         reals = flat_outputs(result)
         if len(fakes) != len(reals):

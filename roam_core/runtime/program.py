@@ -51,6 +51,7 @@ from roam_core.oracle.simulate import lifetimes
 
 if TYPE_CHECKING:  # the runner builds programs: a run-time import would be a cycle
     from roam_core.runtime.arena_runner import ArenaRunner
+    from roam_core.runtime.rng import RngReplay
 
 __all__ = ["ARANGE", "EMPTY", "FILL_ARG", "FILL_CONST", "LiveSet", "Program", "flat_leaves",
            "flat_outputs", "replace_leaves", "storage_key"]
@@ -95,7 +96,7 @@ class _Scalar:
 
 @dataclass
 class _Instr:
-    node: Any
+    node: torch.fx.Node
     kind: str  # out | factory | empty | arange | fallback | view | call
     fn: Any
     args: Any  # FX structure: Nodes / _Scalar inside
@@ -183,7 +184,7 @@ class Program:
                 self.static.add(n.name)
         live = LiveSet(r.graph, self.order, r.slot) if check_live else None
 
-        def need(node: Any) -> None:
+        def need(node: torch.fx.Node) -> None:
             for a in node.all_input_nodes:
                 if a.name in done:
                     continue
@@ -211,7 +212,7 @@ class Program:
                 raise ExecutorError(f"op {n.name!r} ({n.target}) never ran: it is missing "
                                     "from the plan's order")
 
-    def _args_of(self, node: Any) -> tuple[Any, dict[str, Any]]:
+    def _args_of(self, node: torch.fx.Node) -> tuple[Any, dict[str, Any]]:
         slots = self.scalar_slots.get(node.name)
         if not slots:
             return node.args, dict(node.kwargs)
@@ -219,7 +220,7 @@ class Program:
         args, kwargs = replace_leaves((node.args, dict(node.kwargs)), new)
         return args, kwargs
 
-    def _add(self, node: Any, live: Any) -> None:
+    def _add(self, node: torch.fx.Node, live: Any) -> None:
         r = self.runner
         val = node.meta.get("val")
         fakes = [f for f in tree_leaves(val) if isinstance(f, torch.Tensor)]
@@ -418,7 +419,7 @@ class Program:
         return self._resolve(self.output.args[0], env)
 
     # ------------------------------------------------------------------ bind
-    def _rng(self) -> Any:
+    def _rng(self) -> RngReplay | None:
         """The runner's RNG replay (:mod:`roam_core.runtime.rng`) when the step rewinds its
         RNG stream (``torch.utils.checkpoint``), else ``None`` (nothing to do)."""
         rng = getattr(self.runner, "rng", None)
@@ -435,11 +436,11 @@ class Program:
             if meta is not None and ins.static and isinstance(obj, torch.Tensor):
                 out.append(functools.partial(obj.as_strided_, *meta))
             random = rng is not None and ins.node.name in rng.draws
-            if random:
+            if random and rng is not None:  # (random implies rng; said for the checker)
                 out.append(functools.partial(rng.before, ins.node.name))
             if ins.kind not in ("view", "empty"):  # else the checked run's value is reused
                 out.append(self._bind_one(ins, env))
-            if random:
+            if random and rng is not None:
                 out.append(functools.partial(rng.after, ins.node.name))
         if rng is not None:
             out.append(rng.finish)
