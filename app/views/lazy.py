@@ -32,8 +32,9 @@ Body = Sequence[Component]
 
 def store(id_: str, data: Mapping[str, object] | str | bool | None = None) -> dcc.Store:
     """A ``dcc.Store``; ``data=None`` is left unset, so the store does not fire at mount."""
-    # a TypedDict is a Mapping, not the dict Dash's stubs ask for
-    return dcc.Store(id=id_) if data is None else dcc.Store(id=id_, data=data)  # type: ignore[arg-type]
+    if data is None:
+        return dcc.Store(id=id_)
+    return dcc.Store(id=id_, data=data)  # type: ignore[arg-type]  # a TypedDict is no dict
 
 
 def summary_id(card_id: str) -> str:

@@ -119,6 +119,6 @@ def retie(model: nn.Module, groups: Iterable[TieGroup]) -> nn.Module:
         keep = (mod._parameters if g.is_parameter else mod._buffers)[leaf]
         for name in g.names[1:]:
             other, key = _owner(model, name)
-            # keep came from the same table: a parameter goes back among the parameters
-            (other._parameters if g.is_parameter else other._buffers)[key] = keep  # type: ignore[assignment]
+            table = other._parameters if g.is_parameter else other._buffers
+            table[key] = keep  # type: ignore[assignment]  # a Parameter if from _parameters
     return model

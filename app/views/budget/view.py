@@ -14,7 +14,7 @@ import dash
 import plotly.graph_objects as go
 from dash import Input, Output, State, dcc, html
 
-# (the dash_table package is '# type: ignore'd: its module holds the typed class)
+# (mypy skips dash_table's __init__, which opts out of checking: the class's module)
 from dash.dash_table.DataTable import DataTable
 from dash.development.base_component import Component
 from dash.exceptions import PreventUpdate

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import dash
 from dash import Input, Output, html
 
-# (the dash_table package is '# type: ignore'd: its module holds the typed class)
+# (mypy skips dash_table's __init__, which opts out of checking: the class's module)
 from dash.dash_table.DataTable import DataTable
 from dash.development.base_component import Component
 from dash.exceptions import PreventUpdate
