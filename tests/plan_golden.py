@@ -3,8 +3,9 @@
 A refactoring must not change a single plan.  This script plans every sample graph (and, with
 ``--xl``, the GPT2-XL graphs traced from the zoo) with the default settings, plus a budget plan
 on the steady graphs, and writes one line per case: the hashes of the order, the offsets and
-the recomputed ops, and the peak, arena and bound in bytes.  ``tests/roam_core/test_plan_golden.py``
-compares a fresh run with the committed ``tests/data/plan_golden.json``.
+the recomputed ops, and the peak, arena and bound in bytes.
+``tests/roam_core/planner/test_plan_golden.py`` compares a fresh run with the committed
+``tests/data/plan_golden.json``.
 
     python -m tests.plan_golden --write --xl     # regenerate (only when a change is meant)
     python -m tests.plan_golden --check [--xl]   # compare; exit 1 on a difference

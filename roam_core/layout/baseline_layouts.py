@@ -18,7 +18,7 @@ Adding a layout heuristic
 Write it as ``function(problem: Problem) -> Solution`` in its own module
 ``roam_core/layout/<name>.py`` (import only ``roam_core.model`` and, if needed,
 :mod:`roam_core.layout.dsa_heuristics`), then add one line to :data:`LAYOUT_METHODS` below.
-Nothing else changes: the tests (``tests/roam_core/test_layout_baselines.py``), the
+Nothing else changes: the tests (``tests/roam_core/layout/test_layout_baselines.py``), the
 benchmarks (``benchmarks/layout_bench.py``, ``benchmarks/dsa_bench.py``) and
 :func:`baseline_layout` iterate the registry.
 

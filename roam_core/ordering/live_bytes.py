@@ -7,7 +7,7 @@ compact`); mapping each candidate back to ids to simulate it would cost a Python
 op.  :class:`IndexLiveBytes` is the one evaluator they share: the same lifetimes as the
 simulator (a storage is live from its producer's step to past its last user's, at least one
 step; a graph output to the end), on numpy arrays.  The tests hold it against ``simulate``
-(``tests/roam_core/test_live_bytes.py``).
+(``tests/roam_core/ordering/test_live_bytes.py``).
 
 A sequence may also leave ops out (:meth:`IndexLiveBytes.live_and_freed`): storages whose
 producer is missing are not counted, and missing users do not extend a lifetime.  That is

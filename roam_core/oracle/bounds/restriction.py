@@ -20,7 +20,7 @@ envelopes; the objective pushes them down, so they are exact at an optimum), and
 restricted to ``G``.
 
 Every bound here is held against exact optima (brute force and monolithic CP-SAT) on random
-small graphs in ``tests/roam_core/test_proven_bounds.py``.
+small graphs in ``tests/roam_core/oracle/test_proven_bounds.py``.
 """
 
 from __future__ import annotations
