@@ -67,6 +67,7 @@ case "${1:-}" in
     install_redis
     shift
     "$VENV/bin/ruff" check roam_core app tests scripts benchmarks
+    "$VENV/bin/mypy"  # files and strictness: [tool.mypy] in pyproject.toml
     set +e
     # unbuffered, so a killed run still shows how far it got; the outer limit (default 75 min)
     # turns a hang that pytest-timeout cannot see (interpreter exit) into a failure; the 25
