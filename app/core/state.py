@@ -275,7 +275,9 @@ def _get_graph(key: str) -> Graph:
 def plan_key(graph_key: str, settings: Mapping[str, object]) -> str:
     """Cache key of a plan: graph key, planner settings and (in a session) its owner."""
     owner = current_owner()
-    parts: list[object] = [graph_key, settings] + ([] if owner == PUBLIC else [owner])
+    parts: list[object] = [graph_key, settings]
+    if owner != PUBLIC:
+        parts.append(owner)
     blob = json.dumps(parts, sort_keys=True).encode()
     return "p-" + _sha(blob)
 

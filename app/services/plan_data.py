@@ -51,13 +51,17 @@ class After:
     freed: np.ndarray
 
 
-def _weight(record: Before | After) -> int:
-    """Estimated bytes of a record: its arrays, and its order or plan."""
-    n = len(record.plan.order) if isinstance(record, After) else len(record.order)
-    return array_bytes(record) + 64 * n
+def _before_weight(record: Before) -> int:
+    """Estimated bytes of a record: its arrays and its order."""
+    return array_bytes(record) + 64 * len(record.order)
 
 
-@memoised(8, max_bytes=state.VIEW_MEMO_BYTES, weigh=_weight)
+def _after_weight(record: After) -> int:
+    """Estimated bytes of a record: its arrays and its plan."""
+    return array_bytes(record) + state.plan_bytes(record.plan)
+
+
+@memoised(8, max_bytes=state.VIEW_MEMO_BYTES, weigh=_before_weight)
 def before_data(graph_key: str, method: str = "eager", alignment_bytes: int = 512) -> Before:
     """Baseline order, curve and simulated-allocator layout (memoised)."""
     graph = state.get_graph(graph_key)
@@ -69,7 +73,7 @@ def before_data(graph_key: str, method: str = "eager", alignment_bytes: int = 51
                                 reserved))
 
 
-@memoised(8, max_bytes=state.VIEW_MEMO_BYTES, weigh=_weight)
+@memoised(8, max_bytes=state.VIEW_MEMO_BYTES, weigh=_after_weight)
 def after_data(graph_key: str, plan_key: str) -> After:
     """Planned curve, layout arrays and per-step bytes (memoised)."""
     graph = view_graph(graph_key, plan_key)

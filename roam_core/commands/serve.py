@@ -53,7 +53,7 @@ def _handler(args: argparse.Namespace) -> int:
         print(f"roam app on {url} (Flask development server: --debug)")
         app.run(host=args.host, port=args.port, debug=True)
         return 0
-    import waitress
+    import waitress  # type: ignore[import-untyped]  # no stubs published
 
     print(f"roam app on {url}")
     waitress.serve(app.server, host=args.host, port=args.port, threads=args.threads,

@@ -190,7 +190,7 @@ class GraphReader:
             self.listed_consumers[tid] = self._ids(d, "consumers", where)
         self.tensors.append(Tensor(
             TensorId(tid), size, dtype, dims, self._enum(TensorKind, d, "kind", where),
-            self._opt_id(d, "producer", where), name=self._opt_id(d, "name", where)))
+            self._opt_op(d, "producer", where), name=self._opt_id(d, "name", where)))
 
     def alias(self, d: Any, i: int) -> None:
         """Check and keep alias record ``#i``."""
@@ -240,7 +240,7 @@ class GraphReader:
         g = Graph.build(self.ops, self.tensors, self.aliases, self.edges, outs,
                         name=name, origin=_origin(top.get("origin", {"source": "custom"})))
         for tid, listed in self.listed_consumers.items():
-            if listed != g.tensors[tid].consumers:
+            if listed != g.tensors[TensorId(tid)].consumers:
                 raise GraphError(f"tensor {short(tid)}: listed consumers disagree with the ops")
         return g
 

@@ -163,8 +163,9 @@ def load_graph(path: str | os.PathLike[str], *, limits: FileLimits | None = None
     if not isinstance(path, (str, os.PathLike)):
         raise GraphError(f"load_graph needs a path, not {type(path).__name__}")
     lim = limits if limits is not None else FileLimits.from_env()
-    box = [read_user_bytes(path, GraphError, "graph file", max_file_bytes=lim.max_file_bytes,
-                           max_decompressed_bytes=lim.max_json_bytes)]
+    box: list[bytes | bytearray | str] = [read_user_bytes(
+        path, GraphError, "graph file", max_file_bytes=lim.max_file_bytes,
+        max_decompressed_bytes=lim.max_json_bytes)]
     return _graph_from_box(box, lim)
 
 

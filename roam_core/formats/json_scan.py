@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping
-from json.decoder import scanstring
+from json.decoder import scanstring  # type: ignore[attr-defined]  # public, untyped
 from typing import Any
 
 from roam_core.base.errors import RoamError

@@ -39,7 +39,7 @@ class FrozenDict(dict[K, V]):
     __slots__ = ()
     __setitem__ = _read_only
     __delitem__ = _read_only
-    __ior__ = _read_only  # type: ignore[assignment]
+    __ior__ = _read_only
     clear = _read_only
     pop = _read_only
     popitem = _read_only
@@ -62,8 +62,8 @@ class FrozenList(list[V]):
     __slots__ = ()
     __setitem__ = _read_only
     __delitem__ = _read_only
-    __iadd__ = _read_only  # type: ignore[assignment]
-    __imul__ = _read_only  # type: ignore[assignment]
+    __iadd__ = _read_only
+    __imul__ = _read_only
     append = _read_only
     extend = _read_only
     insert = _read_only

@@ -42,7 +42,7 @@ from torch import nn
 
 from roam_core.base.checks import require_type
 from roam_core.base.errors import ExecutorError, PlanFormatError
-from roam_core.model.graph import TensorKind
+from roam_core.model.graph import TensorId, TensorKind
 from roam_core.model.plan import Plan
 from roam_core.runtime.arena_runner import ArenaRunner, RunStats
 from roam_core.runtime.device import resolve_device
@@ -322,12 +322,12 @@ class PlannedStep:
 
 def _load_residents(runner: ArenaRunner, roles: Sequence[PlaceholderRole],
                     residents: Sequence[torch.Tensor], n_params: int,
-                    opt: torch.optim.Optimizer) -> list[tuple[nn.Parameter, str, str]]:
+                    opt: torch.optim.Optimizer) -> list[tuple[torch.Tensor, str, str]]:
     """Copy the parameters and buffers into their slots, fresh optimizer state and zero
     batch inputs into theirs, then the constants; returns ``(param, state key, node)`` of
     every optimizer-state slot."""
     param_of = {r.name: p for r, p in zip(roles[:n_params], residents[:n_params], strict=True)}
-    state_keys: list[tuple[nn.Parameter, str, str]] = []
+    state_keys: list[tuple[torch.Tensor, str, str]] = []
     with torch.no_grad():
         for r, t in zip(roles[:len(residents)], residents, strict=True):
             runner.load_resident(r.node, t.detach())
@@ -351,8 +351,8 @@ def _mismatch(traced: TracedStep, graph: Graph | None) -> str | None:
         return None
     mine, theirs = traced.graph, graph
     for r in traced.placeholders:
-        a = mine.tensors.get(r.node)
-        b = theirs.tensors.get(r.node)
+        a = mine.tensors[TensorId(r.node)]  # a placeholder's value is one of its storages
+        b = theirs.tensors.get(TensorId(r.node))
         what = {TensorKind.PARAMETER: "parameter", TensorKind.BUFFER: "buffer",
                 TensorKind.OPTIMIZER_STATE: "optimizer state",
                 TensorKind.INPUT: "input"}.get(r.kind, "value")

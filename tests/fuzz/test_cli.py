@@ -12,9 +12,9 @@ import pytest
 from tests.fuzz.runner import Result, matrix, run_cli, verdict
 
 
-def run_all(directory: Path, workers: int = 2) -> list[Result]:
-    """Every run of the matrix (``workers`` children at a time)."""
-    runs = matrix(directory)
+def run_all(directory: Path, workers: int = 2, *, full: bool = False) -> list[Result]:
+    """The runs of the matrix (``workers`` children at a time; a sample unless ``full``)."""
+    runs = matrix(directory, full=full)
 
     def one(run: object) -> Result:
         status, err, rss, secs = run_cli(run.argv)  # type: ignore[attr-defined]
