@@ -53,7 +53,10 @@ def _run(args: argparse.Namespace) -> int:
     from roam_core.formats.plan_io import load_plan
     from roam_core.runtime.plan_checks import require_valid
 
-    check_output_path(args.output, "-o/--output")
+    out = Path(args.output)
+    if out.parent != Path():  # the report's directory is made if missing (as it always was)
+        check_output_dir(out.parent, "-o/--output directory")
+    check_output_path(out, "-o/--output")
     if args.snapshot:
         check_output_path(args.snapshot, "--snapshot")
     if args.measured_snapshots:
@@ -82,7 +85,6 @@ def _run(args: argparse.Namespace) -> int:
     report = execute_origin(graph.origin, plan, device=args.device, steps=args.steps,
                             check_addresses=not args.no_address_check, seed=args.seed,
                             snapshot_dir=args.measured_snapshots)
-    out = Path(args.output)
     body = report.to_dict() | {"graph": graph.name, "graph_fingerprint": graph.fingerprint(),
                                "plan_method": plan.method,
                                "wall_time_s": round(time.perf_counter() - t0, 3)}
