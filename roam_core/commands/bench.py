@@ -119,7 +119,7 @@ def _cases(args: argparse.Namespace) -> list[BenchCase]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from roam_core.base.errors import ConfigError
+    from roam_core.base.errors import ConfigError, GraphError
     from roam_core.base.executors import open_executor, parse_executor
     from roam_core.bench import DEFAULT_BENCH_METHODS, run_bench, write_csv, write_markdown
     from roam_core.ordering.registry import ORDER_METHODS
@@ -151,6 +151,8 @@ def _run(args: argparse.Namespace) -> int:
         rows = run_bench(cases, methods, time_limit_s=args.time_limit,
                          monolithic_max_ops=args.monolithic_max_ops, layout=args.layout,
                          progress=_progress, on_rows=save, executor=executor)
+    if not rows:  # every graph failed to load (each named on stderr above)
+        raise GraphError(f"no graph of the {len(cases)} given could be loaded")
     save(rows)
     failed = sum(r.status == "failed" for r in rows)
     print(f"{len(rows)} rows ({failed} failed) -> {csv_path}, {md_path}")
