@@ -32,6 +32,7 @@ def test_every_command_refuses_every_bad_input_in_one_line(tmp_path: Path) -> No
     assert not bad, f"{len(bad)} of {len(results)} runs went wrong: {bad[:10]}"
 
 
+@pytest.mark.slow
 def test_one_bad_graph_through_info(tmp_path: Path) -> None:
     """The fast tier's sample of the matrix: one input, one command."""
     p = tmp_path / "g.json"

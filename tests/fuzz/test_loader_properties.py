@@ -10,13 +10,14 @@ import json
 import pickle
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from roam_core.base.errors import GraphError, PlanFormatError, SnapshotError
 from tests.fuzz.corpus import BASE_GRAPH, base_graph_dict
 
-_SETTINGS = settings(max_examples=25, deadline=None,
+_SETTINGS = settings(max_examples=150, deadline=None,
                      suppress_health_check=[HealthCheck.too_slow])
 
 scalars = (st.none() | st.booleans() | st.integers() | st.integers(2**62 - 2, 2**70)
@@ -38,6 +39,7 @@ def _mutate(d: dict[str, Any], data: st.DataObject) -> dict[str, Any]:
     return d
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(st.data())
 def test_any_value_in_any_graph_field(data: st.DataObject) -> None:
@@ -53,6 +55,7 @@ def test_any_value_in_any_graph_field(data: st.DataObject) -> None:
         assert "\n" not in message
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(st.data())
 def test_any_value_in_any_plan_field(data: st.DataObject) -> None:
@@ -97,6 +100,7 @@ snapshots = st.fixed_dictionaries({"device_traces": st.lists(st.lists(entries | 
                                   optional={"segments": json_values, "roam": json_values})
 
 
+@pytest.mark.slow
 @_SETTINGS
 @given(snapshots)
 def test_any_snapshot_shape(snap: dict[str, Any]) -> None:

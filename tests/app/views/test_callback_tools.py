@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 import dash
+import pytest
 from dash import Input, Output, html
 
 from app.core import ids, sessions
@@ -63,6 +64,7 @@ def test_messages_are_one_line_and_bounded() -> None:
     assert len(error_message(GraphError("x" * 10_000))) == 500
 
 
+@pytest.mark.slow
 def test_the_app_uses_the_handler_and_sends_headers(cache_dir: Path) -> None:
     from app import create_app
 

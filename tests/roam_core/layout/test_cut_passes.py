@@ -4,6 +4,7 @@ lanes (what keeps ``roam layout`` within ``--time-limit`` on a million rows)."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -24,6 +25,7 @@ def problems(draw: st.DrawFn) -> Problem:
     return Problem(tuple(bufs))
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(problems())
 def test_a_pass_cut_at_once_is_valid(p: Problem) -> None:
@@ -32,6 +34,7 @@ def test_a_pass_cut_at_once_is_valid(p: Problem) -> None:
     assert check_dsa_solution(p, sol) == []
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(problems())
 def test_lanes_are_valid_and_within_twice_a_class(p: Problem) -> None:
