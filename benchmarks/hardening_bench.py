@@ -29,6 +29,7 @@ import json
 import os
 import pickle
 import random
+import signal
 import subprocess
 import sys
 import tempfile
@@ -41,26 +42,23 @@ GPT2 = REPO / "sample_graphs" / "gpt2-b1-t128-steady.json.gz"
 
 
 def measured(argv: list[str], root: Path, timeout_s: float = 900.0) -> dict[str, Any]:
-    """Wall time, peak RSS and exit status of one child (``os.wait4``)."""
+    """Wall time, peak RSS and exit status of one child, started through ``/usr/bin/time``
+    (a small process: a child forked from this one would start with its peak as its own)."""
     env = {**os.environ, "PYTHONPATH": str(root)}
     t0 = time.monotonic()
-    p = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
-                         cwd=root)
-    import threading
-
-    killed = threading.Event()
-
-    def kill() -> None:
-        killed.set()
-        p.kill()
-
-    timer = threading.Timer(timeout_s, kill)
-    timer.start()
-    out = p.stdout.read() if p.stdout else b""
-    err = p.stderr.read() if p.stderr else b""
-    _, status, usage = os.wait4(p.pid, 0)
-    timer.cancel()
-    p.returncode = os.waitstatus_to_exitcode(status)
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss_file:
+        p = subprocess.Popen(["/usr/bin/time", "-f", "%M", "-o", rss_file.name, *argv],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=root,
+                             start_new_session=True)
+        try:
+            out, err = p.communicate(timeout=timeout_s)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            os.killpg(p.pid, signal.SIGKILL)  # time and the command under it
+            out, err = p.communicate()
+            timed_out = True
+        text = rss_file.read().strip().splitlines()
+    rss = int(text[-1]) / 1024 if text and text[-1].isdigit() else float("nan")
     last = out.decode(errors="replace").strip().splitlines()
     data: dict[str, Any] = {}
     if last and last[-1].startswith("{"):
@@ -68,11 +66,11 @@ def measured(argv: list[str], root: Path, timeout_s: float = 900.0) -> dict[str,
             data = json.loads(last[-1])
         except json.JSONDecodeError:
             pass
-    return {"seconds": round(time.monotonic() - t0, 2),
-            "rss_mib": round(usage.ru_maxrss / 1024, 1), "status": p.returncode,
-            "timed_out": killed.is_set(), "out": (last or [""])[-1][:300],
-            "error": err.decode(errors="replace").strip().splitlines()[-1:] or [""], **data}
-
+    errs = [ln for ln in err.decode(errors="replace").strip().splitlines()
+            if not ln.startswith("Command exited with non-zero status")]
+    return {"seconds": round(time.monotonic() - t0, 2), "rss_mib": round(rss, 1),
+            "status": p.returncode, "timed_out": timed_out, "out": (last or [""])[-1][:300],
+            "error": errs[-1:] or [""], **data}
 
 PLAN_SPEED = """
 import json, statistics, time, roam_core as rc
@@ -205,7 +203,7 @@ def main() -> None:
         res["dev_zero"] = measured([py, "-m", "roam_core", "info", "/dev/zero"], here, 120)
         res["fifo"] = measured([py, "-m", "roam_core", "info", str(fifo)], here, 120)
         snap = d / "snap.pickle"
-        snapshot(snap, 600 if not a.quick else 100, 600 if not a.quick else 100)
+        snapshot(snap, 400 if not a.quick else 100, 400 if not a.quick else 100)
         res["snapshot_mib"] = round(snap.stat().st_size / 2**20, 1)
         res["snapshot"] = {name: measured([py, "-c", SNAPSHOT.format(path=str(snap))], root,
                                           900)

@@ -45,13 +45,32 @@ class Result:
     seconds: float
 
 
+#: ``/usr/bin/time`` starts the child from a small process: a child forked from a big one
+#: (pytest) starts with that process's peak as its own (Linux keeps ``maxrss`` across
+#: fork and exec), so ``wait4`` alone would over-state a small child's peak.
+_TIME = "/usr/bin/time"
+
+
 def run_cli(argv: tuple[str, ...], timeout_s: float = 300.0) -> tuple[int, str, float, float]:
     """``(exit status, stderr, peak RSS MiB, seconds)`` of ``python -m roam_core *argv``."""
     env = {**os.environ, **FUZZ_ENV, "PYTHONPATH": str(REPO)}
+    cmd = [sys.executable, "-m", "roam_core", *argv]
+    return run_measured(cmd, env, timeout_s)
+
+
+def run_measured(cmd: list[str], env: dict[str, str], timeout_s: float
+                 ) -> tuple[int, str, float, float]:
+    """``(exit status, stderr, peak RSS MiB, seconds)`` of ``cmd`` (through ``/usr/bin/time``
+    when there is one, else ``wait4``'s figure, an upper bound)."""
+    import tempfile
+
     t0 = time.monotonic()
-    with open(os.devnull, "wb") as null:
-        p = subprocess.Popen([sys.executable, "-m", "roam_core", *argv], stdout=null,
-                             stderr=subprocess.PIPE, env=env, cwd=REPO)
+    with tempfile.NamedTemporaryFile("r", suffix=".rss") as rss_file, \
+            open(os.devnull, "wb") as null:
+        timed = os.path.exists(_TIME)
+        full = [_TIME, "-f", "%M", "-o", rss_file.name, *cmd] if timed else cmd
+        p = subprocess.Popen(full, stdout=null, stderr=subprocess.PIPE, env=env, cwd=REPO,
+                             start_new_session=True)  # a timeout kills the whole group
         assert p.stderr is not None
         try:
             err = _read_with_timeout(p, timeout_s)
@@ -59,13 +78,26 @@ def run_cli(argv: tuple[str, ...], timeout_s: float = 300.0) -> tuple[int, str, 
             p.stderr.close()
         _, status, usage = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
-    return p.returncode, err, usage.ru_maxrss / 1024, time.monotonic() - t0
+        rss = usage.ru_maxrss / 1024
+        if timed:
+            text = rss_file.read().strip().splitlines()
+            rss = int(text[-1]) / 1024 if text and text[-1].isdigit() else rss
+            err = "\n".join(ln for ln in err.splitlines()
+                            if not ln.startswith("Command exited with non-zero status"))
+    return p.returncode, err, rss, time.monotonic() - t0
 
 
 def _read_with_timeout(p: subprocess.Popen[bytes], timeout_s: float) -> str:
+    import signal
     import threading
 
-    timer = threading.Timer(timeout_s, p.kill)
+    def kill() -> None:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    timer = threading.Timer(timeout_s, kill)
     timer.start()
     try:
         assert p.stderr is not None
