@@ -66,6 +66,9 @@ _LAZY = {
     "BatchMismatchError": "roam_core.runtime.planned_step",
     "execute_plan": "roam_core.runtime.execution",
     "trace_training_step": "roam_core.trace.tracer",
+    "apply_checkpoint_plan": "roam_core.runtime.checkpoint_policy",
+    "check_checkpoint_plan": "roam_core.runtime.checkpoint_check",
+    "export_checkpoint_policy": "roam_core.recompute.checkpoint_export",
 }
 
 
