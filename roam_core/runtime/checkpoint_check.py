@@ -33,7 +33,7 @@ from roam_core.planner import make_plan
 from roam_core.planner.config import PlannerConfig
 from roam_core.runtime.checkpoint_policy import apply_checkpoint_plan
 from roam_core.trace.optimizers import OptimizerFactory
-from roam_core.trace.tracer import trace_training_step
+from roam_core.trace.tracer import trace_fx
 
 __all__ = ["CheckpointCheck", "check_checkpoint_plan"]
 
@@ -77,7 +77,7 @@ class CheckpointCheck:
 def check_checkpoint_plan(model: nn.Module, example_inputs: Sequence[Any],
                           loss_fn: Callable[[Any], torch.Tensor] | None,
                           optimizer: str | OptimizerFactory | None, plan: Plan, graph: Graph,
-                          *, config: PlannerConfig | None = None,
+                          *, config: PlannerConfig | None = None, device: str = "cpu",
                           **trace_kwargs: Any) -> CheckpointCheck:
     """Apply ``plan`` as a checkpointing policy, trace and plan the wrapped step, compare.
 
@@ -93,6 +93,8 @@ def check_checkpoint_plan(model: nn.Module, example_inputs: Sequence[Any],
     config : PlannerConfig, optional
         Settings of the plan of the wrapped step (its budget is ignored); default
         ``PlannerConfig()``.
+    device : str
+        Where the fake tensors of the trace live: the device ``graph`` was traced on.
     **trace_kwargs
         Passed to the tracer (``setting=...``), as when ``graph`` was traced.
 
@@ -102,8 +104,8 @@ def check_checkpoint_plan(model: nn.Module, example_inputs: Sequence[Any],
     """
     applied = apply_checkpoint_plan(model, plan, graph)
     try:
-        wrapped = trace_training_step(model, example_inputs, loss_fn, optimizer,
-                                      **trace_kwargs)
+        wrapped = trace_fx(model, example_inputs, loss_fn, optimizer, device=device,
+                           **trace_kwargs).graph
     finally:
         applied.remove()
     cfg = replace(config or PlannerConfig(), budget_bytes=None)

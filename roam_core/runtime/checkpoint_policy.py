@@ -195,9 +195,10 @@ class _Region:
             self.mismatches.append(msg)
         if not self.warned:
             self.warned = True
+            why = ("torch.compile traces some ops otherwise" if torch.compiler.is_compiling()
+                   else "the plan was made for another model, batch shape or mode")
             warnings.warn(f"roam checkpoint policy: {msg}; such ops are re-run in the "
-                          "backward (the plan was made for another model, batch shape or "
-                          "mode: memory may differ from the plan, results do not)",
+                          f"backward ({why}: memory may differ from the plan, results do not)",
                           RuntimeWarning, stacklevel=3)
 
     def finish(self) -> None:

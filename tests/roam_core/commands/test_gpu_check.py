@@ -105,8 +105,8 @@ def test_gpu_check_dry_run_end_to_end(tmp_path) -> None:
     numerics bit-equal over every step and the final state, the summary written."""
     env = dict(os.environ, ROAM_PYTHON=sys.executable)
     proc = subprocess.run(
-        ["bash", str(ROOT / "scripts/gpu_check.sh"), "--dry-run", "--out", str(tmp_path),
-         "--", "--configs", "mlp:4", "--steps", "3", "--time-limit", "2"],
+        ["bash", str(ROOT / "scripts/gpu_check.sh"), "--dry-run", "--no-export", "--out",
+         str(tmp_path), "--", "--configs", "mlp:4", "--steps", "3", "--time-limit", "2"],
         env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (row,) = json.loads((tmp_path / "summary.json").read_text())
@@ -121,3 +121,18 @@ def test_gpu_check_dry_run_end_to_end(tmp_path) -> None:
     assert planned["arena_bytes"] == row["arena_bytes"]
     assert len(planned["losses"]) == 3
     assert "| mlp-b4 |" in (tmp_path / "summary.md").read_text()
+
+
+@pytest.mark.slow
+def test_gpu_check_dry_run_exported_policy(tmp_path) -> None:
+    """``--export-only --dry-run``: the exported checkpointing policy's part of the check
+    (benchmarks/export_bench.py on tiny_gpt) runs and writes its report."""
+    env = dict(os.environ, ROAM_PYTHON=sys.executable)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts/gpu_check.sh"), "--dry-run", "--export-only", "--out",
+         str(tmp_path)], env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = json.loads((tmp_path / "export" / "export_policy.json").read_text())["rows"]
+    assert row["exported_losses_equal"]
+    assert row["modules_wrapped"] >= 1
+    assert "| tiny_gpt b4 t64 |" in (tmp_path / "export" / "export_policy.md").read_text()
