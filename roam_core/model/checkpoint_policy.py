@@ -59,7 +59,7 @@ class OpPolicy:
     target: str
     occurrence: int
     decision: Decision
-    op_id: OpId = ""
+    op_id: OpId = OpId("")
 
 
 @dataclass(frozen=True, slots=True)

@@ -322,9 +322,12 @@ class _Exporter:
         g = self.graph
         decided = {o: d for c in self.calls[path] for o, d in self.decisions(c).items()}
         inputs = self.inputs(self.calls[path])
-        gain = sum(g.tensors[s].size_bytes for s in self.dropped
-                   if _inside(need[s], path) and s not in inputs
-                   and decided.get(g.tensors[s].producer or "") is Decision.RECOMPUTE)
+        gain = 0
+        for s in self.dropped:
+            made_by = g.tensors[s].producer
+            if (_inside(need[s], path) and s not in inputs and made_by is not None
+                    and decided.get(made_by) is Decision.RECOMPUTE):
+                gain += g.tensors[s].size_bytes
         held = sum(g.tensors[s].size_bytes for s in inputs
                    if s not in self.late or s in self.dropped)
         held += sum(e.size_bytes for e in self.extra_saved(decided, {}))
@@ -402,8 +405,8 @@ class _Exporter:
                        f"deepest is {common[s]!r}) has a forward of its own to wrap")
             elif not any(_inside(region, a) for a in accepted):
                 why = f"module {region!r} is not wrapped: {refused[region]}"
-            elif decided.get(t.producer or "") is Decision.SAVE:
-                why = f"torch must not re-run {g.op(t.producer or '').target}"
+            elif t.producer is not None and decided.get(t.producer) is Decision.SAVE:
+                why = f"torch must not re-run {g.op(t.producer).target}"
             elif s in inputs:
                 why = (f"it is an input of checkpointed module {inputs[s]!r}, which "
                        "torch.utils.checkpoint keeps until that module's backward")

@@ -141,13 +141,13 @@ class AppliedCheckpointPlan:
 
     def _wrap(self, module: nn.Module, mp: ModulePolicy) -> None:
         own = module.__dict__.get("forward")
-        module.forward = _CheckpointedForward(  # type: ignore[method-assign]
+        module.forward = _CheckpointedForward(
             module, _Region(mp, self.mismatches, module), own)
         setattr(module, _WRAPPED, True)
 
         def undo() -> None:
             if own is not None:
-                module.forward = own  # type: ignore[method-assign]
+                module.forward = own
             else:
                 del module.forward
             delattr(module, _WRAPPED)
@@ -254,7 +254,7 @@ def _rerun_mode_class() -> type:
     """
     from torch.utils.checkpoint import _CachedTorchDispatchMode
 
-    class _RerunKeepingBuffers(_CachedTorchDispatchMode):  # type: ignore[misc]
+    class _RerunKeepingBuffers(_CachedTorchDispatchMode):
         buffers: frozenset[int] = frozenset()  # ids of the wrapped module's buffers
 
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
