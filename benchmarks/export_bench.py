@@ -95,6 +95,7 @@ def _hf_llama(batch: int, seq: int, d: int, layers: int) -> Callable[[str], Case
             "llama", hidden_size=d, intermediate_size=int(d * 8 / 3), num_hidden_layers=layers,
             num_attention_heads=max(1, d // 64), num_key_value_heads=max(1, d // 64),
             vocab_size=1024, max_position_embeddings=max(seq, 64))
+        cfg.use_cache = False  # training: a re-run must not append to a key/value cache
         torch.manual_seed(0)
         model = transformers.AutoModelForCausalLM.from_config(cfg).train()
         ids = torch.randint(0, 1024, (batch, seq), generator=torch.Generator().manual_seed(0))
@@ -388,9 +389,15 @@ def main(argv: list[str] | None = None) -> int:
     configs = CUDA_CONFIGS if args.device == "cuda" else CPU_CONFIGS
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    path = out / "export_policy.json"
+    # --only re-measures some configurations and keeps the others' last results
+    old = {r["config"]: r for r in json.loads(path.read_text())["rows"]} \
+        if args.only and path.exists() else {}
     rows = []
     for name, build in configs.items():
         if args.only and args.only not in name:
+            if name in old:
+                rows.append(old[name])
             continue
         print(f"export_bench: {name} ...", file=sys.stderr, flush=True)
         try:
@@ -401,7 +408,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"export_bench: {name}: ratio {r['ratio']}, {r['summary']}", file=sys.stderr,
               flush=True)
         rows.append(r)
-        (out / "export_policy.json").write_text(
+        path.write_text(
             json.dumps({"started": started, "nproc": os.cpu_count(), "device": args.device,
                         "torch": torch.__version__, "rows": rows}, indent=1) + "\n")
         (out / "export_policy.md").write_text(_md(rows, args, started))

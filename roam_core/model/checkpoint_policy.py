@@ -30,6 +30,7 @@ _SAME_AS = {"_unsafe_view": "view"}
 #: CPU dropout as eager runs it, which torch.compile sees as one ``native_dropout``.
 _CPU_DROPOUT = ("aten.empty_like", "aten.bernoulli", "aten.div", "aten.mul")
 _FUSED_DROPOUT = "aten.native_dropout"
+_NO_OP = OpId("")
 
 
 class Decision(enum.StrEnum):
@@ -59,7 +60,7 @@ class OpPolicy:
     target: str
     occurrence: int
     decision: Decision
-    op_id: OpId = OpId("")
+    op_id: OpId = _NO_OP
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,7 @@ from torch.utils.checkpoint import (
     create_selective_checkpoint_contexts,
 )
 
-from roam_core.base.errors import ConfigError
+from roam_core.base.errors import ConfigError, ExecutorError
 from roam_core.model.checkpoint_policy import (
     CheckpointPolicyExport,
     Decision,
@@ -270,7 +270,16 @@ def _rerun_mode_class() -> type:
                     if (a.alias_info is not None and a.alias_info.is_write
                             and id(x) in self.buffers):
                         args[i] = x.clone()
-            return super().__torch_dispatch__(func, types, tuple(args), kwargs)
+            try:
+                return super().__torch_dispatch__(func, types, tuple(args), kwargs)
+            except RuntimeError as e:
+                if "in storage" not in str(e):
+                    raise
+                raise ExecutorError(
+                    f"a checkpointed module ran other ops when torch re-ran it in the "
+                    f"backward ({e}): it keeps state between calls -- a Hugging Face "
+                    "key/value cache: set model.config.use_cache = False for training, as "
+                    "transformers' own gradient checkpointing does") from e
 
     return _RerunKeepingBuffers
 

@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import roam_core as rc
-from roam_core.base.errors import ConfigError
+from roam_core.base.errors import ConfigError, ExecutorError
 from roam_core.formats.policy_io import save_policy
 from roam_core.model.plan import Plan
 from roam_core.model.recompute_ops import recompute_ops_for
@@ -234,3 +234,24 @@ def test_a_deep_copy_of_a_wrapped_model_runs_its_own_parameters(net_case) -> Non
     _loss(twin(x)).backward()
     assert all(p.grad is not None for p in twin.parameters())
     assert all(p.grad is None for p in wrapped.parameters())
+
+
+class _StatefulBlock(Block):
+    """A block that runs another op once it has run (a key/value cache grows so)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        if getattr(self, "seen", False):
+            h = h[:, :8].repeat(1, 8)
+        self.seen = True
+        return x + self.drop(self.proj(F.gelu(h)))
+
+
+def test_a_module_keeping_state_between_calls_is_an_error(net_case) -> None:  # type: ignore[no-untyped-def]
+    model, x, graph = net_case
+    wrapped = copy.deepcopy(model)
+    rc.apply_checkpoint_plan(wrapped, _plan_dropping(graph, _in_blocks), graph)
+    wrapped.blocks[0].__class__ = _StatefulBlock
+    loss = _loss(wrapped(x))
+    with pytest.raises(ExecutorError, match="use_cache"):
+        loss.backward()
