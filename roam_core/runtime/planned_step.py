@@ -251,9 +251,11 @@ class PlannedStep:
         return batch_key(batch, phase), traced, time.perf_counter() - t0
 
     def _new_variant(self, key: VariantKey, traced: TracedStep, trace_s: float, *,
-                     found: tuple[Plan, str] | None = None) -> Variant:
-        """The variant of a traced step: its plan found or made, replay and scalars set up."""
-        plan, how = found or self._plans.plan_for(traced.graph, key.describe(), trace_s)
+                     found: tuple[Plan, str] | None = None, asked: bool = False) -> Variant:
+        """The variant of a traced step: its plan found or made, replay and scalars set up
+        (``asked``: a shape the user asked for, planned whatever ``on_new_shape`` says)."""
+        plan, how = found or self._plans.plan_for(traced.graph, key.describe(), trace_s,
+                                                  asked=asked or not self._ready)
         check_fingerprint(traced.graph, plan)
         replayed = replayed_step(traced, plan)
         scalars = None
@@ -404,7 +406,7 @@ class PlannedStep:
         phases = ("accumulate", "update") if self.spec.accumulates else (self.spec.phase,)
         for ph in phases:
             if batch_key(batch, ph) not in self.variants:
-                self._new_variant(*self._trace(batch, ph))
+                self._new_variant(*self._trace(batch, ph), asked=True)
 
     def close(self) -> None:
         """Take the gradient markers off the parameters (``p.grad = None``)."""

@@ -211,7 +211,9 @@ class ScalarProbes:
         self._probes: dict[int, _Probe] = {}
         #: per group, the ATen targets of the traced step's probe call (its code path)
         self.targets: dict[int, list[Any]] = {}
-        self._traced_hyper: dict[int, dict[str, Any]] = {}
+        # the hyper-parameters a fresh optimizer has, which every trace sees (a step traced
+        # later, for a new batch shape, starts from the factory too, not from a scheduled lr)
+        self._traced_hyper = {gi: _hyper(g) for gi, g in enumerate(optimizer.param_groups)}
         self.steps = 0
 
     def dtype(self, gi: int) -> torch.dtype:
@@ -221,8 +223,8 @@ class ScalarProbes:
     def reference(self, gi: int) -> list[tuple[Any, Any]]:
         """The calls of group ``gi``'s probe at the traced step (its second step), from a
         fresh probe; registers the group's live probe on first use."""
-        group = self.optimizer.param_groups[gi]
-        probe = _Probe(self.optimizer, group, self.dtype(gi), self.device)
+        traced = self._traced_hyper[gi]
+        probe = _Probe(self.optimizer, traced, self.dtype(gi), self.device)
         probe.step()  # the probe's step 1 (its state was reset to fresh)
         ref = probe.step()  # step 2: what the trace saw
         targets = [c[0] for c in ref]
@@ -231,8 +233,7 @@ class ScalarProbes:
             raise ExecutorError(f"{self.name}: param_groups[{gi}] takes another code path "
                                 "than when the first plan was set up")
         if gi not in self._probes:
-            self._probes[gi] = _Probe(self.optimizer, group, self.dtype(gi), self.device)
-            self._traced_hyper[gi] = _hyper(group)
+            self._probes[gi] = _Probe(self.optimizer, traced, self.dtype(gi), self.device)
         return ref
 
     def follow(self, optimizer: torch.optim.Optimizer) -> None:

@@ -117,17 +117,8 @@ class StepContext:
             return _autocast_message(was_ac, ac)
         if struct != was_struct:
             return self._structure_message(was_struct, struct)
-        for name, mod, a, b in zip(self.module_names, self.modules, was_train, train,
-                                   strict=True):
-            if a != b:
-                where = f"module {name!r}" if name else "the model"
-                mode = "training" if b else "eval"
-                planned = "training" if a else "eval"
-                fix = "model.train()" if a else "model.eval()"
-                return (f"{where} ({type(mod).__name__}) is in {mode} mode but the step was "
-                        f"planned in {planned} mode (dropout and batch-norm statistics "
-                        f"differ): call {fix} before step(...), or build a PlannedStep for "
-                        f"{mode} mode")
+        if train != was_train:
+            return self._mode_message(was_train, train)
         for name, a, b in zip(self.param_names, was_rg, rg, strict=True):
             if a != b:
                 return (f"parameter {name!r} has requires_grad={b} but the step was planned "
@@ -144,6 +135,21 @@ class StepContext:
                         f"planned ({diff}); the trace copied the old values in: set them "
                         "back, or build a new PlannedStep")
         return _optimizer_message(was_opt, opt)
+
+    def _mode_message(self, was: tuple[bool, ...], now: tuple[bool, ...]) -> str:
+        changed = [i for i, (a, b) in enumerate(zip(was, now, strict=True)) if a != b]
+        # name a module whose behaviour the mode changes (a Dropout, a BatchNorm) if any
+        moded = [i for i in changed if any(w in type(self.modules[i]).__name__
+                                           for w in ("Dropout", "BatchNorm", "InstanceNorm"))]
+        i = (moded or changed)[0]
+        name, mod = self.module_names[i], self.modules[i]
+        where = f"module {name!r}" if name else "the model"
+        mode, planned = ("training", "eval") if now[i] else ("eval", "training")
+        fix = "model.eval()" if now[i] else "model.train()"
+        more = f" (so are {len(changed) - 1} more modules)" if len(changed) > 1 else ""
+        return (f"{where} ({type(mod).__name__}) is in {mode} mode{more} but the step was "
+                f"planned in {planned} mode (dropout and batch-norm statistics differ): call "
+                f"{fix} before step(...), or build a PlannedStep for {mode} mode")
 
     def _structure_message(self, was: tuple[Any, ...], now: tuple[Any, ...]) -> str:
         for name, a, b in zip(self.module_names, was, now, strict=True):

@@ -179,8 +179,12 @@ class StepPlans:
                 return cached, "cache"
         return None
 
-    def plan_for(self, graph: Graph, what: str, trace_s: float) -> tuple[Plan, str]:
+    def plan_for(self, graph: Graph, what: str, trace_s: float, *,
+                 asked: bool = False) -> tuple[Plan, str]:
         """The plan of ``graph`` (``what``: the shape, for messages); see the module notes.
+        ``asked=True``: the user asked for this shape (the first batch of a step built
+        without plans, :meth:`PlannedStep.prepare`): it is planned whatever
+        ``on_new_shape`` says, and logged instead of warned about.
 
         Raises
         ------
@@ -192,7 +196,7 @@ class StepPlans:
             if found[1] == "cache":
                 _logger.info("PlannedStep: %s: plan from the cache", what)
             return found
-        if self.on_new_shape == "error":
+        if self.on_new_shape == "error" and not asked:
             raise BatchMismatchError(
                 f"{what}: the step has no plan for it and on_new_shape='error' (give "
                 "PlannedStep a plan for this shape, pad batches to planned shapes "
@@ -207,9 +211,12 @@ class StepPlans:
                 where = f"; cached in {self.cache.save(graph, self.key, plan)}"
             except OSError as e:  # a read-only cache must not stop training
                 where = f"; not cached ({e})"
-        warnings.warn(f"PlannedStep: traced and planned a new {what} in "
-                      f"{trace_s + dt:.1f} s (trace {trace_s:.1f} s, plan {dt:.1f} s){where}",
-                      NewShapeWarning, stacklevel=5)
+        msg = (f"PlannedStep: traced and planned a new {what} in {trace_s + dt:.1f} s "
+               f"(trace {trace_s:.1f} s, plan {dt:.1f} s){where}")
+        if not asked:
+            warnings.warn(msg, NewShapeWarning, stacklevel=5)
+        else:
+            _logger.info("%s", msg)
         return plan, "planned"
 
     def _make(self, graph: Graph) -> Plan:

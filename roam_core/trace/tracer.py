@@ -71,6 +71,7 @@ from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 from roam_core.base.collector import gc_paused
 from roam_core.base.errors import TraceError
 from roam_core.model.graph import Graph, Phase, TensorKind
+from roam_core.trace.fake_fixes import fix_fake_values
 from roam_core.trace.fx_graph import build_graph, is_random
 from roam_core.trace.guards import explain, guard_data_dependence
 from roam_core.trace.modules import SCOPE_ATTRIBUTE, ModuleTracker, node_modules, scoped_name
@@ -222,6 +223,7 @@ def _trace_fx(
     with _FakeSwap(model, fm, dev):
         fake = _FakeStep.build(model, example_inputs, factory, setting, fm, dev, spec)
         gm, ctx, rng_calls = _make_fx(model, loss_fn, fake, fm, spec)
+        fix_fake_values(gm, fm)  # where torch's fake kernels disagree with the real ones
     roles = (
         [(TensorKind.PARAMETER, n) for n, _ in fake.named_params]
         + [(TensorKind.BUFFER, n) for n, _ in fake.named_buffers]
