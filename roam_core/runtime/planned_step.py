@@ -460,6 +460,11 @@ class PlannedStep:
         return self.store.nbytes + max(ws, max(v.workspace_bytes
                                               for v in self.variants.values()))
 
+    @property
+    def planned_seconds(self) -> float:
+        """Seconds spent planning shapes (and micro-batch graphs) here, not given or cached."""
+        return self._plans.planned_seconds
+
     def stats(self) -> RunStats:
         """:class:`~roam_core.runtime.arena_runner.RunStats` of the last variant's program."""
         p = self._current().program

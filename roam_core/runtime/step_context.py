@@ -35,6 +35,8 @@ from roam_core.base.errors import ExecutorError
 
 __all__ = ["StepContext", "StepMismatchError", "autocast_state"]
 
+_MISSING = object()
+
 
 class StepMismatchError(ExecutorError):
     """The call differs from what the planned step was traced for (mode, precision, frozen
@@ -79,6 +81,11 @@ class StepContext:
     modules: tuple[nn.Module, ...]
     param_names: tuple[str, ...]
     params: tuple[nn.Parameter, ...]
+    #: per module, the dicts of its parameters, buffers and children
+    tables: tuple[dict[str, Any], ...]
+    #: torch.nn modules' settings: (module index, attribute names, their values)
+    settings: tuple[tuple[int, tuple[str, ...], tuple[Any, ...]], ...]
+    structure: tuple[Any, ...]  # per module: names and ids of its tensors and children
     key: tuple[Any, ...]  # the flat tuple compared at every call
 
     @classmethod
@@ -91,16 +98,26 @@ class StepContext:
         mods = tuple(m for _, m in named)
         dts = tuple(dict.fromkeys(("cpu", device.type)))
         ps = tuple(p for _, p in params)
-        ctx = cls(dts, autocast_state(dts), names, mods, tuple(n for n, _ in params), ps, ())
+        tables = tuple(t for m in mods for t in (m._parameters, m._buffers, m._modules))
+        settings = []
+        for i, m in enumerate(mods):
+            found = _nn_settings(m)
+            if found:
+                settings.append((i, tuple(k for k, _ in found), tuple(v for _, v in found)))
+        ctx = cls(dts, autocast_state(dts), names, mods, tuple(n for n, _ in params), ps,
+                  tables, tuple(settings), _structure(mods), ())
         object.__setattr__(ctx, "key", ctx._key(optimizer))
         return ctx
 
     def _key(self, optimizer: torch.optim.Optimizer | None) -> tuple[Any, ...]:
+        # flat tuples of booleans and ids: one == per call, microseconds for a small model
+        mods = self.modules
         return (autocast_state(self.device_types),
-                tuple(m.training for m in self.modules),
-                tuple(p.requires_grad for p in self.params),
-                _structure(self.modules),
-                tuple(_nn_settings(m) for m in self.modules),
+                tuple([m.training for m in mods]),
+                tuple([p.requires_grad for p in self.params]),
+                tuple([id(v) for t in self.tables for v in t.values()]),
+                tuple([tuple([getattr(mods[i], k, _MISSING) for k in keys])
+                       for i, keys, _ in self.settings]),
                 _optimizer_key(optimizer))
 
     def check(self, optimizer: torch.optim.Optimizer | None) -> None:
@@ -111,12 +128,12 @@ class StepContext:
 
     # ------------------------------------------------------------------ messages
     def _explain(self, now: tuple[Any, ...]) -> str:
-        was_ac, was_train, was_rg, was_struct, was_nn, was_opt = self.key
-        ac, train, rg, struct, nn_now, opt = now
+        was_ac, was_train, was_rg, was_ids, _, was_opt = self.key
+        ac, train, rg, ids, nn_now, opt = now
         if ac != was_ac:
             return _autocast_message(was_ac, ac)
-        if struct != was_struct:
-            return self._structure_message(was_struct, struct)
+        if ids != was_ids:
+            return self._structure_message(self.structure, _structure(self.modules))
         if train != was_train:
             return self._mode_message(was_train, train)
         for name, a, b in zip(self.param_names, was_rg, rg, strict=True):
@@ -126,14 +143,14 @@ class StepContext:
                         f"{'updates' if a else 'does not update'} it): set it back, or build "
                         "a new PlannedStep after freezing or unfreezing parameters (its "
                         "plan traces the new set)")
-        for name, mod, a, b in zip(self.module_names, self.modules, was_nn, nn_now,
-                                   strict=True):
-            if a != b:
-                diff = ", ".join(f"{k} {dict(a).get(k)!r} -> {v!r}" for k, v in b
-                                 if dict(a).get(k, object()) != v) or "its settings"
-                return (f"module {name!r} ({type(mod).__name__}) changed since the step was "
-                        f"planned ({diff}); the trace copied the old values in: set them "
-                        "back, or build a new PlannedStep")
+        for (i, keys, old), values in zip(self.settings, nn_now, strict=True):
+            if old != values:
+                diff = ", ".join(f"{k} {a!r} -> {b!r}" for k, a, b in
+                                 zip(keys, old, values, strict=True) if a != b)
+                mod = self.modules[i]
+                return (f"module {self.module_names[i]!r} ({type(mod).__name__}) changed since "
+                        f"the step was planned ({diff}); the trace copied the old values in: "
+                        "set them back, or build a new PlannedStep")
         return _optimizer_message(was_opt, opt)
 
     def _mode_message(self, was: tuple[bool, ...], now: tuple[bool, ...]) -> str:
