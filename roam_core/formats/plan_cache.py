@@ -18,6 +18,7 @@ A file that does not parse, was made for another graph or fails the independent 
 from __future__ import annotations
 
 import hashlib
+import importlib.metadata
 import json
 import logging
 import os
@@ -49,9 +50,11 @@ def default_cache_dir() -> Path:
 
 
 def _roam_version() -> str:
-    from roam_core import __version__
-
-    return __version__
+    """The installed roam's version (``"unknown"`` in a checkout that is not installed)."""
+    try:
+        return importlib.metadata.version("roam")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
 
 
 class PlanCache:

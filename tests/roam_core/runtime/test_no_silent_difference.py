@@ -196,3 +196,23 @@ def test_alternating_two_planned_steps_on_one_model_raises() -> None:
     a(*EXAMPLE)
     b(*small)  # b never ran before: it starts its own optimizer (a fresh one, as asked)
     _refused(a, model, EXAMPLE, "trained by another PlannedStep")
+
+
+# ------------------------------------------------------------------ the rest of the context
+def test_replacing_a_layer_or_the_optimizer_groups_raises() -> None:
+    model, step, _, _ = _pair()
+    step(*EXAMPLE)
+    old = model.fc2
+    model.fc2 = nn.Linear(16, 5)
+    _refused(step, model, EXAMPLE, r"submodule 'fc2' of the model was replaced")
+    model.fc2 = old
+    extra = nn.Parameter(torch.zeros(3))
+    step.optimizer.add_param_group({"params": [extra]})
+    _refused(step, model, EXAMPLE, r"2 param groups but the step was planned with 1")
+
+
+def test_close_takes_the_gradient_markers_off() -> None:
+    model, step, _, _ = _pair()
+    step(*EXAMPLE)
+    step.close()
+    assert all(p.grad is None for p in model.parameters())
