@@ -12,6 +12,12 @@ replay refuse the slot.
   return them in the input's dtype.  :func:`fix_fake_values` gives those outputs (and the
   ``getitem`` nodes that read them) float32 fake values in exactly that case.
 
+* **Batch-norm backward without an input gradient.**  ``native_batch_norm_backward`` with
+  ``output_mask[0]`` false (the batch norm's input needs no gradient: a frozen layer before
+  it) returns no input gradient on CPU, but its fake kernel returns a full tensor: the plan
+  would give it a slot and the ``out=`` kernel refuses one.  Its value becomes ``None``, as
+  the fake kernels of layer norm, group norm and convolution backward already say.
+
 The pass edits ``meta["val"]`` only (new fake tensors, each its own storage, made under the
 trace's fake mode); the graph's ops are unchanged.
 """
@@ -40,10 +46,26 @@ def _val(x: Any) -> Any:
     return x.meta.get("val") if isinstance(x, torch.fx.Node) else None
 
 
+def _batch_norm_backward(node: Any) -> bool:
+    """``output_mask[0]`` false: no input gradient (``None``, as the CPU kernel gives)."""
+    mask = node.args[9] if len(node.args) > 9 else node.kwargs.get("output_mask")
+    out = node.meta.get("val")
+    if not (isinstance(mask, (list, tuple)) and mask and not mask[0]
+            and isinstance(out, tuple) and out and out[0] is not None):
+        return False
+    if any(u.target is operator.getitem and u.args[1] == 0 for u in node.users):
+        return False  # something reads it: leave the trace as it is
+    node.meta["val"] = (None, *out[1:])
+    return True
+
+
 def fix_fake_values(gm: Any, fm: FakeTensorMode) -> int:
     """Correct the fake values listed in the module notes; returns how many nodes changed."""
     changed = 0
     for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target is _aten.native_batch_norm_backward.default:
+            changed += _batch_norm_backward(node)
+            continue
         where = _NORMS.get(node.target) if node.op == "call_function" else None
         if where is None or len(node.args) <= where[1]:
             continue

@@ -223,7 +223,6 @@ def _trace_fx(
     with _FakeSwap(model, fm, dev):
         fake = _FakeStep.build(model, example_inputs, factory, setting, fm, dev, spec)
         gm, ctx, rng_calls = _make_fx(model, loss_fn, fake, fm, spec)
-        fix_fake_values(gm, fm)  # where torch's fake kernels disagree with the real ones
     roles = (
         [(TensorKind.PARAMETER, n) for n, _ in fake.named_params]
         + [(TensorKind.BUFFER, n) for n, _ in fake.named_buffers]
@@ -234,6 +233,7 @@ def _trace_fx(
     phases = ctx.phases(gm.graph)
     rng = rng_timeline(gm, rng_calls, is_random)
     _strip(gm)  # gm is lazy: its recompile() only marks the code stale
+    fix_fake_values(gm, fm)  # where torch's fake kernels disagree with the real ones
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     assert len(placeholders) == len(roles), (len(placeholders), len(roles))
     ph_roles = tuple(PlaceholderRole(n.name, k, r) for n, (k, r) in

@@ -300,3 +300,28 @@ def test_the_tracer_records_the_clip_and_its_norm_as_an_output() -> None:
     assert len(ts.graph.outputs) == 2
     assert all(ts.graph.tensors[t].kind is TensorKind.OUTPUT for t in ts.graph.outputs)
     assert ts.graph.origin["max_grad_norm"] == 1.0
+
+
+class FrozenStemCnn(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.bn, self.fc = nn.Conv2d(3, 4, 3, padding=1), nn.BatchNorm2d(4), \
+            nn.Linear(4 * 6 * 6, 5)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(self.fc(torch.relu(self.bn(self.conv(x))).flatten(1)), y)
+
+
+def test_a_frozen_stem_before_batch_norm_trains_like_eager() -> None:
+    """The batch norm's input needs no gradient: its backward computes none on CPU (the fake
+    kernel said otherwise; trace/fake_fixes.py)."""
+    torch.manual_seed(0)
+    model = FrozenStemCnn()
+    model.conv.requires_grad_(False)
+    eager = copy.deepcopy(model)
+    example = [torch.zeros(2, 3, 6, 6), torch.zeros(2, dtype=torch.long)]
+    step = PlannedStep(model, None, optimizer="sgd", example_inputs=example,
+                       planner=fast_planner(), plan_cache=False)
+    loop = EagerLoop(eager, make_optimizer_factory("sgd")[1])
+    _train(step, loop, batches(example, 3, 12, 5))
+    assert_same_training(eager, model, loop.opt, step.optimizer)

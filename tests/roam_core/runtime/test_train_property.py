@@ -19,6 +19,7 @@ sequences in all; the fast run a few on the two small models.
 from __future__ import annotations
 
 import copy
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -97,14 +98,14 @@ OPTIMIZERS = {
     "sgd": lambda p: torch.optim.SGD(p, lr=0.05, momentum=0.9, foreach=False),
 }
 
-ACTIONS = st.one_of(
-    st.tuples(st.just("step"), st.integers(0, 1)),
-    st.tuples(st.just("step"), st.integers(0, 1)),  # steps twice as likely
-    st.tuples(st.sampled_from(["eval", "train", "autocast", "lr", "clip_by_hand",
-                               "zero_grad", "rebuild"]), st.just(0)),
-    st.tuples(st.just("freeze"), st.integers(0, 1)),
-)
+#: Action kinds; a training step four times as likely as each other action.
+KINDS = ("step",) * 4 + ("eval", "train", "freeze", "autocast", "lr", "clip_by_hand",
+                         "zero_grad", "rebuild")
+#: (kind, argument): the batch shape of a step, the layer of a freeze
+ACTIONS = st.tuples(st.sampled_from(KINDS), st.integers(0, 1))
 
+#: What the planned calls did, per model: "matched" eager or were "refused" (for the report).
+STATS: dict[str, Counter[str]] = {}
 
 # ------------------------------------------------------------------ the two loops
 class Both:
@@ -119,6 +120,7 @@ class Both:
         self.autocast = False
         self.gen = torch.Generator().manual_seed(1)
         self.calls = self.refused = 0
+        self.stats = STATS.setdefault(case.build.__name__, Counter())
         self._build()
 
     def _ctx(self) -> Any:
@@ -148,14 +150,17 @@ class Both:
         try:
             with self._ctx():
                 lp = self.step(*batch)
-        except StepMismatchError:
+        except StepMismatchError as e:
             assert unchanged(self.planned, self.step.optimizer, snap)
             self.refused += 1
+            self.stats[f"refused: {type(e).__name__}: {str(e)[:40]}"] += 1
+            self.stats["refused"] += 1
             return  # the eager side skips it too
         torch.manual_seed(seed)
         with self._ctx():
             le = self.loop(*batch)
         assert torch.equal(lp, le), f"call {self.calls}: eager {le.item()} planned {lp.item()}"
+        self.stats["matched"] += 1
 
     def do_eval(self, _: int) -> None:
         self.planned.eval()
@@ -188,6 +193,7 @@ class Both:
             got = torch.nn.utils.clip_grad_norm_(self.planned.parameters(), 0.5)
         except GradientsNotKeptError:
             assert unchanged(self.planned, self.step.optimizer, snap)
+            self.stats["clip by hand refused"] += 1
             return
         want = torch.nn.utils.clip_grad_norm_(self.eager.parameters(), 0.5)
         assert torch.equal(got, want)
@@ -238,3 +244,6 @@ def test_user_actions_match_eager_or_refuse_many(name, examples) -> None:
         _run(name, optimizer, clip, k, actions)
 
     check()
+    stats = STATS[CASES[name].build.__name__]
+    print(f"{name}: {dict(stats.most_common())}")  # shown with -s
+    assert stats["matched"] > stats["refused"] > 0
