@@ -48,7 +48,7 @@ class AbsentGrad(torch.Tensor):
         The parameter's qualified name, for the error message.
     """
 
-    __torch_function__ = torch._C._disabled_torch_function_impl
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
     param_name: str
     zeroed: bool
 
@@ -60,7 +60,7 @@ class AbsentGrad(torch.Tensor):
         return f"AbsentGrad({self.param_name!r}: PlannedStep keeps no gradients)"
 
     @classmethod
-    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (),
+    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (),  # type: ignore[override]
                            kwargs: Any = None) -> Any:
         first = args[0] if args else None
         marker = first if isinstance(first, AbsentGrad) else None
@@ -86,7 +86,7 @@ def _marker(shape: Any, stride: Any, dtype: torch.dtype, device: Any, name: str)
                                              device=torch.device(device), strides=stride,
                                              requires_grad=False)
     r.param_name, r.zeroed = name, False
-    return r  # type: ignore[no-any-return]
+    return r
 
 
 def _flat(args: Any, kwargs: Any) -> list[Any]:

@@ -46,7 +46,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from roam_core.base.errors import ExecutorError
-from roam_core.model.graph import Graph, TensorId
+from roam_core.model.graph import Graph, OpId, TensorId
 from roam_core.runtime.program import Program, flat_outputs, storage_key
 from roam_core.runtime.rng import RngReplay
 from roam_core.trace.rng import RngTimeline
@@ -54,7 +54,7 @@ from roam_core.trace.rng import RngTimeline
 try:  # private helper (torch >= 2.11 has it); without it every op takes the fallback path
     from torch._library._out_variant import to_out_variant
 except ImportError:  # pragma: no cover - depends on the torch build
-    to_out_variant = None
+    to_out_variant = None  # type: ignore[assignment]  # this torch has no out variants
 
 __all__ = [
     "OUT_DENY", "ArenaRunner", "RunStats", "fake_of_value", "flat_outputs", "out_variant",
@@ -233,7 +233,7 @@ class ArenaRunner:
         (:attr:`window`), so several plans that never run at once can share one buffer.
     """
 
-    def __init__(self, gm: Any, graph: Graph, values: Mapping[str, Any],
+    def __init__(self, gm: torch.fx.GraphModule, graph: Graph, values: Mapping[str, Any],
                  offsets: Mapping[TensorId, int], arena_bytes: int,
                  device: str | torch.device = "cpu", *, check_addresses: bool = True,
                  rng: RngTimeline | None = None,
@@ -292,8 +292,8 @@ class ArenaRunner:
         self.base = self.arena.data_ptr() - low
         self.env: dict[str, Any] = {}
         self._stats = {"checked": 0}
-        self._programs: dict[Any, Any] = {}
-        self._last: Any = None
+        self._programs: dict[tuple[tuple[OpId, ...], bool, int | None], Program] = {}
+        self._last: Program | None = None
 
     # ------------------------------------------------------------------ slots
     def slot_view(self, fake: torch.Tensor, offset: int, nbytes: int,
@@ -375,8 +375,8 @@ class ArenaRunner:
                 f"size {fake.element_size()}")
 
     # ------------------------------------------------------------------ run
-    def program(self, order: Sequence[str], *, check_live: bool = True,
-                scalar_slots: Mapping[str, Sequence[tuple[int, int]]] | None = None) -> Any:
+    def program(self, order: Sequence[OpId], *, check_live: bool = True,
+                scalar_slots: Mapping[str, Sequence[tuple[int, int]]] | None = None) -> Program:
         """The prepared :class:`~roam_core.runtime.program.Program` of ``order`` (cached)."""
         key = (tuple(order), check_live, None if scalar_slots is None else id(scalar_slots))
         prog = self._programs.get(key)
@@ -396,7 +396,7 @@ class ArenaRunner:
                 else:
                     self.env[n.name] = real
 
-    def run(self, order: Sequence[str], *, check_live: bool = True,
+    def run(self, order: Sequence[OpId], *, check_live: bool = True,
             checked: bool | None = None) -> Any:
         """Run the step's ops in ``order``; returns the FX graph's output (``[loss]``).
 
@@ -430,7 +430,7 @@ class ArenaRunner:
         """:func:`out_variant` (looked up at call time, so a patched one is used)."""
         return out_variant(op)
 
-    def new_storages(self, node: Any, fakes: list[torch.Tensor]) -> list[Any]:
+    def new_storages(self, node: torch.fx.Node, fakes: list[torch.Tensor]) -> list[Any]:
         """``(fake, storage id, offset)`` of the storages ``node`` allocates (graph producer)."""
         out, seen = [], set()
         for f in fakes:
@@ -442,7 +442,7 @@ class ArenaRunner:
                     seen.add(k)
         return out
 
-    def check_outputs(self, node: Any, val: Any, result: Any) -> int:
+    def check_outputs(self, node: torch.fx.Node, val: Any, result: Any) -> int:
         """Verify the address, shape and strides of every output of ``node`` in the arena.
 
         Returns the number of tensors checked; raises :class:`ExecutorError` naming the op.
@@ -451,7 +451,7 @@ class ArenaRunner:
         self._check_addresses(node, val, result)
         return self._stats["checked"] - before
 
-    def _check_addresses(self, node: Any, val: Any, result: Any) -> None:
+    def _check_addresses(self, node: torch.fx.Node, val: Any, result: Any) -> None:
         fakes = flat_outputs(val)
         reals = flat_outputs(result)
         if len(fakes) != len(reals):

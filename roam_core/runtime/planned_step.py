@@ -50,7 +50,8 @@ import torch
 from torch import nn
 
 from roam_core.base.errors import ExecutorError, PlanFormatError
-from roam_core.model.graph import TensorKind
+from roam_core.model.graph import TensorId, TensorKind
+from roam_core.model.plan import Plan
 from roam_core.runtime.absent_grads import GradGuard
 from roam_core.runtime.arena_runner import ArenaRunner, RunStats
 from roam_core.runtime.device import resolve_device
@@ -75,7 +76,6 @@ from roam_core.trace.tracer import trace_fx
 
 if TYPE_CHECKING:
     from roam_core.model.graph import Graph
-    from roam_core.model.plan import Plan
     from roam_core.runtime.program import Program
     from roam_core.trace.optimizers import OptimizerFactory
     from roam_core.trace.traced_step import TracedStep
@@ -178,8 +178,8 @@ class PlannedStep:
                                 or not hasattr(torch.cuda, "CUDAGraph")):
             raise ExecutorError("cuda_graph=True needs device='cuda' and torch.cuda.CUDAGraph")
         self.spec = StepSpec(max_grad_norm, accumulation_steps)
-        given = [] if plan is None else ([plan] if not isinstance(plan, (list, tuple))
-                                         else list(plan))
+        given: list[Plan] = ([] if plan is None else [plan] if isinstance(plan, Plan)
+                             else list(plan))
         self._plans = StepPlans(given, planner, _cache(plan_cache), on_new_shape)
         self._optimizer_spec, self._optimizer_kwargs = optimizer, optimizer_kwargs
         self._graph_hint = graph
@@ -260,6 +260,7 @@ class PlannedStep:
         replayed = replayed_step(traced, plan)
         scalars = None
         if replayed.spec.updates:
+            assert self.optimizer is not None  # built by _setup before any variant
             scalars = OptimizerScalars(self.optimizer, replayed, self._params,
                                        device=self.device, probes=self._probes)
         if self.cuda_graph and replayed.rng.has_jumps:
@@ -356,8 +357,8 @@ class PlannedStep:
         if ws is None or ws.numel() < v.workspace_bytes:
             self._workspace = torch.empty(max(v.workspace_bytes, 1), dtype=torch.uint8,
                                           device=self.device)
-            for other in self.variants.values():
-                other.drop_runner()
+            for each in self.variants.values():
+                each.drop_runner()
             self._active = None
         if v.runner is None or v.program is None:
             external, other = self.store.slots_for(v.traced)
@@ -485,7 +486,7 @@ def _cache(plan_cache: Any) -> Any:
     return PlanCache(plan_cache)
 
 
-def _bind(runner: ArenaRunner, traced: TracedStep, external: dict[str, torch.Tensor],
+def _bind(runner: ArenaRunner, traced: TracedStep, external: dict[TensorId, torch.Tensor],
           other: dict[str, torch.Tensor]) -> None:
     """Point the runner at the shared values and give the batch slots zeros; constants."""
     with torch.no_grad():
@@ -516,8 +517,8 @@ def _mismatch(traced: TracedStep, graph: Graph | None) -> str | None:
         return None
     mine, theirs = traced.graph, graph
     for r in traced.placeholders:
-        a = mine.tensors.get(r.node)
-        b = theirs.tensors.get(r.node)
+        a = mine.tensors[TensorId(r.node)]  # a placeholder's value is one of its storages
+        b = theirs.tensors.get(TensorId(r.node))
         what = {TensorKind.PARAMETER: "parameter", TensorKind.BUFFER: "buffer",
                 TensorKind.OPTIMIZER_STATE: "optimizer state",
                 TensorKind.GRADIENT: "gradient accumulator",

@@ -27,7 +27,7 @@ import torch
 from torch import nn
 
 from roam_core.base.errors import ExecutorError
-from roam_core.model.graph import TensorKind, round_size
+from roam_core.model.graph import TensorId, TensorKind, round_size
 from roam_core.runtime.scalars import fresh_state
 
 if TYPE_CHECKING:
@@ -112,12 +112,12 @@ class ResidentStore:
                                 "the accumulation differ; build a new PlannedStep")
         return e
 
-    def slots_for(self, traced: TracedStep) -> tuple[dict[str, torch.Tensor],
+    def slots_for(self, traced: TracedStep) -> tuple[dict[TensorId, torch.Tensor],
                                                       dict[str, torch.Tensor]]:
         """``(external bytes by storage id, off-device values by node)`` for a traced step's
         shared placeholders; raises if one differs from this store's entry."""
         nodes = {n.name: n for n in traced.gm.graph.nodes if n.op == "placeholder"}
-        external: dict[str, torch.Tensor] = {}
+        external: dict[TensorId, torch.Tensor] = {}
         other: dict[str, torch.Tensor] = {}
         for r in traced.placeholders:
             if r.kind not in SHARED_KINDS:
@@ -128,8 +128,8 @@ class ResidentStore:
                                     "dtype in this plan's step than in the first one")
             if e.raw is None:
                 other[r.node] = e.view
-            else:
-                external[r.node] = e.raw
+            else:  # a placeholder's storage id is its node name
+                external[TensorId(r.node)] = e.raw
         return external, other
 
     # ------------------------------------------------------------------ values

@@ -500,7 +500,7 @@ class _FakeSwap:
                 for k, v in list(table.items()):
                     if v is not None:
                         self.saved.append((table, k, v))
-                        table[k] = self._fake(v, param)
+                        table[k] = self._fake(v, param)  # type: ignore[assignment]  # param: a Parameter
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -127,12 +127,14 @@ def test_zoo_mlp_trains_like_eager() -> None:
     _assert_equal_training(r)
 
 
+@pytest.mark.slow
 def test_tiny_gpt_trains_like_eager() -> None:
     st_ = build_zoo_step("tiny_gpt", 2, 16, device="cpu")
     r = _train_both(st_.model, st_.example_inputs, st_.loss_fn, "adamw", steps=3, high=256)
     _assert_equal_training(r)
 
 
+@pytest.mark.slow
 def test_cnn_with_batchnorm_and_dropout_trains_like_eager() -> None:
     torch.manual_seed(0)
     r = _train_both(DropoutCNN(), [torch.zeros(4, 3, 6, 6), torch.zeros(4, dtype=torch.long)],
@@ -142,6 +144,7 @@ def test_cnn_with_batchnorm_and_dropout_trains_like_eager() -> None:
     assert int(r["planned"].bn.num_batches_tracked) == 4
 
 
+@pytest.mark.slow
 def test_residual_block_zoo_cnn_trains_like_eager() -> None:
     st_ = build_zoo_step("residual_block", 2, device="cpu")
     r = _train_both(st_.model, st_.example_inputs, st_.loss_fn, "sgd", steps=3, high=10)
@@ -171,6 +174,7 @@ def test_hugging_face_gpt2_with_dropout_trains_like_eager() -> None:
     assert r["planned"].lm.lm_head.weight is r["planned"].lm.transformer.wte.weight
 
 
+@pytest.mark.slow
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(order_seed=st.integers(0, 10_000), seed=st.integers(0, 10_000),
        optimizer=st.sampled_from(["adamw", "adam", "sgd"]), steps=st.integers(1, 4))
@@ -356,6 +360,7 @@ def test_meta_model_is_refused(mlp_step) -> None:
         PlannedStep(meta, plan, optimizer="adamw", example_inputs=example)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("factory", "match"), [
     (lambda p: torch.optim.NAdam(p, foreach=False), "does not know its initial state"),
     (lambda p: torch.optim.SGD(p, lr=0.1, momentum=0.9, dampening=0.1, foreach=False),
@@ -420,6 +425,7 @@ def test_cuda_training_matches_eager_within_tolerance() -> None:
 
 
 # ------------------------------------------------------------------ roam train
+@pytest.mark.slow
 def test_roam_train_cli_json_on_a_tiny_model(capsys) -> None:
     import json
 
@@ -443,6 +449,7 @@ def test_roam_train_cli_json_on_a_tiny_model(capsys) -> None:
     assert r["timing"] == "interleaved"
 
 
+@pytest.mark.slow
 def test_roam_train_cli_with_a_plan_file(tmp_path, capsys) -> None:
     from roam_core.cli import main
     from roam_core.formats.plan_io import save_plan
