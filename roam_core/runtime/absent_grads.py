@@ -48,7 +48,8 @@ class AbsentGrad(torch.Tensor):
         The parameter's qualified name, for the error message.
     """
 
-    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]
+    # a wrapper subclass opts out of __torch_function__; the stub types the slot otherwise
+    __torch_function__ = torch._C._disabled_torch_function_impl  # type: ignore[assignment]  # see above
     param_name: str
     zeroed: bool
 
@@ -56,12 +57,12 @@ class AbsentGrad(torch.Tensor):
     def __new__(cls, like: torch.Tensor, name: str) -> AbsentGrad:
         return _marker(like.shape, like.stride(), like.dtype, like.device, name)
 
-    def __repr__(self) -> str:  # type: ignore[override]
+    def __repr__(self) -> str:  # type: ignore[override]  # Tensor's takes tensor_contents
         return f"AbsentGrad({self.param_name!r}: PlannedStep keeps no gradients)"
 
     @classmethod
-    def __torch_dispatch__(cls, func: Any, types: Any, args: Any = (),  # type: ignore[override]
-                           kwargs: Any = None) -> Any:
+    def __torch_dispatch__(  # type: ignore[override]  # the stub is the disabled impl's
+            cls, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         first = args[0] if args else None
         marker = first if isinstance(first, AbsentGrad) else None
         if marker is not None and func in _KEEP:

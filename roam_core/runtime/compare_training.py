@@ -243,7 +243,8 @@ def _planner(method: str, time_limit_s: float | None) -> Callable[[Graph], Plan]
         return make_plan(graph, PlannerConfig(workers=1, time_limit_s=time_limit_s),
                          method=method)
 
-    plan.roam_cache_key = f"compare_training:{method}:{time_limit_s}"  # type: ignore[attr-defined]
+    # names the planner in the plan cache key (runtime/step_plans.planner_key)
+    plan.roam_cache_key = f"compare_training:{method}:{time_limit_s}"  # type: ignore[attr-defined]  # see above
     return plan
 
 

@@ -312,7 +312,7 @@ class PlannedStep:
         if variant.updates:
             # the optimizer stepped (inside the program): tell an LR scheduler, which
             # otherwise warns that its step() came before optimizer.step()
-            self.optimizer._opt_called = True  # type: ignore[attr-defined]
+            self.optimizer._opt_called = True  # type: ignore[attr-defined]  # torch's flag
             if len(outs) > 1:
                 self.last_grad_norm = outs[1].detach().clone()
         return outs[0].detach().clone()
