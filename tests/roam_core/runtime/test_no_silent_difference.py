@@ -86,6 +86,7 @@ def test_clipping_by_hand_after_a_planned_step_raises() -> None:
     assert type(model.fc1.weight.grad).__name__ == "AbsentGrad"
 
 
+@pytest.mark.slow
 def test_max_grad_norm_clips_inside_the_plan_like_eager() -> None:
     model, step, eager, loop = _pair(max_grad_norm=0.05)
     _train(step, loop, batches(EXAMPLE, 4, 1, 5))
@@ -107,6 +108,7 @@ def test_autocast_on_a_plan_traced_without_it_raises() -> None:
                                              "under no autocast")
 
 
+@pytest.mark.slow
 def test_a_step_built_under_autocast_runs_under_it_like_eager() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(12, 16), nn.ReLU(), nn.Linear(16, 5))
@@ -172,6 +174,7 @@ def test_changing_a_dropout_probability_raises() -> None:
 
 
 # ------------------------------------------------------------------ row 5: two shapes
+@pytest.mark.slow
 def test_one_step_trains_two_shapes_with_one_optimizer_like_eager() -> None:
     model, step, eager, loop = _pair()
     full = batches(EXAMPLE, 2, 7, 5)

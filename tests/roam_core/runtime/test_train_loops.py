@@ -68,6 +68,7 @@ def _train(step, loop, data, seed=100):
 
 
 # ------------------------------------------------------------------ accumulation
+@pytest.mark.slow
 def test_accumulation_equals_the_eager_accumulation_loop() -> None:
     model, step, eager, loop = _pair(accumulation_steps=3)
     data = batches(_ex(), 9, 1, 5)
@@ -92,6 +93,7 @@ def test_accumulation_equals_the_eager_accumulation_loop() -> None:
     assert all(str(n.args[1]) == "-0.0" for n in fills)
 
 
+@pytest.mark.slow
 def test_accumulation_with_clipping_and_a_shape_change_mid_accumulation() -> None:
     model, step, eager, loop = _pair(accumulation_steps=2, max_grad_norm=0.02)
     a, b = batches(_ex(), 4, 2, 5), batches(_ex(3), 2, 3, 5)
@@ -105,6 +107,7 @@ def test_accumulation_with_clipping_and_a_shape_change_mid_accumulation() -> Non
         ("update", (3, 12))}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("set_to_none", [True, False])
 def test_zero_grad_between_micro_batches_drops_the_partial_sums_as_eager(set_to_none) -> None:
     model, step, eager, loop = _pair(accumulation_steps=3)
@@ -139,6 +142,7 @@ def test_trace_accumulate_only_needs_accumulation() -> None:
 
 
 # ------------------------------------------------------------------ shapes and the cache
+@pytest.mark.slow
 def test_new_shapes_are_planned_once_and_cached_on_disk(tmp_path) -> None:
     planner = fast_planner()
     model, step, eager, loop = _pair(planner=planner, cache=tmp_path)
@@ -162,6 +166,7 @@ def test_new_shapes_are_planned_once_and_cached_on_disk(tmp_path) -> None:
     assert {v.how for v in step2.variants.values()} == {"cache"}
 
 
+@pytest.mark.slow
 def test_a_corrupt_cache_file_is_planned_again(tmp_path) -> None:
     planner = fast_planner()
     _pair(planner=planner, cache=tmp_path)
@@ -175,6 +180,7 @@ def test_a_corrupt_cache_file_is_planned_again(tmp_path) -> None:
     assert json.loads(path.read_text())["order"]
 
 
+@pytest.mark.slow
 def test_on_new_shape_error_refuses_unplanned_shapes() -> None:
     model, step, _, _ = _pair(on_new_shape="error")
     snap = snapshot(model, step.optimizer)
@@ -185,6 +191,7 @@ def test_on_new_shape_error_refuses_unplanned_shapes() -> None:
         PlannedStep(DropNet(), None, on_new_shape="sometimes")
 
 
+@pytest.mark.slow
 def test_prepare_plans_a_shape_without_training() -> None:
     model, step, _, _ = _pair(accumulation_steps=2)
     snap = snapshot(model, step.optimizer)
@@ -194,6 +201,7 @@ def test_prepare_plans_a_shape_without_training() -> None:
     assert step.calls == 0
 
 
+@pytest.mark.slow
 def test_lr_scheduler_is_followed_across_shapes() -> None:
     model, step, eager, loop = _pair()
     sched_e = torch.optim.lr_scheduler.StepLR(loop.opt, 1, gamma=0.5)
@@ -216,6 +224,7 @@ class _nothing:
 
 
 # ------------------------------------------------------------------ optimizers
+@pytest.mark.slow
 @pytest.mark.parametrize("factory", [
     lambda p: torch.optim.AdamW(p, lr=1e-2, weight_decay=0.1, foreach=True),
     lambda p: torch.optim.Adam(p, lr=1e-2, amsgrad=True, foreach=True),
@@ -228,6 +237,7 @@ def test_foreach_optimizers_run_per_parameter_bit_equal(factory) -> None:
     assert_same_training(eager, model, loop.opt, step.optimizer)
 
 
+@pytest.mark.slow
 def test_a_hyper_parameter_that_changes_the_code_path_is_refused_and_undone() -> None:
     model, step, eager, loop = _pair(
         lambda p: torch.optim.Adam(p, lr=1e-2, weight_decay=0.01, foreach=False))
@@ -277,6 +287,7 @@ class TokenNet(nn.Module):
         return F.cross_entropy(self.head(h).flatten(0, 1), labels.flatten(), ignore_index=-100)
 
 
+@pytest.mark.slow
 def test_padded_text_in_buckets_trains_like_eager_on_the_same_batches() -> None:
     torch.manual_seed(0)
     model = TokenNet()
@@ -312,6 +323,7 @@ class FrozenStemCnn(nn.Module):
         return F.cross_entropy(self.fc(torch.relu(self.bn(self.conv(x))).flatten(1)), y)
 
 
+@pytest.mark.slow
 def test_a_frozen_stem_before_batch_norm_trains_like_eager() -> None:
     """The batch norm's input needs no gradient: its backward computes none on CPU (the fake
     kernel said otherwise; trace/fake_fixes.py)."""

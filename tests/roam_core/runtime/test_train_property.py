@@ -13,7 +13,7 @@ Every planned call either returns the eager loss bit for bit, or raises a
 eager side then skips that step too, so both stay in sync).  At the end the parameters,
 buffers and optimizer state are bit-equal.  Three models: an MLP with dropout, a CNN with
 batch norm, and GPT-2 from a tiny Hugging Face config.  The ``slow`` run draws at least 200
-sequences in all; the fast run a few on the two small models.
+sequences in all; the fast run two on the MLP.
 """
 
 from __future__ import annotations
@@ -226,11 +226,11 @@ _SETTINGS = {"deadline": None, "derandomize": True, "database": None,
              "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
 
 
-@pytest.mark.parametrize("name", ["dropnet", "bncnn"])
 @settings(max_examples=2, **_SETTINGS)
 @given(**CONFIG)
-def test_user_actions_match_eager_or_refuse(name, optimizer, clip, k, actions) -> None:
-    _run(name, optimizer, clip, k, actions)
+def test_user_actions_match_eager_or_refuse(optimizer, clip, k, actions) -> None:
+    """The fast tier: two sequences on the MLP with dropout."""
+    _run("dropnet", optimizer, clip, k, actions)
 
 
 @pytest.mark.slow
