@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Trace, plan and train resnet50 b32, gpt2 b8 t1024 and GPT2-XL b1 on one NVIDIA GPU,
-# eagerly and with roam_core.PlannedStep, each loop in a fresh process; every report goes to
-# one folder (default benchmarks/results/gpu/).  One call, at most 8 minutes (ROAM_GPU_TIMEOUT_S).
+# Trace, plan and train resnet50 b32, gpt2 b8 t1024 and GPT2-XL b1 on one NVIDIA GPU, eagerly
+# and with roam_core.PlannedStep, each loop in a fresh process, then clipping + accumulation +
+# two batch shapes (loops.json); every report goes to one folder (default
+# benchmarks/results/gpu/).  One call, at most 8 minutes (ROAM_GPU_TIMEOUT_S).
 #
 #   scripts/gpu_check.sh                 GPU run (needs nvidia-smi and a CUDA torch >= 2.11)
 #   scripts/gpu_check.sh --dry-run       the same code path on CPU with tiny models
@@ -30,7 +31,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run|--cpu) MODE=cpu; shift ;;
     --out) OUT=${2:?--out needs a folder}; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     --) shift; EXTRA=("$@"); break ;;
     *) echo "gpu_check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
