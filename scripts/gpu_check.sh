@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Trace, plan and train resnet50 b32, gpt2 b8 t1024 and GPT2-XL b1 on one NVIDIA GPU,
-# eagerly and with roam_core.PlannedStep, each loop in a fresh process; every report goes to
-# one folder (default benchmarks/results/gpu/).  One call, at most 8 minutes (ROAM_GPU_TIMEOUT_S).
+# Trace, plan and train resnet50 b32, gpt2 b8 t1024 and GPT2-XL b1 on one NVIDIA GPU, eagerly
+# and with roam_core.PlannedStep, each loop in a fresh process, then clipping + accumulation +
+# two batch shapes (loops.json); every report goes to one folder (default
+# benchmarks/results/gpu/).  One call, at most 8 minutes (ROAM_GPU_TIMEOUT_S).
 #
 #   scripts/gpu_check.sh                 GPU run (needs nvidia-smi and a CUDA torch >= 2.11)
 #   scripts/gpu_check.sh --dry-run       the same code path on CPU with tiny models

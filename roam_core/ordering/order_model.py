@@ -237,7 +237,7 @@ def _step_memory(m: cp_model.CpModel, k: int, r: RangeProblem, scale: int, lit: 
 
 
 def _live_clauses(term: StorageTerm, t: int, lit: _Literals,
-                  ) -> list[list[cp_model.LiteralT]] | bool:
+                  ) -> list[list[cp_model.BoolVarT]] | bool:
     """When ``term`` is live at step ``t``: ``True`` (always), or conjunctions of literals
     (live if any one holds; empty: never)."""
     # conditions: each is a list of (lit_or_bool, wanted value) -> live if all hold
@@ -254,9 +254,9 @@ def _live_clauses(term: StorageTerm, t: int, lit: _Literals,
         p = term.producer
         assert p is not None
         conds.append([(created, True), (lit(p, t - 1), False)])
-    clauses = []
+    clauses: list[list[cp_model.BoolVarT]] = []
     for cond in conds:
-        lits = []
+        lits: list[cp_model.BoolVarT] = []
         dead = False
         for value, want in cond:
             if value is True or value is False:

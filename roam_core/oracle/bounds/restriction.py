@@ -39,7 +39,9 @@ from roam_core.oracle.bounds.masks import StorageMasks, storage_masks
 from roam_core.oracle.simulate import simulate
 
 if TYPE_CHECKING:  # OR-Tools is imported when a model is built
-    from ortools.sat.python.cp_model import IntVar, LiteralT
+    from ortools.sat.python.cp_model import BoolVarT, IntVar
+
+    _Lit = BoolVarT | bool  # a model literal, or a constant folded away
 
     from roam_core.base.cpsat import SolveOutcome
 
@@ -272,7 +274,7 @@ class _RestrictionModel:
                     else:
                         m.add_implication(done[b][t], la)
 
-    def lit(self, j: int, t: int) -> LiteralT:
+    def lit(self, j: int, t: int) -> _Lit:
         """``done[j, t]`` (a constant outside op ``j``'s window)."""
         if t < self.grp.lo[j]:
             return False
@@ -296,7 +298,7 @@ class _RestrictionModel:
                 if s_lit is False:
                     continue
                 if maxs is None:
-                    p_lit: LiteralT = True
+                    p_lit: _Lit = True
                 else:
                     p_lit = self._or_lit([_neg(self.lit(u, t - 1)) for u in maxs],
                                          self._pending, (pdm, t))
@@ -306,7 +308,7 @@ class _RestrictionModel:
                     const_t[t] += w
                     continue
                 live = self.model.new_bool_var("l")
-                clause = [live]
+                clause: list[_Lit] = [live]
                 for x in (s_lit, p_lit):
                     if x is not True:
                         clause.append(_neg(x))
@@ -343,8 +345,8 @@ class _RestrictionModel:
         desc = self.grp.desc
         return [u for u in ops if not (desc[u] and any(i in inside for i in iter_bits(desc[u])))]
 
-    def _or_lit(self, lits: list[LiteralT], cache: dict[tuple[int, int], IntVar],
-                key: tuple[int, int]) -> LiteralT:
+    def _or_lit(self, lits: list[_Lit], cache: dict[tuple[int, int], IntVar],
+                key: tuple[int, int]) -> _Lit:
         """A literal implied by each of ``lits`` (True / False constants folded)."""
         if any(x is True for x in lits):
             return True
@@ -362,12 +364,12 @@ class _RestrictionModel:
         return aux
 
 
-def _neg(x: LiteralT) -> LiteralT:
+def _neg(x: _Lit) -> _Lit:
     if x is True:
         return False
     if x is False:
         return True
-    return x.negated()  # type: ignore[union-attr]
+    return x.negated()
 
 
 def _extract(out: SolveOutcome, resident: int, const_peak: int, scale: int, k: int,
