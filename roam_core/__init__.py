@@ -70,6 +70,9 @@ _LAZY = {
     "pad_to_bucket": "roam_core.runtime.buckets",
     "execute_plan": "roam_core.runtime.execution",
     "trace_training_step": "roam_core.trace.tracer",
+    "apply_checkpoint_plan": "roam_core.runtime.checkpoint_policy",
+    "check_checkpoint_plan": "roam_core.runtime.checkpoint_check",
+    "export_checkpoint_policy": "roam_core.recompute.checkpoint_export",
 }
 
 

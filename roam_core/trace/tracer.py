@@ -375,7 +375,7 @@ def _make_fx(model: nn.Module, loss_fn: Callable[[Any], torch.Tensor] | None,
         return [loss] if norm is None else [loss, norm]
 
     try:
-        with fm, tracker, record_rng() as rng_calls, _lazy_recompile():
+        with fm, tracker, record_rng() as rng_calls, _lazy_recompile(), _eager_checkpointing():
             gm = make_fx(step, tracing_mode="real", **_MAKE_FX_OPTIONS)(
                 fake.params, fake.buffers, fake.state, fake.accumulator_tensors,
                 [inputs[i] for i in tensor_pos])
@@ -416,6 +416,19 @@ def _lazy_recompile() -> Iterator[None]:
         return
     with _use_lazy_graph_module(True):
         yield
+
+
+def _eager_checkpointing() -> contextlib.AbstractContextManager[None]:
+    """Trace selective activation checkpointing as eager runs it.
+
+    ``torch.utils.checkpoint``'s selective policies (``context_fn``) take any active proxy
+    mode for ``torch.compile`` and then cache every op's result instead of re-running the
+    ones marked for recomputation; torch's flag for a non-strict ``make_fx`` trace (what this
+    trace is) makes them behave as in eager, so the graph holds the re-runs the model really
+    does.  Feature-detected: a torch without the flag traces as before.
+    """
+    ctx = getattr(torch.compiler, "_non_strict_tracing_context", None)
+    return ctx() if callable(ctx) else contextlib.nullcontext()
 
 
 def _storage_name(role: PlaceholderRole) -> str:

@@ -119,7 +119,8 @@ def test_gpu_check_dry_run_end_to_end(tmp_path) -> None:
     numerics bit-equal over every step and the final state, the summary written."""
     env = dict(os.environ, ROAM_PYTHON=sys.executable)
     proc = subprocess.run(
-        ["bash", str(ROOT / "scripts/gpu_check.sh"), "--dry-run", "--out", str(tmp_path),
+        ["bash", str(ROOT / "scripts/gpu_check.sh"), "--dry-run", "--no-export", "--out",
+         str(tmp_path),
          "--", "--configs", "mlp:4", "--steps", "3", "--time-limit", "2", "--loops",
          "mlp:4", "--loop-steps", "3"],
         env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
@@ -143,3 +144,18 @@ def test_gpu_check_dry_run_end_to_end(tmp_path) -> None:
     assert (loops["max_grad_norm"], loops["accumulation_steps"]) == (1.0, 2)
     assert loops["plans"] == 4  # two shapes, each accumulating and updating
     assert "## Loops: clipping, accumulation, two shapes" in (tmp_path / "summary.md").read_text()
+
+
+@pytest.mark.slow
+def test_gpu_check_dry_run_exported_policy(tmp_path) -> None:
+    """``--export-only --dry-run``: the exported checkpointing policy's part of the check
+    (benchmarks/export_bench.py on tiny_gpt) runs and writes its report."""
+    env = dict(os.environ, ROAM_PYTHON=sys.executable)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts/gpu_check.sh"), "--dry-run", "--export-only", "--out",
+         str(tmp_path)], env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = json.loads((tmp_path / "export" / "export_policy.json").read_text())["rows"]
+    assert row["exported_losses_equal"]
+    assert row["modules_wrapped"] >= 1
+    assert "| tiny_gpt b4 t64 |" in (tmp_path / "export" / "export_policy.md").read_text()
