@@ -79,7 +79,7 @@ class FrozenList(list[V]):
     def __copy__(self) -> FrozenList[V]:
         return self
 
-    def __hash__(self) -> int:  # type: ignore[override]
+    def __hash__(self) -> int:  # type: ignore[override]  # list sets __hash__ = None; frozen, so hashable
         return hash(tuple(self))
 
 
