@@ -19,6 +19,7 @@ IMPORT_RESULT = "import-result"  # last imported plan {"key": plan key, "graph":
 RUNNING = "running"  # {"plan": bool, "trace": bool, "verify": bool}: jobs running in this page
 SESSION = "session"  # a random id per page load (names this page's cancel requests)
 VERIFY_OFF = "verify-off"  # True when no device may verify this plan
+CALLBACK_ERROR = "callback-error"  # the banner every failed callback writes its message to
 
 # ---- loading
 SAMPLE_PICK = "sample-pick"

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from roam_core.commands.arg_types import positive_int, seed_int
+
 __all__ = ["register"]
 
 _logger = logging.getLogger(__name__)
@@ -29,9 +31,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("plan", help="plan file (JSON) for that graph")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="where to run (default cpu: numerics only, no allocator peaks)")
-    p.add_argument("--steps", type=int, default=1,
+    p.add_argument("--steps", type=positive_int, default=1,
                    help="measured steps after the first (numerics) step (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="seed of both runs (default 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of both runs (default 0)")
     p.add_argument("--no-address-check", action="store_true",
                    help="skip the per-op address check (faster on big graphs)")
     p.add_argument("-o", "--output", required=True, help="report JSON to write")
@@ -45,14 +47,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
+    from roam_core.base.atomic import atomic_write, check_output_dir, check_output_path
     from roam_core.base.errors import ExecutorError
     from roam_core.formats.graph_io import load_graph
     from roam_core.formats.plan_io import load_plan
+    from roam_core.runtime.plan_checks import require_valid
 
-    if args.steps < 1:
-        raise ExecutorError(f"--steps must be at least 1, got {args.steps}")
+    out = Path(args.output)
+    if out.parent != Path():  # the report's directory is made if missing (as it always was)
+        check_output_dir(out.parent, "-o/--output directory")
+    check_output_path(out, "-o/--output")
+    if args.snapshot:
+        check_output_path(args.snapshot, "--snapshot")
+    if args.measured_snapshots:
+        check_output_dir(args.measured_snapshots, "--measured-snapshots")
     graph = load_graph(args.graph)
     plan = load_plan(args.plan, graph=graph)
+    require_valid(graph, plan)  # `roam check`'s rules: a plan it rejects never runs
     if graph.origin.get("source") != "zoo":
         raise ExecutorError(
             f"{args.graph} was traced from a custom model ({graph.origin.get('model', '?')}): "
@@ -74,13 +85,10 @@ def _run(args: argparse.Namespace) -> int:
     report = execute_origin(graph.origin, plan, device=args.device, steps=args.steps,
                             check_addresses=not args.no_address_check, seed=args.seed,
                             snapshot_dir=args.measured_snapshots)
-    out = Path(args.output)
-    if out.parent != Path():
-        out.parent.mkdir(parents=True, exist_ok=True)
     body = report.to_dict() | {"graph": graph.name, "graph_fingerprint": graph.fingerprint(),
                                "plan_method": plan.method,
                                "wall_time_s": round(time.perf_counter() - t0, 3)}
-    out.write_text(json.dumps(body, indent=2) + "\n")
+    atomic_write(out, json.dumps(body, indent=2) + "\n", what="report JSON")
     print(report.summary())
     print(f"report -> {out}", file=sys.stderr)
     return 0 if report.numerics_ok else 1

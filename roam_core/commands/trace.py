@@ -10,6 +10,8 @@ import logging
 import sys
 import time
 
+from roam_core.commands.arg_types import positive_int
+
 __all__ = ["register"]
 
 _logger = logging.getLogger(__name__)
@@ -23,8 +25,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "zoo model with fake tensors (no real memory) and save the graph.")
     p.add_argument("model", help="zoo model name, e.g. gpt2, gpt2-xl, mobilenet_v2, "
                                  "roberta-base, mlp, tiny_gpt")
-    p.add_argument("--batch-size", "-b", type=int, required=True, help="samples per step")
-    p.add_argument("--seq-len", "-t", type=int, default=None,
+    p.add_argument("--batch-size", "-b", type=positive_int, required=True,
+                   help="samples per step")
+    p.add_argument("--seq-len", "-t", type=positive_int, default=None,
                    help="tokens per sample (token models; default per model)")
     p.add_argument("--setting", choices=("steady", "roam"), default="steady",
                    help="steady: optimizer state resident, real loss (default); roam: the "
@@ -42,12 +45,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
+    from roam_core.base.atomic import check_output_path
     from roam_core.base.errors import TraceError
     from roam_core.formats.graph_io import save_graph
     from roam_core.zoo import ZOO, trace_zoo
 
     if args.model not in ZOO:
         raise TraceError(f"unknown model {args.model!r}; choose one of: {', '.join(ZOO)}")
+    if args.output:
+        check_output_path(args.output, "-o/--output")
     what = f"{args.model} (batch {args.batch_size}, {args.setting})"
     print(f"tracing {what} ...", file=sys.stderr, flush=True)
     t0 = time.perf_counter()

@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from roam_core.base.errors import ExecutorError
+from roam_core.base.checks import require_type
+from roam_core.base.errors import ExecutorError, PlanFormatError
+from roam_core.model.plan import Plan
 from roam_core.runtime.arena_runner import ArenaRunner, RunStats
 from roam_core.runtime.device import resolve_device
 from roam_core.runtime.measure import (
@@ -56,7 +58,6 @@ from roam_core.runtime.step import (
 )
 
 if TYPE_CHECKING:
-    from roam_core.model.plan import Plan
     from roam_core.trace.optimizers import OptimizerFactory
     from roam_core.trace.traced_step import TracedStep
 
@@ -134,6 +135,8 @@ def execute_plan(
     """
     from roam_core.trace.tracer import trace_fx
 
+    require_type(model, torch.nn.Module, "execute_plan: model")
+    require_type(plan, Plan, "execute_plan: plan", PlanFormatError)
     dev = resolve_device(device)
     if measure not in _MEASURE:
         raise ExecutorError(f"measure={measure!r}: choose one of {', '.join(_MEASURE)}")

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from roam_core.base.errors import ExecutorError
 from roam_core.runtime.device import resolve_device
 from roam_core.runtime.execution import execute_traced
-from roam_core.runtime.plan_checks import check_fingerprint
+from roam_core.runtime.plan_checks import require_valid
 from roam_core.runtime.report import ExecutionReport
 
 if TYPE_CHECKING:
@@ -105,10 +105,10 @@ def execute_origin(origin: Mapping[str, Any], plan: Plan, *, device: str = "cpu"
 def execute_graph(graph: Graph, plan: Plan, **kwargs: Any) -> ExecutionReport:
     """Execute ``plan`` for a loaded graph (the app's "Verify" button, ``roam execute``).
 
-    Checks the plan against ``graph`` first (cheap), then calls :func:`execute_origin` with
-    ``graph.origin`` and ``kwargs`` (``device``, ``steps``, ``seed``, ``check_addresses``,
-    ``strict``, ``measure``, ``snapshot_dir``).
+    Checks the plan against ``graph`` first (fingerprint and the whole validator), then
+    calls :func:`execute_origin` with ``graph.origin`` and ``kwargs`` (``device``,
+    ``steps``, ``seed``, ``check_addresses``, ``strict``, ``measure``, ``snapshot_dir``).
     """
-    check_fingerprint(graph, plan)
+    require_valid(graph, plan)
     return execute_origin(graph.origin, plan, **kwargs)
 

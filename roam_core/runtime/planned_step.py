@@ -49,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from roam_core.base.checks import require_type
 from roam_core.base.errors import ExecutorError, PlanFormatError
 from roam_core.model.graph import TensorId, TensorKind
 from roam_core.model.plan import Plan
@@ -170,6 +171,9 @@ class PlannedStep:
                  max_grad_norm: float | None = None, accumulation_steps: int = 1,
                  on_new_shape: str = "plan", planner: Any = None,
                  plan_cache: Any = None, **optimizer_kwargs: Any) -> None:
+        require_type(model, nn.Module, "PlannedStep: model")
+        given: list[Plan] = ([] if plan is None else [plan] if isinstance(plan, Plan)
+                             else _plan_list(plan))
         self.model, self.loss_fn = model, loss_fn
         self.device = resolve_device(device)
         self.verify = bool(verify)
@@ -178,8 +182,6 @@ class PlannedStep:
                                 or not hasattr(torch.cuda, "CUDAGraph")):
             raise ExecutorError("cuda_graph=True needs device='cuda' and torch.cuda.CUDAGraph")
         self.spec = StepSpec(max_grad_norm, accumulation_steps)
-        given: list[Plan] = ([] if plan is None else [plan] if isinstance(plan, Plan)
-                             else list(plan))
         self._plans = StepPlans(given, planner, _cache(plan_cache), on_new_shape)
         self._optimizer_spec, self._optimizer_kwargs = optimizer, optimizer_kwargs
         self._graph_hint = graph
@@ -474,6 +476,16 @@ class PlannedStep:
         return RunStats(p.counts["out"], p.counts["factory"], p.counts["fallback"],
                         p.extra_peak, p.extra_total, tuple(p.fallback_targets),
                         p.checked_values)
+
+
+def _plan_list(plans: Any) -> list[Plan]:
+    """``plans`` as a list of plans; anything else is a :class:`PlanFormatError`."""
+    if not isinstance(plans, Sequence) or isinstance(plans, str | bytes):
+        raise PlanFormatError("PlannedStep: plan must be a Plan, a list of plans or None, "
+                              f"not {type(plans).__name__}")
+    for p in plans:
+        require_type(p, Plan, "PlannedStep: plan", PlanFormatError)
+    return list(plans)
 
 
 def _cache(plan_cache: Any) -> Any:

@@ -68,6 +68,7 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 
+from roam_core.base.checks import require_type
 from roam_core.base.collector import gc_paused
 from roam_core.base.errors import TraceError
 from roam_core.model.graph import Graph, Phase, TensorKind
@@ -162,6 +163,10 @@ def trace_training_step(
     >>> sorted({op.phase.value for op in g.ops})
     ['backward', 'forward', 'loss', 'optimizer']
     """
+    require_type(model, nn.Module, "trace_training_step: model", TraceError)
+    if not isinstance(example_inputs, Sequence) or isinstance(example_inputs, str | bytes):
+        raise TraceError("trace_training_step: example_inputs must be a list or tuple of "
+                         f"inputs, not {type(example_inputs).__name__}")
     spec = StepSpec(max_grad_norm, accumulation_steps, not accumulate_only)
     return trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting, name=name,
                     origin=origin, spec=spec, **optimizer_kwargs).graph
