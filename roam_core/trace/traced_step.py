@@ -17,6 +17,7 @@ from typing import Any
 
 from roam_core.model.graph import Graph, TensorKind
 from roam_core.trace.fx_graph import ValueRef
+from roam_core.trace.precision import AmpGuard
 from roam_core.trace.rng import RngTimeline
 
 __all__ = ["PlaceholderRole", "TracedStep"]
@@ -71,6 +72,11 @@ class TracedStep:
     rng : RngTimeline
         The generator state every random op draws at (:mod:`roam_core.trace.rng`): records
         RNG rewinds such as ``torch.utils.checkpoint``'s, which the runtime replays.
+    precision : str
+        The step's precision (:data:`roam_core.trace.precision.PRECISIONS`).
+    amp : AmpGuard or None
+        With a grad scaler (``fp16-mixed``): the update ops it skips when a gradient is
+        inf/NaN, and the flag that says so.
     """
 
     #: a GraphModule, or a stand-in with recompute nodes added (the runtime's replay view)
@@ -84,3 +90,5 @@ class TracedStep:
     optimizer: str
     trace_time_s: float
     rng: RngTimeline = field(default_factory=RngTimeline)
+    precision: str = "fp32"
+    amp: AmpGuard | None = None
