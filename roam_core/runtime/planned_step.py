@@ -24,6 +24,14 @@ a steady step reads the optimizer state as an input and writes it back in place,
 program serves every step.  The first call starts from a fresh optimizer as an eager loop
 does (its state starts at zero, :func:`~roam_core.runtime.scalars.fresh_state`).
 
+Precision (``precision=``, as the step was traced; :mod:`roam_core.trace.precision`):
+``bf16-mixed`` and ``fp16-mixed`` run the traced casts of autocast (nothing to set up);
+``bf16`` casts the model's floating parameters and buffers to bf16 in place at set-up (as
+``model.to(torch.bfloat16)``) and each batch's floating tensors as they are copied in;
+``fp16-mixed`` keeps a ``torch.amp.GradScaler`` (:attr:`PlannedStep.scaler`) whose scale
+lives in the arena: a step whose gradients hold inf/NaN skips the update and backs the scale
+off, as ``scaler.step(optimizer); scaler.update()`` does.
+
 On CUDA, ``cuda_graph=True`` captures the fast path in a ``torch.cuda.CUDAGraph`` after the
 second call and replays it while the optimizer's scalars stay those of the captured step
 (SGD; constant-learning-rate optimizers without bias correction); when they change (Adam's
@@ -48,6 +56,7 @@ from roam_core.runtime.plan_checks import check_fingerprint, replayed_step
 from roam_core.runtime.scalars import OptimizerScalars, check_supported, fresh_state
 from roam_core.trace.optimizers import make_optimizer_factory
 from roam_core.trace.params import unique_named_buffers, unique_named_parameters
+from roam_core.trace.precision import GRAD_SCALER, StepPrecision, resolve_precision
 from roam_core.trace.tracer import trace_fx
 
 if TYPE_CHECKING:
@@ -92,6 +101,8 @@ class PlannedStep:
         Check every call (addresses, strides), not only the first.
     cuda_graph : bool
         CUDA only: capture and replay the step as a CUDA graph (see the module notes).
+    precision : {"fp32", "bf16-mixed", "bf16", "fp16-mixed"}
+        The precision the plan's step was traced in (see the module notes).
     **optimizer_kwargs
         Hyper-parameters for a named optimizer.
 
@@ -127,9 +138,13 @@ class PlannedStep:
                  example_inputs: Sequence[Any] | None = None,
                  device: str | torch.device = "cpu", graph: Graph | None = None,
                  verify: bool = False,
-                 cuda_graph: bool = False, **optimizer_kwargs: Any) -> None:
+                 cuda_graph: bool = False, precision: str = "fp32",
+                 **optimizer_kwargs: Any) -> None:
         self.model, self.plan, self.loss_fn = model, plan, loss_fn
         self.device = resolve_device(device)
+        self.precision = resolve_precision(precision)
+        #: autocast and, for ``fp16-mixed``, the grad scaler (its state in the arena)
+        self.mixed = StepPrecision(self.precision, self.device)
         self.verify = bool(verify)
         self.cuda_graph = bool(cuda_graph)
         if self.cuda_graph and (self.device.type != "cuda"
@@ -157,13 +172,17 @@ class PlannedStep:
                 "model.to_empty(device=...) and initialise it)")
         # 1. everything that can fail, before anything changes
         factory, traced = self._traced(example_inputs)
+        # the step's dtypes (``bf16``; the optimizer and its probes see them): a cast keeps
+        # the parameter objects but replaces the buffers
+        self.precision.cast_module(model)
         params = [p for _, p in named_params]
-        buffers = [b for _, b in named_buffers]
+        buffers = [b for _, b in unique_named_buffers(model)]
         opt = factory(params)
         check_supported(opt)
         scalars = OptimizerScalars(opt, traced, params, device=dev)
         runner = ArenaRunner(traced.gm, traced.graph, traced.values, self.plan.offsets,
-                             self.plan.arena_bytes, dev, check_addresses=True, rng=traced.rng)
+                             self.plan.arena_bytes, dev, check_addresses=True, rng=traced.rng,
+                             amp=traced.amp)
         if self.cuda_graph and runner.rng.active:  # before anything changes
             raise ExecutorError(
                 "cuda_graph=True: this step rewinds the RNG (torch.utils.checkpoint with "
@@ -179,7 +198,7 @@ class PlannedStep:
         # 2. residents into the arena: parameters, buffers, fresh optimizer state
         roles = list(traced.placeholders)
         residents = params + buffers
-        state_keys = _load_residents(runner, roles, residents, len(params), opt)
+        state_keys = _load_residents(runner, roles, residents, len(params), opt, self.mixed)
         # 3. the model and the optimizer now hold their arena slots
         with torch.no_grad():
             for r, t in zip(roles[:len(residents)], residents, strict=True):
@@ -200,7 +219,7 @@ class PlannedStep:
         _, factory = make_optimizer_factory(self._optimizer_spec, "steady",
                                             **self._optimizer_kwargs)
         traced = trace_fx(self.model, example_inputs, self.loss_fn, factory, setting="steady",
-                          device=self.device)
+                          device=self.device, precision=self.precision)
         try:
             check_fingerprint(traced.graph, self.plan)
         except PlanFormatError as e:
@@ -218,7 +237,9 @@ class PlannedStep:
                 if not isinstance(x, torch.Tensor):
                     raise BatchMismatchError(f"input {i}: expected a tensor, got "
                                              f"{type(x).__name__}")
-                if tuple(x.shape) != tuple(ex.shape) or x.dtype != ex.dtype:
+                cast = (self.precision.cast_dtype is not None and ex.is_floating_point()
+                        and x.is_floating_point())  # cast as it is copied in
+                if tuple(x.shape) != tuple(ex.shape) or (x.dtype != ex.dtype and not cast):
                     raise BatchMismatchError(
                         f"input {i}: got {tuple(x.shape)} {x.dtype}, the plan was made for "
                         f"{tuple(ex.shape)} {ex.dtype} (plan another batch shape)")
@@ -244,6 +265,8 @@ class PlannedStep:
             else:
                 out = self._run_fast(env)
         self.calls += 1
+        if self.program.skipped:  # the grad scaler found inf/NaN: no update, no step count
+            self.scalars.follow(self.optimizer)
         # the optimizer stepped (inside the program): tell an LR scheduler, which otherwise
         # warns that its step() came before optimizer.step()
         self.optimizer._opt_called = True  # type: ignore[union-attr]  # set by _setup
@@ -305,6 +328,17 @@ class PlannedStep:
 
     # ------------------------------------------------------------------ facts
     @property
+    def scaler(self) -> Any:
+        """The ``torch.amp.GradScaler`` of an ``fp16-mixed`` step (``None`` otherwise); its
+        ``scale`` and ``growth_tracker`` are arena slots after set-up."""
+        return self.mixed.scaler
+
+    @property
+    def skipped(self) -> bool:
+        """Whether the last call skipped the update (the grad scaler found inf/NaN)."""
+        return bool(self._ready and self.program.skipped)
+
+    @property
     def arena_bytes(self) -> int:
         """Bytes of the one arena (parameters, state, batch and every planned tensor)."""
         return int(self.plan.arena_bytes)
@@ -319,18 +353,26 @@ class PlannedStep:
 
 def _load_residents(runner: ArenaRunner, roles: Sequence[PlaceholderRole],
                     residents: Sequence[torch.Tensor], n_params: int,
-                    opt: torch.optim.Optimizer) -> list[tuple[nn.Parameter, str, str]]:
-    """Copy the parameters and buffers into their slots, fresh optimizer state and zero
-    batch inputs into theirs, then the constants; returns ``(param, state key, node)`` of
-    every optimizer-state slot."""
+                    opt: torch.optim.Optimizer,
+                    mixed: StepPrecision) -> list[tuple[nn.Parameter, str, str]]:
+    """Copy the parameters and buffers into their slots, fresh optimizer state, the grad
+    scaler's fresh state and zero batch inputs into theirs, then the constants; returns
+    ``(param, state key, node)`` of every optimizer-state slot.  The scaler holds its
+    slots afterwards."""
     param_of = {r.name: p for r, p in zip(roles[:n_params], residents[:n_params], strict=True)}
     state_keys: list[tuple[nn.Parameter, str, str]] = []
+    scaler = [r for r in roles if r.name.startswith(f"{GRAD_SCALER}:")]
     with torch.no_grad():
         for r, t in zip(roles[:len(residents)], residents, strict=True):
             runner.load_resident(r.node, t.detach())
+        for r, t in zip(scaler, mixed.state(), strict=True):
+            runner.load_resident(r.node, t.detach())
+        mixed.set_state([runner.read(r.node) for r in scaler])
         for r in roles[len(residents):]:
             fake = runner.nodes[r.node].meta["val"]
             like = torch.zeros(fake.shape, dtype=fake.dtype)
+            if r in scaler:
+                continue
             if r.kind == TensorKind.OPTIMIZER_STATE:
                 pname, _, key = r.name.rpartition(":")
                 p = param_of[pname]
