@@ -81,8 +81,8 @@ from roam_core.base.collector import gc_paused
 from roam_core.base.errors import TraceError
 from roam_core.model.graph import Graph, Phase, TensorKind
 from roam_core.trace.fx_graph import build_graph, is_random
-from roam_core.trace.guards import explain, guard_data_dependence
-from roam_core.trace.kernel_dtypes import KernelDtypeFakeMode
+from roam_core.trace.guards import explain, failed_at, guard_data_dependence
+from roam_core.trace.kernel_fakes import KernelFakeMode
 from roam_core.trace.modules import SCOPE_ATTRIBUTE, ModuleTracker, node_modules, scoped_name
 from roam_core.trace.optimizers import OptimizerFactory, make_optimizer_factory, warm_step
 from roam_core.trace.params import unique_named_buffers, unique_named_parameters
@@ -215,7 +215,7 @@ def _trace_fx(
         # fake CUDA tensors abort the process inside make_fx when no GPU is present
         raise TraceError("tracing on cuda needs a machine with a CUDA GPU; trace on cpu here")
     # closed-over real tensors (e.g. labels captured by loss_fn) become graph constants
-    fm = KernelDtypeFakeMode(allow_non_fake_inputs=True)
+    fm = KernelFakeMode(allow_non_fake_inputs=True)
     with _FakeSwap(model, fm, dev, precision):
         fake = _FakeStep.build(model, example_inputs, factory, setting, fm, dev, precision)
         gm, ctx, rng_calls = _make_fx(model, loss_fn, fake, fm)
@@ -364,10 +364,11 @@ def _make_fx(model: nn.Module, loss_fn: Callable[[Any], torch.Tensor] | None,
     except TraceError:
         raise
     except Exception as e:
-        why = explain(e, guards[0] if guards else None)
+        guard = guards[0] if guards else None
+        why = explain(e, guard)
         if why is not None:
             raise TraceError(why) from e
-        raise TraceError(f"tracing {type(model).__name__} failed: "
+        raise TraceError(f"tracing {type(model).__name__} failed{failed_at(guard)}: "
                          f"{type(e).__name__}: {e}") from e
     return gm, ctx, rng_calls
 

@@ -1,4 +1,4 @@
-"""Fake values whose dtype torch's fake kernels get wrong, corrected after tracing.
+"""Fake values whose dtype or layout torch's fake kernels get wrong, corrected while tracing.
 
 Under autocast, a normalisation layer often receives a bf16/fp16 input with fp32 weights (a
 bf16 activation into an fp32 ``LayerNorm``, ``BatchNorm``, ``GroupNorm``).  The real CPU
@@ -10,8 +10,14 @@ hand the ``out=`` kernel a slot of the wrong dtype.  The reference backward of a
 ``GroupNorm`` likewise returns the input's gradient in float32 where the kernel returns the
 input's dtype.
 
-:class:`KernelDtypeFakeMode` returns those outputs as the CPU kernels do, while the step
-is traced, so every later fake value (the backward's) is computed from the right dtypes.
+Strides matter too: the one-arena replay writes every output into a slot laid out like its
+fake value, and a later reduction over a differently strided tensor sums in another order
+(a last-bit difference).  On CPU ``native_layer_norm_backward`` returns the input's gradient
+contiguous whatever the layout of the incoming gradient; its reference implementation
+follows the incoming gradient's strides (seen in Swin's backward at batch 1).
+
+:class:`KernelFakeMode` returns those outputs as the CPU kernels do, while the step
+is traced, so every later fake value (the backward's) is computed from the right dtypes and layouts.
 The saved-tensor test (``tests/roam_core/trace/test_precision.py``) compares every tensor
 autocast saves for the backward on a real run with the graph's activations, which is how
 these were found.
@@ -23,9 +29,10 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch._prims_common import make_contiguous_strides_for
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-__all__ = ["KernelDtypeFakeMode"]
+__all__ = ["KernelFakeMode"]
 
 _aten = torch.ops.aten
 _REDUCED = (torch.bfloat16, torch.float16)
@@ -51,18 +58,31 @@ def _group_norm_backward(args: Sequence[Any]) -> tuple[Any, ...] | None:
     return (x.dtype, None, None) if _mixed(x, weight) else None
 
 
-#: op -> rule(args) -> the dtype of each output (``None``: as the fake kernel says), or
-#: ``None`` when the rule does not apply
+#: an output rule entry: same dtype, contiguous strides
+CONTIGUOUS = "contiguous"
+
+
+def _layer_norm_backward(args: Sequence[Any]) -> tuple[Any, ...] | None:
+    """``native_layer_norm_backward`` on CPU: the input's gradient is contiguous."""
+    x = args[1]
+    if not isinstance(x, torch.Tensor) or x.device.type != "cpu":
+        return None
+    return (CONTIGUOUS, None, None)
+
+
+#: op -> rule(args) -> for each output its dtype or :data:`CONTIGUOUS` (``None``: as the fake
+#: kernel says), or ``None`` when the rule does not apply
 _RULES: dict[Any, Callable[[Sequence[Any]], tuple[Any, ...] | None]] = {
     _aten.native_layer_norm.default: _stats_fp32(0, 2, 3),
     _aten.native_batch_norm.default: _stats_fp32(0, 1, 2),
     _aten.native_group_norm.default: _stats_fp32(0, 1, 2),
     _aten.native_group_norm_backward.default: _group_norm_backward,
+    _aten.native_layer_norm_backward.default: _layer_norm_backward,
 }
 
 
-class KernelDtypeFakeMode(FakeTensorMode):
-    """A ``FakeTensorMode`` whose mixed-type normalisations on CPU return the dtypes the
+class KernelFakeMode(FakeTensorMode):
+    """A ``FakeTensorMode`` whose normalisations on CPU return the dtypes and layouts the
     real kernels return (see the module notes).
 
     The correction happens inside the fake mode, below make_fx's proxy mode, so the traced
@@ -82,11 +102,18 @@ class KernelDtypeFakeMode(FakeTensorMode):
         if dtypes is None:
             return out
         val = list(out)
-        for i, dtype in enumerate(dtypes):
+        for i, want in enumerate(dtypes):
             old = val[i]
-            if dtype is not None and isinstance(old, torch.Tensor) and old.dtype != dtype:
+            if want is None or not isinstance(old, torch.Tensor):
+                continue
+            dtype, stride = old.dtype, old.stride()
+            if want is CONTIGUOUS:
+                stride = tuple(make_contiguous_strides_for(old.shape))
+            else:
+                dtype = want
+            if (dtype, stride) != (old.dtype, old.stride()):
                 val[i] = super().__torch_dispatch__(
-                    _aten.empty_strided.default, types, (old.shape, old.stride()),
+                    _aten.empty_strided.default, types, (old.shape, stride),
                     {"dtype": dtype, "device": old.device})
                 self.fixed += 1
         return tuple(val) if type(out) is tuple else type(out)(*val)
