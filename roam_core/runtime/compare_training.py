@@ -1,13 +1,17 @@
-"""Train a zoo model eagerly and with :class:`~roam_core.runtime.planned_step.PlannedStep`.
+"""Train a zoo or Hugging Face model eagerly and with
+:class:`~roam_core.runtime.planned_step.PlannedStep`.
 
 :func:`compare_training` is what ``roam train`` and ``benchmarks/train_bench.py`` run:
 
-1. build the zoo model on the device with a seeded init, and a copy of it;
+1. build the zoo model (or the HF model from its config, ``hf_config=``) on the device with
+   a seeded init, and a copy of it;
 2. trace its ``steady`` step (fake tensors) and plan it, unless a plan is given;
 3. draw ``steps`` synthetic batches from a fixed seed (images/vectors ``randn``, token ids
    and labels ``randint``);
 4. train both from the identical weights on the same batches, with the same RNG seed
-   before each step (dropout draws the same masks).  On CPU the two loops are
+   before each step (dropout draws the same masks), in the same precision (the eager loop
+   runs autocast, the cast model or the grad scaler as :mod:`roam_core.trace.precision`
+   says).  On CPU the two loops are
    **interleaved** step by step, alternating which goes first, so that machine load hits
    both alike.  On CUDA they run one after the other, each measured from a clean allocator
    (``max_memory_allocated`` / ``max_memory_reserved`` of that loop alone);
@@ -31,6 +35,7 @@ import torch
 from roam_core.base.errors import ExecutorError
 from roam_core.runtime.device import resolve_device
 from roam_core.runtime.planned_step import PlannedStep
+from roam_core.trace.precision import StepPrecision, resolve_precision
 from roam_core.trace.tracer import trace_fx
 from roam_core.zoo.registry import ZOO
 from roam_core.zoo.steps import ZooStep, build_zoo_step, zoo_origin
@@ -82,11 +87,13 @@ def _sync(dev: torch.device) -> None:
 
 def _eager_step(model: torch.nn.Module, opt: torch.optim.Optimizer,
                 loss_fn: Callable[[Any], torch.Tensor] | None,
-                batch: Sequence[Any]) -> torch.Tensor:
-    out = model(*batch)
-    loss = out if loss_fn is None else loss_fn(out)
-    loss.backward()
-    opt.step()
+                batch: Sequence[Any], mixed: StepPrecision) -> torch.Tensor:
+    batch = [mixed.precision.cast(x) for x in batch]
+    with mixed.autocast():
+        out = model(*batch)
+        loss = out if loss_fn is None else loss_fn(out)
+    mixed.backward(loss)
+    mixed.eager_step(opt)
     opt.zero_grad(set_to_none=True)
     return loss.detach()
 
@@ -108,8 +115,13 @@ def compare_training(
     method: str = "roam",
     planner_time_limit_s: float | None = 30.0,
     seed: int = 0,
+    precision: str = "fp32",
+    attention: str | None = None,
+    hf_config: Any = None,
+    hf_task: str = "causal-lm",
+    hf_overrides: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Train ``model_name`` eagerly and planned for ``steps`` steps; returns a JSON-ready dict.
+    """Train a model eagerly and planned for ``steps`` steps; returns a JSON-ready dict.
 
     Parameters
     ----------
@@ -117,6 +129,12 @@ def compare_training(
         The zoo configuration (:func:`roam_core.zoo.build_zoo_step`); the step is always
         traced in the ``steady`` setting (optimizer state resident), which is what a
         training loop repeats; ``setting="roam"`` picks the ROAM paper's loss and optimizer.
+        ``model_name`` is ignored with ``hf_config``.
+    precision, attention
+        The step's precision and attention kernel (:mod:`roam_core.trace.precision`,
+        :mod:`roam_core.trace.attention`).
+    hf_config, hf_task, hf_overrides
+        A Hugging Face model instead (:func:`roam_core.zoo.hf.build_hf_step`).
     steps : int
         Training steps of each variant.
     device : {"cpu", "cuda"}
@@ -137,13 +155,16 @@ def compare_training(
         raise ExecutorError(f"steps must be at least 1, got {steps}")
     dev = resolve_device(device)
     t0 = time.perf_counter()
-    zs = build_zoo_step(model_name, batch_size, seq_len, setting, optimizer, "cpu", seed=seed)
-    origin = zoo_origin(model_name, batch_size, seq_len, "steady", optimizer)
-    origin["loss_setting"] = setting
+    zs, origin, batches = _source(model_name, batch_size, seq_len, setting, optimizer, steps,
+                                  seed, precision, attention, hf_config, hf_task,
+                                  hf_overrides or {})
+    model_name = origin["model"]
     tseq = origin["seq_len"]
-    gname = f"{model_name}-b{batch_size}" + (f"-t{tseq}" if tseq else "") + "-steady"
+    gname = (f"{'hf-' if hf_config is not None else ''}{model_name}-b{batch_size}"
+             + (f"-t{tseq}" if tseq else "") + "-steady")
     traced = trace_fx(zs.model, zs.example_inputs, zs.loss_fn, zs.optimizer_factory,
-                      setting="steady", name=gname, origin=origin, device=dev)
+                      setting="steady", name=gname, origin=origin, device=dev,
+                      precision=precision)
     trace_s = time.perf_counter() - t0
     plan_s = 0.0
     if plan is None:
@@ -154,8 +175,7 @@ def compare_training(
         cfg = PlannerConfig(workers=1, time_limit_s=planner_time_limit_s)
         plan = make_plan(traced.graph, cfg, method=method)
         plan_s = time.perf_counter() - t1
-    batches = synthetic_batches(model_name, setting, zs.example_inputs, steps, seed + 1)
-    loops = _TwoLoops(zs, plan, batches, dev, seed)
+    loops = _TwoLoops(zs, plan, batches, dev, seed, precision)
     if dev.type == "cpu":
         loops.interleaved(steps)
     else:
@@ -166,6 +186,7 @@ def compare_training(
     peaks = loops.peaks
     return {
         "model": model_name, "batch_size": batch_size, "seq_len": tseq, "setting": setting,
+        "precision": precision, "attention": origin.get("attention"),
         "traced_setting": "steady", "optimizer": origin["optimizer"], "steps": steps,
         "device": dev.type, "device_name": (torch.cuda.get_device_name(dev)
                                             if dev.type == "cuda" else "cpu"),
@@ -200,9 +221,12 @@ class _TwoLoops:
     """
 
     def __init__(self, zs: ZooStep, plan: Plan, batches: list[list[Any]], dev: torch.device,
-                 seed: int) -> None:
+                 seed: int, precision: str = "fp32") -> None:
         self.zs, self.plan, self.batches, self.dev, self.seed = zs, plan, batches, dev, seed
-        self.eager_model: torch.nn.Module | None = copy.deepcopy(zs.model).to(dev)
+        self.precision = precision
+        self.mixed = StepPrecision(precision, dev)
+        self.eager_model: torch.nn.Module | None = resolve_precision(precision).cast_module(
+            copy.deepcopy(zs.model).to(dev))
         self.planned_model = copy.deepcopy(zs.model)
         self.losses_eager: list[torch.Tensor] = []
         self.losses_planned: list[torch.Tensor] = []
@@ -222,7 +246,8 @@ class _TwoLoops:
     def _new_planned_step(self) -> None:
         self._step = PlannedStep(self.planned_model, self.plan, self.zs.loss_fn,
                                  self.zs.optimizer_factory,
-                                 example_inputs=self.zs.example_inputs, device=self.dev)
+                                 example_inputs=self.zs.example_inputs, device=self.dev,
+                                 precision=self.precision)
 
     def _batch(self, i: int) -> list[Any]:
         torch.manual_seed(self.seed + 100 + i)
@@ -235,7 +260,7 @@ class _TwoLoops:
         b = self._batch(i)
         _sync(self.dev)
         t = time.perf_counter()
-        loss = _eager_step(self.eager_model, self.eager_opt, self.zs.loss_fn, b)
+        loss = _eager_step(self.eager_model, self.eager_opt, self.zs.loss_fn, b, self.mixed)
         _sync(self.dev)
         self.t_eager.append(time.perf_counter() - t)
         self.losses_eager.append(loss.cpu())
@@ -290,6 +315,30 @@ class _TwoLoops:
             if a.numel():
                 diff = max(diff, float((a.double() - b.double()).abs().max()))
         return diff
+
+
+def _source(model_name: str, batch_size: int, seq_len: int | None, setting: str,
+            optimizer: str | None, steps: int, seed: int, precision: str,
+            attention: str | None, hf_config: Any, hf_task: str,
+            hf_overrides: dict[str, Any]) -> tuple[ZooStep, dict[str, Any], list[list[Any]]]:
+    """The step (on CPU, seeded), its origin record (traced steady) and the batches."""
+    if hf_config is not None:
+        from roam_core.zoo.hf import build_hf_step, hf_batches, hf_origin
+
+        zs = build_hf_step(hf_config, batch_size, seq_len, task=hf_task, optimizer=optimizer,
+                           attention=attention or "sdpa", device="cpu", seed=seed,
+                           **hf_overrides)
+        origin = hf_origin(zs.model.model.config, hf_task, batch_size, seq_len,
+                           optimizer=optimizer, attention=attention or "sdpa",
+                           precision=precision, overrides=hf_overrides)
+        return zs, origin, hf_batches(zs, steps, seed + 1)
+    zs = build_zoo_step(model_name, batch_size, seq_len, setting, optimizer, "cpu",
+                        attention=attention, seed=seed)
+    origin = zoo_origin(model_name, batch_size, seq_len, "steady", optimizer,
+                        attention=attention, precision=precision)
+    origin["loss_setting"] = setting
+    return zs, origin, synthetic_batches(model_name, setting, zs.example_inputs, steps,
+                                         seed + 1)
 
 
 def _reset_peaks(dev: torch.device) -> None:
