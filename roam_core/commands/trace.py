@@ -12,7 +12,7 @@ import sys
 import time
 
 from roam_core.commands.arg_types import positive_int
-from roam_core.commands.model_args import add_model_args, model_choice
+from roam_core.commands.model_args import add_model_args, model_source
 
 __all__ = ["register"]
 
@@ -53,14 +53,13 @@ HF_DEFAULT_SEQ_LEN = 128
 def _run(args: argparse.Namespace) -> int:
     from roam_core.formats.graph_io import save_graph
 
-    choice = model_choice(args)
-    seq = args.seq_len or (HF_DEFAULT_SEQ_LEN if choice.hf_config else None)
-    what = (f"{choice.label} (batch {args.batch_size}, {args.setting}, "
-            f"{choice.precision or 'fp32'})")
+    source = model_source(args)
+    seq = args.seq_len or (HF_DEFAULT_SEQ_LEN if source.hf_config else None)
+    what = f"{source.label} (batch {args.batch_size}, {args.setting}, {args.precision})"
     print(f"tracing {what} ...", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
-    ts = choice.trace(args.batch_size, seq, setting=args.setting, optimizer=args.optimizer,
-                      device=args.device)
+    ts = source.trace(args.batch_size, seq, setting=args.setting, optimizer=args.optimizer,
+                      precision=args.precision, attention=args.attention, device=args.device)
     g = ts.graph
     out = args.output or f"{g.name}.json.gz"
     save_graph(g, out)

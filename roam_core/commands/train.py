@@ -12,7 +12,7 @@ import logging
 import sys
 
 from roam_core.commands.arg_types import positive_float, positive_int
-from roam_core.commands.model_args import add_model_args, model_choice
+from roam_core.commands.model_args import add_model_args, model_source
 
 __all__ = ["register"]
 
@@ -62,7 +62,7 @@ def _run(args: argparse.Namespace) -> int:
     from roam_core.base.units import format_bytes
     from roam_core.runtime import resolve_device
     from roam_core.runtime.compare_training import compare_training
-    choice = model_choice(args)
+    choice = model_source(args)
     resolve_device(args.device)  # fails fast (exit 2) without CUDA
     plan = None
     if args.plan:
