@@ -67,6 +67,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -100,6 +101,9 @@ from roam_core.trace.traced_step import PlaceholderRole, TracedStep
 __all__ = ["trace_fx", "trace_training_step"]
 
 _logger = logging.getLogger(__name__)
+
+#: make_fx is not thread-safe (it patches torch.fx's module-level tracing state)
+_TRACE_LOCK = threading.RLock()
 
 
 def trace_training_step(
@@ -187,9 +191,11 @@ def trace_fx(
     per parameter, the tensor entries of ``opt.state[p]`` in insertion order), the grad
     scaler's ``scale`` and ``growth_tracker`` (``fp16-mixed`` only) and the tensor example
     inputs, as listed in ``TracedStep.placeholders``.  Python's cyclic garbage
-    collector is paused while tracing (:func:`gc_paused`).
+    collector is paused while tracing (:func:`gc_paused`).  One trace runs at a time per
+    process (make_fx patches module-level state): threads that trace at once (a Dask
+    worker's, the app's) take turns.
     """
-    with gc_paused():
+    with _TRACE_LOCK, gc_paused():
         return _trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting,
                          name=name, origin=origin, device=device,
                          precision=resolve_precision(precision), **optimizer_kwargs)
