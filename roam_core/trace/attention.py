@@ -15,7 +15,11 @@ On CPU there is no memory-efficient kernel; ``efficient`` is **modelled by the C
 kernel**, whose saved tensors (output, ``B x H x T`` float32 logsumexp) are what the CUDA
 memory-efficient kernel saves, except that CUDA pads the logsumexp's ``T`` to a multiple of
 32 and keeps an 8-byte philox seed and offset (at most ``31 x 4`` bytes more per head and
-sample).  On CUDA each choice runs its own kernel.  :func:`attention_note` says which.
+sample).  The CPU flash kernel has no attention dropout (torch then finds no kernel): CUDA's
+flash kernel re-draws its dropout mask from a seed in the backward and saves no mask, so a
+model with attention dropout is modelled on CPU by setting that dropout to 0 (Hugging Face:
+``attn_pdrop=0`` / ``attention_dropout=0``).  On CUDA each choice runs its own kernel.
+:func:`attention_note` says which.
 """
 
 from __future__ import annotations
