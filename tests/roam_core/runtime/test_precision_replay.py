@@ -113,3 +113,25 @@ def test_planned_step_trains_like_eager_in_every_precision(precision: str) -> No
         assert not any(skipped)
     if precision == "bf16":
         assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+
+
+@pytest.mark.slow
+def test_recomputation_recasts_bf16_weight_copies_and_replays_bit_exactly() -> None:
+    """Under a budget the planner drops bf16 weight copies (a re-cast is cheap) and fp32
+    islands, and the plan replays bit-exactly."""
+    from roam_core.oracle.precision_bytes import weight_copies
+    from roam_core.runtime import execute_traced
+    from roam_core.zoo import build_zoo_step, trace_zoo
+
+    ts = trace_zoo("tiny_gpt", 4, 32, precision="bf16-mixed")
+    g = ts.graph
+    casts = {g.tensors[t].producer for t in weight_copies(g)}
+    base = rc.make_plan(g, rc.PlannerConfig(workers=1, time_limit_s=2))
+    plan = rc.make_plan(g, rc.PlannerConfig(workers=1, time_limit_s=2,
+                                            budget_bytes=int(base.arena_bytes * 0.75)))
+    assert plan.arena_bytes < base.arena_bytes
+    assert any(r.source in casts for r in plan.recompute)
+    step = build_zoo_step("tiny_gpt", 4, 32, device="meta")
+    report = execute_traced(ts, step.model, step.example_inputs, plan, loss_fn=step.loss_fn,
+                            optimizer=step.optimizer_factory)
+    assert report.max_abs_diff == 0.0

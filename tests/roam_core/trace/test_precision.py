@@ -61,9 +61,12 @@ def test_each_precision_is_recorded_and_sets_the_dtypes() -> None:
               for p in PRECISIONS}
     assert {p: g.origin["precision"] for p, g in graphs.items()} == {p: p for p in PRECISIONS}
     fp32 = _bytes(graphs["fp32"], TensorKind.PARAMETER)["float32"]
-    for p in ("fp32", "bf16-mixed", "fp16-mixed"):  # fp32 master weights and state
+    state = _bytes(graphs["fp32"], TensorKind.OPTIMIZER_STATE)
+    for p in ("fp32", "bf16-mixed", "fp16-mixed"):  # fp32 master weights and AdamW state
         assert _bytes(graphs[p], TensorKind.PARAMETER) == {"float32": fp32}
         assert _bytes(graphs[p], TensorKind.GRADIENT) == {"float32": fp32}
+        scaler = {"float32": 4, "int32": 4} if p == "fp16-mixed" else {}  # scale, tracker
+        assert _bytes(graphs[p], TensorKind.OPTIMIZER_STATE) == state + Counter(scaler)
     assert _bytes(graphs["bf16"], TensorKind.PARAMETER) == {"bfloat16": fp32 // 2}
     assert _bytes(graphs["bf16"], TensorKind.GRADIENT) == {"bfloat16": fp32 // 2}
     assert "bfloat16" in _bytes(graphs["bf16-mixed"], TensorKind.ACTIVATION)
