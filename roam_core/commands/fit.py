@@ -107,15 +107,15 @@ def fit_dict(model: str | ModelSource, memory: int, batch_sizes: list[int],
     by_seq: dict[str, dict[str, int | None]] = {}
     for t in sorted({r.seq_len for r in rows}, key=lambda x: x or 0):
         per = largest_fitting([r for r in rows if r.seq_len == t], memory)
-        by_seq[str(t)] = {m: (None if per.get(m) is None else per[m].batch_size)
+        by_seq[str(t)] = {m: (None if (r := per.get(m)) is None else r.batch_size)
                           for m in METHODS}
     return {"model": source.label, "precision": prec,
             "precision_default": precision is None,
             "attention": attention_note(attention or "sdpa"),
             "extra_time_estimate": EXTRA_TIME_ESTIMATE, "memory_bytes": memory,
             "configs": [_config_dict(r, memory) for r in rows],
-            "largest": {m: (None if best.get(m) is None else
-                            {"batch_size": best[m].batch_size, "seq_len": best[m].seq_len})
+            "largest": {m: (None if (r := best.get(m)) is None else
+                            {"batch_size": r.batch_size, "seq_len": r.seq_len})
                         for m in METHODS},
             "largest_by_seq_len": by_seq}
 

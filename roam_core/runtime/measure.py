@@ -46,6 +46,7 @@ from roam_core.trace.optimizers import OptimizerFactory, make_optimizer_factory
 from roam_core.trace.tracer import trace_fx
 
 if TYPE_CHECKING:
+    from roam_core.model.graph import OpId
     from roam_core.model.plan import Plan
     from roam_core.trace.traced_step import TracedStep
 
@@ -160,7 +161,7 @@ def measure_eager(st: StepState, loss_fn: Callable[[Any], torch.Tensor] | None, 
     return peaks
 
 
-def measure_planned(runner: ArenaRunner, traced: TracedStep, order: Sequence[str], steps: int,
+def measure_planned(runner: ArenaRunner, traced: TracedStep, order: Sequence[OpId], steps: int,
                     seed: int, snapshot_path: str | None = None) -> Peaks:
     """Peaks of ``steps`` planned replays after a warm-up replay (arena already loaded)."""
     run_planned_step(runner, traced, order, seed, load=None)  # warm-up
@@ -183,6 +184,7 @@ def _child(recipe: Recipe, which: str, plan_light: dict[str, Any], device: str, 
            seed: int, check_addresses: bool,
            snapshot_path: str | None) -> tuple[int | None, int | None, float]:
     """Runs in a fresh process: rebuild, re-trace, check the fingerprint, measure."""
+    rest: list[Any]  # the precision, when the recipe gives one
     model, inputs, loss_fn, optimizer, setting, kw, *rest = recipe()
     dev = torch.device(device)
     traced = trace_fx(model, inputs, loss_fn, optimizer, setting=setting, device=dev,

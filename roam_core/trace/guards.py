@@ -264,9 +264,9 @@ def explain(exc: BaseException, guard: DataDependentGuard | None) -> str | None:
         seen = seen.__cause__ or seen.__context__
     if guard is not None and guard.error_at is not None:
         op, module = guard.error_at
-        hint = OP_HINTS.get(str(getattr(op, "overloadpacket", op)))
-        if hint is not None:
-            return untraceable_message(op, module, f"{hint} ({type(exc).__name__}: {exc})")
+        way_out = OP_HINTS.get(str(getattr(op, "overloadpacket", op)))
+        if way_out is not None:
+            return untraceable_message(op, module, f"{way_out} ({type(exc).__name__}: {exc})")
     return None
 
 
@@ -286,7 +286,7 @@ def _tracer_root() -> Any:
     except ImportError:  # pragma: no cover
         return None
     mode = get_proxy_mode()
-    return None if mode is None else mode.tracer.root
+    return None if mode is None else mode.tracer.root  # type: ignore[union-attr]  # make_fx's
 
 
 @contextlib.contextmanager

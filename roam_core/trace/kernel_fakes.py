@@ -26,7 +26,7 @@ these were found.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch._prims_common import make_contiguous_strides_for
@@ -101,7 +101,7 @@ class KernelFakeMode(FakeTensorMode):
         dtypes = rule(args) if rule is not None else None
         if dtypes is None:
             return out
-        val = list(out)
+        val = list(cast(Sequence[Any], out))
         for i, want in enumerate(dtypes):
             old = val[i]
             if want is None or not isinstance(old, torch.Tensor):

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from roam_core.planner.config import PlannerConfig
 from roam_core.planner.whatfits import FitRow, fit_row
@@ -71,8 +72,8 @@ def fit_sweep(source: ModelSource, batch_sizes: Sequence[int],
     batches = sorted(set(batch_sizes))
     lengths = list(seq_lens) or [None]
     total = len(batches) * len(lengths)
-    kw = {"memory_bytes": memory_bytes, "precision": precision, "attention": attention,
-          "planner": cfg}
+    kw: dict[str, Any] = {"memory_bytes": memory_bytes, "precision": precision,
+                          "attention": attention, "planner": cfg}
     if executor is not None:
         futs = {(t, b): executor.submit(fit_config, source, b, t, **kw)
                 for t in lengths for b in batches}

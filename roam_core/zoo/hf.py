@@ -46,7 +46,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -184,6 +184,8 @@ class _HFStep(nn.Module):
     #: graph module paths and tensor names are those of the HF model
     roam_name_scope = "model"
 
+    model: nn.Module  # the Hugging Face model
+
     def __init__(self, model: nn.Module, task: str, attention: str) -> None:
         super().__init__()
         self.model, self.task, self.attention = model, task, attention
@@ -274,7 +276,8 @@ def build_hf_step(config: Any, batch_size: int, seq_len: int | None = None, *,
     dev = torch.device(device)
     inputs = _inputs(_shapes(model.config, task, batch_size, seq_len), dev, seed + 1)
     wrapped = _HFStep(model, task, attention)
-    return ZooStep(wrapped, tuple(inputs), _ce_zeros if task == "base" else None, factory)
+    loss_fn: Callable[[Any], torch.Tensor] | None = _ce_zeros if task == "base" else None
+    return ZooStep(wrapped, tuple(inputs), loss_fn, factory)
 
 
 def hf_step(config: Any, batch_size: int, seq_len: int | None = None, *,
@@ -345,7 +348,8 @@ def trace_hf(config: Any, batch_size: int, seq_len: int | None, *, head: str = "
     task = _task(head)
     step = build_hf_step(config, batch_size, seq_len, task=task, setting=setting,
                          optimizer=optimizer, attention=attention, **overrides)
-    cfg = step.model.model.config
+    wrapped: Any = step.model  # an _HFStep; its config is a PretrainedConfig (untyped here)
+    cfg = wrapped.model.config
     origin = hf_origin(cfg, task, batch_size, seq_len, setting=setting, optimizer=optimizer,
                        attention=attention, precision=precision, overrides=overrides)
     t = origin["seq_len"]

@@ -135,3 +135,36 @@ def test_recomputation_recasts_bf16_weight_copies_and_replays_bit_exactly() -> N
     report = execute_traced(ts, step.model, step.example_inputs, plan, loss_fn=step.loss_fn,
                             optimizer=step.optimizer_factory)
     assert report.max_abs_diff == 0.0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision", ["bf16-mixed", "bf16"])
+def test_planned_step_with_clipping_and_accumulation_in_reduced_precision(
+        precision: str) -> None:
+    """Precision and the loop's clipping and accumulation together: bit-equal to eager."""
+    from roam_core.runtime.compare_training import eager_call
+
+    torch.manual_seed(0)
+    model, example = NormNet(), list(_data())
+    eager = copy.deepcopy(model)
+    step = PlannedStep(model, None, optimizer="adamw", example_inputs=example,
+                       precision=precision, max_grad_norm=0.5, accumulation_steps=2,
+                       plan_cache=False)
+    resolve_precision(precision).cast_module(eager)
+    opt = torch.optim.AdamW(eager.parameters(), foreach=False, fused=False)
+    mixed = StepPrecision(precision, torch.device("cpu"))
+    for i, (x, y) in enumerate(_data(s) for s in range(4)):
+        planned = step(x, y)
+        loss = eager_call(eager, opt, None, [x, y], call=i, accumulation_steps=2,
+                          max_grad_norm=0.5, mixed=mixed)
+        torch.testing.assert_close(loss, planned, rtol=0, atol=0)
+    for (name, a), b in zip(eager.state_dict().items(), model.state_dict().values(),
+                            strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
+
+
+def test_fp16_mixed_with_clipping_or_accumulation_is_refused_clearly() -> None:
+    model, example = NormNet(), list(_data())
+    for kw in ({"max_grad_norm": 1.0}, {"accumulation_steps": 2}):
+        with pytest.raises(rc.TraceError, match="fp16-mixed.*not supported yet"):
+            rc.trace_training_step(model, example, precision="fp16-mixed", **kw)
