@@ -166,5 +166,5 @@ def test_planned_step_with_clipping_and_accumulation_in_reduced_precision(
 def test_fp16_mixed_with_clipping_or_accumulation_is_refused_clearly() -> None:
     model, example = NormNet(), list(_data())
     for kw in ({"max_grad_norm": 1.0}, {"accumulation_steps": 2}):
-        with pytest.raises(rc.TraceError, match="fp16-mixed.*not supported yet"):
+        with pytest.raises(rc.TraceError, match=r"fp16-mixed.*not supported yet"):
             rc.trace_training_step(model, example, precision="fp16-mixed", **kw)
