@@ -23,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add the ``execute`` sub-command."""
     p = subparsers.add_parser(
         "execute", help="run a plan in one arena and compare with eager PyTorch",
-        description="Rebuild the zoo model a graph was traced from, re-trace it on the device, "
+        description="Rebuild the zoo or Hugging Face model a graph was traced from (its "
+                    "origin), re-trace it on the device in its precision, "
                     "replay the plan's order with every tensor at its planned offset in one "
                     "arena, and compare loss, parameters and optimizer state with an eager "
                     "step. On CUDA, peak memory of both is measured in fresh processes.")
@@ -64,11 +65,11 @@ def _run(args: argparse.Namespace) -> int:
     graph = load_graph(args.graph)
     plan = load_plan(args.plan, graph=graph)
     require_valid(graph, plan)  # `roam check`'s rules: a plan it rejects never runs
-    if graph.origin.get("source") != "zoo":
+    if graph.origin.get("source") not in ("zoo", "hf"):
         raise ExecutorError(
             f"{args.graph} was traced from a custom model ({graph.origin.get('model', '?')}): "
-            "the CLI can only rebuild zoo models; use the Python API "
-            "roam_core.execute_plan(model, example_inputs, plan, ...)")
+            "the CLI can only rebuild zoo models and Hugging Face configs; use the Python "
+            "API roam_core.execute_plan(model, example_inputs, plan, ...)")
     if args.snapshot:
         from roam_core.formats.snapshot import save_plan_snapshot
 

@@ -88,6 +88,7 @@ def execute_plan(
     strict: bool = True,
     measure: str = "auto",
     recipe: Recipe | None = None,
+    precision: str = "fp32",
     **optimizer_kwargs: Any,
 ) -> ExecutionReport:
     """Run ``plan`` for ``model``'s training step in one arena and compare with eager.
@@ -116,8 +117,11 @@ def execute_plan(
         CUDA peak measurement: ``auto`` uses fresh processes when the recipe pickles.
     recipe : callable, optional
         Zero-argument picklable callable rebuilding ``(model, example_inputs, loss_fn,
-        optimizer, setting, optimizer_kwargs)`` in a child process (the CLI passes the zoo
-        builder); default: pickle the arguments.
+        optimizer, setting, optimizer_kwargs, precision)`` in a child process (the CLI
+        passes the zoo builder); default: pickle the arguments.
+    precision : {"fp32", "bf16-mixed", "bf16", "fp16-mixed"}
+        The step's precision, as traced (:mod:`roam_core.trace.precision`); the eager
+        reference runs the same (autocast, cast model and inputs, grad scaler).
 
     Returns
     -------
@@ -141,11 +145,11 @@ def execute_plan(
     if measure not in _MEASURE:
         raise ExecutorError(f"measure={measure!r}: choose one of {', '.join(_MEASURE)}")
     traced = trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting, device=dev,
-                      **optimizer_kwargs)
+                      precision=precision, **optimizer_kwargs)
     if measure == "auto" or (measure == "subprocess" and recipe is None):
         if dev.type == "cuda" and recipe is None:
             recipe = pickled_recipe(model, example_inputs, loss_fn, optimizer, setting,
-                                    optimizer_kwargs)
+                                    optimizer_kwargs, precision)
         measure = "subprocess" if recipe is not None else "in-process"
     return execute_traced(traced, model, example_inputs, plan, loss_fn=loss_fn,
                           optimizer=optimizer, device=dev, steps=steps,
@@ -300,7 +304,7 @@ def _planned_replay(traced: TracedStep, model: torch.nn.Module, example_inputs: 
     ``measured_steps``, the peaks of that many more replays (in this process)."""
     runner = ArenaRunner(traced.gm, traced.graph, traced.values, plan.offsets,
                          plan.arena_bytes, dev, check_addresses=check_addresses,
-                         rng=traced.rng)
+                         rng=traced.rng, amp=traced.amp)
     st = prepare_state(traced, model, example_inputs, factory, dev, seed=seed)
     loss, _ = run_planned_step(runner, traced, plan.order, seed, load=st)
     del st
