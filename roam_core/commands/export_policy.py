@@ -87,9 +87,10 @@ def _wrappable_from_origin(origin: Mapping[str, Any]) -> Callable[[str], bool] |
             from roam_core.runtime.origin import zoo_recipe
 
             return wrappable_modules(zoo_recipe(origin)[0])
+        from roam_core.model.frozen import thaw
         from roam_core.zoo.hf import hf_model_from_config
 
-        cfg = dict(origin["hf_config"])
+        cfg = thaw(origin["hf_config"])
         return wrappable_modules(hf_model_from_config(
             cfg.pop("model_type"), origin.get("head", "causal-lm"), **cfg))
     except Exception as e:  # a model this install cannot rebuild: guess from the graph

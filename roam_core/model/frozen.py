@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any, NoReturn, TypeVar
 
-__all__ = ["FrozenDict", "FrozenList", "freeze"]
+__all__ = ["FrozenDict", "FrozenList", "freeze", "thaw"]
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -94,4 +94,20 @@ def freeze(value: Any) -> Any:
         return FrozenList(freeze(v) for v in value)
     if type(value) is tuple:
         return tuple(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """A plain, changeable deep copy of ``value``'s dicts and lists (frozen or not): for
+    code outside roam that fills in what it is given, such as a Hugging Face config.
+
+    >>> thaw(freeze({"rope": {"theta": 1.0}}))["rope"].setdefault("type", "default")
+    'default'
+    """
+    if isinstance(value, dict):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [thaw(v) for v in value]
+    if type(value) is tuple:
+        return tuple(thaw(v) for v in value)
     return value

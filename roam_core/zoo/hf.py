@@ -54,6 +54,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from roam_core.base.errors import TraceError
+from roam_core.model.frozen import thaw
 from roam_core.trace.attention import check_attention, sdpa_backend
 from roam_core.zoo.steps import ZooStep
 
@@ -311,14 +312,15 @@ def hf_step_from_origin(origin: Mapping[str, Any], device: str | torch.device = 
                         seed: int = 0) -> ZooStep:
     """Rebuild the step an HF graph was traced from (its ``origin``)."""
     try:
-        cfg, task, b = origin["hf_config"], origin["task"], int(origin["batch_size"])
+        # a graph's origin is frozen; transformers fills in the config it is given
+        cfg, task, b = thaw(origin["hf_config"]), origin["task"], int(origin["batch_size"])
     except (KeyError, TypeError, ValueError) as e:
         raise TraceError(f"graph origin lacks the Hugging Face settings: {e}") from e
     return build_hf_step(cfg, b, origin.get("seq_len"), task=task,
                          setting=origin.get("setting", "steady"),
                          optimizer=origin.get("optimizer"),
                          attention=origin.get("attention", "sdpa"), device=device, seed=seed,
-                         **dict(origin.get("hf_overrides") or {}))
+                         **thaw(dict(origin.get("hf_overrides") or {})))
 
 
 def hf_batches(step: ZooStep, steps: int, seed: int) -> list[list[torch.Tensor]]:
