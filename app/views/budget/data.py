@@ -16,7 +16,7 @@ from typing import Any
 from app.analysis.settings import PlanSettings
 from app.core import state
 from app.core.formatting import fmt_bytes
-from app.views.budget.model import FrontierRecord, method_label
+from app.views.budget.model import OWN_SEARCH, FrontierRecord, method_label
 from roam_core.base.cancel import CancelFlag
 from roam_core.model.graph import Graph, TensorId
 from roam_core.model.plan import Plan
@@ -134,6 +134,8 @@ def frontier_rows(record: FrontierRecord) -> list[dict[str, Any]]:
              "recomputed_ops": p["recomputed_ops"],
              "moved": fmt_bytes(p.get("extra_bytes_moved") or 0),
              "kept": "" if p["method"] != "roam" or p.get("kept") in (None, "roam") else
-             f"from {method_label(p['kept'])}",
+             ("started from " if p["kept"].removesuffix(", fewest FLOPs") not in OWN_SEARCH
+              else "") + method_label(p["kept"])
+             + (" (fewest FLOPs)" if p["kept"].endswith(", fewest FLOPs") else ""),
              "plan_key": p["plan_key"]} for p in pts]
 

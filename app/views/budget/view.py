@@ -67,7 +67,7 @@ def body() -> list[Component]:
     cols = [{"name": n, "id": i} for n, i in (
         ("method", "method"), ("budget", "budget"), ("peak", "peak"),
         ("extra FLOPs %", "extra_pct"), ("re-runs", "recomputed_ops"),
-        ("re-run bytes moved", "moved"), ("roam's pick", "kept"))]
+        ("re-run bytes moved", "moved"), ("where roam's drop set came from", "kept"))]
     return [
         html.Details([html.Summary("How to read this"), html.Div(
             "Each point is a plan of this graph: its peak (y) and the FLOPs its recomputation "

@@ -73,7 +73,7 @@ def _curves(graph_key: str, plan_key: str | None, base: str,
         a.curve, b.curve, arena_bytes=a.plan.arena_bytes,
         lower_bound_bytes=a.plan.lower_bound_bytes, after_label=after_label,
         before_label=b.label, x_range=x_range, step=step, extra_curves=extra,
-        peak_notes=notes)
+        peak_notes=notes, title="")  # the summary's headline says it
 
 
 def _peak_note(graph: Graph, view: LayoutView, curve: np.ndarray) -> str:

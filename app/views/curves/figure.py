@@ -83,7 +83,7 @@ def memory_curves_figure(
     drawn in its colour, and a click on it is about that order.
 
     Both peaks get a marker; their labels (value, step, ``peak_notes[label]``: the largest
-    contributors) sit above the plot, one per side, in the curve's colour, so they never
+    contributors) sit above the plot, one line each, in the curve's colour, so they never
     cover a curve or each other.  The arena size and the lower bound are horizontal lines;
     the y axis uses binary units.  ``step`` draws a marker line.  Curves longer than
     ``max_points`` keep every step inside ``x_range`` up to that budget and the min and max
@@ -123,7 +123,7 @@ def memory_curves_figure(
         if i < (2 if before is not None else 1):
             note = (peak_notes or {}).get(name, "")
             labels.append((f"<b>{name}: peak {fmt_bytes(c[k])}</b> @ step {k}"
-                           + (f"<br>{note}" if note else ""), color))
+                           + (f" · {note}" if note else ""), color))
     for label, val, dash in (("arena", arena_bytes, "dash"),
                              ("lower bound", lower_bound_bytes, "dot")):
         if val:
@@ -138,14 +138,14 @@ def memory_curves_figure(
     _peak_labels(fig, labels)
     if step is not None:
         fig.add_vline(x=step + 0.5, line={"color": "#999", "width": 1, "dash": "dot"})
-    two_lines = any("<br>" in t for t, _ in labels)
+    top_px = 16 * len(labels) + (30 if title else 10)
     fig.update_layout(title={"text": title or "", "font": {"size": 14}, "x": 0.01, "y": 0.99,
                              "yanchor": "top"},
                       xaxis_title="step", yaxis_title=f"memory ({unit})", dragmode="zoom",
                       yaxis_rangemode="tozero", uirevision="curves",
                       legend={"orientation": "h", "y": -0.2, "yanchor": "top", "x": 0,
                               "xanchor": "left"},
-                      margin={"t": 96 if two_lines else 70, "b": 80})
+                      margin={"t": top_px, "b": 80})
     fig.update_yaxes(range=[0, top / div * 1.05])
     step_axis(fig, n)
     apply_range(fig, x_range)
@@ -153,8 +153,9 @@ def memory_curves_figure(
 
 
 def _peak_labels(fig: go.Figure, labels: Sequence[tuple[str, str]]) -> None:
-    """The peak labels above the plot: the first on the left, the second on the right."""
-    for (text, color), (x, anchor) in zip(labels, ((0.0, "left"), (1.0, "right"))):
-        fig.add_annotation(text=text, xref="paper", yref="paper", x=x, y=1.0, xanchor=anchor,
-                           yanchor="bottom", align=anchor, showarrow=False,
-                           font={"size": 11, "color": color}, yshift=4)
+    """The peak labels above the plot, one line each (the first on top), left-aligned."""
+    for i, (text, color) in enumerate(labels):
+        fig.add_annotation(text=text, xref="paper", yref="paper", x=0.0, y=1.0, xanchor="left",
+                           yanchor="bottom", align="left", showarrow=False,
+                           font={"size": 11, "color": color},
+                           yshift=4 + 16 * (len(labels) - 1 - i))

@@ -105,15 +105,16 @@ def summary_table(plan: Plan, before_peak_bytes: int, before_label: str,
     is eager already: its peak is not repeated)."""
     saved = before_peak_bytes - plan.planned_peak_bytes
     pct = 100.0 * saved / before_peak_bytes if before_peak_bytes else 0.0
+    short = before_label.split(" (")[0]  # "eager (program order)" -> "eager"
     rows = [
-        (f"{before_label} peak (allocated)", fmt_bytes(before_peak_bytes)),
-        (f"{before_label} reserved (caching allocator)", fmt_bytes(reserved_bytes)),
+        (f"{short} peak (allocated)", fmt_bytes(before_peak_bytes)),
+        (f"{short} reserved (caching allocator)", fmt_bytes(reserved_bytes)),
         *([("eager peak (allocated)", fmt_bytes(plan.baseline_peak_bytes))]
           if show_eager else []),
         (f"planned peak ({plan.method})", fmt_bytes(plan.planned_peak_bytes)),
         ("saving", f"{fmt_bytes(saved)} ({pct:.1f} %)"),
-        ("arena", f"{fmt_bytes(plan.arena_bytes)} ({100 * plan.fragmentation:.2f} % above the "
-                  "planned peak: the layout's waste)"),
+        ("arena", f"{fmt_bytes(plan.arena_bytes)} (+{100 * plan.fragmentation:.2f} % over the "
+                  "peak: layout waste)"),
         ("lower bound", bound_text(plan)),
         ("planning time", f"{plan.solve_seconds:.2f} s"),
     ]

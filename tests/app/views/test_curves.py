@@ -22,9 +22,9 @@ def test_curves_annotate_both_peaks_and_lines() -> None:
     labels = [a for a in fig.layout.annotations if a.yref == "paper" and a.y == 1.0]
     assert [a.text for a in labels] == ["<b>eager: peak 5.00 MiB</b> @ step 1",
                                         "<b>planned: peak 4.00 MiB</b> @ step 2"]
-    # above the plot, one per side: they cover neither a curve nor each other
-    assert [(a.x, a.xanchor, a.yanchor) for a in labels] == [(0.0, "left", "bottom"),
-                                                             (1.0, "right", "bottom")]
+    # above the plot, one line each: they cover neither a curve nor each other
+    assert [(a.x, a.xanchor, a.yanchor, a.yshift) for a in labels] == [
+        (0.0, "left", "bottom", 20), (0.0, "left", "bottom", 4)]
     # a click on a curve says whose order it is about
     assert {t.name: t.text for t in fig.data if t.mode == "lines" and t.name in
             ("eager", "planned")} == {"eager": "before", "planned": "after"}
