@@ -23,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "zoo model with fake tensors (no real memory) and save the graph.")
     p.add_argument("model", help="zoo model name, e.g. gpt2, gpt2-xl, mobilenet_v2, "
                                  "roberta-base, mlp, tiny_gpt")
-    p.add_argument("--batch-size", "-b", type=int, required=True, help="samples per step")
+    p.add_argument("--batch-size", "-b", type=int, default=1,
+                   help="samples per step (default 1)")
     p.add_argument("--seq-len", "-t", type=int, default=None,
                    help="tokens per sample (token models; default per model)")
     p.add_argument("--setting", choices=("steady", "roam"), default="steady",

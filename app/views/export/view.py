@@ -66,18 +66,20 @@ def on_export(_j: int | None, _c: int | None, _h: int | None, _p: int | None,
 
 
 def on_plan_upload(upload: UploadRef | None, graph: GraphRef | None
-                   ) -> tuple[JobResult | dash.NoUpdate, str]:
+                   ) -> tuple[JobResult | dash.NoUpdate, str, str | dash.NoUpdate]:
     """Import a plan file (streamed to the server, :mod:`app.views.uploads`): fingerprint
-    and validator checks before it is shown."""
+    and validator checks before it is shown; the Plan card's status then says which plan
+    the views show."""
     if not graph:
         raise PreventUpdate
     token, filename = upload_ref(upload)
     try:
         key = import_plan(read_upload(token), filename, graph["key"])
     except RoamError as e:
-        return dash.no_update, f"Import failed: {e}"
+        return dash.no_update, f"Import failed: {e}", dash.no_update
     msg = f"imported {filename}: valid for this graph"
-    return {"key": key, "graph": graph["key"]}, msg
+    return ({"key": key, "graph": graph["key"]}, msg,
+            f"showing the imported plan {filename} (key {key[:10]})")
 
 
 def register(app: dash.Dash, config: AppConfig) -> None:
@@ -90,6 +92,7 @@ def register(app: dash.Dash, config: AppConfig) -> None:
                  prevent_initial_call=True)(on_export)
     register_upload(app, "plan", config.max_upload_bytes)
     app.callback(Output(ids.IMPORT_RESULT, "data"), Output(ids.IMPORT_STATUS, "children"),
+                 Output(ids.PLAN_STATUS, "children", allow_duplicate=True),
                  Input(result_id(ids.PLAN_UPLOAD), "data"), State(ids.GRAPH_KEY, "data"),
                  prevent_initial_call=True)(on_plan_upload)
 

@@ -30,10 +30,13 @@ def test_export_and_import(planned: dict[str, Any]) -> None:
                        "eager", "curves")
     assert msg.startswith("exported")
     assert payload["filename"].endswith(".plan.json")
-    data, msg = export_view.on_plan_upload(uploaded(payload["content"].encode(), "p.json"), g)
+    data, msg, status = export_view.on_plan_upload(uploaded(payload["content"].encode(),
+                                                            "p.json"), g)
     assert data["graph"] == g["key"]
     assert "valid for this graph" in msg
-    data, msg = export_view.on_plan_upload(uploaded(b"garbage", "g.json"), g)
+    assert status.startswith("showing the imported plan p.json")  # no stale "planned with"
+    data, msg, status = export_view.on_plan_upload(uploaded(b"garbage", "g.json"), g)
+    assert status is dash.no_update
     assert data is dash.no_update
     assert msg.startswith("Import failed: g.json:")
     _, msg = run(export_view.on_export, ids.EXPORT_CSV, 1, None, 1, None, None, g, None,

@@ -40,7 +40,7 @@ def test_snapshot_overlay_segments_and_fragmentation(cache_dir: Path) -> None:
     curves, segs, summary = snapshot_view.render_snapshot(data, {"key": gk}, pk, "eager")
     names = [t.name for t in curves.data]
     assert names[:2] == ["simulated: eager (program order)", "simulated: planned (roam)"]
-    measured = curves.data[names.index("measured allocated")]
+    measured = curves.data[names.index("exported allocated")]  # roam wrote it: not measured
     div, unit = formatting.byte_unit(plan.arena_bytes + (2 << 20))  # the top: measured reserved
     assert curves.layout.yaxis.title.text == unit
     assert max(measured.y) * div == pytest.approx(plan.planned_peak_bytes)
