@@ -15,7 +15,7 @@ from app.core.formatting import byte_unit, fmt_bytes
 from app.figures.axes import apply_range, step_axis
 from app.figures.style import BASE_LAYOUT
 
-__all__ = ["AFTER_COLOR", "BEFORE_COLOR", "decimate", "memory_curves_figure"]
+__all__ = ["AFTER_COLOR", "BEFORE_COLOR", "SIDES", "decimate", "memory_curves_figure"]
 
 
 def decimate(curve: np.ndarray, max_points: int,
@@ -64,8 +64,10 @@ def _envelope(curve: np.ndarray, lo: int, hi: int, points: int) -> np.ndarray:
 #: Colours of the "before" order and of the plan (a module's bytes use lighter ones).
 BEFORE_COLOR, AFTER_COLOR = "#4c72b0", "#c44e52"
 #: A curve: ``(name, bytes per step, colour, side)``; ``side`` ("before" / "after") says
-#: whose order a click on it is about (it is the trace's ``text``, sent with the click).
+#: whose order a click on it is about (its index in :data:`SIDES` is every point's
+#: ``customdata``, which the click sends).
 Curve = tuple[str, np.ndarray, str, str]
+SIDES = ("before", "after")
 
 
 def memory_curves_figure(
@@ -112,12 +114,14 @@ def memory_curves_figure(
         ys = c[xs] / div
         # one point at the end of the last step, so the "hv" line covers [s, s + 1)
         xs, ys = np.append(xs, len(c)), np.append(ys, ys[-1])
-        fig.add_trace(go.Scatter(  # text: which order a click on this curve is about
-            x=xs.astype(np.int32), y=ys.astype(np.float32), name=name, text=side,
+        code = SIDES.index(side)
+        fig.add_trace(go.Scatter(  # customdata: whose order a click on this curve is about
+            x=xs.astype(np.int32), y=ys.astype(np.float32), name=name,
+            customdata=np.full(len(xs), code, np.uint8),
             mode="lines", line={"color": color, "shape": "hv"},
             hovertemplate=f"{name}<br>step %{{x}}<br>%{{y:.3f}} {unit}<extra></extra>"))
         fig.add_trace(go.Scatter(
-            x=[k + 0.5], y=[c[k] / div], mode="markers", showlegend=False, text=side,
+            x=[k + 0.5], y=[c[k] / div], mode="markers", showlegend=False, customdata=[code],
             marker={"color": color, "size": 9, "symbol": "diamond"},
             hovertemplate=f"{name}: peak {fmt_bytes(c[k])} @ step {k}<extra></extra>"))
         if i < (2 if before is not None else 1):

@@ -15,6 +15,7 @@ from app.core.config import AppConfig
 from app.core.store_types import FigureJSON, GraphRef, PlotlyEvent, Selection, StepRef
 from app.views.components import card, fixed_graph, how_to_read
 from app.views.curves.data import curves_dict
+from app.views.curves.figure import SIDES
 from app.views.lazy import store
 from app.views.spec import PageDefaults, View
 
@@ -43,7 +44,7 @@ def on_step(click: PlotlyEvent | None, plan: str | None) -> StepRef | None:
     if not click:
         raise PreventUpdate
     point = click["points"][0]
-    side = "before" if point.get("text") == "before" else "after"
+    side = "before" if point.get("customdata") == SIDES.index("before") else "after"
     return {"step": math.floor(point["x"]), "side": side}  # step s spans [s, s + 1)
 
 

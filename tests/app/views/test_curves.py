@@ -26,8 +26,9 @@ def test_curves_annotate_both_peaks_and_lines() -> None:
     assert [(a.x, a.xanchor, a.yanchor, a.yshift) for a in labels] == [
         (0.0, "left", "bottom", 20), (0.0, "left", "bottom", 4)]
     # a click on a curve says whose order it is about
-    assert {t.name: t.text for t in fig.data if t.mode == "lines" and t.name in
-            ("eager", "planned")} == {"eager": "before", "planned": "after"}
+    assert {t.name: curves_figure.SIDES[t.customdata[0]] for t in fig.data
+            if t.mode == "lines" and t.name in ("eager", "planned")} == {"eager": "before",
+                                                                         "planned": "after"}
     names = [t.name for t in fig.data]
     assert {"eager", "planned", "arena", "lower bound"} <= set(names)
     assert fig.layout.yaxis.title.text == "memory (MiB)"
@@ -84,4 +85,4 @@ def test_an_unplanned_curve_is_the_before_orders() -> None:
     line = fig.data[0]
     assert line.name == "eager (program order)"
     assert line.line.color == curves_figure.BEFORE_COLOR
-    assert line.text == "before"
+    assert curves_figure.SIDES[line.customdata[0]] == "before"

@@ -47,7 +47,7 @@ def test_on_select_and_step(planned: dict[str, Any]) -> None:
         "kind": "op", "id": "mm"}
     assert run(curves_view.on_step, ids.CURVES, click, click, None) == {"step": 3,
                                                                        "side": "after"}
-    before = {"points": [{"text": "before", "x": 7.5}]}  # the compared order's curve
+    before = {"points": [{"customdata": 0, "x": 7.5}]}  # the compared order's curve
     assert run(curves_view.on_step, ids.CURVES, before, before, "p") == {"step": 7,
                                                                          "side": "before"}
     assert run(curves_view.on_step, ids.PLAN_KEY, "p", None, "p") is None
