@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 KEY = "test-double:slow-planner"
+FRONTIER_KEY = "test-double:slow-frontier"
 HOOK = "tests.app.job_hook"
 
 
@@ -32,10 +33,48 @@ def slow_planner(delay_s: float, then_real: bool) -> Iterator[None]:
         state.put_json(KEY, None)
 
 
+@contextlib.contextmanager
+def slow_frontier(delay_s: float) -> Iterator[None]:
+    """While inside, the frontier job waits ``delay_s`` before each of its plans (time for a
+    test to press Cancel between plans)."""
+    from app.core import state
+
+    state.put_json(FRONTIER_KEY, {"delay_s": delay_s})
+    try:
+        yield
+    finally:
+        state.put_json(FRONTIER_KEY, None)
+
+
+def _install_slow_frontier() -> None:
+    """Wrap ``recompute_frontier`` so that, when asked, each plan starts ``delay_s`` late."""
+    from roam_core.planner import budget_frontier
+
+    real = budget_frontier.recompute_frontier
+    if getattr(real, "_roam_double", False):
+        return
+
+    def slow(graph: Any, config: Any, **kw: Any) -> Any:
+        from app.core import state
+
+        ask = state.get_json(FRONTIER_KEY)
+        on_plan = kw.get("on_plan")
+        if ask and on_plan is not None:
+            def late(g: Any) -> None:
+                on_plan(g)
+                time.sleep(ask["delay_s"])
+            kw["on_plan"] = late
+        return real(graph, config, **kw)
+
+    slow._roam_double = True  # type: ignore[attr-defined]
+    budget_frontier.recompute_frontier = slow
+
+
 def install() -> None:
-    """Wrap ``app.analysis.planner.run_planner`` in this (job) process."""
+    """Wrap ``app.analysis.planner.run_planner`` (and the frontier) in this (job) process."""
     from app.analysis import planner
 
+    _install_slow_frontier()
     real = planner.run_planner
     if getattr(real, "_roam_double", False):
         return
