@@ -9,7 +9,7 @@ import numpy as np
 from app.analysis.layout_view import LayoutView
 from app.analysis.modules import tensor_module_label
 from app.core.formatting import byte_unit
-from roam_core.model.graph import Graph
+from roam_core.model.graph import Graph, TensorId
 
 __all__ = ["op_words", "peak_contributors", "peak_modules", "peak_note", "peak_tensors",
            "short_bytes", "tensor_label"]
@@ -56,7 +56,7 @@ def tensor_label(graph: Graph, tensor_id: str) -> str:
     >>> tensor_label(tiny_train_step(), "relu")
     'relu output (relu)'
     """
-    t = graph.tensors.get(tensor_id)
+    t = graph.tensors.get(TensorId(tensor_id))
     if t is None:
         return tensor_id
     if t.name:

@@ -12,7 +12,7 @@ import os
 import re
 import uuid
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO
 
 from app.core.formatting import fmt_bytes
 from app.core.state import cache_dir
@@ -36,7 +36,7 @@ def upload_dir() -> Path:
     return d
 
 
-def save_upload(stream: BinaryIO, max_bytes: int, name: str = "file") -> str:
+def save_upload(stream: IO[bytes], max_bytes: int, name: str = "file") -> str:
     """Copy ``stream`` to disk, refusing more than ``max_bytes``; returns its token.
 
     Raises

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import urllib.parse
 from collections.abc import Sequence
+from typing import Any
 
 import dash
 import flask
@@ -48,12 +49,12 @@ def upload_zone(zone_id: str, kind: str, max_bytes: int, status_id: str,
     uploading n %); the upload's token goes to :func:`result_id` ``(zone_id)``.
     """
     # the file input is added by upload.js (Dash has no file input component)
+    data: dict[str, Any] = {  # data-* attributes: Dash's Div takes them as keywords
+        "data-url": ROUTE.replace("<kind>", kind), "data-max-bytes": str(max_bytes),
+        "data-status": status_id, "data-result": result_id(zone_id), "data-accept": accept}
     return html.Div(
         list(text), id=zone_id, className="upload roam-upload", role="button", tabIndex="0",
-        title=f"at most {fmt_bytes(max_bytes)}",
-        **{"data-url": ROUTE.replace("<kind>", kind), "data-max-bytes": str(max_bytes),
-           "data-status": status_id, "data-result": result_id(zone_id),
-           "data-accept": accept})
+        title=f"at most {fmt_bytes(max_bytes)}", **data)
 
 
 def upload_store(zone_id: str) -> dcc.Store:

@@ -206,10 +206,10 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *,
                 continue
             todo.append((name, drop))
     todo += list((extra_baselines or {}).items())
-    for name, drop in todo:
+    for name, seed_drop in todo:
         if _stopped(stop, fr):
             break
-        fr.add_baseline(name, drop)
+        fr.add_baseline(name, seed_drop)
     if not _stopped(stop, fr):
         for b in fr.budgets(budgets, config.alignment_bytes):
             if _stopped(stop, fr):
