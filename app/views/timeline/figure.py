@@ -30,7 +30,7 @@ def timeline_figure(
     before_label: str = "before", after_label: str = "roam", planned: bool = True,
 ) -> go.Figure:
     """Operators by step, one row for the planned order (top) and one for ``before_order``
-    (bottom), coloured by phase; hover shows the op, its source line, its module and the
+    (bottom), coloured by phase; hover shows the op, its module and the
     bytes allocated/freed.  With ``planned=False`` the one row, ``after_order``, is the
     compared order's (labelled ``before``).
 
