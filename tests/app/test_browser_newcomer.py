@@ -18,7 +18,7 @@ from roam_core.formats import plan_io
 from roam_core.formats.graph_io import load_graph
 from roam_core.model.samples import chain3, diamond
 from tests.app import test_browser as _tb
-from tests.app.job_doubles import slow_frontier, slow_planner
+from tests.app.job_doubles import slow_fit, slow_frontier, slow_planner
 from tests.app.test_browser import _load, _sample, _upload, _views_rendered
 
 pytestmark = pytest.mark.browser
@@ -333,16 +333,16 @@ def test_8_what_fits_remembers_earlier_sweeps_and_cancel_keeps_rows(page_factory
     sweep("1")
     expect(page.locator("#fit-status")).to_contain_text("swept mlp: 1 configurations",
                                                         timeout=120_000)
-    sweep("2 3 4 5 6 7 8")
-    expect(page.locator("#fit-progress-text")).to_contain_text("1/7", timeout=120_000)
-    page.click("#fit-cancel-btn")
-    expect(page.locator("#fit-status")).to_contain_text("cancelled:", timeout=120_000)
-    page.wait_for_function("""() => {
-        const gd = document.querySelector('#fit-graph .js-plotly-plot');
-        return gd && gd._fullData && gd._fullData[0] && gd._fullData[0].x.length > 1; }""",
-                           timeout=T)
-    xs = page.evaluate("""() => Array.from(document.querySelector('#fit-graph .js-plotly-plot')
-        ._fullData[0].x)""")
+    with slow_fit(3.0):
+        sweep("2 3 4 5 6 7 8")
+        expect(page.locator("#fit-progress-text")).to_contain_text("1/7", timeout=120_000)
+        page.click("#fit-cancel-btn")
+        expect(page.locator("#fit-status")).to_contain_text("cancelled:", timeout=120_000)
+    expect(page.locator("#fit-answer")).not_to_contain_text("(of the 1 configurations",
+                                                            timeout=T)
+    xs = page.evaluate("""() => { const gd = document.querySelector('#fit-graph');
+        const p = gd.matches(".js-plotly-plot") ? gd : gd.querySelector(".js-plotly-plot");
+        return Array.from(p._fullData[0].x); }""")
     assert 1 in xs, xs  # batch 1 from the first sweep is kept
     assert 2 in xs, xs
     assert len(xs) < 8, xs
@@ -372,3 +372,42 @@ def test_9_small_ones(page_factory: Any, tmp_path: Path) -> None:
     expect(page.locator("#plan-status")).to_contain_text(
         "showing the imported plan chain3.plan.json", timeout=T)
 
+
+
+def test_use_this_plan_shows_code_and_the_command_lines(page_factory: Any) -> None:
+    """The card under the views names the plan file, PlannedStep and the roam commands."""
+    page = page_factory()
+    _views_rendered(page)
+    page.locator("#use-plan-card").scroll_into_view_if_needed()
+    page.click("#use-plan-card-open")
+    expect(page.locator("#use-plan-python")).to_contain_text("rc.PlannedStep(model, plan",
+                                                             timeout=T)
+    expect(page.locator("#use-plan-cli")).to_contain_text("roam plan ")
+
+
+def test_a_link_reopens_the_same_view(page_factory: Any, tmp_path: Path) -> None:
+    """The address names graph, plan, zoom and selection; opening it shows them again."""
+    page = page_factory()
+    _views_rendered(page)
+    assert "graph=" not in page.url  # the start-up view's address is the bare one
+    _load(page, tmp_path, load_graph(_sample("tiny_gpt-b2-t32-steady.json.gz")))
+    expect(page.locator("#summary-card")).to_contain_text("tiny_gpt", timeout=T)
+    page.wait_for_function("() => location.search.includes('plan=')", timeout=T)
+    graph_key = re.search(r"graph=([^&]+)", page.url).group(1)
+    op = load_graph(_sample("tiny_gpt-b2-t32-steady.json.gz")).ops[5].id
+    link = f"{page.url}&x0=10&x1=60&sel=op:{op}"
+    again = page_factory()
+    again.goto(link)
+    expect(again.locator("#summary-card")).to_contain_text("tiny_gpt", timeout=T)
+    expect(again.locator("#load-status")).to_contain_text("from the link")
+    again.wait_for_function("""() => {
+        const gd = document.querySelector('#curves-graph .js-plotly-plot');
+        return gd && gd._fullLayout && gd._fullLayout.xaxis.range[0] === 10
+               && gd._fullLayout.xaxis.range[1] === 60; }""", timeout=T)
+    expect(again.locator("#explain-panel")).to_contain_text(op, timeout=T)
+    assert f"graph={graph_key}" in again.url
+    # a key this server does not have opens the default graph and says why
+    gone = page_factory()
+    gone.goto(link.replace(graph_key, "g-" + "0" * 64))
+    expect(gone.locator("#load-status")).to_contain_text("no longer on this server",
+                                                         timeout=T)

@@ -54,12 +54,19 @@ class Sweep:
     total: int = 0
 
 
+def _plain(settings: PlanSettings) -> dict[str, Any]:
+    """The settings with every number a float: they come back from the browser as
+    JavaScript numbers (``512.0`` returns as ``512``), and must name the same rows."""
+    return {k: float(v) if isinstance(v, int | float) and not isinstance(v, bool) else v
+            for k, v in settings.as_dict().items()}
+
+
 def _settings_blob(model: str, settings: PlanSettings) -> str:
-    return json.dumps([model, "steady", "adamw", settings.as_dict()], sort_keys=True)
+    return json.dumps([model, "steady", "adamw", _plain(settings)], sort_keys=True)
 
 
 def _row_key(model: str, b: int, t: int | None, settings: PlanSettings) -> str:
-    blob = json.dumps([model, b, t, "steady", "adamw", settings.as_dict()], sort_keys=True)
+    blob = json.dumps([model, b, t, "steady", "adamw", _plain(settings)], sort_keys=True)
     return "fit-" + hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
@@ -89,12 +96,16 @@ def sweep_rows(result: Mapping[str, Any] | None) -> list[FitRow]:
     included); the last sweep's own rows when its settings are not recorded."""
     if not result:
         return []
+    own = [FitRow.from_dict(d) for d in result.get("rows") or []]
+    known: list[FitRow] = []
     if result.get("model") and result.get("settings"):
         try:
-            return known_rows(result["model"], PlanSettings(**result["settings"]))
+            known = known_rows(result["model"], PlanSettings(**result["settings"]))
         except TypeError:  # settings of another version of the app
             pass
-    return [FitRow.from_dict(d) for d in result.get("rows") or []]
+    # the sweep's own rows always count (a row is one batch size and sequence length)
+    rows = {(r.seq_len or 0, r.batch_size): r for r in [*known, *own]}
+    return [rows[k] for k in sorted(rows)]
 
 
 def sweep(model: str, batch_sizes: Sequence[int], seq_lens: Sequence[int | None],

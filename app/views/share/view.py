@@ -58,10 +58,11 @@ def restored(defaults: PageDefaults) -> tuple[PageDefaults, UrlState]:
 
 
 def register(app: dash.Dash, config: AppConfig) -> None:
-    """Every change of graph, plan, zoom or selection rewrites the address."""
+    """Every change of graph, plan, zoom or selection rewrites the address (not the page
+    load: an address without a query is the start-up view, one with a query stays as is)."""
     app.callback(Output(URL, "search"), Input(ids.GRAPH_KEY, "data"),
                  Input(ids.PLAN_KEY, "data"), Input(ids.VIEW_RANGE, "data"),
-                 Input(ids.SELECTION, "data"))(url_search)
+                 Input(ids.SELECTION, "data"), prevent_initial_call=True)(url_search)
 
 
 def _components(_: PageDefaults) -> list[Component]:

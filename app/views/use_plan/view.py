@@ -11,13 +11,15 @@ from dash.exceptions import PreventUpdate
 from app.core import ids
 from app.core.config import AppConfig
 from app.core.store_types import GraphRef
-from app.views.components import card, how_to_read
+from app.views import lazy
+from app.views.components import how_to_read
 from app.views.spec import PageDefaults, View
 from app.views.use_plan.data import use_plan_for
 
 __all__ = ["BODY", "VIEW", "render_use_plan"]
 
-#: The card's body (the code, the commands, the notes).
+#: The card (drawn when opened: nothing of it runs on page load) and its body.
+CARD = "use-plan-card"
 BODY = "use-plan-body"
 HOW_TO_READ = ("Python: load the plan file (Export / import > Plan JSON) and train with "
                "PlannedStep in your loop. Shell: the lines that trace the graph and make this "
@@ -39,15 +41,20 @@ def render_use_plan(graph: GraphRef | None, plan: str | None) -> list[Component]
             *[html.Div(n, className="muted") for n in use.notes]]
 
 
+def _body() -> list[Component]:
+    return [how_to_read("use-plan", HOW_TO_READ), html.Div(id=BODY)]
+
+
 def register(app: dash.Dash, config: AppConfig) -> None:
-    """The card's callback."""
+    """The card's callbacks (its body's fires when the card is opened)."""
+    lazy.register_lazy(app, CARD, _body)
     app.callback(Output(BODY, "children"), Input(ids.GRAPH_KEY, "data"),
                  Input(ids.PLAN_KEY, "data"))(render_use_plan)
 
 
 def _components(_: PageDefaults) -> list[Component]:
-    return [card("Use this plan", how_to_read("use-plan", HOW_TO_READ),
-                 html.Div(id=BODY), id_="use-plan-card")]
+    return [lazy.lazy_card(CARD, "Use this plan",
+                           "the code to train with this plan, and the commands that make it")]
 
 
 VIEW = View("use_plan", "main", _components, register)

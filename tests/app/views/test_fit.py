@@ -95,6 +95,20 @@ def test_fit_answer_remembers_earlier_sweeps_and_cancel_keeps_rows(
 @pytest.mark.slow
 def test_fit_sweep_traces_a_zoo_model(cache_dir: Path) -> None:
     pytest.importorskip("torch")
-    rows = fit_data.sweep("mlp", [1, 4], [None], S)
+    rows = fit_data.sweep("mlp", [1, 4], [None], S).rows
     assert [r.graph_name for r in rows] == ["mlp-b1-steady", "mlp-b4-steady"]
     assert all(r.peak_bytes["roam"] < r.peak_bytes["eager_reserved"] for r in rows)
+
+
+def test_rows_are_found_with_settings_back_from_the_browser(cache_dir: Any) -> None:
+    """Settings return from the page as JavaScript numbers (512.0 -> 512): the same rows."""
+    from roam_core.planner.whatfits import FitRow
+
+    s = PlanSettings(time_limit_s=2.0, alignment_bytes=512)
+    row = FitRow(batch_size=3, seq_len=None, graph_name="mlp-b3", peak_bytes={})
+    key = fit_data._row_key("mlp", 3, None, s)
+    fit_data.state.put_json(key, row.to_dict())
+    fit_data._remember("mlp", s, key)
+    back = {**s.as_dict(), "time_limit_s": 2, "alignment_bytes": 512.0}
+    assert [r.batch_size for r in fit_data.sweep_rows(
+        {"model": "mlp", "settings": back, "rows": []})] == [3]
