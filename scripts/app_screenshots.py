@@ -26,12 +26,16 @@ T = 120_000  # ms
 
 
 def _serve(cache_dir: str) -> tuple[str, Any]:
-    from werkzeug.serving import make_server
+    from werkzeug.serving import WSGIRequestHandler, make_server
 
     from app import create_app
 
     app = create_app(cache_dir=cache_dir, startup_time_limit_s=2.0)
-    srv = make_server("127.0.0.1", 0, app.server, threaded=True)
+    class Quiet(WSGIRequestHandler):
+        def log_request(self, *args: Any, **kwargs: Any) -> None:
+            pass
+
+    srv = make_server("127.0.0.1", 0, app.server, threaded=True, request_handler=Quiet)
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return f"http://127.0.0.1:{srv.server_port}", srv
 
@@ -75,8 +79,10 @@ def shoot(url: str, out: Path, browser: Any, width: int, height: int) -> list[Pa
             if not card.is_visible():
                 continue
             h3, cid = card.locator("h3"), card.get_attribute("id")
+            cls = (card.get_attribute("class") or "").split()
             name = (_slug(cid.removesuffix("-card")) if cid else
-                    _slug(h3.first.inner_text()) if h3.count() else f"card-{i}")
+                    _slug(h3.first.inner_text()) if h3.count() else
+                    next((c for c in cls if c != "card"), f"card-{i}"))
             name = name if name not in seen else f"{name}-{i}"
             seen.add(name)
             card.scroll_into_view_if_needed()

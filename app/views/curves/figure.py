@@ -142,7 +142,8 @@ def memory_curves_figure(
     _peak_labels(fig, labels)
     if step is not None:
         fig.add_vline(x=step + 0.5, line={"color": "#999", "width": 1, "dash": "dot"})
-    top_px = 16 * len(labels) + (30 if title else 10)
+    # the labels sit under plotly's mode bar (about 24 px at the top right), not behind it
+    top_px = 16 * len(labels) + (30 if title else 10) + (24 if labels else 0)
     fig.update_layout(title={"text": title or "", "font": {"size": 14}, "x": 0.01, "y": 0.99,
                              "yanchor": "top"},
                       xaxis_title="step", yaxis_title=f"memory ({unit})", dragmode="zoom",
