@@ -6,8 +6,9 @@ directly::
     python scripts/gpu_check.py --device cuda --out benchmarks/results/gpu
     python scripts/gpu_check.py --dry-run      # CPU, tiny models: the same code path
 
-For every configuration ``MODEL:BATCH[:SEQ]`` (default: resnet50 b32, gpt2 b8 t1024,
-GPT2-XL b1 t1024) the driver
+For every configuration ``MODEL:BATCH[:SEQ][@PRECISION]`` (default: resnet50 b32, gpt2 b8
+t1024, the same in bf16 mixed precision, GPT2-XL b1 t1024; ``@fp16-mixed`` adds the grad
+scaler) the driver
 
 1. traces the steady training step **on the device** (fake tensors) ->
    ``<cfg>.graph.json.gz``;
@@ -60,9 +61,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Default configurations on CUDA (MODEL:BATCH[:SEQ]); quick ones first, so that a run cut
 #: short still reports them (the summary is rewritten after each).
-CUDA_CONFIGS = ("resnet50:32", "gpt2:8:1024", "gpt2-xl:1:1024")
+CUDA_CONFIGS = ("resnet50:32", "gpt2:8:1024", "gpt2:8:1024@bf16-mixed", "gpt2-xl:1:1024")
 #: Tiny configurations of the CPU dry run.
-SMOKE_CONFIGS = ("mlp:8", "tiny_gpt:2:32", "residual_block:4")
+SMOKE_CONFIGS = ("mlp:8", "tiny_gpt:2:32", "residual_block:4", "tiny_gpt:2:32@bf16-mixed",
+                 "mlp:8@fp16-mixed")
 #: Planner seconds per configuration (the big graph gets more).
 TIME_LIMITS_S = {"gpt2-xl": 60.0}
 DEFAULT_TIME_LIMIT_S = 20.0
@@ -82,15 +84,21 @@ MIN_LOOPS_S = 90.0
 
 
 def parse_config(text: str) -> tuple[str, int, int | None]:
-    """``MODEL:BATCH[:SEQ]`` -> ``(model, batch, seq_len)``."""
-    parts = text.split(":")
+    """``MODEL:BATCH[:SEQ][@PRECISION]`` -> ``(model, batch, seq_len)``."""
+    parts = text.partition("@")[0].split(":")
     if len(parts) not in (2, 3):
         raise SystemExit(f"bad configuration {text!r}: expected MODEL:BATCH[:SEQ]")
     return parts[0], int(parts[1]), int(parts[2]) if len(parts) == 3 else None
 
 
-def config_tag(name: str, batch: int, seq_len: int | None) -> str:
-    return f"{name}-b{batch}" + (f"-t{seq_len}" if seq_len else "")
+def config_precision(text: str) -> str:
+    """The ``@PRECISION`` of a configuration (``fp32`` without one)."""
+    return text.partition("@")[2] or "fp32"
+
+
+def config_tag(name: str, batch: int, seq_len: int | None, precision: str = "fp32") -> str:
+    return (f"{name}-b{batch}" + (f"-t{seq_len}" if seq_len else "")
+            + ("" if precision == "fp32" else f"-{precision}"))
 
 
 # ------------------------------------------------------------------ child: one training loop
@@ -145,10 +153,12 @@ def run_child(variant: str, text: str, args: argparse.Namespace, out: Path) -> d
     from roam_core.runtime import PlannedStep, resolve_device
     from roam_core.runtime.compare_training import synthetic_batches
     from roam_core.trace.params import unique_named_parameters
+    from roam_core.trace.precision import StepPrecision
     from roam_core.zoo import build_zoo_step
 
     name, batch, seq = parse_config(text)
-    tag = config_tag(name, batch, seq)
+    precision = config_precision(text)
+    tag = config_tag(name, batch, seq, precision)
     dev = resolve_device(args.device)
     _deterministic(dev.type)
     t_start = time.perf_counter()
@@ -156,20 +166,24 @@ def run_child(variant: str, text: str, args: argparse.Namespace, out: Path) -> d
     batches = synthetic_batches(name, "steady", zs.example_inputs, args.steps, args.seed + 1)
     model = zs.model
     if variant == "eager":
+        mixed = StepPrecision(precision, dev)
+        mixed.precision.cast_module(model)
         opt = zs.optimizer_factory([p for _, p in unique_named_parameters(model)])
 
         def one(b: list[Any]) -> torch.Tensor:
-            loss = model(*b)
-            loss = loss if zs.loss_fn is None else zs.loss_fn(loss)
-            loss.backward()
-            opt.step()
+            b = [mixed.precision.cast(x) for x in b]
+            with mixed.autocast():
+                loss = model(*b)
+                loss = loss if zs.loss_fn is None else zs.loss_fn(loss)
+            mixed.backward(loss)
+            mixed.eager_step(opt)
             opt.zero_grad(set_to_none=True)
             return loss.detach()
         arena_bytes = None
     else:
         plan = load_plan(out / f"{tag}.plan.json")
         step = PlannedStep(model, plan, zs.loss_fn, zs.optimizer_factory,
-                           example_inputs=zs.example_inputs, device=dev)
+                           example_inputs=zs.example_inputs, device=dev, precision=precision)
         arena_bytes = int(plan.arena_bytes)
 
         def one(b: list[Any]) -> torch.Tensor:
@@ -244,7 +258,8 @@ def _spawn(variant: str, text: str, args: argparse.Namespace, out: Path,
         raise RuntimeError(f"{variant} process failed (exit {proc.returncode}): "
                            + " | ".join(tail))
     name, batch, seq = parse_config(text)
-    return json.loads((out / f"{config_tag(name, batch, seq)}.{variant}.json").read_text())
+    tag = config_tag(name, batch, seq, config_precision(text))
+    return json.loads((out / f"{tag}.{variant}.json").read_text())
 
 
 def compare_runs(eager: dict[str, Any], planned: dict[str, Any], out: Path, tag: str,
@@ -294,15 +309,17 @@ def run_config(text: str, args: argparse.Namespace, out: Path,
     from roam_core.zoo import build_zoo_step, zoo_origin
 
     name, batch, seq = parse_config(text)
-    tag = config_tag(name, batch, seq)
+    precision = config_precision(text)
+    tag = config_tag(name, batch, seq, precision)
     dev = resolve_device(args.device)
     row: dict[str, Any] = {"config": tag, "model": name, "batch_size": batch,
-                           "seq_len": seq, "device": dev.type}
+                           "seq_len": seq, "precision": precision, "device": dev.type}
     t0 = time.perf_counter()
     zs = build_zoo_step(name, batch, seq, "steady", args.optimizer, "meta")
-    origin = zoo_origin(name, batch, seq, "steady", args.optimizer)
+    origin = zoo_origin(name, batch, seq, "steady", args.optimizer, precision=precision)
     ts = trace_fx(zs.model, zs.example_inputs, zs.loss_fn, zs.optimizer_factory,
-                  setting="steady", name=f"{tag}-steady", origin=origin, device=dev)
+                  setting="steady", name=f"{tag}-steady", origin=origin, device=dev,
+                  precision=precision)
     g = ts.graph
     save_graph(g, out / f"{tag}.graph.json.gz")
     row.update(ops=len(g), storages=len(g.tensors), trace_s=round(time.perf_counter() - t0, 2))
@@ -447,8 +464,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", "--smoke", dest="dry_run", action="store_true",
                    help="CPU run with tiny models (implies --device cpu): the same code path")
     p.add_argument("--out", default="benchmarks/results/gpu", help="report folder")
-    p.add_argument("--configs", nargs="*", default=None, metavar="MODEL:BATCH[:SEQ]",
-                   help="configurations (default: resnet50:32 gpt2:8:1024 gpt2-xl:1:1024)")
+    p.add_argument("--configs", nargs="*", default=None,
+                   metavar="MODEL:BATCH[:SEQ][@PRECISION]",
+                   help="configurations (default: " + " ".join(CUDA_CONFIGS) + ")")
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd"), default=None)
     p.add_argument("--time-limit", type=float, default=None,
                    help="planner seconds per configuration (default 20, gpt2-xl 60)")

@@ -8,6 +8,8 @@ size before it sends anything (``assets/upload.js``), and the route stops readin
 
 from __future__ import annotations
 
+import base64
+import binascii
 import os
 import re
 import uuid
@@ -16,9 +18,10 @@ from typing import IO
 
 from app.core.formatting import fmt_bytes
 from app.core.state import cache_dir
-from roam_core.base.errors import RoamError
+from roam_core.base.errors import GraphError, RoamError
 
-__all__ = ["CHUNK_BYTES", "UploadError", "read_upload", "save_upload", "upload_dir"]
+__all__ = ["CHUNK_BYTES", "UploadError", "decode_upload", "read_upload", "save_upload",
+           "upload_dir"]
 
 #: Bytes read from the request per chunk.
 CHUNK_BYTES = 1 << 20
@@ -93,3 +96,23 @@ def read_upload(token: str | None) -> bytes:
             from None
     os.unlink(path)
     return data
+
+
+def decode_upload(contents: str, max_bytes: int) -> bytes:
+    """Bytes of a small ``dcc.Upload`` data URL (a Hugging Face ``config.json``), refusing
+    files over ``max_bytes``; graph files stream through :func:`save_upload` instead.
+
+    Raises
+    ------
+    GraphError
+        An empty or damaged upload, or one over the limit.
+    """
+    head, _, b64 = (contents or "").partition(",")
+    if not head.startswith("data:") or not b64:
+        raise GraphError("the file arrived empty or damaged in the upload; drop it again")
+    if len(b64) * 3 // 4 > max_bytes:
+        raise GraphError(f"file is larger than the upload limit ({fmt_bytes(max_bytes)})")
+    try:
+        return base64.b64decode(b64, validate=False)
+    except (binascii.Error, ValueError) as e:
+        raise GraphError(f"upload is not valid base64: {e}") from e

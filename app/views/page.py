@@ -11,7 +11,7 @@ import itertools
 from collections.abc import Sequence
 
 import dash
-from dash import dcc, html
+from dash import Input, Output, dcc, html
 from dash.development.base_component import Component
 
 from app.core import ids
@@ -22,6 +22,9 @@ from app.views.share.view import restored
 from app.views.spec import Column, PageDefaults, View
 
 __all__ = ["build_layout", "register_views", "warm"]
+
+#: A click on the error banner hides it (in the browser: no round trip).
+DISMISS_JS = "function(n) { return true; }"
 
 
 def _page_stores(defaults: PageDefaults) -> list[dcc.Store]:
@@ -58,7 +61,10 @@ def build_layout(defaults: PageDefaults, views: Sequence[View] = VIEWS) -> html.
     header = html.Header([html.H1("roam"),
                           html.Span("memory-efficient execution plans for a training step",
                                     className="muted")])
-    return html.Div([*stores, header, html.Div([side, main], className="page")])
+    # every failed callback writes its message here (app.views.callback_tools.show_error)
+    banner = html.Div(id=ids.CALLBACK_ERROR, className="callback-error", role="alert",
+                      hidden=True, title="click to dismiss")
+    return html.Div([*stores, header, banner, html.Div([side, main], className="page")])
 
 
 def register_views(app: dash.Dash, config: AppConfig, views: Sequence[View] = VIEWS) -> None:
@@ -66,6 +72,8 @@ def register_views(app: dash.Dash, config: AppConfig, views: Sequence[View] = VI
     app.server.config["ROAM"] = config
     for view in views:
         view.register(app, config)
+    app.clientside_callback(DISMISS_JS, Output(ids.CALLBACK_ERROR, "hidden"),
+                            Input(ids.CALLBACK_ERROR, "n_clicks"), prevent_initial_call=True)
 
 
 def warm(graph_key: str, plan_key: str | None, views: Sequence[View] = VIEWS) -> None:

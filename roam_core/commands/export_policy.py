@@ -46,11 +46,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
+    from roam_core.base.atomic import check_output_path
     from roam_core.formats.graph_io import load_graph
     from roam_core.formats.plan_io import load_plan
     from roam_core.formats.policy_io import save_policy
     from roam_core.recompute.checkpoint_export import export_checkpoint_policy
 
+    check_output_path(args.output, "-o/--output")  # before any work
     graph = load_graph(args.graph)
     plan = load_plan(args.plan, graph=graph)
     wrappable = _wrappable_from_origin(graph.origin)

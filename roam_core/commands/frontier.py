@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from roam_core.base.executors import EXECUTOR_HELP
-from roam_core.commands.arg_types import non_negative_float, positive_int
+from roam_core.commands.arg_types import non_negative_float, positive_float, positive_int
 
 if TYPE_CHECKING:  # commands import quickly: torch, OR-Tools and the planner only when run
     import concurrent.futures as cf
@@ -76,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="write every plan to DIR/<label>.json")
     p.add_argument("--workers", type=positive_int, default=1, metavar="N",
                    help="worker processes per plan (default 1)")
-    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+    p.add_argument("--time-limit", type=positive_float, default=None, metavar="S",
                    help="CP-SAT seconds per ordering sub-task (default 5)")
     p.add_argument("--executor", default="local", metavar="SPEC",
                    help=EXECUTOR_HELP + "; every budget's plan uses it")
@@ -171,6 +171,7 @@ def frontier_dict(graph: Graph, config: PlannerConfig, budgets: int = 8,
 def _run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from roam_core.base.atomic import check_output_dir
     from roam_core.base.executors import open_executor, parse_executor
     from roam_core.base.units import format_bytes
     from roam_core.formats.graph_io import load_graph
@@ -178,6 +179,8 @@ def _run(args: argparse.Namespace) -> int:
     from roam_core.planner.config import PlannerConfig
 
     spec = parse_executor(args.executor)  # a bad spec fails before the graph is read
+    if args.plans:
+        check_output_dir(args.plans, "--plans")  # before any planning
     graph = load_graph(args.graph)
     cfg = PlannerConfig(workers=args.workers).with_recompute(bytes_weight=args.bytes_weight)
     if args.time_limit is not None:
@@ -189,7 +192,6 @@ def _run(args: argparse.Namespace) -> int:
         d = frontier_dict(graph, cfg, args.budgets, not args.no_baselines, plans, executor,
                           min_cut_budgets=mcb)
     if args.plans:
-        os.makedirs(args.plans, exist_ok=True)
         for label, plan in (plans or {}).items():
             save_plan(plan, os.path.join(args.plans, f"{label}.json"))
     if args.json:

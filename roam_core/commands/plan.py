@@ -23,6 +23,7 @@ from roam_core.commands.arg_types import (
     non_negative_float,
     positive_float,
     positive_int,
+    seed_int,
 )
 
 if TYPE_CHECKING:  # commands import quickly: the planner and torch only when run
@@ -67,7 +68,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--executor", default="local", metavar="SPEC", help=EXECUTOR_HELP)
     p.add_argument("--method", choices=methods, default="roam",
                    help="'roam' or a baseline ordering: " + ", ".join(methods))
-    p.add_argument("--seed", type=int, default=0, help="CP-SAT random seed (default 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="CP-SAT random seed (default 0)")
     p.add_argument("--budget", type=budget_arg, default=None, metavar="BYTES|auto",
                    help="memory budget for the arena (e.g. 2GiB, 3000MiB, 123456, or 'auto' "
                         "for the knee of the recomputation frontier): drop forward "
@@ -163,6 +164,7 @@ def summary_dict(plan: Plan, graph: Graph | None = None) -> dict[str, Any]:
 def _run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from roam_core.base.atomic import check_output_path
     from roam_core.base.executors import open_executor, parse_executor
     from roam_core.base.units import format_bytes
     from roam_core.formats.graph_io import load_graph
@@ -171,6 +173,7 @@ def _run(args: argparse.Namespace) -> int:
     from roam_core.planner.config import PlannerConfig
 
     spec = parse_executor(args.executor)  # a bad spec fails before the graph is read
+    check_output_path(args.output, "-o/--output")  # and a bad output path
     graph = load_graph(args.graph)
     cfg = PlannerConfig()
     if args.node_limit is not None:

@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Mapping
 from typing import Any
 
+from roam_core.base.atomic import atomic_write
 from roam_core.base.errors import PlanFormatError
 from roam_core.model.checkpoint_policy import (
     CheckpointPolicyExport,
@@ -159,20 +159,14 @@ def loads_policy(text: str) -> CheckpointPolicyExport:
 
 def save_policy(export: CheckpointPolicyExport, path: str | os.PathLike[str]) -> None:
     """Write ``export`` to ``path`` atomically: a reader sees the old file or the new one,
-    never half of one (a temporary file in the same folder, renamed over ``path``)."""
-    target = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(target))
-    fd, tmp = tempfile.mkstemp(prefix=".policy-", suffix=".tmp", dir=folder)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(dumps_policy(export))
-            f.write("\n")
-        os.chmod(tmp, 0o644)  # mkstemp's 0600 would outlive the rename
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    never half of one (:func:`roam_core.base.atomic.atomic_write`).
+
+    Raises
+    ------
+    OutputError
+        The file cannot be written; the message names it.
+    """
+    atomic_write(path, dumps_policy(export) + "\n", what="policy file")
 
 
 def load_policy(path: str | os.PathLike[str]) -> CheckpointPolicyExport:

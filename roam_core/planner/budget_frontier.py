@@ -14,7 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from roam_core.base.cancel import CancelToken, as_cancel_flag
-from roam_core.base.errors import BudgetInfeasibleError
+from roam_core.base.checks import require_type
+from roam_core.base.errors import BudgetInfeasibleError, ConfigError
 from roam_core.base.units import format_bytes
 from roam_core.model.graph import Graph, TensorId
 from roam_core.model.plan import Plan
@@ -138,8 +139,9 @@ class _Frontier:
         # a baseline's arena below roam's lowest just-in-time peak is tried too: the
         # portfolio holds that baseline's drop set, and the planner's order reaches lower
         # than the JIT one
-        return sorted({-(-b // a) * a for b in grid if b >= lo}
-                      | {-(-b // a) * a for b in self.extra_budgets}, reverse=True)
+        # a budget of 0 bytes is no budget (a step that allocates nothing needs none)
+        return sorted(({-(-b // a) * a for b in grid if b >= lo}
+                       | {-(-b // a) * a for b in self.extra_budgets}) - {0}, reverse=True)
 
 
 def recompute_frontier(graph: Graph, config: PlannerConfig, *,
@@ -192,6 +194,7 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *,
     (int, list of FrontierPoint, list of str)
         The step's FLOPs without recomputation, the points, and notes.
     """
+    require_type(graph, Graph, "recompute_frontier: graph", ConfigError)
     bp = BudgetPlanner(graph, config, seeds=extra_baselines, portfolio=portfolio,
                        progress=progress, cancel=cancel, executor=executor, on_plan=on_plan)
     fr = _Frontier(bp, plans)

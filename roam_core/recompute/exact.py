@@ -23,7 +23,9 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from roam_core.base.checks import require_type
 from roam_core.base.cpsat import make_solver, status_name
+from roam_core.base.errors import ConfigError
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, TensorId, round_size
 from roam_core.model.recompute_ops import (
     LATE_PHASES,
@@ -349,6 +351,7 @@ def exact_recompute(graph: Graph, budget_bytes: int, *,
     ValueError
         The graph has more than ``max_ops`` ops.
     """
+    require_type(graph, Graph, "exact_recompute: graph", ConfigError)
     if len(graph.ops) > max_ops:
         raise ValueError(f"exact_recompute: {len(graph.ops)} ops > max_ops={max_ops}")
     t0 = time.perf_counter()

@@ -133,8 +133,9 @@ class GreedyTrajectory:
         #: one point per prefix (the first is "drop nothing")
         self.points: list[TrajectoryPoint] = [
             TrajectoryPoint(0, self.current.peak_bytes, 0, 0)]
-        #: True once no candidate lowers the peak
-        self.finished = False
+        #: True once no candidate lowers the peak (at once for a step without ops: no peak
+        #: step to drop anything across)
+        self.finished = self.current.live is not None and len(self.current.live) == 0
         self._rejected: set[TensorId] = set()
         self._last_peak = self.current.peak_bytes
         self._cand = [s for s in ev.droppable if ev.size[s]]

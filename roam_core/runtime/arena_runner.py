@@ -49,6 +49,7 @@ from roam_core.base.errors import ExecutorError
 from roam_core.model.graph import Graph, OpId, TensorId
 from roam_core.runtime.program import Program, flat_outputs, storage_key
 from roam_core.runtime.rng import RngReplay
+from roam_core.trace.precision import AmpGuard
 from roam_core.trace.rng import RngTimeline
 
 try:  # private helper (torch >= 2.11 has it); without it every op takes the fallback path
@@ -221,6 +222,9 @@ class ArenaRunner:
     rng : RngTimeline, optional
         The step's RNG timeline (``TracedStep.rng``): RNG rewinds such as
         ``torch.utils.checkpoint``'s are replayed (:class:`~roam_core.runtime.rng.RngReplay`).
+    amp : AmpGuard, optional
+        A grad scaler's update ops and inf flag (``TracedStep.amp``): a step whose flag is
+        set skips them, as ``GradScaler.step`` does.
     external : Mapping of TensorId to Tensor, optional
         Resident storages that live outside the arena, each given as its bytes (a ``uint8``
         tensor of at least the storage's size): the parameters, buffers and optimizer state
@@ -236,10 +240,11 @@ class ArenaRunner:
     def __init__(self, gm: torch.fx.GraphModule, graph: Graph, values: Mapping[str, Any],
                  offsets: Mapping[TensorId, int], arena_bytes: int,
                  device: str | torch.device = "cpu", *, check_addresses: bool = True,
-                 rng: RngTimeline | None = None,
+                 rng: RngTimeline | None = None, amp: AmpGuard | None = None,
                  external: Mapping[TensorId, torch.Tensor] | None = None,
                  workspace: torch.Tensor | None = None) -> None:
         self.gm, self.graph = gm, graph
+        self.amp = amp
         self.device = torch.device(device)
         self.check_addresses = check_addresses
         self.nodes = _node_by_name(gm)

@@ -31,6 +31,14 @@ runs: *checked* on its first call (every output's address, shape and strides), t
 fast path.  Autocast is off while it runs: the plan's ops already carry the casts they were
 traced with.
 
+Precision (``precision=``, as the step was traced; :mod:`roam_core.trace.precision`):
+``bf16-mixed`` and ``fp16-mixed`` run the traced casts of autocast (nothing to set up);
+``bf16`` casts the model's floating parameters and buffers to bf16 in place at set-up (as
+``model.to(torch.bfloat16)``) and each batch's floating tensors as they are copied in;
+``fp16-mixed`` keeps a ``torch.amp.GradScaler`` (:attr:`PlannedStep.scaler`) whose scale
+lives in the step's buffer: a step whose gradients hold inf/NaN skips the update and backs
+the scale off, as ``scaler.step(optimizer); scaler.update()`` does (:attr:`skipped`).
+
 Plans must be made for the ``steady`` trace (``trace_training_step(..., setting="steady")``);
 the first call starts from a fresh optimizer as an eager loop does
 (:func:`~roam_core.runtime.scalars.fresh_state`).  On CUDA, ``cuda_graph=True`` captures a
@@ -49,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import nn
 
+from roam_core.base.checks import require_type
 from roam_core.base.errors import ExecutorError, PlanFormatError
 from roam_core.model.graph import TensorId, TensorKind
 from roam_core.model.plan import Plan
@@ -71,6 +80,7 @@ from roam_core.runtime.step_plans import (
 )
 from roam_core.trace.optimizers import make_optimizer_factory
 from roam_core.trace.params import unique_named_buffers, unique_named_parameters
+from roam_core.trace.precision import StepPrecision, resolve_precision
 from roam_core.trace.step_spec import StepSpec
 from roam_core.trace.tracer import trace_fx
 
@@ -132,6 +142,9 @@ class PlannedStep:
     plan_cache : str, path-like, False or None
         Directory of cached plans (``None``: :func:`~roam_core.formats.plan_cache.
         default_cache_dir`; ``False``: no disk cache).  Only plans made here are written.
+    precision : {"fp32", "bf16-mixed", "bf16", "fp16-mixed"}
+        The precision the plans' step was traced in (see the module notes); ``fp16-mixed``
+        not with clipping or accumulation yet.
     **optimizer_kwargs
         Hyper-parameters for a named optimizer.
 
@@ -169,17 +182,22 @@ class PlannedStep:
                  verify: bool = False, cuda_graph: bool = False,
                  max_grad_norm: float | None = None, accumulation_steps: int = 1,
                  on_new_shape: str = "plan", planner: Any = None,
-                 plan_cache: Any = None, **optimizer_kwargs: Any) -> None:
+                 plan_cache: Any = None, precision: str = "fp32",
+                 **optimizer_kwargs: Any) -> None:
+        require_type(model, nn.Module, "PlannedStep: model")
+        given: list[Plan] = ([] if plan is None else [plan] if isinstance(plan, Plan)
+                             else _plan_list(plan))
         self.model, self.loss_fn = model, loss_fn
         self.device = resolve_device(device)
+        self.precision = resolve_precision(precision)
+        #: autocast and, for ``fp16-mixed``, the grad scaler (its state in the step's buffer)
+        self.mixed = StepPrecision(self.precision, self.device)
         self.verify = bool(verify)
         self.cuda_graph = bool(cuda_graph)
         if self.cuda_graph and (self.device.type != "cuda"
                                 or not hasattr(torch.cuda, "CUDAGraph")):
             raise ExecutorError("cuda_graph=True needs device='cuda' and torch.cuda.CUDAGraph")
         self.spec = StepSpec(max_grad_norm, accumulation_steps)
-        given: list[Plan] = ([] if plan is None else [plan] if isinstance(plan, Plan)
-                             else list(plan))
         self._plans = StepPlans(given, planner, _cache(plan_cache), on_new_shape)
         self._optimizer_spec, self._optimizer_kwargs = optimizer, optimizer_kwargs
         self._graph_hint = graph
@@ -213,24 +231,29 @@ class PlannedStep:
         _, self._factory = make_optimizer_factory(self._optimizer_spec, "steady",
                                                   **self._optimizer_kwargs)
         params = [p for _, p in named_params]
-        opt = self._factory(params)
-        check_supported(opt)
-        self._named_params, self._named_buffers = named_params, named_buffers
-        self._params = params
-        self.optimizer = opt
-        self._probes = ScalarProbes(opt, device=dev)
+        check_supported(self._factory(params))
         self._example = list(example_inputs)
         phases = ("accumulate", "update") if self.spec.accumulates else ("step",)
         traced = [self._trace(self._example, ph) for ph in phases]
         found = [self._plans.lookup(t[1].graph) for t in traced]
         if self._plans.given and not any(f is not None and f[1] == "given" for f in found):
             raise PlanFormatError(self._first_mismatch(traced[-1][1]))
+        # the step's dtypes (``bf16``; the optimizer and its probes see them): a cast keeps
+        # the parameter objects but replaces the buffers
+        self.precision.cast_module(model)
+        named_buffers = unique_named_buffers(model)
+        opt = self._factory(params)
+        self._named_params, self._named_buffers = named_params, named_buffers
+        self._params = params
+        self.optimizer = opt
+        self._probes = ScalarProbes(opt, device=dev)
         firsts = [self._new_variant(*t, found=f) for t, f in zip(traced, found, strict=True)]
         self.context = StepContext.capture(model, named_params, opt, dev)
         # 2. the shared values: parameters, buffers, fresh optimizer state, accumulators
         store = ResidentStore(firsts[0].traced, dev)
         store.load(named_params, named_buffers, opt)
         store.bind(named_params, named_buffers, opt)
+        self.mixed.set_state(store.scaler_slots(self.mixed.state()))
         self.store = store
         self._grads = GradGuard(named_params)
         self._ready = True
@@ -247,7 +270,8 @@ class PlannedStep:
         """The step traced for ``batch`` and the micro-batch ``phase``."""
         t0 = time.perf_counter()
         traced = trace_fx(self.model, batch, self.loss_fn, self._factory, setting="steady",
-                          device=self.device, spec=self.spec.for_phase(phase))
+                          device=self.device, spec=self.spec.for_phase(phase),
+                          precision=self.precision)
         return batch_key(batch, phase), traced, time.perf_counter() - t0
 
     def _new_variant(self, key: VariantKey, traced: TracedStep, trace_s: float, *,
@@ -309,6 +333,8 @@ class PlannedStep:
         self.model.__dict__[_OWNER] = self._token
         self._grads.install()
         outs = out if isinstance(out, (list, tuple)) else [out]
+        if program.skipped:  # the grad scaler found inf/NaN: no update, no step count
+            self._probes.follow(self.optimizer)
         if variant.updates:
             # the optimizer stepped (inside the program): tell an LR scheduler, which
             # otherwise warns that its step() came before optimizer.step()
@@ -364,7 +390,7 @@ class PlannedStep:
             external, other = self.store.slots_for(v.traced)
             runner = ArenaRunner(v.traced.gm, v.traced.graph, v.traced.values, v.plan.offsets,
                                  v.plan.arena_bytes, self.device, check_addresses=True,
-                                 rng=v.traced.rng, external=external,
+                                 rng=v.traced.rng, amp=v.traced.amp, external=external,
                                  workspace=self._workspace)
             if self.cuda_graph and runner.off_device:
                 raise ExecutorError(
@@ -452,6 +478,18 @@ class PlannedStep:
         return next(iter(self.variants.values()))
 
     @property
+    def scaler(self) -> Any:
+        """The ``torch.amp.GradScaler`` of an ``fp16-mixed`` step (``None`` otherwise); its
+        ``scale`` and ``growth_tracker`` are slots of the step's buffer after set-up."""
+        return self.mixed.scaler
+
+    @property
+    def skipped(self) -> bool:
+        """Whether the last call skipped the update (the grad scaler found inf/NaN)."""
+        prog = self._last.program if self._last is not None else None
+        return bool(prog is not None and prog.skipped)
+
+    @property
     def arena_bytes(self) -> int:
         """Bytes the step holds: the shared values plus the largest plan's workspace (for
         one plan whose residents lie at its bottom, the plan's ``arena_bytes``)."""
@@ -474,6 +512,16 @@ class PlannedStep:
         return RunStats(p.counts["out"], p.counts["factory"], p.counts["fallback"],
                         p.extra_peak, p.extra_total, tuple(p.fallback_targets),
                         p.checked_values)
+
+
+def _plan_list(plans: Any) -> list[Plan]:
+    """``plans`` as a list of plans; anything else is a :class:`PlanFormatError`."""
+    if not isinstance(plans, Sequence) or isinstance(plans, str | bytes):
+        raise PlanFormatError("PlannedStep: plan must be a Plan, a list of plans or None, "
+                              f"not {type(plans).__name__}")
+    for p in plans:
+        require_type(p, Plan, "PlannedStep: plan", PlanFormatError)
+    return list(plans)
 
 
 def _cache(plan_cache: Any) -> Any:

@@ -29,6 +29,7 @@ from torch import nn
 from roam_core.base.errors import ExecutorError
 from roam_core.model.graph import TensorId, TensorKind, round_size
 from roam_core.runtime.scalars import fresh_state
+from roam_core.trace.precision import GRAD_SCALER, SCALER_STATE
 
 if TYPE_CHECKING:
     from roam_core.trace.traced_step import PlaceholderRole, TracedStep
@@ -153,6 +154,8 @@ class ResidentStore:
                     e.view.copy_(src.detach())
                 elif kind is TensorKind.OPTIMIZER_STATE:
                     pname, _, key = name.rpartition(":")
+                    if pname == GRAD_SCALER:  # loaded by scaler_slots
+                        continue
                     like = torch.zeros(e.meta[0], dtype=e.meta[3])
                     e.view.copy_(fresh_state(optimizer, params[pname], key, like))
                 else:  # gradient accumulator
@@ -173,9 +176,21 @@ class ResidentStore:
                     self._tensors.append((t, e))
                 elif kind is TensorKind.OPTIMIZER_STATE:
                     pname, _, key = name.rpartition(":")
+                    if pname == GRAD_SCALER:
+                        continue
                     p = params[pname]
                     optimizer.state[p][key] = e.view
                     self._state.append((p, key, e))
+
+    def scaler_slots(self, fresh: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+        """The grad scaler's slots (:data:`~roam_core.trace.precision.SCALER_STATE` order),
+        loaded from ``fresh`` (the scaler's own tensors; empty without a scaler)."""
+        slots = [self.entries[(TensorKind.OPTIMIZER_STATE, f"{GRAD_SCALER}:{k}")].view
+                 for k in SCALER_STATE] if fresh else []
+        with torch.no_grad():
+            for slot, t in zip(slots, fresh, strict=True):
+                slot.copy_(t.detach())
+        return slots
 
     def accumulators(self) -> dict[str, torch.Tensor]:
         """Parameter name -> its gradient accumulator (empty without accumulation)."""

@@ -416,8 +416,9 @@ def _segments(traced: TracedStep) -> dict[str, list[Any]]:
             if pname in by_name:
                 owner[r.node] = by_name[pname]
     nodes = []
+    amp = traced.amp  # a grad scaler's own ops (unscale, scale update) follow no parameter
     for n in traced.gm.graph.nodes:
-        if n.op != "call_function":
+        if n.op != "call_function" or (amp is not None and n.name not in amp.step_ops):
             continue
         if n.target is operator.getitem:
             src = n.args[0]

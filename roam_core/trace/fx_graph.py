@@ -370,6 +370,7 @@ def build_graph(
     modules: Mapping[str, str] | None = None,
     names: Mapping[str, str] | None = None,
     named: Sequence[tuple[str, torch.Tensor]] = (),
+    extra_inputs: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[Graph, dict[str, ValueRef], str]:
     """Build the memory graph of a traced step.
 
@@ -397,6 +398,10 @@ def build_graph(
     named : sequence of (str, Tensor)
         ``Tensor.name`` of the storages of gradients and optimizer state seen in the step
         (the first name of a storage wins).
+    extra_inputs : Mapping of str to sequence of str, optional
+        FX node name -> value ids the op also reads although no FX argument passes them:
+        a grad scaler's update ops read its ``found_inf`` flag (they run only when it is
+        zero), which orders them after the inf check and keeps the flag live until then.
 
     Returns
     -------
@@ -427,6 +432,10 @@ def build_graph(
             b.add_node(node, phase)
         except Exception as e:
             raise TraceError(f"op {node.name} ({node.target}): {type(e).__name__}: {e}") from e
+    for op in b.ops:
+        more = [v for v in (extra_inputs or {}).get(op.id, ()) if v not in op.inputs]
+        if more:
+            op.inputs = op.inputs + tuple(more)
     loss_value = b.node_values[loss_node.name][0]
     out_sids = list(dict.fromkeys(b.storage_of[b.node_values[n.name][0]] for n in returned))
     kinds = _kinds(b, grads, state, set(out_sids))

@@ -17,6 +17,7 @@ from typing import Any
 
 from roam_core.model.graph import Graph, TensorKind
 from roam_core.trace.fx_graph import ValueRef
+from roam_core.trace.precision import AmpGuard
 from roam_core.trace.rng import RngTimeline
 from roam_core.trace.step_spec import StepSpec
 
@@ -73,6 +74,11 @@ class TracedStep:
     rng : RngTimeline
         The generator state every random op draws at (:mod:`roam_core.trace.rng`): records
         RNG rewinds such as ``torch.utils.checkpoint``'s, which the runtime replays.
+    precision : str
+        The step's precision (:data:`roam_core.trace.precision.PRECISIONS`).
+    amp : AmpGuard or None
+        With a grad scaler (``fp16-mixed``): the update ops it skips when a gradient is
+        inf/NaN, and the flag that says so.
     """
 
     #: a GraphModule, or a stand-in with recompute nodes added (the runtime's replay view)
@@ -86,4 +92,6 @@ class TracedStep:
     optimizer: str
     trace_time_s: float
     rng: RngTimeline = field(default_factory=RngTimeline)
+    precision: str = "fp32"
+    amp: AmpGuard | None = None
     spec: StepSpec = field(default_factory=StepSpec)

@@ -61,32 +61,34 @@ def _plain(settings: PlanSettings) -> dict[str, Any]:
             for k, v in settings.as_dict().items()}
 
 
-def _settings_blob(model: str, settings: PlanSettings) -> str:
-    return json.dumps([model, "steady", "adamw", _plain(settings)], sort_keys=True)
+def _settings_blob(model: str, settings: PlanSettings, precision: str) -> str:
+    return json.dumps([model, "steady", "adamw", _plain(settings), precision], sort_keys=True)
 
 
-def _row_key(model: str, b: int, t: int | None, settings: PlanSettings) -> str:
-    blob = json.dumps([model, b, t, "steady", "adamw", _plain(settings)], sort_keys=True)
+def _row_key(model: str, b: int, t: int | None, settings: PlanSettings,
+             precision: str = "fp32") -> str:
+    blob = json.dumps([model, b, t, "steady", "adamw", _plain(settings), precision],
+                      sort_keys=True)
     return "fit-" + hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def _index_key(model: str, settings: PlanSettings) -> str:
+def _index_key(model: str, settings: PlanSettings, precision: str) -> str:
     """Cache key of the list of every row measured for ``model`` under these settings."""
-    return "fit-index-" + hashlib.sha256(_settings_blob(model, settings).encode()
+    return "fit-index-" + hashlib.sha256(_settings_blob(model, settings, precision).encode()
                                          ).hexdigest()[:32]
 
 
-def _remember(model: str, settings: PlanSettings, key: str) -> None:
-    index = _index_key(model, settings)
+def _remember(model: str, settings: PlanSettings, key: str, precision: str = "fp32") -> None:
+    index = _index_key(model, settings, precision)
     keys = state.get_json(index, [])
     if key not in keys:
         state.put_json(index, [*keys, key])
 
 
-def known_rows(model: str, settings: PlanSettings) -> list[FitRow]:
+def known_rows(model: str, settings: PlanSettings, precision: str = "fp32") -> list[FitRow]:
     """Every configuration of ``model`` measured so far under these settings (by any sweep),
     smallest first: the answer is about all of them, not only the last sweep's."""
-    rows = [FitRow.from_dict(d) for k in state.get_json(_index_key(model, settings), [])
+    rows = [FitRow.from_dict(d) for k in state.get_json(_index_key(model, settings, precision), [])
             if (d := state.get_json(k)) is not None]
     return sorted(rows, key=lambda r: (r.seq_len or 0, r.batch_size))
 
@@ -100,7 +102,8 @@ def sweep_rows(result: Mapping[str, Any] | None) -> list[FitRow]:
     known: list[FitRow] = []
     if result.get("model") and result.get("settings"):
         try:
-            known = known_rows(result["model"], PlanSettings(**result["settings"]))
+            known = known_rows(result["model"], PlanSettings(**result["settings"]),
+                               result.get("precision") or "fp32")
         except TypeError:  # settings of another version of the app
             pass
     # the sweep's own rows always count (a row is one batch size and sequence length)
@@ -112,12 +115,12 @@ def sweep(model: str, batch_sizes: Sequence[int], seq_lens: Sequence[int | None]
           settings: PlanSettings,
           progress: Callable[[int, int, str], None] | None = None,
           trace: Callable[[str, int, int | None], Graph] | None = None,
-          cancel: CancelFlag | None = None) -> Sweep:
+          cancel: CancelFlag | None = None, precision: str = "fp32") -> Sweep:
     """Measure every (batch, sequence length) of ``model`` (cached rows are re-used).
 
     ``trace(model, batch, seq_len)`` returns a graph (default: the zoo tracer, steady
-    setting, AdamW).  ``cancel`` stops the sweep between configurations; the rows measured
-    are kept (and cached).
+    setting, AdamW, in ``precision``).  ``cancel`` stops the sweep between configurations;
+    the rows measured are kept (and cached).
 
     Raises
     ------
@@ -142,7 +145,7 @@ def sweep(model: str, batch_sizes: Sequence[int], seq_lens: Sequence[int | None]
         def trace(m: str, b: int, t: int | None) -> Graph:
             from roam_core.zoo import trace_zoo
 
-            return trace_zoo(m, b, t, "steady", "adamw").graph
+            return trace_zoo(m, b, t, "steady", "adamw", precision=precision).graph
 
     cfg = PlannerConfig(time_limit_s=settings.time_limit_s, node_limit=settings.node_limit,
                         workers=settings.workers, alignment_bytes=settings.alignment_bytes)
@@ -156,16 +159,16 @@ def sweep(model: str, batch_sizes: Sequence[int], seq_lens: Sequence[int | None]
         what = f"{model} batch {b}" + (f", seq {t}" if t else "")
         if progress is not None:
             progress(i, len(configs), f"{i}/{len(configs)}: tracing and planning {what}")
-        key = _row_key(model, b, t, settings)
+        key = _row_key(model, b, t, settings, precision)
         cached = state.get_json(key)
         if cached is not None:
             rows.append(FitRow.from_dict(cached))
-            _remember(model, settings, key)
+            _remember(model, settings, key, precision)
             continue
         graph = trace(model, b, t)
         row = fit_row(graph, cfg, batch_size=b, seq_len=t or graph.origin.get("seq_len"))
         state.put_json(key, row.to_dict())
-        _remember(model, settings, key)
+        _remember(model, settings, key, precision)
         rows.append(row)
     if progress is not None:
         progress(len(configs), len(configs), f"done: {len(configs)} configurations")

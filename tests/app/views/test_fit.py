@@ -41,7 +41,7 @@ def test_fit_sweep_caches_rows_and_answers(cache_dir: Path) -> None:
     fig = fit_figure.fit_figure(rows, 0.0001)
     names = [t.name for t in fig.data]
     assert "PyTorch eager (reserved)" in names
-    assert "roam + recompute ≤25% FLOPs" in names
+    assert "roam + recompute ≤25% time" in names
     hl = [s for s in fig.layout.shapes if s.type == "line"]
     assert sorted(s.y0 for s in hl) == sorted([0.0001, 24, 40, 80, 141])
     assert fig.layout.yaxis.type == "log"
@@ -54,9 +54,9 @@ def test_fit_sweep_caches_rows_and_answers(cache_dir: Path) -> None:
 
 
 def test_fit_job_messages(cache_dir: Path) -> None:
-    _, msg = fit_view.fit_job(print, 1, "mlp", "1 x", "", 1, 60, 1, 512)
+    _, msg = fit_view.fit_job(print, 1, "mlp", "1 x", "", "auto", 1, 60, 1, 512)
     assert msg == "Sweep failed: batch sizes: 'x' is not a positive whole number"
-    _out, msg = fit_view.fit_job(print, 1, "gpt2-xl", "1 2 4 8", "", 1, 60, 1, 512)
+    _out, msg = fit_view.fit_job(print, 1, "gpt2-xl", "1 2 4 8", "", "auto", 1, 60, 1, 512)
     assert "too many" in msg
     assert "minutes" in msg
     fig, answer = fit_view.render_fit({"rows": [r.to_dict() for r in fit_data.sweep(
@@ -76,8 +76,8 @@ def test_fit_answer_remembers_earlier_sweeps_and_cancel_keeps_rows(
 
     monkeypatch.setattr(fit_view, "sweep", functools.partial(fit_data.sweep,
                                                              trace=_fake_trace))
-    fit_view.fit_job(print, 1, "mlp", "1 2", "", 1, 60, 1, 512)
-    out, msg = fit_view.fit_job(print, 1, "mlp", "8", "", 1, 60, 1, 512)
+    fit_view.fit_job(print, 1, "mlp", "1 2", "", "fp32", 1, 60, 1, 512)
+    out, msg = fit_view.fit_job(print, 1, "mlp", "8", "", "fp32", 1, 60, 1, 512)
     assert [r["batch_size"] for r in out["rows"]] == [8]
     assert [r.batch_size for r in fit_data.sweep_rows(out)] == [1, 2, 8]
 
@@ -86,7 +86,8 @@ def test_fit_answer_remembers_earlier_sweeps_and_cancel_keeps_rows(
             cancel_requests.request_cancel("page", 2, "fit")
             time.sleep(0.3)  # the job reads the request at most every 0.25 s
 
-    out, msg = fit_view.fit_job(progress, 2, "mlp", "16 32 64", "", 1, 60, 1, 512, "page")
+    out, msg = fit_view.fit_job(progress, 2, "mlp", "16 32 64", "", "fp32", 1, 60, 1, 512,
+                                "page")
     assert msg.startswith("cancelled: 2 of 3 configurations measured"), msg
     assert [r.batch_size for r in fit_data.sweep_rows(out)] == [1, 2, 8, 16, 32]
     assert fit_data.max_configs("gpt2") > 3
@@ -98,6 +99,23 @@ def test_fit_sweep_traces_a_zoo_model(cache_dir: Path) -> None:
     rows = fit_data.sweep("mlp", [1, 4], [None], S).rows
     assert [r.graph_name for r in rows] == ["mlp-b1-steady", "mlp-b4-steady"]
     assert all(r.peak_bytes["roam"] < r.peak_bytes["eager_reserved"] for r in rows)
+
+
+def test_fit_job_defaults_transformers_to_bf16_mixed(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+
+    def fake_sweep(model, bs, ts, s, progress, cancel, precision):  # type: ignore[no-untyped-def]
+        seen.append(precision)
+        return fit_data.Sweep([], False, 1)
+
+    monkeypatch.setattr(fit_view, "sweep", fake_sweep)
+    out, msg = fit_view.fit_job(print, 1, "gpt2", "1", "", "auto", 1, 60, 1, 512)
+    assert msg == "swept gpt2 in bf16-mixed (the default for transformers): 0 configurations"
+    assert out["precision"] == "bf16-mixed"
+    _, msg = fit_view.fit_job(print, 1, "mlp", "1", "", "auto", 1, 60, 1, 512)
+    assert "fp32 (the default for this model)" in msg
+    fit_view.fit_job(print, 1, "gpt2", "1", "", "fp16-mixed", 1, 60, 1, 512)
+    assert seen == ["bf16-mixed", "fp32", "fp16-mixed"]
 
 
 def test_rows_are_found_with_settings_back_from_the_browser(cache_dir: Any) -> None:

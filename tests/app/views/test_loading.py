@@ -19,7 +19,7 @@ from app.views.uploads import result_id
 from roam_core.base.errors import GraphError
 from roam_core.formats.graph_io import dumps_graph
 from roam_core.model.samples import chain3, diamond
-from tests.app.helpers import run, uploaded
+from tests.app.helpers import data_url, run, uploaded
 
 UPLOADED = result_id(ids.UPLOAD)
 
@@ -113,8 +113,8 @@ def test_trace_job_reports_a_status_while_it_runs(cache_dir: Path,
     assert status == "traced gpt2"
     assert out["key"].startswith("g-")
     texts = [s[0] for s in seen]
-    assert texts[0] == "tracing gpt2 (batch 1)…"
-    assert any(t.startswith("tracing gpt2 (batch 1): 1 s") for t in texts[1:-1])
+    assert texts[0] == "tracing gpt2 (batch 1, fp32)…"
+    assert any(t.startswith("tracing gpt2 (batch 1, fp32): 1 s") for t in texts[1:-1])
     assert texts[-1].startswith("traced in 1.")
 
 
@@ -131,3 +131,51 @@ def test_zoo_trace_job_stores_a_graph(cache_dir: Path) -> None:
     g = state.get_graph(key)
     assert g.name == "mlp-b2-steady"
     assert g.origin["model"] == "mlp"
+
+
+def test_a_dropped_hf_config_is_offered_and_traced(cache_dir: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = {"model_type": "llama", "hidden_size": 32}
+    opts = ["mlp", "gpt2"]
+    stored, status, options, value = loading_view.hf_config_dropped(
+        data_url(json.dumps(cfg).encode()), "config.json", opts)
+    assert stored == cfg
+    assert value == loading_data.HF_CHOICE
+    assert options[0]["value"] == loading_data.HF_CHOICE
+    assert options[1:] == opts
+    assert "llama" in status
+    bad, status, options, value = loading_view.hf_config_dropped(
+        data_url(b'{"hidden_size": 4}'), "x.json", opts)
+    assert bad is None
+    assert status == "Error: x.json is not a Hugging Face config (no 'model_type')"
+    assert value is dash.no_update
+    seen: list[Any] = []
+
+    def fake_hf(config, task, *args):  # type: ignore[no-untyped-def]
+        seen.append((config, task, args))
+        return state.put_graph(diamond())
+
+    monkeypatch.setattr(loading_data, "trace_hf_graph", fake_hf)
+    _out, msg = loading_view.trace_job(lambda _: None, 1, loading_data.HF_CHOICE, 2, 64,
+                                       "adamw", "steady", "bf16-mixed", "flash", cfg,
+                                       "causal-lm")
+    assert msg == "traced llama"
+    assert seen == [(cfg, "causal-lm", (2, 64, "adamw", "steady", "bf16-mixed", "flash"))]
+    _, msg = loading_view.trace_job(lambda _: None, 1, loading_data.HF_CHOICE, 2, 64,
+                                    "adamw", "steady", "fp32", "sdpa", None, "causal-lm")
+    assert msg == "Trace failed: drop a Hugging Face config.json first"
+
+
+def test_the_app_offers_roam_cores_precisions_and_tasks() -> None:
+    pytest.importorskip("transformers")
+    from roam_core.base.catalog import TRANSFORMER_NAMES
+    from roam_core.commands import model_args
+    from roam_core.trace.attention import ATTENTION_BACKENDS
+    from roam_core.trace.precision import PRECISIONS
+    from roam_core.zoo.hf import HF_TASKS
+    from roam_core.zoo.sources import TRANSFORMER_ZOO
+
+    assert loading_data.PRECISIONS == PRECISIONS == model_args.PRECISION_CHOICES
+    assert loading_data.HF_TASKS == tuple(HF_TASKS) == model_args.HF_TASK_CHOICES
+    assert model_args.ATTENTION_CHOICES == ATTENTION_BACKENDS
+    assert set(TRANSFORMER_NAMES) == TRANSFORMER_ZOO

@@ -66,3 +66,16 @@ def test_export_policy_bad_input_exits_2(tmp_path: Path, capsys) -> None:  # typ
     assert not (tmp_path / "p.json").exists()
     with pytest.raises(SystemExit):
         main(["export-policy", str(TINY_GPT), str(plan), "-o", "x.json", "--max-blocks", "0"])
+
+
+def test_export_policy_checks_its_output_path_before_any_work(tmp_path: Path,
+                                                               capsys) -> None:  # type: ignore[no-untyped-def]  # pytest fixture
+    plan = _plan_file(tmp_path, ["gelu"])
+    missing = tmp_path / "no-such-dir" / "p.json"
+    assert main(["export-policy", str(TINY_GPT), str(plan), "-o", str(missing)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "-o/--output" in err
+    assert "does not exist" in err
+    assert "\n" not in err
+    assert main(["export-policy", str(TINY_GPT), str(plan), "-o", str(tmp_path)]) == 2
+    assert list(tmp_path.glob(".*.tmp")) == []

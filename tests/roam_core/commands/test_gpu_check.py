@@ -35,7 +35,12 @@ def test_configs_and_goals() -> None:
     assert gc.parse_config("resnet50:32") == ("resnet50", 32, None)
     with pytest.raises(SystemExit):
         gc.parse_config("gpt2")
-    assert set(gc.CUDA_CONFIGS) == {"resnet50:32", "gpt2:8:1024", "gpt2-xl:1:1024"}
+    assert set(gc.CUDA_CONFIGS) == {"resnet50:32", "gpt2:8:1024", "gpt2:8:1024@bf16-mixed",
+                                    "gpt2-xl:1:1024"}
+    assert gc.parse_config("gpt2:8:1024@bf16-mixed") == ("gpt2", 8, 1024)
+    assert gc.config_precision("gpt2:8:1024@bf16-mixed") == "bf16-mixed"
+    assert gc.config_precision("gpt2:8") == "fp32"
+    assert gc.config_tag("gpt2", 8, 1024, "bf16-mixed") == "gpt2-b8-t1024-bf16-mixed"
     row = {"model": "gpt2-xl", "batch_size": 1, "device": "cuda", "arena_bytes": 1000 * 2**20,
            "extra_bytes": 0, "eager_peak_reserved_bytes": 1500 * 2**20,
            "planned_peak_reserved_bytes": 1010 * 2**20, "eager_step_seconds": 1.0,

@@ -119,7 +119,7 @@ def test_hf_model_from_config_traces() -> None:
     ts = trace_hf("gpt2", 2, 16, n_layer=1, n_embd=32, n_head=2, vocab_size=100,
                   n_positions=32)
     g = ts.graph
-    assert g.origin["builder"] == "hf"
+    assert g.origin["source"] == "hf"
     assert g.origin["hf_config"]["n_layer"] == 1
     (loss_sid,) = g.outputs
     assert g.op(g.tensors[loss_sid].producer).phase is Phase.LOSS
