@@ -8,6 +8,7 @@ it is stored.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from app.analysis import planner
@@ -22,7 +23,11 @@ from roam_core.oracle.validate import check_plan
 if TYPE_CHECKING:
     from roam_core.planner import PlanProgress
 
-__all__ = ["cached_plan_key", "plan_graph", "plan_graph_job", "validate_plan"]
+__all__ = ["CANCELLED_NOTE", "cached_plan_key", "plan_graph", "plan_graph_job", "validate_plan"]
+
+#: The note a plan cut short by Cancel carries.
+CANCELLED_NOTE = ("cancelled: this is the best plan found before the cancel, not the "
+                  "planner's full result (press Plan again for it)")
 
 
 def validate_plan(graph: Graph, plan: Plan) -> None:
@@ -78,6 +83,6 @@ def plan_graph_job(graph_key: str, settings: PlanSettings,
     graph = state.get_graph(graph_key)
     plan = planner.run_planner(graph, settings, progress, cancel)
     validate_plan(graph, plan)
-    if is_cancelled(cancel):
-        return state.put_plan(plan), True
+    if is_cancelled(cancel):  # the plan says so itself: the summary, exports and reports
+        return state.put_plan(replace(plan, notes=(*plan.notes, CANCELLED_NOTE))), True
     return state.put_plan(plan, key), False

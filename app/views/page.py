@@ -18,6 +18,7 @@ from app.core import ids
 from app.core.config import AppConfig
 from app.views.lazy import store
 from app.views.registry import VIEWS
+from app.views.share.view import restored
 from app.views.spec import Column, PageDefaults, View
 
 __all__ = ["build_layout", "register_views", "warm"]
@@ -43,8 +44,18 @@ def _column(column: Column, defaults: PageDefaults, views: Sequence[View]) -> li
 
 
 def build_layout(defaults: PageDefaults, views: Sequence[View] = VIEWS) -> html.Div:
-    """The whole page; ``defaults`` seeds the stores (graph and plan keys, settings...)."""
+    """The whole page; ``defaults`` seeds the stores (graph and plan keys, settings...),
+    or the link the page is opened with (:mod:`app.views.share`) where it names a graph."""
+    defaults, link = restored(defaults)
     stores = [*_page_stores(defaults), *[s for v in views for s in v.stores()]]
+    seeds: dict[str, list[float] | dict[str, str]] = {}
+    if link.view_range:
+        seeds[ids.VIEW_RANGE] = list(link.view_range)
+    if link.selection:
+        seeds[ids.SELECTION] = {"kind": link.selection[0], "id": link.selection[1]}
+    # the link's zoom and selection seed the stores the linking view owns
+    stores = [dcc.Store(id=sid, data=seeds[sid]) if (sid := getattr(s, "id", None)) in seeds
+              else s for s in stores]
     side = html.Div(_column("side", defaults, views), className="side")
     main = html.Div(_column("main", defaults, views), className="main")
     header = html.Header([html.H1("roam"),

@@ -29,8 +29,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "graph records how it was made (origin: model or config, precision, "
                     "attention), so `roam execute` and `roam train` rebuild it.")
     add_model_args(p)
-    p.add_argument("--batch-size", "-b", type=positive_int, required=True,
-                   help="samples per step")
+    p.add_argument("--batch-size", "-b", type=positive_int, default=1,
+                   help="samples per step (default 1)")
     p.add_argument("--seq-len", "-t", type=positive_int, default=None,
                    help="tokens per sample (token models; default per zoo model, 128 for "
                         "--hf-config)")

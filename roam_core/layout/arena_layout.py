@@ -68,7 +68,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from roam_core.base.cancel import CancelToken
+from roam_core.base.cancel import CancelToken, is_cancelled
 from roam_core.base.checks import require_type
 from roam_core.base.errors import ConfigError
 from roam_core.base.status import SolveStatus
@@ -278,21 +278,25 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: SubtaskTree | 
         _roam(st, graph, order, task_tree)
     if st.above_bound() and config.use_dsa and len(problem):
         _dsa(st, greedy_s)
-    if config.flip_compact and len(problem) and st.above_bound():
+    # after a cancel the improvement steps (5-6) are skipped: they only lower a valid
+    # layout, and the shake alone runs until its share of the clock is spent
+    if config.flip_compact and len(problem) and st.above_bound() and not st.stopped():
         _flip(st)
     st.method = min(st.candidates, key=lambda k: (st.candidates[k].height, k != "roam"))
     st.sol = st.candidates[st.method]
     if (st.sol.height > st.lb and config.peak_repair and config.use_dsa and config.dsa_exact
-            and len(problem) <= MAX_SEARCH_BUFFERS):  # the search's own size limit
-        _peak_repair(st)
+            and len(problem) <= MAX_SEARCH_BUFFERS and not st.stopped()):
+        _peak_repair(st)  # (the search has its own size limit)
     # within the repair's tolerance of the bound (0.01%) the shake and the polish are not
     # run: they are cut by the clock, so they would make the layout depend on the load and
     # spend the rest of the budget (efficientnet_b0 b1: repaired to 0.0073%, neither ever
     # lowered it)
     close = config.peak_repair and st.sol.height <= st.lb + int(st.lb * _REPAIR_TOLERANCE)
-    if config.flip_compact and st.sol.height > st.lb and config.shake_rounds > 0 and not close:
+    if (config.flip_compact and st.sol.height > st.lb and config.shake_rounds > 0 and not close
+            and not st.stopped()):
         _shake(st)
-    if st.sol.height > st.lb and config.use_cpsat and len(problem) and not close:
+    if (st.sol.height > st.lb and config.use_cpsat and len(problem) and not close
+            and not st.stopped()):
         _polish(st)
     return _finish(st, graph)
 
@@ -312,6 +316,10 @@ class _Stages:
         self.records: list[SolveRecord] = []
         self.method = ""
         self.sol = Solution((), 0)
+
+    def stopped(self) -> bool:
+        """Whether the caller cancelled (the improvement steps are then skipped)."""
+        return is_cancelled(self.cancel)
 
     def lowest(self) -> int:
         """The height of the lowest candidate."""
@@ -435,7 +443,7 @@ def _shake(st: _Stages) -> None:
     shake_end = time.monotonic() + 0.65 * max(0.0, st.deadline - time.monotonic())
     starts = st.by_height()[:_SHAKE_STARTS]
     for k, name in enumerate(starts):
-        if st.sol.height <= st.lb:
+        if st.sol.height <= st.lb or st.stopped():
             break
         left = shake_end - time.monotonic()
         shaken = shake(st.problem, st.candidates[name],

@@ -13,7 +13,7 @@ import concurrent.futures as cf
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from roam_core.base.cancel import CancelToken
+from roam_core.base.cancel import CancelToken, as_cancel_flag
 from roam_core.base.checks import require_type
 from roam_core.base.errors import BudgetInfeasibleError, ConfigError
 from roam_core.base.units import format_bytes
@@ -186,7 +186,8 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *,
         points are a frontier in (peak, FLOPs) as well as in (peak, FLOPs + bytes moved).
     progress, cancel, executor, on_plan
         As for :class:`~roam_core.planner.budget.BudgetPlanner`: passed to every plan
-        without a budget, and ``on_plan`` called before each.
+        without a budget, and ``on_plan`` called before each.  A cancel also stops the
+        frontier between plans: the points made so far are returned, with a note.
 
     Returns
     -------
@@ -197,6 +198,8 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *,
     bp = BudgetPlanner(graph, config, seeds=extra_baselines, portfolio=portfolio,
                        progress=progress, cancel=cancel, executor=executor, on_plan=on_plan)
     fr = _Frontier(bp, plans)
+    stop = as_cancel_flag(cancel)
+    todo: list[tuple[str, Sequence[TensorId]]] = []
     if baselines:
         for name in BASELINES:
             drop = baseline_drop_set(graph, name)
@@ -204,13 +207,28 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *,
                 fr.notes.append(f"baseline {name}: not applicable (no repeated blocks or no "
                                 "attention in the module structure)")
                 continue
-            fr.add_baseline(name, drop)
-    for name, seed_drop in (extra_baselines or {}).items():
+            todo.append((name, drop))
+    todo += list((extra_baselines or {}).items())
+    for name, seed_drop in todo:
+        if _stopped(stop, fr):
+            break
         fr.add_baseline(name, seed_drop)
-    for b in fr.budgets(budgets, config.alignment_bytes):
-        fr.add_roam(b, portfolio and fewest_flops)
+    if not _stopped(stop, fr):
+        for b in fr.budgets(budgets, config.alignment_bytes):
+            if _stopped(stop, fr):
+                break
+            fr.add_roam(b, portfolio and fewest_flops)
     _monotone(graph, config, fr.made, fr.points, plans, fr.notes)
     return bp.step_flops, fr.points, fr.notes
+
+
+def _stopped(stop: Callable[[], bool] | None, fr: _Frontier) -> bool:
+    """Whether a cancel arrived: the points made so far are kept (and a note says so)."""
+    if stop is None or not stop():
+        return False
+    if not any(n.startswith("cancelled") for n in fr.notes):
+        fr.notes.append(f"cancelled after {len(fr.points)} points: the frontier is partial")
+    return True
 
 
 def _monotone(graph: Graph, config: PlannerConfig, made: Sequence[tuple[int, Plan, int]],

@@ -126,7 +126,7 @@ def test_snapshot_overlay(page_factory: Any, tmp_path: Path) -> None:
     expect(page.locator("#snapshot-summary")).to_contain_text("fragmentation at the peak")
     page.wait_for_function("""() => {
         const gd = document.querySelector('#snapshot-curves .js-plotly-plot');
-        return gd && gd.data.some(t => t.name === 'measured allocated'); }""", timeout=T)
+        return gd && gd.data.some(t => t.name === 'exported allocated'); }""", timeout=T)
     ticks = page.evaluate("""() => document.querySelector('#snapshot-segments .js-plotly-plot')
         .layout.xaxis.ticktext""")
     assert ticks == ["planned arena", "segment 1", "segment 2"]

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from app.analysis.settings import PlanSettings
 from app.core import state
 from app.core.formatting import fmt_bytes
-from app.views.budget.model import FrontierRecord, method_label
+from app.views.budget.model import OWN_SEARCH, FrontierRecord, method_label
+from roam_core.base.cancel import CancelFlag
 from roam_core.model.graph import Graph, TensorId
 from roam_core.model.plan import Plan
 
@@ -55,11 +57,13 @@ def _min_cut_baselines(graph: Graph, progress: Progress | None, total: int
 
 def frontier(graph_key: str, settings: PlanSettings, budgets: int = 8,
              progress: Progress | None = None,
-             min_cut: bool = True) -> str:
-    """Plan the frontier of a stored graph (or find it cached); returns its cache key.
+             min_cut: bool = True, cancel: CancelFlag | None = None) -> tuple[str, bool]:
+    """Plan the frontier of a stored graph (or find it cached): ``(cache key, cancelled)``.
 
     With ``min_cut`` and a graph traced from the zoo, torch's min-cut partitioner
     (:mod:`roam_core.zoo.min_cut`) adds one baseline per ``activation_memory_budget``.
+    ``cancel`` stops it between plans: the points made so far are stored (under a key of
+    their own, never the settings' key) and returned with ``cancelled`` true.
     The stored record is ``{"graph", "graph_name", "step_flops", "points": [{"method",
     "label", "peak_bytes", "extra_flops", "extra_pct", "budget_bytes", "recomputed_ops",
     "extra_bytes_moved", "kept", "plan_key"}], "notes"}``; every plan is stored under its
@@ -71,7 +75,7 @@ def frontier(graph_key: str, settings: PlanSettings, budgets: int = 8,
 
     key = frontier_key(graph_key, settings, budgets, min_cut)
     if state.get_json(key) is not None:
-        return key
+        return key, False
     graph = state.get_graph(graph_key)
     cfg = PlannerConfig(time_limit_s=settings.time_limit_s, node_limit=settings.node_limit,
                         workers=settings.workers, alignment_bytes=settings.alignment_bytes)
@@ -94,7 +98,11 @@ def frontier(graph_key: str, settings: PlanSettings, budgets: int = 8,
 
     plans: dict[str, Plan] = {}
     sf, points, notes = recompute_frontier(graph, cfg, budgets=int(budgets), plans=plans,
-                                           extra_baselines=extra, on_plan=counted)
+                                           extra_baselines=extra, on_plan=counted,
+                                           cancel=cancel)
+    cancelled = cancel is not None and bool(cancel())
+    if cancelled:  # a partial frontier is never the answer for these settings
+        key = f"{key}-cancelled-{uuid.uuid4().hex[:8]}"
     keys = {label: state.put_plan(p) for label, p in plans.items()}
     out = []
     for p in points:
@@ -110,8 +118,10 @@ def frontier(graph_key: str, settings: PlanSettings, budgets: int = 8,
     state.put_json(key, {"graph": graph_key, "graph_name": graph.name, "step_flops": int(sf),
                          "points": out, "notes": list(notes) + mc_notes})
     if progress is not None:
-        progress(total, total, f"done: {len(out)} points")
-    return key
+        progress(calls[0] if cancelled else total, total,
+                 f"cancelled after {calls[0]} of ~{total} plans: showing the {len(out)} "
+                 "points made" if cancelled else f"done: {len(out)} points")
+    return key, cancelled
 
 
 def frontier_rows(record: FrontierRecord) -> list[dict[str, Any]]:
@@ -124,6 +134,8 @@ def frontier_rows(record: FrontierRecord) -> list[dict[str, Any]]:
              "recomputed_ops": p["recomputed_ops"],
              "moved": fmt_bytes(p.get("extra_bytes_moved") or 0),
              "kept": "" if p["method"] != "roam" or p.get("kept") in (None, "roam") else
-             f"from {method_label(p['kept'])}",
+             ("started from " if p["kept"].removesuffix(", fewest FLOPs") not in OWN_SEARCH
+              else "") + method_label(p["kept"])
+             + (" (fewest FLOPs)" if p["kept"].endswith(", fewest FLOPs") else ""),
              "plan_key": p["plan_key"]} for p in pts]
 

@@ -47,8 +47,8 @@ def load_choice(value: str, sample_dir: Path = SAMPLE_DIR) -> str:
     return state.put_graph(load_graph(path))
 
 
-def graph_from_upload(contents: str, filename: str | None, max_bytes: int) -> str:
-    """Parse an uploaded graph (JSON or gzip JSON), store it, return its key.
+def graph_from_upload(raw: bytes, filename: str | None) -> str:
+    """Parse an uploaded graph file's bytes (JSON or gzip JSON), store it, return its key.
 
     Raises
     ------
@@ -56,7 +56,7 @@ def graph_from_upload(contents: str, filename: str | None, max_bytes: int) -> st
         With the parser's message, prefixed by the file name.
     """
     try:
-        graph = loads_graph(decode_upload(contents, max_bytes))
+        graph = loads_graph(raw)
     except GraphError as e:
         raise GraphError(f"{filename or 'upload'}: {e}") from e
     return state.put_graph(graph)

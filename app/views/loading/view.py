@@ -17,12 +17,21 @@ from app.core import ids
 from app.core.config import DEFAULT_CONFIG, AppConfig
 from app.core.state import get_graph
 from app.core.store_types import GraphRef
+from app.services.uploads import read_upload
 from app.views import running
 from app.views.callback_tools import bind_config
 from app.views.components import card, number_field
 from app.views.lazy import store
 from app.views.loading import data
 from app.views.spec import PageDefaults, View
+from app.views.uploads import (
+    UploadRef,
+    register_upload,
+    result_id,
+    upload_ref,
+    upload_store,
+    upload_zone,
+)
 from roam_core.base.errors import RoamError
 
 __all__ = ["VIEW", "hf_config_dropped", "load_graph", "sample_pick_for", "trace_buttons",
@@ -36,9 +45,9 @@ def _loading_card(defaults: PageDefaults) -> html.Div:
         dcc.Dropdown(id=ids.SAMPLE_PICK, options=list(defaults.sample_options),
                      value=defaults.sample_value, clearable=False,
                      placeholder="pick a sample graph"),
-        dcc.Upload(id=ids.UPLOAD, className="upload", children=html.Div([
+        upload_zone(ids.UPLOAD, "graph", defaults.max_upload_bytes, ids.LOAD_STATUS, [
             f"Drop a graph (.json / .json.gz, ≤ {defaults.max_upload_bytes // 2**20} MiB) or ",
-            html.A("browse")])),
+            html.A("browse")], accept=".json,.gz,.json.gz"),
         html.Div(defaults.load_message, id=ids.LOAD_STATUS, className="status"),
         html.Details([
             html.Summary("Trace a zoo or Hugging Face model"),
@@ -74,15 +83,15 @@ def _loading_card(defaults: PageDefaults) -> html.Div:
     )
 
 
-def load_graph(sample: str | None, contents: str | None, trace: GraphRef | None,
-               filename: str | None, *, config: AppConfig = DEFAULT_CONFIG
-               ) -> tuple[GraphRef | dash.NoUpdate, str, None]:
-    """Sample pick, upload or finished zoo trace -> graph key (the upload is cleared so
-    the same file can be dropped again)."""
+def load_graph(sample: str | None, upload: UploadRef | None, trace: GraphRef | None
+               ) -> tuple[GraphRef | dash.NoUpdate, str]:
+    """Sample pick, uploaded file (streamed to the server, :mod:`app.views.uploads`) or
+    finished zoo trace -> graph key."""
     trig = dash.ctx.triggered_id
     try:
-        if trig == ids.UPLOAD and contents:
-            key = data.graph_from_upload(contents, filename, config.max_upload_bytes)
+        if trig == result_id(ids.UPLOAD):
+            token, filename = upload_ref(upload)
+            key = data.graph_from_upload(read_upload(token), filename)
         elif trig == ids.TRACE_RESULT and trace and trace.get("key"):
             key = trace["key"]
         elif trig == ids.SAMPLE_PICK and sample:
@@ -90,9 +99,9 @@ def load_graph(sample: str | None, contents: str | None, trace: GraphRef | None,
         else:
             raise PreventUpdate
     except RoamError as e:
-        return dash.no_update, f"Error: {e}", None
+        return dash.no_update, f"Error: {e}"
     g = get_graph(key)
-    return {"key": key, "name": g.name}, f"loaded {g.name}: {len(g.ops)} ops", None
+    return {"key": key, "name": g.name}, f"loaded {g.name}: {len(g.ops)} ops"
 
 
 def sample_pick_for(graph: GraphRef | None, current: str | None,
@@ -177,11 +186,10 @@ def trace_buttons(running_jobs: dict[str, bool] | None, zoo: Sequence[str] | Non
 
 def register(app: dash.Dash, config: AppConfig) -> None:
     """The Graph card's callbacks."""
+    register_upload(app, "graph", config.max_upload_bytes)
     app.callback(Output(ids.GRAPH_KEY, "data"), Output(ids.LOAD_STATUS, "children"),
-                 Output(ids.UPLOAD, "contents"), Input(ids.SAMPLE_PICK, "value"),
-                 Input(ids.UPLOAD, "contents"), Input(ids.TRACE_RESULT, "data"),
-                 State(ids.UPLOAD, "filename"),
-                 prevent_initial_call=True)(bind_config(load_graph, config))
+                 Input(ids.SAMPLE_PICK, "value"), Input(result_id(ids.UPLOAD), "data"),
+                 Input(ids.TRACE_RESULT, "data"), prevent_initial_call=True)(load_graph)
     app.callback(Output(ids.SAMPLE_PICK, "value", allow_duplicate=True),
                  Output(ids.SAMPLE_PICK, "placeholder"), Input(ids.GRAPH_KEY, "data"),
                  State(ids.SAMPLE_PICK, "value"), State(ids.SAMPLE_PICK, "options"),
@@ -212,4 +220,5 @@ def register(app: dash.Dash, config: AppConfig) -> None:
 
 
 VIEW = View("loading", "side", lambda defaults: [_loading_card(defaults)], register,
-            stores=lambda: [store(ids.TRACE_RESULT), store(ids.HF_CONFIG)])
+            stores=lambda: [store(ids.TRACE_RESULT), store(ids.HF_CONFIG),
+                            upload_store(ids.UPLOAD)])

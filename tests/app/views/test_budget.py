@@ -61,9 +61,10 @@ def test_frontier_record_figure_and_cache(frontier_rec: dict[str, Any]) -> None:
     assert fig.data[-1].name == "shown in the views"
     assert any(t.name == "no recomputation" for t in fig.data)
     # the second job for the same graph and settings is the cached one
-    key = budget_data.frontier(gk, PlanSettings("roam", 1.0, 60, 1, 512), 8,
-                          lambda *a: pytest.fail("recomputed a cached frontier"))
+    key, cancelled = budget_data.frontier(gk, PlanSettings("roam", 1.0, 60, 1, 512), 8,
+                                          lambda *a: pytest.fail("recomputed a cached frontier"))
     assert key == frontier_rec["result"]["key"]
+    assert not cancelled
     f2, rows, notes = budget_view.render_frontier(None, frontier_rec["graph"], None, 8, ["on"],
                                              "roam", 1, 60, 1, 512)
     assert any("not applicable" in li.children for li in notes)
@@ -107,6 +108,34 @@ def test_clicking_a_point_loads_a_recompute_plan_into_every_view(
         assert "MFLOP" in text
         assert "frees" in text
         assert "× steps" in text
+
+
+def test_cancelled_frontier_keeps_its_points(cache_dir: Path) -> None:
+    """A cancel stops the frontier between plans: the points made are kept and shown, under
+    a key of their own (never the settings' key), and the progress says so."""
+    from app.services import cancel_requests
+
+    gk = state.put_graph(random_train_graph(2, 6))
+    seen: list[tuple] = []
+
+    def progress(item: tuple) -> None:
+        seen.append(item)
+        if len(seen) == 4:  # the fourth plan starts: cancel
+            cancel_requests.request_cancel("page", 1, "frontier")
+
+    out, status = budget_view.frontier_job(progress, 1, {"key": gk}, 8, [], "roam", 1, 60, 1,
+                                           512, "page")
+    assert status.startswith("cancelled: showing the"), status
+    rec = state.get_json(out["key"])
+    assert 2 <= len(rec["points"]) < 8
+    assert any(n.startswith("cancelled after") for n in rec["notes"])
+    assert seen[-1][2].startswith("cancelled after"), seen[-1]
+    settings_key = budget_data.frontier_key(gk, PlanSettings("roam", 1, 60, 1, 512), 8, False)
+    assert out["key"] != settings_key
+    assert state.get_json(settings_key) is None
+    _, rows, _ = budget_view.render_frontier(out, {"key": gk}, None, 8, [], "roam", 1, 60,
+                                                   1, 512)
+    assert len(rows) == len(rec["points"])
 
 
 @pytest.mark.slow

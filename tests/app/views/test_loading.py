@@ -11,32 +11,35 @@ import dash
 import pytest
 
 from app.core import ids, state
+from app.services.uploads import UploadError, save_upload, upload_dir
 from app.views.loading import data as loading_data
 from app.views.loading import view as loading_view
 from app.views.planning import view as planning_view
+from app.views.uploads import result_id
 from roam_core.base.errors import GraphError
 from roam_core.formats.graph_io import dumps_graph
 from roam_core.model.samples import chain3, diamond
-from tests.app.helpers import (
-    data_url,
-    run,
-)
+from tests.app.helpers import data_url, run, uploaded
+
+UPLOADED = result_id(ids.UPLOAD)
 
 
 def test_load_graph_from_upload_and_sample(cache_dir: Path) -> None:
-    url = data_url(dumps_graph(diamond()))
-    data, msg, cleared = run(loading_view.load_graph, ids.UPLOAD, url, None, url, None, "d.json")
+    ref = uploaded(dumps_graph(diamond()), "d.json")
+    data, msg = run(loading_view.load_graph, UPLOADED, ref, None, ref, None)
     assert data["name"] == "diamond"
     assert msg == "loaded diamond: 4 ops"
-    assert cleared is None
-    data, msg, _ = run(loading_view.load_graph, ids.SAMPLE_PICK, "hand:chain3", "hand:chain3",
-                    None, None, None)
+    data, msg = run(loading_view.load_graph, ids.SAMPLE_PICK, "hand:chain3", "hand:chain3",
+                    None, None)
     assert data["name"] == "chain3"
+    data, msg = run(loading_view.load_graph, UPLOADED, ref, None, ref, None)  # read once
+    assert data is dash.no_update
+    assert msg.startswith("Error: the upload is no longer on the server")
 
 
 def test_load_graph_bad_upload_keeps_the_graph(cache_dir: Path) -> None:
-    url = data_url(b'{"format": "roam-graph", "schema_version": 99}')
-    data, msg, _ = run(loading_view.load_graph, ids.UPLOAD, url, None, url, None, "bad.json")
+    ref = uploaded(b'{"format": "roam-graph", "schema_version": 99}', "bad.json")
+    data, msg = run(loading_view.load_graph, UPLOADED, ref, None, ref, None)
     assert data is dash.no_update
     assert msg.startswith("Error: bad.json: ")
     assert "schema_version" in msg
@@ -55,8 +58,7 @@ def test_sample_options_and_load_choice(cache_dir: Path, tmp_path: Path) -> None
 
 @pytest.mark.parametrize("compress", [False, True])
 def test_upload_json_and_gzip(cache_dir: Path, compress: bool) -> None:
-    key = loading_data.graph_from_upload(data_url(dumps_graph(diamond(), compress=compress)),
-                                     "d.json", 2**20)
+    key = loading_data.graph_from_upload(dumps_graph(diamond(), compress=compress), "d.json")
     assert state.get_graph(key).name == "diamond"
 
 
@@ -69,14 +71,17 @@ def test_upload_json_and_gzip(cache_dir: Path, compress: bool) -> None:
 ])
 def test_upload_errors_name_the_problem(cache_dir: Path, raw: bytes, match: str) -> None:
     with pytest.raises(GraphError, match=match):
-        loading_data.graph_from_upload(data_url(raw), "d.json", 2**20)
+        loading_data.graph_from_upload(raw, "d.json")
 
 
 def test_upload_size_cap(cache_dir: Path) -> None:
-    with pytest.raises(GraphError, match="larger than the upload limit"):
-        loading_data.graph_from_upload(data_url(b"x" * 5000), "big.json", 1000)
-    with pytest.raises(GraphError, match="empty"):
-        loading_data.graph_from_upload("", "e.json", 1000)
+    import io
+
+    with pytest.raises(UploadError, match=r"big\.json is larger than the upload limit"):
+        save_upload(io.BytesIO(b"x" * 5000), 1000, "big.json")
+    with pytest.raises(UploadError, match="empty"):
+        save_upload(io.BytesIO(b""), 1000, "e.json")
+    assert not list(upload_dir().iterdir())  # nothing kept
 
 
 def test_new_graph_clears_status_and_sample_pick(cache_dir: Path) -> None:
