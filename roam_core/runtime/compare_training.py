@@ -217,15 +217,25 @@ def compare_training(
         loops.interleaved(calls)
     else:
         loops.sequential(calls)
+    return _report(loops, plan, traced.graph, dev, origin, {
+        "model": model_name, "batch_size": batch_size, "seq_len": tseq, "setting": setting,
+        "precision": precision, "attention": origin.get("attention"), "steps": steps,
+        "graph": gname, "trace_seconds": trace_s, "plan_seconds": plan_s,
+        "max_grad_norm": max_grad_norm, "accumulation_steps": accumulation_steps,
+        "other_batch_size": other_batch_size, "calls": calls})
+
+
+def _report(loops: _TwoLoops, plan: Plan, graph: Graph, dev: torch.device,
+            origin: dict[str, Any], head: dict[str, Any]) -> dict[str, Any]:
+    """The JSON object of a finished comparison: ``head`` (the configuration), then the
+    numerics, times, peaks and the planned step's statistics."""
     step = loops.planned_step()
     stats = step.stats()
     te, tp = _median(loops.t_eager), _median(loops.t_planned)
     diff = loops.max_abs_diff()
     peaks = loops.peaks
     return {
-        "model": model_name, "batch_size": batch_size, "seq_len": tseq, "setting": setting,
-        "precision": precision, "attention": origin.get("attention"),
-        "traced_setting": "steady", "optimizer": origin["optimizer"], "steps": steps,
+        **head, "traced_setting": "steady", "optimizer": origin["optimizer"],
         "device": dev.type, "device_name": (torch.cuda.get_device_name(dev)
                                             if dev.type == "cuda" else "cpu"),
         "max_abs_diff": diff, "numerics_ok": diff <= TOLERANCE[dev.type],
@@ -245,11 +255,8 @@ def compare_training(
         "losses_planned": [float(x) for x in loops.losses_planned],
         "out_variant_ops": stats.out_variant_ops, "factory_ops": stats.factory_ops,
         "fallback_ops": stats.fallback_ops, "fallback_targets": list(stats.fallback_targets),
-        "plan_method": plan.method, "graph": gname, "graph_ops": len(traced.graph),
-        "trace_seconds": trace_s, "plan_seconds": plan_s,
+        "plan_method": plan.method, "graph_ops": len(graph),
         "torch_version": torch.__version__, "threads": torch.get_num_threads(),
-        "max_grad_norm": max_grad_norm, "accumulation_steps": accumulation_steps,
-        "other_batch_size": other_batch_size, "calls": calls,
         "plans": len(step.variants), "step_bytes": step.arena_bytes,
         "new_shape_plan_seconds": step.planned_seconds,
     }
