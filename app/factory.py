@@ -65,7 +65,7 @@ def security_headers(app: Dash) -> dict[str, str]:
         "worker-src 'self' blob:", "object-src 'none'", "base-uri 'self'",
         "form-action 'self'", "frame-ancestors 'none'"])
     return {"Content-Security-Policy": csp, "X-Content-Type-Options": "nosniff",
-            "X-Frame-Options": "DENY", "Referrer-Policy": "no-referrer",
+            "X-Frame-Options": "DENY", "Referrer-Policy": "same-origin",
             "Cross-Origin-Opener-Policy": "same-origin"}
 
 

@@ -331,8 +331,8 @@ def test_8_what_fits_remembers_earlier_sweeps_and_cancel_keeps_rows(page_factory
         page.click("#fit-btn")
 
     sweep("1")
-    expect(page.locator("#fit-status")).to_contain_text("swept mlp: 1 configurations",
-                                                        timeout=120_000)
+    expect(page.locator("#fit-status")).to_contain_text(
+        "swept mlp in fp32 (the default for this model): 1 configurations", timeout=120_000)
     with slow_fit(3.0):
         sweep("2 3 4 5 6 7 8")
         expect(page.locator("#fit-progress-text")).to_contain_text("1/7", timeout=120_000)
@@ -396,7 +396,9 @@ def test_a_link_reopens_the_same_view(page_factory: Any, tmp_path: Path) -> None
     graph_key = re.search(r"graph=([^&]+)", page.url).group(1)
     op = load_graph(_sample("tiny_gpt-b2-t32-steady.json.gz")).ops[5].id
     link = f"{page.url}&x0=10&x1=60&sel=op:{op}"
-    again = page_factory()
+    # the same browser (its session cookie): graphs are private to a session, so a link
+    # reopens the view for whoever made it, not for another browser
+    again = page.context.new_page()
     again.goto(link)
     expect(again.locator("#summary-card")).to_contain_text("tiny_gpt", timeout=T)
     expect(again.locator("#load-status")).to_contain_text("from the link")

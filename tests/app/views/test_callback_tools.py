@@ -77,7 +77,7 @@ def test_the_app_uses_the_handler_and_sends_headers(cache_dir: Path) -> None:
     assert "script-src 'self'" in h["Content-Security-Policy"]
     assert h["X-Content-Type-Options"] == "nosniff"
     assert h["X-Frame-Options"] == "DENY"
-    assert h["Referrer-Policy"] == "no-referrer"
+    assert h["Referrer-Policy"] == "same-origin"
     assert sessions.COOKIE in h["Set-Cookie"]
     assert ids.CALLBACK_ERROR in r.get_data(as_text=True) or ids.CALLBACK_ERROR in str(
         app.layout())
