@@ -141,7 +141,7 @@ def bert_case() -> Case:
     """Hugging Face BERT (masked LM) from a tiny config, dropout 0.1, eager attention."""
     import transformers
 
-    from roam_core.zoo.hf import _HFLoss
+    from roam_core.zoo.hf import _HFStep
 
     cfg = transformers.AutoConfig.for_model(
         "bert", hidden_size=64, intermediate_size=128, num_hidden_layers=2,
@@ -150,7 +150,7 @@ def bert_case() -> Case:
     torch.manual_seed(0)
     model = transformers.AutoModelForMaskedLM.from_config(cfg).train()
     ids = torch.randint(0, 128, (2, 32), generator=_gen())
-    return _HFLoss(model), [ids], None, "adamw"
+    return _HFStep(model, "masked-lm", "math"), [ids], None, "adamw"
 
 
 CASES: dict[str, Callable[[], Case]] = {
