@@ -18,12 +18,12 @@ import copy
 
 import pytest
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from roam_core.runtime import GradientsNotKeptError, PlannedStep, StepMismatchError
 from roam_core.trace import make_optimizer_factory
 from tests.roam_core.runtime.train_helpers import (
+    DropNet,
     EagerLoop,
     assert_same_training,
     batches,
@@ -31,16 +31,6 @@ from tests.roam_core.runtime.train_helpers import (
     snapshot,
     unchanged,
 )
-
-
-class DropNet(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1, self.drop, self.fc2 = nn.Linear(12, 16), nn.Dropout(0.3), nn.Linear(16, 5)
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(self.fc2(self.drop(torch.relu(self.fc1(x)))), y)
-
 
 EXAMPLE = [torch.zeros(6, 12), torch.zeros(6, dtype=torch.long)]
 

@@ -25,6 +25,7 @@ from roam_core.runtime import (
 from roam_core.trace import make_optimizer_factory, trace_fx
 from roam_core.trace.step_spec import StepSpec
 from tests.roam_core.runtime.train_helpers import (
+    DropNet,
     EagerLoop,
     assert_same_training,
     batches,
@@ -32,15 +33,6 @@ from tests.roam_core.runtime.train_helpers import (
     snapshot,
     unchanged,
 )
-
-
-class DropNet(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1, self.drop, self.fc2 = nn.Linear(12, 16), nn.Dropout(0.3), nn.Linear(16, 5)
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(self.fc2(self.drop(torch.relu(self.fc1(x)))), y)
 
 
 def _ex(n: int = 6) -> list[torch.Tensor]:

@@ -33,6 +33,7 @@ from torch import nn
 
 from roam_core.runtime import GradientsNotKeptError, PlannedStep, StepMismatchError
 from tests.roam_core.runtime.train_helpers import (
+    DropNet,
     EagerLoop,
     assert_same_training,
     fast_planner,
@@ -42,15 +43,6 @@ from tests.roam_core.runtime.train_helpers import (
 
 
 # ------------------------------------------------------------------ models
-class DropNet(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc1, self.drop, self.fc2 = nn.Linear(12, 16), nn.Dropout(0.3), nn.Linear(16, 5)
-
-    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return F.cross_entropy(self.fc2(self.drop(torch.relu(self.fc1(x)))), y)
-
-
 class BnCnn(nn.Module):
     def __init__(self) -> None:
         super().__init__()

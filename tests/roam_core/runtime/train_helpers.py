@@ -8,6 +8,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from roam_core.model.graph import Graph
@@ -103,3 +104,14 @@ def batches(example: Sequence[Any], n: int, seed: int, high: int) -> list[list[A
     return [[torch.randn(x.shape, generator=gen, dtype=x.dtype) if x.dtype.is_floating_point
              else torch.randint(0, high, tuple(x.shape), generator=gen, dtype=x.dtype)
              for x in example] for _ in range(n)]
+
+
+class DropNet(nn.Module):
+    """An MLP with dropout whose forward returns the loss (the loop tests' model)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc1, self.drop, self.fc2 = nn.Linear(12, 16), nn.Dropout(0.3), nn.Linear(16, 5)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(self.fc2(self.drop(torch.relu(self.fc1(x)))), y)
