@@ -31,6 +31,22 @@ settings.register_profile(
 settings.load_profile("roam")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--fuzz-full", action="store_true",
+                     help="run the fuzz_full tests (the whole fuzz matrix: ./dev.sh fuzz)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``fuzz_full`` tests run only with ``--fuzz-full``: deselected (not skipped) otherwise,
+    so that ``-m`` expressions of the tiers need not name them."""
+    if config.getoption("--fuzz-full"):
+        return
+    keep = [i for i in items if i.get_closest_marker("fuzz_full") is None]
+    if len(keep) < len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
+
+
 @pytest.fixture(scope="session")
 def minimalloc() -> Path:
     """The folder of MiniMalloc's CSV instances (``<repo>/../shared/dsa/minimalloc``, see
