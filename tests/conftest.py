@@ -71,19 +71,26 @@ def reap_children(grace_s: float = REAP_GRACE_S) -> list[str]:
     returns their command lines (for the warning)."""
     import psutil
 
+    def expected(proc: psutil.Process) -> bool:
+        try:
+            return any(e in " ".join(proc.cmdline()) for e in EXPECTED)
+        except psutil.NoSuchProcess:
+            return True
+
     me = psutil.Process()
     children = me.children(recursive=True)
-    _, alive = psutil.wait_procs(children, timeout=grace_s)
+    # the helpers never end on their own: waiting the grace for them cost every session 5 s
+    helpers = [p for p in children if expected(p)]
+    _, alive = psutil.wait_procs([p for p in children if p not in helpers], timeout=grace_s)
     names = []
-    for proc in alive:
+    for proc in [*alive, *helpers]:
         try:
-            cmd = " ".join(proc.cmdline())
-            if not any(e in cmd for e in EXPECTED):
-                names.append(f"{proc.pid}: {cmd[:120]}")
+            if proc not in helpers:
+                names.append(f"{proc.pid}: {' '.join(proc.cmdline())[:120]}")
             proc.kill()
         except psutil.NoSuchProcess:
             pass
-    psutil.wait_procs(alive, timeout=grace_s)
+    psutil.wait_procs([*alive, *helpers], timeout=grace_s)
     return names
 
 
