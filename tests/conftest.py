@@ -32,16 +32,23 @@ settings.load_profile("roam")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    parser.addoption("--fuzz-full", action="store_true",
-                     help="run the fuzz_full tests (the whole fuzz matrix: ./dev.sh fuzz)")
+    parser.addoption("--full-matrix", action="store_true",
+                     help="also run the full_matrix tests (./dev.sh matrix)")
+
+
+def full_matrix(config: pytest.Config) -> bool:
+    """Whether this session runs the full matrices (``--full-matrix``)."""
+    return bool(config.getoption("--full-matrix"))
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``fuzz_full`` tests run only with ``--fuzz-full``: deselected (not skipped) otherwise,
-    so that ``-m`` expressions of the tiers need not name them."""
-    if config.getoption("--fuzz-full"):
+    """``full_matrix`` tests (the rest of a matrix the suite samples: every fuzz case through
+    every command, every Hugging Face family at both batch sizes, the property soak) run
+    only with ``--full-matrix``: deselected, not skipped, otherwise, so that the tiers' ``-m``
+    expressions need not name them."""
+    if full_matrix(config):
         return
-    keep = [i for i in items if i.get_closest_marker("fuzz_full") is None]
+    keep = [i for i in items if i.get_closest_marker("full_matrix") is None]
     if len(keep) < len(items):
         config.hook.pytest_deselected(items=[i for i in items if i not in keep])
         items[:] = keep

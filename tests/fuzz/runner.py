@@ -179,7 +179,7 @@ def matrix(directory: Path, *, full: bool = True) -> list[Run]:
     ``full=False`` (the test suite's sample): every bad graph through ``info`` and the
     :data:`SAMPLE_GRAPHS` through every command; every plan through ``check`` and the
     :data:`SAMPLE_PLANS` through every command; CSVs, options and output paths all.
-    ``full=True`` (``benchmarks/fuzz_bench.py``, ``./dev.sh fuzz``): every case through
+    ``full=True`` (``benchmarks/fuzz_bench.py``, ``./dev.sh matrix``): every case through
     every command."""
     from roam_core.formats.plan_io import save_plan
     from tests.fuzz.corpus import base_plan

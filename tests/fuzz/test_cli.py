@@ -6,7 +6,8 @@ The suite runs the sample of :func:`~tests.fuzz.runner.matrix` (one graph and on
 each kind of bad input through every command, every other case through its reader's command,
 every option and output path) in this process through ``roam_core.cli.main``, and a few runs
 as a user starts them (``python -m roam_core``, peak memory measured).  The full matrix, every
-case through every command, is ``./dev.sh fuzz`` (in-process here, marker ``fuzz_full``) and
+case through every command, is ``./dev.sh matrix`` (in-process here, marker ``full_matrix``)
+and
 ``benchmarks/fuzz_bench.py`` (every run a child process, peak memory of each).
 """
 
@@ -71,7 +72,7 @@ def test_every_command_refuses_every_bad_input_in_one_line(tmp_path: Path,
     assert not bad, f"{len(bad)} of {len(results)} runs went wrong: {bad[:10]}"
 
 
-@pytest.mark.fuzz_full
+@pytest.mark.full_matrix
 def test_full_matrix_every_case_through_every_command(tmp_path: Path, in_process: None) -> None:
     results = run_matrix(tmp_path, full=True)
     bad = _wrong(results)
