@@ -17,8 +17,12 @@ Format (``schema_version`` 2; version 1 files, without recomputation, load too):
       "settings": {...}, "notes": ["..."],
       "recompute": [{"id": "relu@r", "source": "relu", "inputs": ["mm"],
                      "outputs": ["relu@r"], "readers": ["threshold_backward"]}],
-      "extra_flops": 0, "step_flops": 123456
+      "extra_flops": 0, "step_flops": 123456,
+      "extra_seconds": 0.0, "step_seconds": 0.0012, "device_profile": "h100-sxm"
     }
+
+The three time fields (the cost model's estimates) are optional: plans written before them
+load with 0 and ``""``.
 
 Every problem raises :class:`~roam_core.base.errors.PlanFormatError` naming the field.  With a
 graph, a plan made for another graph is refused, naming both graphs ("plan was made for graph
@@ -99,6 +103,9 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         ],
         "extra_flops": int(plan.extra_flops),
         "step_flops": int(plan.step_flops),
+        "extra_seconds": float(plan.extra_seconds),
+        "step_seconds": float(plan.step_seconds),
+        "device_profile": plan.device_profile,
     }
 
 
@@ -261,6 +268,10 @@ def plan_from_dict(obj: Any) -> Plan:
             raise PlanFormatError(f"plan file: field 'recompute' entry {i} is malformed"
                                   ) from None
     solve_s = _field(obj, "solve_seconds", (int, float), default=0.0)
+    extra_s = _field(obj, "extra_seconds", (int, float), default=0.0)
+    step_s = _field(obj, "step_seconds", (int, float), default=0.0)
+    if extra_s < 0 or step_s < 0:
+        raise PlanFormatError("plan file: field 'extra_seconds' or 'step_seconds' is negative")
     return Plan(
         graph_fingerprint=_field(obj, "graph_fingerprint", str),
         graph_name=_field(obj, "graph_name", str, default="graph"),
@@ -284,6 +295,9 @@ def plan_from_dict(obj: Any) -> Plan:
         recompute=tuple(rops),
         extra_flops=_int(obj, "extra_flops", default=0),
         step_flops=_int(obj, "step_flops", default=0),
+        extra_seconds=float(extra_s),
+        step_seconds=float(step_s),
+        device_profile=_field(obj, "device_profile", str, default=""),
     )
 
 
