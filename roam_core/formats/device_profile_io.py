@@ -11,7 +11,8 @@ File format (``format: "roam-device-profile"``, ``schema_version`` 1)::
      "vector_flops_per_s": 1.1e11, "memory_bandwidth_bytes_per_s": 9.8e9,
      "launch_overhead_s": 4e-6, "efficiency": {"elementwise": 0.7, ...},
      "memory_bytes": 0, "conv_uses_tf32": false, "source": "...",
-     "calibrated": {"device": "cpu", "threads": 2, ...}}
+     "calibrated": {"device": "cpu", "threads": 2, ...},
+     "conv_flops_per_s": {"float32": 6.0e10}}
 """
 
 from __future__ import annotations
@@ -64,7 +65,8 @@ def profile_to_dict(p: DeviceProfile) -> dict[str, Any]:
             "launch_overhead_s": float(p.launch_overhead_s),
             "efficiency": {k: float(v) for k, v in p.efficiency.items()},
             "memory_bytes": int(p.memory_bytes), "conv_uses_tf32": bool(p.conv_uses_tf32),
-            "source": p.source, "calibrated": dict(p.calibrated)}
+            "source": p.source, "calibrated": dict(p.calibrated),
+            "conv_flops_per_s": {k: float(v) for k, v in p.conv_flops_per_s.items()}}
 
 
 def profile_from_dict(obj: Any, where: str = "device profile") -> DeviceProfile:
@@ -90,7 +92,9 @@ def profile_from_dict(obj: Any, where: str = "device profile") -> DeviceProfile:
             efficiency={str(k): float(v) for k, v in obj.get("efficiency", {}).items()},
             memory_bytes=int(obj.get("memory_bytes", 0)),
             conv_uses_tf32=bool(obj.get("conv_uses_tf32", False)),
-            source=str(obj.get("source", "")), calibrated=dict(obj.get("calibrated", {})))
+            source=str(obj.get("source", "")), calibrated=dict(obj.get("calibrated", {})),
+            conv_flops_per_s={str(k): float(v)
+                              for k, v in obj.get("conv_flops_per_s", {}).items()})
     except KeyError as e:
         raise ConfigError(f"{where}: missing field {e.args[0]!r}") from None
     except (TypeError, ValueError, AttributeError) as e:

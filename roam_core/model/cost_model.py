@@ -89,7 +89,7 @@ class DeviceProfile:
     matmul_flops_per_s : Mapping of str to float
         Peak FLOP/s of matrix products by dtype (``"float32"``, ``"tf32"``,
         ``"bfloat16"``, ``"float16"``, ``"float64"``); an unknown dtype takes
-        ``"float32"``'s.
+        ``"float32"``'s.  Convolutions use these too unless ``conv_flops_per_s`` is given.
     vector_flops_per_s : float
         Peak FLOP/s of other ops that count FLOPs (float32 FMA units).
     memory_bandwidth_bytes_per_s : float
@@ -109,6 +109,9 @@ class DeviceProfile:
         Where the figures come from (a datasheet, or the calibration run).
     calibrated : Mapping
         For a measured profile: what was measured and on which machine (empty otherwise).
+    conv_flops_per_s : Mapping of str to float
+        Measured convolution FLOP/s by dtype (a calibrated profile; empty: the matmul rates,
+        TF32 for float32 when ``conv_uses_tf32``).
     """
 
     name: str
@@ -122,12 +125,13 @@ class DeviceProfile:
     conv_uses_tf32: bool = False
     source: str = ""
     calibrated: Mapping[str, Any] = field(default_factory=dict)
+    conv_flops_per_s: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ConfigError("device profile: name must not be empty")
-        rates = [*self.matmul_flops_per_s.values(), self.vector_flops_per_s,
-                 self.memory_bandwidth_bytes_per_s]
+        rates = [*self.matmul_flops_per_s.values(), *self.conv_flops_per_s.values(),
+                 self.vector_flops_per_s, self.memory_bandwidth_bytes_per_s]
         if "float32" not in self.matmul_flops_per_s or not all(
                 isinstance(r, (int, float)) and r > 0 for r in rates):
             raise ConfigError(f"device profile {self.name!r}: every rate must be a positive "
@@ -143,7 +147,11 @@ class DeviceProfile:
     def rate_flops_per_s(self, cls: OpClass, dtype: str) -> float:
         """FLOP/s an op of ``cls`` and ``dtype`` reaches (peak x efficiency)."""
         rates = self.matmul_flops_per_s
-        if cls is OpClass.CONV and dtype == "float32" and self.conv_uses_tf32 and "tf32" in rates:
+        conv = self.conv_flops_per_s
+        if cls is OpClass.CONV and conv:
+            peak = conv.get(dtype, conv.get("float32", rates["float32"]))
+        elif cls is OpClass.CONV and dtype == "float32" and self.conv_uses_tf32 \
+                and "tf32" in rates:
             peak = rates["tf32"]
         elif cls in (OpClass.MATMUL, OpClass.CONV):
             peak = rates.get(dtype, rates["float32"])

@@ -123,7 +123,7 @@ def test_profile_files_round_trip_and_resolve(tmp_path, monkeypatch) -> None:
         resolve_profile("cpu")
     with pytest.raises(ConfigError, match="roam calibrate --device cuda"):
         resolve_profile("cuda")
-    with pytest.raises(ConfigError, match="unknown device profile 'tpu'.*h100-sxm"):
+    with pytest.raises(ConfigError, match=r"unknown device profile 'tpu'.*h100-sxm"):
         resolve_profile("tpu")
     cpu = DeviceProfile("cpu", "this machine", {"float32": 1e11}, 1e11, 1e10, 3e-6,
                         {"elementwise": 0.5}, calibrated={"threads": 2})
@@ -145,7 +145,9 @@ def test_profile_files_round_trip_and_resolve(tmp_path, monkeypatch) -> None:
 def test_rerun_costs_time_and_flops_objectives() -> None:
     g = _graph()
     t = rerun_costs(g, RecomputeConfig())
-    assert t.objective == "time" and t.profile is H100 and t.unit == "s"
+    assert t.objective == "time"
+    assert t.profile is H100
+    assert t.unit == "s"
     assert t.cost == t.seconds
     assert t.cost[OpId("relu")] == pytest.approx(op_seconds(g, g.op("relu"), H100))
     f = rerun_costs(g, RecomputeConfig(objective="flops", bytes_weight=2.0))

@@ -21,7 +21,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
-import pytest
 from hypothesis import assume, event, given
 from hypothesis import strategies as st
 
@@ -165,5 +164,6 @@ def test_a_kept_sibling_with_other_readers_lives_to_its_last_other_use() -> None
     prof = simulate(expand_graph(g, e.recompute, order=e.order), e.order)
     assert e.live is not None
     assert e.live.tolist() == list(prof.live_bytes)
-    assert e.spans is not None and e.positions is not None
+    assert e.spans is not None
+    assert e.positions is not None
     assert e.spans["b"][1] == e.positions["k"] + 1  # the original: to k, through the view
