@@ -12,10 +12,16 @@ decision is mapped onto the graph (methods ``torch_min_cut_<budget>``;
 "step_seconds", "device_profile", "objective", "resident_bytes", "points": [{"method",
 "peak_bytes", "extra_seconds", "extra_flops", "budget_bytes", "recomputed_ops",
 "extra_bytes_moved", "kept", "search_extra_flops", "search_extra_bytes_moved",
-"search_extra_seconds"}], "torch_min_cut", "notes"}`` (``kept``: which candidate of roam's
+"search_extra_seconds"}], "torch_min_cut", "torch_autosac", "notes"}`` (``kept``: which
+candidate of roam's
 portfolio a roam point comes from; ``search_*``: roam's own search alone at that budget);
 ``torch_min_cut`` holds, per budget, what the partitioner itself decided (``saved_bytes``,
-``recomputed_nodes``, ...) or why it does not apply.  ``--plans DIR`` writes every plan.
+``recomputed_nodes``, ...) or why it does not apply; for a zoo graph the peers that run in
+the model -- every block in ``torch.utils.checkpoint`` (``torch_checkpoint_blocks``) and
+torch's AutoSAC ILP (``torch_autosac_<k>``, its decisions in ``torch_autosac``) -- are traced
+as their own graphs and scored by the same stages and cost model
+(:mod:`roam_core.zoo.traced_peers`; ``--no-torch-checkpoint`` skips them).  ``--plans DIR``
+writes every plan.
 ``peak_bytes`` is the plan's arena (resident bytes included).  ``extra_seconds`` is the cost
 model's estimate on ``--device-profile`` (default ``h100-sxm``,
 :mod:`roam_core.model.cost_model`), roam's objective by default (``--objective flops``:
@@ -76,6 +82,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "(zoo graphs; default 0.1,0.3,0.5,0.7,0.9,1.0)")
     p.add_argument("--no-min-cut", action="store_true",
                    help="skip torch's min-cut partitioner baseline")
+    p.add_argument("--no-torch-checkpoint", action="store_true",
+                   help="skip the peers that run in the model (zoo graphs): every block in "
+                        "torch.utils.checkpoint and torch's AutoSAC ILP, each traced")
+    p.add_argument("--autosac-points", type=positive_int, default=5, metavar="N",
+                   help="budgets of torch's AutoSAC ILP (default 5)")
     p.add_argument("--plans", default=None, metavar="DIR",
                    help="write every plan to DIR/<label>.json")
     p.add_argument("--workers", type=positive_int, default=1, metavar="N",
@@ -133,14 +144,17 @@ def frontier_dict(graph: Graph, config: PlannerConfig, budgets: int = 8,
                   baselines: bool = True, plans: dict[str, Plan] | None = None,
                   executor: cf.Executor | None = None,
                   min_cut_budgets: Sequence[float] | None = MIN_CUT_BUDGETS,
-                  traced: TracedStep | None = None) -> dict[str, Any]:
+                  traced: TracedStep | None = None, torch_checkpoint: bool = True,
+                  autosac_points: int = 5) -> dict[str, Any]:
     """The object ``roam frontier --json`` prints.
 
     ``executor``: where each plan's sub-task solves run, see
     :func:`roam_core.base.executors.open_executor`.  ``min_cut_budgets``: the
     ``activation_memory_budget`` values of torch's min-cut partitioner baseline (zoo graphs;
     ``None`` or empty: skipped); ``traced``: roam's :class:`~roam_core.trace.TracedStep` of
-    the graph, when the caller has it (saves a re-trace).
+    the graph, when the caller has it (saves a re-trace).  ``torch_checkpoint``: also the
+    peers that run in the model (zoo graphs; :mod:`roam_core.zoo.traced_peers`: every block
+    in ``torch.utils.checkpoint``, AutoSAC at ``autosac_points`` budgets; 0: none).
     """
     from roam_core.planner.budget_frontier import recompute_frontier, step_time
 
@@ -159,9 +173,23 @@ def frontier_dict(graph: Graph, config: PlannerConfig, budgets: int = 8,
             res, extra, mc_notes = min_cut_baselines(graph, tuple(min_cut_budgets),
                                                      traced=traced)
             mc = min_cut_record(res)
+    peers: dict[str, Any] = {}
+    sac: dict[str, Any] | None = None
+    if baselines and torch_checkpoint:
+        if (getattr(graph, "origin", None) or {}).get("source") != "zoo":
+            mc_notes.append("torch_checkpoint_blocks, torch_autosac: not applicable (the graph "
+                            "is not a zoo model's trace: torch's checkpointing needs the model)")
+        else:
+            from roam_core.formats.device_profile_io import resolve_profile
+            from roam_core.zoo.traced_peers import traced_peers
+
+            peers, sac, more = traced_peers(graph, resolve_profile(
+                config.recompute.device_profile), autosac_points=autosac_points)
+            mc_notes.extend(more)
     sf, points, notes = recompute_frontier(graph, config,
                                            budgets=budgets, baselines=baselines, plans=plans,
-                                           extra_baselines=extra, executor=executor)
+                                           extra_baselines=extra, traced_peers=peers,
+                                           executor=executor)
     ss, profile = step_time(graph, config)
     return {
         "graph": graph.name,
@@ -172,6 +200,7 @@ def frontier_dict(graph: Graph, config: PlannerConfig, budgets: int = 8,
         "resident_bytes": graph.resident_bytes(),
         "points": [point_dict(p) for p in points],
         "torch_min_cut": mc,
+        "torch_autosac": sac,
         "notes": notes + mc_notes,
     }
 
@@ -195,7 +224,8 @@ def _run(args: argparse.Namespace) -> int:
     with open_executor(spec, cpsat_threads=cfg.order.num_search_workers) as executor:
         mcb = None if args.no_min_cut else (args.min_cut_budgets or MIN_CUT_BUDGETS)
         d = frontier_dict(graph, cfg, args.budgets, not args.no_baselines, plans, executor,
-                          min_cut_budgets=mcb)
+                          min_cut_budgets=mcb, torch_checkpoint=not args.no_torch_checkpoint,
+                          autosac_points=args.autosac_points)
     if args.plans:
         os.makedirs(args.plans, exist_ok=True)
         for label, plan in (plans or {}).items():

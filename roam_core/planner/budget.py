@@ -364,6 +364,15 @@ class BudgetPlanner:
                 return plan
         return None
 
+    def plan_other(self, other: Graph) -> Plan:
+        """Another graph (a peer traced as its own graph) planned by the same stages, without
+        a budget, with its step's estimated seconds on the same profile."""
+        plan = self._plan(other)
+        costs = rerun_costs(other, self.config.recompute, self.costs.profile)
+        return replace(plan, step_flops=step_flops(other),
+                       step_seconds=float(sum(costs.seconds.values())),
+                       device_profile=self.device_profile)
+
     def plan_for_drops(self, dropped: Sequence[TensorId], label: str = "roam") -> Plan:
         """Plan a given drop set (a baseline policy) with the same order and layout stages."""
         rops = recompute_ops_for(self.graph, dropped)

@@ -18,7 +18,7 @@ from roam_core.base.errors import BudgetInfeasibleError
 from roam_core.base.units import format_bytes
 from roam_core.model.graph import Graph, TensorId
 from roam_core.model.plan import Plan
-from roam_core.model.recompute_ops import recompute_cost
+from roam_core.model.recompute_ops import op_bytes_moved, recompute_cost, step_flops
 from roam_core.planner.budget import BudgetPlanner
 from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import PlanProgress
@@ -112,6 +112,22 @@ class _Frontier:
         self.arenas[name] = p.arena_bytes
         self._keep(name, p)
 
+    def add_traced(self, name: str, other: Graph) -> None:
+        """A peer that ran in the model (torch's checkpointing, traced by roam as its own
+        graph): planned by the same order and layout stages, its extra time, FLOPs and bytes
+        moved are its step's less this graph's, priced by the same cost model."""
+        bp, g = self.bp, self.graph
+        p = bp.plan_other(other)
+        costs = rerun_costs(other, bp.config.recompute, bp.costs.profile)
+        moved = sum(op_bytes_moved(other, o) for o in other.ops) - sum(
+            op_bytes_moved(g, o) for o in g.ops)
+        self.points.append(FrontierPoint(
+            name, p.arena_bytes, step_flops(other) - bp.step_flops, None,
+            len(other.ops) - len(g.ops), moved,
+            extra_seconds=float(sum(costs.seconds.values())) - bp.step_seconds))
+        self.arenas[name] = p.arena_bytes
+        self._keep(name, p)
+
     def add_roam(self, b: int, fewest: bool) -> None:
         """roam at budget ``b`` (the objective's pick) and, with ``fewest``, the candidate
         with fewer extra FLOPs when one fits (:meth:`BudgetPlanner.plan_fewest_flops`)."""
@@ -153,6 +169,7 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *,
                        budgets: int = 8, baselines: bool = True,
                        plans: dict[str, Plan] | None = None,
                        extra_baselines: Mapping[str, Sequence[TensorId]] | None = None,
+                       traced_peers: Mapping[str, Graph] | None = None,
                        portfolio: bool = True, fewest_flops: bool = True,
                        progress: Callable[[PlanProgress], None] | None = None,
                        cancel: CancelToken = None, executor: cf.Executor | None = None,
@@ -180,6 +197,12 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *,
         decisions mapped onto the graph, :mod:`roam_core.trace.min_cut`); planned like the
         others, and roam is planned at each one's memory too; they are also seeds of
         roam's portfolio.
+    traced_peers : Mapping of str to Graph, optional
+        Peers that run in the model, by method name: the model under torch's own
+        checkpointing traced as its own graph (:mod:`roam_core.zoo.torch_checkpoint`,
+        :mod:`roam_core.zoo.autosac`).  Each is planned by the same order and layout stages
+        and priced by the same cost model (extra = its step less this one's); roam is
+        planned at each one's memory too.
     portfolio : bool
         Let roam try the baselines' and seeds' drop sets beside its greedy prefix at each
         budget (:class:`~roam_core.planner.budget.BudgetPlanner`).
@@ -211,6 +234,8 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *,
             fr.add_baseline(name, drop)
     for name, drop in (extra_baselines or {}).items():
         fr.add_baseline(name, drop)
+    for name, other in (traced_peers or {}).items():
+        fr.add_traced(name, other)
     for b in fr.budgets(budgets):
         fr.add_roam(b, portfolio and fewest_flops)
     _monotone(bp, fr.made, fr.points, plans, fr.notes)
