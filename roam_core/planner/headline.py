@@ -52,6 +52,8 @@ SETTING_TEXT = {
 #: Share of the planned peak that weights, gradients and optimizer state must hold for them
 #: to be named as what sets the peak.
 STATE_SHARE = 0.5
+#: A saving against eager allocated below this share of it gets the reason and next step.
+LITTLE_SAVED = 0.01
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +104,7 @@ class Headline:
     planned_peak_bytes, arena_bytes : int
         The plan's peak of live bytes and its arena.
     reason : str or None
-        Why nothing is saved against eager allocated (``None`` when something is).
+        Why nothing (or under 1 %) is saved against eager allocated (``None`` otherwise).
     extra_seconds, step_seconds : float
         Estimated time the plan's recomputation adds, and the step's (0: none or unknown).
     device_profile : str
@@ -161,9 +163,10 @@ def plan_headline(graph: Graph, plan: Plan, *, eager_reserved_bytes: int | None 
     if reserved is None:
         reserved = simulate_allocator(graph).peak_reserved_bytes
     saved = plan.baseline_peak_bytes - plan.planned_peak_bytes
+    little = saved <= LITTLE_SAVED * plan.baseline_peak_bytes and not plan.recompute
     return Headline(str(graph.origin.get("setting", "unknown")), plan.baseline_peak_bytes,
                     reserved, plan.planned_peak_bytes, plan.arena_bytes,
-                    _reason(graph, plan) if saved <= 0 else None, plan.extra_seconds,
+                    _reason(graph, plan) if little else None, plan.extra_seconds,
                     plan.step_seconds, plan.device_profile)
 
 
@@ -211,7 +214,8 @@ def headline_lines(h: Headline, nxt: NextStep | None = None) -> list[str]:
                      f"({100 * h.extra_seconds / max(h.step_seconds, 1e-12):.2f}% of "
                      f"{1e3 * h.step_seconds:.3f} ms, estimated on {h.device_profile})")
     if h.reason is not None:
-        lines.append(f"nothing saved vs eager allocated: {h.reason}")
+        what = "nothing" if h.saved_vs_allocated_bytes <= 0 else "little (under 1 %)"
+        lines.append(f"{what} saved vs eager allocated: {h.reason}")
         if nxt is not None:
             lines.append(nxt.text())
     return lines

@@ -4,11 +4,23 @@ from __future__ import annotations
 
 from app.core import state
 from app.core.formatting import fmt_bytes
+from app.core.memo import memoised
 from app.services.plan_data import after_data, before_data
 from app.services.view_graph import without_reruns
-from app.views.summary.model import summary_table, why_notes
+from app.views.summary.model import headline_rows, summary_table, why_notes
+from roam_core.base.errors import RoamError
+from roam_core.planner.headline import NextStep, next_step, plan_headline, setting_text
 
 __all__ = ["summary_rows"]
+
+
+@memoised(8)
+def _next_step(graph_key: str, plan_key: str) -> NextStep | None:
+    """The frontier's knee and lowest point over the plan's order (greedy estimate)."""
+    try:
+        return next_step(state.get_graph(graph_key), state.get_plan(plan_key))
+    except RoamError:
+        return None
 
 
 def summary_rows(graph_key: str, plan_key: str | None, base: str) -> list[tuple[str, str]]:
@@ -21,6 +33,10 @@ def summary_rows(graph_key: str, plan_key: str | None, base: str) -> list[tuple[
                 (f"{b.label} reserved", fmt_bytes(b.reserved_bytes)),
                 ("plan", "not planned yet: press Plan")]
     a = after_data(graph_key, plan_key)
+    eager = before_data(graph_key, "eager")
+    h = plan_headline(graph, a.plan, eager_reserved_bytes=eager.reserved_bytes)
+    nxt = _next_step(graph_key, plan_key) if h.reason is not None else None
+    head = head + headline_rows(h, setting_text(graph), nxt)
     # op by op against the baseline: the plan's re-runs left out of its order
     why = [("why", w) for w in why_notes(graph, without_reruns(a.plan), b.order, b.label,
                                          b.curve, a.curve)]
