@@ -63,7 +63,9 @@ class OpClass(enum.StrEnum):
 
     MATMUL = "matmul"  # matrix products and attention kernels (FLOPs in torch's counter)
     CONV = "conv"  # convolutions, forward and backward
-    ELEMENTWISE = "elementwise"  # pointwise ops, reductions, norms, softmax: bandwidth
+    ELEMENTWISE = "elementwise"  # pointwise ops, reductions, norms: bandwidth
+    TRANSCENDENTAL = "transcendental"  # tanh, exp, GELU, softmax...: bandwidth on a GPU,
+    # arithmetic on a CPU (its own efficiency, calibrated)
     COPY = "copy"  # copies and concatenations: bandwidth
     VIEW = "view"  # no bytes and no FLOPs: no kernel
 
@@ -72,6 +74,11 @@ class OpClass(enum.StrEnum):
 _COPY_TARGETS = ("aten.copy_.", "aten.clone.", "aten._to_copy.", "aten.cat.", "aten.stack.",
                  "aten.new_empty_strided.", "aten.empty_like.", "aten.zeros_like.",
                  "aten.expand_copy.", "aten.slice_scatter.", "aten.select_scatter.")
+#: Elementwise ATen ops that evaluate a transcendental function per element.
+_TRANSCENDENTAL_TARGETS = tuple(f"aten.{n}." for n in (
+    "tanh", "sigmoid", "exp", "exp2", "expm1", "log", "log1p", "log2", "gelu",
+    "gelu_backward", "silu", "silu_backward", "_softmax", "_log_softmax", "erf", "erfc",
+    "sin", "cos", "softplus", "mish", "elu", "tanh_", "sigmoid_", "exp_"))
 _CONV_TARGETS = ("aten.convolution.", "aten.convolution_backward.", "aten._convolution.",
                  "aten.cudnn_convolution", "aten.mkldnn_convolution")
 
@@ -100,7 +107,7 @@ class DeviceProfile:
         Fraction of the peak each :class:`OpClass` reaches (of the FLOP rate for matmul and
         conv, of the bandwidth for elementwise and copy); ``"memory"``: of the bandwidth
         for the bytes term of matmul and conv ops (default: the elementwise one).  A missing
-        class reaches 1.
+        class reaches 1, except transcendental ops, which default to the elementwise one.
     memory_bytes : int
         Device memory (0: unknown).
     conv_uses_tf32 : bool
@@ -163,6 +170,8 @@ class DeviceProfile:
         """Bytes/s an op of ``cls`` moves (peak x efficiency)."""
         if cls in (OpClass.MATMUL, OpClass.CONV):
             eff = self.efficiency.get("memory", self.efficiency.get("elementwise", 1.0))
+        elif cls is OpClass.TRANSCENDENTAL:
+            eff = self.efficiency.get(cls.value, self.efficiency.get("elementwise", 1.0))
         else:
             eff = self.efficiency.get(cls.value, 1.0)
         return self.memory_bandwidth_bytes_per_s * eff
@@ -189,6 +198,8 @@ def op_class(graph: Graph, op: Op) -> OpClass:
         return OpClass.MATMUL
     if op.target.startswith(_COPY_TARGETS):
         return OpClass.COPY
+    if op.target.startswith(_TRANSCENDENTAL_TARGETS):
+        return OpClass.TRANSCENDENTAL
     return OpClass.ELEMENTWISE
 
 

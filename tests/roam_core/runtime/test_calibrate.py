@@ -21,7 +21,8 @@ def test_a_measured_profile_reproduces_its_measurements() -> None:
     assert m.device == "cpu"
     assert m.threads == torch.get_num_threads()
     assert all(v > 0 for v in (*m.matmul_flops_per_s.values(), *m.conv_flops_per_s.values(),
-                               m.elementwise_bytes_per_s, m.copy_bytes_per_s, m.launch_s))
+                               m.elementwise_bytes_per_s, m.transcendental_bytes_per_s,
+                               m.copy_bytes_per_s, m.launch_s))
     p = cal.profile_from(m, seconds=0.05)
     assert p.name == "cpu"
     assert p.calibrated["threads"] == m.threads
@@ -32,10 +33,24 @@ def test_a_measured_profile_reproduces_its_measurements() -> None:
     nbytes = 3 * 4 * SMALL.elementwise_elements
     assert roofline_seconds(p, OpClass.ELEMENTWISE, "float32", flops=0, bytes_moved=nbytes) \
         == pytest.approx(nbytes / m.elementwise_bytes_per_s + m.launch_s)
+    tbytes = 2 * 4 * SMALL.elementwise_elements
+    assert roofline_seconds(p, OpClass.TRANSCENDENTAL, "float32", flops=0,
+                            bytes_moved=tbytes) \
+        == pytest.approx(tbytes / m.transcendental_bytes_per_s + m.launch_s)
     assert roofline_seconds(p, OpClass.CONV, "float32", flops=10**9, bytes_moved=0) \
         == pytest.approx(1e9 / m.conv_flops_per_s["float32"] + m.launch_s)
     # dtypes CPU does not measure take float32's rate
     assert p.rate_flops_per_s(OpClass.MATMUL, "bfloat16") == m.matmul_flops_per_s["float32"]
+
+
+def test_the_cpu_clock_measures_this_process_only() -> None:
+    from roam_core.base.errors import ConfigError
+
+    m = cal.measure("cpu", seconds=0.02, sizes=SMALL, clock="cpu")
+    assert m.clock == "cpu"
+    assert cal.profile_from(m).calibrated["clock"] == "cpu"
+    with pytest.raises(ConfigError):
+        cal.measure("cpu", seconds=0.02, sizes=SMALL, clock="gpu")
 
 
 def test_the_gpu_path_runs_on_cpu_through_the_same_functions() -> None:
@@ -56,8 +71,8 @@ def test_cuda_without_a_gpu_is_a_clear_error() -> None:
 def test_cli_writes_the_profile_that_plan_uses(tmp_path, monkeypatch, capsys) -> None:
     monkeypatch.setenv("ROAM_CACHE_DIR", str(tmp_path))
     real = cal.calibrate
-    monkeypatch.setattr(cal, "calibrate", lambda device, seconds: real(
-        device, seconds=0.05, sizes=SMALL))
+    monkeypatch.setattr(cal, "calibrate", lambda device, seconds, clock: real(
+        device, seconds=0.05, sizes=SMALL, clock=clock))
     assert main(["calibrate", "--seconds", "0.1"]) == 0
     out = capsys.readouterr().out
     assert "matmul float32" in out
