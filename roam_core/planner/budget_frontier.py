@@ -232,8 +232,8 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *,
                                 "attention in the module structure)")
                 continue
             fr.add_baseline(name, drop)
-    for name, drop in (extra_baselines or {}).items():
-        fr.add_baseline(name, drop)
+    for name, seed_drop in (extra_baselines or {}).items():
+        fr.add_baseline(name, seed_drop)
     for name, other in (traced_peers or {}).items():
         fr.add_traced(name, other)
     for b in fr.budgets(budgets):

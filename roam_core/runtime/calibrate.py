@@ -22,6 +22,7 @@ and GPU: only the device, the synchronisation and the dtypes differ.
 
 from __future__ import annotations
 
+import functools
 import os
 import platform
 import time
@@ -141,7 +142,7 @@ def measure(device: str = "cpu", *, seconds: float = 3.0,
             a = torch.randn(n, n, device=dev).to(_DTYPES[name])
             b = torch.randn(n, n, device=dev).to(_DTYPES[name])
             c = torch.empty(n, n, device=dev, dtype=_DTYPES[name])
-            mm[name] = 2.0 * n**3 / _per_call_s(lambda a=a, b=b, c=c: torch.mm(a, b, out=c),
+            mm[name] = 2.0 * n**3 / _per_call_s(functools.partial(torch.mm, a, b, out=c),
                                                sync, share, clock=tick)
         ch, side = sz.conv_channels, sz.conv_side
         x = torch.randn(sz.conv_batch, ch, side, side, device=dev)

@@ -84,8 +84,8 @@ class AutoSacResult:
 def autosac_available() -> str | None:
     """Why AutoSAC cannot run here (``None``: it can)."""
     try:
-        import pulp  # noqa: F401
-        import pwlf  # noqa: F401
+        import pulp  # type: ignore[import-untyped]  # noqa: F401  # no stubs; only probed
+        import pwlf  # type: ignore[import-untyped]  # noqa: F401  # no stubs; only probed
         from torch.distributed._tools import sac_ilp  # noqa: F401
     except ImportError as e:
         return (f"AutoSAC needs pulp and pwlf (the test extra) and torch.distributed._tools: "
@@ -156,7 +156,7 @@ def _statistics(graph: Graph, profile: DeviceProfile) -> tuple[Any, Any]:
         loss.backward()
     info = aggregate_stats(model, mem, rt, sac, torch.device("cpu"))
     for k, v in info["mod_order"].items():  # a module called twice is one node
-        info["mod_order"][k] = list(dict.fromkeys(v))  # type: ignore[literal-required]
+        info["mod_order"][k] = list(dict.fromkeys(v))  # type: ignore[literal-required,call-overload]  # torch's TypedDict, values are lists
     return parse_module_info(info), sac
 
 

@@ -123,7 +123,8 @@ class Llama(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         pos = torch.arange(ids.shape[1], device=ids.device, dtype=torch.float32)
-        freqs = torch.outer(pos, self.inv_freq)
+        inv_freq: torch.Tensor = self.inv_freq  # type: ignore[assignment]  # a registered buffer
+        freqs = torch.outer(pos, inv_freq)
         emb = torch.cat((freqs, freqs), dim=-1)
         cos, sin = emb.cos(), emb.sin()
         x = self.embed_tokens(ids)

@@ -74,7 +74,7 @@ def _wrap(module: nn.Module, context: Callable[[], Any] | None) -> None:
             return checkpoint(fwd, *args, use_reentrant=False, **kwargs)
         return checkpoint(fwd, *args, use_reentrant=False, context_fn=context, **kwargs)
 
-    module.forward = forward  # type: ignore[method-assign]
+    module.forward = forward
 
 
 def zoo_step_of(graph: Graph, device: str = "meta") -> ZooStep:

@@ -118,6 +118,7 @@ def test_teach_recompute_frontier_shows_the_trade_off_in_time() -> None:
     assert all(by_peak[p].extra_flops == 0 for p in peaks)  # what FLOPs alone would say
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FILES))
 def test_teaching_samples_match_the_zoo(name: str) -> None:
     """The committed sample is what ``roam trace`` makes today (same ops and eager peak)."""
