@@ -13,5 +13,5 @@ __all__ = ["ZOO_NAMES"]
 ZOO_NAMES: tuple[str, ...] = (
     "mlp", "tiny_gpt", "residual_block", "teach_order", "teach_updates", "teach_layout",
     "teach_recompute", "alexnet", "vgg11", "mnasnet0_5", "mobilenet_v2",
-    "efficientnet_b0", "vit_b_16", "resnet50", "roberta-base", "gpt2", "gpt2-xl",
+    "efficientnet_b0", "vit_b_16", "resnet50", "roberta-base", "gpt2", "gpt2-xl", "llama",
 )
