@@ -26,6 +26,8 @@ memory to discard under a memory budget (from per-module statistics: ``MemTracke
 
 from __future__ import annotations
 
+import contextlib
+import io
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -133,7 +135,8 @@ def _statistics(graph: Graph, profile: DeviceProfile) -> tuple[Any, Any]:
     from torch.distributed._tools.sac_estimator import SACEstimator
 
     est = _estimator(profile)
-    with FakeTensorMode():
+    # torch's estimators print their total time on exit: keep roam's stdout (--json) clean
+    with FakeTensorMode(), contextlib.redirect_stdout(io.StringIO()):
         step = zoo_step_of(graph, device="cpu")
         model, xs = step.model, step.example_inputs
         opt = step.optimizer_factory(list(model.parameters()))
