@@ -125,3 +125,14 @@ def test_hf_model_from_config_traces() -> None:
     (loss_sid,) = g.outputs
     assert g.op(g.tensors[loss_sid].producer).phase is Phase.LOSS
     assert {op.phase for op in g.ops} >= {Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER}
+
+
+def test_every_decoder_family_builds_its_step() -> None:
+    """The held-out Llama-style decoder builds like GPT-2: token inputs, a seq-len limit
+    named in a TraceError (its step once failed an isinstance check meant for GPT-2)."""
+    for name in ("tiny_gpt", "llama"):
+        _model, inputs, loss_fn, _ = build_zoo_step(name, 2, seq_len=16, setting="steady")
+        assert [tuple(x.shape) for x in inputs] == [(2, 16)]
+        assert loss_fn is not None
+        with pytest.raises(TraceError, match="exceeds the"):
+            build_zoo_step(name, 1, seq_len=10**6, setting="steady")
