@@ -19,8 +19,8 @@ from roam_core.base.errors import RoamError
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 #: Sub-command modules, in the order ``roam --help`` lists them.
-COMMANDS = ("trace", "info", "plan", "frontier", "fit", "check", "layout", "report", "bench",
-            "execute", "train", "export_policy", "serve")
+COMMANDS = ("trace", "info", "plan", "frontier", "fit", "calibrate", "check", "layout",
+            "report", "bench", "execute", "train", "export_policy", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -15,11 +15,12 @@ __all__ = ["TRANSFORMER_NAMES", "ZOO_NAMES", "default_precision"]
 ZOO_NAMES: tuple[str, ...] = (
     "mlp", "tiny_gpt", "residual_block", "teach_order", "teach_updates", "teach_layout",
     "teach_recompute", "alexnet", "vgg11", "mnasnet0_5", "mobilenet_v2",
-    "efficientnet_b0", "vit_b_16", "resnet50", "roberta-base", "gpt2", "gpt2-xl",
+    "efficientnet_b0", "vit_b_16", "resnet50", "roberta-base", "gpt2", "gpt2-xl", "llama",
 )
 
 #: The transformers among :data:`ZOO_NAMES` (``roam_core.zoo.sources.TRANSFORMER_ZOO``).
-TRANSFORMER_NAMES: tuple[str, ...] = ("tiny_gpt", "vit_b_16", "roberta-base", "gpt2", "gpt2-xl")
+TRANSFORMER_NAMES: tuple[str, ...] = ("tiny_gpt", "vit_b_16", "roberta-base", "gpt2", "gpt2-xl",
+                                     "llama")
 
 
 def default_precision(model: str | None, hf_config: bool = False) -> str:

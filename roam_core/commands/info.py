@@ -76,10 +76,14 @@ def info_dict(graph: Graph, alignment_bytes: int = 512,
               fp32_reference: Graph | None = None) -> dict[str, Any]:
     """The JSON object ``roam info --json`` prints for ``graph`` (``fp32_reference``: the
     same step traced in fp32, for ``precision_by_module``)."""
+    from roam_core.formats.device_profile_io import resolve_profile
+    from roam_core.model.cost_model import step_seconds
+    from roam_core.model.device_profiles import DEFAULT_PROFILE
     from roam_core.model.graph import Phase
     from roam_core.oracle.attribution import bytes_at_peak_by_module
     from roam_core.oracle.baseline import eager_report
     from roam_core.oracle.precision_bytes import bytes_by_dtype, precision_by_module
+    from roam_core.planner.headline import setting_text
 
     r = eager_report(graph, alignment_bytes, progress=progress)
     if progress is not None:
@@ -132,6 +136,15 @@ def info_dict(graph: Graph, alignment_bytes: int = 512,
         "lower_bound_method": r.lower_bound_method,
         "live_set_lower_bound_bytes": r.live_set_lower_bound_bytes,
         "lower_bound_op": r.lower_bound_op,
+        "setting": graph.origin.get("setting"),
+        "setting_text": setting_text(graph),
+        # what an order (no recomputation) can save at most: down to the lower bound
+        "max_order_saving_vs_eager_allocated_bytes": r.peak_allocated_bytes
+        - r.lower_bound_bytes,
+        "max_order_saving_vs_eager_reserved_bytes": r.peak_reserved_bytes
+        - r.lower_bound_bytes,
+        "step_seconds": step_seconds(graph, resolve_profile(DEFAULT_PROFILE)),
+        "device_profile": DEFAULT_PROFILE,
         "bytes_at_peak_by_module": {
             "order": "program",
             "step": by_module.step,
@@ -179,6 +192,12 @@ def _human(d: dict[str, Any]) -> str:
         f"{fb(d['moved_state_peak_reserved_bytes'])} reserved",
         f"lower bound    {fb(d['lower_bound_bytes'])} ({d['lower_bound_method']}; live-set "
         f"{fb(d['live_set_lower_bound_bytes'])} at op {d['lower_bound_op']})",
+        f"setting        {d['setting_text']}",
+        "an order saves at most (down to the lower bound, no recomputation): "
+        f"{fb(d['max_order_saving_vs_eager_allocated_bytes'])} vs eager allocated, "
+        f"{fb(d['max_order_saving_vs_eager_reserved_bytes'])} vs eager reserved",
+        f"step time      {1e3 * d['step_seconds']:.3f} ms estimated on {d['device_profile']} "
+        "(cost model: roofline of FLOPs and bytes, ops one after another)",
     ]
     bm = d["bytes_at_peak_by_module"]
     top = sorted(bm["top_level"].items(), key=lambda kv: -kv[1])

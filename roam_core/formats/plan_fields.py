@@ -193,4 +193,11 @@ class PlanReader:
                             enumerate(g(obj, "recompute", list, default=[]))),
             extra_flops=self._int(g(obj, "extra_flops", int, default=0), "field 'extra_flops'"),
             step_flops=self._int(g(obj, "step_flops", int, default=0), "field 'step_flops'"),
+            # the cost model's estimates: plans written before it load with 0 and ""
+            extra_seconds=check_float(g(obj, "extra_seconds", (int, float), default=0.0),
+                                      "plan file: field 'extra_seconds'", _E),
+            step_seconds=check_float(g(obj, "step_seconds", (int, float), default=0.0),
+                                     "plan file: field 'step_seconds'", _E),
+            device_profile=self._str(g(obj, "device_profile", str, default=""),
+                                     "field 'device_profile'", empty=True),
         )

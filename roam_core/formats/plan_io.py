@@ -17,8 +17,12 @@ Format (``schema_version`` 2; version 1 files, without recomputation, load too):
       "settings": {...}, "notes": ["..."],
       "recompute": [{"id": "relu@r", "source": "relu", "inputs": ["mm"],
                      "outputs": ["relu@r"], "readers": ["threshold_backward"]}],
-      "extra_flops": 0, "step_flops": 123456
+      "extra_flops": 0, "step_flops": 123456,
+      "extra_seconds": 0.0, "step_seconds": 0.0012, "device_profile": "h100-sxm"
     }
+
+The three time fields (the cost model's estimates) are optional: plans written before them
+load with 0 and ``""``.
 
 Every problem raises :class:`~roam_core.base.errors.PlanFormatError` naming the field.  With a
 graph, a plan made for another graph is refused, naming both graphs ("plan was made for graph
@@ -100,6 +104,9 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         ],
         "extra_flops": int(plan.extra_flops),
         "step_flops": int(plan.step_flops),
+        "extra_seconds": float(plan.extra_seconds),
+        "step_seconds": float(plan.step_seconds),
+        "device_profile": plan.device_profile,
     }
 
 

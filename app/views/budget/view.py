@@ -61,20 +61,24 @@ CARD = "budget-card"
 def card() -> html.Div:
     """The Budget view card: closed until opened (its body is :func:`body`)."""
     return lazy.lazy_card(CARD, "Budget: memory vs recomputation",
-                          "open: peak against recomputed FLOPs, roam's budget plans and the "
-                          "checkpointing recipes")
+                          "open: peak against the time recomputation adds, roam's budget "
+                          "plans and the checkpointing recipes")
 
 
 def body() -> list[Component]:
     """The Budget view's controls, frontier chart and table (mounted when opened)."""
     cols: list[DataTable.Columns] = [{"name": n, "id": i} for n, i in (
         ("method", "method"), ("budget", "budget"), ("peak", "peak"),
+        ("extra time ms", "extra_ms"), ("extra time % of step", "extra_time_pct"),
         ("extra FLOPs %", "extra_pct"), ("re-runs", "recomputed_ops"),
         ("re-run bytes moved", "moved"), ("where roam's drop set came from", "kept"))]
     return [
         html.Details([html.Summary("How to read this"), html.Div(
-            "Each point is a plan of this graph: its peak (y) and the FLOPs its recomputation "
-            "adds (x, % of one step). The red line is roam planned at several budgets; the "
+            "Each point is a plan of this graph: its peak (y) and the time its recomputation "
+            "adds to one step (x, milliseconds estimated by the cost model on the device "
+            "profile named in the title; hover for % of the step and the FLOPs). Elementwise "
+            "re-runs count 0 FLOPs but cost their bytes at memory bandwidth, so time, not "
+            "FLOPs, is what a budget costs. The red line is roam planned at several budgets; the "
             "markers are the usual checkpointing recipes applied to the same graph, and, for a "
             "model of the zoo, torch's own min-cut partitioner (the one torch.compile uses) at "
             "several activation_memory_budget values, labelled by that value. Lower and "

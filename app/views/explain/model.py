@@ -10,6 +10,9 @@ import numpy as np
 
 from app.analysis.modules import module_label, module_members, tensor_module_label
 from app.core.formatting import fmt_bytes
+from roam_core.formats.device_profile_io import resolve_profile
+from roam_core.model.cost_model import op_seconds, step_seconds
+from roam_core.model.device_profiles import DEFAULT_PROFILE
 from roam_core.model.graph import EdgeReason, Graph, OpId, TensorId, TensorKind, round_size
 from roam_core.model.plan import Plan
 from roam_core.model.recompute_ops import RecomputeOp, expand_graph, op_flops
@@ -182,7 +185,8 @@ def _tensor_line(graph: Graph, tid: TensorId) -> str:
 
 
 def explain_recompute(graph: Graph, plan: Plan, kind: str, ident: str) -> list[Section]:
-    """Why an op or storage is recomputed, what it costs (FLOPs) and what it frees.
+    """Why an op or storage is recomputed, what it costs (estimated time on the plan's device
+    profile, then FLOPs) and what it frees.
 
     Empty for a plan without recomputation or an op/tensor it does not touch.
     """
@@ -206,6 +210,11 @@ def explain_recompute(graph: Graph, plan: Plan, kind: str, ident: str) -> list[S
     src = graph.op(rop.source)
     flops = op_flops(graph, src)
     sf = max(plan.step_flops, 1)
+    prof = resolve_profile(plan.device_profile or DEFAULT_PROFILE)
+    secs = op_seconds(graph, src, prof)
+    ss = plan.step_seconds or step_seconds(graph, prof)
+    total = plan.extra_seconds or sum(op_seconds(graph, graph.op(r.source), prof)
+                                      for r in plan.recompute)
     made = [v for v in src.outputs if v in graph.tensors and graph.storage_of(v) == v]
     # every reader of the re-run's copies in the plan: backward ops and other re-runs
     outs = set(rop.outputs)
@@ -220,9 +229,12 @@ def explain_recompute(graph: Graph, plan: Plan, kind: str, ident: str) -> list[S
              "last forward use, instead of keeping "
              f"{'them' if len(made) > 1 else 'it'} live until the backward reads "
              f"{'them' if len(made) > 1 else 'it'}",
-             f"cost: {flops / 1e6:,.2f} MFLOP ({100 * flops / sf:.3f}% of the step); the whole "
-             f"plan adds {plan.extra_flops / 1e6:,.2f} MFLOP ({100 * plan.extra_flops / sf:.2f}%)"
-             f" for {len(plan.recompute)} re-runs",
+             f"cost: +{1e6 * secs:,.2f} us ({100 * secs / max(ss, 1e-12):.3f}% of the step, "
+             f"estimated on {prof.name}); the whole plan adds +{1e3 * total:,.3f} ms "
+             f"({100 * total / max(ss, 1e-12):.2f}%) for {len(plan.recompute)} re-runs",
+             f"FLOPs: {flops / 1e6:,.2f} MFLOP ({100 * flops / sf:.3f}% of the step); the "
+             f"plan adds {plan.extra_flops / 1e6:,.2f} MFLOP "
+             f"({100 * plan.extra_flops / sf:.2f}%)",
              "read by: " + (", ".join(readers[:6]) or "(none)")
              + (f" … ({len(readers)} in all)" if len(readers) > 6 else "")]
     for v in made:

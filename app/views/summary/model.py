@@ -10,9 +10,10 @@ import numpy as np
 from app.core.formatting import fmt_bytes
 from roam_core.model.graph import Graph, OpId, round_size
 from roam_core.model.plan import Plan, SolveRecord
+from roam_core.planner.headline import Headline, NextStep
 
 __all__ = ["STAGE_WORDS", "STATUS_WORDS", "Summary", "bound_text",
-           "headline", "solver_details", "summary_table", "why_notes"]
+           "headline", "headline_rows", "solver_details", "summary_table", "why_notes"]
 
 
 #: The planner's stages (``SolveRecord.stage``) in words.
@@ -98,6 +99,37 @@ def solver_details(plan: Plan) -> list[tuple[str, str]]:
     return rows
 
 
+def headline_rows(h: Headline, setting: str, nxt: NextStep | None = None
+                  ) -> list[tuple[str, str]]:
+    """The honest headline as (label, value) rows: the saving against eager allocated and
+    against eager reserved, named side by side, the tracing setting, and, when nothing is
+    saved against eager allocated, the reason and the next step."""
+    def saved(n: int, of: int) -> str:
+        return f"{fmt_bytes(n)} ({100 * n / of:.1f} %)" if of else fmt_bytes(n)
+
+    rows = [
+        ("saving vs eager allocated",
+         f"{saved(h.saved_vs_allocated_bytes, h.eager_allocated_bytes)}: planned peak "
+         f"{fmt_bytes(h.planned_peak_bytes)} vs eager's {fmt_bytes(h.eager_allocated_bytes)}"),
+        ("saving vs eager reserved",
+         f"{saved(h.saved_vs_reserved_bytes, h.eager_reserved_bytes)}: arena "
+         f"{fmt_bytes(h.arena_bytes)} vs eager's reserved {fmt_bytes(h.eager_reserved_bytes)} "
+         "(what nvidia-smi shows)"),
+        ("setting", setting),
+    ]
+    if h.extra_seconds > 0:
+        rows.append(("recomputation time",
+                     f"+{1e3 * h.extra_seconds:.3f} ms per step "
+                     f"({100 * h.extra_seconds / max(h.step_seconds, 1e-12):.2f}% of "
+                     f"{1e3 * h.step_seconds:.3f} ms, estimated on {h.device_profile})"))
+    if h.reason is not None:
+        rows.append(("why no saving" if h.saved_vs_allocated_bytes <= 0
+                     else "why little saving", h.reason))
+        if nxt is not None:
+            rows.append(("next step", nxt.text()))
+    return rows
+
+
 def summary_table(plan: Plan, before_peak_bytes: int, before_label: str,
                   reserved_bytes: int | None, *, show_eager: bool = True
                   ) -> list[tuple[str, str]]:
@@ -112,7 +144,7 @@ def summary_table(plan: Plan, before_peak_bytes: int, before_label: str,
         *([("eager peak (allocated)", fmt_bytes(plan.baseline_peak_bytes))]
           if show_eager else []),
         (f"planned peak ({plan.method})", fmt_bytes(plan.planned_peak_bytes)),
-        ("saving", f"{fmt_bytes(saved)} ({pct:.1f} %)"),
+        (f"saving vs {before_label} (allocated)", f"{fmt_bytes(saved)} ({pct:.1f} %)"),
         ("arena", f"{fmt_bytes(plan.arena_bytes)} (+{100 * plan.fragmentation:.2f} % over the "
                   "peak: layout waste)"),
         ("lower bound", bound_text(plan)),
