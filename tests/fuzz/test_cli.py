@@ -31,9 +31,10 @@ from tests.fuzz.runner import (
 
 
 @pytest.fixture
-def in_process(monkeypatch: pytest.MonkeyPatch) -> None:
+def in_process(monkeypatch: pytest.MonkeyPatch, cache_dir: Path) -> None:
     """The CLI's environment of the fuzz runs, and a ``roam serve`` that gets past its
-    checks fails the run (it would otherwise serve for ever)."""
+    checks fails the run (it would otherwise serve for ever); the app cache that ``roam
+    serve`` selects is private to the test and the previous one restored after it."""
     waitress = pytest.importorskip("waitress")
     for key, value in FUZZ_ENV.items():
         monkeypatch.setenv(key, value)
