@@ -24,6 +24,7 @@ from roam_core.zoo.cnn import (
     ResidualBlockNet,
     ResNet50,
 )
+from roam_core.zoo.llama import Llama, LlamaConfig
 from roam_core.zoo.teach import TeachLayout, TeachOrder, TeachRecompute, TeachUpdates
 from roam_core.zoo.transformer import ATTENTION_IMPLS, GPT2, GPT2Config, Roberta, VisionTransformer
 
@@ -92,6 +93,10 @@ def _gpt(cfg: GPT2Config) -> Callable[[str, str], nn.Module]:
     return lambda setting, attention: GPT2(cfg, lm_head=setting == "steady", attention=attention)
 
 
+def _llama(setting: str, attention: str) -> nn.Module:
+    return Llama(LlamaConfig(), lm_head=setting == "steady", attention=attention)
+
+
 def _roberta(setting: str, attention: str) -> nn.Module:
     steady = setting == "steady"
     return Roberta(pooler=not steady, lm_head=steady, attention=attention)
@@ -123,6 +128,9 @@ ZOO: dict[str, ModelSpec] = {s.name: s for s in (
               vocab_size=50257, description="GPT-2 small (steady: tied LM head)"),
     ModelSpec("gpt2-xl", "gpt", _gpt(_GPT2_XL), 1_557_611_200, default_seq_len=1024,
               vocab_size=50257, description="GPT2-XL, 48 layers, d 1600"),
+    ModelSpec("llama", "gpt", _llama, None, default_seq_len=256, vocab_size=32000,
+              description="held out: Llama-style decoder (RMSNorm, SwiGLU, GQA 8/2 heads, "
+                          "RoPE, no biases), 8 layers, d 512"),
     ModelSpec("mlp", "mlp", _mlp, None, num_classes=10,
               description="teaching: 784-256-256-10 MLP"),
     ModelSpec("tiny_gpt", "gpt", _gpt(_TINY_GPT), None, default_seq_len=64, vocab_size=256,

@@ -36,7 +36,7 @@ from roam_core.zoo.registry import (
     resolved_attention,
     resolved_seq_len,
 )
-from roam_core.zoo.transformer import GPT2, Roberta
+from roam_core.zoo.transformer import Roberta
 
 if TYPE_CHECKING:
     from roam_core.trace.traced_step import TracedStep
@@ -173,8 +173,9 @@ def build_zoo_step(
         ids = torch.tensor([ROBERTA_HELLO_WORLD] * b, dtype=torch.long, device=dev)
         return ZooStep(inner, (ids,), _ce_zeros, opt_factory)
     if spec.family == "gpt":
-        assert isinstance(inner, GPT2)
-        limit = inner.config.n_positions
+        limit = getattr(getattr(inner, "config", None), "n_positions", None)
+        if not isinstance(limit, int):
+            raise TraceError(f"{name}: a 'gpt' model needs config.n_positions")
         if t > limit:
             raise TraceError(f"{name}: seq_len {t} exceeds the {limit} positions")
     ids = real((b, t), torch.long, spec.vocab_size)
