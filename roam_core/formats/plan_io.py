@@ -17,8 +17,13 @@ Format (``schema_version`` 2; version 1 files, without recomputation, load too):
       "settings": {...}, "notes": ["..."],
       "recompute": [{"id": "relu@r", "source": "relu", "inputs": ["mm"],
                      "outputs": ["relu@r"], "readers": ["threshold_backward"]}],
-      "extra_flops": 0, "step_flops": 123456
+      "extra_flops": 0, "step_flops": 123456,
+      "stages": [{"stage": "layout.greedy", "wall_s": 0.1, "cpu_s": 0.1,
+                  "gained_bytes": 0, "work_done": 1, "work_limit": 0,
+                  "work_unit": "passes", "stopped": "at_bound"}]
     }
+
+(``stages`` is optional: plans written before it load with none.)
 
 Every problem raises :class:`~roam_core.base.errors.PlanFormatError` naming the field.  With a
 graph, a plan made for another graph is refused, naming both graphs ("plan was made for graph
@@ -41,6 +46,7 @@ from roam_core.model.dsa import Buffer, Problem, Solution
 from roam_core.model.graph import ControlEdge, EdgeReason, Graph, OpId, TensorId, round_size
 from roam_core.model.plan import Plan, SolveRecord
 from roam_core.model.recompute_ops import RecomputeOp, expand_graph
+from roam_core.model.stage_cost import STOP_REASONS, StageCost
 from roam_core.oracle.simulate import lifetimes
 
 __all__ = [
@@ -99,6 +105,12 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         ],
         "extra_flops": int(plan.extra_flops),
         "step_flops": int(plan.step_flops),
+        "stages": [
+            {"stage": c.stage, "wall_s": c.wall_s, "cpu_s": c.cpu_s,
+             "gained_bytes": int(c.gained_bytes), "work_done": int(c.work_done),
+             "work_limit": int(c.work_limit), "work_unit": c.work_unit, "stopped": c.stopped}
+            for c in plan.stages
+        ],
     }
 
 
@@ -262,6 +274,7 @@ def plan_from_dict(obj: Any) -> Plan:
             raise PlanFormatError(f"plan file: field 'recompute' entry {i} is malformed"
                                   ) from None
     solve_s = _field(obj, "solve_seconds", (int, float), default=0.0)
+    stages = _stages(_field(obj, "stages", list, default=[]))
     return Plan(
         graph_fingerprint=_field(obj, "graph_fingerprint", str),
         graph_name=_field(obj, "graph_name", str, default="graph"),
@@ -285,7 +298,30 @@ def plan_from_dict(obj: Any) -> Plan:
         recompute=tuple(rops),
         extra_flops=_int(obj, "extra_flops", default=0),
         step_flops=_int(obj, "step_flops", default=0),
+        stages=stages,
     )
+
+
+def _stages(entries: list[Any]) -> tuple[StageCost, ...]:
+    """The ``stages`` entries, each checked (a malformed one names its index)."""
+    out = []
+    for i, r in enumerate(entries):
+        try:
+            if not isinstance(r, dict) or not isinstance(r["stage"], str) \
+                    or not isinstance(r.get("work_unit", ""), str) \
+                    or r.get("stopped", "done") not in STOP_REASONS:
+                raise TypeError
+            nums = [r.get(k, 0) for k in ("wall_s", "cpu_s", "gained_bytes", "work_done",
+                                          "work_limit")]
+            if any(isinstance(x, bool) or not isinstance(x, int | float) for x in nums):
+                raise TypeError
+            out.append(StageCost(r["stage"], float(nums[0]), float(nums[1]), int(nums[2]),
+                                 int(nums[3]), int(nums[4]), r.get("work_unit", ""),
+                                 r.get("stopped", "done")))
+        except (KeyError, TypeError):
+            raise PlanFormatError(f"plan file: field 'stages' entry {i} is malformed"
+                                  ) from None
+    return tuple(out)
 
 
 # ------------------------------------------------------------------ CSV export

@@ -17,6 +17,7 @@ from typing import Any
 from roam_core.base.status import SolveStatus
 from roam_core.model.graph import ControlEdge, OpId, TensorId
 from roam_core.model.recompute_ops import RecomputeOp
+from roam_core.model.stage_cost import StageCost
 
 __all__ = ["Plan", "SolveRecord"]
 
@@ -111,6 +112,10 @@ class Plan:
         FLOPs the recompute ops add to the step (0 without recomputation).
     step_flops : int
         FLOPs of the step without recomputation (0 when unknown).
+    stages : tuple of StageCost
+        Per planner stage, in the order they ran: seconds, bytes gained, work against its
+        budget and why it stopped (:mod:`roam_core.model.stage_cost`; empty in plans made
+        before stages were recorded).
     """
 
     graph_fingerprint: str
@@ -135,6 +140,7 @@ class Plan:
     recompute: tuple[RecomputeOp, ...] = ()
     extra_flops: int = 0
     step_flops: int = 0
+    stages: tuple[StageCost, ...] = ()
 
     @property
     def proven_gap(self) -> float | None:
