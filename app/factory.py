@@ -1,11 +1,15 @@
 """``create_app``: the Dash app, opened on a graph (planned at start-up), with its background
 job manager.
 
-Graphs and plans live server-side in a disk cache keyed by content hash
-(:mod:`app.core.state`); the browser holds only keys.  Background jobs (planning, zoo
-tracing, verifying) use Dash's ``DiskcacheManager`` (one process per job, cancel kills it),
-forked from a clean fork server (:mod:`app.core.jobs`).  With ``REDIS_URL`` set they go to
-Celery instead (``celery -A app.worker worker``).
+Graphs and plans live server-side in a disk cache keyed by content hash and browser
+session (:mod:`app.core.state`, :mod:`app.core.sessions`); the browser holds only keys, and a
+session reads only its own (and the public start-up graph and plan).  Every failed callback
+shows its message in the page (:func:`app.views.callback_tools.show_error`), and every
+response carries standard security headers (:func:`security_headers`).
+
+Background jobs (planning, zoo tracing, verifying) use Dash's ``DiskcacheManager`` (one
+process per job, cancel kills it), forked from a clean fork server (:mod:`app.core.jobs`).
+With ``REDIS_URL`` set they go to Celery instead (``celery -A app.worker worker``).
 
 Dash and the views are imported inside :func:`create_app`: ``import app`` stays light.
 """
@@ -15,14 +19,14 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from celery import Celery
     from dash import Dash
     from dash.background_callback.managers import BaseBackgroundCallbackManager
 
-__all__ = ["DEFAULT_SAMPLE", "STARTUP_TIME_LIMIT_S", "create_app"]
+__all__ = ["DEFAULT_SAMPLE", "STARTUP_TIME_LIMIT_S", "create_app", "security_headers"]
 
 #: Preferred start-up graphs (prefixes of dropdown values), first available wins.
 DEFAULT_SAMPLE = ("file:alexnet-b1-roam", "file:tiny_gpt-", "file:mlp-", "hand:tiny_train_step")
@@ -48,6 +52,35 @@ def _manager(cache_dir: Path, job_hooks: Sequence[str] = ()
     manager = CleanJobManager(diskcache.Cache(str(cache_dir / "jobs")), hooks=job_hooks)
     manager.start()
     return manager, None
+
+
+def security_headers(app: Dash) -> dict[str, str]:
+    """The headers every response gets: a Content-Security-Policy that lets Dash run (its
+    inline scripts by hash, plotly.js's ``eval``, React's inline styles) and nothing from
+    elsewhere, no framing, no MIME sniffing, no referrer."""
+    script = " ".join(["'self'", "'unsafe-eval'", *app.csp_hashes()])
+    csp = "; ".join([
+        "default-src 'self'", f"script-src {script}", "style-src 'self' 'unsafe-inline'",
+        "img-src 'self' data: blob:", "font-src 'self' data:", "connect-src 'self'",
+        "worker-src 'self' blob:", "object-src 'none'", "base-uri 'self'",
+        "form-action 'self'", "frame-ancestors 'none'"])
+    return {"Content-Security-Policy": csp, "X-Content-Type-Options": "nosniff",
+            "X-Frame-Options": "DENY", "Referrer-Policy": "same-origin",
+            "Cross-Origin-Opener-Policy": "same-origin"}
+
+
+def _install_headers(app: Dash) -> None:
+    """Add :func:`security_headers` to every response (worked out on the first one, when
+    every inline script is known)."""
+    made: dict[str, str] = {}
+
+    @app.server.after_request
+    def _headers(response: Any) -> Any:
+        if not made:
+            made.update(security_headers(app))
+        for k, v in made.items():
+            response.headers.setdefault(k, v)
+        return response
 
 
 def create_app(
@@ -83,11 +116,12 @@ def create_app(
     from dash import Dash
 
     from app.analysis.settings import PlanSettings
-    from app.core import state
+    from app.core import sessions, state
     from app.core.config import AppConfig
     from app.core.paths import ASSETS
     from app.services.planning import plan_graph
     from app.views import page
+    from app.views.callback_tools import show_error
     from app.views.loading.data import load_choice, sample_options, zoo_models
     from app.views.spec import PageDefaults
     from roam_core.formats.graph_io import load_graph
@@ -105,7 +139,10 @@ def create_app(
     page.warm(graph_key, plan_key)  # the first page load finds its views computed
     manager, celery_app = _manager(cdir, job_hooks)
     app = Dash(__name__, assets_folder=str(ASSETS), title="roam",
-               background_callback_manager=manager, suppress_callback_exceptions=True)
+               background_callback_manager=manager, suppress_callback_exceptions=True,
+               on_error=show_error)
+    sessions.install(app.server)
+    _install_headers(app)
     max_bytes = int(max_upload_mb * 2**20)
     # the upload cap is checked server-side (a visible, specific error); the request limit
     # leaves room for base64 so files up to ~1.5x the cap still get that message

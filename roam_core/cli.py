@@ -19,8 +19,8 @@ from roam_core.base.errors import RoamError
 __all__ = ["COMMANDS", "build_parser", "main"]
 
 #: Sub-command modules, in the order ``roam --help`` lists them.
-COMMANDS = ("trace", "info", "plan", "frontier", "fit", "check", "layout", "report", "bench",
-            "execute", "train", "serve")
+COMMANDS = ("trace", "info", "plan", "frontier", "fit", "calibrate", "check", "layout",
+            "report", "bench", "execute", "train", "export_policy", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -42,8 +42,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _tolerant_streams() -> None:
+    """Print any text: a character the terminal's encoding lacks is escaped, not fatal."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            try:
+                reconfigure(errors="backslashreplace")
+            except (ValueError, OSError):  # a detached or closed stream
+                pass
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the process exit status."""
+    """Run the CLI; returns the process exit status.
+
+    A :class:`~roam_core.base.errors.RoamError` is one line on stderr and exit status 2, and
+    so are the failures of the machine rather than of roam: an ``OSError`` (a port in use, a
+    disk that fails mid-run), memory exhausted, a recursion limit reached.
+    """
+    _tolerant_streams()
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
@@ -56,11 +73,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except RoamError as e:
-        print(f"roam {args.command}: error: {e}", file=sys.stderr)
+        print(f"roam {args.command}: error: {_one_line(str(e))}", file=sys.stderr)
+        return 2
+    except OSError as e:
+        where = f" ({e.filename})" if getattr(e, "filename", None) else ""
+        print(f"roam {args.command}: error: {e.strerror or e}{where}", file=sys.stderr)
+        return 2
+    except (MemoryError, RecursionError) as e:
+        what = "out of memory" if isinstance(e, MemoryError) else "input nested too deeply"
+        print(f"roam {args.command}: error: {what}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"roam {args.command}: interrupted", file=sys.stderr)
         return 130
+
+
+def _one_line(text: str) -> str:
+    """The message on one line (a file may put newlines in an id that an error quotes)."""
+    return " ".join(text.split("\n"))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -6,8 +6,9 @@ directly::
     python scripts/gpu_check.py --device cuda --out benchmarks/results/gpu
     python scripts/gpu_check.py --dry-run      # CPU, tiny models: the same code path
 
-For every configuration ``MODEL:BATCH[:SEQ]`` (default: resnet50 b32, gpt2 b8 t1024,
-GPT2-XL b1 t1024) the driver
+For every configuration ``MODEL:BATCH[:SEQ][@PRECISION]`` (default: resnet50 b32, gpt2 b8
+t1024, the same in bf16 mixed precision, GPT2-XL b1 t1024; ``@fp16-mixed`` adds the grad
+scaler) the driver
 
 1. traces the steady training step **on the device** (fake tensors) ->
    ``<cfg>.graph.json.gz``;
@@ -27,6 +28,13 @@ GPT2-XL b1 t1024) the driver
 5. writes ``<cfg>.report.json``, ``summary.json`` and ``summary.md`` with the issue's goals:
    planned reserved <= arena x 1.02 + declared workspaces, >= 15 % below eager reserved on
    GPT2-XL b1, steps/s >= eager.
+
+Then the **loops** people write (``--loops MODEL:BATCH[:SEQ]``, default gpt2 b2 t256; the dry
+run tiny_gpt b2 t32): gradient clipping in the plan (``max_grad_norm=1.0`` against
+``clip_grad_norm_``), accumulation (2 micro-batches per update) and two batch shapes (every
+third micro-batch half as large, planned on first use), eager and planned one after the other
+in this process (:func:`roam_core.runtime.compare_training.compare_training`): the numerics,
+step times and peaks go to ``loops.json`` and a second table of ``summary.md``.
 
 A failing configuration is recorded (``error`` in the summary) and the others still run;
 configurations that no longer fit the time budget (``--budget-s``) are skipped and said so.
@@ -53,9 +61,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: Default configurations on CUDA (MODEL:BATCH[:SEQ]); quick ones first, so that a run cut
 #: short still reports them (the summary is rewritten after each).
-CUDA_CONFIGS = ("resnet50:32", "gpt2:8:1024", "gpt2-xl:1:1024")
+CUDA_CONFIGS = ("resnet50:32", "gpt2:8:1024", "gpt2:8:1024@bf16-mixed", "gpt2-xl:1:1024")
 #: Tiny configurations of the CPU dry run.
-SMOKE_CONFIGS = ("mlp:8", "tiny_gpt:2:32", "residual_block:4")
+SMOKE_CONFIGS = ("mlp:8", "tiny_gpt:2:32", "residual_block:4", "tiny_gpt:2:32@bf16-mixed",
+                 "mlp:8@fp16-mixed")
 #: Planner seconds per configuration (the big graph gets more).
 TIME_LIMITS_S = {"gpt2-xl": 60.0}
 DEFAULT_TIME_LIMIT_S = 20.0
@@ -68,18 +77,28 @@ RTOL, ATOL = 1e-5, 1e-6
 #: Seconds a configuration needs at least (trace + plan + two children), to decide skips.
 MIN_CONFIG_S = {"gpt2-xl": 150.0}
 DEFAULT_MIN_CONFIG_S = 60.0
+#: The loops check (clipping, accumulation, two shapes): configuration, updates, settings.
+LOOPS_CUDA, LOOPS_SMOKE = "gpt2:2:256", "tiny_gpt:2:32"
+LOOPS = {"max_grad_norm": 1.0, "accumulation_steps": 2}
+MIN_LOOPS_S = 90.0
 
 
 def parse_config(text: str) -> tuple[str, int, int | None]:
-    """``MODEL:BATCH[:SEQ]`` -> ``(model, batch, seq_len)``."""
-    parts = text.split(":")
+    """``MODEL:BATCH[:SEQ][@PRECISION]`` -> ``(model, batch, seq_len)``."""
+    parts = text.partition("@")[0].split(":")
     if len(parts) not in (2, 3):
         raise SystemExit(f"bad configuration {text!r}: expected MODEL:BATCH[:SEQ]")
     return parts[0], int(parts[1]), int(parts[2]) if len(parts) == 3 else None
 
 
-def config_tag(name: str, batch: int, seq_len: int | None) -> str:
-    return f"{name}-b{batch}" + (f"-t{seq_len}" if seq_len else "")
+def config_precision(text: str) -> str:
+    """The ``@PRECISION`` of a configuration (``fp32`` without one)."""
+    return text.partition("@")[2] or "fp32"
+
+
+def config_tag(name: str, batch: int, seq_len: int | None, precision: str = "fp32") -> str:
+    return (f"{name}-b{batch}" + (f"-t{seq_len}" if seq_len else "")
+            + ("" if precision == "fp32" else f"-{precision}"))
 
 
 # ------------------------------------------------------------------ child: one training loop
@@ -134,10 +153,12 @@ def run_child(variant: str, text: str, args: argparse.Namespace, out: Path) -> d
     from roam_core.runtime import PlannedStep, resolve_device
     from roam_core.runtime.compare_training import synthetic_batches
     from roam_core.trace.params import unique_named_parameters
+    from roam_core.trace.precision import StepPrecision
     from roam_core.zoo import build_zoo_step
 
     name, batch, seq = parse_config(text)
-    tag = config_tag(name, batch, seq)
+    precision = config_precision(text)
+    tag = config_tag(name, batch, seq, precision)
     dev = resolve_device(args.device)
     _deterministic(dev.type)
     t_start = time.perf_counter()
@@ -145,20 +166,24 @@ def run_child(variant: str, text: str, args: argparse.Namespace, out: Path) -> d
     batches = synthetic_batches(name, "steady", zs.example_inputs, args.steps, args.seed + 1)
     model = zs.model
     if variant == "eager":
+        mixed = StepPrecision(precision, dev)
+        mixed.precision.cast_module(model)
         opt = zs.optimizer_factory([p for _, p in unique_named_parameters(model)])
 
         def one(b: list[Any]) -> torch.Tensor:
-            loss = model(*b)
-            loss = loss if zs.loss_fn is None else zs.loss_fn(loss)
-            loss.backward()
-            opt.step()
+            b = [mixed.precision.cast(x) for x in b]
+            with mixed.autocast():
+                loss = model(*b)
+                loss = loss if zs.loss_fn is None else zs.loss_fn(loss)
+            mixed.backward(loss)
+            mixed.eager_step(opt)
             opt.zero_grad(set_to_none=True)
             return loss.detach()
         arena_bytes = None
     else:
         plan = load_plan(out / f"{tag}.plan.json")
         step = PlannedStep(model, plan, zs.loss_fn, zs.optimizer_factory,
-                           example_inputs=zs.example_inputs, device=dev)
+                           example_inputs=zs.example_inputs, device=dev, precision=precision)
         arena_bytes = int(plan.arena_bytes)
 
         def one(b: list[Any]) -> torch.Tensor:
@@ -233,7 +258,8 @@ def _spawn(variant: str, text: str, args: argparse.Namespace, out: Path,
         raise RuntimeError(f"{variant} process failed (exit {proc.returncode}): "
                            + " | ".join(tail))
     name, batch, seq = parse_config(text)
-    return json.loads((out / f"{config_tag(name, batch, seq)}.{variant}.json").read_text())
+    tag = config_tag(name, batch, seq, config_precision(text))
+    return json.loads((out / f"{tag}.{variant}.json").read_text())
 
 
 def compare_runs(eager: dict[str, Any], planned: dict[str, Any], out: Path, tag: str,
@@ -283,15 +309,17 @@ def run_config(text: str, args: argparse.Namespace, out: Path,
     from roam_core.zoo import build_zoo_step, zoo_origin
 
     name, batch, seq = parse_config(text)
-    tag = config_tag(name, batch, seq)
+    precision = config_precision(text)
+    tag = config_tag(name, batch, seq, precision)
     dev = resolve_device(args.device)
     row: dict[str, Any] = {"config": tag, "model": name, "batch_size": batch,
-                           "seq_len": seq, "device": dev.type}
+                           "seq_len": seq, "precision": precision, "device": dev.type}
     t0 = time.perf_counter()
     zs = build_zoo_step(name, batch, seq, "steady", args.optimizer, "meta")
-    origin = zoo_origin(name, batch, seq, "steady", args.optimizer)
+    origin = zoo_origin(name, batch, seq, "steady", args.optimizer, precision=precision)
     ts = trace_fx(zs.model, zs.example_inputs, zs.loss_fn, zs.optimizer_factory,
-                  setting="steady", name=f"{tag}-steady", origin=origin, device=dev)
+                  setting="steady", name=f"{tag}-steady", origin=origin, device=dev,
+                  precision=precision)
     g = ts.graph
     save_graph(g, out / f"{tag}.graph.json.gz")
     row.update(ops=len(g), storages=len(g.tensors), trace_s=round(time.perf_counter() - t0, 2))
@@ -361,12 +389,46 @@ def goals(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def run_loops(text: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """Clipping, accumulation and two shapes, eager against planned (module notes)."""
+    from roam_core.runtime.compare_training import compare_training
+
+    name, batch, seq = parse_config(text)
+    other = max(1, batch // 2)
+    limit = args.time_limit or TIME_LIMITS_S.get(name, DEFAULT_TIME_LIMIT_S)
+    t0 = time.perf_counter()
+    r = compare_training(name, batch, seq, steps=args.loop_steps, device=args.device,
+                         planner_time_limit_s=limit, seed=args.seed,
+                         other_batch_size=other if other != batch else None, **LOOPS)
+    r["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    r["config"] = config_tag(name, batch, seq)
+    (out / "loops.json").write_text(json.dumps(r, indent=2, sort_keys=True) + "\n")
+    return r
+
+
+def _loops_table(r: dict[str, Any]) -> list[str]:
+    if "error" in r or "skipped" in r:
+        return ["", "## Loops", "", f"{r.get('config')}: {r.get('error') or r['skipped']}"]
+    return [
+        "", "## Loops: clipping, accumulation, two shapes", "",
+        "| config | clip | micro-batches | other batch | plans | calls | eager s/call | "
+        "planned s/call | eager reserved MiB | planned reserved MiB | max abs diff | ok |",
+        "|" + "---|" * 12,
+        f"| {r['config']} | {r['max_grad_norm']} | {r['accumulation_steps']} | "
+        f"{r['other_batch_size']} | {r['plans']} | {r['calls']} | "
+        f"{r['eager_step_seconds']:.4f} | {r['planned_step_seconds']:.4f} | "
+        f"{_mib(r['eager_peak_reserved_bytes'])} | {_mib(r['planned_peak_reserved_bytes'])} | "
+        f"{r['max_abs_diff']:.3g} | {'yes' if r['numerics_ok'] else 'NO'} |",
+    ]
+
+
 def _mib(b: Any) -> str:
     return "n/a" if b is None else f"{b / 2**20:,.0f}"
 
 
-def write_summary(rows: list[dict[str, Any]], out: Path) -> None:
-    """``summary.json`` and a markdown table ``summary.md``."""
+def write_summary(rows: list[dict[str, Any]], out: Path,
+                  loops: dict[str, Any] | None = None) -> None:
+    """``summary.json`` and a markdown table ``summary.md`` (plus the loops table)."""
     (out / "summary.json").write_text(json.dumps(rows, indent=2) + "\n")
     head = ("| config | ops | plan s | arena MiB | eager alloc | planned alloc | eager "
             "reserved | planned reserved | saving | eager s/step | planned s/step | "
@@ -391,6 +453,8 @@ def write_summary(rows: list[dict[str, Any]], out: Path) -> None:
     lines.append("")
     lines.append("MiB columns are `torch.cuda.max_memory_allocated` / `max_memory_reserved` of "
                  "the steps after the first, each loop in a fresh process; n/a on CPU.")
+    if loops is not None:
+        lines += _loops_table(loops)
     (out / "summary.md").write_text("\n".join(lines) + "\n")
 
 
@@ -400,8 +464,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", "--smoke", dest="dry_run", action="store_true",
                    help="CPU run with tiny models (implies --device cpu): the same code path")
     p.add_argument("--out", default="benchmarks/results/gpu", help="report folder")
-    p.add_argument("--configs", nargs="*", default=None, metavar="MODEL:BATCH[:SEQ]",
-                   help="configurations (default: resnet50:32 gpt2:8:1024 gpt2-xl:1:1024)")
+    p.add_argument("--configs", nargs="*", default=None,
+                   metavar="MODEL:BATCH[:SEQ][@PRECISION]",
+                   help="configurations (default: " + " ".join(CUDA_CONFIGS) + ")")
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd"), default=None)
     p.add_argument("--time-limit", type=float, default=None,
                    help="planner seconds per configuration (default 20, gpt2-xl 60)")
@@ -411,6 +476,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=450.0,
                    help="skip configurations that no longer fit this many seconds")
     p.add_argument("--no-snapshots", dest="snapshots", action="store_false")
+    p.add_argument("--loops", default=None, metavar="MODEL:BATCH[:SEQ]",
+                   help="configuration of the loops check (default gpt2:2:256; dry run "
+                        "tiny_gpt:2:32); 'none' skips it")
+    p.add_argument("--loop-steps", type=int, default=6,
+                   help="optimizer updates of the loops check (2 micro-batches each)")
     p.add_argument("--child", choices=("eager", "planned"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -453,6 +523,19 @@ def main(argv: list[str] | None = None) -> int:
             failed = True
         rows.append(row)
         write_summary(rows, out)
+    loops_cfg = args.loops or (LOOPS_SMOKE if args.dry_run else LOOPS_CUDA)
+    if loops_cfg != "none":
+        if time.monotonic() + (0.0 if args.dry_run else MIN_LOOPS_S) > deadline:
+            loops: dict[str, Any] = {"config": loops_cfg, "skipped": "not enough time left"}
+        else:
+            try:
+                loops = run_loops(loops_cfg, args, out)
+                failed |= not loops["numerics_ok"]
+            except Exception as e:  # recorded like a failing configuration
+                traceback.print_exc()
+                loops = {"config": loops_cfg, "error": f"{type(e).__name__}: {e}"[:300]}
+                failed = True
+        write_summary(rows, out, loops)
     print((out / "summary.md").read_text())
     print(f"gpu_check: reports in {out}/ ({time.monotonic() - start:.0f} s)", file=sys.stderr)
     return 1 if failed else 0

@@ -1,5 +1,5 @@
-"""The greedy recomputation search as first written (roam 90d86dd): a full re-simulation of the
-expanded order per drop set.  The test oracle of the indexed :class:`JitEvaluator` and
+"""The greedy recomputation search as first written: a full simulation of the expanded graph
+per drop set.  The test oracle of the indexed :class:`JitEvaluator` and
 :class:`GreedyTrajectory`, which must give the same evaluations and the same trajectory."""
 
 from __future__ import annotations
@@ -9,60 +9,27 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from roam_core.model.graph import Graph, OpId, TensorId
-from roam_core.model.recompute_ops import COPY_SUFFIX, recompute_ops_for
+from roam_core.model.recompute_ops import expand_graph, recompute_ops_for
+from roam_core.oracle.simulate import lifetimes, simulate
 from roam_core.recompute.evaluator import JitEvaluator, jit_order
 from roam_core.recompute.greedy import TrajectoryPoint
 
 
 def reference_evaluate(ev: JitEvaluator, dropped: Sequence[TensorId]) -> dict:
-    """Order, peak, steps at the peak, costs, spans and live bytes of one drop set."""
+    """Order, peak, steps at the peak, costs, spans and live bytes of one drop set: the
+    simulation of the expanded graph (what runs) in the just-in-time order."""
     g = ev.graph
     drop = tuple(dict.fromkeys(dropped))
-    dset = set(drop)
     rops = recompute_ops_for(g, drop, ev.blockers) if drop else ()
     order = jit_order(ev.base, rops, g)
     pos = {o: i for i, o in enumerate(order)}
-    n = len(order)
-    diff = np.zeros(n + 2, dtype=np.int64)
-    spans: dict[TensorId, tuple[int, int]] = {}
-    extra_reads: dict[TensorId, list[int]] = {}
-    copy_end: dict[str, int] = {}
-    for r in rops:
-        here = pos[r.id]
-        for u in r.inputs:
-            if u not in ev.values:
-                cs = g.storage_of(u[: -len(COPY_SUFFIX)])
-                copy_end[cs] = max(copy_end.get(cs, 0), here)
-            else:
-                extra_reads.setdefault(g.storage_of(u), []).append(here)
-    for t in g.tensors.values():
-        if t.producer is None or not ev.size[t.id]:
-            continue
-        s = pos[t.producer]
-        if t.id in ev.outputs:
-            e = n
-        else:
-            ends = [pos[c] for c in ev.readers[t.id]
-                    if not (t.id in dset and c in ev.late)]
-            ends.extend(extra_reads.get(t.id, ()))
-            e = max(ends, default=s) + 1
-        diff[s] += ev.size[t.id]
-        diff[max(e, s + 1)] -= ev.size[t.id]
-        spans[t.id] = (s, max(e, s + 1))
-    for r in rops:
-        here = pos[r.id]
-        for sid in g.storages_created(r.source):
-            size = ev.size[sid]
-            if not size:
-                continue
-            e = here
-            if sid in dset:
-                e = max([pos[c] for c in ev.readers[sid] if c in ev.late]
-                        + [copy_end.get(sid, here)])
-            diff[here] += size
-            diff[e + 1] -= size
-    live = np.cumsum(diff[:n])
-    peak = int(live.max()) if n else 0
+    g2 = expand_graph(g, rops, order=order)
+    prof = simulate(g2, order, alignment_bytes=ev.align)
+    lts = lifetimes(g2, order)
+    spans = {t.id: (lts[t.id].start, lts[t.id].end) for t in g.tensors.values()
+             if t.producer is not None and ev.size[t.id]}
+    live = np.asarray(prof.live_bytes, dtype=np.int64)
+    peak = int(live.max()) if len(live) else 0
     return {"dropped": drop, "recompute": tuple(rops), "order": order,
             "peak_bytes": peak + ev.resident, "peak_steps": int((live == peak).sum()),
             "extra_flops": sum(ev.flops[r.source] for r in rops),
@@ -124,10 +91,12 @@ def _pinned_before(ev: JitEvaluator, new: Sequence[OpId], pos: dict[str, int], s
 
 
 def reference_trajectory(graph: Graph, base_order: Sequence[OpId], *,
-                         bytes_weight: float = 1.0, tries_per_step: int = 8
+                         tries_per_step: int = 8
                          ) -> tuple[list[TensorId], list[TrajectoryPoint]]:
-    """The whole greedy trajectory, every drop set re-simulated from scratch."""
+    """The whole greedy trajectory, every drop set re-simulated from scratch (scored by the
+    evaluator's objective, the default)."""
     ev = JitEvaluator(graph, base_order)
+    eps = ev.costs.epsilon
     dropped: list[TensorId] = []
     cur = reference_evaluate(ev, ())
     points = [TrajectoryPoint(0, cur["peak_bytes"], 0, 0)]
@@ -164,8 +133,8 @@ def reference_trajectory(graph: Graph, base_order: Sequence[OpId], *,
             gain = ev.size[s] - sum(ev.size[k] for k in set(kept) if not live_at(k))
             if gain <= 0:
                 continue
-            cost = sum(ev.flops[o] + bytes_weight * ev.moved[o] for o in new)
-            scored.append((gain / (cost + 1.0), s, tuple(chain)))
+            cost = sum(ev.cost[o] for o in new)
+            scored.append((gain / (cost + eps), s, tuple(chain)))
         scored.sort(key=lambda x: (-x[0], x[1]))
         if not scored:
             break
@@ -175,8 +144,11 @@ def reference_trajectory(graph: Graph, base_order: Sequence[OpId], *,
                 dropped.extend(chain)
                 dropped.append(s)
                 cur = nxt
+                rops = cur["recompute"]
                 points.append(TrajectoryPoint(len(dropped), cur["peak_bytes"],
-                                              cur["extra_flops"], cur["extra_bytes"]))
+                                              cur["extra_flops"], cur["extra_bytes"],
+                                              sum(ev.cost[r.source] for r in rops),
+                                              sum(ev.seconds[r.source] for r in rops)))
                 break
             rejected.add(s)
     return dropped, points

@@ -80,7 +80,7 @@ def tensor_hover_label(graph: Graph, t: Tensor, with_module: bool = True) -> str
 
     >>> from roam_core.model.samples import tiny_train_step
     >>> tensor_hover_label(tiny_train_step(), tiny_train_step().tensors["mm"])
-    '<br>module (top level)'
+    '<br>module (outside modules)'
     """
     return ((f"<br>{t.name}" if t.name else "")
             + (f"<br>module {tensor_module_label(graph, t)}" if with_module else ""))

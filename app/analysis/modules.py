@@ -22,7 +22,9 @@ __all__ = [
     "tensor_module_label",
 ]
 
-TOP_LEVEL = "(top level)"
+#: What ops and storages outside every ``nn.Module`` are grouped as (the loss, the step's
+#: own code between the model's calls).
+TOP_LEVEL = "(outside modules)"
 
 
 def natural_key(path: str) -> tuple[tuple[int, int | str], ...]:
@@ -35,7 +37,7 @@ def natural_key(path: str) -> tuple[tuple[int, int | str], ...]:
 
 
 def module_label(path: str) -> str:
-    """A module path for people: ``""`` is ``"(top level)"``."""
+    """A module path for people: ``""`` is :data:`TOP_LEVEL`."""
     return path or TOP_LEVEL
 
 
@@ -45,7 +47,7 @@ def module_path(label: str) -> str:
 
 
 def tensor_module_label(graph: Graph, t: Tensor) -> str:
-    """A storage's module for people (``"(top level)"`` for ``""``)."""
+    """A storage's module for people (:data:`TOP_LEVEL` for ``""``)."""
     return tensor_module(graph, t) or TOP_LEVEL
 
 

@@ -8,10 +8,11 @@ import numpy as np
 
 from app.analysis.layout_view import LayoutView
 from app.analysis.modules import tensor_module_label
-from app.core.formatting import fmt_bytes
+from app.core.formatting import byte_unit
 from roam_core.model.graph import Graph, TensorId
 
-__all__ = ["peak_contributors", "peak_modules", "peak_note", "peak_tensors", "tensor_label"]
+__all__ = ["op_words", "peak_contributors", "peak_modules", "peak_note", "peak_tensors",
+           "short_bytes", "tensor_label"]
 
 
 def peak_tensors(view: LayoutView, step: int, k: int = 3) -> list[tuple[str, int]]:
@@ -31,10 +32,40 @@ def peak_contributors(graph: Graph, view: LayoutView, step: int, k: int = 3
     return [(tensor_label(graph, tid), b) for tid, b in peak_tensors(view, step, k)]
 
 
+def op_words(target: str) -> str:
+    """An ATen target in a word or two (``aten._safe_softmax.default`` -> ``softmax``).
+
+    >>> op_words("aten._safe_softmax.default"), op_words("aten.mm.default")
+    ('softmax', 'mm')
+    >>> op_words("aten.native_layer_norm_backward.default")
+    'layer_norm_backward'
+    """
+    name = target.split(".")[1] if target.startswith("aten.") and "." in target[5:] else \
+        target.rsplit(".", 1)[0].removeprefix("aten.")
+    name = name.lstrip("_")
+    for prefix in ("safe_", "native_", "unsafe_"):
+        name = name.removeprefix(prefix)
+    return name or target
+
+
 def tensor_label(graph: Graph, tensor_id: str) -> str:
-    """A storage for people: its recorded name (``Tensor.name``) or else its id."""
+    """A storage for people: its recorded name (``Tensor.name``: a parameter, a gradient,
+    an optimizer state), else what made it and where, with the id to search for.
+
+    >>> from roam_core.model.samples import tiny_train_step
+    >>> tensor_label(tiny_train_step(), "relu")
+    'relu output (relu)'
+    """
     t = graph.tensors.get(TensorId(tensor_id))
-    return str(getattr(t, "name", None) or tensor_id)
+    if t is None:
+        return tensor_id
+    if t.name:
+        return str(t.name)
+    op = graph.op(t.producer) if t.producer else None
+    if op is None:
+        return tensor_id
+    where = f" in {op.module}" if op.module else ""
+    return f"{op_words(op.target)} output{where} ({tensor_id})"
 
 
 def peak_modules(graph: Graph, view: LayoutView, step: int, k: int = 3
@@ -52,10 +83,20 @@ def peak_modules(graph: Graph, view: LayoutView, step: int, k: int = 3
 
 
 def peak_note(contributors: Sequence[tuple[str, int]], what: str = "top") -> str:
-    """``'top: a 2.00 MiB, b 1.00 MiB'`` (empty for none).
+    """``'top: a 2 MiB, b 1.5 MiB'`` (three significant digits; empty for none).
 
-    >>> peak_note([("w.grad", 2**21), ("act", 2**20)])
-    'top: w.grad 2.00 MiB, act 1.00 MiB'
+    >>> peak_note([("w.grad", 2**21), ("act", 1536 * 2**10)])
+    'top: w.grad 2 MiB, act 1.5 MiB'
     """
-    return (f"{what}: " + ", ".join(f"{n} {fmt_bytes(b)}" for n, b in contributors)
+    return (f"{what}: " + ", ".join(f"{n} {short_bytes(b)}" for n, b in contributors)
             if contributors else "")
+
+
+def short_bytes(n: float) -> str:
+    """Bytes in a binary unit, three significant digits (``'720 MiB'``, ``'1.02 GiB'``).
+
+    >>> short_bytes(720 * 2**20), short_bytes(1.02 * 2**30), short_bytes(15.63 * 2**20)
+    ('720 MiB', '1.02 GiB', '15.6 MiB')
+    """
+    div, unit = byte_unit(float(n))
+    return f"{n / div:.3g} {unit}"

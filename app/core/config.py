@@ -14,7 +14,7 @@ class AppConfig:
     their own limits."""
 
     max_upload_bytes: int = 200 * 2**20
-    auto_plan_max_ops: int = 300
+    auto_plan_max_ops: int = 1000
 
 
 DEFAULT_CONFIG = AppConfig()

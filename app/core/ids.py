@@ -19,6 +19,7 @@ IMPORT_RESULT = "import-result"  # last imported plan {"key": plan key, "graph":
 RUNNING = "running"  # {"plan": bool, "trace": bool, "verify": bool}: jobs running in this page
 SESSION = "session"  # a random id per page load (names this page's cancel requests)
 VERIFY_OFF = "verify-off"  # True when no device may verify this plan
+CALLBACK_ERROR = "callback-error"  # the banner every failed callback writes its message to
 
 # ---- loading
 SAMPLE_PICK = "sample-pick"
@@ -33,6 +34,12 @@ ZOO_TRACE_BTN = "zoo-trace-btn"
 ZOO_CANCEL_BTN = "zoo-cancel-btn"
 ZOO_STATUS = "zoo-status"
 ZOO_PROGRESS = "zoo-progress"  # "tracing gpt2-xl… 12 s" while the trace job runs
+ZOO_PRECISION = "zoo-precision"  # fp32 | bf16-mixed | bf16 | fp16-mixed
+ZOO_ATTENTION = "zoo-attention"  # sdpa | math | flash | efficient
+HF_UPLOAD = "hf-config-upload"  # a dropped Hugging Face config.json
+HF_TASK = "hf-task"
+HF_CONFIG = "hf-config"  # store: the dropped config (a dict) or None
+HF_STATUS = "hf-status"
 
 # ---- planning
 METHOD = "plan-method"

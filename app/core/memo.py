@@ -19,6 +19,7 @@ so two threads copying one stored figure can corrupt it ("Bad property path", "I
 
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import threading
@@ -27,7 +28,15 @@ from typing import Any, Generic, ParamSpec, Protocol, TypeVar, cast, overload
 
 import numpy as np
 
-__all__ = ["Memo", "clear_caches", "freeze_arrays", "memo_names", "memoised"]
+__all__ = [
+    "Memo",
+    "array_bytes",
+    "clear_caches",
+    "freeze_arrays",
+    "memo_names",
+    "memoised",
+    "set_key_guard",
+]
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -56,6 +65,23 @@ class _Clearable(Protocol):
 
 
 _REGISTRY: dict[str, _Clearable] = {}
+#: Called with every cache key (a ``str`` argument starting ``g-`` or ``p-``) a memo is asked
+#: about, before the memo answers: the session check (:func:`app.core.state.require_visible`)
+#: that a memo hit would otherwise skip.
+_KEY_GUARD: list[Callable[[str], None]] = []
+_KEY_PREFIXES = ("g-", "p-")
+
+
+def set_key_guard(guard: Callable[[str], None] | None) -> None:
+    """Install the check every memo runs on the cache keys it is asked about (or none)."""
+    _KEY_GUARD[:] = [guard] if guard is not None else []
+
+
+def _guard(args: tuple[Any, ...]) -> None:
+    if _KEY_GUARD:
+        for a in args:
+            if isinstance(a, str) and a.startswith(_KEY_PREFIXES):
+                _KEY_GUARD[0](a)
 
 
 @overload
@@ -64,19 +90,31 @@ def memoised(maxsize: int, *, copy: None = None, frozen: None = None,
 
 
 @overload
+def memoised(maxsize: int, *, copy: None = None, frozen: None = None, max_bytes: int,
+             weigh: Callable[[R], int]) -> Callable[[Callable[P, R]], Memo[P, R]]: ...
+
+
+@overload
 def memoised(maxsize: int, *, copy: Callable[[R], R], frozen: Callable[[R], object] | None = None,
              ) -> Callable[[Callable[P, R]], Memo[P, R]]: ...
 
 
 def memoised(maxsize: int, *, copy: Callable[[R], R] | None = None,
-             frozen: Callable[[R], object] | None = None
+             frozen: Callable[[R], object] | None = None,
+             max_bytes: int | None = None, weigh: Callable[[R], int] | None = None,
              ) -> Callable[[Callable[P, R]], Memo[P, R]]:
     """Decorator: an LRU memo of ``maxsize`` entries, registered for :func:`clear_caches`.
+
+    Every call first runs the key guard (:func:`set_key_guard`) on its cache-key arguments.
 
     Parameters
     ----------
     maxsize : int
         Entries kept (least recently used evicted).
+    max_bytes, weigh : int and callable, optional
+        Also bound the memo in bytes: ``weigh(value)`` estimates an entry's size, and the
+        least recently used entries are evicted until the total is at most ``max_bytes``
+        (an entry bigger than that alone is returned but not kept).
     copy : callable, optional
         Applied to the stored value on every call, so callers get their own copy (for
         mutable results such as ``go.Figure``).
@@ -106,10 +144,17 @@ def memoised(maxsize: int, *, copy: Callable[[R], R] | None = None,
     if frozen is not None and copy is None:
         raise ValueError("frozen= needs copy=: the stored value is mutable")
 
+    if (max_bytes is None) != (weigh is None):
+        raise ValueError("max_bytes= and weigh= go together")
+
     def deco(fn: Callable[P, R]) -> Memo[P, R]:
         name = f"{fn.__module__}.{fn.__qualname__}"
+        if max_bytes is not None and weigh is not None:
+            weighed = _WeighedMemo(fn, maxsize, max_bytes, weigh)
+            _REGISTRY[name] = weighed
+            return cast("Memo[P, R]", weighed)
         if copy is None:  # immutable values: handed out as they are stored
-            cached = functools.lru_cache(maxsize=maxsize)(fn)
+            cached = _Guarded(functools.lru_cache(maxsize=maxsize)(fn))
             _REGISTRY[name] = cached
             return cast("Memo[P, R]", cached)
         memo = _CopyingMemo(fn, maxsize, copy, frozen)
@@ -163,6 +208,7 @@ class _CopyingMemo(Generic[P, R]):
         os.register_at_fork(after_in_child=lambda: self._locks.__setitem__(0, threading.Lock()))
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        _guard(args)
         stored = self._entry(*args, **kwargs)
         with self._locks[0]:  # one reader of the stored object at a time
             return self._copy(stored.value)
@@ -171,6 +217,7 @@ class _CopyingMemo(Generic[P, R]):
         """The entry's frozen form, made once (under the lock) and kept with it."""
         if self._make_frozen is None:
             raise TypeError(f"{self.__qualname__} keeps no frozen form (frozen=None)")
+        _guard(args)
         stored = self._entry(*args, **kwargs)
         with self._locks[0]:
             if stored.frozen is _MISSING:
@@ -184,6 +231,106 @@ class _CopyingMemo(Generic[P, R]):
     def cache_info(self) -> functools._CacheInfo:
         """Hits, misses and size, as ``lru_cache`` reports them."""
         return self._entry.cache_info()
+
+
+class _Guarded:
+    """An ``lru_cache`` whose calls run the key guard first."""
+
+    def __init__(self, cached: Any) -> None:
+        functools.update_wrapper(self, cached)
+        self._cached = cached
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        _guard(args)
+        return self._cached(*args, **kwargs)
+
+    def cache_clear(self) -> None:
+        """Forget every entry."""
+        self._cached.cache_clear()
+
+    def cache_info(self) -> functools._CacheInfo:
+        """Hits, misses and size, as ``lru_cache`` reports them."""
+        return self._cached.cache_info()
+
+
+class _WeighedMemo(Generic[P, R]):
+    """An LRU memo bounded in entries and in (estimated) bytes; thread-safe.
+
+    Two threads asking for the same missing entry may both compute it (the value is the
+    same); the lock is never held while computing.
+    """
+
+    def __init__(self, fn: Callable[P, R], maxsize: int, max_bytes: int,
+                 weigh: Callable[[R], int]) -> None:
+        functools.update_wrapper(self, fn)
+        self._fn, self._maxsize, self._max_bytes, self._weigh = fn, maxsize, max_bytes, weigh
+        self._store: collections.OrderedDict[Any, tuple[R, int]] = collections.OrderedDict()
+        self._bytes = self._hits = self._misses = 0
+        self._locks = [threading.Lock()]
+        os.register_at_fork(after_in_child=lambda: self._locks.__setitem__(0, threading.Lock()))
+
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R:
+        _guard(args)
+        key = (args, tuple(sorted(kwargs.items())))
+        with self._locks[0]:
+            hit = self._store.get(key)
+            if hit is not None:
+                self._store.move_to_end(key)
+                self._hits += 1
+                return hit[0]
+            self._misses += 1
+        value = self._fn(*args, **kwargs)
+        size = max(0, int(self._weigh(value)))
+        if size > self._max_bytes:
+            return value  # too big to keep: computed again when asked again
+        with self._locks[0]:
+            old = self._store.pop(key, None)
+            if old is not None:
+                self._bytes -= old[1]
+            self._store[key] = (value, size)
+            self._bytes += size
+            while self._store and (self._bytes > self._max_bytes
+                                   or len(self._store) > self._maxsize):
+                _, (_, s) = self._store.popitem(last=False)
+                self._bytes -= s
+        return value
+
+    @property
+    def stored_bytes(self) -> int:
+        """Estimated bytes of the entries kept."""
+        return self._bytes
+
+    def cache_clear(self) -> None:
+        """Forget every entry."""
+        with self._locks[0]:
+            self._store.clear()
+            self._bytes = 0
+
+    def cache_info(self) -> functools._CacheInfo:
+        """Hits, misses, maxsize and size, as ``lru_cache`` reports them."""
+        return functools._CacheInfo(self._hits, self._misses, self._maxsize, len(self._store))
+
+
+def array_bytes(obj: object) -> int:
+    """Bytes of the NumPy arrays held by a (frozen dataclass) record, nested records
+    included: the weight of an array record in a memo bounded in bytes.
+
+    >>> import dataclasses
+    >>> @dataclasses.dataclass(frozen=True)
+    ... class R:
+    ...     a: np.ndarray
+    >>> array_bytes(R(np.zeros(4)))
+    32
+    """
+    values = vars(obj).values() if hasattr(obj, "__dict__") else (
+        getattr(obj, s) for s in getattr(obj, "__slots__", ()))
+    total = 0
+    for v in values:
+        if isinstance(v, np.ndarray):
+            total += int(v.nbytes)
+        elif hasattr(v, "__dataclass_fields__") and not isinstance(v, type):
+            total += array_bytes(v)
+    return total
 
 
 def clear_caches() -> None:

@@ -28,9 +28,10 @@ class Selection(TypedDict):
 
 
 class StepRef(TypedDict):
-    """``STEP``: the step clicked on the memory curves."""
+    """``STEP``: the step clicked on the memory curves, and on whose curve."""
 
     step: int
+    side: NotRequired[str]  # "before" (the compared order) or "after" (the plan; default)
 
 
 class JobResult(TypedDict):

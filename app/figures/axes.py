@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from app.core.formatting import byte_unit
 
-__all__ = ["STEP_AXIS_MARGIN", "apply_range", "binary_ticks", "short_label", "step_axis"]
+__all__ = ["STEP_AXIS_MARGIN", "apply_range", "binary_ticks", "step_axis"]
 
 #: Left/right margins of every figure with a step axis (curves, timeline, layouts).
 STEP_AXIS_MARGIN: dict[str, int] = {"l": 84, "r": 20}
@@ -43,11 +43,6 @@ def binary_ticks(max_bytes: float, target: int = 6) -> tuple[list[float], list[s
         div, name = byte_unit(v)
         texts.append(f"{v / div:g} {name}")
     return [float(v) for v in vals], texts
-
-
-def short_label(label: str, width: int = 10) -> str:
-    """A row label that fits the fixed step-axis margin (the full name goes in the title)."""
-    return label if len(label) <= width else label[:width - 1] + "…"
 
 
 def step_axis(fig: go.Figure, n_steps: int) -> None:

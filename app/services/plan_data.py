@@ -20,7 +20,7 @@ from app.analysis.layout_view import (
     total_curve,
 )
 from app.core import state
-from app.core.memo import freeze_arrays, memoised
+from app.core.memo import array_bytes, freeze_arrays, memoised
 from app.services.view_graph import view_graph
 from roam_core.model.graph import OpId
 from roam_core.model.plan import Plan
@@ -51,7 +51,17 @@ class After:
     freed: np.ndarray
 
 
-@memoised(8)
+def _before_weight(record: Before) -> int:
+    """Estimated bytes of a record: its arrays and its order."""
+    return array_bytes(record) + 64 * len(record.order)
+
+
+def _after_weight(record: After) -> int:
+    """Estimated bytes of a record: its arrays and its plan."""
+    return array_bytes(record) + state.plan_bytes(record.plan)
+
+
+@memoised(8, max_bytes=state.VIEW_MEMO_BYTES, weigh=_before_weight)
 def before_data(graph_key: str, method: str = "eager", alignment_bytes: int = 512) -> Before:
     """Baseline order, curve and simulated-allocator layout (memoised)."""
     graph = state.get_graph(graph_key)
@@ -63,7 +73,7 @@ def before_data(graph_key: str, method: str = "eager", alignment_bytes: int = 51
                                 reserved))
 
 
-@memoised(8)
+@memoised(8, max_bytes=state.VIEW_MEMO_BYTES, weigh=_after_weight)
 def after_data(graph_key: str, plan_key: str) -> After:
     """Planned curve, layout arrays and per-step bytes (memoised)."""
     graph = view_graph(graph_key, plan_key)

@@ -8,6 +8,7 @@ it is stored.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from app.analysis import planner
@@ -22,7 +23,11 @@ from roam_core.oracle.validate import check_plan
 if TYPE_CHECKING:
     from roam_core.planner import PlanProgress
 
-__all__ = ["cached_plan_key", "plan_graph", "plan_graph_job", "validate_plan"]
+__all__ = ["CANCELLED_NOTE", "cached_plan_key", "plan_graph", "plan_graph_job", "validate_plan"]
+
+#: The note a plan cut short by Cancel carries.
+CANCELLED_NOTE = ("cancelled: this is the best plan found before the cancel, not the "
+                  "planner's full result (press Plan again for it)")
 
 
 def validate_plan(graph: Graph, plan: Plan) -> None:
@@ -35,12 +40,23 @@ def validate_plan(graph: Graph, plan: Plan) -> None:
         raise PlanInvalidError(violations)
 
 
+def _cached(graph_key: str, settings: PlanSettings) -> str | None:
+    """The key of a stored plan of this graph with these settings that this session may
+    read: its own, else the public one (the start-up plan)."""
+    s = settings.as_dict()
+    for key in (state.plan_key(graph_key, s), state.public_plan_key(graph_key, s)):
+        if state.has_plan(key):
+            return key
+    return None
+
+
 def plan_graph(graph_key: str, settings: PlanSettings,
                progress: Callable[[PlanProgress], None] | None = None) -> str:
     """Plan (or fetch the cached plan for) a stored graph; returns the plan key."""
+    cached = _cached(graph_key, settings)
+    if cached is not None:
+        return cached
     key = state.plan_key(graph_key, settings.as_dict())
-    if state.has_plan(key):
-        return key
     graph = state.get_graph(graph_key)
     plan = planner.run_planner(graph, settings, progress)
     validate_plan(graph, plan)
@@ -48,9 +64,8 @@ def plan_graph(graph_key: str, settings: PlanSettings,
 
 
 def cached_plan_key(graph_key: str, settings: PlanSettings) -> str | None:
-    """The plan key for these settings when it is already cached."""
-    key = state.plan_key(graph_key, settings.as_dict())
-    return key if state.has_plan(key) else None
+    """The plan key for these settings when it is already cached (for this session)."""
+    return _cached(graph_key, settings)
 
 
 def plan_graph_job(graph_key: str, settings: PlanSettings,
@@ -61,12 +76,13 @@ def plan_graph_job(graph_key: str, settings: PlanSettings,
     A cancelled run returns the best valid plan found so far; it is stored under its content
     hash, never under the settings' cache key (the next Plan press plans in full).
     """
+    cached = _cached(graph_key, settings)
+    if cached is not None:
+        return cached, False
     key = state.plan_key(graph_key, settings.as_dict())
-    if state.has_plan(key):
-        return key, False
     graph = state.get_graph(graph_key)
     plan = planner.run_planner(graph, settings, progress, cancel)
     validate_plan(graph, plan)
-    if is_cancelled(cancel):
-        return state.put_plan(plan), True
+    if is_cancelled(cancel):  # the plan says so itself: the summary, exports and reports
+        return state.put_plan(replace(plan, notes=(*plan.notes, CANCELLED_NOTE))), True
     return state.put_plan(plan, key), False

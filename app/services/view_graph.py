@@ -18,7 +18,7 @@ from roam_core.model.recompute_ops import expand_graph
 __all__ = ["view_graph", "without_reruns"]
 
 
-@memoised(8)
+@memoised(8, max_bytes=state.VIEW_MEMO_BYTES, weigh=state.graph_bytes)
 def _expanded(graph_key: str, plan_key: str) -> Graph:
     plan = state.get_plan(plan_key)
     return expand_graph(state.get_graph(graph_key), plan.recompute, order=plan.order)

@@ -11,16 +11,20 @@ import itertools
 from collections.abc import Sequence
 
 import dash
-from dash import dcc, html
+from dash import Input, Output, dcc, html
 from dash.development.base_component import Component
 
 from app.core import ids
 from app.core.config import AppConfig
 from app.views.lazy import store
 from app.views.registry import VIEWS
+from app.views.share.view import restored
 from app.views.spec import Column, PageDefaults, View
 
 __all__ = ["build_layout", "register_views", "warm"]
+
+#: A click on the error banner hides it (in the browser: no round trip).
+DISMISS_JS = "function(n) { return true; }"
 
 
 def _page_stores(defaults: PageDefaults) -> list[dcc.Store]:
@@ -40,14 +44,27 @@ def _column(column: Column, defaults: PageDefaults, views: Sequence[View]) -> li
 
 
 def build_layout(defaults: PageDefaults, views: Sequence[View] = VIEWS) -> html.Div:
-    """The whole page; ``defaults`` seeds the stores (graph and plan keys, settings...)."""
+    """The whole page; ``defaults`` seeds the stores (graph and plan keys, settings...),
+    or the link the page is opened with (:mod:`app.views.share`) where it names a graph."""
+    defaults, link = restored(defaults)
     stores = [*_page_stores(defaults), *[s for v in views for s in v.stores()]]
+    seeds: dict[str, list[float] | dict[str, str]] = {}
+    if link.view_range:
+        seeds[ids.VIEW_RANGE] = list(link.view_range)
+    if link.selection:
+        seeds[ids.SELECTION] = {"kind": link.selection[0], "id": link.selection[1]}
+    # the link's zoom and selection seed the stores the linking view owns
+    stores = [dcc.Store(id=sid, data=seeds[sid]) if (sid := getattr(s, "id", None)) in seeds
+              else s for s in stores]
     side = html.Div(_column("side", defaults, views), className="side")
     main = html.Div(_column("main", defaults, views), className="main")
     header = html.Header([html.H1("roam"),
                           html.Span("memory-efficient execution plans for a training step",
                                     className="muted")])
-    return html.Div([*stores, header, html.Div([side, main], className="page")])
+    # every failed callback writes its message here (app.views.callback_tools.show_error)
+    banner = html.Div(id=ids.CALLBACK_ERROR, className="callback-error", role="alert",
+                      hidden=True, title="click to dismiss")
+    return html.Div([*stores, header, banner, html.Div([side, main], className="page")])
 
 
 def register_views(app: dash.Dash, config: AppConfig, views: Sequence[View] = VIEWS) -> None:
@@ -55,6 +72,8 @@ def register_views(app: dash.Dash, config: AppConfig, views: Sequence[View] = VI
     app.server.config["ROAM"] = config
     for view in views:
         view.register(app, config)
+    app.clientside_callback(DISMISS_JS, Output(ids.CALLBACK_ERROR, "hidden"),
+                            Input(ids.CALLBACK_ERROR, "n_clicks"), prevent_initial_call=True)
 
 
 def warm(graph_key: str, plan_key: str | None, views: Sequence[View] = VIEWS) -> None:

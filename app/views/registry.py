@@ -37,11 +37,13 @@ from app.views.loading.view import VIEW as LOADING
 from app.views.memory_by_module.view import VIEW as MEMORY_BY_MODULE
 from app.views.planning.view import VIEW as PLANNING
 from app.views.search.view import VIEW as SEARCH
+from app.views.share.view import VIEW as SHARE
 from app.views.snapshot.view import VIEW as SNAPSHOT
 from app.views.spec import View
 from app.views.summary.view import VIEW as SUMMARY
 from app.views.timeline.view import VIEW as TIMELINE
 from app.views.tree.view import VIEW as TREE
+from app.views.use_plan.view import VIEW as USE_PLAN
 from app.views.verify.view import VIEW as VERIFY
 from app.views.walkthrough.view import VIEW as WALKTHROUGH
 
@@ -56,6 +58,7 @@ VIEWS: tuple[View, ...] = (
     EXPORT,
     VERIFY,
     # the main column: the views of the plan
+    SHARE,
     SUMMARY,
     WALKTHROUGH,
     LINKING,
@@ -69,4 +72,5 @@ VIEWS: tuple[View, ...] = (
     BUDGET,
     FIT,
     SNAPSHOT,
+    USE_PLAN,
 )

@@ -11,9 +11,9 @@ roam_core.base.errors.ConfigError: workers must be at least 1, not 0
 
 from __future__ import annotations
 
-from roam_core.base.errors import ConfigError
+from roam_core.base.errors import ConfigError, RoamError
 
-__all__ = ["at_least"]
+__all__ = ["at_least", "require_type"]
 
 
 def at_least(name: str, value: object, low: float) -> None:
@@ -31,7 +31,8 @@ def at_least(name: str, value: object, low: float) -> None:
     Raises
     ------
     ConfigError
-        ``value`` is not a number of the right kind, is NaN, or is below ``low``.
+        ``value`` is not a number of the right kind, is NaN or infinite, or is below
+        ``low``.
     """
     kinds: tuple[type, ...] = (int,) if isinstance(low, int) else (int, float)
     if isinstance(value, bool) or not isinstance(value, kinds):
@@ -39,3 +40,25 @@ def at_least(name: str, value: object, low: float) -> None:
         raise ConfigError(f"{name} must be {kind}, not {value!r}")
     if not value >= low:  # type: ignore[operator]  # a number by the check above; catches NaN
         raise ConfigError(f"{name} must be at least {low}, not {value!r}")
+    if value == float("inf"):
+        raise ConfigError(f"{name} must be a finite number, not {value!r}")
+
+
+def require_type(value: object, kinds: type | tuple[type, ...], name: str,
+                 error: type[RoamError] = ConfigError) -> None:
+    """Raise ``error`` unless ``value`` is an instance of ``kinds`` (the public API's check
+    of its arguments: a clear message instead of an ``AttributeError`` deep inside).
+
+    Examples
+    --------
+    >>> require_type(None, int, "make_plan: graph")
+    Traceback (most recent call last):
+    ...
+    roam_core.base.errors.ConfigError: make_plan: graph must be int, not None
+    """
+    if not isinstance(value, kinds) or (isinstance(value, bool) and bool not in (
+            kinds if isinstance(kinds, tuple) else (kinds,))):
+        names = " or ".join(k.__name__ for k in (kinds if isinstance(kinds, tuple)
+                                                   else (kinds,)))
+        got = "None" if value is None else type(value).__name__
+        raise error(f"{name} must be {names}, not {got}")

@@ -17,9 +17,11 @@ __all__ = [
     "ExecutorError",
     "GraphError",
     "InfeasibleError",
+    "OutputError",
     "PlanFormatError",
     "PlanInvalidError",
     "RoamError",
+    "SnapshotError",
     "TraceError",
     "Violation",
     "ViolationKind",
@@ -45,6 +47,17 @@ class TraceError(RoamError):
 
 class PlanFormatError(RoamError):
     """A plan or problem file that does not parse, or has the wrong schema version."""
+
+
+class SnapshotError(PlanFormatError):
+    """A memory snapshot that cannot be read: not a pickle, a class reference, a field of the
+    wrong type or range (named), too big, or no usable trace.  A :class:`PlanFormatError`, so
+    code that caught those before still catches these."""
+
+
+class OutputError(RoamError):
+    """A file roam was asked to write cannot be written: a missing directory, a directory,
+    no permission, a full disk.  Checked before any work starts where possible."""
 
 
 class PlanInvalidError(RoamError):
@@ -93,6 +106,8 @@ class ViolationKind(enum.Enum):
     RECOMPUTE_INPUT = "recompute_input"  # a recompute op reads a value not available then
     READ_DROPPED = "read_dropped"  # an op reads a dropped value before its recomputation
     RECOMPUTE_MISMATCH = "recompute_mismatch"  # the recomputed value can differ from the original
+    # the figures a plan states (peak, arena, bounds, alignment, FLOPs)
+    WRONG_FIGURE = "wrong_figure"  # a stated figure disagrees with the one recomputed
 
 
 @dataclass(frozen=True, slots=True)

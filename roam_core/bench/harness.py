@@ -34,6 +34,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass
 
+from roam_core.base.atomic import atomic_write, atomic_writer
 from roam_core.base.errors import RoamError
 from roam_core.base.status import SolveStatus
 from roam_core.layout.arena_layout import greedy_arena
@@ -496,9 +497,9 @@ def sample_graph_cases(
 
 # ------------------------------------------------------------------ output
 def write_csv(rows: Sequence[BenchRow], path: str) -> None:
-    """Write rows with :data:`CSV_COLUMNS` (empty cells for missing values)."""
+    """Write rows with :data:`CSV_COLUMNS` (empty cells for missing values), atomically."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w", newline="") as f:
+    with atomic_writer(path, binary=False, what="bench CSV") as f:
         w = csv.DictWriter(f, fieldnames=CSV_COLUMNS)
         w.writeheader()
         for r in rows:
@@ -523,7 +524,8 @@ def _pct(v: float | None) -> str:
 
 
 def write_markdown(rows: Sequence[BenchRow], path: str, title: str = "Ordering benchmark") -> None:
-    """A markdown report: memory and peak pivots (graphs x methods), all rows, mean cuts."""
+    """A markdown report: memory and peak pivots (graphs x methods), all rows, mean cuts
+    (written atomically)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     graphs = list(dict.fromkeys(r.graph for r in rows))
     methods = list(dict.fromkeys(r.method for r in rows))
@@ -577,8 +579,7 @@ def write_markdown(rows: Sequence[BenchRow], path: str, title: str = "Ordering b
                   "|---|---:|---:|---:|---:|"]
         for m, (n, a, rs, ms) in means.items():
             lines.append(f"| {m} | {n} | {_pct(a)} | {_pct(rs)} | {_pct(ms)} |")
-    with open(path, "w") as f:
-        f.write("\n".join(lines) + "\n")
+    atomic_write(path, "\n".join(lines) + "\n", what="bench markdown")
 
 
 def _roam_summary(rows: Sequence[BenchRow], method: str = "roam") -> list[str]:

@@ -12,7 +12,8 @@ Suites
   each).
 
 ``--graphs FILE ...`` benchmarks given graph files instead.  Progress goes to stderr; results
-go to ``<out>/ordering_<suite>_<setting>.csv`` and ``.md`` (rewritten after every graph).
+go to ``<out>/ordering_<suite>_<setting>.csv`` and ``.md`` (rewritten after every graph;
+``<out>`` is ``./bench`` unless given).
 Module-level imports stay light: torch and the zoo are imported inside the handler.
 """
 
@@ -27,6 +28,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from roam_core.base.executors import EXECUTOR_HELP
+from roam_core.commands.arg_types import positive_float, positive_int
 
 if TYPE_CHECKING:  # the harness loads the planner (OR-Tools): only when the command runs
     from roam_core.bench.harness import BenchCase, BenchRow
@@ -52,9 +54,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="comma-separated methods (default: every baseline, lescea+llfb, "
                         "best_heuristic, monolithic, roam); NAME+llfb / NAME+greedy fixes a "
                         "baseline's layout")
-    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+    p.add_argument("--time-limit", type=positive_float, default=None, metavar="S",
                    help="solver budget per graph for monolithic and roam, seconds")
-    p.add_argument("--monolithic-max-ops", type=int, default=400,
+    p.add_argument("--monolithic-max-ops", type=positive_int, default=400,
                    help="skip the monolithic ILP above this many ops (default 400)")
     p.add_argument("--layout", choices=("best", "greedy", "llfb", "none"), default="best",
                    help="layout of plain (baseline) orders: greedy by size, ROAM's LLFB, the "
@@ -63,10 +65,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="benchmark these graph files instead of a suite")
     p.add_argument("--samples", default="sample_graphs",
                    help="folder of committed graphs (default sample_graphs)")
-    p.add_argument("--limit", type=int, default=None,
+    p.add_argument("--limit", type=positive_int, default=None,
                    help="at most this many graphs of the suite")
-    p.add_argument("--out", default=os.path.join("benchmarks", "results"),
-                   help="output folder (default benchmarks/results)")
+    # not benchmarks/results: run from the repository root, that would overwrite the
+    # committed results (they are written with an explicit --out)
+    p.add_argument("--out", default="bench",
+                   help="output folder (default ./bench; the committed results are written "
+                        "with --out benchmarks/results)")
     p.add_argument("--executor", default="local", metavar="SPEC",
                    help=EXECUTOR_HELP + "; used by the roam rows' sub-task solves")
     p.add_argument("--name", default=None,
@@ -118,7 +123,7 @@ def _cases(args: argparse.Namespace) -> list[BenchCase]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from roam_core.base.errors import ConfigError
+    from roam_core.base.errors import ConfigError, GraphError
     from roam_core.base.executors import open_executor, parse_executor
     from roam_core.bench import DEFAULT_BENCH_METHODS, run_bench, write_csv, write_markdown
     from roam_core.ordering.registry import ORDER_METHODS
@@ -131,7 +136,10 @@ def _run(args: argparse.Namespace) -> int:
     if unknown:
         raise ConfigError(f"unknown method(s) {', '.join(unknown)}; known: "
                           f"{', '.join([*ORDER_METHODS, *sorted(extra)])}")
+    from roam_core.base.atomic import check_output_dir
+
     spec = parse_executor(args.executor)
+    check_output_dir(args.out, "--out")
     cases = _cases(args)
     stem = args.name or (f"ordering_{'files' if args.graphs else args.suite}_{args.setting}")
     csv_path = os.path.join(args.out, stem + ".csv")
@@ -147,6 +155,8 @@ def _run(args: argparse.Namespace) -> int:
         rows = run_bench(cases, methods, time_limit_s=args.time_limit,
                          monolithic_max_ops=args.monolithic_max_ops, layout=args.layout,
                          progress=_progress, on_rows=save, executor=executor)
+    if not rows:  # every graph failed to load (each named on stderr above)
+        raise GraphError(f"no graph of the {len(cases)} given could be loaded")
     save(rows)
     failed = sum(r.status == "failed" for r in rows)
     print(f"{len(rows)} rows ({failed} failed) -> {csv_path}, {md_path}")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 
+from roam_core.commands.arg_types import non_negative_int
+
 __all__ = ["register"]
 
 
@@ -21,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "sharing bytes.  Exit 0 when valid, 1 with every violation listed.")
     p.add_argument("graph", help="graph file (.json or .json.gz)")
     p.add_argument("plan", help="plan file (.json or .json.gz)")
-    p.add_argument("--max-lines", type=int, default=200,
+    p.add_argument("--max-lines", type=non_negative_int, default=200,
                    help="list at most this many violations (default 200)")
     p.set_defaults(func=_run)
 

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from roam_core.commands.arg_types import positive_int, seed_int
+
 __all__ = ["register"]
 
 _logger = logging.getLogger(__name__)
@@ -21,7 +23,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add the ``execute`` sub-command."""
     p = subparsers.add_parser(
         "execute", help="run a plan in one arena and compare with eager PyTorch",
-        description="Rebuild the zoo model a graph was traced from, re-trace it on the device, "
+        description="Rebuild the zoo or Hugging Face model a graph was traced from (its "
+                    "origin), re-trace it on the device in its precision, "
                     "replay the plan's order with every tensor at its planned offset in one "
                     "arena, and compare loss, parameters and optimizer state with an eager "
                     "step. On CUDA, peak memory of both is measured in fresh processes.")
@@ -29,9 +32,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("plan", help="plan file (JSON) for that graph")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
                    help="where to run (default cpu: numerics only, no allocator peaks)")
-    p.add_argument("--steps", type=int, default=1,
+    p.add_argument("--steps", type=positive_int, default=1,
                    help="measured steps after the first (numerics) step (default 1)")
-    p.add_argument("--seed", type=int, default=0, help="seed of both runs (default 0)")
+    p.add_argument("--seed", type=seed_int, default=0, help="seed of both runs (default 0)")
     p.add_argument("--no-address-check", action="store_true",
                    help="skip the per-op address check (faster on big graphs)")
     p.add_argument("-o", "--output", required=True, help="report JSON to write")
@@ -45,19 +48,28 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _run(args: argparse.Namespace) -> int:
+    from roam_core.base.atomic import atomic_write, check_output_dir, check_output_path
     from roam_core.base.errors import ExecutorError
     from roam_core.formats.graph_io import load_graph
     from roam_core.formats.plan_io import load_plan
+    from roam_core.runtime.plan_checks import require_valid
 
-    if args.steps < 1:
-        raise ExecutorError(f"--steps must be at least 1, got {args.steps}")
+    out = Path(args.output)
+    if out.parent != Path():  # the report's directory is made if missing (as it always was)
+        check_output_dir(out.parent, "-o/--output directory")
+    check_output_path(out, "-o/--output")
+    if args.snapshot:
+        check_output_path(args.snapshot, "--snapshot")
+    if args.measured_snapshots:
+        check_output_dir(args.measured_snapshots, "--measured-snapshots")
     graph = load_graph(args.graph)
     plan = load_plan(args.plan, graph=graph)
-    if graph.origin.get("source") != "zoo":
+    require_valid(graph, plan)  # `roam check`'s rules: a plan it rejects never runs
+    if graph.origin.get("source") not in ("zoo", "hf"):
         raise ExecutorError(
             f"{args.graph} was traced from a custom model ({graph.origin.get('model', '?')}): "
-            "the CLI can only rebuild zoo models; use the Python API "
-            "roam_core.execute_plan(model, example_inputs, plan, ...)")
+            "the CLI can only rebuild zoo models and Hugging Face configs; use the Python "
+            "API roam_core.execute_plan(model, example_inputs, plan, ...)")
     if args.snapshot:
         from roam_core.formats.snapshot import save_plan_snapshot
 
@@ -74,13 +86,10 @@ def _run(args: argparse.Namespace) -> int:
     report = execute_origin(graph.origin, plan, device=args.device, steps=args.steps,
                             check_addresses=not args.no_address_check, seed=args.seed,
                             snapshot_dir=args.measured_snapshots)
-    out = Path(args.output)
-    if out.parent != Path():
-        out.parent.mkdir(parents=True, exist_ok=True)
     body = report.to_dict() | {"graph": graph.name, "graph_fingerprint": graph.fingerprint(),
                                "plan_method": plan.method,
                                "wall_time_s": round(time.perf_counter() - t0, 3)}
-    out.write_text(json.dumps(body, indent=2) + "\n")
+    atomic_write(out, json.dumps(body, indent=2) + "\n", what="report JSON")
     print(report.summary())
     print(f"report -> {out}", file=sys.stderr)
     return 0 if report.numerics_ok else 1

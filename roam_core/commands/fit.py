@@ -1,134 +1,153 @@
-"""``roam fit MODEL --memory SIZE [--batch-sizes ...] [--seq-lens ...] --json``: what fits.
+"""``roam fit MODEL|--hf-config CONFIG.json --memory SIZE [--seq-lens ...] --json``: what fits.
 
-For a zoo model (steady setting), every batch size (and sequence length) is traced and
+Every batch size (and sequence length) of a zoo model or of a Hugging Face model built from
+its config is traced (steady setting, AdamW, fake tensors) in the chosen precision and
 checked against the memory ``SIZE`` four ways: PyTorch eager's reserved memory (the caching
 allocator model), roam without recomputation (its arena), and roam with recomputation
-limited to at most 5% and 25% extra FLOPs (the cheapest plan whose arena fits ``SIZE``;
-it counts if its extra FLOPs stay within the limit).  Batch sizes are tried in increasing
-order; a method that stops fitting is not tried on larger batches.  ``--json`` prints
-``{"model", "memory_bytes", "configs": [...], "largest": {method: {"batch_size",
-"seq_len"} | null}}``.
+within 5% and 25% extra time (the cheapest plan whose arena fits ``SIZE``, counted when its
+extra time is within the limit; :func:`roam_core.planner.whatfits.extra_time_pct` estimates
+the time from FLOPs until a time model exists).  Transformers default to ``bf16-mixed``
+(how they are trained), other models to ``fp32``; the output says which was used and what
+attention kernel it assumes.
+
+Locally, batch sizes are tried in increasing order and a sequence length stops at the first
+batch nothing fits; ``--executor dask-local[:N]`` / ``dask://HOST:PORT`` runs every
+configuration as one task on a Dask cluster and gives the same answer
+(:mod:`roam_core.zoo.fit_sweep`).
+
+``--json`` prints ``{"model", "precision", "precision_default", "attention",
+"extra_time_estimate", "memory_bytes", "configs": [...], "largest": {method:
+{"batch_size", "seq_len"} | null}, "largest_by_seq_len": {T: {method: B | null}}}``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 from roam_core.base.executors import EXECUTOR_HELP
 from roam_core.commands.arg_types import positive_int, size_bytes
+from roam_core.commands.model_args import add_model_args, model_source
 
 if TYPE_CHECKING:  # commands import quickly: the planner and torch only when run
     import concurrent.futures as cf
 
-    from roam_core.model.graph import Graph
-    from roam_core.planner.config import PlannerConfig
+    from roam_core.planner.whatfits import FitRow
+    from roam_core.zoo.sources import ModelSource
 
 __all__ = ["METHODS", "fit_dict", "register"]
 
 #: The methods compared, in report order.
 METHODS = ("eager_reserved", "roam", "roam_recompute_5pct", "roam_recompute_25pct")
+#: Tokens per sample of an --hf-config model when --seq-lens is not given.
+HF_DEFAULT_SEQ_LEN = 2048
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``fit`` sub-command."""
     p = subparsers.add_parser(
         "fit", help="largest batch (and sequence length) that fits a memory size",
-        description="Trace a zoo model at several batch sizes and report the largest that "
-                    "fits in SIZE for eager PyTorch (reserved), roam, and roam with "
-                    "recomputation at <= 5% and <= 25% extra FLOPs.")
-    p.add_argument("model", help="zoo model name (see `roam trace --list`)")
+        description="Trace a zoo or Hugging Face model at several batch sizes and report the "
+                    "largest that fits in SIZE for eager PyTorch (reserved), roam, and roam "
+                    "with recomputation at <= 5% and <= 25% extra time. Transformers default "
+                    "to bf16-mixed precision.")
+    add_model_args(p, precision_default=None,
+                   precision_help="default: bf16-mixed for transformers (any --hf-config, "
+                                  "the zoo's GPT-2, RoBERTa, ViT), fp32 otherwise")
     p.add_argument("--memory", type=size_bytes, required=True, metavar="SIZE",
                    help="device memory, e.g. 80GiB")
     p.add_argument("--batch-sizes", type=positive_int, nargs="+", default=[1, 2, 4, 8, 16, 32],
                    metavar="B")
     p.add_argument("--seq-lens", type=positive_int, nargs="+", default=None, metavar="T",
-                   help="sequence lengths (token models; default: the model's)")
+                   help=f"sequence lengths (token models; default: the zoo model's, "
+                        f"{HF_DEFAULT_SEQ_LEN} for --hf-config)")
     p.add_argument("--workers", type=positive_int, default=1, metavar="N")
     p.add_argument("--executor", default="local", metavar="SPEC",
-                   help=EXECUTOR_HELP + "; every plan of the sweep uses it")
+                   help=EXECUTOR_HELP + "; with Dask every configuration of the sweep is one "
+                        "task on the cluster")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=_run)
 
 
-def _check(graph: Graph, memory: int, cfg: PlannerConfig,
-           executor: cf.Executor | None = None) -> dict[str, Any]:
-    from roam_core.base.errors import BudgetInfeasibleError
-    from roam_core.oracle.baseline import eager_report
-    from roam_core.planner.budget import BudgetPlanner
-
-    rep = eager_report(graph, cfg.alignment_bytes)
-    bp = BudgetPlanner(graph, cfg, executor=executor)
-    out: dict[str, Any] = {"eager_reserved_bytes": int(rep.peak_reserved_bytes),
-                           "roam_arena_bytes": bp.base.arena_bytes, "step_flops": bp.step_flops}
-    pct: float | None
-    if bp.base.arena_bytes <= memory:
-        pct, arena = 0.0, bp.base.arena_bytes
-    else:
-        try:
-            plan = bp.plan_at(memory)
-            pct, arena = 100 * plan.extra_flops / max(bp.step_flops, 1), plan.arena_bytes
-        except BudgetInfeasibleError:
-            pct, arena = None, None
-    out["recompute_arena_bytes"] = arena
-    out["recompute_extra_flops_pct"] = pct
-    out["fits"] = {
-        "eager_reserved": out["eager_reserved_bytes"] <= memory,
-        "roam": bp.base.arena_bytes <= memory,
-        "roam_recompute_5pct": pct is not None and pct <= 5.0,
-        "roam_recompute_25pct": pct is not None and pct <= 25.0,
-    }
-    return out
+def _config_dict(r: FitRow, memory: int) -> dict[str, Any]:
+    """One configuration as ``--json`` lists it."""
+    fits = r.fits(memory)
+    rec = [m for m in METHODS[2:] if fits.get(m)]
+    return {"batch_size": r.batch_size, "seq_len": r.seq_len, "graph": r.graph_name,
+            "eager_reserved_bytes": r.peak_bytes["eager_reserved"],
+            "roam_arena_bytes": r.peak_bytes["roam"], "step_flops": r.step_flops,
+            "recompute_arena_bytes": r.peak_bytes[rec[0]] if rec else None,
+            "recompute_extra_time_pct": r.extra_flops_pct.get(rec[0]) if rec else None,
+            "peak_bytes": dict(r.peak_bytes), "extra_time_pct": dict(r.extra_flops_pct),
+            "fits": {m: bool(fits.get(m)) for m in METHODS}}
 
 
-def fit_dict(model: str, memory: int, batch_sizes: list[int], seq_lens: list[int] | None,
-             workers: int = 1, executor: cf.Executor | None = None) -> dict[str, Any]:
-    """The object ``roam fit --json`` prints (``executor``: where each plan's sub-task solves
-    run, see :func:`roam_core.base.executors.open_executor`)."""
+def fit_dict(model: str | ModelSource, memory: int, batch_sizes: list[int],
+             seq_lens: list[int] | None, workers: int = 1,
+             executor: cf.Executor | None = None, *, precision: str | None = None,
+             attention: str | None = None) -> dict[str, Any]:
+    """The object ``roam fit --json`` prints (``executor``: a Dask client's executor runs
+    every configuration as a task, see :mod:`roam_core.zoo.fit_sweep`)."""
     from roam_core.planner.config import PlannerConfig
-    from roam_core.zoo import trace_zoo
+    from roam_core.planner.whatfits import EXTRA_TIME_ESTIMATE, largest_fitting
+    from roam_core.trace.attention import attention_note
+    from roam_core.zoo.fit_sweep import fit_sweep
+    from roam_core.zoo.sources import ModelSource
 
-    cfg = PlannerConfig(workers=workers)
-    configs: list[dict[str, Any]] = []
-    largest: dict[str, Any] = dict.fromkeys(METHODS)
-    lengths: list[int | None] = list(seq_lens) if seq_lens else [None]
-    for t in lengths:
-        alive = set(METHODS)
-        for b in sorted(batch_sizes):
-            if not alive:
-                break
-            g = trace_zoo(model, b, t, "steady").graph
-            row = {"batch_size": b, "seq_len": g.origin.get("seq_len"),
-                   **_check(g, memory, cfg, executor)}
-            configs.append(row)
-            for m in METHODS:
-                if row["fits"][m] and m in alive:
-                    cur = largest[m]
-                    tok = b * (row["seq_len"] or 1)
-                    if cur is None or tok > cur["batch_size"] * (cur["seq_len"] or 1):
-                        largest[m] = {"batch_size": b, "seq_len": row["seq_len"]}
-                elif not row["fits"][m]:
-                    alive.discard(m)
-    return {"model": model, "memory_bytes": memory, "configs": configs, "largest": largest}
+    source = model if isinstance(model, ModelSource) else ModelSource(model)
+    prec = precision or source.default_precision()
+    lengths: list[int | None] = list(seq_lens) if seq_lens else (
+        [HF_DEFAULT_SEQ_LEN] if source.hf_config is not None else [None])
+    rows = fit_sweep(source, batch_sizes, lengths, memory_bytes=memory, precision=prec,
+                     attention=attention, planner=PlannerConfig(workers=workers),
+                     executor=executor)
+    best = largest_fitting(rows, memory)
+    by_seq: dict[str, dict[str, int | None]] = {}
+    for t in sorted({r.seq_len for r in rows}, key=lambda x: x or 0):
+        per = largest_fitting([r for r in rows if r.seq_len == t], memory)
+        by_seq[str(t)] = {m: (None if (r := per.get(m)) is None else r.batch_size)
+                          for m in METHODS}
+    return {"model": source.label, "precision": prec,
+            "precision_default": precision is None,
+            "attention": attention_note(attention or "sdpa"),
+            "extra_time_estimate": EXTRA_TIME_ESTIMATE, "memory_bytes": memory,
+            "configs": [_config_dict(r, memory) for r in rows],
+            "largest": {m: (None if (r := best.get(m)) is None else
+                            {"batch_size": r.batch_size, "seq_len": r.seq_len})
+                        for m in METHODS},
+            "largest_by_seq_len": by_seq}
 
 
 def _run(args: argparse.Namespace) -> int:
     from roam_core.base.executors import open_executor, parse_executor
     from roam_core.base.units import format_bytes
 
+    source = model_source(args)
     spec = parse_executor(args.executor)  # a bad spec fails before any tracing
+    if args.precision is None and not args.json:
+        print(f"precision: {source.default_precision()} (the default for "
+              f"{'transformers' if source.is_transformer() else 'this model'}; "
+              "--precision to choose)", file=sys.stderr)
     with open_executor(spec) as executor:
-        d = fit_dict(args.model, args.memory, args.batch_sizes, args.seq_lens, args.workers,
-                     executor)
+        d = fit_dict(source, args.memory, args.batch_sizes, args.seq_lens, args.workers,
+                     executor, precision=args.precision, attention=args.attention)
     if args.json:
         print(json.dumps(d, sort_keys=True))
         return 0
-    print(f"{args.model} in {format_bytes(args.memory)}:")
-    for m in METHODS:
-        best = d["largest"][m]
-        what = "nothing fits" if best is None else (
-            f"batch {best['batch_size']}" + (f", seq {best['seq_len']}" if best["seq_len"]
-                                             else ""))
-        print(f"  {m:<22} {what}")
+    print(f"{d['model']} in {format_bytes(args.memory)}, {d['precision']}, "
+          f"attention {d['attention']}; {d['extra_time_estimate']}:")
+    for t, per in d["largest_by_seq_len"].items():
+        if t != "None":
+            print(f" seq {t}:")
+        for m in METHODS:
+            b = per[m]
+            print(f"  {_label(m):<34} {'nothing fits' if b is None else f'batch {b}'}")
     return 0
+
+
+def _label(method: str) -> str:
+    from roam_core.planner.whatfits import method_label
+
+    return method_label(method)

@@ -1,4 +1,4 @@
-"""``roam frontier GRAPH [--budgets N] --json``: memory against extra FLOPs, roam and baselines.
+"""``roam frontier GRAPH [--budgets N] --json``: memory against extra time, roam and baselines.
 
 roam is planned at ``N`` budgets between the lowest peak it reaches and the plan without
 recomputation (plus each baseline's memory, so that every baseline has a roam point at the
@@ -9,18 +9,26 @@ own min-cut partitioner (AOT autograd's ``min_cut_rematerialization_partition``)
 the model at each ``--min-cut-budgets`` value of ``activation_memory_budget`` and its
 decision is mapped onto the graph (methods ``torch_min_cut_<budget>``;
 :mod:`roam_core.trace.min_cut`).  ``--json`` prints one object ``{"graph", "step_flops",
-"resident_bytes", "points": [{"method", "peak_bytes", "extra_flops", "budget_bytes",
-"recomputed_ops", "extra_bytes_moved", "kept", "search_extra_flops",
-"search_extra_bytes_moved"}], "torch_min_cut", "notes"}`` (``kept``: which candidate of
-roam's portfolio a roam point comes from; ``search_*``: roam's own search alone at that
-budget); ``torch_min_cut``
-holds, per budget, what the partitioner itself decided (``saved_bytes``,
-``recomputed_nodes``, ...) or why it does not apply.  ``--plans DIR`` writes every plan.
-``peak_bytes`` is the plan's arena (resident bytes included).  roam's objective is FLOPs +
-``--bytes-weight`` x bytes moved (default 1); where a candidate of its portfolio that fits has
-fewer extra FLOPs than the objective's pick (it moves more bytes), it is planned too and added
-as a second roam point (``kept``: ``"<candidate>, fewest FLOPs"``), so the roam points hold a
-frontier in (peak, FLOPs) as well as in (peak, FLOPs + bytes moved).
+"step_seconds", "device_profile", "objective", "resident_bytes", "points": [{"method",
+"peak_bytes", "extra_seconds", "extra_flops", "budget_bytes", "recomputed_ops",
+"extra_bytes_moved", "kept", "search_extra_flops", "search_extra_bytes_moved",
+"search_extra_seconds"}], "torch_min_cut", "torch_autosac", "notes"}`` (``kept``: which
+candidate of roam's
+portfolio a roam point comes from; ``search_*``: roam's own search alone at that budget);
+``torch_min_cut`` holds, per budget, what the partitioner itself decided (``saved_bytes``,
+``recomputed_nodes``, ...) or why it does not apply; for a zoo graph the peers that run in
+the model -- every block in ``torch.utils.checkpoint`` (``torch_checkpoint_blocks``) and
+torch's AutoSAC ILP (``torch_autosac_<k>``, its decisions in ``torch_autosac``) -- are traced
+as their own graphs and scored by the same stages and cost model
+(:mod:`roam_core.zoo.traced_peers`; ``--no-torch-checkpoint`` skips them).  ``--plans DIR``
+writes every plan.
+``peak_bytes`` is the plan's arena (resident bytes included).  ``extra_seconds`` is the cost
+model's estimate on ``--device-profile`` (default ``h100-sxm``,
+:mod:`roam_core.model.cost_model`), roam's objective by default (``--objective flops``:
+FLOPs + ``--bytes-weight`` x bytes moved); where a candidate of its portfolio that fits has
+fewer extra FLOPs than the objective's pick, it is planned too and added as a second roam
+point (``kept``: ``"<candidate>, fewest FLOPs"``), so the roam points hold a frontier in
+(peak, FLOPs) as well as in (peak, time).
 """
 
 from __future__ import annotations
@@ -32,18 +40,20 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from roam_core.base.executors import EXECUTOR_HELP
-from roam_core.commands.arg_types import non_negative_float, positive_int
+from roam_core.commands.arg_types import positive_float, positive_int
+from roam_core.commands.plan import add_cost_model_args, cost_model_config
 
 if TYPE_CHECKING:  # commands import quickly: torch, OR-Tools and the planner only when run
     import concurrent.futures as cf
 
     from roam_core.model.graph import Graph, TensorId
     from roam_core.model.plan import Plan
+    from roam_core.planner.budget_frontier import FrontierPoint
     from roam_core.planner.config import PlannerConfig
     from roam_core.trace.min_cut import MinCutResult
     from roam_core.trace.traced_step import TracedStep
 
-__all__ = ["frontier_dict", "min_cut_record", "register"]
+__all__ = ["frontier_dict", "min_cut_record", "point_dict", "register"]
 
 #: Default ``activation_memory_budget`` values (mirrors
 #: :data:`roam_core.trace.min_cut.MIN_CUT_BUDGETS`; torch is imported only when used).
@@ -72,19 +82,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "(zoo graphs; default 0.1,0.3,0.5,0.7,0.9,1.0)")
     p.add_argument("--no-min-cut", action="store_true",
                    help="skip torch's min-cut partitioner baseline")
+    p.add_argument("--no-torch-checkpoint", action="store_true",
+                   help="skip the peers that run in the model (zoo graphs): every block in "
+                        "torch.utils.checkpoint and torch's AutoSAC ILP, each traced")
+    p.add_argument("--autosac-points", type=positive_int, default=5, metavar="N",
+                   help="budgets of torch's AutoSAC ILP (default 5)")
     p.add_argument("--plans", default=None, metavar="DIR",
                    help="write every plan to DIR/<label>.json")
     p.add_argument("--workers", type=positive_int, default=1, metavar="N",
                    help="worker processes per plan (default 1)")
-    p.add_argument("--time-limit", type=float, default=None, metavar="S",
+    p.add_argument("--time-limit", type=positive_float, default=None, metavar="S",
                    help="CP-SAT seconds per ordering sub-task (default 5)")
     p.add_argument("--executor", default="local", metavar="SPEC",
                    help=EXECUTOR_HELP + "; every budget's plan uses it")
-    p.add_argument("--bytes-weight", type=non_negative_float, default=1.0, metavar="W",
-                   help="cost of one byte a re-run reads or writes, in FLOPs: roam's "
-                        "objective is FLOPs + W x bytes moved (default 1; 0: FLOPs alone); "
-                        "where a candidate with fewer FLOPs fits too, it is a roam point "
-                        "as well ('kept': '..., fewest FLOPs')")
+    add_cost_model_args(p)
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=_run)
 
@@ -119,20 +130,33 @@ def min_cut_record(result: MinCutResult) -> dict[str, Any]:
     }
 
 
+def point_dict(p: FrontierPoint) -> dict[str, Any]:
+    """One point of ``roam frontier --json``."""
+    return {"method": p.method, "peak_bytes": p.peak_bytes, "extra_flops": p.extra_flops,
+            "extra_seconds": p.extra_seconds, "budget_bytes": p.budget_bytes,
+            "recomputed_ops": p.recomputed_ops, "extra_bytes_moved": p.extra_bytes_moved,
+            "kept": p.kept, "search_extra_flops": p.search_extra_flops,
+            "search_extra_bytes_moved": p.search_extra_bytes_moved,
+            "search_extra_seconds": p.search_extra_seconds}
+
+
 def frontier_dict(graph: Graph, config: PlannerConfig, budgets: int = 8,
                   baselines: bool = True, plans: dict[str, Plan] | None = None,
                   executor: cf.Executor | None = None,
                   min_cut_budgets: Sequence[float] | None = MIN_CUT_BUDGETS,
-                  traced: TracedStep | None = None) -> dict[str, Any]:
+                  traced: TracedStep | None = None, torch_checkpoint: bool = True,
+                  autosac_points: int = 5) -> dict[str, Any]:
     """The object ``roam frontier --json`` prints.
 
     ``executor``: where each plan's sub-task solves run, see
     :func:`roam_core.base.executors.open_executor`.  ``min_cut_budgets``: the
     ``activation_memory_budget`` values of torch's min-cut partitioner baseline (zoo graphs;
     ``None`` or empty: skipped); ``traced``: roam's :class:`~roam_core.trace.TracedStep` of
-    the graph, when the caller has it (saves a re-trace).
+    the graph, when the caller has it (saves a re-trace).  ``torch_checkpoint``: also the
+    peers that run in the model (zoo graphs; :mod:`roam_core.zoo.traced_peers`: every block
+    in ``torch.utils.checkpoint``, AutoSAC at ``autosac_points`` budgets; 0: none).
     """
-    from roam_core.planner.budget_frontier import recompute_frontier
+    from roam_core.planner.budget_frontier import recompute_frontier, step_time
 
     mc: dict[str, Any] | None = None
     extra: dict[str, tuple[TensorId, ...]] = {}
@@ -149,21 +173,34 @@ def frontier_dict(graph: Graph, config: PlannerConfig, budgets: int = 8,
             res, extra, mc_notes = min_cut_baselines(graph, tuple(min_cut_budgets),
                                                      traced=traced)
             mc = min_cut_record(res)
+    peers: dict[str, Any] = {}
+    sac: dict[str, Any] | None = None
+    if baselines and torch_checkpoint:
+        if (getattr(graph, "origin", None) or {}).get("source") != "zoo":
+            mc_notes.append("torch_checkpoint_blocks, torch_autosac: not applicable (the graph "
+                            "is not a zoo model's trace: torch's checkpointing needs the model)")
+        else:
+            from roam_core.formats.device_profile_io import resolve_profile
+            from roam_core.zoo.traced_peers import traced_peers
+
+            peers, sac, more = traced_peers(graph, resolve_profile(
+                config.recompute.device_profile), autosac_points=autosac_points)
+            mc_notes.extend(more)
     sf, points, notes = recompute_frontier(graph, config,
                                            budgets=budgets, baselines=baselines, plans=plans,
-                                           extra_baselines=extra, executor=executor)
+                                           extra_baselines=extra, traced_peers=peers,
+                                           executor=executor)
+    ss, profile = step_time(graph, config)
     return {
         "graph": graph.name,
         "step_flops": sf,
+        "step_seconds": ss,
+        "device_profile": profile,
+        "objective": config.recompute.objective,
         "resident_bytes": graph.resident_bytes(),
-        "points": [{"method": p.method, "peak_bytes": p.peak_bytes,
-                    "extra_flops": p.extra_flops, "budget_bytes": p.budget_bytes,
-                    "recomputed_ops": p.recomputed_ops,
-                    "extra_bytes_moved": p.extra_bytes_moved, "kept": p.kept,
-                    "search_extra_flops": p.search_extra_flops,
-                    "search_extra_bytes_moved": p.search_extra_bytes_moved}
-                   for p in points],
+        "points": [point_dict(p) for p in points],
         "torch_min_cut": mc,
+        "torch_autosac": sac,
         "notes": notes + mc_notes,
     }
 
@@ -171,6 +208,7 @@ def frontier_dict(graph: Graph, config: PlannerConfig, budgets: int = 8,
 def _run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from roam_core.base.atomic import check_output_dir
     from roam_core.base.executors import open_executor, parse_executor
     from roam_core.base.units import format_bytes
     from roam_core.formats.graph_io import load_graph
@@ -178,8 +216,10 @@ def _run(args: argparse.Namespace) -> int:
     from roam_core.planner.config import PlannerConfig
 
     spec = parse_executor(args.executor)  # a bad spec fails before the graph is read
+    if args.plans:
+        check_output_dir(args.plans, "--plans")  # before any planning
     graph = load_graph(args.graph)
-    cfg = PlannerConfig(workers=args.workers).with_recompute(bytes_weight=args.bytes_weight)
+    cfg = cost_model_config(PlannerConfig(workers=args.workers), args)
     if args.time_limit is not None:
         cfg = cfg.with_order(time_limit_s=args.time_limit)
     cfg = replace(cfg)
@@ -187,18 +227,21 @@ def _run(args: argparse.Namespace) -> int:
     with open_executor(spec, cpsat_threads=cfg.order.num_search_workers) as executor:
         mcb = None if args.no_min_cut else (args.min_cut_budgets or MIN_CUT_BUDGETS)
         d = frontier_dict(graph, cfg, args.budgets, not args.no_baselines, plans, executor,
-                          min_cut_budgets=mcb)
+                          min_cut_budgets=mcb, torch_checkpoint=not args.no_torch_checkpoint,
+                          autosac_points=args.autosac_points)
     if args.plans:
-        os.makedirs(args.plans, exist_ok=True)
         for label, plan in (plans or {}).items():
             save_plan(plan, os.path.join(args.plans, f"{label}.json"))
     if args.json:
         print(json.dumps(d, sort_keys=True))
         return 0
     sf = d["step_flops"] or 1
-    print(f"{d['graph']}: step {sf / 1e9:.1f} GFLOP, resident {format_bytes(d['resident_bytes'])}")
+    ss = d["step_seconds"] or 1e-12
+    print(f"{d['graph']}: step {sf / 1e9:.1f} GFLOP, {1e3 * ss:.3f} ms estimated on "
+          f"{d['device_profile']}, resident {format_bytes(d['resident_bytes'])}")
     for p in sorted(d["points"], key=lambda p: (p["method"] != "roam", -p["peak_bytes"])):
         print(f"  {p['method']:<22} {format_bytes(p['peak_bytes']):>12}  "
+              f"+{1e3 * p['extra_seconds']:8.3f} ms ({100 * p['extra_seconds'] / ss:6.2f}%)  "
               f"+{100 * p['extra_flops'] / sf:6.2f}% FLOPs  ({p['recomputed_ops']} re-runs)")
     mc = d.get("torch_min_cut") or {}
     for b in mc.get("budgets", ()):

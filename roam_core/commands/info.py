@@ -7,6 +7,12 @@ bytes, and the bytes live at the eager peak by module (``bytes_at_peak_by_module
 ``top_level`` and full ``modules`` paths, ``""`` for the top level, with ``modules_by_kind``;
 each adds up to the eager simulated peak).  ``--json`` prints one JSON object instead.
 Progress goes to stderr for big graphs.
+
+Precision (:mod:`roam_core.oracle.precision_bytes`): the graph's ``precision`` (old files:
+``fp32``), ``bytes_by_dtype`` and ``bytes_by_kind_and_dtype``, and ``precision_by_module``:
+each module group's activations split into weight copies, fp32 islands and bf16/fp16
+activations.  ``--vs-fp32`` re-traces a zoo or Hugging Face graph in fp32 from its origin
+and adds that graph's activations per module group (``fp32_reference_bytes``) beside them.
 """
 
 from __future__ import annotations
@@ -35,10 +41,6 @@ _PROGRESS_FILE_BYTES = 1 << 20
 _TOP_MODULES = 8
 
 
-
-
-
-
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``info`` sub-command."""
     p = subparsers.add_parser(
@@ -51,6 +53,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--alignment-bytes", type=positive_int, default=512,
                    help="round every storage up to this (default 512, like CUDA)")
+    p.add_argument("--vs-fp32", action="store_true",
+                   help="re-trace the graph's zoo or Hugging Face model in fp32 and show, by "
+                        "module, how the activations differ (weight copies, fp32 islands)")
     p.set_defaults(func=_run)
 
 
@@ -67,11 +72,18 @@ class _Progress:
 
 
 def info_dict(graph: Graph, alignment_bytes: int = 512,
-              progress: Callable[[str], None] | None = None) -> dict[str, Any]:
-    """The JSON object ``roam info --json`` prints for ``graph``."""
+              progress: Callable[[str], None] | None = None,
+              fp32_reference: Graph | None = None) -> dict[str, Any]:
+    """The JSON object ``roam info --json`` prints for ``graph`` (``fp32_reference``: the
+    same step traced in fp32, for ``precision_by_module``)."""
+    from roam_core.formats.device_profile_io import resolve_profile
+    from roam_core.model.cost_model import step_seconds
+    from roam_core.model.device_profiles import DEFAULT_PROFILE
     from roam_core.model.graph import Phase
     from roam_core.oracle.attribution import bytes_at_peak_by_module
     from roam_core.oracle.baseline import eager_report
+    from roam_core.oracle.precision_bytes import bytes_by_dtype, precision_by_module
+    from roam_core.planner.headline import setting_text
 
     r = eager_report(graph, alignment_bytes, progress=progress)
     if progress is not None:
@@ -80,6 +92,12 @@ def info_dict(graph: Graph, alignment_bytes: int = 512,
     ops_by_phase = {p.value: 0 for p in Phase}
     for op in graph.ops:
         ops_by_phase[op.phase.value] += 1
+    by_kind_dtype = bytes_by_dtype(graph, alignment_bytes)
+    by_dtype: dict[str, int] = {}
+    for row in by_kind_dtype.values():
+        for dtype, b in row.items():
+            by_dtype[dtype] = by_dtype.get(dtype, 0) + b
+    modules = precision_by_module(graph, alignment_bytes, fp32_reference)
     return {
         "name": graph.name,
         "origin": dict(graph.origin),
@@ -93,7 +111,15 @@ def info_dict(graph: Graph, alignment_bytes: int = 512,
         "control_edges_by_reason": dict(r.control_edges_by_reason),
         "outputs": len(graph.outputs),
         "alignment_bytes": r.alignment_bytes,
+        "precision": str(graph.origin.get("precision", "fp32")),
         "bytes_by_kind": dict(r.bytes_by_kind),
+        "bytes_by_dtype": by_dtype,
+        "bytes_by_kind_and_dtype": by_kind_dtype,
+        "precision_by_module": [
+            {"module": m.module, "activation_bytes": m.activation_bytes,
+             "weight_copy_bytes": m.weight_copy_bytes,
+             "fp32_island_bytes": m.fp32_island_bytes, "reduced_bytes": m.reduced_bytes,
+             "fp32_reference_bytes": m.fp32_reference_bytes} for m in modules],
         "bytes_by_phase": dict(r.bytes_by_phase),
         "resident_bytes": r.resident_bytes,
         "eager_simulated_peak_bytes": r.simulated_peak_bytes,
@@ -110,6 +136,15 @@ def info_dict(graph: Graph, alignment_bytes: int = 512,
         "lower_bound_method": r.lower_bound_method,
         "live_set_lower_bound_bytes": r.live_set_lower_bound_bytes,
         "lower_bound_op": r.lower_bound_op,
+        "setting": graph.origin.get("setting"),
+        "setting_text": setting_text(graph),
+        # what an order (no recomputation) can save at most: down to the lower bound
+        "max_order_saving_vs_eager_allocated_bytes": r.peak_allocated_bytes
+        - r.lower_bound_bytes,
+        "max_order_saving_vs_eager_reserved_bytes": r.peak_reserved_bytes
+        - r.lower_bound_bytes,
+        "step_seconds": step_seconds(graph, resolve_profile(DEFAULT_PROFILE)),
+        "device_profile": DEFAULT_PROFILE,
         "bytes_at_peak_by_module": {
             "order": "program",
             "step": by_module.step,
@@ -138,8 +173,11 @@ def _human(d: dict[str, Any]) -> str:
         f"storages       {d['storages']}  ({d['resident_storages']} resident), "
         f"{d['aliases']} aliases, {d['outputs']} outputs",
         f"control edges  {d['control_edges']}" + (f"  ({edges})" if edges else ""),
+        f"precision      {d['precision']}",
         f"bytes by kind (rounded to {d['alignment_bytes']} B):",
         *_table(d["bytes_by_kind"]),
+        "bytes by dtype:",
+        *_table(d["bytes_by_dtype"]),
         "bytes by phase (allocated by the phase's ops):",
         *_table(d["bytes_by_phase"]),
         f"resident       {fb(d['resident_bytes'])}",
@@ -154,15 +192,59 @@ def _human(d: dict[str, Any]) -> str:
         f"{fb(d['moved_state_peak_reserved_bytes'])} reserved",
         f"lower bound    {fb(d['lower_bound_bytes'])} ({d['lower_bound_method']}; live-set "
         f"{fb(d['live_set_lower_bound_bytes'])} at op {d['lower_bound_op']})",
+        f"setting        {d['setting_text']}",
+        "an order saves at most (down to the lower bound, no recomputation): "
+        f"{fb(d['max_order_saving_vs_eager_allocated_bytes'])} vs eager allocated, "
+        f"{fb(d['max_order_saving_vs_eager_reserved_bytes'])} vs eager reserved",
+        f"step time      {1e3 * d['step_seconds']:.3f} ms estimated on {d['device_profile']} "
+        "(cost model: roofline of FLOPs and bytes, ops one after another)",
     ]
     bm = d["bytes_at_peak_by_module"]
     top = sorted(bm["top_level"].items(), key=lambda kv: -kv[1])
+    lines += _precision_lines(d["precision_by_module"])
     lines.append(f"at the eager peak (step {bm['step']}), by top-level module:")
     lines += _table({(k or "(top level)"): v for k, v in top[:_TOP_MODULES]})
     if len(top) > _TOP_MODULES:
         rest = sum(v for _, v in top[_TOP_MODULES:])
         lines.append(f"  ... {len(top) - _TOP_MODULES} more, {fb(rest)}")
     return "\n".join(lines)
+
+
+def _precision_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Activations by module group: weight copies, fp32 islands, and the fp32 graph's."""
+    if not any(r["weight_copy_bytes"] or r["fp32_island_bytes"] or r["reduced_bytes"]
+               or r["fp32_reference_bytes"] is not None for r in rows):
+        return []
+    ref = any(r["fp32_reference_bytes"] is not None for r in rows)
+    fb = format_bytes
+    width = max(len(r["module"] or "(top level)") for r in rows[:_TOP_MODULES])
+    head = (f"  {'module':<{width}}  {'saved':>10}  {'weight copies':>13}  "
+            f"{'fp32 islands':>12}  {'bf16/fp16':>10}" + (f"  {'fp32 step':>10}  {'diff':>10}"
+                                                          if ref else ""))
+    out = ["activations saved for the backward, by module (blocks summed):", head]
+    for r in rows[:_TOP_MODULES]:
+        line = (f"  {r['module'] or '(top level)':<{width}}  {fb(r['activation_bytes']):>10}  "
+                f"{fb(r['weight_copy_bytes']):>13}  {fb(r['fp32_island_bytes']):>12}  "
+                f"{fb(r['reduced_bytes']):>10}")
+        if ref:
+            rb = r["fp32_reference_bytes"] or 0
+            diff = r["activation_bytes"] - rb
+            signed = ("+" if diff >= 0 else "-") + fb(abs(diff))
+            line += f"  {fb(rb):>10}  {signed:>10}"
+        out.append(line)
+    if len(rows) > _TOP_MODULES:
+        out.append(f"  ... {len(rows) - _TOP_MODULES} more groups (--json lists all)")
+    return out
+
+
+def fp32_reference(graph: Graph) -> Graph:
+    """The graph's zoo or Hugging Face step traced again in fp32 (from its origin)."""
+    from roam_core.runtime.origin import zoo_recipe
+    from roam_core.trace.tracer import trace_fx
+
+    origin = {**graph.origin, "precision": "fp32"}
+    model, inputs, loss_fn, factory, setting, _, _ = zoo_recipe(origin)
+    return trace_fx(model, inputs, loss_fn, factory, setting=setting, origin=origin).graph
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -176,7 +258,11 @@ def _run(args: argparse.Namespace) -> int:
     progress(f"loading {args.file}")
     graph = load_graph(args.file)
     progress.enabled = progress.enabled or len(graph.ops) >= _PROGRESS_OPS
-    d = info_dict(graph, args.alignment_bytes, progress)
+    ref = None
+    if args.vs_fp32:
+        progress("tracing the fp32 step")
+        ref = fp32_reference(graph)
+    d = info_dict(graph, args.alignment_bytes, progress, ref)
     progress("finished")
     if args.json:
         print(json.dumps(d, separators=(",", ":")))

@@ -45,12 +45,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _run(args: argparse.Namespace) -> int:
     import dataclasses
 
+    from roam_core.base.atomic import check_output_path
     from roam_core.base.errors import PlanInvalidError
     from roam_core.formats.dsa_csv import load_problem, save_problem
     from roam_core.layout.dsa_solver import solve_dsa
     from roam_core.model.dsa import Problem
     from roam_core.oracle.validate import check_dsa_solution
 
+    check_output_path(args.output, "-o/--output")
     problem = load_problem(args.input, capacity=args.capacity)
     if args.alignment is not None:
         problem = Problem(tuple(dataclasses.replace(b, alignment=args.alignment)

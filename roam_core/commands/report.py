@@ -34,21 +34,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _run(args: argparse.Namespace) -> int:
     from app.report import build_report  # the app is loaded only by this command (lazily)
+    from roam_core.base.atomic import atomic_write, check_output_path
     from roam_core.formats.graph_io import load_graph
     from roam_core.formats.plan_io import load_plan
 
+    check_output_path(args.output, "-o/--output")
     graph = load_graph(args.graph)
     plan = load_plan(args.plan)
-    # a recompute plan is shown on the expanded graph: the re-runs are ops ("<op>@r")
-    if plan.recompute and plan.graph_fingerprint == graph.fingerprint():
-        from dataclasses import replace
-
-        from roam_core.model.recompute_ops import expand_graph
-
-        graph = expand_graph(graph, plan.recompute)
-        plan = replace(plan, graph_fingerprint=graph.fingerprint(), recompute=())
+    # a recompute plan is drawn on its expanded graph by the app's views themselves
     text = build_report(graph, plan, args.baseline)
     out = Path(args.output)
-    out.write_text(text, encoding="utf-8")
+    atomic_write(out, text.encode("utf-8"), what="report")
     print(f"wrote {out} ({len(text) / 2**20:.1f} MiB): {plan.method} plan for {graph.name}")
     return 0

@@ -1,6 +1,7 @@
-"""``roam trace MODEL``: trace a zoo model's training step and save the graph (gzip JSON).
+"""``roam trace MODEL`` / ``roam trace --hf-config CONFIG.json``: trace a training step and
+save the graph (gzip JSON).
 
-Module-level imports stay light; torch and the zoo are imported inside the handler.
+Module-level imports stay light; torch, the zoo and transformers are imported in the handler.
 """
 
 from __future__ import annotations
@@ -10,6 +11,9 @@ import logging
 import sys
 import time
 
+from roam_core.commands.arg_types import positive_int
+from roam_core.commands.model_args import add_model_args, model_source
+
 __all__ = ["register"]
 
 _logger = logging.getLogger(__name__)
@@ -18,22 +22,23 @@ _logger = logging.getLogger(__name__)
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``trace`` sub-command."""
     p = subparsers.add_parser(
-        "trace", help="trace a zoo model's training step into a graph file",
+        "trace", help="trace a zoo or Hugging Face model's training step into a graph file",
         description="Trace one training step (forward, loss, backward, optimizer update) of a "
-                    "zoo model with fake tensors (no real memory) and save the graph.")
-    p.add_argument("model", help="zoo model name, e.g. gpt2, gpt2-xl, mobilenet_v2, "
-                                 "roberta-base, mlp, tiny_gpt")
-    p.add_argument("--batch-size", "-b", type=int, required=True, help="samples per step")
-    p.add_argument("--seq-len", "-t", type=int, default=None,
-                   help="tokens per sample (token models; default per model)")
+                    "zoo model, or of any Hugging Face model built from its config.json with "
+                    "no weights, with fake tensors (no real memory) and save the graph. The "
+                    "graph records how it was made (origin: model or config, precision, "
+                    "attention), so `roam execute` and `roam train` rebuild it.")
+    add_model_args(p)
+    p.add_argument("--batch-size", "-b", type=positive_int, default=1,
+                   help="samples per step (default 1)")
+    p.add_argument("--seq-len", "-t", type=positive_int, default=None,
+                   help="tokens per sample (token models; default per zoo model, 128 for "
+                        "--hf-config)")
     p.add_argument("--setting", choices=("steady", "roam"), default="steady",
                    help="steady: optimizer state resident, real loss (default); roam: the "
                         "ROAM paper's setting (first Adam step, CE vs zeros)")
     p.add_argument("--optimizer", choices=("adamw", "adam", "sgd"), default=None,
                    help="default: adamw (steady), adam lr 0.1 wd 1e-4 (roam)")
-    p.add_argument("--attention", choices=("sdpa", "math"), default=None,
-                   help="attention implementation of the transformers (default: math in "
-                        "the roam setting, like the paper; sdpa in steady)")
     p.add_argument("--device", default="cpu",
                    help="device of the fake tensors (default cpu; cuda needs a GPU machine)")
     p.add_argument("-o", "--output", default=None,
@@ -41,18 +46,23 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.set_defaults(func=_run)
 
 
-def _run(args: argparse.Namespace) -> int:
-    from roam_core.base.errors import TraceError
-    from roam_core.formats.graph_io import save_graph
-    from roam_core.zoo import ZOO, trace_zoo
+#: Tokens per sample of an --hf-config model when --seq-len is not given.
+HF_DEFAULT_SEQ_LEN = 128
 
-    if args.model not in ZOO:
-        raise TraceError(f"unknown model {args.model!r}; choose one of: {', '.join(ZOO)}")
-    what = f"{args.model} (batch {args.batch_size}, {args.setting})"
+
+def _run(args: argparse.Namespace) -> int:
+    from roam_core.base.atomic import check_output_path
+    from roam_core.formats.graph_io import save_graph
+
+    source = model_source(args)
+    if args.output:
+        check_output_path(args.output, "-o/--output")
+    seq = args.seq_len or (HF_DEFAULT_SEQ_LEN if source.hf_config else None)
+    what = f"{source.label} (batch {args.batch_size}, {args.setting}, {args.precision})"
     print(f"tracing {what} ...", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
-    ts = trace_zoo(args.model, args.batch_size, args.seq_len, args.setting, args.optimizer,
-                   attention=args.attention, device=args.device)
+    ts = source.trace(args.batch_size, seq, setting=args.setting, optimizer=args.optimizer,
+                      precision=args.precision, attention=args.attention, device=args.device)
     g = ts.graph
     out = args.output or f"{g.name}.json.gz"
     save_graph(g, out)

@@ -1,4 +1,5 @@
-"""``roam train MODEL``: train a zoo model eagerly and with a plan, and compare.
+"""``roam train MODEL`` / ``roam train --hf-config CONFIG.json``: train a model eagerly and
+with a plan, and compare.
 
 Module-level imports stay light; torch is imported inside the handler.
 """
@@ -11,6 +12,7 @@ import logging
 import sys
 
 from roam_core.commands.arg_types import positive_float, positive_int
+from roam_core.commands.model_args import add_model_args, model_source
 
 __all__ = ["register"]
 
@@ -20,15 +22,18 @@ _logger = logging.getLogger(__name__)
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add the ``train`` sub-command."""
     p = subparsers.add_parser(
-        "train", help="train a zoo model eagerly and with PlannedStep, and compare",
-        description="Build a zoo model, trace its steady training step, plan it (unless "
+        "train", help="train a zoo or Hugging Face model eagerly and with PlannedStep, and "
+                      "compare",
+        description="Build a zoo model (or a Hugging Face model from its config.json, "
+                    "with a seeded init), trace its steady training step in the chosen "
+                    "precision, plan it (unless "
                     "--plan is given), then train N steps eagerly and with "
                     "roam_core.PlannedStep from identical weights on the same synthetic "
                     "batches (fixed seed). Prints the numerics (max |diff| over every loss "
                     "and the final parameters), median step times (interleaved on CPU) and, "
                     "on CUDA, peak memory of both loops. Exit status 1 when the numerics "
                     "differ (bit-equality on CPU).")
-    p.add_argument("model", help="zoo model name, e.g. mlp, tiny_gpt, gpt2, resnet50")
+    add_model_args(p)
     p.add_argument("--batch-size", "-b", type=positive_int, default=2,
                    help="samples per step (default 2)")
     p.add_argument("--seq-len", "-t", type=positive_int, default=None,
@@ -48,6 +53,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="planning method when no --plan is given (default roam)")
     p.add_argument("--time-limit", type=positive_float, default=30.0, metavar="S",
                    help="planner budget in seconds when no --plan is given (default 30)")
+    p.add_argument("--max-grad-norm", type=positive_float, default=None, metavar="N",
+                   help="clip the gradients' total norm (in the plan; clip_grad_norm_ in the "
+                        "eager loop)")
+    p.add_argument("--accumulation-steps", type=positive_int, default=1, metavar="K",
+                   help="micro-batches per optimizer step (default 1); --steps counts updates")
+    p.add_argument("--other-batch-size", type=positive_int, default=None, metavar="B",
+                   help="every third micro-batch has this batch size (the planned step plans "
+                        "the shape on first use)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights and batches")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     p.set_defaults(func=_run)
@@ -57,24 +70,24 @@ def _run(args: argparse.Namespace) -> int:
     from roam_core.base.units import format_bytes
     from roam_core.runtime import resolve_device
     from roam_core.runtime.compare_training import compare_training
-    from roam_core.zoo import ZOO
-
-    if args.model not in ZOO:
-        from roam_core.base.errors import TraceError
-
-        raise TraceError(f"unknown model {args.model!r}; choose one of: {', '.join(ZOO)}")
+    choice = model_source(args)
     resolve_device(args.device)  # fails fast (exit 2) without CUDA
     plan = None
     if args.plan:
         from roam_core.formats.plan_io import load_plan
 
         plan = load_plan(args.plan)
-    print(f"roam train: {args.model} batch {args.batch_size}, {args.steps} steps on "
-          f"{args.device} ...", file=sys.stderr, flush=True)
-    r = compare_training(args.model, args.batch_size, args.seq_len, setting=args.setting,
+    print(f"roam train: {choice.label} batch {args.batch_size}, {args.steps} steps on "
+          f"{args.device} ({args.precision}) ...", file=sys.stderr, flush=True)
+    seq = args.seq_len or (32 if choice.hf_config else None)
+    r = compare_training(args.model, args.batch_size, seq, setting=args.setting,
                          optimizer=args.optimizer, steps=args.steps, device=args.device,
                          plan=plan, method=args.method, planner_time_limit_s=args.time_limit,
-                         seed=args.seed)
+                         seed=args.seed, precision=args.precision, attention=args.attention,
+                         hf_config=choice.hf_config, hf_task=choice.hf_task,
+                         hf_overrides=dict(choice.hf_overrides), max_grad_norm=args.max_grad_norm,
+                         accumulation_steps=args.accumulation_steps,
+                         other_batch_size=args.other_batch_size)
     if args.json:
         print(json.dumps(r, sort_keys=True))
     else:
@@ -87,7 +100,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  loss            {r['losses_eager'][0]:.6g} -> {r['losses_eager'][-1]:.6g}")
         print(f"  step time       eager {r['eager_step_seconds'] * 1e3:.1f} ms, planned "
               f"{r['planned_step_seconds'] * 1e3:.1f} ms ({r['timing']}, medians)")
-        print(f"  arena           {b(r['arena_bytes'])}")
+        print(f"  arena           {b(r['arena_bytes'])} (plans: {r['plans']}, the step holds "
+              f"{b(r['step_bytes'])})")
         print(f"  peak reserved   eager {b(r['eager_peak_reserved_bytes'])}, planned "
               f"{b(r['planned_peak_reserved_bytes'])}")
     return 0 if r["numerics_ok"] else 1

@@ -22,13 +22,20 @@ import gzip
 import io
 import os
 
+from roam_core.base.atomic import atomic_write
 from roam_core.base.errors import PlanFormatError
-from roam_core.base.safe_gzip import gunzip_bounded
+from roam_core.base.user_files import read_user_bytes
+from roam_core.formats.fields import short, utf8_ok
+from roam_core.formats.limits import MAX_INT, FileLimits
 from roam_core.model.dsa import Buffer, Problem, Solution
 
 __all__ = ["dumps_problem", "load_problem", "loads_problem", "save_problem"]
 
 _REQUIRED = ("id", "lower", "upper", "size")
+#: Digits of the longest integer cell read (2**62 has 19).
+_MAX_INT_CHARS = 40
+#: Characters of the longest buffer id.
+_MAX_ID_CHARS = 4096
 
 
 def _int_cell(row: dict[str, str], col: str, line: int, *, default: int | None = None) -> int:
@@ -37,10 +44,17 @@ def _int_cell(row: dict[str, str], col: str, line: int, *, default: int | None =
         if default is not None:
             return default
         raise PlanFormatError(f"CSV row {line}: empty {col!r} cell")
+    if len(raw) > _MAX_INT_CHARS:
+        raise PlanFormatError(f"CSV row {line}: {col!r} has {len(raw):,} characters, not an "
+                              "integer below 2**62")
     try:
-        return int(raw)
+        v = int(raw)
     except ValueError:
-        raise PlanFormatError(f"CSV row {line}: {col!r} is {raw!r}, not an integer") from None
+        raise PlanFormatError(f"CSV row {line}: {col!r} is {short(raw)}, not an integer"
+                              ) from None
+    if not -MAX_INT < v < MAX_INT:
+        raise PlanFormatError(f"CSV row {line}: {col!r} is {short(v)}, not below 2**62")
+    return v
 
 
 def loads_problem(text: str, capacity: int | None = None) -> Problem:
@@ -60,12 +74,24 @@ def loads_problem(text: str, capacity: int | None = None) -> Problem:
         Missing columns, non-integer cells, empty lifetimes, duplicate ids; the message
         names the CSV row (1 = the first data row).
     """
+    if not isinstance(text, str):
+        raise PlanFormatError(f"loads_problem needs str, not {type(text).__name__}")
+    if "\x00" in text:
+        raise PlanFormatError("CSV is malformed: it contains a NUL byte")
+    try:
+        return _parse(text, capacity)
+    except csv.Error as e:  # a field over the csv module's size limit, a NUL byte
+        raise PlanFormatError(f"CSV is malformed: {e}") from None
+
+
+def _parse(text: str, capacity: int | None) -> Problem:
     reader = csv.DictReader(io.StringIO(text.lstrip("\ufeff")))
     header = [h.strip() for h in (reader.fieldnames or [])]
     reader.fieldnames = header
     missing = [c for c in _REQUIRED if c not in header]
     if missing:
-        raise PlanFormatError(f"CSV header {header} lacks column(s) {missing}")
+        raise PlanFormatError(f"CSV header {[short(h) for h in header[:10]]} lacks column(s) "
+                              f"{missing}")
     buffers: list[Buffer] = []
     ids: set[str] = set()
     for line, row in enumerate(reader, start=1):
@@ -74,8 +100,11 @@ def loads_problem(text: str, capacity: int | None = None) -> Problem:
         bid = (row.get("id") or "").strip()
         if not bid:
             raise PlanFormatError(f"CSV row {line}: empty 'id' cell")
+        if len(bid) > _MAX_ID_CHARS or not utf8_ok(bid):
+            raise PlanFormatError(f"CSV row {line}: 'id' is longer than {_MAX_ID_CHARS} "
+                                  "characters or not valid Unicode")
         if bid in ids:
-            raise PlanFormatError(f"CSV row {line}: duplicate id {bid!r}")
+            raise PlanFormatError(f"CSV row {line}: duplicate id {short(bid)}")
         ids.add(bid)
         lower = _int_cell(row, "lower", line)
         upper = _int_cell(row, "upper", line)
@@ -86,6 +115,8 @@ def loads_problem(text: str, capacity: int | None = None) -> Problem:
             offset = _int_cell(row, "offset", line)
         if upper <= lower:
             raise PlanFormatError(f"CSV row {line}: empty lifetime [{lower}, {upper})")
+        if lower < 0:
+            raise PlanFormatError(f"CSV row {line}: negative 'lower' {lower}")
         if size < 0 or align < 1 or (offset is not None and offset < 0):
             raise PlanFormatError(f"CSV row {line}: negative size/offset or alignment < 1")
         buffers.append(Buffer(bid, lower, upper, size, align, offset))
@@ -120,15 +151,14 @@ def dumps_problem(problem: Problem, solution: Solution | None = None) -> str:
     return out.getvalue()
 
 
-def load_problem(path: str | os.PathLike[str], capacity: int | None = None) -> Problem:
-    """Read a MiniMalloc CSV file (``.gz`` accepted); see :func:`loads_problem`."""
-    try:
-        with open(path, "rb") as f:
-            raw = f.read()
-    except OSError as e:
-        raise PlanFormatError(f"cannot read {os.fspath(path)!r}: {e.strerror}") from None
-    if raw[:2] == b"\x1f\x8b":
-        raw = gunzip_bounded(raw, PlanFormatError, os.fspath(path))
+def load_problem(path: str | os.PathLike[str], capacity: int | None = None, *,
+                 limits: FileLimits | None = None) -> Problem:
+    """Read a MiniMalloc CSV file (``.gz`` accepted; a regular file within ``limits``); see
+    :func:`loads_problem`."""
+    lim = limits if limits is not None else FileLimits.from_env()
+    raw = read_user_bytes(path, PlanFormatError, "problem CSV",
+                          max_file_bytes=lim.max_file_bytes,
+                          max_decompressed_bytes=lim.max_json_bytes)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -138,11 +168,14 @@ def load_problem(path: str | os.PathLike[str], capacity: int | None = None) -> P
 
 def save_problem(path: str | os.PathLike[str], problem: Problem,
                  solution: Solution | None = None) -> None:
-    """Write MiniMalloc CSV (gzip when the path ends in ``.gz``)."""
-    text = dumps_problem(problem, solution)
+    """Write MiniMalloc CSV atomically (gzip when the path ends in ``.gz``).
+
+    Raises
+    ------
+    OutputError
+        The file cannot be written (the previous file, if any, is kept).
+    """
+    data = dumps_problem(problem, solution).encode("utf-8")
     if os.fspath(path).endswith(".gz"):
-        with gzip.open(path, "wt", encoding="utf-8") as f:
-            f.write(text)
-    else:
-        with open(path, "w", encoding="utf-8") as f:
-            f.write(text)
+        data = gzip.compress(data, compresslevel=6, mtime=0)
+    atomic_write(path, data, what="CSV file")

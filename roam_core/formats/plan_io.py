@@ -18,12 +18,14 @@ Format (``schema_version`` 2; version 1 files, without recomputation, load too):
       "recompute": [{"id": "relu@r", "source": "relu", "inputs": ["mm"],
                      "outputs": ["relu@r"], "readers": ["threshold_backward"]}],
       "extra_flops": 0, "step_flops": 123456,
+      "extra_seconds": 0.0, "step_seconds": 0.0012, "device_profile": "h100-sxm",
       "stages": [{"stage": "layout.greedy", "wall_s": 0.1, "cpu_s": 0.1,
                   "gained_bytes": 0, "work_done": 1, "work_limit": 0,
                   "work_unit": "passes", "stopped": "at_bound"}]
     }
 
-(``stages`` is optional: plans written before it load with none.)
+The three time fields (the cost model's estimates) and ``stages`` (what each planner stage
+spent and gained) are optional: plans written before them load with 0, ``""`` and none.
 
 Every problem raises :class:`~roam_core.base.errors.PlanFormatError` naming the field.  With a
 graph, a plan made for another graph is refused, naming both graphs ("plan was made for graph
@@ -35,18 +37,21 @@ from __future__ import annotations
 import gzip
 import json
 import os
-from collections.abc import Mapping
 from typing import Any
 
+from roam_core.base.atomic import atomic_write
+from roam_core.base.checks import require_type
 from roam_core.base.errors import PlanFormatError
-from roam_core.base.safe_gzip import gunzip_bounded
-from roam_core.base.status import SolveStatus
+from roam_core.base.safe_gzip import gunzip_bounded, is_gzip
+from roam_core.base.user_files import read_user_bytes
 from roam_core.formats.dsa_csv import dumps_problem
+from roam_core.formats.json_scan import decode_text, loads_bounded
+from roam_core.formats.limits import FileLimits
+from roam_core.formats.plan_fields import PLAN_FORMAT, PLAN_SCHEMA_VERSION, PlanReader
 from roam_core.model.dsa import Buffer, Problem, Solution
-from roam_core.model.graph import ControlEdge, EdgeReason, Graph, OpId, TensorId, round_size
-from roam_core.model.plan import Plan, SolveRecord
-from roam_core.model.recompute_ops import RecomputeOp, expand_graph
-from roam_core.model.stage_cost import STOP_REASONS, StageCost
+from roam_core.model.graph import Graph, round_size
+from roam_core.model.plan import Plan
+from roam_core.model.recompute_ops import expand_graph
 from roam_core.oracle.simulate import lifetimes
 
 __all__ = [
@@ -61,16 +66,13 @@ __all__ = [
     "save_plan",
 ]
 
-PLAN_SCHEMA_VERSION = 2
-#: Versions this roam reads (1: no recomputation fields).
-READABLE_PLAN_VERSIONS = (1, 2)
-_FORMAT = "roam-plan"
 
 
 def plan_to_dict(plan: Plan) -> dict[str, Any]:
     """Plain-JSON dict of a plan (the inverse of :func:`plan_from_dict`)."""
+    require_type(plan, Plan, "plan_to_dict: plan", PlanFormatError)
     return {
-        "format": _FORMAT,
+        "format": PLAN_FORMAT,
         "schema_version": PLAN_SCHEMA_VERSION,
         "graph_fingerprint": plan.graph_fingerprint,
         "graph_name": plan.graph_name,
@@ -105,6 +107,9 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         ],
         "extra_flops": int(plan.extra_flops),
         "step_flops": int(plan.step_flops),
+        "extra_seconds": float(plan.extra_seconds),
+        "step_seconds": float(plan.step_seconds),
+        "device_profile": plan.device_profile,
         "stages": [
             {"stage": c.stage, "wall_s": c.wall_s, "cpu_s": c.cpu_s,
              "gained_bytes": int(c.gained_bytes), "work_done": int(c.work_done),
@@ -137,25 +142,36 @@ def _json_default(obj: Any) -> Any:
 
 
 def save_plan(plan: Plan, path: str | os.PathLike[str]) -> None:
-    """Write a plan file; a name ending in ``.gz`` is gzip-compressed."""
+    """Write a plan file atomically; a name ending in ``.gz`` is gzip-compressed.
+
+    Raises
+    ------
+    OutputError
+        The file cannot be written (the previous file, if any, is kept).
+    """
+    if not isinstance(plan, Plan):
+        raise PlanFormatError(f"save_plan needs a Plan, not {type(plan).__name__}")
     raw = dumps_plan(plan).encode()
     if os.fspath(path).endswith(".gz"):
         raw = gzip.compress(raw, compresslevel=6, mtime=0)
-    with open(path, "wb") as f:
-        f.write(raw)
+    atomic_write(path, raw, what="plan file")
 
 
-def load_plan(path: str | os.PathLike[str], graph: Graph | None = None) -> Plan:
-    """Read a plan file (JSON or gzip JSON); see :func:`loads_plan`."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise PlanFormatError(f"cannot read plan file {os.fspath(path)!r}: {e.strerror}") from e
-    return loads_plan(data, graph)
+def load_plan(path: str | os.PathLike[str], graph: Graph | None = None, *,
+              limits: FileLimits | None = None) -> Plan:
+    """Read a plan file (JSON or gzip JSON, a regular file within ``limits``); see
+    :func:`loads_plan`."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise PlanFormatError(f"load_plan needs a path, not {type(path).__name__}")
+    lim = limits if limits is not None else FileLimits.from_env()
+    data = read_user_bytes(path, PlanFormatError, "plan file",
+                           max_file_bytes=lim.max_file_bytes,
+                           max_decompressed_bytes=lim.max_json_bytes)
+    return loads_plan(data, graph, limits=lim)
 
 
-def loads_plan(data: bytes | str, graph: Graph | None = None) -> Plan:
+def loads_plan(data: bytes | str, graph: Graph | None = None, *,
+               limits: FileLimits | None = None) -> Plan:
     """Parse plan JSON (bytes may be gzip-compressed).
 
     Parameters
@@ -164,25 +180,28 @@ def loads_plan(data: bytes | str, graph: Graph | None = None) -> Plan:
         The file contents.
     graph : Graph, optional
         When given, the plan must have been made for it (same fingerprint).
+    limits : FileLimits, optional
+        Size limits (default: :meth:`FileLimits.from_env`).
 
     Raises
     ------
     PlanFormatError
-        Not JSON, wrong format or schema version, a missing or mistyped field (named), or a
-        fingerprint that does not match ``graph``.
+        Not JSON, wrong format or schema version, a missing or mistyped field (named), an
+        integer out of range, or a fingerprint that does not match ``graph``.
     """
-    if isinstance(data, bytes):
-        if data[:2] == b"\x1f\x8b":
-            data = gunzip_bounded(data, PlanFormatError, "plan file")
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError:
-            raise PlanFormatError("plan file is not UTF-8 text") from None
-    try:
-        obj = json.loads(data)
-    except json.JSONDecodeError as e:
-        raise PlanFormatError(f"plan file is not JSON: {e}") from None
-    plan = plan_from_dict(obj)
+    if not isinstance(data, (bytes, bytearray, str)):
+        raise PlanFormatError(f"loads_plan needs bytes or str, not {type(data).__name__}")
+    if graph is not None and not isinstance(graph, Graph):
+        raise PlanFormatError(f"loads_plan: graph must be a Graph, not {type(graph).__name__}")
+    lim = limits if limits is not None else FileLimits.from_env()
+    if not isinstance(data, str) and is_gzip(data):
+        data = gunzip_bounded(bytes(data), PlanFormatError, "plan file", lim.max_json_bytes)
+    if len(data) > lim.max_json_bytes:
+        raise PlanFormatError(f"plan file has {len(data):,} bytes of JSON, over the limit of "
+                              f"{lim.max_json_bytes:,}")
+    obj = loads_bounded(decode_text(data, PlanFormatError, "plan file"), PlanFormatError,
+                        "plan file")
+    plan = plan_from_dict(obj, limits=lim)
     if graph is not None and plan.graph_fingerprint != graph.fingerprint():
         same = plan.graph_name == graph.name
         raise PlanFormatError(
@@ -192,136 +211,10 @@ def loads_plan(data: bytes | str, graph: Graph | None = None) -> Plan:
     return plan
 
 
-def _field(d: Mapping[str, Any], key: str, types: type | tuple[type, ...], *,
-           default: Any = ...) -> Any:
-    if key not in d:
-        if default is ...:
-            raise PlanFormatError(f"plan file: missing field {key!r}")
-        return default
-    v = d[key]
-    if isinstance(v, bool) and bool not in (types if isinstance(types, tuple) else (types,)):
-        raise PlanFormatError(f"plan file: field {key!r} has type bool")
-    if not isinstance(v, types):
-        raise PlanFormatError(f"plan file: field {key!r} has type {type(v).__name__}")
-    return v
-
-
-def _int(d: Mapping[str, Any], key: str, *, default: Any = ...) -> int:
-    v = _field(d, key, int, default=default)
-    if v < 0:
-        raise PlanFormatError(f"plan file: field {key!r} is negative ({v})")
-    return int(v)
-
-
-def plan_from_dict(obj: Any) -> Plan:
-    """Build a :class:`Plan` from a parsed JSON object, checking every field."""
-    if not isinstance(obj, dict):
-        raise PlanFormatError("plan file: top level is not an object")
-    if obj.get("format") != _FORMAT:
-        raise PlanFormatError(f"plan file: field 'format' is {obj.get('format')!r}, "
-                              f"expected {_FORMAT!r}")
-    version = obj.get("schema_version")
-    if version not in READABLE_PLAN_VERSIONS or isinstance(version, bool):
-        raise PlanFormatError(f"plan file: field 'schema_version' is {version!r}, this roam "
-                              f"reads {', '.join(map(str, READABLE_PLAN_VERSIONS))}")
-    order = _field(obj, "order", list)
-    if not all(isinstance(x, str) for x in order):
-        raise PlanFormatError("plan file: field 'order' must list op ids (strings)")
-    offsets = _field(obj, "offsets", dict)
-    for k, v in offsets.items():
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise PlanFormatError(f"plan file: field 'offsets' entry {k!r} is not an integer")
-    live = _field(obj, "live_bytes", list, default=[])
-    if not all(isinstance(x, int) and not isinstance(x, bool) for x in live):
-        raise PlanFormatError("plan file: field 'live_bytes' must list integers")
-    tree = _field(obj, "task_tree", (dict, type(None)), default=None)
-    task_of_op = _field(obj, "task_of_op", dict, default={})
-    edges = []
-    for i, e in enumerate(_field(obj, "extra_edges", list, default=[])):
-        try:
-            edges.append(ControlEdge(OpId(str(e["src"])), OpId(str(e["dst"])),
-                                     EdgeReason(e["reason"])))
-        except (KeyError, TypeError, ValueError):
-            raise PlanFormatError(f"plan file: field 'extra_edges' entry {i} is malformed"
-                                  ) from None
-    prov = []
-    for i, r in enumerate(_field(obj, "provenance", list, default=[])):
-        if isinstance(r, dict) and SolveStatus.parse(r.get("status")) is None:
-            raise PlanFormatError(f"plan file: field 'provenance' entry {i} has status "
-                                  f"{r.get('status')!r}; known: "
-                                  f"{', '.join(s.value for s in SolveStatus)}")
-        try:
-            prov.append(SolveRecord(
-                str(r["stage"]), str(r["task_id"]), SolveStatus(r["status"]),
-                None if r.get("objective") is None else int(r["objective"]),
-                None if r.get("best_bound") is None else int(r["best_bound"]),
-                float(r["wall_time_s"]), int(r.get("size", 0))))
-        except (KeyError, TypeError, ValueError):
-            raise PlanFormatError(f"plan file: field 'provenance' entry {i} is malformed"
-                                  ) from None
-    notes = _field(obj, "notes", list, default=[])
-    rops = []
-    for i, r in enumerate(_field(obj, "recompute", list, default=[])):
-        try:
-            lists = [r[k] for k in ("inputs", "outputs", "readers")]
-            if not all(isinstance(x, list) and all(isinstance(y, str) for y in x)
-                       for x in lists) or not isinstance(r["id"], str) \
-                    or not isinstance(r["source"], str):
-                raise TypeError
-            rops.append(RecomputeOp(OpId(r["id"]), OpId(r["source"]), tuple(lists[0]),
-                                    tuple(lists[1]), tuple(OpId(x) for x in lists[2])))
-        except (KeyError, TypeError):
-            raise PlanFormatError(f"plan file: field 'recompute' entry {i} is malformed"
-                                  ) from None
-    solve_s = _field(obj, "solve_seconds", (int, float), default=0.0)
-    stages = _stages(_field(obj, "stages", list, default=[]))
-    return Plan(
-        graph_fingerprint=_field(obj, "graph_fingerprint", str),
-        graph_name=_field(obj, "graph_name", str, default="graph"),
-        method=_field(obj, "method", str),
-        order=tuple(OpId(x) for x in order),
-        offsets={TensorId(k): int(v) for k, v in offsets.items()},
-        alignment_bytes=_int(obj, "alignment_bytes"),
-        arena_bytes=_int(obj, "arena_bytes"),
-        planned_peak_bytes=_int(obj, "planned_peak_bytes"),
-        resident_bytes=_int(obj, "resident_bytes"),
-        baseline_peak_bytes=_int(obj, "baseline_peak_bytes"),
-        lower_bound_bytes=_int(obj, "lower_bound_bytes"),
-        live_bytes=tuple(int(x) for x in live),
-        solve_seconds=float(solve_s),
-        task_tree=tree,
-        task_of_op={OpId(str(k)): str(v) for k, v in task_of_op.items()},
-        extra_edges=tuple(edges),
-        provenance=tuple(prov),
-        settings=_field(obj, "settings", dict, default={}),
-        notes=tuple(str(x) for x in notes),
-        recompute=tuple(rops),
-        extra_flops=_int(obj, "extra_flops", default=0),
-        step_flops=_int(obj, "step_flops", default=0),
-        stages=stages,
-    )
-
-
-def _stages(entries: list[Any]) -> tuple[StageCost, ...]:
-    """The ``stages`` entries, each checked (a malformed one names its index)."""
-    out = []
-    for i, r in enumerate(entries):
-        try:
-            if not isinstance(r, dict) or not isinstance(r["stage"], str) \
-                    or not isinstance(r.get("work_unit", ""), str) \
-                    or r.get("stopped", "done") not in STOP_REASONS:
-                raise TypeError
-            nums = [r.get(k, 0) for k in ("wall_s", "cpu_s", "gained_bytes", "work_done",
-                                          "work_limit")]
-            if any(isinstance(x, bool) or not isinstance(x, int | float) for x in nums):
-                raise TypeError
-            out.append(StageCost(r["stage"], float(nums[0]), float(nums[1]), int(nums[2]),
-                                 int(nums[3]), int(nums[4]), r.get("work_unit", ""),
-                                 r.get("stopped", "done")))
-        except (KeyError, TypeError):
-            raise PlanFormatError(f"plan file: field 'stages' entry {i} is malformed"
-                                  ) from None
-    return tuple(out)
+def plan_from_dict(obj: Any, *, limits: FileLimits | None = None) -> Plan:
+    """Build a :class:`Plan` from a parsed JSON object, checking every field (type, range,
+    Unicode); every problem is a :class:`PlanFormatError` naming the field."""
+    return PlanReader(limits if limits is not None else FileLimits.from_env()).plan(obj)
 
 
 # ------------------------------------------------------------------ CSV export

@@ -17,8 +17,10 @@ Each event's frame names the op (``name``), its target (``filename``) and the st
 :func:`load_snapshot` reads a snapshot with a **restricted unpickler**: it resolves no class
 or function at all, so only plain containers, strings, numbers, booleans and ``None`` can
 appear.  A file referring to any class (the classic ``os.system`` reduce payload) is refused
-with :class:`~roam_core.base.errors.PlanFormatError` before anything runs.  Never load a
-user's pickle with the standard unpickler.
+with :class:`~roam_core.base.errors.SnapshotError` (a ``PlanFormatError``) before anything
+runs.  Never load a user's pickle with the standard unpickler.  Every field read is checked
+for its type and range (integers below 2**62), and a malformed snapshot is a
+``SnapshotError`` naming the field, never a ``TypeError`` or ``KeyError``.
 
 This module needs no torch.
 """
@@ -27,13 +29,19 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import pickle
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from roam_core.base.errors import PlanFormatError
+from roam_core.base.atomic import atomic_write
+from roam_core.base.checks import require_type
+from roam_core.base.errors import ConfigError, PlanFormatError, SnapshotError
+from roam_core.base.user_files import read_user_file
+from roam_core.formats.fields import check_int, short
+from roam_core.formats.limits import MAX_INT
 from roam_core.model.graph import Graph, TensorId, round_size
 from roam_core.model.plan import Plan
 from roam_core.oracle.simulate import lifetimes
@@ -43,11 +51,15 @@ __all__ = [
     "MAX_SNAPSHOT_BYTES",
     "SnapshotCurve",
     "SnapshotEvent",
+    "curve_of",
     "dumps_plan_snapshot",
+    "frame_field",
     "load_snapshot",
     "loads_snapshot_dict",
     "plan_snapshot",
+    "read_snapshot_bytes",
     "save_plan_snapshot",
+    "snapshot_int",
 ]
 
 _logger = logging.getLogger(__name__)
@@ -90,6 +102,8 @@ def plan_snapshot(graph: Graph, plan: Plan, *, base_address: int = DEFAULT_BASE_
     >>> [(e["action"], e["addr"]) for e in snap["device_traces"][0]][:4]
     [('segment_alloc', 0), ('alloc', 0), ('alloc', 512), ('free_requested', 0)]
     """
+    require_type(graph, Graph, "plan_snapshot: graph", ConfigError)
+    require_type(plan, Plan, "plan_snapshot: plan", PlanFormatError)
     align = plan.alignment_bytes
     order = list(plan.order)
     lts = lifetimes(graph, order)
@@ -173,9 +187,15 @@ def dumps_plan_snapshot(graph: Graph, plan: Plan, **kwargs: Any) -> bytes:
 
 
 def save_plan_snapshot(path: str | Path, graph: Graph, plan: Plan, **kwargs: Any) -> Path:
-    """Write the plan as a memory-snapshot pickle; returns the path."""
+    """Write the plan as a memory-snapshot pickle atomically; returns the path.
+
+    Raises
+    ------
+    OutputError
+        The file cannot be written (the previous file, if any, is kept).
+    """
     p = Path(path)
-    p.write_bytes(dumps_plan_snapshot(graph, plan, **kwargs))
+    atomic_write(p, dumps_plan_snapshot(graph, plan, **kwargs), what="snapshot file")
     return p
 
 
@@ -184,12 +204,12 @@ class _PlainUnpickler(pickle.Unpickler):
     """Unpickler that resolves no global: only plain containers and scalars load."""
 
     def find_class(self, module: str, name: str) -> Any:
-        raise PlanFormatError(
-            f"refusing to load a snapshot that refers to {module}.{name}: memory snapshots "
-            "contain only plain containers")
+        raise SnapshotError(
+            f"refusing to load a snapshot that refers to {module[:80]}.{name[:80]}: memory "
+            "snapshots contain only plain containers")
 
     def persistent_load(self, pid: Any) -> Any:
-        raise PlanFormatError("refusing to load a snapshot with persistent ids")
+        raise SnapshotError("refusing to load a snapshot with persistent ids")
 
 
 def loads_snapshot_dict(data: bytes, *, max_bytes: int = MAX_SNAPSHOT_BYTES) -> dict[str, Any]:
@@ -197,7 +217,7 @@ def loads_snapshot_dict(data: bytes, *, max_bytes: int = MAX_SNAPSHOT_BYTES) -> 
 
     Raises
     ------
-    PlanFormatError
+    SnapshotError
         Too big, not a pickle, any class reference, or not a snapshot dict.
 
     Examples
@@ -212,20 +232,25 @@ def loads_snapshot_dict(data: bytes, *, max_bytes: int = MAX_SNAPSHOT_BYTES) -> 
     >>> loads_snapshot_dict(pickle.dumps(Evil()))  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    roam_core.base.errors.PlanFormatError: refusing to load a snapshot that refers to ...getcwd...
+    roam_core.base.errors.SnapshotError: refusing to load a snapshot that refers to ...getcwd...
     """
+    if not isinstance(data, (bytes, bytearray)):
+        raise SnapshotError(f"a snapshot is bytes, not {type(data).__name__}")
     if len(data) > max_bytes:
-        raise PlanFormatError(f"snapshot of {len(data):,} bytes exceeds the limit of "
-                              f"{max_bytes:,} bytes")
+        raise SnapshotError(f"snapshot of {len(data):,} bytes exceeds the limit of "
+                            f"{max_bytes:,} bytes")
     try:
         obj = _PlainUnpickler(io.BytesIO(data)).load()
-    except PlanFormatError:
+    except SnapshotError:
         raise
+    except RecursionError:
+        raise SnapshotError("not a memory snapshot pickle: nested too deeply") from None
     except Exception as e:  # any unpickling failure is a format error
-        raise PlanFormatError(f"not a memory snapshot pickle: {type(e).__name__}: {e}") from e
+        raise SnapshotError(f"not a memory snapshot pickle: {type(e).__name__}: "
+                            f"{str(e)[:200]}") from None
     if not isinstance(obj, dict) or not isinstance(obj.get("device_traces"), list):
-        raise PlanFormatError("not a memory snapshot: expected a dict with 'device_traces' "
-                              "(record it with torch.cuda.memory._record_memory_history)")
+        raise SnapshotError("not a memory snapshot: expected a dict with 'device_traces' "
+                            "(record it with torch.cuda.memory._record_memory_history)")
     return obj
 
 
@@ -290,68 +315,108 @@ def load_snapshot(source: str | Path | bytes, *, device: int | None = None,
 
     Raises
     ------
-    PlanFormatError
-        Unreadable, too big, refers to a class, or has no usable trace.
+    SnapshotError
+        Unreadable, not a regular file, too big, refers to a class, a field of the wrong
+        type or range, or no usable trace.
     """
+    return curve_of(loads_snapshot_dict(read_snapshot_bytes(source, max_bytes),
+                                        max_bytes=max_bytes), device)
+
+
+def read_snapshot_bytes(source: str | Path | bytes, max_bytes: int) -> bytes:
+    """The snapshot's bytes: ``source`` itself, or the regular file it names (at most
+    ``max_bytes``)."""
     if isinstance(source, (bytes, bytearray)):
-        data = bytes(source)
-    else:
-        p = Path(source)
-        try:
-            size = p.stat().st_size
-        except OSError as e:
-            raise PlanFormatError(f"cannot read snapshot {p}: {e}") from e
-        if size > max_bytes:
-            raise PlanFormatError(f"snapshot {p} has {size:,} bytes, over the limit of "
-                                  f"{max_bytes:,}")
-        data = p.read_bytes()
-    snap = loads_snapshot_dict(data, max_bytes=max_bytes)
+        return bytes(source)
+    if not isinstance(source, (str, os.PathLike)):
+        raise SnapshotError(f"a snapshot is a path or bytes, not {type(source).__name__}")
+    return read_user_file(source, SnapshotError, "snapshot", max_bytes)
+
+
+def _segments(snap: Mapping[str, Any]) -> list[Mapping[str, Any]]:
+    segs = snap.get("segments")
+    if segs is None:
+        return []
+    if not isinstance(segs, list):
+        raise SnapshotError(f"snapshot field 'segments' is {short(segs)}, not a list")
+    for i, s in enumerate(segs):
+        if not isinstance(s, Mapping):
+            raise SnapshotError(f"snapshot field 'segments' entry #{i} is not a dict")
+        if s.get("blocks") is not None and not isinstance(s.get("blocks"), list):
+            raise SnapshotError(f"snapshot segment #{i} field 'blocks' is not a list")
+    return segs
+
+
+def curve_of(snap: Mapping[str, Any], device: int | None = None) -> SnapshotCurve:
+    """The allocated-bytes curve of one device trace of an unpickled snapshot (the one with
+    the most events by default)."""
     traces = snap["device_traces"]
     if not traces:
-        raise PlanFormatError("snapshot has no device traces (was memory history recorded?)")
+        raise SnapshotError("snapshot has no device traces (was memory history recorded?)")
+    for i, t in enumerate(traces):
+        if t is not None and not isinstance(t, list):
+            raise SnapshotError(f"snapshot device trace #{i} is {short(t)}, not a list")
     if device is None:
         device = max(range(len(traces)), key=lambda i: len(traces[i] or ()))
-    if not 0 <= device < len(traces):
-        raise PlanFormatError(f"snapshot has no trace for device {device}")
-    return _curve(device, traces[device] or [], snap.get("segments") or [])
+    if isinstance(device, bool) or not isinstance(device, int) or \
+            not 0 <= device < len(traces):
+        raise SnapshotError(f"snapshot has no trace for device {short(device)}")
+    return _curve(device, traces[device] or [], _segments(snap))
 
 
-def _curve(device: int, trace: list[Any], segments: list[Any]) -> SnapshotCurve:
-    if not isinstance(trace, list):
-        raise PlanFormatError(f"device trace {device} is not a list")
+def snapshot_int(value: Any, where: str, *, default: int = 0, signed: bool = False) -> int:
+    """An integer field of a snapshot (``default`` when absent), checked: an integer, below
+    2**62 (and not negative unless ``signed``)."""
+    if value is None:
+        return default
+    return check_int(value, f"snapshot {where}", SnapshotError,
+                     low=-MAX_INT + 1 if signed else 0)
+
+
+def frame_field(entry: Mapping[str, Any], key: str, default: Any) -> Any:
+    """``key`` of the innermost frame of a trace entry (``default`` when there is none)."""
+    frames = entry.get("frames")
+    if not isinstance(frames, list) or not frames or not isinstance(frames[0], Mapping):
+        return default
+    return frames[0].get(key, default)
+
+
+def _curve(device: int, trace: list[Any], segments: list[Mapping[str, Any]]
+           ) -> SnapshotCurve:
     has_completed = any(isinstance(e, Mapping) and e.get("action") == "free_completed"
                         for e in trace)
     free_action = "free_completed" if has_completed else "free_requested"
     events: list[SnapshotEvent] = []
     curve: list[int] = []
     cur = 0
-    for e in trace:
+    for i, e in enumerate(trace):
         if not isinstance(e, Mapping):
-            raise PlanFormatError(f"device trace {device} has a non-dict entry")
+            raise SnapshotError(f"device trace {device} has a non-dict entry (#{i})")
         action = e.get("action")
         if action not in ("alloc", free_action):
             continue
-        size = e.get("size")
-        addr = e.get("addr", 0)
-        if not isinstance(size, int) or not isinstance(addr, int):
-            raise PlanFormatError(f"trace entry {action!r} without an integer size/addr")
-        frames = e.get("frames") or []
-        name = frames[0].get("name", "") if frames and isinstance(frames[0], Mapping) else ""
+        where = f"trace entry #{i} ({action})"
+        if e.get("size") is None:
+            raise SnapshotError(f"snapshot {where} has no 'size'")
+        size = snapshot_int(e.get("size"), f"{where} field 'size'")
+        addr = snapshot_int(e.get("addr"), f"{where} field 'addr'")
+        name = frame_field(e, "name", "")
         cur += size if action == "alloc" else -size
         events.append(SnapshotEvent("alloc" if action == "alloc" else "free", addr, size,
-                                    str(name)))
+                                    name if isinstance(name, str) else ""))
         curve.append(cur)
     # Bytes allocated before recording started: the segments describe the state at dump
     # time, so start = (allocated at the end) - (net bytes the trace allocated).  Without
     # block states, or if that is negative, shift just enough to keep the curve >= 0.
-    end_alloc = sum(int(b.get("size", 0))
-                    for seg in segments if isinstance(seg, Mapping)
+    end_alloc = sum(snapshot_int(b.get("size"), f"segment #{k} block field 'size'")
+                    for k, seg in enumerate(segments)
                     for b in seg.get("blocks") or () if isinstance(b, Mapping)
                     and b.get("state") == "active_allocated")
     start = end_alloc - (curve[-1] if curve else 0)
     low = -min(curve) if curve and min(curve) < 0 else 0
     shift = start if start >= low else low
     allocated = tuple(c + shift for c in curve)
-    reserved = sum(int(s.get("total_size", 0)) for s in segments if isinstance(s, Mapping))
+    reserved = sum(snapshot_int(s.get("total_size"), f"segment #{k} field 'total_size'")
+                   for k, s in enumerate(segments))
     return SnapshotCurve(device, tuple(events), allocated, max(allocated, default=0), shift,
                          reserved)

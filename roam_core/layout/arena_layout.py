@@ -68,6 +68,8 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from roam_core.base.cancel import CancelToken
+from roam_core.base.checks import require_type
+from roam_core.base.errors import ConfigError
 from roam_core.base.status import SolveStatus
 from roam_core.layout.arena_stages import STEPS, ArenaStages, first_passes, make_roam
 from roam_core.layout.config import ArenaConfig
@@ -205,6 +207,7 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: SubtaskTree | 
         ``stats["method"]`` names the candidate that won (``"roam"`` for steps 1-3, the DSA
         method otherwise).
     """
+    require_type(graph, Graph, "plan_arena: graph", ConfigError)
     t0 = time.monotonic()
     a = max(1, config.alignment_bytes)
     problem = layout_problem(graph, order, a, lifetimes(graph, order))

@@ -45,7 +45,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from roam_core.base.cancel import CancelToken, is_cancelled
-from roam_core.base.errors import InfeasibleError, PlanInvalidError
+from roam_core.base.checks import require_type
+from roam_core.base.errors import ConfigError, InfeasibleError, PlanInvalidError
 from roam_core.base.status import SolveStatus
 from roam_core.layout.dsa_bounds import height_grain, round_up
 from roam_core.layout.dsa_heuristics import ORDERS, named_order, portfolio, promote_high
@@ -220,6 +221,7 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     >>> r.solution.height, r.lower_bound, r.status
     (3, 3, <SolveStatus.OPTIMAL: 'optimal'>)
     """
+    require_type(problem, Problem, "solve_dsa: problem", ConfigError)
     t0 = time.monotonic()
     cap = capacity if capacity is not None else problem.capacity
     lb = problem.lower_bound()
@@ -250,7 +252,7 @@ def _run_portfolio(run: _Run, *, large: bool, known: Mapping[str, Solution] | No
                                                 known=known)
     run.say(f"portfolio: {run.method} height {run.best.height} (lb {run.lb})")
     cut = len(run.tried) < len(orders) * len(fits) and run.best.height > run.target()
-    run.stopped = "time" if cut else ""
+    run.stopped = "time" if cut or run.method.endswith("+rest") else ""
 
 
 def _promote(run: _Run) -> None:

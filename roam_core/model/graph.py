@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NewType
 
 from roam_core.base.errors import GraphError
+from roam_core.model.frozen import FrozenDict, freeze
 
 __all__ = [
     "Alias",
@@ -269,6 +270,11 @@ class Graph:
     referenced op present, sizes non-negative integers, acyclic) and raises
     :class:`~roam_core.base.errors.GraphError` naming the offending id.  Derived indexes are
     built once and kept private.
+
+    A graph is deeply immutable, so that its cached fingerprint and indices always describe
+    it: ``tensors`` is a read-only mapping (:class:`~roam_core.model.frozen.FrozenDict`),
+    ``origin`` is frozen all the way down, and every sequence field of the graph, its ops
+    and its storages is a tuple (lists given are turned into tuples).
     """
 
     ops: tuple[Op, ...]
@@ -291,6 +297,7 @@ class Graph:
         _creates: dict[str, tuple[TensorId, ...]] = field(init=False)
 
     def __post_init__(self) -> None:
+        _freeze_tables(self)
         _check_and_index(self)
 
     @classmethod
@@ -327,11 +334,11 @@ class Graph:
             for s in touched:
                 if s is not None and s in found and producer[s] != op.id:
                     found[s][op.id] = None
-        filled = {
+        filled: FrozenDict[TensorId, Tensor] = FrozenDict({
             t.id: Tensor(t.id, t.size_bytes, t.dtype, tuple(t.shape), t.kind, t.producer,
                          tuple(found[t.id]), t.name)
             for t in tensors
-        }
+        })
         if len(filled) != len(tensors):
             seen: set[str] = set()
             for t in tensors:
@@ -541,6 +548,43 @@ def _forget_dead_copies() -> None:
 # --------------------------------------------------------------------- checks
 def _set(g: Graph, name: str, value: object) -> None:
     object.__setattr__(g, name, value)
+
+
+_OP_SEQUENCES = ("inputs", "outputs", "mutates")
+
+
+def _freeze_tables(g: Graph) -> None:
+    """Step 0: the graph's tables read-only (a mapping given is copied once), its
+    sequences tuples, ``origin`` frozen all the way down."""
+    for name in ("ops", "aliases", "control_edges", "outputs"):
+        v = getattr(g, name)
+        if type(v) is not tuple:
+            if isinstance(v, str | bytes | Mapping) or not isinstance(v, Iterable):
+                raise GraphError(f"Graph field {name!r} must be a sequence, not "
+                                 f"{type(v).__name__}")
+            _set(g, name, tuple(v))
+    for op in g.ops:
+        if not isinstance(op, Op):
+            raise GraphError(f"Graph ops must be Op records, not {type(op).__name__}")
+        for name in _OP_SEQUENCES:
+            if type(getattr(op, name)) is not tuple:
+                object.__setattr__(op, name, tuple(getattr(op, name)))
+    if type(g.tensors) is not FrozenDict:
+        if not isinstance(g.tensors, Mapping):
+            raise GraphError(f"Graph tensors must be a mapping of id to Tensor, not "
+                             f"{type(g.tensors).__name__}")
+        _set(g, "tensors", FrozenDict(g.tensors))
+    for t in g.tensors.values():
+        if not isinstance(t, Tensor):
+            raise GraphError(f"Graph tensors must hold Tensor records, not "
+                             f"{type(t).__name__}")
+        if type(t.shape) is not tuple:
+            object.__setattr__(t, "shape", tuple(t.shape))
+        if type(t.consumers) is not tuple:
+            object.__setattr__(t, "consumers", tuple(t.consumers))
+    if not isinstance(g.origin, Mapping):
+        raise GraphError(f"Graph origin must be a mapping, not {type(g.origin).__name__}")
+    _set(g, "origin", freeze(g.origin if isinstance(g.origin, dict) else dict(g.origin)))
 
 
 def _check_and_index(g: Graph) -> None:

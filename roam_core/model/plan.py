@@ -112,6 +112,14 @@ class Plan:
         FLOPs the recompute ops add to the step (0 without recomputation).
     step_flops : int
         FLOPs of the step without recomputation (0 when unknown).
+    extra_seconds : float
+        Estimated seconds the recompute ops add to the step on ``device_profile``
+        (:mod:`roam_core.model.cost_model`; 0 without recomputation).
+    step_seconds : float
+        Estimated seconds of the step without recomputation on ``device_profile`` (0 when
+        unknown: plans made before the cost model).
+    device_profile : str
+        The device profile the seconds are estimated on (``""``: none, older plans).
     stages : tuple of StageCost
         Per planner stage, in the order they ran: seconds, bytes gained, work against its
         budget and why it stopped (:mod:`roam_core.model.stage_cost`; empty in plans made
@@ -140,6 +148,9 @@ class Plan:
     recompute: tuple[RecomputeOp, ...] = ()
     extra_flops: int = 0
     step_flops: int = 0
+    extra_seconds: float = 0.0
+    step_seconds: float = 0.0
+    device_profile: str = ""
     stages: tuple[StageCost, ...] = ()
 
     @property

@@ -48,7 +48,8 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from roam_core.base.errors import GraphError
+from roam_core.base.checks import require_type
+from roam_core.base.errors import ConfigError, GraphError
 from roam_core.model.graph import (
     Alias,
     ControlEdge,
@@ -458,6 +459,7 @@ def expand_graph(graph: Graph, ops: Sequence[RecomputeOp],
     >>> len(expand_graph(g, rops).ops) == len(g.ops) + len(rops)
     True
     """
+    require_type(graph, Graph, "expand_graph: graph", ConfigError)
     if not ops:
         return graph
     ex = _Expansion(graph)

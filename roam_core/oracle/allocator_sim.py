@@ -57,6 +57,8 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from roam_core.base.checks import require_type
+from roam_core.base.errors import ConfigError
 from roam_core.model.graph import Graph, OpId, TensorId
 from roam_core.oracle.simulate import lifetimes
 
@@ -314,6 +316,7 @@ def simulate_allocator(
     >>> [(b.tensor_id, b.address) for b in r.blocks]
     [('a', 0), ('b', 512), ('c', 1024), ('d', 0)]
     """
+    require_type(graph, Graph, "simulate_allocator: graph", ConfigError)
     cfg = config if config is not None else AllocatorConfig()
     if order is None:
         order = graph.op_ids

@@ -27,6 +27,8 @@ import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from roam_core.base.checks import require_type
+from roam_core.base.errors import ConfigError
 from roam_core.model.graph import (
     DEFAULT_ALIGNMENT_BYTES,
     EdgeReason,
@@ -226,6 +228,7 @@ def eager_report(
     >>> r.simulated_peak_bytes, r.peak_allocated_bytes, r.peak_reserved_bytes, r.lower_bound_bytes
     (3072, 3072, 2097152, 3072)
     """
+    require_type(graph, Graph, "eager_report: graph", ConfigError)
     say = progress or (lambda _msg: None)
     say("simulating program order")
     prog = simulate(graph, alignment_bytes=alignment_bytes)

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from roam_core.base.errors import GraphError
+from roam_core.base.checks import require_type
+from roam_core.base.errors import ConfigError, GraphError
 from roam_core.base.graph_cache import PerGraphCache
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, TensorId, round_size
 from roam_core.model.positions import order_indices, program_index
@@ -107,6 +108,7 @@ def lifetimes(graph: Graph, order: Sequence[OpId]) -> dict[TensorId, Lifetime]:
     >>> lifetimes(g, g.op_ids)["a"]
     Lifetime(start=0, end=2)
     """
+    require_type(graph, Graph, "lifetimes: graph", ConfigError)
     sp = _spans(graph)
     s, e = _starts_ends(graph, order, sp)
     return dict(zip(sp.ids, map(Lifetime, s.tolist(), e.tolist()), strict=True))
@@ -144,6 +146,7 @@ def simulate(
     >>> p.live_bytes, p.peak_bytes, p.peak_step
     ((100, 300, 350, 260), 350, 2)
     """
+    require_type(graph, Graph, "simulate: graph", ConfigError)
     if order is None:
         order = graph.op_ids
     n = len(order)

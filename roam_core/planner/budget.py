@@ -16,7 +16,15 @@
 4. if fragmentation pushes the arena over the budget, aim lower and repeat.
 
 The result is an ordinary :class:`~roam_core.model.plan.Plan` for the *input* graph with
-``recompute`` ops, ``extra_flops`` and ``step_flops``; it passes the independent validator.
+``recompute`` ops, ``extra_flops``, ``step_flops`` and the cost model's estimates
+``extra_seconds`` and ``step_seconds`` on ``device_profile``; it passes the independent
+validator.  The searches minimise ``recompute.objective`` (estimated time by default,
+:mod:`roam_core.recompute.objective`).
+
+A budget is refused (:class:`~roam_core.base.errors.BudgetInfeasibleError`) only after the
+frontier's own plans were tried too (:meth:`BudgetPlanner.plan_at`): a plan made for another
+budget, or a baseline's drop set, may fit a budget whose own search overshot, and the
+message states the smallest arena actually planned.
 :class:`BudgetPlanner` plans one graph at many budgets (``roam frontier``,
 :mod:`roam_core.planner.budget_frontier`; ``roam fit``).
 """
@@ -49,6 +57,7 @@ from roam_core.recompute.evaluator import Evaluation, JitEvaluator, hoist_views,
 from roam_core.recompute.exact import exact_recompute
 from roam_core.recompute.greedy import GreedyTrajectory, TrajectoryPoint, knee, prune
 from roam_core.recompute.improve import Candidate, best_of, fewest_flops
+from roam_core.recompute.objective import rerun_costs
 from roam_core.recompute.windows import WindowReport, refine_windows
 
 __all__ = ["BudgetPlanner", "plan_with_budget"]
@@ -59,16 +68,20 @@ _OWN = ("roam", "roam+swap")
 
 @dataclass(frozen=True, slots=True)
 class _Choice:
-    """A drop set to plan: its recompute ops, its just-in-time order and its FLOPs."""
+    """A drop set to plan: its recompute ops, its just-in-time order, its FLOPs, its cost in
+    the objective and its estimated seconds."""
 
     dropped: tuple[TensorId, ...]
     recompute: tuple[RecomputeOp, ...]
     order: tuple[OpId, ...]
     extra_flops: int
+    extra_cost: float = 0.0
+    extra_seconds: float = 0.0
 
 
 def _choice_of(e: Evaluation) -> _Choice:
-    return _Choice(e.dropped, e.recompute, e.order, e.extra_flops)
+    return _Choice(e.dropped, e.recompute, e.order, e.extra_flops, e.extra_cost,
+                   e.extra_seconds)
 
 
 def _check_budget(budget: object) -> None:
@@ -99,7 +112,8 @@ class BudgetPlanner:
     portfolio : bool, optional
         At each budget, also try the module-structure baselines' drop sets and ``seeds``
         beside the greedy prefix and keep the cheapest that fits (``False``: the greedy
-        prefix alone).  Default: ``config.recompute.portfolio``.
+        prefix alone, until a budget is refused: see :meth:`plan_at`).  Default:
+        ``config.recompute.portfolio``.
     progress, cancel, executor
         Passed to every plan without a budget
         (:func:`~roam_core.planner.pipeline.plan_without_budget`): the plain plan and the
@@ -107,6 +121,11 @@ class BudgetPlanner:
     on_plan : callable, optional
         Called with the graph about to be planned, before each of those plans (the input
         graph first, then expanded graphs): a caller counts them for its progress bar.
+
+    Raises
+    ------
+    ConfigError
+        An unknown or uncalibrated ``config.recompute.device_profile``.
     """
 
     def __init__(self, graph: Graph, config: PlannerConfig, *,
@@ -118,20 +137,25 @@ class BudgetPlanner:
         self.graph, self.config = graph, config
         self.seeds = dict(seeds or {})
         self.portfolio = config.recompute.portfolio if portfolio is None else bool(portfolio)
-        #: per just-in-time target: (FLOPs, bytes moved) of roam's own search (greedy prefix
-        #: pruned), to report what the portfolio adds
-        self.own_costs: dict[int, tuple[int, int]] = {}
+        #: what a re-run of each op costs (the objective) and its estimated seconds
+        self.costs = rerun_costs(graph, config.recompute)
+        #: per just-in-time target: (FLOPs, bytes moved, seconds) of roam's own search (greedy
+        #: prefix pruned), to report what the portfolio adds
+        self.own_costs: dict[int, tuple[int, int, float]] = {}
         #: after :meth:`plan_at`: (candidate kept, its target), ``None`` without recomputation
         self.last_pick: tuple[str, int] | None = None
         self.plain = replace(config, budget_bytes=None)
         self._progress, self._cancel, self._executor = progress, cancel, executor
         self._on_plan = on_plan
         self.step_flops = step_flops(graph)
+        #: estimated seconds of the step without recomputation on the device profile
+        self.step_seconds = float(sum(self.costs.seconds.values()))
         self.notes: list[str] = []
         if not flops_recorded(graph):
-            self.notes.append("the graph has no per-op FLOPs (traced before roam recorded "
-                              "them): FLOPs are estimated from the matrix products only; "
-                              "re-trace for torch's counts")
+            self.notes.append("the graph has no per-op FLOPs or bytes (traced before roam "
+                              "recorded them): FLOPs are estimated from the matrix products "
+                              "only and bytes from the storage sizes; re-trace for torch's "
+                              "counts")
         self.base = self._plan(graph)
         self._greedy: GreedyTrajectory | None = None
         self._single: GreedyTrajectory | None = None
@@ -144,6 +168,15 @@ class BudgetPlanner:
         #: plans of expanded graphs by (recompute ops, order): a drop set chosen at several
         #: budgets (or a baseline's, chosen by roam) is planned once
         self._planned: dict[tuple[tuple[RecomputeOp, ...], tuple[OpId, ...]], Plan] = {}
+        #: every finished plan with recomputation made so far (the fallback of a refused
+        #: budget looks here first)
+        self.made: list[Plan] = []
+        self._swept = False
+
+    @property
+    def device_profile(self) -> str:
+        """The name of the profile the seconds are estimated on."""
+        return self.costs.profile.name
 
     def _plan(self, graph: Graph) -> Plan:
         """The plan of ``graph`` without recomputation (the input or an expanded graph)."""
@@ -171,7 +204,7 @@ class BudgetPlanner:
         if self._greedy is None:
             self._greedy = GreedyTrajectory(self.graph, self.base.order,
                                             alignment_bytes=self.config.alignment_bytes,
-                                            bytes_weight=self.config.recompute.bytes_weight)
+                                            costs=self.costs)
         t = self._greedy.run(stop_at_bytes=peak_bytes)
         if peak_bytes is None or t.current.peak_bytes <= peak_bytes:
             return t
@@ -185,7 +218,6 @@ class BudgetPlanner:
             assert self._greedy is not None
             self._single = GreedyTrajectory(self.graph, self.base.order,
                                             alignment_bytes=self.config.alignment_bytes,
-                                            bytes_weight=self.config.recompute.bytes_weight,
                                             evaluator=self._greedy.evaluator,
                                             group_moves=False)
         return self._single
@@ -198,14 +230,31 @@ class BudgetPlanner:
 
     def knee_bytes(self) -> int:
         """The budget ``"auto"`` stands for: the peak at the trajectory's knee."""
-        k = knee(self.trajectory[2], self.config.recompute.bytes_weight)
-        return max(k.peak_bytes, 1)
+        return max(knee(self.trajectory[2]).peak_bytes, 1)
 
     def lowest_bytes(self) -> int:
         """The lowest just-in-time peak of the trajectory (with group moves, or one
-        storage at a time where that goes lower)."""
+        storage at a time where that goes lower): an estimate, not a planned arena."""
         low = min(p.peak_bytes for p in self.trajectory[2])
         return min(low, min(p.peak_bytes for p in self._single_run().run().points))
+
+    def frontier_budgets(self, n: int, baseline_arenas: Mapping[str, int]) -> list[int]:
+        """The budgets ``roam frontier`` plans roam at, highest first: ``n`` evenly spaced
+        between the lowest just-in-time peak and the plan without recomputation, each
+        baseline's arena and the midway budget between no recomputation and every block,
+        rounded up to the alignment."""
+        a = self.config.alignment_bytes
+        hi, lo = self.base.arena_bytes, self.lowest_bytes()
+        extra = list(baseline_arenas.values())
+        if "none" in baseline_arenas and "checkpoint_blocks" in baseline_arenas:
+            extra.append((baseline_arenas["none"] + baseline_arenas["checkpoint_blocks"]) // 2)
+        grid = [int(lo + (hi - lo) * i / max(n - 1, 1)) for i in range(n)]
+        # a baseline's arena below roam's lowest just-in-time peak is tried too: the
+        # portfolio holds that baseline's drop set, and the planner's order reaches lower
+        # than the JIT one
+        # a budget of 0 bytes is no budget (a step that allocates nothing needs none)
+        return sorted(({-(-b // a) * a for b in grid if b >= lo}
+                       | {-(-b // a) * a for b in extra}) - {0}, reverse=True)
 
     def _choice(self, target: int, exact: bool, notes: list[str], last_resort: bool = False
                 ) -> list[tuple[str, _Choice]] | None:
@@ -214,13 +263,13 @@ class BudgetPlanner:
         if exact:
             cfg = self.config
             ex = exact_recompute(self.graph, target, alignment_bytes=cfg.alignment_bytes,
-                                 bytes_weight=cfg.recompute.bytes_weight,
+                                 costs=self.costs,
                                  time_limit_s=cfg.recompute.exact_time_limit_s)
             if ex.status in ("optimal", "feasible"):
-                notes.append(f"exact recomputation model: {ex.status}, cost {ex.cost:.0f} "
-                             f"(bound {ex.best_bound:.0f}) in {ex.wall_time_s:.1f} s")
-                return [("roam", _Choice(ex.dropped, ex.recompute, ex.order,
-                                         ex.extra_flops))]
+                notes.append(f"exact recomputation model: {ex.status}, cost {ex.cost:.4g} "
+                             f"(bound {ex.best_bound:.4g}) in {ex.wall_time_s:.1f} s")
+                return [("roam", _Choice(ex.dropped, ex.recompute, ex.order, ex.extra_flops,
+                                         ex.cost or 0.0, ex.extra_seconds))]
             if ex.status == "infeasible":
                 return None
         t = self._greedy_until(target)  # the same prefix as the whole run's
@@ -244,8 +293,8 @@ class BudgetPlanner:
     def _greedy_choices(self, ev: JitEvaluator, prefix: tuple[TensorId, ...], target: int
                         ) -> list[tuple[str, _Choice]]:
         """The greedy prefix, pruned, then refined by windows when they are on."""
-        e = prune(ev, prefix, target, self.config.recompute.bytes_weight)
-        self.own_costs[target] = (e.extra_flops, e.extra_bytes)
+        e = prune(ev, prefix, target)
+        self.own_costs[target] = (e.extra_flops, e.extra_bytes, e.extra_seconds)
         ref = self._windows(ev, e, target)
         first = [("roam+windows", ref)] if ref is not e else []
         return [(label, _choice_of(x)) for label, x in [*first, ("roam", e)]]
@@ -255,17 +304,16 @@ class BudgetPlanner:
         """The portfolio (greedy prefix when one fits, baselines, seeds), the cheapest that
         fits refined by windows; the fitting ones then, as a last resort, a few that do not
         (the planner's order may fit what the just-in-time order does not)."""
-        w = self.config.recompute.bytes_weight
         first = [("roam", prefix)] if prefix is not None else []
-        cands = best_of(ev, target, [*first, *self.other_candidates()], w, keep_unfit=True)
+        cands = best_of(ev, target, [*first, *self.other_candidates()], keep_unfit=True)
         if cands and cands[0].fits:
             e = self._windows(ev, cands[0].evaluation, target)
             if e is not cands[0].evaluation:
-                cands.insert(0, Candidate(f"{cands[0].label}+windows", e, e.cost(w)))
+                cands.insert(0, Candidate(f"{cands[0].label}+windows", e, e.extra_cost))
         self._portfolio[target] = cands
         if prefix is not None:  # roam's own search: greedy prefix, pruned, swapped
-            own = min((c for c in cands if c.label in _OWN), key=lambda c: c.cost)
-            self.own_costs[target] = (own.evaluation.extra_flops, own.evaluation.extra_bytes)
+            own = min((c for c in cands if c.label in _OWN), key=lambda c: c.cost).evaluation
+            self.own_costs[target] = (own.extra_flops, own.extra_bytes, own.extra_seconds)
         fit = [c for c in cands if c.fits][:3]
         fit += [c for c in cands if c.label == "roam" and all(c is not f for f in fit)]
         if last_resort:
@@ -284,8 +332,7 @@ class BudgetPlanner:
         cfg = self.config
         if cfg.recompute.windows <= 0 or start.peak_bytes > target or not start.dropped:
             return start
-        e, rep = refine_windows(ev, start, target, cfg.recompute.bytes_weight,
-                                window_size=cfg.recompute.window_size,
+        e, rep = refine_windows(ev, start, target, window_size=cfg.recompute.window_size,
                                 max_windows=cfg.recompute.windows,
                                 time_limit_s=cfg.recompute.window_time_limit_s)
         self.window_reports[target] = rep
@@ -295,11 +342,10 @@ class BudgetPlanner:
         """At ``budget``, a plan with fewer extra FLOPs than ``than`` (the objective's pick at
         the same budget, :meth:`plan_at`), when the portfolio holds one whose arena fits.
 
-        The objective (FLOPs + ``recompute.bytes_weight`` x bytes moved) may keep a plan
-        with a few more FLOPs and far fewer bytes moved; this gives the other end, so that
-        ``roam frontier`` is a frontier in (peak, FLOPs) as well as in (peak, FLOPs + bytes).
-        The portfolio's candidates at ``budget`` whose just-in-time peak fits are taken
-        fewest FLOPs first, pruned by FLOPs alone
+        The objective (estimated time) may keep a plan with a few more FLOPs and far fewer
+        bytes moved; this gives the other end, so that ``roam frontier`` is a frontier in
+        (peak, FLOPs) as well as in (peak, time).  The portfolio's candidates at ``budget``
+        whose just-in-time peak fits are taken fewest FLOPs first, pruned by FLOPs alone
         (:func:`~roam_core.recompute.improve.fewest_flops`), and planned by the same
         stages; at most ``max_plans`` plans.  ``None`` without the portfolio, on the
         exact model's graphs (its optimum is the objective's), or when nothing fits.
@@ -310,11 +356,8 @@ class BudgetPlanner:
                 or than.extra_flops <= 0):
             return None
         t = self._greedy_until(budget)
-        few = fewest_flops(t.evaluator, budget, cands, than.extra_flops,
-                           self.config.recompute.bytes_weight)
-        for c in few[:max_plans]:
-            e = c.evaluation
-            plan = self._finish(_choice_of(e), budget,
+        for c in fewest_flops(t.evaluator, budget, cands, than.extra_flops)[:max_plans]:
+            plan = self._finish(_choice_of(c.evaluation), budget,
                                 [f"portfolio: the candidate with the fewest extra FLOPs "
                                  f"({c.label.split(',')[0]}'s drop set)"], "roam")
             if plan.arena_bytes <= budget and plan.extra_flops < than.extra_flops:
@@ -322,12 +365,24 @@ class BudgetPlanner:
                 return plan
         return None
 
+    def plan_other(self, other: Graph) -> Plan:
+        """Another graph (a peer traced as its own graph) planned by the same stages, without
+        a budget, with its step's estimated seconds on the same profile."""
+        plan = self._plan(other)
+        costs = rerun_costs(other, self.config.recompute, self.costs.profile)
+        return replace(plan, step_flops=step_flops(other),
+                       step_seconds=float(sum(costs.seconds.values())),
+                       device_profile=self.device_profile)
+
     def plan_for_drops(self, dropped: Sequence[TensorId], label: str = "roam") -> Plan:
         """Plan a given drop set (a baseline policy) with the same order and layout stages."""
         rops = recompute_ops_for(self.graph, dropped)
         order = jit_order(hoist_views(self.graph, self.base.order), rops, self.graph)
         flops = sum(op_flops(self.graph, self.graph.op(r.source)) for r in rops)
-        return self._finish(_Choice(tuple(dropped), rops, order, flops), None, [], label)
+        cost = sum(self.costs.cost[r.source] for r in rops)
+        secs = sum(self.costs.seconds[r.source] for r in rops)
+        return self._finish(_Choice(tuple(dropped), rops, order, flops, cost, secs), None, [],
+                            label)
 
     def _finish(self, c: _Choice, budget: int | None, notes: list[str], method: str) -> Plan:
         g = self.graph
@@ -335,30 +390,47 @@ class BudgetPlanner:
         p2 = self._planned.get(key)
         if p2 is None:  # the same drop set at another budget, or a baseline's: planned once
             p2 = self._planned[key] = self._plan(expand_graph(g, c.recompute, order=c.order))
-        sf = self.step_flops
+        sf, ss = self.step_flops, self.step_seconds
         plan = replace(
             p2, graph_fingerprint=g.fingerprint(), graph_name=g.name, method=method,
             baseline_peak_bytes=self.base.baseline_peak_bytes,
             recompute=tuple(c.recompute), extra_flops=int(c.extra_flops), step_flops=sf,
+            extra_seconds=float(c.extra_seconds), step_seconds=ss,
+            device_profile=self.device_profile,
             settings={**self.config.to_dict(), "method": method, "budget_bytes": budget},
             notes=(*p2.notes, *self.notes, *notes,
                    f"recomputes {len(c.recompute)} ops ({len(c.dropped)} storages dropped) "
-                   f"for +{100 * c.extra_flops / max(sf, 1):.2f}% FLOPs"
+                   f"for +{1e3 * c.extra_seconds:.3f} ms "
+                   f"({100 * c.extra_seconds / max(ss, 1e-12):.2f}% of the step, estimated "
+                   f"on {self.device_profile}), +{100 * c.extra_flops / max(sf, 1):.2f}% FLOPs"
                    + (f"; budget {format_bytes(budget)}" if budget is not None else "")))
         bad = check_plan(g, plan)
         if bad:
             raise PlanInvalidError(bad)
+        self.made.append(plan)
         return plan
+
+    def _timed(self, plan: Plan) -> Plan:
+        """``plan`` (without recomputation) with the step's estimated seconds."""
+        return replace(plan, step_flops=self.step_flops, step_seconds=self.step_seconds,
+                       device_profile=self.device_profile)
 
     def plan_at(self, budget: int | str) -> Plan:
         """The cheapest plan found whose arena is at most ``budget`` (or ``"auto"``).
+
+        The search for ``budget`` (the greedy prefix or the portfolio, aiming lower while
+        the arena overshoots) comes first; when it finds nothing, every plan this planner
+        made so far and the frontier's own plans (:meth:`sweep`: roam at the frontier's
+        budgets with the portfolio, and each baseline's drop set) are tried, and the
+        cheapest whose arena fits is returned, so a budget at or above any peak the
+        frontier reaches is never refused.
 
         Raises
         ------
         ConfigError
             ``budget`` is neither a positive number of bytes nor ``"auto"``.
         BudgetInfeasibleError
-            No plan fits; the message states the smallest reachable peak.
+            No plan fits; the message states the smallest arena planned.
         """
         t0 = time.perf_counter()
         g, cfg = self.graph, self.config
@@ -367,34 +439,85 @@ class BudgetPlanner:
         _check_budget(budget)
         if budget == "auto":
             budget = self.knee_bytes()
-            k = knee(self.trajectory[2], cfg.recompute.bytes_weight)
+            k = knee(self.trajectory[2])
             notes.append(f"budget auto: the frontier's knee, {format_bytes(budget)} "
-                         f"(+{100 * k.extra_flops / max(self.step_flops, 1):.1f}% FLOPs)")
+                         f"(+{1e3 * k.extra_seconds:.3f} ms estimated on "
+                         f"{self.device_profile}, "
+                         f"+{100 * k.extra_flops / max(self.step_flops, 1):.1f}% FLOPs)")
         assert isinstance(budget, int)
         if self.base.arena_bytes <= budget:
-            return replace(self.base, step_flops=self.step_flops,
+            return replace(self._timed(self.base),
                            settings={**cfg.to_dict(), "method": "roam", "budget_bytes": budget},
                            notes=(*self.base.notes, *self.notes, *notes,
                                   "fits the budget without recomputation"))
-        exact = len(g.ops) <= cfg.recompute.exact_max_ops
+        plan = self._search(budget, notes)
+        if plan is None:
+            plan = self._from_made(budget)
+        if plan is None and not self._swept:
+            self.sweep()
+            plan = self._from_made(budget)
+        if plan is not None:
+            return replace(plan, solve_seconds=time.perf_counter() - t0)
+        smallest = min((p.arena_bytes for p in self.made), default=self.base.arena_bytes)
+        raise BudgetInfeasibleError(
+            f"graph {g.name!r}: no plan fits {format_bytes(budget)}; the smallest peak roam "
+            f"planned with recomputation is {format_bytes(smallest)} (without recomputation "
+            f"{format_bytes(self.base.arena_bytes)}; resident "
+            f"{format_bytes(self.base.resident_bytes)})", budget, smallest)
+
+    def _search(self, budget: int, notes: list[str]) -> Plan | None:
+        """The search for ``budget``: candidates for a just-in-time target, aiming lower
+        while the planned arena overshoots (``None``: nothing fitted)."""
+        exact = len(self.graph.ops) <= self.config.recompute.exact_max_ops
         target = budget
-        best_arena: int | None = None
         for attempt in range(4):
             cs = self._choice(target, exact, notes, last_resort=attempt == 0)
             if not cs:
-                break
+                return None
             plan, lowest_arena = self._first_that_fits(cs, budget, target, notes)
             if plan is not None:
-                return replace(plan, solve_seconds=time.perf_counter() - t0)
-            best_arena = lowest_arena if best_arena is None else min(best_arena, lowest_arena)
-            target -= max(lowest_arena - budget, cfg.alignment_bytes)
-        lowest = self.lowest_bytes()
-        smallest = min(lowest, best_arena) if best_arena is not None else lowest
-        raise BudgetInfeasibleError(
-            f"graph {g.name!r}: no plan fits {format_bytes(budget)}; the smallest peak roam "
-            f"reaches with recomputation is {format_bytes(smallest)} (without recomputation "
-            f"{format_bytes(self.base.arena_bytes)}; resident "
-            f"{format_bytes(self.base.resident_bytes)})", budget, smallest)
+                return plan
+            target -= max(lowest_arena - budget, self.config.alignment_bytes)
+        return None
+
+    def _from_made(self, budget: int) -> Plan | None:
+        """The cheapest plan made so far whose arena fits ``budget`` (a note says where it
+        came from), or ``None``."""
+        fits = [p for p in self.made if p.arena_bytes <= budget]
+        if not fits:
+            return None
+        cost = self.costs.cost
+        best = min(fits, key=lambda p: (sum(cost[r.source] for r in p.recompute),
+                                        p.arena_bytes))
+        made_for = best.settings.get("budget_bytes")
+        why = (f"the plan made for a budget of {format_bytes(made_for)}"
+               if isinstance(made_for, int) else f"{best.method}'s drop set")
+        self.last_pick = ("roam" if best.method == "roam" else best.method, budget)
+        return replace(best, method="roam",
+                       settings={**self.config.to_dict(), "method": "roam",
+                                 "budget_bytes": budget},
+                       notes=(*best.notes, f"the search for {format_bytes(budget)} overshot; "
+                                           f"{why} fits it (arena "
+                                           f"{format_bytes(best.arena_bytes)})"))
+
+    def sweep(self) -> None:
+        """Make the frontier's own plans (once): each baseline's and seed's drop set, and
+        roam with the portfolio at the frontier's budgets (:meth:`frontier_budgets`, 8
+        evenly spaced).  :meth:`plan_at` calls it before refusing a budget."""
+        self._swept = True
+        arenas: dict[str, int] = {"none": self.base.arena_bytes}
+        for name, drop in self.other_candidates():
+            try:
+                arenas[name] = self.plan_for_drops(drop, name).arena_bytes
+            except PlanInvalidError:
+                continue
+        if not self.portfolio:
+            self.portfolio = True
+            self._cache.clear()
+        for b in self.frontier_budgets(8, arenas):
+            if b >= self.base.arena_bytes:
+                continue
+            self._search(b, [])
 
     def _first_that_fits(self, cs: Sequence[tuple[str, _Choice]], budget: int, target: int,
                          notes: list[str]) -> tuple[Plan | None, int]:
@@ -441,9 +564,10 @@ def plan_with_budget(graph: Graph, config: PlannerConfig, *,
     Raises
     ------
     ConfigError
-        ``config.budget_bytes`` is neither a positive number of bytes nor ``"auto"``.
+        ``config.budget_bytes`` is neither a positive number of bytes nor ``"auto"``, or
+        ``config.recompute.device_profile`` is unknown or not calibrated.
     BudgetInfeasibleError
-        No plan fits; the message states the smallest reachable peak.
+        No plan fits; the message states the smallest arena planned.
     """
     budget = config.budget_bytes
     _check_budget(budget)

@@ -13,23 +13,25 @@ import concurrent.futures as cf
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from roam_core.base.cancel import CancelToken
-from roam_core.base.errors import BudgetInfeasibleError
+from roam_core.base.cancel import CancelToken, as_cancel_flag
+from roam_core.base.checks import require_type
+from roam_core.base.errors import BudgetInfeasibleError, ConfigError
 from roam_core.base.units import format_bytes
 from roam_core.model.graph import Graph, TensorId
 from roam_core.model.plan import Plan
-from roam_core.model.recompute_ops import recompute_cost
+from roam_core.model.recompute_ops import op_bytes_moved, recompute_cost, step_flops
 from roam_core.planner.budget import BudgetPlanner
 from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import PlanProgress
 from roam_core.recompute.baselines import BASELINES, baseline_drop_set
+from roam_core.recompute.objective import rerun_costs
 
-__all__ = ["FrontierPoint", "recompute_frontier"]
+__all__ = ["FrontierPoint", "recompute_frontier", "step_time"]
 
 
 @dataclass(frozen=True, slots=True)
 class FrontierPoint:
-    """One point of ``roam frontier``: a method's memory and the FLOPs it adds.
+    """One point of ``roam frontier``: a method's memory and the time and FLOPs it adds.
 
     Parameters
     ----------
@@ -51,6 +53,11 @@ class FrontierPoint:
     search_extra_flops, search_extra_bytes_moved : int or None
         For roam points: the same of roam's own search (greedy prefix, pruned) at the same
         just-in-time target, whether or not the portfolio kept it.
+    extra_seconds : float
+        Estimated seconds recomputation adds on the planner's device profile
+        (:mod:`roam_core.model.cost_model`).
+    search_extra_seconds : float or None
+        For roam points: the same of roam's own search.
     """
 
     method: str
@@ -64,6 +71,15 @@ class FrontierPoint:
     #: roam only: extra FLOPs and bytes moved of its own search alone at this budget
     search_extra_flops: int | None = None
     search_extra_bytes_moved: int | None = None
+    extra_seconds: float = 0.0
+    search_extra_seconds: float | None = None
+
+
+def step_time(graph: Graph, config: PlannerConfig) -> tuple[float, str]:
+    """The step's estimated seconds without recomputation and the device profile's name
+    (``config.recompute``: the profile every frontier point's ``extra_seconds`` uses)."""
+    costs = rerun_costs(graph, config.recompute)
+    return float(sum(costs.seconds.values())), costs.profile.name
 
 
 def _moved(graph: Graph, plan: Plan) -> int:
@@ -77,8 +93,8 @@ class _Frontier:
         self.bp, self.graph, self.plans = bp, bp.graph, plans
         self.notes: list[str] = list(bp.notes)
         self.points: list[FrontierPoint] = []
-        #: memories roam is planned at besides the grid (each baseline's, the midway one)
-        self.extra_budgets: list[int] = []
+        #: each baseline's arena (roam is planned at each one and at the midway one)
+        self.arenas: dict[str, int] = {}
         #: (budget, plan, index in points) of roam's objective points
         self.made: list[tuple[int, Plan, int]] = []
 
@@ -92,8 +108,25 @@ class _Frontier:
         p = bp.plan_for_drops(tuple(drop), label=name) if drop else replace(
             bp.base, method=name, step_flops=bp.step_flops)
         self.points.append(FrontierPoint(name, p.arena_bytes, p.extra_flops, None,
-                                         len(p.recompute), _moved(self.graph, p)))
-        self.extra_budgets.append(p.arena_bytes)
+                                         len(p.recompute), _moved(self.graph, p),
+                                         extra_seconds=p.extra_seconds))
+        self.arenas[name] = p.arena_bytes
+        self._keep(name, p)
+
+    def add_traced(self, name: str, other: Graph) -> None:
+        """A peer that ran in the model (torch's checkpointing, traced by roam as its own
+        graph): planned by the same order and layout stages, its extra time, FLOPs and bytes
+        moved are its step's less this graph's, priced by the same cost model."""
+        bp, g = self.bp, self.graph
+        p = bp.plan_other(other)
+        costs = rerun_costs(other, bp.config.recompute, bp.costs.profile)
+        moved = sum(op_bytes_moved(other, o) for o in other.ops) - sum(
+            op_bytes_moved(g, o) for o in g.ops)
+        self.points.append(FrontierPoint(
+            name, p.arena_bytes, step_flops(other) - bp.step_flops, None,
+            len(other.ops) - len(g.ops), moved,
+            extra_seconds=float(sum(costs.seconds.values())) - bp.step_seconds))
+        self.arenas[name] = p.arena_bytes
         self._keep(name, p)
 
     def add_roam(self, b: int, fewest: bool) -> None:
@@ -112,7 +145,9 @@ class _Frontier:
                                          len(p.recompute), _moved(g, p),
                                          pick[0] if pick is not None else "roam",
                                          own[0] if own is not None else p.extra_flops,
-                                         own[1] if own is not None else _moved(g, p)))
+                                         own[1] if own is not None else _moved(g, p),
+                                         p.extra_seconds,
+                                         own[2] if own is not None else p.extra_seconds))
         self._keep(f"roam@{b}", p)
         q = bp.plan_fewest_flops(b, p) if fewest else None
         if q is not None:
@@ -121,31 +156,21 @@ class _Frontier:
                                              len(q.recompute), _moved(g, q),
                                              bp.last_pick[0] if bp.last_pick else "roam",
                                              last.search_extra_flops,
-                                             last.search_extra_bytes_moved))
+                                             last.search_extra_bytes_moved,
+                                             q.extra_seconds, last.search_extra_seconds))
             self._keep(f"roam-flops@{b}", q)
 
-    def budgets(self, n: int, alignment_bytes: int) -> list[int]:
-        """roam's budgets, highest first: ``n`` evenly spaced between the lowest reachable
-        just-in-time peak and the plan without recomputation, the baselines' memories and
-        the midway budget, rounded up to the alignment."""
-        bp, a = self.bp, alignment_bytes
-        hi = bp.base.arena_bytes
-        lo = bp.lowest_bytes()
-        by_name = {p.method: p.peak_bytes for p in self.points}
-        if "none" in by_name and "checkpoint_blocks" in by_name:  # the issue's "midway" budget
-            self.extra_budgets.append((by_name["none"] + by_name["checkpoint_blocks"]) // 2)
-        grid = [int(lo + (hi - lo) * i / max(n - 1, 1)) for i in range(n)]
-        # a baseline's arena below roam's lowest just-in-time peak is tried too: the
-        # portfolio holds that baseline's drop set, and the planner's order reaches lower
-        # than the JIT one
-        return sorted({-(-b // a) * a for b in grid if b >= lo}
-                      | {-(-b // a) * a for b in self.extra_budgets}, reverse=True)
+    def budgets(self, n: int) -> list[int]:
+        """roam's budgets, highest first
+        (:meth:`~roam_core.planner.budget.BudgetPlanner.frontier_budgets`)."""
+        return self.bp.frontier_budgets(n, self.arenas)
 
 
 def recompute_frontier(graph: Graph, config: PlannerConfig, *,
                        budgets: int = 8, baselines: bool = True,
                        plans: dict[str, Plan] | None = None,
                        extra_baselines: Mapping[str, Sequence[TensorId]] | None = None,
+                       traced_peers: Mapping[str, Graph] | None = None,
                        portfolio: bool = True, fewest_flops: bool = True,
                        progress: Callable[[PlanProgress], None] | None = None,
                        cancel: CancelToken = None, executor: cf.Executor | None = None,
@@ -173,6 +198,12 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *,
         decisions mapped onto the graph, :mod:`roam_core.trace.min_cut`); planned like the
         others, and roam is planned at each one's memory too; they are also seeds of
         roam's portfolio.
+    traced_peers : Mapping of str to Graph, optional
+        Peers that run in the model, by method name: the model under torch's own
+        checkpointing traced as its own graph (:mod:`roam_core.zoo.torch_checkpoint`,
+        :mod:`roam_core.zoo.autosac`).  Each is planned by the same order and layout stages
+        and priced by the same cost model (extra = its step less this one's); roam is
+        planned at each one's memory too.
     portfolio : bool
         Let roam try the baselines' and seeds' drop sets beside its greedy prefix at each
         budget (:class:`~roam_core.planner.budget.BudgetPlanner`).
@@ -184,16 +215,20 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *,
         points are a frontier in (peak, FLOPs) as well as in (peak, FLOPs + bytes moved).
     progress, cancel, executor, on_plan
         As for :class:`~roam_core.planner.budget.BudgetPlanner`: passed to every plan
-        without a budget, and ``on_plan`` called before each.
+        without a budget, and ``on_plan`` called before each.  A cancel also stops the
+        frontier between plans: the points made so far are returned, with a note.
 
     Returns
     -------
     (int, list of FrontierPoint, list of str)
         The step's FLOPs without recomputation, the points, and notes.
     """
+    require_type(graph, Graph, "recompute_frontier: graph", ConfigError)
     bp = BudgetPlanner(graph, config, seeds=extra_baselines, portfolio=portfolio,
                        progress=progress, cancel=cancel, executor=executor, on_plan=on_plan)
     fr = _Frontier(bp, plans)
+    stop = as_cancel_flag(cancel)
+    todo: list[tuple[str, Sequence[TensorId]]] = []
     if baselines:
         for name in BASELINES:
             drop = baseline_drop_set(graph, name)
@@ -201,28 +236,46 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *,
                 fr.notes.append(f"baseline {name}: not applicable (no repeated blocks or no "
                                 "attention in the module structure)")
                 continue
-            fr.add_baseline(name, drop)
-    for name, seed_drop in (extra_baselines or {}).items():
+            todo.append((name, drop))
+    todo += list((extra_baselines or {}).items())
+    for name, seed_drop in todo:
+        if _stopped(stop, fr):
+            break
         fr.add_baseline(name, seed_drop)
-    for b in fr.budgets(budgets, config.alignment_bytes):
-        fr.add_roam(b, portfolio and fewest_flops)
-    _monotone(graph, config, fr.made, fr.points, plans, fr.notes)
+    for name, other in (traced_peers or {}).items():
+        if _stopped(stop, fr):
+            break
+        fr.add_traced(name, other)
+    if not _stopped(stop, fr):
+        for b in fr.budgets(budgets):
+            if _stopped(stop, fr):
+                break
+            fr.add_roam(b, portfolio and fewest_flops)
+    _monotone(bp, fr.made, fr.points, plans, fr.notes)
     return bp.step_flops, fr.points, fr.notes
 
 
-def _monotone(graph: Graph, config: PlannerConfig, made: Sequence[tuple[int, Plan, int]],
+def _stopped(stop: Callable[[], bool] | None, fr: _Frontier) -> bool:
+    """Whether a cancel arrived: the points made so far are kept (and a note says so)."""
+    if stop is None or not stop():
+        return False
+    if not any(n.startswith("cancelled") for n in fr.notes):
+        fr.notes.append(f"cancelled after {len(fr.points)} points: the frontier is partial")
+    return True
+
+
+def _monotone(bp: BudgetPlanner, made: Sequence[tuple[int, Plan, int]],
               points: list[FrontierPoint], plans: dict[str, Plan] | None,
               notes: list[str]) -> None:
     """Make roam's frontier monotone in its budget: a plan made for a lower budget also
-    fits every higher one, so where it costs less (FLOPs + ``bytes_weight`` x bytes moved)
-    than the plan made for a higher budget, that budget gets it (the budgets are planned
+    fits every higher one, so where it costs less (in the planner's objective) than the
+    plan made for a higher budget, that budget gets it (the budgets are planned
     independently, each from its own pruned candidates, so without this a higher budget
     can end dearer than a lower one)."""
-    w = config.recompute.bytes_weight
+    op_cost = bp.costs.cost
 
     def cost(p: Plan) -> float:
-        flops, moved = recompute_cost(graph, p.recompute)
-        return flops + w * moved
+        return sum(op_cost[r.source] for r in p.recompute)
 
     best: tuple[int, Plan, int] | None = None
     for b, p, i in sorted(made, key=lambda t: t[0]):
@@ -230,7 +283,8 @@ def _monotone(graph: Graph, config: PlannerConfig, made: Sequence[tuple[int, Pla
             lower = points[best[2]]
             notes.append(f"roam at {format_bytes(b)}: the plan made for "
                          f"{format_bytes(best[0])} fits and costs less "
-                         f"(+{lower.extra_flops:,} FLOPs instead of +{p.extra_flops:,}): kept")
+                         f"(+{1e3 * lower.extra_seconds:.3f} ms instead of "
+                         f"+{1e3 * p.extra_seconds:.3f} ms): kept")
             points[i] = replace(lower, budget_bytes=b)
             if plans is not None:
                 plans[f"roam@{b}"] = best[1]

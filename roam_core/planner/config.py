@@ -14,8 +14,9 @@ Examples
 (2.0, 40)
 >>> PlannerConfig.from_dict(cfg.to_dict()) == cfg
 True
->>> PlannerConfig.from_dict({"recompute_windows": 16}).recompute.windows  # old plan files
-16
+>>> old = PlannerConfig.from_dict({"recompute_windows": 16})  # old plan files
+>>> old.recompute.windows, old.recompute.objective
+(16, 'flops')
 >>> PlannerConfig(workers=0)
 Traceback (most recent call last):
     ...
@@ -151,6 +152,10 @@ class PlannerConfig:
                   if k.startswith("recompute_")}
         if legacy and not isinstance(kw.get("recompute"), Mapping):
             kw["recompute"] = legacy
+        rec = kw.get("recompute")
+        if isinstance(rec, Mapping) and "objective" not in rec:
+            # plans made before the cost model minimised FLOPs + bytes_weight x bytes
+            kw["recompute"] = {**rec, "objective": "flops"}
         for key, sub in (("order", OrderSolverConfig), ("arena", ArenaConfig),
                          ("recompute", RecomputeConfig)):
             if isinstance(kw.get(key), Mapping):

@@ -13,7 +13,9 @@ import concurrent.futures as cf
 from collections.abc import Callable
 
 from roam_core.base.cancel import CancelToken
+from roam_core.base.checks import require_type
 from roam_core.base.collector import gc_paused
+from roam_core.base.errors import ConfigError
 from roam_core.model.graph import Graph
 from roam_core.model.plan import Plan
 from roam_core.ordering.registry import ORDER_METHODS
@@ -66,7 +68,8 @@ def make_plan(
     Raises
     ------
     ConfigError
-        For an unknown method name (or baseline in ``config.baselines``).
+        For an argument of the wrong type (``make_plan(None)``), an unknown method name (or
+        baseline in ``config.baselines``).
     BudgetInfeasibleError
         ``config.budget_bytes`` is below every plan's arena, recomputation included (the
         message gives the smallest reachable peak).
@@ -89,6 +92,11 @@ def make_plan(
     >>> p.method, p.planned_peak_bytes <= p.baseline_peak_bytes, len(p.order)
     ('roam', True, 8)
     """
+    require_type(graph, Graph, "make_plan: graph")
+    require_type(config, PlannerConfig, "make_plan: config")
+    require_type(method, str, "make_plan: method")
+    if progress is not None and not callable(progress):
+        raise ConfigError("make_plan: progress must be a callable or None")
     with gc_paused(promote_survivors=True):
         if config.budget_bytes is not None and method == "roam":
             return plan_with_budget(graph, config, progress=progress, cancel=cancel,

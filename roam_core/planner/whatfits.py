@@ -6,11 +6,21 @@ For one traced graph (one batch size / sequence length) :func:`fit_row` measures
   program order, :func:`~roam_core.oracle.allocator_sim.simulate_allocator`);
 * ``roam``: roam's arena without recomputation;
 * ``roam_recompute_<p>pct``: the smallest arena roam reaches with recomputation adding at
-  most ``p`` % of the step's FLOPs (the greedy trajectory's lowest peak within that cost,
-  planned and laid out by :class:`~roam_core.planner.budget.BudgetPlanner`).
+  most ``p`` % extra time (the greedy trajectory's lowest peak within that cost, planned and
+  laid out by :class:`~roam_core.planner.budget.BudgetPlanner`).  With ``memory_bytes`` given,
+  only what decides "fits" is planned: nothing when roam fits without recomputation, else
+  the cheapest plan that fits (``plan_at(memory_bytes)``), which fits a method when its extra
+  time is within the method's limit.
+
+**Extra time.**  A per-device time model of the re-runs does not exist yet (the cost-model
+work); until it does, :func:`extra_time_pct` estimates a plan's extra time as its extra FLOPs'
+share of the step's, the one place to change when a time estimate lands.  Re-runs of
+pointwise ops count 0 FLOPs there although they move bytes, so the estimate is low for
+bandwidth-bound re-runs (``docs/recompute.md``).
 
 :func:`largest_fitting` then answers "largest batch (tokens) that fits ``memory_bytes``"
-for each method over a sweep of rows.  Torch-free: the caller traces (``roam_core.zoo``).
+for each method over a sweep of rows.  Torch-free: the caller traces (``roam_core.zoo``;
+:mod:`roam_core.zoo.fit_sweep` runs whole sweeps, on a Dask cluster too).
 """
 
 from __future__ import annotations
@@ -23,20 +33,35 @@ from roam_core.base.errors import BudgetInfeasibleError
 from roam_core.model.graph import Graph
 from roam_core.planner.config import PlannerConfig
 
-__all__ = ["FIT_METHODS", "FitRow", "fit_row", "largest_fitting", "method_label"]
+__all__ = ["EXTRA_TIME_ESTIMATE", "FIT_METHODS", "FitRow", "extra_time_pct", "fit_row",
+           "largest_fitting", "method_label"]
 
-#: Extra-FLOP limits (percent of the step) of the recomputation methods.
+#: Extra-time limits (percent of the step) of the recomputation methods.
 RECOMPUTE_LIMITS_PCT = (5.0, 25.0)
+#: How :func:`extra_time_pct` estimates extra time (printed by ``roam fit``).
+EXTRA_TIME_ESTIMATE = ("extra time estimated as the re-runs' share of the step's FLOPs "
+                       "(no per-device time model yet)")
+
+
+def extra_time_pct(extra_flops: float, step_flops: float) -> float:
+    """A recomputation plan's extra time, percent of the step's (see the module notes).
+
+    Examples
+    --------
+    >>> extra_time_pct(5, 100), extra_time_pct(1, 0)
+    (5.0, 100.0)
+    """
+    return 100.0 * float(extra_flops) / max(float(step_flops), 1.0)
 #: Methods of a :class:`FitRow`, in report order.
 FIT_METHODS = ("eager_reserved", "roam", "roam_recompute_5pct", "roam_recompute_25pct")
 
 
 def method_label(method: str) -> str:
-    """Words for a method name (``"roam_recompute_5pct"`` -> ``"roam + recompute ≤5% FLOPs"``)."""
+    """Words for a method name (``"roam_recompute_5pct"`` -> ``"roam + recompute ≤5% time"``)."""
     if method == "eager_reserved":
         return "PyTorch eager (reserved)"
     if method.startswith("roam_recompute_"):
-        return f"roam + recompute ≤{method[len('roam_recompute_'):-3]}% FLOPs"
+        return f"roam + recompute ≤{method[len('roam_recompute_'):-3]}% time"
     return method
 
 
@@ -55,9 +80,12 @@ class FitRow:
     peak_bytes : dict
         ``{method: bytes}`` for every name of :data:`FIT_METHODS`.
     extra_flops_pct : dict
-        ``{method: percent}``: extra FLOPs of each recomputation plan (0 for the others).
+        ``{method: percent}``: extra time of each recomputation plan (0 for the others), as
+        :func:`extra_time_pct` estimates it (the key keeps its first name).
     step_flops : int
         FLOPs of the step without recomputation.
+    precision : str
+        The traced step's precision (``fp32`` for rows written before it was recorded).
     """
 
     batch_size: int
@@ -66,6 +94,7 @@ class FitRow:
     peak_bytes: Mapping[str, int]
     extra_flops_pct: Mapping[str, float] = field(default_factory=dict)
     step_flops: int = 0
+    precision: str = "fp32"
 
     @property
     def tokens(self) -> int:
@@ -76,7 +105,8 @@ class FitRow:
         """Plain dict (JSON-able)."""
         return {"batch_size": self.batch_size, "seq_len": self.seq_len,
                 "graph_name": self.graph_name, "peak_bytes": dict(self.peak_bytes),
-                "extra_flops_pct": dict(self.extra_flops_pct), "step_flops": self.step_flops}
+                "extra_flops_pct": dict(self.extra_flops_pct), "step_flops": self.step_flops,
+                "precision": self.precision}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FitRow:
@@ -84,12 +114,17 @@ class FitRow:
         return cls(int(d["batch_size"]), d.get("seq_len"), str(d.get("graph_name", "")),
                    {k: int(v) for k, v in d["peak_bytes"].items()},
                    {k: float(v) for k, v in (d.get("extra_flops_pct") or {}).items()},
-                   int(d.get("step_flops", 0)))
+                   int(d.get("step_flops", 0)), str(d.get("precision", "fp32")))
+
+    def fits(self, memory_bytes: int) -> dict[str, bool]:
+        """``{method: peak <= memory_bytes}``."""
+        return {m: b <= memory_bytes for m, b in self.peak_bytes.items()}
 
 
 def fit_row(graph: Graph, config: PlannerConfig, *, batch_size: int,
             seq_len: int | None = None,
-            limits_pct: Sequence[float] = RECOMPUTE_LIMITS_PCT) -> FitRow:
+            limits_pct: Sequence[float] = RECOMPUTE_LIMITS_PCT,
+            memory_bytes: int | None = None, executor: Any = None) -> FitRow:
     """The memory ``graph`` needs: eager reserved, roam, roam with recomputation.
 
     Parameters
@@ -101,7 +136,13 @@ def fit_row(graph: Graph, config: PlannerConfig, *, batch_size: int,
     batch_size, seq_len : int
         The configuration (recorded in the row).
     limits_pct : sequence of float
-        Extra-FLOP limits of the recomputation methods (percent of the step).
+        Extra-time limits of the recomputation methods (percent of the step).
+    memory_bytes : int, optional
+        Plan only what decides whether each method fits this size (see the module notes);
+        a method that cannot fit it within its limit gets the greedy trajectory's lowest
+        peak within the limit (an estimate above ``memory_bytes``).
+    executor : concurrent.futures.Executor, optional
+        Where the sub-task solves of the plans run.
 
     Returns
     -------
@@ -120,25 +161,60 @@ def fit_row(graph: Graph, config: PlannerConfig, *, batch_size: int,
     from roam_core.planner.budget import BudgetPlanner
 
     reserved = int(simulate_allocator(graph, graph.op_ids).peak_reserved_bytes)
-    bp = BudgetPlanner(graph, config)
+    bp = BudgetPlanner(graph, config, executor=executor)
     base = bp.base.arena_bytes
     peaks: dict[str, int] = {"eager_reserved": reserved, "roam": base}
     pcts: dict[str, float] = {"eager_reserved": 0.0, "roam": 0.0}
-    sf = max(bp.step_flops, 1)
+    names = [f"roam_recompute_{lim:g}pct" for lim in limits_pct]
+    precision = str(graph.origin.get("precision", "fp32"))
+    if memory_bytes is not None:
+        peaks.update(_recompute_at(bp, memory_bytes, limits_pct, names, pcts))
+        return FitRow(batch_size, seq_len, graph.name, peaks, pcts, bp.step_flops, precision)
     points = bp.trajectory[2] if bp.step_flops > 0 else []
-    for lim in limits_pct:
-        name = f"roam_recompute_{lim:g}pct"
-        within = [p.peak_bytes for p in points if 100 * p.extra_flops / sf <= lim]
+    for lim, name in zip(limits_pct, names, strict=True):
+        within = [p.peak_bytes for p in points
+                  if extra_time_pct(p.extra_flops, bp.step_flops) <= lim]
         best, pct = base, 0.0
         if within and min(within) < base:
             try:
                 plan = bp.plan_at(int(min(within)))
-                if 100 * plan.extra_flops / sf <= lim and plan.arena_bytes < best:
-                    best, pct = plan.arena_bytes, 100 * plan.extra_flops / sf
+                got = extra_time_pct(plan.extra_flops, bp.step_flops)
+                if got <= lim and plan.arena_bytes < best:
+                    best, pct = plan.arena_bytes, got
             except BudgetInfeasibleError:
                 pass  # fragmentation: keep the plan without recomputation
         peaks[name], pcts[name] = best, pct
-    return FitRow(batch_size, seq_len, graph.name, peaks, pcts, bp.step_flops)
+    return FitRow(batch_size, seq_len, graph.name, peaks, pcts, bp.step_flops, precision)
+
+
+def _recompute_at(bp: Any, memory_bytes: int, limits_pct: Sequence[float],
+                  names: Sequence[str], pcts: dict[str, float]) -> dict[str, int]:
+    """Peaks of the recomputation methods when only "does it fit ``memory_bytes``" matters:
+    no plan when roam fits without recomputation, else the cheapest plan that fits."""
+    base = bp.base.arena_bytes
+    if base <= memory_bytes:
+        pcts.update(dict.fromkeys(names, 0.0))
+        return dict.fromkeys(names, base)
+    plan = None
+    try:
+        plan = bp.plan_at(memory_bytes)
+    except BudgetInfeasibleError:
+        pass
+    got = extra_time_pct(plan.extra_flops, bp.step_flops) if plan is not None else None
+    points = bp.trajectory[2] if bp.step_flops > 0 else []
+    out: dict[str, int] = {}
+    for lim, name in zip(limits_pct, names, strict=True):
+        if plan is not None and got is not None and got <= lim:
+            out[name], pcts[name] = int(plan.arena_bytes), got
+            continue
+        within = [p.peak_bytes for p in points
+                  if extra_time_pct(p.extra_flops, bp.step_flops) <= lim]
+        # no plan within the limit fits: the lowest peak the greedy reaches within it, and
+        # the extra time the cheapest plan that fits needs (none when nothing fits)
+        out[name] = max(int(min(within, default=base)), memory_bytes + 1)
+        if got is not None:
+            pcts[name] = got
+    return out
 
 
 def largest_fitting(rows: Sequence[FitRow], memory_bytes: int

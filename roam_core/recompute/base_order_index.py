@@ -35,6 +35,11 @@ class RerunFacts(NamedTuple):
     copy_storages: tuple[TensorId, ...]
     #: indexes (:attr:`BaseOrderIndex.index_of`) of the kept planned storages it reads
     kept_inputs: tuple[int, ...]
+    #: per storage its source creates that its readers read through the source's values
+    #: (:func:`~roam_core.model.recompute_ops.expand_graph` hands them the copy): ``(index,
+    #: base step of the copy's last reader, base step of the original's last other use)``;
+    #: used when that storage is kept (a kept sibling of a dropped output)
+    sibling_ends: tuple[tuple[int, int, int], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,16 +15,29 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from roam_core.base.checks import at_least as _at_least
+from roam_core.base.errors import ConfigError
+from roam_core.model.device_profiles import DEFAULT_PROFILE
 
-__all__ = ["RecomputeConfig"]
+__all__ = ["OBJECTIVES", "RecomputeConfig"]
+
+#: The objectives the budget planner can minimise.
+OBJECTIVES = ("time", "flops")
 
 
 @dataclass(frozen=True, slots=True)
 class RecomputeConfig:
     """How the budget planner chooses what to drop and recompute."""
 
-    # Recompute cost of one byte moved, in FLOPs (elementwise re-runs count 0 FLOPs in
-    # torch's counter but still move bytes); the objective is FLOPs + this x bytes.
+    # What the planner minimises: "time" -- the estimated seconds of the re-runs on
+    # device_profile (roam_core.model.cost_model: a roofline of FLOPs and bytes moved plus
+    # launch overhead); "flops" -- FLOPs + bytes_weight x bytes moved (the objective before
+    # the cost model; elementwise re-runs count 0 FLOPs in torch's counter).
+    objective: str = "time"
+    # The device the re-runs are priced on: a published profile (h100-sxm, a100-80g, h200),
+    # a measured one (cpu, cuda: `roam calibrate`) or a profile JSON file.  Extra seconds are
+    # reported on it whatever the objective.
+    device_profile: str = DEFAULT_PROFILE
+    # With objective "flops": the cost of one byte moved, in FLOPs.
     bytes_weight: float = 1.0
     # Graphs with at most this many ops get the exact recomputation model (CP-SAT over the
     # drop decisions and the order together, roam_core.recompute.exact); larger ones the
@@ -54,6 +67,12 @@ class RecomputeConfig:
     window_time_limit_s: float = 1.0
 
     def __post_init__(self) -> None:
+        if self.objective not in OBJECTIVES:
+            raise ConfigError(f"unknown recompute objective {self.objective!r}; known: "
+                              f"{', '.join(OBJECTIVES)}")
+        if not isinstance(self.device_profile, str) or not self.device_profile:
+            raise ConfigError(f"recompute.device_profile must name a device profile, not "
+                              f"{self.device_profile!r}")
         _at_least("recompute.bytes_weight", self.bytes_weight, 0.0)
         _at_least("recompute.exact_max_ops", self.exact_max_ops, 0)
         _at_least("recompute.exact_time_limit_s", self.exact_time_limit_s, 0.0)

@@ -37,6 +37,7 @@ from roam_core.model.recompute_ops import (
     recompute_ops_for,
 )
 from roam_core.recompute.base_order_index import BaseOrderIndex, RerunFacts, index_base_order
+from roam_core.recompute.objective import RerunCosts, rerun_costs
 
 __all__ = ["Evaluation", "EvaluationPositions", "EvaluationSpans", "JitEvaluator", "KeepBound",
            "hoist_views", "jit_order"]
@@ -62,6 +63,11 @@ class Evaluation:
         FLOPs of the recompute ops.
     extra_bytes : int
         Bytes they move.
+    extra_cost : float
+        Their cost in the planner's objective (:class:`~roam_core.recompute.objective.RerunCosts`:
+        estimated seconds, or FLOPs + w x bytes); the searches minimise it.
+    extra_seconds : float
+        Their estimated seconds on the evaluator's device profile.
     """
 
     dropped: tuple[TensorId, ...]
@@ -71,16 +77,14 @@ class Evaluation:
     peak_steps: int
     extra_flops: int
     extra_bytes: int
+    extra_cost: float = 0.0
+    extra_seconds: float = 0.0
     #: ``[start, end)`` steps of every planned storage with bytes (originals only).
     spans: EvaluationSpans | None = field(default=None, compare=False, repr=False)
     #: Planned live bytes per step of ``order`` (resident excluded).
     live: np.ndarray | None = field(default=None, compare=False, repr=False)
     #: Step of every graph op in ``order``.
     positions: EvaluationPositions | None = field(default=None, compare=False, repr=False)
-
-    def cost(self, bytes_weight: float) -> float:
-        """The objective the planner minimises: FLOPs + ``bytes_weight`` x bytes moved."""
-        return self.extra_flops + bytes_weight * self.extra_bytes
 
 
 def jit_order(base: Sequence[OpId], rops: Sequence[RecomputeOp],
@@ -229,16 +233,28 @@ class JitEvaluator:
         the recompute ops are inserted into it).
     alignment_bytes : int
         Allocator rounding.
+    costs : RerunCosts, optional
+        What a re-run of each op costs (default: :func:`rerun_costs` of the default
+        :class:`~roam_core.recompute.config.RecomputeConfig`, estimated time on the
+        default device profile).
 
     Attributes
     ----------
     index : BaseOrderIndex
         What was indexed once (read-only).
+    costs : RerunCosts
+        The objective: :attr:`cost` per op in its unit, :attr:`seconds` per op.
     """
 
     def __init__(self, graph: Graph, base_order: Sequence[OpId],
-                 alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> None:
+                 alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
+                 costs: RerunCosts | None = None) -> None:
         self.graph = graph
+        self.costs = costs if costs is not None else rerun_costs(graph)
+        #: the objective's cost of one re-run of each op
+        self.cost: Mapping[OpId, float] = self.costs.cost
+        #: estimated seconds of one re-run of each op
+        self.seconds: Mapping[OpId, float] = self.costs.seconds
         self.base = hoist_views(graph, base_order)
         self.align = alignment_bytes
         self.blockers = recompute_blockers(graph)
@@ -359,10 +375,36 @@ class JitEvaluator:
                 i = index_of.get(su)
                 if i is not None and not is_output[i]:
                     kept.append(i)
-            info = RerunFacts(f, tuple(copy_src), tuple(copy_of), tuple(kept))
+            info = RerunFacts(f, tuple(copy_src), tuple(copy_of), tuple(kept),
+                              self._sibling_ends(r))
             self._rop_cache[r] = info
         self._rop_by_id[id(r)] = (r, info)
         return info
+
+    def _sibling_ends(self, r: RecomputeOp) -> tuple[tuple[int, int, int], ...]:
+        """:attr:`RerunFacts.sibling_ends` of ``r``: a reader of ``r`` reads every value of
+        ``r``'s source through the copy (``expand_graph``), a kept one too, so the kept
+        original then ends at its last other use and the copy lives to its last reader."""
+        ix = self.index
+        bpos, outs = ix.position, set(self.graph.op(r.source).outputs)
+        out: list[tuple[int, int, int]] = []
+        for sid, _ in ix.created_bytes[r.source]:
+            i = ix.index_of.get(sid)
+            if i is None or ix.is_output[i]:
+                continue
+            copy_end = -1
+            moved: set[OpId] = set()
+            for q in r.readers:
+                vals = [u for u, su in ix.op_inputs[q] if su == sid]
+                if any(u in outs for u in vals):
+                    copy_end = max(copy_end, bpos[q])
+                    if all(u in outs for u in vals) and q not in self.writers.get(sid, ()):
+                        moved.add(q)
+            if copy_end < 0:
+                continue
+            rest = [bpos[c] for c in self.readers[sid] if c not in moved]
+            out.append((i, copy_end, max(rest, default=int(ix.start_step[i]))))
+        return tuple(out)
 
     def slots(self, rops: Sequence[RecomputeOp], facts: Sequence[RerunFacts] | None = None
               ) -> list[int]:
@@ -396,8 +438,10 @@ class JitEvaluator:
         steps = int((live == peak).sum()) if n else 0
         flops = sum(self.flops[r.source] for r in rops)
         moved = sum(self.moved[r.source] for r in rops)
+        cost = sum(self.cost[r.source] for r in rops)
+        secs = sum(self.seconds[r.source] for r in rops)
         return Evaluation(drop, tuple(rops), _insert(self.base, rops, slots),
-                          peak + self.resident, steps, flops, moved,
+                          peak + self.resident, steps, flops, moved, cost, secs,
                           EvaluationSpans(ix, epos, n, ends), live,
                           EvaluationPositions(ix.position, epos))
 
@@ -420,9 +464,21 @@ class JitEvaluator:
             ends[i] = e
             corr[int(epos[end_clip[i]]) + 1] += z[i]
             corr[e] -= z[i]
+        dset = set(drop)
+        sib_copy_end: dict[int, int] = {}  # kept sibling (index) -> its copy's last reader
+        for info in infos:  # kept siblings: the original ends at its last other use
+            for i, q_end, orig_end in info.sibling_ends:
+                if ix.planned[i] in dset:
+                    continue
+                sib_copy_end[i] = int(epos[q_end]) + 1
+                old, new = int(epos[end_clip[i]]) + 1, int(epos[orig_end]) + 1
+                if new < old:
+                    ends[i] = new
+                    corr[new] -= z[i]
+                    corr[old] += z[i]
         read_by: dict[int, int] = {}  # kept storage -> last re-run reading it
         copy_end: dict[TensorId, int] = {}
-        for (_, _, copy_of, kept), here in zip(infos, rpos, strict=True):
+        for (_, _, copy_of, kept, _), here in zip(infos, rpos, strict=True):
             for cs in copy_of:
                 if copy_end.get(cs, 0) < here:
                     copy_end[cs] = here
@@ -435,7 +491,6 @@ class JitEvaluator:
                 ends[i] = here + 1
                 corr[old] += z[i]
                 corr[here + 1] -= z[i]
-        dset = set(drop)
         created, last_late = ix.created_bytes, ix.last_late_step
         for r, here in zip(rops, rpos, strict=True):  # the copies
             for sid, size in created[r.source]:
@@ -443,15 +498,17 @@ class JitEvaluator:
                 if sid in dset:
                     ll = int(last_late[index_of[sid]])
                     e = max(int(epos[ll]) if ll >= 0 else -1, copy_end.get(sid, here))
+                elif sid in index_of and index_of[sid] in sib_copy_end:
+                    e = max(here, sib_copy_end[index_of[sid]] - 1)
                 corr[here] += size
                 corr[e + 1] -= size
         return corr, ends
 
-    def producer_cost(self, s: TensorId, bytes_weight: float) -> float:
-        """The cost of re-running the producer of storage ``s`` once (FLOPs +
-        ``bytes_weight`` x bytes moved; 0 for a resident storage)."""
+    def producer_cost(self, s: TensorId) -> float:
+        """The objective's cost of re-running the producer of storage ``s`` once (0 for a
+        resident storage)."""
         p = self.index.tensor_producer[s]
-        return 0.0 if p is None else self.flops[p] + bytes_weight * self.moved[p]
+        return 0.0 if p is None else self.cost[p]
 
     def keep_bound(self, current: Evaluation) -> KeepBound:
         """A :class:`KeepBound` of an evaluation (bounds of its drop set less one storage)."""

@@ -7,8 +7,9 @@ ones as they are; re-runs see the same version of in-place-written inputs as the
 Every op and potential re-run gets a distinct step (``pos``, ``AllDifferent``; an idle
 re-run just occupies a step), liveness is time-indexed (``before[o, t] = pos_o <= t``), and
 the live bytes of every step, copies included, must fit ``budget - resident``.  The
-objective is the re-run cost ``sum cost_p run_p`` (FLOPs + ``bytes_weight`` x bytes
-moved), so an optimal solution is the cheapest plan that fits, over *all* orders.
+objective is the re-run cost ``sum cost_p run_p`` (:mod:`roam_core.recompute.objective`:
+estimated seconds on a device profile by default, as integer nanoseconds), so an optimal
+solution is the cheapest plan that fits, over *all* orders.
 
 It is the test oracle of the scalable planner (Checkmate, arXiv 1910.02653, solves the same
 problem with a MILP over stages; this model is closer to Moccasin's CP-SAT formulation,
@@ -23,18 +24,20 @@ from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
 
+from roam_core.base.checks import require_type
 from roam_core.base.cpsat import make_solver, status_name
+from roam_core.base.errors import ConfigError
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, TensorId, round_size
 from roam_core.model.recompute_ops import (
     LATE_PHASES,
     RecomputeOp,
     expand_graph,
-    op_bytes_moved,
     op_flops,
     recompute_blockers,
     recompute_ops_for,
 )
 from roam_core.oracle.simulate import simulate
+from roam_core.recompute.objective import RerunCosts, rerun_costs
 
 __all__ = ["ExactResult", "ExactVariables", "exact_recompute"]
 
@@ -48,9 +51,9 @@ class ExactResult:
     status : str
         ``"optimal"``, ``"feasible"`` (time limit), ``"infeasible"`` or ``"unknown"``.
     cost : float or None
-        The objective (re-run cost) of the best plan found.
+        The objective (re-run cost, in the objective's unit) of the best plan found.
     best_bound : float or None
-        CP-SAT's proven lower bound on the cost.
+        CP-SAT's proven lower bound on the cost (same unit).
     extra_flops : int
         FLOPs of the decoded plan's re-runs.
     dropped : tuple of TensorId
@@ -63,6 +66,8 @@ class ExactResult:
         Simulated peak of the decoded plan (resident included).
     wall_time_s : float
         Solve seconds.
+    extra_seconds : float
+        Estimated seconds of the decoded plan's re-runs (the objective's device profile).
     """
 
     status: str
@@ -74,6 +79,7 @@ class ExactResult:
     order: tuple[OpId, ...]
     peak_bytes: int
     wall_time_s: float
+    extra_seconds: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,7 +288,7 @@ def _memory(m: cp_model.CpModel, f: _Facts, v: ExactVariables, copy_reads: _Read
         m.add(sum(sz * lv for sz, lv in mem[t]) <= max(limit, 0))
 
 
-def _build(f: _Facts, budget_bytes: int, alignment_bytes: int, bytes_weight: float
+def _build(f: _Facts, budget_bytes: int, alignment_bytes: int, costs: RerunCosts
            ) -> tuple[cp_model.CpModel, ExactVariables, dict[OpId, int]]:
     """The model, its variables and each re-run's cost (the objective's coefficients)."""
     g = f.graph
@@ -293,8 +299,7 @@ def _build(f: _Facts, budget_bytes: int, alignment_bytes: int, bytes_weight: flo
     copy_reads, orig_reads = _late_reads(m, f, v)
     _rerun_reads(m, f, v, copy_reads, orig_reads)
     _memory(m, f, v, copy_reads, orig_reads, budget_bytes - g.resident_bytes(alignment_bytes))
-    cost = {p: int(op_flops(g, g.op(p)) + bytes_weight * op_bytes_moved(g, g.op(p)))
-            for p in f.rec}
+    cost = {p: costs.integer(costs.cost[p]) for p in f.rec}
     m.minimize(sum(cost[p] * v.run[p] for p in f.rec))
     # hint: program order, nothing re-run
     for i, o in enumerate(g.op_ids):
@@ -306,7 +311,8 @@ def _build(f: _Facts, budget_bytes: int, alignment_bytes: int, bytes_weight: flo
 
 
 def _extract(solver: cp_model.CpSolver, f: _Facts, v: ExactVariables, cost: Mapping[OpId, int],
-             status: str, alignment_bytes: int, wall_s: float) -> ExactResult:
+             costs: RerunCosts, status: str, alignment_bytes: int, wall_s: float
+             ) -> ExactResult:
     """The plan the solution encodes, decoded and simulated."""
     g = f.graph
     dropped = tuple(s for s in sorted(v.drop) if solver.value(v.drop[s]))
@@ -319,14 +325,17 @@ def _extract(solver: cp_model.CpSolver, f: _Facts, v: ExactVariables, cost: Mapp
     g2 = expand_graph(g, rops)
     peak = simulate(g2, order, alignment_bytes=alignment_bytes).peak_bytes
     flops = sum(op_flops(g, g.op(r.source)) for r in rops)
-    real_cost = sum(cost[r.source] for r in rops)
-    return ExactResult(status, float(real_cost), float(solver.best_objective_bound), flops,
-                       dropped, rops, order, peak, wall_s)
+    scale = costs.integer_scale
+    real_cost = sum(cost[r.source] for r in rops) / scale
+    secs = sum(costs.seconds[r.source] for r in rops)
+    return ExactResult(status, float(real_cost), float(solver.best_objective_bound) / scale,
+                       flops, dropped, rops, order, peak, wall_s, secs)
 
 
 def exact_recompute(graph: Graph, budget_bytes: int, *,
-                    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES, bytes_weight: float = 1.0,
-                    time_limit_s: float = 60.0, max_ops: int = 60) -> ExactResult:
+                    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
+                    costs: RerunCosts | None = None, time_limit_s: float = 60.0,
+                    max_ops: int = 60) -> ExactResult:
     """The cheapest recomputation plan (over all orders) whose peak fits ``budget_bytes``.
 
     Parameters
@@ -337,8 +346,9 @@ def exact_recompute(graph: Graph, budget_bytes: int, *,
         Peak limit, resident bytes included.
     alignment_bytes : int
         Allocator rounding.
-    bytes_weight : float
-        Cost of one byte moved, in FLOPs.
+    costs : RerunCosts, optional
+        What a re-run of each op costs (default: estimated time on the default device
+        profile, :func:`~roam_core.recompute.objective.rerun_costs`).
     time_limit_s : float
         CP-SAT deterministic-time limit.
     max_ops : int
@@ -349,15 +359,17 @@ def exact_recompute(graph: Graph, budget_bytes: int, *,
     ValueError
         The graph has more than ``max_ops`` ops.
     """
+    require_type(graph, Graph, "exact_recompute: graph", ConfigError)
     if len(graph.ops) > max_ops:
         raise ValueError(f"exact_recompute: {len(graph.ops)} ops > max_ops={max_ops}")
     t0 = time.perf_counter()
     f = _facts(graph, alignment_bytes)
-    m, v, cost = _build(f, budget_bytes, alignment_bytes, bytes_weight)
+    costs = costs if costs is not None else rerun_costs(graph)
+    m, v, cost = _build(f, budget_bytes, alignment_bytes, costs)
     solver = make_solver(time_limit_s=time_limit_s)
     st = solver.solve(m)
     name = status_name(st)
     wall = time.perf_counter() - t0
     if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return ExactResult(name, None, None, 0, (), (), (), 0, wall)
-    return _extract(solver, f, v, cost, name, alignment_bytes, wall)
+    return _extract(solver, f, v, cost, costs, name, alignment_bytes, wall)

@@ -1,8 +1,9 @@
 """Which storages to drop: a greedy trajectory over a fixed base order, evaluated exactly.
 
 :func:`greedy_trajectory` starts from ``D = {}`` and repeatedly drops the storage with the
-best *bytes removed at the peak step per unit of recompute cost* (FLOPs plus
-``bytes_weight`` x bytes moved, so cheap elementwise re-runs are not free), taking the first
+best *bytes removed at the peak step per unit of recompute cost* (the evaluator's
+objective, :mod:`roam_core.recompute.objective`: estimated seconds on a device profile by
+default, so cheap elementwise re-runs cost their bytes at memory bandwidth), taking the first
 of the best-scored candidates whose exact evaluation
 (:class:`~roam_core.recompute.evaluator.JitEvaluator`: each recompute op just in time)
 lowers ``(peak, steps at the peak)``.  Every prefix of the trajectory is a plan, with a
@@ -22,6 +23,7 @@ import numpy as np
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, TensorId
 from roam_core.model.union_find import UnionFind
 from roam_core.recompute.evaluator import Evaluation, JitEvaluator, KeepBound
+from roam_core.recompute.objective import RerunCosts
 
 __all__ = ["GROUP_MAX_STORAGES", "GreedyTrajectory", "TrajectoryPoint", "greedy_trajectory",
            "knee", "prune"]
@@ -31,12 +33,15 @@ GROUP_MAX_STORAGES = 16
 
 @dataclass(frozen=True, slots=True)
 class TrajectoryPoint:
-    """One prefix of the greedy trajectory: drop the first ``n_dropped`` storages."""
+    """One prefix of the greedy trajectory: drop the first ``n_dropped`` storages
+    (``extra_cost`` in the objective's unit, ``extra_seconds`` estimated)."""
 
     n_dropped: int
     peak_bytes: int
     extra_flops: int
     extra_bytes: int
+    extra_cost: float = 0.0
+    extra_seconds: float = 0.0
 
 
 def _closure(ev: JitEvaluator, s: TensorId, dset: set[TensorId], running: set[OpId],
@@ -112,16 +117,19 @@ class GreedyTrajectory:
 
     Parameters
     ----------
-    graph, base_order, alignment_bytes, bytes_weight, tries_per_step, evaluator
+    graph, base_order, alignment_bytes, costs, tries_per_step, evaluator
         As for :func:`greedy_trajectory`.
     """
 
     def __init__(self, graph: Graph, base_order: Sequence[OpId], *,
-                 alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES, bytes_weight: float = 1.0,
+                 alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
+                 costs: RerunCosts | None = None,
                  tries_per_step: int = 8, evaluator: JitEvaluator | None = None,
                  group_moves: bool = True, max_group: int = GROUP_MAX_STORAGES) -> None:
-        self.evaluator = ev = evaluator or JitEvaluator(graph, base_order, alignment_bytes)
-        self.bytes_weight = bytes_weight
+        self.evaluator = ev = evaluator or JitEvaluator(graph, base_order, alignment_bytes,
+                                                        costs)
+        #: added to a cost in the bytes-per-cost scores (keeps free re-runs finite)
+        self.eps = ev.costs.epsilon
         self.tries_per_step = tries_per_step
         #: also score group moves (:func:`_group_moves`); ``False``: one storage at a time
         self.group_moves = group_moves
@@ -133,8 +141,9 @@ class GreedyTrajectory:
         #: one point per prefix (the first is "drop nothing")
         self.points: list[TrajectoryPoint] = [
             TrajectoryPoint(0, self.current.peak_bytes, 0, 0)]
-        #: True once no candidate lowers the peak
-        self.finished = False
+        #: True once no candidate lowers the peak (at once for a step without ops: no peak
+        #: step to drop anything across)
+        self.finished = self.current.live is not None and len(self.current.live) == 0
         self._rejected: set[TensorId] = set()
         self._last_peak = self.current.peak_bytes
         self._cand = [s for s in ev.droppable if ev.size[s]]
@@ -155,8 +164,7 @@ class GreedyTrajectory:
                           and not any(r in late for r in ev.readers[t])]
             for t in self._held:
                 self._producer[t] = self._tp(t)
-        self._own_cost = {s: ev.flops[p] + bytes_weight * ev.moved[p]
-                          for s, p in self._producer.items()}
+        self._own_cost = {s: ev.cost[p] for s, p in self._producer.items()}
 
     def _tp(self, t: TensorId) -> OpId:
         p = self.evaluator.graph.tensors[t].producer
@@ -217,7 +225,7 @@ class GreedyTrajectory:
         if self.group_moves and (not scored or self._costs_flops(scored[0], dset, running,
                                                                  live_at)):
             groups = _group_moves(self.evaluator, [s for s in cands if s not in dset], dset,
-                                  running, live_at, cur.positions, p, self.bytes_weight,
+                                  running, live_at, cur.positions, p,
                                   self.max_group)
             moves += [(sc, min(m), chain, m) for sc, chain, m in groups
                       if frozenset(m) not in self._rejected_groups]
@@ -237,7 +245,7 @@ class GreedyTrajectory:
         that bound's order, stopping once no bound reaches the k-th best score, so the k
         best are the same as when every candidate is scored.
         """
-        ev, w, pos = self.evaluator, self.bytes_weight, self.current.positions
+        ev, eps, pos = self.evaluator, self.eps, self.current.positions
         assert pos is not None
         k = self.tries_per_step
         bounds: list[tuple[float, TensorId]] = []
@@ -245,7 +253,7 @@ class GreedyTrajectory:
             if s in dset or s in self._rejected:
                 continue
             own = 0.0 if self._producer[s] in running else self._own_cost[s]
-            bounds.append((-(ev.size[s] / (own + 1.0)), s))
+            bounds.append((-(ev.size[s] / (own + eps)), s))
         bounds.sort()
         scored: list[tuple[float, TensorId, tuple[TensorId, ...]]] = []
         top: list[float] = []  # the k best scores so far (a min-heap)
@@ -259,8 +267,8 @@ class GreedyTrajectory:
             gain = ev.size[s] - penalty
             if gain <= 0:
                 continue
-            cost = sum(ev.flops[o] + w * ev.moved[o] for o in new)
-            score = gain / (cost + 1.0)
+            cost = sum(ev.cost[o] for o in new)
+            score = gain / (cost + eps)
             scored.append((score, s, tuple(chain)))
             if len(top) < k:
                 heapq.heappush(top, score)
@@ -282,7 +290,8 @@ class GreedyTrajectory:
                 self.dropped.extend(members)
                 self.current = nxt
                 self.points.append(TrajectoryPoint(len(self.dropped), nxt.peak_bytes,
-                                                   nxt.extra_flops, nxt.extra_bytes))
+                                                   nxt.extra_flops, nxt.extra_bytes,
+                                                   nxt.extra_cost, nxt.extra_seconds))
                 return
             if len(members) == 1:
                 self._rejected.add(members[0])
@@ -301,7 +310,7 @@ class GreedyTrajectory:
 
 def _group_moves(ev: JitEvaluator, cands: Sequence[TensorId], dset: set[TensorId],
                  running: set[OpId], live_at: Callable[[TensorId], bool],
-                 pos: Mapping[OpId, int], step: int, bytes_weight: float, max_group: int
+                 pos: Mapping[OpId, int], step: int, max_group: int
                  ) -> list[tuple[float, tuple[TensorId, ...], tuple[TensorId, ...]]]:
     """Drop sets that only pay off together: candidates whose re-runs need the same storage
     that is not live at the peak step.
@@ -316,7 +325,7 @@ def _group_moves(ev: JitEvaluator, cands: Sequence[TensorId], dset: set[TensorId
     storage two or more members need (held once, not rebuilt), so together they free more
     than they hold, without the shared re-run.  A group is scored as one move -- bytes
     freed at the peak step less bytes held, per unit of the cost of the ops it re-runs
-    (FLOPs + ``bytes_weight`` x bytes moved) -- beside the single moves, and evaluated
+    (the evaluator's objective) -- beside the single moves, and evaluated
     exactly by the caller.
 
     Returns
@@ -338,7 +347,7 @@ def _group_moves(ev: JitEvaluator, cands: Sequence[TensorId], dset: set[TensorId
     groups = [m[:max_group] for m in uf.groups() if len(m) > 1]
     out: list[tuple[float, tuple[TensorId, ...], tuple[TensorId, ...]]] = []
     for members in groups:
-        move = _group_move(ev, members, needs, dset, running, live_at, pos, step, bytes_weight)
+        move = _group_move(ev, members, needs, dset, running, live_at, pos, step)
         if move is not None:
             out.append(move)
     return out
@@ -347,7 +356,7 @@ def _group_moves(ev: JitEvaluator, cands: Sequence[TensorId], dset: set[TensorId
 def _group_move(ev: JitEvaluator, members: Sequence[TensorId],
                 needs: Mapping[TensorId, set[TensorId]], dset: set[TensorId],
                 running: set[OpId], live_at: Callable[[TensorId], bool],
-                pos: Mapping[OpId, int], step: int, bytes_weight: float
+                pos: Mapping[OpId, int], step: int
                 ) -> tuple[float, tuple[TensorId, ...], tuple[TensorId, ...]] | None:
     """One group as a move ``(score, chain, members)``: each storage two or more members
     need is held once; ``None`` when a re-run is pinned before the peak or nothing is
@@ -379,8 +388,8 @@ def _group_move(ev: JitEvaluator, members: Sequence[TensorId],
         ev.size[t] for t in kept_all if not live_at(t))
     if gain <= 0:
         return None
-    cost = sum(ev.flops[o] + bytes_weight * ev.moved[o] for o in set(new_all))
-    return gain / (cost + 1.0), tuple(dict.fromkeys(chain_all)), tuple(members)
+    cost = sum(ev.cost[o] for o in set(new_all))
+    return gain / (cost + ev.costs.epsilon), tuple(dict.fromkeys(chain_all)), tuple(members)
 
 
 def greedy_trajectory(
@@ -388,7 +397,7 @@ def greedy_trajectory(
     base_order: Sequence[OpId],
     *,
     alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
-    bytes_weight: float = 1.0,
+    costs: RerunCosts | None = None,
     stop_at_bytes: int | None = None,
     max_steps: int | None = None,
     tries_per_step: int = 8,
@@ -405,8 +414,9 @@ def greedy_trajectory(
         A valid order of ``graph`` (usually the planner's order without recomputation).
     alignment_bytes : int
         Allocator rounding.
-    bytes_weight : float
-        Cost of one byte moved, in FLOPs (0: FLOPs only).
+    costs : RerunCosts, optional
+        What a re-run of each op costs (default: estimated time on the default device
+        profile, :func:`~roam_core.recompute.objective.rerun_costs`).
     stop_at_bytes : int, optional
         Stop once the peak is at or below this.
     max_steps : int, optional
@@ -427,52 +437,62 @@ def greedy_trajectory(
         move adds one point for all its storages).
     """
     t = GreedyTrajectory(graph, base_order, alignment_bytes=alignment_bytes,
-                         bytes_weight=bytes_weight, tries_per_step=tries_per_step,
+                         costs=costs, tries_per_step=tries_per_step,
                          evaluator=evaluator, group_moves=group_moves
                          ).run(stop_at_bytes, max_steps)
     return t.dropped, t.points
 
 
-def prune(evaluator: JitEvaluator, dropped: Sequence[TensorId], limit_bytes: int,
-          bytes_weight: float = 1.0) -> Evaluation:
+def prune(evaluator: JitEvaluator, dropped: Sequence[TensorId], limit_bytes: int, *,
+          by_flops: bool = False) -> Evaluation:
     """Keep again every dropped storage the limit does not need (costliest re-run first).
 
     Returns the evaluation of the pruned drop set (its peak is ``<= limit_bytes`` when the
-    input's was).
+    input's was).  A storage is kept again when that costs no more in the evaluator's
+    objective (``by_flops``: in FLOPs alone).
     """
+    def cost(e: Evaluation) -> float:
+        return float(e.extra_flops) if by_flops else e.extra_cost
+
+    def own(s: TensorId) -> float:
+        p = evaluator.index.tensor_producer[s]
+        return float(evaluator.flops[p]) if by_flops and p is not None \
+            else evaluator.producer_cost(s)
+
     cur = list(dropped)
     best = evaluator.evaluate(cur)
     allowed = max(limit_bytes, best.peak_bytes)  # never worse than the input
     bound: KeepBound | None = None
-    for s in sorted(dropped, key=lambda s: (-evaluator.producer_cost(s, bytes_weight), s)):
+    for s in sorted(dropped, key=lambda s: (-own(s), s)):
         if bound is None:
             bound = KeepBound(evaluator, best)
         if bound.peak_with(s) > allowed:
             continue  # keeping s again is over the limit whatever the re-runs do
         trial = [x for x in cur if x != s]
         ev = evaluator.evaluate(trial)
-        if ev.peak_bytes <= allowed and ev.cost(bytes_weight) <= best.cost(bytes_weight):
+        if ev.peak_bytes <= allowed and cost(ev) <= cost(best):
             cur, best, bound = trial, ev, None
     return best
 
 
-def knee(points: Sequence[TrajectoryPoint], bytes_weight: float = 1.0) -> TrajectoryPoint:
-    """The frontier's knee: the point closest to (lowest peak, no cost), both normalised.
+def knee(points: Sequence[TrajectoryPoint]) -> TrajectoryPoint:
+    """The frontier's knee: the point closest to (lowest peak, no cost), both normalised
+    (cost: ``extra_cost``, the objective's).
 
     Examples
     --------
-    >>> pts = [TrajectoryPoint(0, 100, 0, 0), TrajectoryPoint(1, 60, 5, 0),
-    ...        TrajectoryPoint(2, 50, 100, 0)]
+    >>> pts = [TrajectoryPoint(0, 100, 0, 0), TrajectoryPoint(1, 60, 5, 0, 5.0),
+    ...        TrajectoryPoint(2, 50, 100, 0, 100.0)]
     >>> knee(pts).n_dropped
     1
     """
     hi = max(p.peak_bytes for p in points)
     lo = min(p.peak_bytes for p in points)
-    top = max(p.extra_flops + bytes_weight * p.extra_bytes for p in points) or 1.0
+    top = max(p.extra_cost for p in points) or 1.0
 
     def dist(p: TrajectoryPoint) -> float:
         x = (p.peak_bytes - lo) / (hi - lo) if hi > lo else 0.0
-        y = (p.extra_flops + bytes_weight * p.extra_bytes) / top
+        y = p.extra_cost / top
         return x * x + y * y
 
     return min(points, key=lambda p: (dist(p), p.n_dropped))

@@ -18,7 +18,7 @@ module-structure baselines and torch's min-cut decisions), keeps those whose
 just-in-time peak fits the limit, prunes each
 (:func:`~roam_core.recompute.greedy.prune`: re-admit what the limit does not need, costliest
 first), improves the first (roam's own) by swaps, and sorts them by the planner's
-objective (FLOPs + ``bytes_weight`` x bytes moved);
+objective (the evaluator's :mod:`~roam_core.recompute.objective`: estimated time by default);
 the caller keeps the cheapest one whose planned arena fits.  All candidates are scored by
 the same :class:`~roam_core.recompute.evaluator.JitEvaluator`; the work per budget is one
 evaluation per candidate, one prune per candidate that fits and at most ``max_evals``
@@ -50,7 +50,7 @@ class Candidate:
     evaluation : Evaluation
         Its just-in-time evaluation (peak, recompute ops, order, cost).
     cost : float
-        FLOPs + ``bytes_weight`` x bytes moved.
+        Its cost in the evaluator's objective (``evaluation.extra_cost``).
     fits : bool
         Whether its just-in-time peak fits the limit (``False``: listed as a last resort,
         the planner's own order may still fit it).
@@ -70,8 +70,8 @@ def _better(a: Evaluation, b: Evaluation) -> bool:
     return (a.peak_bytes, a.peak_steps) < (b.peak_bytes, b.peak_steps)
 
 
-def swap_improve(evaluator: JitEvaluator, start: Evaluation, limit_bytes: int,
-                 bytes_weight: float = 1.0, *, max_swaps: int = 8,
+def swap_improve(evaluator: JitEvaluator, start: Evaluation, limit_bytes: int, *,
+                 max_swaps: int = 8,
                  max_evals: int = 64) -> Evaluation:
     """Swap costly drops for cheaper ones while the drop set keeps fitting ``limit_bytes``.
 
@@ -90,8 +90,6 @@ def swap_improve(evaluator: JitEvaluator, start: Evaluation, limit_bytes: int,
         A drop set that fits (returned unchanged when it does not).
     limit_bytes : int
         The just-in-time peak to stay at or under.
-    bytes_weight : float
-        Cost of one byte moved, in FLOPs.
     max_swaps : int
         Costliest drops tried.
     max_evals : int
@@ -104,9 +102,9 @@ def swap_improve(evaluator: JitEvaluator, start: Evaluation, limit_bytes: int,
     """
     if start.peak_bytes > limit_bytes or not start.dropped:
         return start
-    ev, w = evaluator, bytes_weight
-    own = {s: ev.producer_cost(s, w) for s in ev.droppable if ev.size[s]}
-    pool = sorted(own, key=lambda s: (-ev.size[s] / (own[s] + 1.0), s))
+    ev, eps = evaluator, evaluator.costs.epsilon
+    own = {s: ev.producer_cost(s) for s in ev.droppable if ev.size[s]}
+    pool = sorted(own, key=lambda s: (-ev.size[s] / (own[s] + eps), s))
     cur = start
     costly = sorted((s for s in cur.dropped if own.get(s, 0) > 0),
                     key=lambda s: (-own[s], s))[:max_swaps]
@@ -156,16 +154,15 @@ def swap_improve(evaluator: JitEvaluator, start: Evaluation, limit_bytes: int,
             t2 = [d for d in trial if d != s]
             e2 = ev.evaluate(t2)
             evals += 1
-            if e2.peak_bytes <= limit_bytes and e2.cost(w) <= e.cost(w):
+            if e2.peak_bytes <= limit_bytes and e2.extra_cost <= e.extra_cost:
                 trial, e = t2, e2
-        if e.cost(w) < cur.cost(w):
+        if e.extra_cost < cur.extra_cost:
             cur = e
     return cur
 
 
 def best_of(evaluator: JitEvaluator, limit_bytes: int,
-            candidates: Iterable[tuple[str, Sequence[TensorId]]],
-            bytes_weight: float = 1.0, *, swaps: int = 8,
+            candidates: Iterable[tuple[str, Sequence[TensorId]]], *, swaps: int = 8,
             max_evals: int = 64, keep_unfit: bool = False) -> list[Candidate]:
     """Every candidate drop set that fits ``limit_bytes``, pruned, cheapest first.
 
@@ -179,8 +176,6 @@ def best_of(evaluator: JitEvaluator, limit_bytes: int,
         Labelled drop sets (the greedy prefix first; ties keep the earlier one).  A set
         whose evaluation does not fit is left out; storages the graph cannot drop are
         removed first.
-    bytes_weight : float
-        Cost of one byte moved, in FLOPs.
     swaps, max_evals : int
         Bounds of the :func:`swap_improve` pass run on the first candidate (roam's own
         greedy prefix); 0 swaps: none.
@@ -211,20 +206,20 @@ def best_of(evaluator: JitEvaluator, limit_bytes: int,
         e = evaluator.evaluate(d)
         if not _fits(e, limit_bytes):
             if keep_unfit:  # the first too: with no greedy prefix that fits, it is a baseline's
-                unfit.append(Candidate(label, e, e.cost(bytes_weight), fits=False))
+                unfit.append(Candidate(label, e, e.extra_cost, fits=False))
             continue
         raw = e
-        e = prune(evaluator, e.dropped, limit_bytes, bytes_weight)
+        e = prune(evaluator, e.dropped, limit_bytes)
         if i > 0 and frozenset(e.dropped) != frozenset(raw.dropped):
             # the set as given stays a fallback: the planner may find the pruned set's
             # arena over the budget (layout), and the given set is the baseline's own plan
-            out.append(Candidate(label, raw, raw.cost(bytes_weight)))
+            out.append(Candidate(label, raw, raw.extra_cost))
         if i == 0 and swaps:
-            sw = swap_improve(evaluator, e, limit_bytes, bytes_weight, max_swaps=swaps,
+            sw = swap_improve(evaluator, e, limit_bytes, max_swaps=swaps,
                               max_evals=max_evals)
             if sw is not e:  # the pruned prefix stays a fallback (its layout may fit)
-                out.append(Candidate(f"{label}+swap", sw, sw.cost(bytes_weight)))
-        out.append(Candidate(label, e, e.cost(bytes_weight)))
+                out.append(Candidate(f"{label}+swap", sw, sw.extra_cost))
+        out.append(Candidate(label, e, e.extra_cost))
     order = {id(c): i for i, c in enumerate(out + unfit)}
     out.sort(key=lambda c: (c.cost, order[id(c)]))
     out += sorted(unfit, key=lambda c: (c.cost, order[id(c)]))
@@ -239,16 +234,15 @@ def best_of(evaluator: JitEvaluator, limit_bytes: int,
 
 
 def fewest_flops(evaluator: JitEvaluator, limit_bytes: int, candidates: Sequence[Candidate],
-                 below_flops: int, bytes_weight: float = 1.0, *, tries: int = 2
-                 ) -> list[Candidate]:
+                 below_flops: int, *, tries: int = 2) -> list[Candidate]:
     """The candidates that fit with fewer extra FLOPs than ``below_flops``, fewest first,
     each also pruned by FLOPs alone.
 
-    The portfolio keeps the cheapest candidate by FLOPs + ``bytes_weight`` x bytes moved; a
+    The portfolio keeps the cheapest candidate in the objective (estimated time); a
     candidate that moves more bytes for fewer FLOPs (torch's min-cut sets re-run elementwise
     ops broadly) is then another point of the (peak, FLOPs) frontier.  For each of the
     ``tries`` candidates with the fewest FLOPs (ties: the lower objective), its drop set is
-    pruned with ``bytes_weight`` 0 (:func:`~roam_core.recompute.greedy.prune`: what keeps the
+    pruned by FLOPs alone (:func:`~roam_core.recompute.greedy.prune`: what keeps the
     just-in-time peak at or under ``max(limit_bytes, its peak)`` at no more FLOPs is kept
     again, so fewer bytes move) and listed before the set as given (the caller plans them in
     turn and keeps the first whose arena fits).
@@ -263,8 +257,6 @@ def fewest_flops(evaluator: JitEvaluator, limit_bytes: int, candidates: Sequence
         The portfolio at this budget (:func:`best_of`).
     below_flops : int
         The extra FLOPs of the plan the objective picked.
-    bytes_weight : float
-        The objective's weight of a byte moved (for :attr:`Candidate.cost`).
     tries : int
         Candidates taken.
 
@@ -278,10 +270,10 @@ def fewest_flops(evaluator: JitEvaluator, limit_bytes: int, candidates: Sequence
     out: list[Candidate] = []
     seen: set[frozenset[TensorId]] = set()
     for c in few:
-        e = prune(evaluator, c.evaluation.dropped, limit_bytes, 0.0)
+        e = prune(evaluator, c.evaluation.dropped, limit_bytes, by_flops=True)
         for x in (e, c.evaluation):
             k = frozenset(x.dropped)
             if k not in seen and x.extra_flops < below_flops:
                 seen.add(k)
-                out.append(Candidate(f"{c.label}, fewest FLOPs", x, x.cost(bytes_weight)))
+                out.append(Candidate(f"{c.label}, fewest FLOPs", x, x.extra_cost))
     return out

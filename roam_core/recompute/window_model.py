@@ -78,6 +78,14 @@ def _concrete_items(ev: JitEvaluator, drop: set[TensorId], rops: Sequence[Recomp
         a, b = 2 * (int(bee[i]) + 1), 2 * int(be[i]) + 1
         if a <= b:
             items.append((a, b, -int(z[i])))
+    sib_end: dict[int, int] = {}  # kept siblings read through the copy: its last reader
+    for r in rops:
+        for i, q_end, orig_end in ev.rerun_facts(r).sibling_ends:
+            if ix.planned[i] in drop:
+                continue
+            sib_end[i] = q_end
+            if orig_end < int(be[i]):
+                items.append((2 * (orig_end + 1), 2 * int(be[i]) + 1, -int(z[i])))
     read_by: dict[int, int] = {}
     copy_end: dict[TensorId, int] = {}
     for r, f in zip(rops, slots, strict=True):
@@ -95,6 +103,8 @@ def _concrete_items(ev: JitEvaluator, drop: set[TensorId], rops: Sequence[Recomp
             if sid in drop:
                 ll = int(last_late[tix[sid]])
                 e = max(e, 2 * ll + 1 if ll >= 0 else -1, 2 * copy_end.get(sid, f))
+            elif tix.get(sid) in sib_end:
+                e = max(e, 2 * sib_end[tix[sid]] + 1)
             items.append((2 * f, e, size))
     return items
 
@@ -561,8 +571,7 @@ class WindowModel:
 
 
 def build_window_model(ev: JitEvaluator, dropped: Sequence[TensorId],
-                       window: Sequence[TensorId], limit_bytes: int | None,
-                       bytes_weight: float = 1.0, *,
+                       window: Sequence[TensorId], limit_bytes: int | None, *,
                        current: np.ndarray | None = None) -> WindowModel:
     """The exact model of the drops of ``window`` with the rest of ``dropped`` fixed.
 
@@ -577,8 +586,8 @@ def build_window_model(ev: JitEvaluator, dropped: Sequence[TensorId],
         drop set (:meth:`JitEvaluator.recompute_ops`).
     limit_bytes : int or None
         Peak limit (resident included); ``None``: no memory constraint (accounting only).
-    bytes_weight : float
-        Cost of one byte moved, in FLOPs.
+        The objective is the evaluator's re-run costs (as CP-SAT integers,
+        :meth:`~roam_core.recompute.objective.RerunCosts.integer`).
     current : np.ndarray, optional
         :func:`jit_accounting` of ``dropped``: gap coordinates over the limit there (the
         gap accounting is an upper bound) get no constraint; the evaluator checks them.
@@ -602,10 +611,10 @@ def build_window_model(ev: JitEvaluator, dropped: Sequence[TensorId],
     _copy_items(L, ix, sym_copies, items)
     cap = None if limit_bytes is None else limit_bytes - ev.resident
     segments = _memory_segments(m, fixed, items, cap, current)
-    w = bytes_weight
-    cost = sum(int(ev.flops[p] + w * ev.moved[p]) * v.run[p] for p in st.pall
+    icost = ev.costs.integer
+    cost = sum(icost(ev.cost[p]) * v.run[p] for p in st.pall
                if p in st.aff and not isinstance(v.run[p], bool))
-    cost = cost + sum(int(ev.flops[p] + w * ev.moved[p]) for p in st.pall if v.run[p] is True)
+    cost = cost + sum(icost(ev.cost[p]) for p in st.pall if v.run[p] is True)
     if not isinstance(cost, int):
         m.minimize(cost)
     cur = set(dropped)

@@ -7,8 +7,8 @@ it takes a sub-problem of at most ``window_size`` candidate storages ``W`` (one 
 costliest drops, the other drops and the cheapest undropped storages live at the steps where
 keeping it again would overflow), fixes every other decision, and solves exactly with CP-SAT
 which storages of ``W`` to drop (:mod:`~roam_core.recompute.window_model`), minimising the
-added cost (FLOPs + ``bytes_weight`` x bytes moved) subject to the limit at every step the
-window affects.  A window's solution is kept only when
+added cost (the evaluator's objective, estimated time by default) subject to the limit at
+every step the window affects.  A window's solution is kept only when
 :class:`~roam_core.recompute.evaluator.JitEvaluator` confirms that it fits and costs less;
 windows are tried until none improves or ``max_windows`` models were solved.
 
@@ -50,7 +50,7 @@ class WindowReport:
     improved : int
         Windows whose solution was kept (confirmed by the evaluator).
     start_cost, end_cost : float
-        The objective (FLOPs + ``bytes_weight`` x bytes moved) before and after.
+        The objective (the evaluator's re-run costs) before and after.
     start_flops, end_flops : int
         Extra FLOPs before and after.
     cpu_s : float
@@ -112,7 +112,8 @@ class _WindowChooser:
         self.fa = np.asarray([r[0] for r in fr], dtype=np.int64)
         self.fb = np.asarray([r[1] for r in fr], dtype=np.int64)
         self.fz = np.asarray([int(ix.size_bytes[tix[s]]) for s in self.fresh], dtype=np.int64)
-        self.fc = np.asarray([own[s] + 1.0 for s in self.fresh], dtype=np.float64)
+        self.fc = np.asarray([own[s] + ev.costs.epsilon for s in self.fresh],
+                             dtype=np.float64)
 
     def region(self, s: TensorId) -> tuple[int, int]:
         """Steps where dropping ``s`` frees its bytes: after its last forward reader, before
@@ -185,8 +186,8 @@ class _WindowChooser:
         return True
 
 
-def refine_windows(ev: JitEvaluator, start: Evaluation, limit_bytes: int,
-                   bytes_weight: float = 1.0, *, window_size: int = DEFAULT_WINDOW_SIZE,
+def refine_windows(ev: JitEvaluator, start: Evaluation, limit_bytes: int, *,
+                   window_size: int = DEFAULT_WINDOW_SIZE,
                    max_windows: int = 16, time_limit_s: float = 1.0
                    ) -> tuple[Evaluation, WindowReport]:
     """Improve a drop set that fits ``limit_bytes`` by exact windows (module docstring).
@@ -199,8 +200,6 @@ def refine_windows(ev: JitEvaluator, start: Evaluation, limit_bytes: int,
         A drop set whose just-in-time peak fits (returned unchanged otherwise).
     limit_bytes : int
         The just-in-time peak to stay at or under (resident included).
-    bytes_weight : float
-        Cost of one byte moved, in FLOPs.
     window_size : int
         Storages per window.
     max_windows : int
@@ -214,15 +213,14 @@ def refine_windows(ev: JitEvaluator, start: Evaluation, limit_bytes: int,
         A drop set that fits and costs at most ``start``'s, and what was done.
     """
     t0 = time.process_time()
-    w = bytes_weight
     cur = start
     solved = improved = 0
     if start.peak_bytes > limit_bytes or not start.dropped or max_windows <= 0:
-        return cur, WindowReport(0, 0, start.cost(w), start.cost(w), start.extra_flops,
+        return cur, WindowReport(0, 0, start.extra_cost, start.extra_cost, start.extra_flops,
                                  start.extra_flops, time.process_time() - t0)
-    own = {s: ev.producer_cost(s, w) for s in ev.droppable if ev.size[s]}
+    own = {s: ev.producer_cost(s) for s in ev.droppable if ev.size[s]}
     for s in start.dropped:
-        own.setdefault(s, ev.producer_cost(s, w))
+        own.setdefault(s, ev.producer_cost(s))
     pool = [s for s in ev.droppable if ev.size[s]]
     cap = limit_bytes - ev.resident
     tried: set[tuple[frozenset[TensorId], frozenset[TensorId]]] = set()
@@ -238,7 +236,7 @@ def refine_windows(ev: JitEvaluator, start: Evaluation, limit_bytes: int,
                 continue
             tried.add(key)
             try:
-                wm = build_window_model(ev, cur.dropped, win, limit_bytes, w, current=acc)
+                wm = build_window_model(ev, cur.dropped, win, limit_bytes, current=acc)
             except GraphError:
                 continue
             solved += 1
@@ -246,10 +244,11 @@ def refine_windows(ev: JitEvaluator, start: Evaluation, limit_bytes: int,
             if new is None or frozenset(new) == frozenset(cur.dropped):
                 continue
             e = ev.evaluate(sorted(new))
-            if e.peak_bytes <= limit_bytes and e.cost(w) < cur.cost(w) * (1 - 1e-9):
+            if e.peak_bytes <= limit_bytes and e.extra_cost < cur.extra_cost * (1 - 1e-9):
                 cur = e
                 improved += 1
                 progress = True
                 break  # windows are chosen again around the new drop set
-    return cur, WindowReport(solved, improved, start.cost(w), cur.cost(w), start.extra_flops,
+    return cur, WindowReport(solved, improved, start.extra_cost, cur.extra_cost,
+                             start.extra_flops,
                              cur.extra_flops, time.process_time() - t0)

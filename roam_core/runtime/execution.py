@@ -31,7 +31,9 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from roam_core.base.errors import ExecutorError
+from roam_core.base.checks import require_type
+from roam_core.base.errors import ExecutorError, PlanFormatError
+from roam_core.model.plan import Plan
 from roam_core.runtime.arena_runner import ArenaRunner, RunStats
 from roam_core.runtime.device import resolve_device
 from roam_core.runtime.measure import (
@@ -56,7 +58,6 @@ from roam_core.runtime.step import (
 )
 
 if TYPE_CHECKING:
-    from roam_core.model.plan import Plan
     from roam_core.trace.optimizers import OptimizerFactory
     from roam_core.trace.traced_step import TracedStep
 
@@ -87,6 +88,7 @@ def execute_plan(
     strict: bool = True,
     measure: str = "auto",
     recipe: Recipe | None = None,
+    precision: str = "fp32",
     **optimizer_kwargs: Any,
 ) -> ExecutionReport:
     """Run ``plan`` for ``model``'s training step in one arena and compare with eager.
@@ -115,8 +117,11 @@ def execute_plan(
         CUDA peak measurement: ``auto`` uses fresh processes when the recipe pickles.
     recipe : callable, optional
         Zero-argument picklable callable rebuilding ``(model, example_inputs, loss_fn,
-        optimizer, setting, optimizer_kwargs)`` in a child process (the CLI passes the zoo
-        builder); default: pickle the arguments.
+        optimizer, setting, optimizer_kwargs, precision)`` in a child process (the CLI
+        passes the zoo builder); default: pickle the arguments.
+    precision : {"fp32", "bf16-mixed", "bf16", "fp16-mixed"}
+        The step's precision, as traced (:mod:`roam_core.trace.precision`); the eager
+        reference runs the same (autocast, cast model and inputs, grad scaler).
 
     Returns
     -------
@@ -134,15 +139,17 @@ def execute_plan(
     """
     from roam_core.trace.tracer import trace_fx
 
+    require_type(model, torch.nn.Module, "execute_plan: model")
+    require_type(plan, Plan, "execute_plan: plan", PlanFormatError)
     dev = resolve_device(device)
     if measure not in _MEASURE:
         raise ExecutorError(f"measure={measure!r}: choose one of {', '.join(_MEASURE)}")
     traced = trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting, device=dev,
-                      **optimizer_kwargs)
+                      precision=precision, **optimizer_kwargs)
     if measure == "auto" or (measure == "subprocess" and recipe is None):
         if dev.type == "cuda" and recipe is None:
             recipe = pickled_recipe(model, example_inputs, loss_fn, optimizer, setting,
-                                    optimizer_kwargs)
+                                    optimizer_kwargs, precision)
         measure = "subprocess" if recipe is not None else "in-process"
     return execute_traced(traced, model, example_inputs, plan, loss_fn=loss_fn,
                           optimizer=optimizer, device=dev, steps=steps,
@@ -297,7 +304,7 @@ def _planned_replay(traced: TracedStep, model: torch.nn.Module, example_inputs: 
     ``measured_steps``, the peaks of that many more replays (in this process)."""
     runner = ArenaRunner(traced.gm, traced.graph, traced.values, plan.offsets,
                          plan.arena_bytes, dev, check_addresses=check_addresses,
-                         rng=traced.rng)
+                         rng=traced.rng, amp=traced.amp)
     st = prepare_state(traced, model, example_inputs, factory, dev, seed=seed)
     loss, _ = run_planned_step(runner, traced, plan.order, seed, load=st)
     del st

@@ -80,7 +80,8 @@ def _unpickle_recipe(blob: bytes) -> tuple[Any, ...]:
 def pickled_recipe(model: torch.nn.Module, example_inputs: Sequence[Any],
                    loss_fn: Callable[[Any], torch.Tensor] | None,
                    optimizer: str | OptimizerFactory | None, setting: str,
-                   optimizer_kwargs: Mapping[str, Any]) -> Recipe | None:
+                   optimizer_kwargs: Mapping[str, Any], precision: str = "fp32",
+                   ) -> Recipe | None:
     """A recipe that rebuilds these objects in a child process, or ``None`` if they do not
     pickle (classes defined in ``__main__``, lambdas...)."""
     try:
@@ -88,7 +89,7 @@ def pickled_recipe(model: torch.nn.Module, example_inputs: Sequence[Any],
         cpu_inputs = [x.detach().cpu() if isinstance(x, torch.Tensor) and not x.is_meta else x
                       for x in example_inputs]
         blob = pickle.dumps((cpu_model, cpu_inputs, loss_fn, optimizer, setting,
-                             dict(optimizer_kwargs)))
+                             dict(optimizer_kwargs), precision))
     except Exception as e:  # any pickling failure means "measure in-process"
         _logger.info("recipe does not pickle (%s): measuring in-process", e)
         return None
@@ -183,9 +184,11 @@ def _child(recipe: Recipe, which: str, plan_light: dict[str, Any], device: str, 
            seed: int, check_addresses: bool,
            snapshot_path: str | None) -> tuple[int | None, int | None, float]:
     """Runs in a fresh process: rebuild, re-trace, check the fingerprint, measure."""
-    model, inputs, loss_fn, optimizer, setting, kw = recipe()
+    rest: list[Any]  # the precision, when the recipe gives one
+    model, inputs, loss_fn, optimizer, setting, kw, *rest = recipe()
     dev = torch.device(device)
-    traced = trace_fx(model, inputs, loss_fn, optimizer, setting=setting, device=dev, **kw)
+    traced = trace_fx(model, inputs, loss_fn, optimizer, setting=setting, device=dev,
+                      precision=rest[0] if rest else "fp32", **kw)
     if traced.graph.fingerprint() != plan_light["fingerprint"]:
         raise ExecutorError("re-traced graph in the measuring process differs from the plan's")
     if plan_light.get("recompute"):  # the re-runs (and RNG replays) of a recompute plan
@@ -197,7 +200,7 @@ def _child(recipe: Recipe, which: str, plan_light: dict[str, Any], device: str, 
     else:
         runner = ArenaRunner(traced.gm, traced.graph, traced.values, plan_light["offsets"],
                              plan_light["arena_bytes"], dev, check_addresses=check_addresses,
-                             rng=traced.rng)
+                             rng=traced.rng, amp=traced.amp)
         load_arena(runner, st)
         del st  # only the arena holds the model now
         p = measure_planned(runner, traced, plan_light["order"], steps, seed, snapshot_path)

@@ -1,9 +1,10 @@
 """Execute a plan for a graph file: rebuild the step from the graph's ``origin``.
 
-Graphs traced from the zoo record how they were made (``Graph.origin =
-{"source": "zoo", "model", "batch_size", "seq_len", "setting", "optimizer", "attention"}``).
-:func:`execute_origin` rebuilds that step, re-traces it on the target device, checks the
-fingerprint against the plan, and runs
+Graphs traced from the zoo or from a Hugging Face config record how they were made
+(``Graph.origin = {"source": "zoo", "model", "batch_size", "seq_len", "setting",
+"optimizer", "attention", "precision"}``, or ``"source": "hf"`` with the config:
+:func:`roam_core.zoo.hf.hf_origin`).  :func:`execute_origin` rebuilds that step, re-traces
+it on the target device in its precision, checks the fingerprint against the plan, and runs
 :func:`roam_core.runtime.execution.execute_traced`.
 
 The model is built on the meta device and given a seeded ``N(0, 0.02)`` init directly on
@@ -24,20 +25,24 @@ from typing import TYPE_CHECKING, Any
 from roam_core.base.errors import ExecutorError
 from roam_core.runtime.device import resolve_device
 from roam_core.runtime.execution import execute_traced
-from roam_core.runtime.plan_checks import check_fingerprint
+from roam_core.runtime.plan_checks import require_valid
 from roam_core.runtime.report import ExecutionReport
 
 if TYPE_CHECKING:
     from roam_core.model.graph import Graph
     from roam_core.model.plan import Plan
+    from roam_core.zoo.steps import ZooStep
 
-__all__ = ["execute_graph", "execute_origin", "zoo_recipe"]
+__all__ = ["REBUILDABLE", "execute_graph", "execute_origin", "origin_step", "zoo_recipe"]
+
+#: ``Graph.origin["source"]`` values a graph file can be rebuilt from.
+REBUILDABLE = ("zoo", "hf")
 
 _logger = logging.getLogger(__name__)
 
 
 def _zoo_args(origin: Mapping[str, Any]) -> tuple[Any, ...]:
-    if origin.get("source") != "zoo":
+    if origin.get("source") not in REBUILDABLE:
         raise ExecutorError(
             f"the graph comes from a {origin.get('source', 'custom')!r} model "
             f"({origin.get('model', '?')}), which cannot be rebuilt from the graph file: "
@@ -50,26 +55,37 @@ def _zoo_args(origin: Mapping[str, Any]) -> tuple[Any, ...]:
         raise ExecutorError(f"graph origin {dict(origin)} lacks the zoo settings: {e}") from e
 
 
-def zoo_recipe(origin: Mapping[str, Any]) -> tuple[Any, ...]:
-    """Rebuild a zoo step on the meta device: ``(model, inputs, loss_fn, optimizer_factory,
-    setting, {})``.  Picklable through ``functools.partial(zoo_recipe, origin)``."""
+def origin_step(origin: Mapping[str, Any], device: str = "meta", seed: int = 0) -> ZooStep:
+    """The step a zoo or Hugging Face graph was traced from (:data:`REBUILDABLE`)."""
+    name, b, t, setting, opt, attention = _zoo_args(origin)
+    if origin.get("source") == "hf":
+        from roam_core.zoo.hf import hf_step_from_origin
+
+        return hf_step_from_origin(origin, device, seed)
     from roam_core.zoo.steps import build_zoo_step
 
-    name, b, t, setting, opt, attention = _zoo_args(origin)
-    step = build_zoo_step(name, b, t, setting, opt, "meta", attention=attention)
-    return step.model, step.example_inputs, step.loss_fn, step.optimizer_factory, setting, {}
+    return build_zoo_step(name, b, t, setting, opt, device, attention=attention, seed=seed)
+
+
+def zoo_recipe(origin: Mapping[str, Any]) -> tuple[Any, ...]:
+    """Rebuild a zoo or HF step on the meta device: ``(model, inputs, loss_fn,
+    optimizer_factory, setting, {}, precision)``.  Picklable through
+    ``functools.partial(zoo_recipe, origin)``."""
+    step = origin_step(origin)
+    return (step.model, step.example_inputs, step.loss_fn, step.optimizer_factory,
+            origin.get("setting", "steady"), {}, origin.get("precision", "fp32"))
 
 
 def execute_origin(origin: Mapping[str, Any], plan: Plan, *, device: str = "cpu",
                    steps: int = 1, check_addresses: bool = True, seed: int = 0,
                    strict: bool = False, measure: str = "auto",
                    snapshot_dir: str | None = None) -> ExecutionReport:
-    """Rebuild the zoo step described by ``origin``, re-trace it, and execute ``plan``.
+    """Rebuild the zoo or HF step described by ``origin``, re-trace it, execute ``plan``.
 
     Parameters
     ----------
     origin : Mapping
-        ``Graph.origin`` of the plan's graph (``source`` must be ``"zoo"``).
+        ``Graph.origin`` of the plan's graph (``source`` ``"zoo"`` or ``"hf"``).
     plan : Plan
         The plan (its fingerprint must match the re-traced graph).
     device, steps, check_addresses, seed, strict
@@ -90,9 +106,9 @@ def execute_origin(origin: Mapping[str, Any], plan: Plan, *, device: str = "cpu"
 
     name, b, _t, setting, _opt, _attention = _zoo_args(origin)
     dev = resolve_device(device)
-    model, inputs, loss_fn, factory, setting, _ = zoo_recipe(origin)
+    model, inputs, loss_fn, factory, setting, _, precision = zoo_recipe(origin)
     traced = trace_fx(model, inputs, loss_fn, factory, setting=setting, device=dev,
-                      name=f"{name}-b{b}", origin=dict(origin))
+                      name=f"{name}-b{b}", origin=dict(origin), precision=precision)
     recipe = functools.partial(zoo_recipe, dict(origin))
     how = measure
     if measure == "auto":
@@ -105,10 +121,10 @@ def execute_origin(origin: Mapping[str, Any], plan: Plan, *, device: str = "cpu"
 def execute_graph(graph: Graph, plan: Plan, **kwargs: Any) -> ExecutionReport:
     """Execute ``plan`` for a loaded graph (the app's "Verify" button, ``roam execute``).
 
-    Checks the plan against ``graph`` first (cheap), then calls :func:`execute_origin` with
-    ``graph.origin`` and ``kwargs`` (``device``, ``steps``, ``seed``, ``check_addresses``,
-    ``strict``, ``measure``, ``snapshot_dir``).
+    Checks the plan against ``graph`` first (fingerprint and the whole validator), then
+    calls :func:`execute_origin` with ``graph.origin`` and ``kwargs`` (``device``,
+    ``steps``, ``seed``, ``check_addresses``, ``strict``, ``measure``, ``snapshot_dir``).
     """
-    check_fingerprint(graph, plan)
+    require_valid(graph, plan)
     return execute_origin(graph.origin, plan, **kwargs)
 

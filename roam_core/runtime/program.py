@@ -28,6 +28,12 @@ Two ways to run it:
 Per-step scalars: instructions whose node has entries in ``scalar_slots`` read those
 numeric arguments from :attr:`Program.scalars` (refreshed by the caller before each step,
 e.g. an optimizer's bias corrections by :class:`~roam_core.runtime.scalars.OptimizerScalars`).
+
+A grad scaler's step (``runner.amp``, :class:`~roam_core.trace.precision.AmpGuard`): before
+the first of the optimizer's update ops runs, the scaler's ``found_inf`` flag is read (one
+device sync, as ``GradScaler.step`` does); when it is set, every update op of this step is
+skipped and :attr:`Program.skipped` says so.  A checked run that skipped them does not count
+as the checked run the fast path is bound from (the skipped ops' values were not made).
 """
 
 from __future__ import annotations
@@ -168,6 +174,11 @@ class Program:
         #: instruction index -> metadata its result object is reset to each step, because an
         #: in-place view op (``unsqueeze_``) later changes that object's shape
         self.restore: dict[int, _ViewMeta] = {}
+        amp = getattr(runner, "amp", None)
+        self._skippable: frozenset[str] = amp.step_ops if amp is not None else frozenset()
+        self._found_inf = amp.found_inf if amp is not None else ""
+        #: whether the last run skipped the update ops (a grad scaler found inf/NaN)
+        self.skipped = False
         self._build(check_live)
 
     # ------------------------------------------------------------------ build
@@ -358,8 +369,14 @@ class Program:
         rng = self._rng()
         if rng is not None:
             rng.start()
+        skip: bool | None = None
         for idx, ins in enumerate(self.instrs):
             node = ins.node
+            if node.name in self._skippable:
+                if skip is None:
+                    skip = self._inf_found(env)
+                if skip:
+                    continue
             args = self._resolve(ins.args, env)
             kwargs = self._resolve(ins.kwargs, env)
             if ins.inplace_view and isinstance(args[0], torch.Tensor):
@@ -395,9 +412,15 @@ class Program:
                 self.checked_values += r.check_outputs(node, node.meta.get("val"), result)
         if rng is not None:
             rng.finish()
-        self.checked_runs += 1
-        self._fast = None  # rebind to the values of this run
+        self.skipped = bool(skip)
+        if not skip:
+            self.checked_runs += 1
+            self._fast = None  # rebind to the values of this run
         return self._resolve(self.output.args[0], env)
+
+    def _inf_found(self, env: Mapping[str, Any]) -> bool:
+        """Whether the grad scaler's ``found_inf`` flag is set (a device sync)."""
+        return bool(env[self._found_inf].item() != 0)
 
     def _reset_meta(self, idx: int, ins: _Instr, env: Mapping[str, Any]) -> None:
         """Give a result object whose shape an in-place view op changed its first shape."""
@@ -409,11 +432,18 @@ class Program:
             obj.as_strided_(*meta)
 
     def run_fast(self, env: dict[str, Any]) -> Any:
-        """Run the bound instruction list (after one :meth:`run_checked` on ``env``)."""
+        """Run the bound instruction list (after one :meth:`run_checked` on ``env``).
+
+        Until a checked run has run every op (a grad scaler may skip the update ops of the
+        first steps), this is a checked run.
+        """
         if self._fast is None:
             if not self.checked_runs:
-                raise ExecutorError("run the program once with run_checked first")
+                if not self._skippable:
+                    raise ExecutorError("run the program once with run_checked first")
+                return self.run_checked(env)
             self._fast = self._bind(env)
+        self.skipped = False
         for f in self._fast:
             f()
         return self._resolve(self.output.args[0], env)
@@ -430,6 +460,7 @@ class Program:
         rng = self._rng()
         if rng is not None:
             out.append(rng.start)
+        guarded = False
         for idx, ins in enumerate(self.instrs):
             meta = self.restore.get(idx)
             obj = env.get(ins.node.name)
@@ -438,13 +469,26 @@ class Program:
             random = rng is not None and ins.node.name in rng.draws
             if random and rng is not None:  # (random implies rng; said for the checker)
                 out.append(functools.partial(rng.before, ins.node.name))
+            skippable = ins.node.name in self._skippable
+            if skippable and not guarded:
+                out.append(functools.partial(self._guard, env))
+                guarded = True
             if ins.kind not in ("view", "empty"):  # else the checked run's value is reused
-                out.append(self._bind_one(ins, env))
+                call = self._bind_one(ins, env)
+                out.append(functools.partial(self._unless_skipped, call) if skippable
+                           else call)
             if random and rng is not None:
                 out.append(functools.partial(rng.after, ins.node.name))
         if rng is not None:
             out.append(rng.finish)
         return out
+
+    def _guard(self, env: Mapping[str, Any]) -> None:
+        self.skipped = self._inf_found(env)
+
+    def _unless_skipped(self, call: Callable[[], Any]) -> None:
+        if not self.skipped:
+            call()
 
     def _template(self, x: Any, env: Mapping[str, Any]) -> tuple[Any, bool]:
         """Static values bound as objects; ``(template, needs_resolution)``."""

@@ -2,10 +2,11 @@
 
 The traced step's placeholders are, in order, the model's deduplicated parameters, its
 buffers, the resident optimizer state (``steady`` setting: per parameter, the tensor entries
-of ``opt.state[p]`` in insertion order) and the tensor example inputs (see
-:func:`roam_core.trace.trace_fx`).  :func:`prepare_state` builds the same list from a real
-model on the device, running the same warm optimizer step as the tracer, so that the eager
-step and the planned replay start from identical values.
+of ``opt.state[p]`` in insertion order), the grad scaler's ``scale`` and ``growth_tracker``
+(``fp16-mixed``) and the tensor example inputs (see :func:`roam_core.trace.trace_fx`).
+:func:`prepare_state` builds the same list from a real model on the device, in the traced
+step's precision (:mod:`roam_core.trace.precision`), running the same warm optimizer step as
+the tracer, so that the eager step and the planned replay start from identical values.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from roam_core.trace.params import (
     unique_named_buffers,
     unique_named_parameters,
 )
+from roam_core.trace.precision import StepPrecision, resolve_precision
 
 if TYPE_CHECKING:
     from roam_core.trace.traced_step import TracedStep
@@ -58,6 +60,7 @@ class StepState:
     inputs: list[Any]
     flat: list[torch.Tensor]  # placeholder order
     names: list[str]  # placeholder node names
+    mixed: StepPrecision | None = None  # autocast and grad scaler (None: fp32)
 
 
 def _materialize(model: nn.Module, device: torch.device, seed: int) -> nn.Module:
@@ -123,10 +126,11 @@ def prepare_state(traced: TracedStep, model: nn.Module, example_inputs: Sequence
         Seed for meta-parameter init and meta inputs.
     """
     dev = torch.device(device)
-    m = _materialize(model, dev, seed)
+    precision = resolve_precision(traced.precision)
+    m = precision.cast_module(_materialize(model, dev, seed))
     m.train()
     gen = torch.Generator(device="cpu").manual_seed(seed + 1)
-    inputs = [_real_input(x, dev, gen) for x in example_inputs]
+    inputs = [precision.cast(_real_input(x, dev, gen)) for x in example_inputs]
     params = [p for _, p in unique_named_parameters(m)]
     buffers = [b for _, b in unique_named_buffers(m)]
     opt = factory(params)
@@ -138,23 +142,29 @@ def prepare_state(traced: TracedStep, model: nn.Module, example_inputs: Sequence
         opt.zero_grad(set_to_none=True)
     state = [v for p in params for v in opt.state.get(p, {}).values()
              if isinstance(v, torch.Tensor)]
-    flat = params + buffers + state + [x for x in inputs if isinstance(x, torch.Tensor)]
+    mixed = StepPrecision(precision, dev)
+    flat = (params + buffers + state + mixed.state()
+            + [x for x in inputs if isinstance(x, torch.Tensor)])
     names = [r.node for r in traced.placeholders]
     if len(flat) != len(names):
         raise ExecutorError(
             f"the model has {len(flat)} parameters/buffers/state/inputs but the traced step "
             f"has {len(names)} inputs: the plan was made for another model or settings")
-    return StepState(m, opt, inputs, flat, names)
+    return StepState(m, opt, inputs, flat, names, mixed)
 
 
 def eager_step(st: StepState, loss_fn: Callable[[Any], torch.Tensor] | None,
                seed: int) -> torch.Tensor:
-    """One ordinary PyTorch training step (seeded); returns the detached loss."""
+    """One ordinary PyTorch training step (seeded) in the state's precision: autocast
+    around the forward and the loss, and with a grad scaler ``scaler.scale(loss).backward()``,
+    ``scaler.step(optimizer)``, ``scaler.update()``; returns the detached loss."""
+    mixed = st.mixed if st.mixed is not None else StepPrecision("fp32", torch.device("cpu"))
     torch.manual_seed(seed)
-    out = st.model(*st.inputs)
-    loss = out if loss_fn is None else loss_fn(out)
-    loss.backward()
-    st.optimizer.step()
+    with mixed.autocast():
+        out = st.model(*st.inputs)
+        loss = out if loss_fn is None else loss_fn(out)
+    mixed.backward(loss)
+    mixed.eager_step(st.optimizer)
     st.optimizer.zero_grad(set_to_none=True)
     return loss.detach()
 

@@ -370,13 +370,16 @@ def build_graph(
     modules: Mapping[str, str] | None = None,
     names: Mapping[str, str] | None = None,
     named: Sequence[tuple[str, torch.Tensor]] = (),
+    extra_inputs: Mapping[str, Sequence[str]] | None = None,
 ) -> tuple[Graph, dict[str, ValueRef], str]:
     """Build the memory graph of a traced step.
 
     Parameters
     ----------
     gm : torch.fx.GraphModule
-        The traced step (every node with a fake ``meta["val"]``); its output is the loss.
+        The traced step (every node with a fake ``meta["val"]``); it returns the loss first
+        (a clipping step also returns its gradient norm; every returned storage is an
+        ``output``, live to the end of the step).
     phases : Mapping of str to Phase
         FX node name -> phase (missing names are ``OTHER``); the op producing the loss is
         always ``LOSS``.
@@ -395,6 +398,10 @@ def build_graph(
     named : sequence of (str, Tensor)
         ``Tensor.name`` of the storages of gradients and optimizer state seen in the step
         (the first name of a storage wins).
+    extra_inputs : Mapping of str to sequence of str, optional
+        FX node name -> value ids the op also reads although no FX argument passes them:
+        a grad scaler's update ops read its ``found_inf`` flag (they run only when it is
+        zero), which orders them after the inf check and keeps the flag live until then.
 
     Returns
     -------
@@ -408,9 +415,9 @@ def build_graph(
     """
     b = _Builder(resident_kind)
     out_node = next(n for n in gm.graph.nodes if n.op == "output")
-    loss_node = torch.fx.node.map_aggregate(out_node.args[0], lambda x: x)
-    while isinstance(loss_node, (list, tuple)):
-        loss_node = loss_node[0]
+    returned: list[Any] = []
+    torch.fx.node.map_arg(out_node.args[0], returned.append)
+    loss_node = returned[0]  # the loss; a clipping step also returns its gradient norm
     loss_producer = loss_node.args[0] if loss_node.target is _getitem else loss_node
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "get_attr"):
@@ -425,9 +432,13 @@ def build_graph(
             b.add_node(node, phase)
         except Exception as e:
             raise TraceError(f"op {node.name} ({node.target}): {type(e).__name__}: {e}") from e
+    for op in b.ops:
+        more = [v for v in (extra_inputs or {}).get(op.id, ()) if v not in op.inputs]
+        if more:
+            op.inputs = op.inputs + tuple(more)
     loss_value = b.node_values[loss_node.name][0]
-    loss_sid = b.storage_of[loss_value]
-    kinds = _kinds(b, grads, state, loss_sid)
+    out_sids = list(dict.fromkeys(b.storage_of[b.node_values[n.name][0]] for n in returned))
+    kinds = _kinds(b, grads, state, set(out_sids))
     storage_names = _storage_names(b, names or {}, named)
     if modules:
         _set_modules(b, modules, storage_names)
@@ -436,7 +447,7 @@ def build_graph(
                for sid, f in b.tensors.items()]
     edges = _control_edges(b)
     graph = Graph.build([p.op() for p in b.ops], tensors, b.aliases, edges,
-                        outputs=[TensorId(loss_sid)], name=name, origin=origin)
+                        outputs=[TensorId(s) for s in out_sids], name=name, origin=origin)
     return graph, b.values, loss_value
 
 
@@ -486,7 +497,7 @@ def _set_modules(b: _Builder, modules: Mapping[str, str],
 
 
 def _kinds(b: _Builder, grads: Sequence[torch.Tensor], state: Sequence[torch.Tensor],
-           loss_sid: str) -> dict[str, TensorKind]:
+           output_sids: set[str]) -> dict[str, TensorKind]:
     def sids(ts: Sequence[torch.Tensor]) -> set[str]:
         found = (b.sref.get(StorageWeakRef(t.untyped_storage())) for t in ts)
         return {s for s in found if s is not None}
@@ -501,7 +512,7 @@ def _kinds(b: _Builder, grads: Sequence[torch.Tensor], state: Sequence[torch.Ten
     for sid, (_, _, _, producer) in b.tensors.items():
         if producer is None:
             kinds[sid] = b.resident_kind.get(sid, TensorKind.INPUT)
-        elif sid == loss_sid:
+        elif sid in output_sids:
             kinds[sid] = TensorKind.OUTPUT
         elif sid in grad_s:
             kinds[sid] = TensorKind.GRADIENT

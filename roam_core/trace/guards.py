@@ -17,6 +17,10 @@ model code break that:
   naming the op, the module path (``model.layers.0.mlp.experts``) and the way out.
 
 A read from a value that depends on the inputs or parameters is refused the same way.
+
+Any other op that fails while tracing is remembered with its module path
+(:attr:`DataDependentGuard.error_at`), so the error names both; ops with a known way out
+(:data:`OP_HINTS`, e.g. Hugging Face's ``grouped_mm`` experts, which need bf16 inputs) add it.
 """
 
 from __future__ import annotations
@@ -29,8 +33,8 @@ import torch
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-__all__ = ["DataDependentGuard", "ModuleStack", "explain", "guard_data_dependence",
-           "untraceable_message"]
+__all__ = ["OP_HINTS", "DataDependentGuard", "ModuleStack", "explain", "failed_at",
+           "guard_data_dependence", "untraceable_message"]
 
 _aten = torch.ops.aten
 
@@ -40,7 +44,8 @@ _DYNAMIC_SHAPE_HINT = (
     "Mixture-of-experts routing that gathers each expert's tokens (nonzero / where / "
     "boolean indexing) is the usual cause: use dense or fixed-capacity routing instead, "
     "e.g. Hugging Face MoE models with config._experts_implementation = 'batched_mm' "
-    "(every token-expert pair, static shapes), or run every expert on every token and "
+    "(roam trace --hf-set experts_implementation=batched_mm; every token-expert pair, "
+    "static shapes), or run every expert on every token and "
     "weight the outputs by the gate (zero for unselected experts)")
 _SCALAR_HINT = (
     "the model reads a Python value from a tensor computed from the inputs or parameters "
@@ -48,6 +53,17 @@ _SCALAR_HINT = (
     "Make the branch static: pass the flag explicitly (e.g. torch.nn.Transformer: "
     "tgt_is_causal=True / src_is_causal=..., and enable_nested_tensor=False with padding "
     "masks), or compute the value outside the step")
+
+
+#: Ops that fail to trace for a known reason -> the way out (checked in tests).
+OP_HINTS = {
+    "aten._grouped_mm": (
+        "the grouped matmul of transformers' default 'grouped_mm' mixture-of-experts code "
+        "takes bf16 inputs only (on CPU); use the batched experts instead: the config "
+        "setting experts_implementation='batched_mm' (roam trace --hf-set "
+        "experts_implementation=batched_mm; in Python config._experts_implementation = "
+        "'batched_mm'), which traces and replays bit-exactly"),
+}
 
 
 class ModuleStack:
@@ -170,6 +186,8 @@ class DataDependentGuard(TorchDispatchMode):
         self.evaluated: list[tuple[str | None, Any]] = []
         #: the message for the last data-dependent op that failed
         self.failure: str | None = None
+        #: ``(op, module path)`` of the first op that raised while tracing
+        self.error_at: tuple[Any, str | None] | None = None
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
                            kwargs: Any = None) -> Any:
@@ -185,6 +203,8 @@ class DataDependentGuard(TorchDispatchMode):
         try:
             return func(*args, **kwargs)
         except Exception as e:
+            if self.error_at is None:
+                self.error_at = (func, self.modules.current())
             name = type(e).__name__
             if name in _DATA_DEPENDENT:  # e.g. torch.equal: a Python value of its inputs
                 value = self._constant_call(func, args, kwargs)
@@ -231,7 +251,8 @@ _DATA_DEPENDENT = ("DataDependentOutputException", "GuardOnDataDependentSymNode"
 
 
 def explain(exc: BaseException, guard: DataDependentGuard | None) -> str | None:
-    """The user-facing message for a data-dependent failure of a trace, if it is one."""
+    """The user-facing message for a failure of a trace: data-dependent code, or an op with
+    a known way out (:data:`OP_HINTS`); ``None`` for anything else."""
     seen: BaseException | None = exc
     while seen is not None:
         name = type(seen).__name__
@@ -241,7 +262,22 @@ def explain(exc: BaseException, guard: DataDependentGuard | None) -> str | None:
             hint = _DYNAMIC_SHAPE_HINT if name == "DynamicOutputShapeException" else _SCALAR_HINT
             return untraceable_message(str(seen) or name, None, hint)
         seen = seen.__cause__ or seen.__context__
+    if guard is not None and guard.error_at is not None:
+        op, module = guard.error_at
+        way_out = OP_HINTS.get(str(getattr(op, "overloadpacket", op)))
+        if way_out is not None:
+            return untraceable_message(op, module, f"{way_out} ({type(exc).__name__}: {exc})")
     return None
+
+
+def failed_at(guard: DataDependentGuard | None) -> str:
+    """`` at OP in module 'path'`` for the op that raised while tracing (``""``: unknown)."""
+    if guard is None or guard.error_at is None:
+        return ""
+    op, module = guard.error_at
+    where = "" if module is None else (
+        " in the model itself" if module == "" else f" in module {module!r}")
+    return f" at {op}{where}"
 
 
 def _tracer_root() -> Any:

@@ -17,7 +17,9 @@ from typing import Any
 
 from roam_core.model.graph import Graph, TensorKind
 from roam_core.trace.fx_graph import ValueRef
+from roam_core.trace.precision import AmpGuard
 from roam_core.trace.rng import RngTimeline
+from roam_core.trace.step_spec import StepSpec
 
 __all__ = ["PlaceholderRole", "TracedStep"]
 
@@ -51,7 +53,8 @@ class TracedStep:
     ----------
     gm : torch.fx.GraphModule
         The traced step (profiler nodes and dead code removed).  Called with the flat list
-        of placeholder tensors (order of ``placeholders``), it returns ``[loss]``.
+        of placeholder tensors (order of ``placeholders``), it returns ``[loss]``
+        (``[loss, total_norm]`` when the step clips its gradients).
     graph : Graph
         The memory graph (see the module docstring for how ids map to ``gm`` nodes).
     placeholders : tuple of PlaceholderRole
@@ -71,6 +74,11 @@ class TracedStep:
     rng : RngTimeline
         The generator state every random op draws at (:mod:`roam_core.trace.rng`): records
         RNG rewinds such as ``torch.utils.checkpoint``'s, which the runtime replays.
+    precision : str
+        The step's precision (:data:`roam_core.trace.precision.PRECISIONS`).
+    amp : AmpGuard or None
+        With a grad scaler (``fp16-mixed``): the update ops it skips when a gradient is
+        inf/NaN, and the flag that says so.
     """
 
     #: a GraphModule, or a stand-in with recompute nodes added (the runtime's replay view)
@@ -84,3 +92,6 @@ class TracedStep:
     optimizer: str
     trace_time_s: float
     rng: RngTimeline = field(default_factory=RngTimeline)
+    precision: str = "fp32"
+    amp: AmpGuard | None = None
+    spec: StepSpec = field(default_factory=StepSpec)

@@ -40,6 +40,15 @@ the meta device; the example inputs may be real or meta (only shapes and dtypes 
   a direct data edge); random ops (``torch.Tag.nondeterministic_seeded``) are chained in
   program order (``RNG``).  Any order honouring data and control edges is a correct program.
 
+Precision
+---------
+``precision`` (:mod:`roam_core.trace.precision`): ``fp32`` (default), ``bf16-mixed``
+(autocast), ``bf16`` (everything cast) or ``fp16-mixed`` (autocast fp16 and a grad scaler,
+whose ``scale`` / ``growth_tracker`` are resident ``optimizer_state`` storages named
+``grad_scaler.scale`` / ``grad_scaler.growth_tracker``; the update ops read the scaler's
+``found_inf`` flag, so no update runs before the inf check).  ``Graph.origin["precision"]``
+records it.
+
 Settings
 --------
 ``steady`` (default): the optimizer state exists before the traced step (a warm step with
@@ -58,6 +67,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import logging
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -68,20 +78,45 @@ from torch import nn
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 
+from roam_core.base.checks import require_type
 from roam_core.base.collector import gc_paused
 from roam_core.base.errors import TraceError
 from roam_core.model.graph import Graph, Phase, TensorKind
+from roam_core.trace.fake_fixes import fix_fake_values
 from roam_core.trace.fx_graph import build_graph, is_random
-from roam_core.trace.guards import explain, guard_data_dependence
+from roam_core.trace.guards import explain, failed_at, guard_data_dependence
+from roam_core.trace.kernel_fakes import KernelFakeMode
 from roam_core.trace.modules import SCOPE_ATTRIBUTE, ModuleTracker, node_modules, scoped_name
-from roam_core.trace.optimizers import OptimizerFactory, make_optimizer_factory, warm_step
+from roam_core.trace.optimizers import (
+    OptimizerFactory,
+    make_optimizer_factory,
+    per_parameter,
+    warm_step,
+)
 from roam_core.trace.params import unique_named_buffers, unique_named_parameters
+from roam_core.trace.precision import (
+    GRAD_SCALER,
+    SCALER_STATE,
+    AmpGuard,
+    Precision,
+    StepPrecision,
+    resolve_precision,
+)
 from roam_core.trace.rng import RngRecorder, record_rng, rng_timeline
+from roam_core.trace.step_spec import (
+    ACCUMULATOR_SUFFIX,
+    StepSpec,
+    accumulate_and_clip,
+    reset_accumulators,
+)
 from roam_core.trace.traced_step import PlaceholderRole, TracedStep
 
 __all__ = ["trace_fx", "trace_training_step"]
 
 _logger = logging.getLogger(__name__)
+
+#: make_fx is not thread-safe (it patches torch.fx's module-level tracing state)
+_TRACE_LOCK = threading.RLock()
 
 
 def trace_training_step(
@@ -93,6 +128,10 @@ def trace_training_step(
     setting: str = "steady",
     name: str | None = None,
     origin: Mapping[str, Any] | None = None,
+    precision: str = "fp32",
+    max_grad_norm: float | None = None,
+    accumulation_steps: int = 1,
+    accumulate_only: bool = False,
     **optimizer_kwargs: Any,
 ) -> Graph:
     """Trace one training step of ``model`` into a :class:`~roam_core.model.graph.Graph`.
@@ -109,14 +148,29 @@ def trace_training_step(
         scalar loss itself.
     optimizer : {"adamw", "adam", "sgd"} or callable, optional
         Default ``"adamw"`` (``"adam"`` with lr 0.1, weight decay 1e-4 in the ``roam``
-        setting).  SGD uses momentum 0.9.  A callable ``params -> Optimizer`` is used as is
-        (pass ``foreach=False`` to it to keep per-parameter update ops).
+        setting).  SGD uses momentum 0.9.  A callable ``params -> Optimizer`` is used as is,
+        except that ``foreach=True`` is traced as the per-parameter update it computes (on
+        CPU torch's foreach kernels loop over the same per-tensor kernels); ``fused=True``
+        is traced as torch's fused kernel (one op updating every parameter).
     setting : {"steady", "roam"}
         Optimizer state resident before the step, or created by the traced first step.
     name : str, optional
         Graph name (default: the model's class name).
     origin : Mapping, optional
-        Stored as ``Graph.origin`` (default ``{"source": "custom", ...}``).
+        Stored as ``Graph.origin`` (default ``{"source": "custom", ...}``); its
+        ``"precision"`` entry is always set to ``precision``.
+    precision : {"fp32", "bf16-mixed", "bf16", "fp16-mixed"}
+        Numeric precision of the step (:mod:`roam_core.trace.precision`): the model's own
+        dtypes, autocast bf16, everything cast to bf16, or autocast fp16 with a
+        ``torch.amp.GradScaler`` (not yet with clipping or accumulation).
+    max_grad_norm : float, optional
+        Clip the gradients' total 2-norm in the step (:mod:`roam_core.trace.step_spec`).
+    accumulation_steps : int
+        Micro-batches per optimizer step; with ``k > 1`` the step is the k-th micro-batch
+        (backward of ``loss / k``, gradients added into resident accumulators, update).
+    accumulate_only : bool
+        With ``accumulation_steps > 1``: trace a micro-batch that only accumulates (no
+        update), the graph of the first ``k - 1`` micro-batches.
     **optimizer_kwargs
         Hyper-parameters forwarded to the torch optimizer.
 
@@ -137,8 +191,13 @@ def trace_training_step(
     >>> sorted({op.phase.value for op in g.ops})
     ['backward', 'forward', 'loss', 'optimizer']
     """
+    require_type(model, nn.Module, "trace_training_step: model", TraceError)
+    if not isinstance(example_inputs, Sequence) or isinstance(example_inputs, str | bytes):
+        raise TraceError("trace_training_step: example_inputs must be a list or tuple of "
+                         f"inputs, not {type(example_inputs).__name__}")
+    spec = StepSpec(max_grad_norm, accumulation_steps, not accumulate_only)
     return trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting, name=name,
-                    origin=origin, **optimizer_kwargs).graph
+                    origin=origin, precision=precision, spec=spec, **optimizer_kwargs).graph
 
 
 def trace_fx(
@@ -151,21 +210,31 @@ def trace_fx(
     name: str | None = None,
     origin: Mapping[str, Any] | None = None,
     device: str | torch.device = "cpu",
+    precision: str | Precision = "fp32",
+    spec: StepSpec | None = None,
     **optimizer_kwargs: Any,
 ) -> TracedStep:
     """Trace a training step and keep the FX program (internal API for the executor).
 
     Same parameters as :func:`trace_training_step`, plus ``device``: the device of the fake
-    tensors (``"cpu"``; ``"cuda"`` only works on a machine with a GPU).  Returns a
-    :class:`TracedStep`.  The placeholders of ``TracedStep.gm`` are, in order, the
-    deduplicated parameters, the buffers, the resident optimizer state (``steady`` only:
-    per parameter, the tensor entries of ``opt.state[p]`` in insertion order) and the tensor
-    example inputs, as listed in ``TracedStep.placeholders``.  Python's cyclic garbage
-    collector is paused while tracing (:func:`gc_paused`).
+    tensors (``"cpu"``; ``"cuda"`` only works on a machine with a GPU), and ``spec``, the
+    clipping and accumulation of the step (:class:`~roam_core.trace.step_spec.StepSpec`).
+    Returns a :class:`TracedStep`.  The placeholders of ``TracedStep.gm`` are, in order,
+    the deduplicated parameters, the buffers, the resident optimizer state (``steady`` only:
+    per parameter, the tensor entries of ``opt.state[p]`` in insertion order), the grad
+    scaler's ``scale`` and ``growth_tracker`` (``fp16-mixed`` only), the gradient
+    accumulators (with accumulation: one per parameter that requires grad) and the tensor
+    example inputs, as listed in ``TracedStep.placeholders``.  The step returns ``[loss]``,
+    or ``[loss, total_norm]`` when it clips.  Python's cyclic garbage collector is paused
+    while tracing (:func:`gc_paused`).  One trace runs at a time per process (make_fx
+    patches module-level state): threads that trace at once (a Dask worker's, the app's)
+    take turns.
     """
-    with gc_paused():
+    with _TRACE_LOCK, gc_paused():
         return _trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting,
-                         name=name, origin=origin, device=device, **optimizer_kwargs)
+                         name=name, origin=origin, device=device,
+                         precision=resolve_precision(precision), spec=spec or StepSpec(),
+                         **optimizer_kwargs)
 
 
 def _trace_fx(
@@ -178,6 +247,8 @@ def _trace_fx(
     name: str | None,
     origin: Mapping[str, Any] | None,
     device: str | torch.device,
+    precision: Precision,
+    spec: StepSpec,
     **optimizer_kwargs: Any,
 ) -> TracedStep:
     t0 = time.perf_counter()
@@ -187,19 +258,29 @@ def _trace_fx(
         # fake CUDA tensors abort the process inside make_fx when no GPU is present
         raise TraceError("tracing on cuda needs a machine with a CUDA GPU; trace on cpu here")
     # closed-over real tensors (e.g. labels captured by loss_fn) become graph constants
-    fm = FakeTensorMode(allow_non_fake_inputs=True)
-    with _FakeSwap(model, fm, dev):
-        fake = _FakeStep.build(model, example_inputs, factory, setting, fm, dev)
-        gm, ctx, rng_calls = _make_fx(model, loss_fn, fake, fm)
+    if precision.grad_scaler and (spec.accumulates or spec.max_grad_norm is not None):
+        raise TraceError(f"precision {precision.name!r} with gradient clipping or "
+                         "accumulation is not supported yet (the grad scaler would have to "
+                         "unscale first); use bf16-mixed, or trace without them")
+    fm = KernelFakeMode(allow_non_fake_inputs=True)
+    with _FakeSwap(model, fm, dev, precision):
+        fake = _FakeStep.build(model, example_inputs, factory, setting, fm, dev, precision,
+                               spec)
+        gm, ctx, rng_calls = _make_fx(model, loss_fn, fake, fm, spec)
     roles = (
         [(TensorKind.PARAMETER, n) for n, _ in fake.named_params]
         + [(TensorKind.BUFFER, n) for n, _ in fake.named_buffers]
         + [(TensorKind.OPTIMIZER_STATE, n) for n in fake.state_names]
+        + [(TensorKind.OPTIMIZER_STATE, f"{GRAD_SCALER}:{k}") for k in SCALER_STATE
+           if fake.mixed.scaler is not None]
+        + [(TensorKind.GRADIENT, n) for n in fake.accumulator_names]
         + [(TensorKind.INPUT, f"inputs[{i}]") for i in fake.tensor_pos]
     )
     phases = ctx.phases(gm.graph)
     rng = rng_timeline(gm, rng_calls, is_random)
     _strip(gm)  # gm is lazy: its recompile() only marks the code stale
+    amp = _amp_guard(gm, ctx) if fake.mixed.scaler is not None else None
+    fix_fake_values(gm, fm)  # where torch's fake kernels disagree with the real ones
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     assert len(placeholders) == len(roles), (len(placeholders), len(roles))
     ph_roles = tuple(PlaceholderRole(n.name, k, r) for n, (k, r) in
@@ -211,17 +292,19 @@ def _trace_fx(
         origin = {"source": "custom", "model": type(model).__name__, "setting": setting,
                   "optimizer": opt_name, "torch": torch.__version__,
                   "input_shapes": [list(x.shape) for x in example_inputs
-                                   if isinstance(x, torch.Tensor)]}
+                                   if isinstance(x, torch.Tensor)], **spec.origin()}
+    origin = {**origin, "precision": precision.name}
     graph, values, loss_value = build_graph(
         gm, phases, {r.node: r.kind for r in ph_roles + consts}, ctx.grads, ctx.state,
         name=gname, origin=origin, modules=node_modules(gm),
         names={r.node: scoped_name(_storage_name(r), fake.scope) for r in ph_roles},
-        named=[(scoped_name(n, fake.scope), t) for n, t in ctx.named])
+        named=[(scoped_name(n, fake.scope), t) for n, t in ctx.named],
+        extra_inputs={} if amp is None else dict.fromkeys(amp.step_ops, (amp.found_inf,)))
     dt = time.perf_counter() - t0
     _logger.info("traced %s: %d ops, %d storages in %.2f s", gname, len(graph),
                  len(graph.tensors), dt)
     return TracedStep(gm, graph, ph_roles, consts, values, loss_value, setting, opt_name, dt,
-                      rng)
+                      rng, precision.name, amp, spec)
 
 
 @dataclass
@@ -239,6 +322,10 @@ class _FakeStep:
     pname: dict[int, str]  # id(parameter) -> qualified name
     scope: str
     tracker: ModuleTracker
+    mixed: StepPrecision  # autocast and the grad scaler (with fake resident state)
+    #: per parameter, its gradient accumulator (None: frozen, or no accumulation)
+    accumulators: list[torch.Tensor | None]
+    accumulator_names: list[str]  # the parameters' names, for the accumulators that exist
 
     @property
     def params(self) -> list[nn.Parameter]:
@@ -248,16 +335,22 @@ class _FakeStep:
     def buffers(self) -> list[torch.Tensor]:
         return [b for _, b in self.named_buffers]
 
+    @property
+    def accumulator_tensors(self) -> list[torch.Tensor]:
+        return [a for a in self.accumulators if a is not None]
+
     @classmethod
     def build(cls, model: nn.Module, example_inputs: Sequence[Any], factory: OptimizerFactory,
-              setting: str, fm: FakeTensorMode, dev: torch.device) -> _FakeStep:
+              setting: str, fm: FakeTensorMode, dev: torch.device,
+              precision: Precision, spec: StepSpec) -> _FakeStep:
         named_params = unique_named_parameters(model)
         named_buffers = unique_named_buffers(model)
         params = [p for _, p in named_params]
-        inputs = [_fake_input(x, fm, dev) for x in example_inputs]
+        inputs = [_fake_input(x, fm, dev, precision) for x in example_inputs]
         tensor_pos = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
         with fm:
             opt = factory(params)
+        per_parameter(opt)
         if setting == "steady":
             warm_step(opt, factory, params, fm, dev)
         state_names: list[str] = []
@@ -265,43 +358,66 @@ class _FakeStep:
         pname = {id(p): n for n, p in named_params}
         scope = str(getattr(model, SCOPE_ATTRIBUTE, "") or "")
         tracker = ModuleTracker(model, pname, scope)
+        with fm:  # the grad scaler's scale and growth tracker: fake resident state
+            mixed = StepPrecision(precision, dev)
         for p in params:
             for k, v in opt.state.get(p, {}).items():
                 if isinstance(v, torch.Tensor):
                     state.append(v)
                     state_names.append(f"{pname[id(p)]}:{k}")
+        accs: list[torch.Tensor | None] = [None] * len(params)
+        if spec.accumulates:
+            with fm:
+                accs = [torch.empty(p.shape, dtype=p.dtype, device=dev) if p.requires_grad
+                        else None for p in params]
+        acc_names = [pname[id(p)] for p, a in zip(params, accs, strict=True) if a is not None]
         return cls(named_params, named_buffers, inputs, tensor_pos, opt, state, state_names,
-                   pname, scope, tracker)
+                   pname, scope, tracker, mixed, accs, acc_names)
 
 
 def _make_fx(model: nn.Module, loss_fn: Callable[[Any], torch.Tensor] | None,
-             fake: _FakeStep, fm: FakeTensorMode) -> tuple[Any, _StepContext, RngRecorder]:
-    """Trace ``loss_fn(model(*inputs)); backward; opt.step(); opt.zero_grad()`` with make_fx;
-    returns the GraphModule, what the step recorded and the RNG calls."""
+             fake: _FakeStep, fm: FakeTensorMode,
+             spec: StepSpec) -> tuple[Any, _StepContext, RngRecorder]:
+    """Trace ``loss_fn(model(*inputs)); backward; [accumulate, clip]; opt.step();
+    opt.zero_grad()`` with make_fx; returns the GraphModule, what the step recorded and the
+    RNG calls."""
     ctx = _StepContext()
     guards: list[Any] = []
     inputs, tensor_pos, opt, pname, tracker = (fake.inputs, fake.tensor_pos, fake.opt,
                                                fake.pname, fake.tracker)
+    mixed = fake.mixed
+    k = spec.accumulation_steps
 
-    def step(params_: list, buffers_: list, state_: list, inputs_: list) -> torch.Tensor:
+    def step(params_: list, buffers_: list, state_: list, scaler_: list, accs_: list,
+             inputs_: list) -> list[torch.Tensor]:
         args = list(inputs)
         for i, x in zip(tensor_pos, inputs_, strict=True):
             args[i] = x
+        it = iter(accs_)
+        accs = [None if a is None else next(it) for a in fake.accumulators]
         with guard_data_dependence(model, guards):
-            out = model(*args)
-            ctx.mark("forward")
-            loss = out if loss_fn is None else loss_fn(out)
+            with mixed.autocast():
+                out = model(*args)
+                ctx.mark("forward")
+                loss = out if loss_fn is None else loss_fn(out)
             if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
                 raise TraceError("the loss must be a tensor with one element")
+            scaled = loss / k if k > 1 else loss  # the eager loop's (loss / k).backward()
             ctx.mark("loss")
-            tracker.hook_backward(loss)
-            loss.backward()
+            tracker.hook_backward(scaled)
+            mixed.backward(scaled)
             tracker.set_backward("")
+            ctx.grads = [p.grad for p in params_ if p.grad is not None]
+            ctx.named.extend((f"{pname[id(p)]}.grad", p.grad) for p in params_
+                             if p.grad is not None)
+            norm = accumulate_and_clip(params_, accs, spec)
             ctx.mark("backward")
-        ctx.grads = [p.grad for p in params_ if p.grad is not None]
-        ctx.named.extend((f"{pname[id(p)]}.grad", p.grad) for p in params_
-                         if p.grad is not None)
-        opt.step()
+        if spec.updates:
+            mixed.unscale(opt)
+            ctx.mark("unscale")
+            opt.step()  # with a scaler: the "no inf found" path (the runtime skips it on inf)
+            ctx.mark("step")
+            mixed.update()
         tracker.flush()
         ctx.mark("optimizer")
         ctx.state = [v for p in params_ for v in opt.state.get(p, {}).values()
@@ -309,20 +425,26 @@ def _make_fx(model: nn.Module, loss_fn: Callable[[Any], torch.Tensor] | None,
         ctx.named.extend((f"{pname[id(p)]}.{k}", v) for p in params_
                          for k, v in opt.state.get(p, {}).items()
                          if isinstance(v, torch.Tensor))
+        ctx.named.extend((f"{pname[id(p)]}{ACCUMULATOR_SUFFIX}", a)
+                         for p, a in zip(params_, accs, strict=True) if a is not None)
         opt.zero_grad(set_to_none=True)
-        return loss
+        if spec.updates:
+            reset_accumulators(accs)
+        return [loss] if norm is None else [loss, norm]
 
     try:
-        with fm, tracker, record_rng() as rng_calls, _lazy_recompile():
+        with fm, tracker, record_rng() as rng_calls, _lazy_recompile(), _eager_checkpointing():
             gm = make_fx(step, tracing_mode="real", **_MAKE_FX_OPTIONS)(
-                fake.params, fake.buffers, fake.state, [inputs[i] for i in tensor_pos])
+                fake.params, fake.buffers, fake.state, mixed.state(),
+                fake.accumulator_tensors, [inputs[i] for i in tensor_pos])
     except TraceError:
         raise
     except Exception as e:
-        why = explain(e, guards[0] if guards else None)
+        guard = guards[0] if guards else None
+        why = explain(e, guard)
         if why is not None:
             raise TraceError(why) from e
-        raise TraceError(f"tracing {type(model).__name__} failed: "
+        raise TraceError(f"tracing {type(model).__name__} failed{failed_at(guard)}: "
                          f"{type(e).__name__}: {e}") from e
     return gm, ctx, rng_calls
 
@@ -355,11 +477,27 @@ def _lazy_recompile() -> Iterator[None]:
         yield
 
 
+def _eager_checkpointing() -> contextlib.AbstractContextManager[None]:
+    """Trace selective activation checkpointing as eager runs it.
+
+    ``torch.utils.checkpoint``'s selective policies (``context_fn``) take any active proxy
+    mode for ``torch.compile`` and then cache every op's result instead of re-running the
+    ones marked for recomputation; torch's flag for a non-strict ``make_fx`` trace (what this
+    trace is) makes them behave as in eager, so the graph holds the re-runs the model really
+    does.  Feature-detected: a torch without the flag traces as before.
+    """
+    ctx = getattr(torch.compiler, "_non_strict_tracing_context", None)
+    return ctx() if callable(ctx) else contextlib.nullcontext()
+
+
 def _storage_name(role: PlaceholderRole) -> str:
-    """``Tensor.name`` of a placeholder: ``fc.weight``, ``fc.weight.exp_avg``, ``inputs[0]``."""
+    """``Tensor.name`` of a placeholder: ``fc.weight``, ``fc.weight.exp_avg``,
+    ``fc.weight.grad_accumulator``, ``inputs[0]``."""
     if role.kind is TensorKind.OPTIMIZER_STATE:
         param, _, key = role.name.rpartition(":")
         return f"{param}.{key}"
+    if role.kind is TensorKind.GRADIENT:
+        return f"{role.name}{ACCUMULATOR_SUFFIX}"
     return role.name
 
 
@@ -414,17 +552,19 @@ def _strip(gm: Any) -> None:
 
 
 class _FakeSwap:
-    """Swap a module's parameters and buffers for fake tensors; restore on exit."""
+    """Swap a module's parameters and buffers for fake tensors (in the step's precision);
+    restore on exit."""
 
-    def __init__(self, model: nn.Module, fm: FakeTensorMode, device: torch.device) -> None:
-        self.model, self.fm, self.device = model, fm, device
+    def __init__(self, model: nn.Module, fm: FakeTensorMode, device: torch.device,
+                 precision: Precision) -> None:
+        self.model, self.fm, self.device, self.precision = model, fm, device, precision
         self.saved: list[tuple[dict[str, Any], str, Any]] = []
         self.fake_of: dict[int, torch.Tensor] = {}
 
     def _fake(self, t: torch.Tensor, param: bool) -> torch.Tensor:
         if id(t) not in self.fake_of:
             with self.fm:
-                e = torch.empty(t.shape, dtype=t.dtype, device=self.device)
+                e = torch.empty(t.shape, dtype=self.precision.dtype_of(t), device=self.device)
             self.fake_of[id(t)] = nn.Parameter(e, t.requires_grad) if param else e
         return self.fake_of[id(t)]
 
@@ -442,8 +582,26 @@ class _FakeSwap:
             table[k] = v
 
 
-def _fake_input(x: Any, fm: FakeTensorMode, device: torch.device) -> Any:
+def _fake_input(x: Any, fm: FakeTensorMode, device: torch.device,
+                precision: Precision) -> Any:
     if isinstance(x, torch.Tensor):
         with fm:
-            return torch.empty(x.shape, dtype=x.dtype, device=device)
+            return torch.empty(x.shape, dtype=precision.dtype_of(x), device=device)
     return x
+
+
+#: The grad scaler's fused unscale and inf check (its second argument is ``found_inf``).
+_UNSCALE = torch.ops.aten._amp_foreach_non_finite_check_and_unscale_.default
+
+
+def _amp_guard(gm: Any, ctx: _StepContext) -> AmpGuard:
+    """The update ops of a step with a grad scaler and the flag that gates them."""
+    unscale = [n for n in gm.graph.nodes if n.target is _UNSCALE]
+    if len(unscale) != 1:
+        raise TraceError(f"the grad scaler's step has {len(unscale)} unscale ops, expected 1 "
+                         "(gradients of one device and dtype)")
+    found_inf = unscale[0].args[1]
+    step = ctx.seen["step"] - ctx.seen["unscale"]
+    ops = frozenset(n.name for n in gm.graph.nodes if n.name in step
+                    and n.op == "call_function")
+    return AmpGuard(found_inf.name, ops)

@@ -123,8 +123,7 @@ class Llama(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         pos = torch.arange(ids.shape[1], device=ids.device, dtype=torch.float32)
-        inv_freq = self.inv_freq
-        assert isinstance(inv_freq, torch.Tensor)  # a registered buffer
+        inv_freq: torch.Tensor = self.inv_freq  # type: ignore[assignment]  # a registered buffer
         freqs = torch.outer(pos, inv_freq)
         emb = torch.cat((freqs, freqs), dim=-1)
         cos, sin = emb.cos(), emb.sin()

@@ -51,7 +51,7 @@ class ZooStep(NamedTuple):
 
     model: nn.Module
     example_inputs: tuple[torch.Tensor, ...]
-    loss_fn: Callable[[Any], torch.Tensor]
+    loss_fn: Callable[[Any], torch.Tensor] | None  # None: the model returns the loss
     optimizer_factory: Callable[[list[nn.Parameter]], torch.optim.Optimizer]
 
 
@@ -130,10 +130,10 @@ def build_zoo_step(
         Default: ``adamw`` (steady) / ``adam`` with lr 0.1, wd 1e-4 (roam).
     device : str or torch.device
         ``"meta"`` (no memory; for tracing) or a real device (seeded init and inputs).
-    attention : {"sdpa", "math"}, optional
+    attention : {"sdpa", "math", "flash", "efficient"}, optional
         Attention implementation of the transformers; default ``"math"`` in the ``roam``
         setting (reproduces the paper's eager baselines, e.g. ViT-B/16 batch 32) and
-        ``"sdpa"`` in ``steady``.
+        ``"sdpa"`` in ``steady`` (:mod:`roam_core.trace.attention`).
     seed : int
         Seed of the model init and the input batch on a real device.
 
@@ -189,31 +189,39 @@ def build_zoo_step(
 
 
 def zoo_origin(name: str, batch_size: int, seq_len: int | None, setting: str,
-               optimizer: str | None, *, attention: str | None = None) -> dict[str, Any]:
+               optimizer: str | None, *, attention: str | None = None,
+               precision: str = "fp32") -> dict[str, Any]:
     """The ``Graph.origin`` record of a zoo config (enough to rebuild it)."""
     from roam_core.trace.optimizers import make_optimizer_factory
+    from roam_core.trace.precision import resolve_precision
 
+    cast = resolve_precision(precision).cast_dtype
     return {"source": "zoo", "model": name, "batch_size": batch_size,
             "seq_len": resolved_seq_len(name, setting, seq_len), "setting": setting,
-            "optimizer": make_optimizer_factory(optimizer, setting)[0], "dtype": "float32",
-            "attention": resolved_attention(setting, attention), "torch": torch.__version__}
+            "optimizer": make_optimizer_factory(optimizer, setting)[0],
+            "dtype": "float32" if cast is None else str(cast).removeprefix("torch."),
+            "precision": precision, "attention": resolved_attention(setting, attention),
+            "torch": torch.__version__}
 
 
 def trace_zoo(name: str, batch_size: int, seq_len: int | None = None, setting: str = "steady",
               optimizer: str | None = None, *, attention: str | None = None,
-              device: str = "cpu") -> TracedStep:
+              device: str = "cpu", precision: str = "fp32") -> TracedStep:
     """Trace a zoo config; returns a :class:`~roam_core.trace.traced_step.TracedStep`.
 
     The model is built on the meta device (no memory) and traced with fake tensors on
-    ``device``.  The graph is named ``"<model>-b<B>[-t<T>]-<setting>"``.
+    ``device`` in ``precision`` (:mod:`roam_core.trace.precision`).  The graph is named
+    ``"<model>-b<B>[-t<T>]-<setting>"``.
     """
     from roam_core.trace.tracer import trace_fx
 
     with gc_paused():  # building a large meta model allocates as much as tracing it
         step = build_zoo_step(name, batch_size, seq_len, setting, optimizer, "meta",
                               attention=attention)
-        origin = zoo_origin(name, batch_size, seq_len, setting, optimizer, attention=attention)
+        origin = zoo_origin(name, batch_size, seq_len, setting, optimizer, attention=attention,
+                            precision=precision)
         t = origin["seq_len"]
         gname = f"{name}-b{batch_size}" + (f"-t{t}" if t else "") + f"-{setting}"
         return trace_fx(step.model, step.example_inputs, step.loss_fn, step.optimizer_factory,
-                        setting=setting, name=gname, origin=origin, device=device)
+                        setting=setting, name=gname, origin=origin, device=device,
+                        precision=precision)

@@ -6,8 +6,9 @@ RoBERTa-base with pooler 124,645,632, ViT-B/16 86,567,656).  Dropout probabiliti
 to the published ones (0.1 for GPT-2 and RoBERTa, 0.0 for ViT).
 
 Attention is ``F.scaled_dot_product_attention`` (``attention="sdpa"``, the default; on CPU it
-traces to ``_scaled_dot_product_flash_attention_for_cpu``, a device-specific op) or explicit
-``matmul``/``softmax`` (``attention="math"``: device-neutral, but keeps the ``T x T``
+traces to ``_scaled_dot_product_flash_attention_for_cpu``, a device-specific op), the same
+restricted to one kernel (``"flash"``, ``"efficient"``: :mod:`roam_core.trace.attention`) or
+explicit ``matmul``/``softmax`` (``attention="math"``: device-neutral, but keeps the ``T x T``
 probabilities).
 """
 
@@ -21,19 +22,23 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from roam_core.trace.attention import sdpa_backend
+
 __all__ = ["ATTENTION_IMPLS", "GPT2", "GPT2Config", "Roberta", "VisionTransformer", "attend"]
 
 _logger = logging.getLogger(__name__)
 
 #: Attention implementations of the zoo transformers.
-ATTENTION_IMPLS = ("sdpa", "math")
+ATTENTION_IMPLS = ("sdpa", "math", "flash", "efficient")
 
 
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
            dropout_p: float, impl: str) -> torch.Tensor:
-    """Scaled dot-product attention of ``[B, H, T, D]`` tensors with either implementation."""
-    if impl == "sdpa":
-        return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p, is_causal=causal)
+    """Scaled dot-product attention of ``[B, H, T, D]`` tensors with any implementation."""
+    if impl in ("sdpa", "flash", "efficient"):
+        with sdpa_backend(impl, q.device.type):
+            return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p,
+                                                  is_causal=causal)
     if impl != "math":
         raise ValueError(f"unknown attention implementation {impl!r}")
     scores = torch.matmul(q, k.transpose(-1, -2)) * (1.0 / math.sqrt(q.shape[-1]))

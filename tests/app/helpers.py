@@ -80,8 +80,19 @@ def run(fn: Callable[..., Any], trigger: str | dict, value: Any, *args: Any) -> 
 
 
 def data_url(raw: bytes) -> str:
-    """What a ``dcc.Upload`` delivers for a file of bytes ``raw``."""
+    """What a ``dcc.Upload`` delivers for a small file of bytes ``raw`` (a config.json)."""
     return "data:application/octet-stream;base64," + base64.b64encode(raw).decode()
+
+
+def uploaded(raw: bytes, filename: str = "file") -> dict[str, str | int]:
+    """What an upload zone hands its store for a file of bytes ``raw`` (the bytes saved as
+    the upload route saves them)."""
+    import io
+
+    from app.services.uploads import save_upload
+
+    return {"token": save_upload(io.BytesIO(raw), 2**31), "filename": filename,
+            "size": len(raw)}
 
 
 def put_planned() -> tuple[str, str]:

@@ -16,6 +16,8 @@ from collections.abc import Iterator
 from typing import Any
 
 KEY = "test-double:slow-planner"
+FRONTIER_KEY = "test-double:slow-frontier"
+FIT_KEY = "test-double:slow-fit"
 HOOK = "tests.app.job_hook"
 
 
@@ -32,10 +34,82 @@ def slow_planner(delay_s: float, then_real: bool) -> Iterator[None]:
         state.put_json(KEY, None)
 
 
+@contextlib.contextmanager
+def slow_frontier(delay_s: float) -> Iterator[None]:
+    """While inside, the frontier job waits ``delay_s`` before each of its plans (time for a
+    test to press Cancel between plans)."""
+    from app.core import state
+
+    state.put_json(FRONTIER_KEY, {"delay_s": delay_s})
+    try:
+        yield
+    finally:
+        state.put_json(FRONTIER_KEY, None)
+
+
+@contextlib.contextmanager
+def slow_fit(delay_s: float) -> Iterator[None]:
+    """While inside, each What-fits configuration takes ``delay_s`` longer (time for a test
+    to press Cancel between configurations)."""
+    from app.core import state
+
+    state.put_json(FIT_KEY, {"delay_s": delay_s})
+    try:
+        yield
+    finally:
+        state.put_json(FIT_KEY, None)
+
+
+def _install_slow_fit() -> None:
+    """Wrap ``whatfits.fit_row`` so that, when asked, each row takes ``delay_s`` longer."""
+    from roam_core.planner import whatfits
+
+    real = whatfits.fit_row
+    if getattr(real, "_roam_double", False):
+        return
+
+    def slow(*args: Any, **kw: Any) -> Any:
+        from app.core import state
+
+        ask = state.get_json(FIT_KEY)
+        if ask:
+            time.sleep(ask["delay_s"])
+        return real(*args, **kw)
+
+    slow._roam_double = True  # type: ignore[attr-defined]  # marks the wrapper
+    whatfits.fit_row = slow
+
+
+def _install_slow_frontier() -> None:
+    """Wrap ``recompute_frontier`` so that, when asked, each plan starts ``delay_s`` late."""
+    from roam_core.planner import budget_frontier
+
+    real = budget_frontier.recompute_frontier
+    if getattr(real, "_roam_double", False):
+        return
+
+    def slow(graph: Any, config: Any, **kw: Any) -> Any:
+        from app.core import state
+
+        ask = state.get_json(FRONTIER_KEY)
+        on_plan = kw.get("on_plan")
+        if ask and on_plan is not None:
+            def late(g: Any) -> None:
+                on_plan(g)
+                time.sleep(ask["delay_s"])
+            kw["on_plan"] = late
+        return real(graph, config, **kw)
+
+    slow._roam_double = True  # type: ignore[attr-defined]  # marks the wrapper
+    budget_frontier.recompute_frontier = slow
+
+
 def install() -> None:
-    """Wrap ``app.analysis.planner.run_planner`` in this (job) process."""
+    """Wrap ``app.analysis.planner.run_planner`` (and the frontier) in this (job) process."""
     from app.analysis import planner
 
+    _install_slow_frontier()
+    _install_slow_fit()
     real = planner.run_planner
     if getattr(real, "_roam_double", False):
         return
@@ -43,7 +117,7 @@ def install() -> None:
     def slow(graph: Any, settings: Any, progress: Any = None, cancel: Any = None) -> Any:
         return _slow_when_asked(real, graph, settings, progress, cancel)
 
-    slow._roam_double = True  # type: ignore[attr-defined]
+    slow._roam_double = True  # type: ignore[attr-defined]  # marks the wrapper
     planner.run_planner = slow
 
 

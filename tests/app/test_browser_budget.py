@@ -88,8 +88,10 @@ def test_what_fits_sweep(page_factory: Any) -> None:
     page.fill("#fit-batches", "1 2")
     page.press("#fit-batches", "Enter")
     page.click("#fit-btn")
-    expect(page.locator("#fit-status")).to_contain_text("swept tiny_gpt: 2 configurations",
-                                                        timeout=T * 2)
+    # a transformer sweeps in bf16-mixed by default, and the status says so
+    expect(page.locator("#fit-status")).to_contain_text(
+        "swept tiny_gpt in bf16-mixed (the default for transformers): 2 configurations",
+        timeout=T * 2)
     expect(page.locator("#fit-answer")).to_contain_text("Largest batch that fits 16 GiB")
     expect(page.locator("#fit-answer")).to_contain_text("roam: batch 2")
     assert page.get_attribute("#fit-progress", "value") == page.get_attribute(
@@ -126,7 +128,7 @@ def test_snapshot_overlay(page_factory: Any, tmp_path: Path) -> None:
     expect(page.locator("#snapshot-summary")).to_contain_text("fragmentation at the peak")
     page.wait_for_function("""() => {
         const gd = document.querySelector('#snapshot-curves .js-plotly-plot');
-        return gd && gd.data.some(t => t.name === 'measured allocated'); }""", timeout=T)
+        return gd && gd.data.some(t => t.name === 'exported allocated'); }""", timeout=T)
     ticks = page.evaluate("""() => document.querySelector('#snapshot-segments .js-plotly-plot')
         .layout.xaxis.ticktext""")
     assert ticks == ["planned arena", "segment 1", "segment 2"]

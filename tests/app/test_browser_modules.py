@@ -64,7 +64,7 @@ def test_module_names_in_hover_table_search_and_the_module_view(page: Any) -> No
     expect(first).to_have_text("h.0")  # largest first
     header = page.locator("#module-table th[data-dash-column=module]").first
     header.locator(".column-header--sort").click()
-    expect(first).to_have_text("(top level)", timeout=T)  # sorted by name
+    expect(first).to_have_text("(outside modules)", timeout=T)  # sorted by name
 
     # the live table names parameters and modules
     expect(page.locator("#live-table")).to_contain_text("h.0.c_fc.weight", timeout=T)

@@ -125,7 +125,7 @@ def celery_app_server(redis_url: str, tmp_path: Path,
             srv.shutdown()
         _stop(worker)
         log.close()
-        state.get_graph.cache_clear()
+        state._get_graph.cache_clear()
         plan_data.before_data.cache_clear()
         plan_data.after_data.cache_clear()
         if old is not None:

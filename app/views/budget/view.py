@@ -23,14 +23,23 @@ from app.analysis.settings import FormNumber, settings_from_form
 from app.core import ids, state
 from app.core.config import AppConfig
 from app.core.store_types import GraphRef, PlotlyEvent
+from app.services import cancel_requests
 from app.views import lazy
 from app.views.budget.data import frontier, frontier_key, frontier_rows
 from app.views.budget.figure import frontier_figure
 from app.views.spec import View
 from roam_core.base.errors import ConfigError, RoamError
 
-__all__ = ["CARD", "VIEW", "body", "card", "frontier_job", "on_frontier_click",
-           "render_frontier"]
+__all__ = [
+    "CARD",
+    "VIEW",
+    "body",
+    "cancel_frontier",
+    "card",
+    "frontier_job",
+    "on_frontier_click",
+    "render_frontier",
+]
 
 _logger = logging.getLogger(__name__)
 
@@ -52,20 +61,24 @@ CARD = "budget-card"
 def card() -> html.Div:
     """The Budget view card: closed until opened (its body is :func:`body`)."""
     return lazy.lazy_card(CARD, "Budget: memory vs recomputation",
-                          "open: peak against recomputed FLOPs, roam's budget plans and the "
-                          "checkpointing recipes")
+                          "open: peak against the time recomputation adds, roam's budget "
+                          "plans and the checkpointing recipes")
 
 
 def body() -> list[Component]:
     """The Budget view's controls, frontier chart and table (mounted when opened)."""
     cols: list[DataTable.Columns] = [{"name": n, "id": i} for n, i in (
         ("method", "method"), ("budget", "budget"), ("peak", "peak"),
+        ("extra time ms", "extra_ms"), ("extra time % of step", "extra_time_pct"),
         ("extra FLOPs %", "extra_pct"), ("re-runs", "recomputed_ops"),
-        ("re-run bytes moved", "moved"), ("roam's pick", "kept"))]
+        ("re-run bytes moved", "moved"), ("where roam's drop set came from", "kept"))]
     return [
         html.Details([html.Summary("How to read this"), html.Div(
-            "Each point is a plan of this graph: its peak (y) and the FLOPs its recomputation "
-            "adds (x, % of one step). The red line is roam planned at several budgets; the "
+            "Each point is a plan of this graph: its peak (y) and the time its recomputation "
+            "adds to one step (x, milliseconds estimated by the cost model on the device "
+            "profile named in the title; hover for % of the step and the FLOPs). Elementwise "
+            "re-runs count 0 FLOPs but cost their bytes at memory bandwidth, so time, not "
+            "FLOPs, is what a budget costs. The red line is roam planned at several budgets; the "
             "markers are the usual checkpointing recipes applied to the same graph, and, for a "
             "model of the zoo, torch's own min-cut partitioner (the one torch.compile uses) at "
             "several activation_memory_budget values, labelled by that value. Lower and "
@@ -103,25 +116,46 @@ def stores() -> list[dcc.Store]:
 def frontier_job(set_progress: Callable[[tuple[int, int, str]], None], n: int | None,
                  graph: GraphRef | None, budgets: int | None, min_cut: Sequence[str] | None,
                  method: str | None, tl: FormNumber, nl: FormNumber, w: FormNumber,
-                 al: FormNumber) -> tuple[dict[str, str] | dash.NoUpdate, str]:
-    """Background: the frontier of the loaded graph, with progress."""
+                 al: FormNumber, session: str | None = None
+                 ) -> tuple[dict[str, str] | dash.NoUpdate, str]:
+    """Background: the frontier of the loaded graph, with progress.
+
+    Cancel is cooperative (:func:`cancel_frontier`): the job stops between plans and shows
+    the points it made, marked cancelled.
+    """
     if not n or not graph:
         raise PreventUpdate
+    cancel = cancel_requests.cancel_flag(session, n, "frontier") if session else None
     try:
         b = int(budgets or 8)
         if not 2 <= b <= 24:
             return dash.no_update, "budgets: give a number from 2 to 24"
         # the frontier is roam's, whatever the Plan card's method
-        key = frontier(graph["key"], settings_from_form("roam", tl, nl, w, al), b,
-                       lambda d, t, msg: set_progress((d, t, msg)), bool(min_cut))
+        key, cancelled = frontier(graph["key"], settings_from_form("roam", tl, nl, w, al), b,
+                                  lambda d, t, msg: set_progress((d, t, msg)), bool(min_cut),
+                                  cancel)
     except RoamError as e:
         return dash.no_update, f"Frontier failed: {e}"
     except Exception as e:  # a planner bug must reach the user, not only the log
         _logger.exception("frontier failed")
         return dash.no_update, f"Frontier failed: {type(e).__name__}: {e}"
     rec = state.get_json(key) or {}
+    n_points = len(rec.get("points") or [])
+    if cancelled:
+        return ({"key": key, "graph": graph["key"]},
+                f"cancelled: showing the {n_points} plans made before the cancel "
+                f"(frontier of {rec.get('graph_name', '')}, partial)")
     return ({"key": key, "graph": graph["key"]},
-            f"frontier of {rec.get('graph_name', '')}: {len(rec.get('points') or [])} plans")
+            f"frontier of {rec.get('graph_name', '')}: {n_points} plans")
+
+
+def cancel_frontier(n: int | None, session: str | None, run: int | None) -> tuple[str, str]:
+    """Cancel pressed: ask this page's frontier job to stop after its current plan."""
+    if not n or not session or not run:
+        raise PreventUpdate
+    cancel_requests.request_cancel(session, run, "frontier")
+    return ("cancelling: the frontier stops after the plan it is making and keeps the "
+            "points made…", "cancelling…")
 
 
 def render_frontier(result: dict[str, str] | None, graph: GraphRef | None, plan: str | None,
@@ -171,12 +205,16 @@ def register(app: dash.Dash, config: AppConfig) -> None:
         Output(FRONTIER_RESULT, "data"), Output(FRONTIER_STATUS, "children"),
         Input(FRONTIER_BTN, "n_clicks"), State(ids.GRAPH_KEY, "data"),
         State(FRONTIER_BUDGETS, "value"), State(FRONTIER_MIN_CUT, "value"), *settings,
+        State(ids.SESSION, "data"),
         background=True, prevent_initial_call=True, interval=400,
         running=[(Output(FRONTIER_BTN, "disabled"), True, False),
                  (Output(FRONTIER_CANCEL, "disabled"), False, True)],
         progress=[Output(FRONTIER_PROGRESS, "value"), Output(FRONTIER_PROGRESS, "max"),
-                  Output(FRONTIER_PROGRESS_TEXT, "children")],
-        cancel=[Input(FRONTIER_CANCEL, "n_clicks")])(frontier_job)
+                  Output(FRONTIER_PROGRESS_TEXT, "children")])(frontier_job)
+    app.callback(Output(FRONTIER_STATUS, "children", allow_duplicate=True),
+                 Output(FRONTIER_PROGRESS_TEXT, "children", allow_duplicate=True),
+                 Input(FRONTIER_CANCEL, "n_clicks"), State(ids.SESSION, "data"),
+                 State(FRONTIER_BTN, "n_clicks"), prevent_initial_call=True)(cancel_frontier)
     app.callback(Output(FRONTIER_GRAPH, "figure"), Output(FRONTIER_TABLE, "data"),
                  Output(FRONTIER_NOTES, "children"),
                  Input(FRONTIER_RESULT, "data"), Input(ids.GRAPH_KEY, "data"),

@@ -52,16 +52,20 @@ def _curves(graph_key: str, plan_key: str | None, base: str,
     label = f"module {module_label(module or '')}"
     if not plan_key:
         extra = [] if module is None else [
-            (f"{label} ({b.label})", module_bytes_per_step(graph, b.order, module), "#55a868")]
+            (f"{label} ({b.label})", module_bytes_per_step(graph, b.order, module), "#55a868",
+             "before")]
+        note = {b.label: _peak_note(graph, b.view, b.curve)}
         return memory_curves_figure(b.curve, None, after_label=b.label, x_range=x_range,
-                                    step=step, extra_curves=extra,
-                                    title="not planned yet: press Plan")
+                                    step=step, extra_curves=extra, peak_notes=note,
+                                    title="not planned yet: press Plan", planned=False)
     a = after_data(graph_key, plan_key)
     g_after = view_graph(graph_key, plan_key)
     extra = [] if module is None else [
-        (f"{label} (before)", module_bytes_per_step(graph, b.order, module), "#8fb8de"),
+        (f"{label} (before)", module_bytes_per_step(graph, b.order, module), "#8fb8de",
+         "before"),
         (f"{label} (planned)", module_bytes_per_step(
-            g_after, a.plan.order, module, alignment_bytes=a.plan.alignment_bytes), "#e89c9f")]
+            g_after, a.plan.order, module, alignment_bytes=a.plan.alignment_bytes), "#e89c9f",
+         "after")]
     after_label = f"planned ({a.plan.method})"
     notes = {lbl: _peak_note(g, view, curve) for lbl, g, view, curve in (
         (b.label, graph, b.view, b.curve), (after_label, g_after, a.view, a.curve))}
@@ -69,7 +73,7 @@ def _curves(graph_key: str, plan_key: str | None, base: str,
         a.curve, b.curve, arena_bytes=a.plan.arena_bytes,
         lower_bound_bytes=a.plan.lower_bound_bytes, after_label=after_label,
         before_label=b.label, x_range=x_range, step=step, extra_curves=extra,
-        peak_notes=notes)
+        peak_notes=notes, title="")  # the summary's headline says it
 
 
 def _peak_note(graph: Graph, view: LayoutView, curve: np.ndarray) -> str:

@@ -15,19 +15,7 @@ from app.core.formatting import byte_unit, fmt_bytes
 from app.figures.axes import apply_range, step_axis
 from app.figures.style import BASE_LAYOUT
 
-__all__ = ["decimate", "memory_curves_figure"]
-
-
-def _peak_text_position(k: int, n: int, placed: Sequence[int]) -> str:
-    """Where a long peak label goes: towards the middle (never cut off at an edge), and
-    under its marker when another peak label is already near it (no overlap).
-
-    >>> _peak_text_position(90, 100, []), _peak_text_position(10, 100, [15])
-    ('top left', 'bottom right')
-    """
-    side = "left" if k > 0.6 * n else "right"
-    near = any(abs(k - j) < 0.35 * max(n, 1) for j in placed)
-    return f"{'bottom' if near else 'top'} {side}"
+__all__ = ["AFTER_COLOR", "BEFORE_COLOR", "SIDES", "decimate", "memory_curves_figure"]
 
 
 def decimate(curve: np.ndarray, max_points: int,
@@ -73,38 +61,52 @@ def _envelope(curve: np.ndarray, lo: int, hi: int, points: int) -> np.ndarray:
     return np.array(out, dtype=np.int64)
 
 
+#: Colours of the "before" order and of the plan (a module's bytes use lighter ones).
+BEFORE_COLOR, AFTER_COLOR = "#4c72b0", "#c44e52"
+#: A curve: ``(name, bytes per step, colour, side)``; ``side`` ("before" / "after") says
+#: whose order a click on it is about (its index in :data:`SIDES` is every point's
+#: ``customdata``, which the click sends).
+Curve = tuple[str, np.ndarray, str, str]
+SIDES = ("before", "after")
+
+
 def memory_curves_figure(
     after: np.ndarray, before: np.ndarray | None = None, *, arena_bytes: int | None = None,
     lower_bound_bytes: int | None = None, after_label: str = "planned",
     before_label: str = "before", x_range: Sequence[float] | None = None,
     step: int | None = None, title: str | None = None, max_points: int = 4000,
-    extra_curves: Sequence[tuple[str, np.ndarray | Sequence[int], str]] = (),
-    peak_notes: Mapping[str, str] | None = None,
+    extra_curves: Sequence[tuple[str, np.ndarray | Sequence[int], str, str]] = (),
+    peak_notes: Mapping[str, str] | None = None, planned: bool = True,
 ) -> go.Figure:
     """Live bytes per step before and after planning on one chart.
 
-    ``extra_curves`` adds ``(name, curve, colour)`` lines (the selected module's bytes).
+    ``extra_curves`` adds ``(name, curve, colour, side)`` lines (the selected module's
+    bytes).  With ``planned=False`` the one curve (``after``) is the "before" order's:
+    drawn in its colour, and a click on it is about that order.
 
-    Both peaks are annotated (value, step); the arena size and the lower bound are
-    horizontal lines; the y axis uses binary units.  ``peak_notes`` (by curve label) adds a
-    line under a peak's label, such as its largest contributors.  ``step`` draws a marker
-    line.  Curves longer than ``max_points`` keep every step inside ``x_range`` up to that
-    budget and the min and max of each bucket elsewhere (see :func:`decimate`), so peaks
-    never vanish.
+    Both peaks get a marker; their labels (value, step, ``peak_notes[label]``: the largest
+    contributors) sit above the plot, one line each, in the curve's colour, so they never
+    cover a curve or each other.  The arena size and the lower bound are horizontal lines;
+    the y axis uses binary units.  ``step`` draws a marker line.  Curves longer than
+    ``max_points`` keep every step inside ``x_range`` up to that budget and the min and max
+    of each bucket elsewhere (see :func:`decimate`), so peaks never vanish.
     """
     after = np.asarray(after, dtype=np.float64)
-    curves = [(after_label, after, "#c44e52")]
+    # an unplanned graph has one curve: the "before" order's, in its colour
+    curves: list[Curve] = [(after_label, after, AFTER_COLOR if planned else BEFORE_COLOR,
+                            "after" if planned else "before")]
     if before is not None:
-        curves.insert(0, (before_label, np.asarray(before, dtype=np.float64), "#4c72b0"))
-    curves += [(n, np.asarray(c, dtype=np.float64), col) for n, c, col in extra_curves]
-    top = max([float(c.max()) for _, c, _ in curves if len(c)]
+        curves.insert(0, (before_label, np.asarray(before, dtype=np.float64), BEFORE_COLOR,
+                          "before"))
+    curves += [(n, np.asarray(c, dtype=np.float64), col, side)
+               for n, c, col, side in extra_curves]
+    top = max([float(c.max()) for _, c, _, _ in curves if len(c)]
               + [float(arena_bytes or 0), float(lower_bound_bytes or 0), 1.0])
     div, unit = byte_unit(top)
     fig = go.Figure(layout=BASE_LAYOUT)
-    n = max(len(c) for _, c, _ in curves)
-    placed: list[int] = []  # steps of the peak labels drawn so far
-    for (name, c, color), pos in zip(curves, ("top left", "top right", "top right",
-                                              "bottom right", "bottom right")):
+    n = max(len(c) for _, c, _, _ in curves)
+    labels: list[tuple[str, str]] = []  # (text, colour) of the main curves' peaks
+    for i, (name, c, color, side) in enumerate(curves):
         if not len(c):
             continue
         k = int(np.argmax(c))
@@ -112,18 +114,20 @@ def memory_curves_figure(
         ys = c[xs] / div
         # one point at the end of the last step, so the "hv" line covers [s, s + 1)
         xs, ys = np.append(xs, len(c)), np.append(ys, ys[-1])
-        fig.add_trace(go.Scatter(
+        code = SIDES.index(side)
+        fig.add_trace(go.Scatter(  # customdata: whose order a click on this curve is about
             x=xs.astype(np.int32), y=ys.astype(np.float32), name=name,
+            customdata=np.full(len(xs), code, np.uint8),
             mode="lines", line={"color": color, "shape": "hv"},
             hovertemplate=f"{name}<br>step %{{x}}<br>%{{y:.3f}} {unit}<extra></extra>"))
         fig.add_trace(go.Scatter(
-            x=[k + 0.5], y=[c[k] / div], mode="markers+text", showlegend=False,
+            x=[k + 0.5], y=[c[k] / div], mode="markers", showlegend=False, customdata=[code],
             marker={"color": color, "size": 9, "symbol": "diamond"},
-            text=[f"peak {fmt_bytes(c[k])} @ step {k}"
-                  + (f"<br>{peak_notes[name]}" if peak_notes and peak_notes.get(name) else "")],
-            textposition=_peak_text_position(k, len(c), placed) if peak_notes else pos,
-            hoverinfo="skip", cliponaxis=False))
-        placed.append(k)
+            hovertemplate=f"{name}: peak {fmt_bytes(c[k])} @ step {k}<extra></extra>"))
+        if i < (2 if before is not None else 1):
+            note = (peak_notes or {}).get(name, "")
+            labels.append((f"<b>{name}: peak {fmt_bytes(c[k])}</b> @ step {k}"
+                           + (f" · {note}" if note else ""), color))
     for label, val, dash in (("arena", arena_bytes, "dash"),
                              ("lower bound", lower_bound_bytes, "dot")):
         if val:
@@ -135,17 +139,28 @@ def memory_curves_figure(
         b, a = float(curves[0][1].max()), float(after.max())
         pct = 100 * (b - a) / b if b else 0.0
         title = f"peak {fmt_bytes(b)} → {fmt_bytes(a)}: saves {fmt_bytes(b - a)} ({pct:.1f} %)"
+    _peak_labels(fig, labels)
     if step is not None:
         fig.add_vline(x=step + 0.5, line={"color": "#999", "width": 1, "dash": "dot"})
-    fig.update_layout(title={"text": title or "", "font": {"size": 14}, "x": 0.01, "y": 0.98},
+    # the labels sit under plotly's mode bar (about 24 px at the top right), not behind it
+    top_px = 16 * len(labels) + (30 if title else 10) + (24 if labels else 0)
+    fig.update_layout(title={"text": title or "", "font": {"size": 14}, "x": 0.01, "y": 0.99,
+                             "yanchor": "top"},
                       xaxis_title="step", yaxis_title=f"memory ({unit})", dragmode="zoom",
-                      yaxis_rangemode="tozero",
-                      uirevision="curves")
-    if peak_notes:  # the peak labels take the top: the legend goes under the axis
-        fig.update_layout(legend={"orientation": "h", "y": -0.22, "yanchor": "top", "x": 0,
-                                  "xanchor": "left"}, margin={"b": 80, "t": 80})
-        fig.update_yaxes(range=[0, top / div * 1.12])
+                      yaxis_rangemode="tozero", uirevision="curves",
+                      legend={"orientation": "h", "y": -0.2, "yanchor": "top", "x": 0,
+                              "xanchor": "left"},
+                      margin={"t": top_px, "b": 80})
+    fig.update_yaxes(range=[0, top / div * 1.05])
     step_axis(fig, n)
     apply_range(fig, x_range)
     return fig
 
+
+def _peak_labels(fig: go.Figure, labels: Sequence[tuple[str, str]]) -> None:
+    """The peak labels above the plot, one line each (the first on top), left-aligned."""
+    for i, (text, color) in enumerate(labels):
+        fig.add_annotation(text=text, xref="paper", yref="paper", x=0.0, y=1.0, xanchor="left",
+                           yanchor="bottom", align="left", showarrow=False,
+                           font={"size": 11, "color": color},
+                           yshift=4 + 16 * (len(labels) - 1 - i))

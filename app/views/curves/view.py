@@ -15,14 +15,16 @@ from app.core.config import AppConfig
 from app.core.store_types import FigureJSON, GraphRef, PlotlyEvent, Selection, StepRef
 from app.views.components import card, fixed_graph, how_to_read
 from app.views.curves.data import curves_dict
+from app.views.curves.figure import SIDES
 from app.views.lazy import store
 from app.views.spec import PageDefaults, View
 
 __all__ = ["HOW_TO_READ", "VIEW", "on_step", "render_curves"]
 
-HOW_TO_READ = ("Bytes live at every step of the training step, before (blue) and after "
-               "planning (red). Only the highest point matters; the labels at each peak name "
-               "the largest tensors live there. Click a step to list what is live.")
+HOW_TO_READ = ("Bytes live at every step of the training step: the compared order (blue) and "
+               "the plan (red). Only the highest point matters; the labels above the chart "
+               "give each peak and what holds the most bytes there. Click a curve at a step "
+               "to list what is live in that order at that step.")
 
 
 def render_curves(graph: GraphRef | None, plan: str | None, base: str,
@@ -35,12 +37,15 @@ def render_curves(graph: GraphRef | None, plan: str | None, base: str,
 
 
 def on_step(click: PlotlyEvent | None, plan: str | None) -> StepRef | None:
-    """Clicked step on the memory curves (reset to the peak on a new plan)."""
+    """Clicked step on the memory curves, and whose curve: the "before" order's or the
+    plan's (reset to the planned peak on a new plan)."""
     if dash.ctx.triggered_id == ids.PLAN_KEY:
         return None
     if not click:
         raise PreventUpdate
-    return {"step": math.floor(click["points"][0]["x"])}  # step s spans [s, s + 1)
+    point = click["points"][0]
+    side = "before" if point.get("customdata") == SIDES.index("before") else "after"
+    return {"step": math.floor(point["x"]), "side": side}  # step s spans [s, s + 1)
 
 
 def register(app: dash.Dash, config: AppConfig) -> None:

@@ -33,10 +33,12 @@ def explain_sections(graph_key: str, plan_key: str | None, base: str,
             graph, selection["id"], module_attribution(graph_key, plan_key, base),
             module_attribution(graph_key, None, base), f"planned ({plan.method})",
             before.label)
-    explain = explain_op if selection.get("kind") == "op" else explain_tensor
     extra = explain_recompute(graph, plan, selection.get("kind", ""), selection["id"])
+    g_plan = view_graph(graph_key, plan_key)
     try:
-        return explain(view_graph(graph_key, plan_key), plan, before.order,
-                       selection["id"]) + extra
+        if selection.get("kind") == "op":
+            return explain_op(g_plan, plan, before.order, selection["id"]) + extra
+        return explain_tensor(g_plan, plan, before.order, selection["id"],
+                              input_graph=graph) + extra
     except RoamError as e:
         return [Section("Explain", (str(e),))]

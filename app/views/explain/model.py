@@ -10,6 +10,9 @@ import numpy as np
 
 from app.analysis.modules import module_label, module_members, tensor_module_label
 from app.core.formatting import fmt_bytes
+from roam_core.formats.device_profile_io import resolve_profile
+from roam_core.model.cost_model import op_seconds, step_seconds
+from roam_core.model.device_profiles import DEFAULT_PROFILE
 from roam_core.model.graph import EdgeReason, Graph, OpId, TensorId, TensorKind, round_size
 from roam_core.model.plan import Plan
 from roam_core.model.recompute_ops import RecomputeOp, expand_graph, op_flops
@@ -47,15 +50,18 @@ def _pred_reasons(graph: Graph, plan: Plan, op_id: str) -> dict[str, list[str]]:
 
 def explain_op(graph: Graph, plan: Plan, before_order: Sequence[OpId], op_id: str,
                limit: int = 8) -> list[Section]:
-    """Why op ``op_id`` runs where it does in ``plan``."""
+    """Why op ``op_id`` runs where it does in ``plan`` (``graph``: the graph the plan's
+    order runs, with its re-runs when it has any)."""
     op = graph.op(op_id)
     pos: dict[str, int] = {o: i for i, o in enumerate(plan.order)}
     bpos: dict[str, int] = {o: i for i, o in enumerate(before_order)}
     s = pos[op_id]
     a = plan.alignment_bytes
+    before = (f"step {bpos[op_id]} before planning, {s} after" if op_id in bpos else
+              f"step {s}: a re-run the plan adds (not in the order before planning)")
     head = [f"target {op.target}, phase {op.phase.value}",
-            f"module {op.module or '(top level)'}",
-            f"step {bpos.get(op_id)} before planning, {s} after",
+            f"module {module_label(op.module)}",
+            before,
             f"sub-task: {plan.task_of_op.get(op.id, '(none: baseline plan)')}"]
     made = graph.storages_created(op_id)
     if made:
@@ -75,8 +81,13 @@ def explain_op(graph: Graph, plan: Plan, before_order: Sequence[OpId], op_id: st
 
 
 def explain_tensor(graph: Graph, plan: Plan, before_order: Sequence[OpId], tensor_id: str,
-                   limit: int = 8) -> list[Section]:
-    """Why storage ``tensor_id`` (or the storage of an alias) sits where it does."""
+                   limit: int = 8, input_graph: Graph | None = None) -> list[Section]:
+    """Why storage ``tensor_id`` (or the storage of an alias) sits where it does.
+
+    ``graph`` is the graph the plan's order runs (with its re-runs, if any); ``input_graph``
+    the one ``before_order`` orders (default: ``graph``).
+    """
+    input_graph = input_graph or graph
     tensor_id = graph.storage_of(tensor_id)
     t = graph.tensors[tensor_id]
     a = plan.alignment_bytes
@@ -93,12 +104,15 @@ def explain_tensor(graph: Graph, plan: Plan, before_order: Sequence[OpId], tenso
     if t.producer is None:
         return out
     after = lifetimes(graph, plan.order)
-    before = lifetimes(graph, before_order)
-    la, lb = after[tensor_id], before[tensor_id]
+    before = lifetimes(input_graph, before_order)
+    la, lb = after[tensor_id], before.get(tensor_id)
+    was = (f"before planning: steps [{lb.start}, {lb.end}) ({lb.end - lb.start} steps)"
+           if lb is not None else
+           "before planning: did not exist (a copy made by a re-run the plan adds)")
     out.append(Section("lifetime", (
-        f"before planning: steps [{lb.start}, {lb.end}) ({lb.end - lb.start} steps)",
-        f"after planning: steps [{la.start}, {la.end}) ({la.end - la.start} steps)",
-        lifetime_change(size, lb.end - lb.start, la.end - la.start),
+        was, f"after planning: steps [{la.start}, {la.end}) ({la.end - la.start} steps)",
+        *([lifetime_change(size, lb.end - lb.start, la.end - la.start)]
+          if lb is not None else []),
         f"sub-task of its producer: {plan.task_of_op.get(t.producer, '(none)')}")))
     peak = int(np.argmax(plan.live_bytes)) if plan.live_bytes else 0
     if la.start <= peak < la.end:
@@ -171,7 +185,8 @@ def _tensor_line(graph: Graph, tid: TensorId) -> str:
 
 
 def explain_recompute(graph: Graph, plan: Plan, kind: str, ident: str) -> list[Section]:
-    """Why an op or storage is recomputed, what it costs (FLOPs) and what it frees.
+    """Why an op or storage is recomputed, what it costs (estimated time on the plan's device
+    profile, then FLOPs) and what it frees.
 
     Empty for a plan without recomputation or an op/tensor it does not touch.
     """
@@ -195,18 +210,33 @@ def explain_recompute(graph: Graph, plan: Plan, kind: str, ident: str) -> list[S
     src = graph.op(rop.source)
     flops = op_flops(graph, src)
     sf = max(plan.step_flops, 1)
+    prof = resolve_profile(plan.device_profile or DEFAULT_PROFILE)
+    secs = op_seconds(graph, src, prof)
+    ss = plan.step_seconds or step_seconds(graph, prof)
+    total = plan.extra_seconds or sum(op_seconds(graph, graph.op(r.source), prof)
+                                      for r in plan.recompute)
     made = [v for v in src.outputs if v in graph.tensors and graph.storage_of(v) == v]
+    # every reader of the re-run's copies in the plan: backward ops and other re-runs
+    outs = set(rop.outputs)
+    pos = {o: i for i, o in enumerate(plan.order)}
+    readers = sorted({o.id for o in g2.ops if outs.intersection(o.inputs)} | set(rop.readers)
+                     | {c for v in map(TensorId, outs) if v in g2.tensors
+                        for c in g2.tensors[v].consumers},
+                     key=lambda o: pos.get(o, len(pos)))
     lines = [f"{rop.id} re-runs {src.id} ({src.target}"
              + (f", module {src.module}" if src.module else "") + ") in the backward",
              f"why: the plan's budget drops its output{'s' if len(made) > 1 else ''} after the "
              "last forward use, instead of keeping "
              f"{'them' if len(made) > 1 else 'it'} live until the backward reads "
              f"{'them' if len(made) > 1 else 'it'}",
-             f"cost: {flops / 1e6:,.2f} MFLOP ({100 * flops / sf:.3f}% of the step); the whole "
-             f"plan adds {plan.extra_flops / 1e6:,.2f} MFLOP ({100 * plan.extra_flops / sf:.2f}%)"
-             f" for {len(plan.recompute)} re-runs",
-             "read by: " + (", ".join(rop.readers[:6]) or "(none)")
-             + (" …" if len(rop.readers) > 6 else "")]
+             f"cost: +{1e6 * secs:,.2f} us ({100 * secs / max(ss, 1e-12):.3f}% of the step, "
+             f"estimated on {prof.name}); the whole plan adds +{1e3 * total:,.3f} ms "
+             f"({100 * total / max(ss, 1e-12):.2f}%) for {len(plan.recompute)} re-runs",
+             f"FLOPs: {flops / 1e6:,.2f} MFLOP ({100 * flops / sf:.3f}% of the step); the "
+             f"plan adds {plan.extra_flops / 1e6:,.2f} MFLOP "
+             f"({100 * plan.extra_flops / sf:.2f}%)",
+             "read by: " + (", ".join(readers[:6]) or "(none)")
+             + (f" … ({len(readers)} in all)" if len(readers) > 6 else "")]
     for v in made:
         steps, size, bs = _steps_freed(g2, plan, graph, v)
         lines.append(f"frees {v}: {fmt_bytes(size)} for {steps} steps "

@@ -14,7 +14,6 @@ import plotly.graph_objects as go
 from app.core import state
 from app.figures.html_report import report_html
 from app.services.planning import validate_plan
-from app.services.uploads import decode_upload
 from app.services.view_graph import view_graph
 from app.views.curves.data import curves_figure
 from app.views.layouts.data import layout_figures
@@ -72,10 +71,10 @@ def report_figures(graph_key: str, plan_key: str, base: str) -> dict[str, go.Fig
     }
 
 
-def import_plan(contents: str, filename: str | None, graph_key: str, max_bytes: int) -> str:
-    """Parse, re-validate against the loaded graph, and store an uploaded plan."""
+def import_plan(raw: bytes, filename: str | None, graph_key: str) -> str:
+    """Parse an uploaded plan file's bytes, re-validate it against the loaded graph, and
+    store it."""
     graph = state.get_graph(graph_key)
-    raw = decode_upload(contents, max_bytes)
     try:
         plan = loads_plan(raw, graph)
     except PlanFormatError as e:

@@ -8,13 +8,22 @@ from dash.development.base_component import Component
 from dash.exceptions import PreventUpdate
 
 from app.core import ids
-from app.core.config import DEFAULT_CONFIG, AppConfig
+from app.core.config import AppConfig
 from app.core.store_types import GraphRef, JobResult
-from app.views.callback_tools import bind_config, triggered_value
+from app.services.uploads import read_upload
+from app.views.callback_tools import triggered_value
 from app.views.components import card
 from app.views.export.data import Payload, export_payload, import_plan
 from app.views.lazy import store
 from app.views.spec import PageDefaults, View
+from app.views.uploads import (
+    UploadRef,
+    register_upload,
+    result_id,
+    upload_ref,
+    upload_store,
+    upload_zone,
+)
 from roam_core.base.errors import RoamError
 
 __all__ = ["VIEW", "on_export", "on_plan_upload"]
@@ -23,7 +32,8 @@ __all__ = ["VIEW", "on_export", "on_plan_upload"]
 PNG_FIGURES = ("curves", "timeline", "layout", "base_layout", "tree", "modules")
 
 
-def _export_card(_: PageDefaults) -> list[Component]:
+def _export_card(defaults: PageDefaults) -> list[Component]:
+    max_bytes = defaults.max_upload_bytes
     return [card(
         "Export / import",
         html.Div([html.Button("Plan JSON", id=ids.EXPORT_JSON),
@@ -34,9 +44,8 @@ def _export_card(_: PageDefaults) -> list[Component]:
                   html.Button("PNG", id=ids.EXPORT_PNG)], className="buttons png"),
         dcc.Download(id=ids.DOWNLOAD),
         html.Div(id=ids.EXPORT_STATUS, className="status"),
-        dcc.Upload(id=ids.PLAN_UPLOAD, children=html.Div(["Import a plan JSON: drop or ",
-                                                          html.A("browse")]),
-                   className="upload"),
+        upload_zone(ids.PLAN_UPLOAD, "plan", max_bytes, ids.IMPORT_STATUS,
+                    ["Import a plan JSON: drop or ", html.A("browse")], accept=".json,.gz"),
         html.Div(id=ids.IMPORT_STATUS, className="status"),
     )]
 
@@ -56,18 +65,21 @@ def on_export(_j: int | None, _c: int | None, _h: int | None, _p: int | None,
     return payload, f"exported {payload['filename']}"
 
 
-def on_plan_upload(contents: str | None, filename: str | None, graph: GraphRef | None, *,
-                   config: AppConfig = DEFAULT_CONFIG
-                   ) -> tuple[JobResult | dash.NoUpdate, str, None]:
-    """Import a plan file: fingerprint and validator checks before it is shown."""
-    if not contents or not graph:
+def on_plan_upload(upload: UploadRef | None, graph: GraphRef | None
+                   ) -> tuple[JobResult | dash.NoUpdate, str, str | dash.NoUpdate]:
+    """Import a plan file (streamed to the server, :mod:`app.views.uploads`): fingerprint
+    and validator checks before it is shown; the Plan card's status then says which plan
+    the views show."""
+    if not graph:
         raise PreventUpdate
+    token, filename = upload_ref(upload)
     try:
-        key = import_plan(contents, filename, graph["key"], config.max_upload_bytes)
+        key = import_plan(read_upload(token), filename, graph["key"])
     except RoamError as e:
-        return dash.no_update, f"Import failed: {e}", None
+        return dash.no_update, f"Import failed: {e}", dash.no_update
     msg = f"imported {filename}: valid for this graph"
-    return {"key": key, "graph": graph["key"]}, msg, None
+    return ({"key": key, "graph": graph["key"]}, msg,
+            f"showing the imported plan {filename} (key {key[:10]})")
 
 
 def register(app: dash.Dash, config: AppConfig) -> None:
@@ -78,11 +90,12 @@ def register(app: dash.Dash, config: AppConfig) -> None:
                  State(ids.GRAPH_KEY, "data"), State(ids.PLAN_KEY, "data"),
                  State(ids.BASELINE, "value"), State(ids.PNG_FIGURE, "value"),
                  prevent_initial_call=True)(on_export)
+    register_upload(app, "plan", config.max_upload_bytes)
     app.callback(Output(ids.IMPORT_RESULT, "data"), Output(ids.IMPORT_STATUS, "children"),
-                 Output(ids.PLAN_UPLOAD, "contents"), Input(ids.PLAN_UPLOAD, "contents"),
-                 State(ids.PLAN_UPLOAD, "filename"), State(ids.GRAPH_KEY, "data"),
-                 prevent_initial_call=True)(bind_config(on_plan_upload, config))
+                 Output(ids.PLAN_STATUS, "children", allow_duplicate=True),
+                 Input(result_id(ids.PLAN_UPLOAD), "data"), State(ids.GRAPH_KEY, "data"),
+                 prevent_initial_call=True)(on_plan_upload)
 
 
 VIEW = View("export", "side", _export_card, register,
-            stores=lambda: [store(ids.IMPORT_RESULT)])
+            stores=lambda: [store(ids.IMPORT_RESULT), upload_store(ids.PLAN_UPLOAD)])

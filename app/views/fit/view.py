@@ -20,16 +20,17 @@ from dash.exceptions import PreventUpdate
 from app.analysis.settings import FormNumber, settings_from_form
 from app.core import ids
 from app.core.config import AppConfig
+from app.services import cancel_requests
 from app.views import lazy
-from app.views.fit.data import sweep
+from app.views.fit.data import sweep, sweep_rows
 from app.views.fit.figure import fit_figure
 from app.views.fit.model import GPU_SIZES_GIB, fit_answer, parse_ints
 from app.views.loading.data import zoo_models
 from app.views.spec import View
+from roam_core.base.catalog import default_precision
 from roam_core.base.errors import RoamError
-from roam_core.planner.whatfits import FitRow
 
-__all__ = ["CARD", "VIEW", "body", "card", "fit_job", "render_fit"]
+__all__ = ["CARD", "VIEW", "body", "cancel_fit", "card", "fit_job", "render_fit"]
 
 _logger = logging.getLogger(__name__)
 
@@ -37,6 +38,9 @@ FIT_MODEL = "fit-model"
 FIT_BATCHES = "fit-batches"
 FIT_SEQS = "fit-seqs"
 FIT_MEMORY = "fit-memory-gib"
+FIT_PRECISION = "fit-precision"
+#: The precision dropdown's default: bf16-mixed for transformers, fp32 otherwise.
+AUTO = "auto"
 FIT_BTN = "fit-btn"
 FIT_CANCEL = "fit-cancel-btn"
 FIT_PROGRESS = "fit-progress"
@@ -63,8 +67,10 @@ def body(models: Sequence[str]) -> list[Component]:
         html.Details([html.Summary("How to read this"), html.Div(
             "Each line is the memory one training step needs at each batch size: PyTorch "
             "eager (the caching allocator's reserved bytes), roam, and roam allowed to "
-            "recompute up to 5% or 25% extra FLOPs. Where a line crosses a GPU size, the batch "
-            "stops fitting. The y axis is logarithmic.", className="muted")]),
+            "recompute up to 5% or 25% extra time (estimated from FLOPs). Where a line "
+            "crosses a GPU size, the batch stops fitting. The y axis is logarithmic. "
+            "Transformers are traced in bf16 mixed precision unless you pick another.",
+            className="muted")]),
         html.Div([
             html.Label(["model", dcc.Dropdown(id=FIT_MODEL, options=models, value=default,
                                               clearable=False,
@@ -78,6 +84,11 @@ def body(models: Sequence[str]) -> list[Component]:
             html.Label(["your GPU (GiB)", dcc.Input(id=FIT_MEMORY, type="number", value=16,
                                                     min=0.001, step="any", debounce=True)],
                        className="field"),
+            html.Label(["precision", dcc.Dropdown(
+                id=FIT_PRECISION, clearable=False, value=AUTO,
+                options=[{"label": "bf16-mixed for transformers, else fp32", "value": AUTO},
+                         *["fp32", "bf16-mixed", "bf16", "fp16-mixed"]])],
+                className="field"),
         ], className="grid2"),
         html.Div([html.Button("Sweep", id=FIT_BTN, className="primary", disabled=not models),
                   html.Button("Cancel", id=FIT_CANCEL, disabled=True)], className="buttons"),
@@ -97,29 +108,54 @@ def stores() -> list[dcc.Store]:
 
 def fit_job(set_progress: Callable[[tuple[int, int, str]], None], n: int | None,
             model: str | None, batches: str | float | None, seqs: str | float | None,
-            tl: FormNumber, nl: FormNumber, w: FormNumber, al: FormNumber
+            precision: str | None, tl: FormNumber, nl: FormNumber, w: FormNumber,
+            al: FormNumber, session: str | None = None,
             ) -> tuple[dict[str, Any] | dash.NoUpdate, str]:
-    """Background: the sweep, with progress."""
+    """Background: the sweep, with progress (``precision`` ``"auto"``: bf16-mixed for
+    transformers, fp32 otherwise, and the status says so).
+
+    Cancel is cooperative (:func:`cancel_fit`): the sweep stops between configurations and
+    keeps the rows measured.
+    """
     if not n or not model:
         raise PreventUpdate
+    prec = default_precision(model) if precision in (None, AUTO) else precision
+    how = (f"{prec} (the default for {'transformers' if prec != 'fp32' else 'this model'})"
+           if precision in (None, AUTO) else prec)
+    cancel = cancel_requests.cancel_flag(session, n, "fit") if session else None
     try:
         s = settings_from_form("roam", tl, nl, w, al)
         bs = parse_ints(batches, "batch sizes")
         ts: list[int | None] = list(parse_ints(seqs, "sequence lengths")) or [None]
-        rows = sweep(model, bs, ts, s, lambda d, t, msg: set_progress((d, t, msg)))
+        done = sweep(model, bs, ts, s, lambda d, t, msg: set_progress((d, t, msg)),
+                     cancel=cancel, precision=prec)
     except RoamError as e:
         return dash.no_update, f"Sweep failed: {e}"
     except Exception as e:  # a trace/planner failure must reach the user, not kill the app
         _logger.exception("fit sweep failed")
         return dash.no_update, f"Sweep failed: {type(e).__name__}: {e}"
-    return ({"model": model, "rows": [r.to_dict() for r in rows]},
-            f"swept {model}: {len(rows)} configurations")
+    out = {"model": model, "precision": prec, "settings": s.as_dict(),
+           "rows": [r.to_dict() for r in done.rows]}
+    if done.cancelled:
+        return out, (f"cancelled: {len(done.rows)} of {done.total} configurations measured "
+                     "(kept; the answer uses every configuration measured so far)")
+    return out, f"swept {model} in {how}: {len(done.rows)} configurations"
+
+
+def cancel_fit(n: int | None, session: str | None, run: int | None) -> tuple[str, str]:
+    """Cancel pressed: ask this page's sweep to stop after the configuration it measures."""
+    if not n or not session or not run:
+        raise PreventUpdate
+    cancel_requests.request_cancel(session, run, "fit")
+    return ("cancelling: the sweep stops after the configuration it is measuring and keeps "
+            "the rows measured…", "cancelling…")
 
 
 def render_fit(result: Mapping[str, Any] | None, memory: float | str | None
                ) -> tuple[go.Figure, list[Component]]:
-    """Chart and answer of the last sweep, at the user's memory size."""
-    rows = [FitRow.from_dict(d) for d in (result or {}).get("rows") or []]
+    """Chart and answer of every configuration measured for the last sweep's model, at the
+    user's memory size."""
+    rows = sweep_rows(result)
     try:
         mem = float(memory) if memory not in (None, "") else None
     except (TypeError, ValueError):
@@ -128,7 +164,9 @@ def render_fit(result: Mapping[str, Any] | None, memory: float | str | None
         mem = None
     answer: list[Component] = [html.Li(x) for x in fit_answer(rows, mem or GPU_SIZES_GIB[0])]
     if rows:
-        answer.insert(0, html.Li(f"Largest batch that fits {mem or GPU_SIZES_GIB[0]:g} GiB:",
+        answer.insert(0, html.Li(f"Largest batch that fits {mem or GPU_SIZES_GIB[0]:g} GiB "
+                                 f"(of the {len(rows)} configurations of "
+                                 f"{(result or {}).get('model', 'this model')} measured so far):",
                                  style={"fontWeight": "bold", "listStyle": "none"}))
     return fit_figure(rows, mem), answer
 
@@ -140,13 +178,17 @@ def register(app: dash.Dash, config: AppConfig) -> None:
     app.callback(
         Output(FIT_RESULT, "data"), Output(FIT_STATUS, "children"),
         Input(FIT_BTN, "n_clicks"), State(FIT_MODEL, "value"), State(FIT_BATCHES, "value"),
-        State(FIT_SEQS, "value"), *settings,
+        State(FIT_SEQS, "value"), State(FIT_PRECISION, "value"), *settings,
+        State(ids.SESSION, "data"),
         background=True, prevent_initial_call=True, interval=500,
         running=[(Output(FIT_BTN, "disabled"), True, False),
                  (Output(FIT_CANCEL, "disabled"), False, True)],
         progress=[Output(FIT_PROGRESS, "value"), Output(FIT_PROGRESS, "max"),
-                  Output(FIT_PROGRESS_TEXT, "children")],
-        cancel=[Input(FIT_CANCEL, "n_clicks")])(fit_job)
+                  Output(FIT_PROGRESS_TEXT, "children")])(fit_job)
+    app.callback(Output(FIT_STATUS, "children", allow_duplicate=True),
+                 Output(FIT_PROGRESS_TEXT, "children", allow_duplicate=True),
+                 Input(FIT_CANCEL, "n_clicks"), State(ids.SESSION, "data"),
+                 State(FIT_BTN, "n_clicks"), prevent_initial_call=True)(cancel_fit)
     app.callback(Output(FIT_GRAPH, "figure"), Output(FIT_ANSWER, "children"),
                  Input(FIT_RESULT, "data"), Input(FIT_MEMORY, "value"))(render_fit)
 

@@ -118,7 +118,7 @@ def _hover_markers(fig: go.Figure, view: LayoutView, hov: np.ndarray) -> None:
     fig.add_trace(go.Scattergl(
         x=((view.start[hov] + view.end[hov]) / 2).astype(np.float32),
         y=(view.offset[hov] + view.size[hov] / 2).astype(np.float64),
-        mode="markers", marker={"size": 6, "opacity": 0.01, "color": "#000"}, name="tensors",
+        mode="markers", marker={"size": 6, "color": "rgba(0,0,0,0)"}, name="tensors",
         showlegend=False, text=list(view.ids[hov]), customdata=cd,
         hovertext=_labels(view, hov), hovertemplate=_TENSOR_HOVER))
 

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from app.core import state
 from app.core.formatting import fmt_bytes
 from app.services.plan_data import after_data, before_data
 from app.services.view_graph import view_graph
@@ -14,14 +15,16 @@ from app.views.live.model import live_rows
 __all__ = ["live_table", "live_tooltips"]
 
 
-def live_table(graph_key: str, plan_key: str | None, base: str, step: int | None
-               ) -> tuple[list[dict[str, str | int]], str]:
-    """View 5: rows live at ``step`` (the planned peak when ``None``) and a title."""
-    graph = view_graph(graph_key, plan_key)
-    if plan_key:
+def live_table(graph_key: str, plan_key: str | None, base: str, step: int | None,
+               side: str = "after") -> tuple[list[dict[str, str | int]], str]:
+    """View 5: rows live at ``step`` (the peak when ``None``) of the plan's order, or of the
+    "before" order (``side="before"``, or no plan), and a title."""
+    if plan_key and side != "before":
+        graph = view_graph(graph_key, plan_key)
         a = after_data(graph_key, plan_key)
-        view, curve, what = a.view, a.curve, "planned"
+        view, curve, what = a.view, a.curve, f"planned ({a.plan.method})"
     else:
+        graph = state.get_graph(graph_key)
         b = before_data(graph_key, base)
         view, curve, what = b.view, b.curve, b.label
     peak = int(np.argmax(curve)) if len(curve) else 0
@@ -29,7 +32,10 @@ def live_table(graph_key: str, plan_key: str | None, base: str, step: int | None
     rows = live_rows(graph, view, s)
     tag = " (the peak)" if s == peak else ""
     total = fmt_bytes(int(curve[s])) if 0 <= s < len(curve) else "n/a"
-    return rows, f"Live at step {s}{tag} in the {what} order: {total}, largest first"
+    where = "its layout: the caching allocator's addresses" if what == (
+        before_data(graph_key, base).label) else "the planned arena"
+    return rows, (f"Live at step {s}{tag} in the {what} order: {total}, largest first "
+                  f"(offsets in {where})")
 
 
 def live_tooltips(rows: Sequence[Mapping[str, object]]) -> list[dict[str, dict[str, str]]]:

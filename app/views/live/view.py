@@ -21,8 +21,9 @@ from app.views.spec import PageDefaults, View
 
 __all__ = ["HOW_TO_READ", "VIEW", "live_tooltips", "render_live"]
 
-HOW_TO_READ = ("The tensors live at the selected step (the planned peak by default), largest "
-               "first. Hover a size or offset for the exact bytes.")
+HOW_TO_READ = ("The tensors live at the step clicked on the memory curves (the planned peak "
+               "by default), in the order of the curve clicked, largest first. Hover a size or "
+               "offset for the exact bytes.")
 _COLUMNS = ("id", "name", "module", "kind", "size", "offset", "lifetime", "producer")
 
 
@@ -31,7 +32,8 @@ def render_live(graph: GraphRef | None, plan: str | None, base: str, step: StepR
     """View 5: live tensors at the clicked step (the peak by default)."""
     if not graph:
         raise PreventUpdate
-    return data.live_table(graph["key"], plan, base, step.get("step") if step else None)
+    at, side = (step.get("step"), step.get("side", "after")) if step else (None, "after")
+    return data.live_table(graph["key"], plan, base, at, side)
 
 
 def live_tooltips(rows: Sequence[Mapping[str, object]] | None

@@ -1,11 +1,13 @@
-"""The Graph card: a sample, an uploaded graph file or a zoo model traced in a background job
-becomes the page's graph (``GRAPH_KEY``)."""
+"""The Graph card: a sample, an uploaded graph file, or a zoo model or a Hugging Face model
+from a dropped ``config.json`` traced in a background job (in a chosen precision and
+attention kernel) becomes the page's graph (``GRAPH_KEY``)."""
 
 from __future__ import annotations
 
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import dash
 from dash import Input, Output, State, dcc, html
@@ -15,15 +17,25 @@ from app.core import ids
 from app.core.config import DEFAULT_CONFIG, AppConfig
 from app.core.state import get_graph
 from app.core.store_types import GraphRef
+from app.services.uploads import read_upload
 from app.views import running
 from app.views.callback_tools import bind_config
 from app.views.components import card, number_field
 from app.views.lazy import store
 from app.views.loading import data
 from app.views.spec import PageDefaults, View
+from app.views.uploads import (
+    UploadRef,
+    register_upload,
+    result_id,
+    upload_ref,
+    upload_store,
+    upload_zone,
+)
 from roam_core.base.errors import RoamError
 
-__all__ = ["VIEW", "load_graph", "sample_pick_for", "trace_buttons", "trace_job"]
+__all__ = ["VIEW", "hf_config_dropped", "load_graph", "sample_pick_for", "trace_buttons",
+           "trace_job"]
 
 
 def _loading_card(defaults: PageDefaults) -> html.Div:
@@ -33,14 +45,20 @@ def _loading_card(defaults: PageDefaults) -> html.Div:
         dcc.Dropdown(id=ids.SAMPLE_PICK, options=list(defaults.sample_options),
                      value=defaults.sample_value, clearable=False,
                      placeholder="pick a sample graph"),
-        dcc.Upload(id=ids.UPLOAD, className="upload", children=html.Div([
+        upload_zone(ids.UPLOAD, "graph", defaults.max_upload_bytes, ids.LOAD_STATUS, [
             f"Drop a graph (.json / .json.gz, ≤ {defaults.max_upload_bytes // 2**20} MiB) or ",
-            html.A("browse")])),
+            html.A("browse")], accept=".json,.gz,.json.gz"),
         html.Div(defaults.load_message, id=ids.LOAD_STATUS, className="status"),
         html.Details([
-            html.Summary("Trace a zoo model"),
+            html.Summary("Trace a zoo or Hugging Face model"),
             dcc.Dropdown(id=ids.ZOO_MODEL, options=zoo, value=zoo[0] if zoo else None,
                          placeholder="no zoo (torch missing)" if not zoo else None),
+            dcc.Upload(id=ids.HF_UPLOAD, className="upload", children=html.Div([
+                "Drop a Hugging Face config.json (no weights needed) or ", html.A("browse")])),
+            html.Label(["task", dcc.Dropdown(id=ids.HF_TASK, clearable=False,
+                                             options=list(data.HF_TASKS),
+                                             value="causal-lm")], className="field"),
+            html.Div(id=ids.HF_STATUS, className="status"),
             number_field(ids.ZOO_BATCH, "batch", 1, min_=1),
             number_field(ids.ZOO_SEQ, "sequence length (0 = default)", 0),
             html.Label(["optimizer", dcc.Dropdown(id=ids.ZOO_OPTIMIZER, clearable=False,
@@ -49,6 +67,13 @@ def _loading_card(defaults: PageDefaults) -> html.Div:
             html.Label(["setting", dcc.Dropdown(id=ids.ZOO_SETTING, clearable=False,
                                                 options=["steady", "roam"],
                                                 value="steady")], className="field"),
+            html.Label(["precision", dcc.Dropdown(id=ids.ZOO_PRECISION, clearable=False,
+                                                  options=list(data.PRECISIONS),
+                                                  value="fp32")], className="field"),
+            html.Label(["attention", dcc.Dropdown(
+                id=ids.ZOO_ATTENTION, clearable=False,
+                options=["sdpa", "math", "flash", "efficient"], value="sdpa")],
+                className="field"),
             html.Div([html.Button("Trace", id=ids.ZOO_TRACE_BTN, disabled=not zoo),
                       html.Button("Cancel", id=ids.ZOO_CANCEL_BTN, disabled=True)],
                      className="buttons"),
@@ -58,15 +83,15 @@ def _loading_card(defaults: PageDefaults) -> html.Div:
     )
 
 
-def load_graph(sample: str | None, contents: str | None, trace: GraphRef | None,
-               filename: str | None, *, config: AppConfig = DEFAULT_CONFIG
-               ) -> tuple[GraphRef | dash.NoUpdate, str, None]:
-    """Sample pick, upload or finished zoo trace -> graph key (the upload is cleared so
-    the same file can be dropped again)."""
+def load_graph(sample: str | None, upload: UploadRef | None, trace: GraphRef | None
+               ) -> tuple[GraphRef | dash.NoUpdate, str]:
+    """Sample pick, uploaded file (streamed to the server, :mod:`app.views.uploads`) or
+    finished zoo trace -> graph key."""
     trig = dash.ctx.triggered_id
     try:
-        if trig == ids.UPLOAD and contents:
-            key = data.graph_from_upload(contents, filename, config.max_upload_bytes)
+        if trig == result_id(ids.UPLOAD):
+            token, filename = upload_ref(upload)
+            key = data.graph_from_upload(read_upload(token), filename)
         elif trig == ids.TRACE_RESULT and trace and trace.get("key"):
             key = trace["key"]
         elif trig == ids.SAMPLE_PICK and sample:
@@ -74,9 +99,9 @@ def load_graph(sample: str | None, contents: str | None, trace: GraphRef | None,
         else:
             raise PreventUpdate
     except RoamError as e:
-        return dash.no_update, f"Error: {e}", None
+        return dash.no_update, f"Error: {e}"
     g = get_graph(key)
-    return {"key": key, "name": g.name}, f"loaded {g.name}: {len(g.ops)} ops", None
+    return {"key": key, "name": g.name}, f"loaded {g.name}: {len(g.ops)} ops"
 
 
 def sample_pick_for(graph: GraphRef | None, current: str | None,
@@ -98,13 +123,38 @@ def _choice_name(value: str) -> str:
     return value.partition(":")[2].split(".")[0]
 
 
+def hf_config_dropped(contents: str | None, filename: str | None,
+                      options: Sequence[Any] | None, *, config: AppConfig = DEFAULT_CONFIG
+                      ) -> tuple[dict[str, Any] | None, str, list[Any], str | dash.NoUpdate]:
+    """A dropped ``config.json``: stored, and offered (and picked) in the model dropdown."""
+    if not contents:
+        raise PreventUpdate
+    rest = [o for o in options or () if (o.get("value") if isinstance(o, dict) else o)
+            != data.HF_CHOICE]
+    try:
+        cfg = data.hf_config_from_upload(contents, filename, config.max_upload_bytes)
+    except RoamError as e:
+        return None, f"Error: {e}", rest, dash.no_update
+    label = f"{cfg['model_type']} ({filename or 'config.json'})"
+    return (cfg, f"config: {label}; pick the task, then Trace",
+            [{"label": f"Hugging Face: {label}", "value": data.HF_CHOICE}, *rest],
+            data.HF_CHOICE)
+
+
 def trace_job(set_progress: Callable[[tuple[str]], None], n: int | None, model: str,
-              batch: int | None, seq: int | None, optimizer: str, setting: str
+              batch: int | None, seq: int | None, optimizer: str, setting: str,
+              precision: str | None = "fp32", attention: str | None = "sdpa",
+              hf_config: dict[str, Any] | None = None, hf_task: str | None = "causal-lm"
               ) -> tuple[dict[str, str] | dash.NoUpdate, str]:
-    """Background: trace a zoo model server-side (a status line ticks while it runs)."""
+    """Background: trace a zoo model, or the dropped Hugging Face config, server-side (a
+    status line ticks while it runs)."""
     if not n or not model:
         raise PreventUpdate
-    what = f"tracing {model} (batch {int(batch or 1)})"
+    hf = model == data.HF_CHOICE
+    if hf and not hf_config:
+        return dash.no_update, "Trace failed: drop a Hugging Face config.json first"
+    name = str(hf_config.get("model_type")) if hf and hf_config else model
+    what = f"tracing {name} (batch {int(batch or 1)}, {precision or 'fp32'})"
     done = threading.Event()
     t0 = time.monotonic()
 
@@ -116,14 +166,16 @@ def trace_job(set_progress: Callable[[tuple[str]], None], n: int | None, model: 
     set_progress((f"{what}…",))
     threading.Thread(target=tick, name="roam-trace-status", daemon=True).start()
     try:
-        key = data.trace_zoo_graph(model, int(batch or 1), int(seq or 0) or None,
-                                   optimizer, setting)
+        args = (int(batch or 1), int(seq or 0) or None, optimizer, setting,
+                precision or "fp32", attention or None)
+        key = (data.trace_hf_graph(hf_config or {}, hf_task or "causal-lm", *args) if hf
+               else data.trace_zoo_graph(model, *args))
     except Exception as e:  # a trace failure must not kill the app
         return dash.no_update, f"Trace failed: {type(e).__name__}: {e}"
     finally:
         done.set()
     set_progress((f"traced in {time.monotonic() - t0:.1f} s",))
-    return {"key": key}, f"traced {model}"
+    return {"key": key}, f"traced {name}"
 
 
 def trace_buttons(running_jobs: dict[str, bool] | None, zoo: Sequence[str] | None
@@ -134,11 +186,10 @@ def trace_buttons(running_jobs: dict[str, bool] | None, zoo: Sequence[str] | Non
 
 def register(app: dash.Dash, config: AppConfig) -> None:
     """The Graph card's callbacks."""
+    register_upload(app, "graph", config.max_upload_bytes)
     app.callback(Output(ids.GRAPH_KEY, "data"), Output(ids.LOAD_STATUS, "children"),
-                 Output(ids.UPLOAD, "contents"), Input(ids.SAMPLE_PICK, "value"),
-                 Input(ids.UPLOAD, "contents"), Input(ids.TRACE_RESULT, "data"),
-                 State(ids.UPLOAD, "filename"),
-                 prevent_initial_call=True)(bind_config(load_graph, config))
+                 Input(ids.SAMPLE_PICK, "value"), Input(result_id(ids.UPLOAD), "data"),
+                 Input(ids.TRACE_RESULT, "data"), prevent_initial_call=True)(load_graph)
     app.callback(Output(ids.SAMPLE_PICK, "value", allow_duplicate=True),
                  Output(ids.SAMPLE_PICK, "placeholder"), Input(ids.GRAPH_KEY, "data"),
                  State(ids.SAMPLE_PICK, "value"), State(ids.SAMPLE_PICK, "options"),
@@ -147,7 +198,9 @@ def register(app: dash.Dash, config: AppConfig) -> None:
         Output(ids.TRACE_RESULT, "data"), Output(ids.ZOO_STATUS, "children"),
         Input(ids.ZOO_TRACE_BTN, "n_clicks"),
         *[State(i, "value") for i in (ids.ZOO_MODEL, ids.ZOO_BATCH, ids.ZOO_SEQ,
-                                      ids.ZOO_OPTIMIZER, ids.ZOO_SETTING)],
+                                      ids.ZOO_OPTIMIZER, ids.ZOO_SETTING, ids.ZOO_PRECISION,
+                                      ids.ZOO_ATTENTION)],
+        State(ids.HF_CONFIG, "data"), State(ids.HF_TASK, "value"),
         background=True, prevent_initial_call=True, interval=500,
         running=[(Output(ids.RUNNING, "data"), running.running_patch("trace", True),
                   running.running_patch("trace", False))],
@@ -156,10 +209,16 @@ def register(app: dash.Dash, config: AppConfig) -> None:
     app.callback(Output(ids.ZOO_STATUS, "children", allow_duplicate=True),
                  Input(ids.ZOO_CANCEL_BTN, "n_clicks"),
                  prevent_initial_call=True)(running.cancelled)
+    app.callback(Output(ids.HF_CONFIG, "data"), Output(ids.HF_STATUS, "children"),
+                 Output(ids.ZOO_MODEL, "options"), Output(ids.ZOO_MODEL, "value"),
+                 Input(ids.HF_UPLOAD, "contents"), State(ids.HF_UPLOAD, "filename"),
+                 State(ids.ZOO_MODEL, "options"),
+                 prevent_initial_call=True)(bind_config(hf_config_dropped, config))
     app.callback(Output(ids.ZOO_TRACE_BTN, "disabled"), Output(ids.ZOO_CANCEL_BTN, "disabled"),
                  Input(ids.RUNNING, "data"), State(ids.ZOO_MODEL, "options"),
                  prevent_initial_call=True)(trace_buttons)
 
 
 VIEW = View("loading", "side", lambda defaults: [_loading_card(defaults)], register,
-            stores=lambda: [store(ids.TRACE_RESULT)])
+            stores=lambda: [store(ids.TRACE_RESULT), store(ids.HF_CONFIG),
+                            upload_store(ids.UPLOAD)])

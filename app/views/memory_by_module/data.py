@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from app.analysis.modules import module_depth, module_label
+from app.analysis.modules import TOP_LEVEL, module_depth, module_label
+from app.analysis.peaks import tensor_label
 from app.core import state
 from app.core.formatting import fmt_bytes
 from app.core.memo import memoised
@@ -20,6 +21,7 @@ from app.services.selection import selected_module
 from app.services.view_graph import view_graph
 from app.views.memory_by_module.figure import module_icicle_figure
 from app.views.memory_by_module.model import ModuleRow, module_rows
+from roam_core.model.graph import Graph
 from roam_core.oracle.attribution import PeakAttribution, bytes_at_peak_by_module
 
 __all__ = ["Depth", "module_attribution", "module_highlight_style", "module_view",
@@ -90,8 +92,21 @@ def _module_rows(graph_key: str, plan_key: str | None, base: str, depth: Depth, 
         title = (f"Bytes live at the peak by module: {b_label} peak (step {before.step}) "
                  f"vs {what}; kind columns of the "
                  f"{'plan' if shown is after else b_label}.  Click a module to highlight "
-                 "its ops and tensors in every view.")
+                 "its ops and tensors in every view." + _outside_note(graph, shown))
     return rows, title
+
+
+def _outside_note(graph: Graph, attr: PeakAttribution) -> str:
+    """What the :data:`TOP_LEVEL` row holds at that peak, named (the loss and logits of a
+    language model, say), so that a big row outside every module is not a mystery."""
+    own = [t for m in attr.modules if not m.module for t in m.tensors]
+    if not own:
+        return ""
+    big = sorted(own, key=lambda t: -graph.tensors[t].size_bytes)[:3]
+    return (f"  {TOP_LEVEL}: storages made outside every nn.Module (the loss, the step's own "
+            "code); largest here: " + ", ".join(
+                f"{tensor_label(graph, t)} {fmt_bytes(graph.tensors[t].size_bytes)}"
+                for t in big) + ".")
 
 
 @memoised(16, copy=copy_figure, frozen=figure_json)

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 import plotly.graph_objects as go
 
-from app.analysis.modules import module_label, natural_key
+from app.analysis.modules import TOP_LEVEL, module_label, natural_key
 from app.core.formatting import fmt_bytes
 from app.figures.style import BASE_LAYOUT, KIND_COLORS, empty_figure
 
@@ -31,9 +31,9 @@ def module_icicle_figure(
     max_depth : int
         Levels drawn at once.
 
-    The node id of a module is its path (``"(top level)"`` for ``""``; the root is
-    ``"all"``), so a click names the module (in the app a click selects it and does not
-    zoom: ``assets/module_icicle.js``).
+    The node id of a module is its path (:data:`~app.analysis.modules.TOP_LEVEL` for
+    ``""``; the root is ``"all"``), so a click names the module (in the app a click selects
+    it and does not zoom: ``assets/module_icicle.js``).
     """
     def totals(own: Mapping[str, Mapping[str, int]]) -> dict[str, dict[str, int]]:
         out: dict[str, dict[str, int]] = {}
@@ -72,7 +72,7 @@ def module_icicle_figure(
         text.append("<br>".join(parts))
         lines.append(3 if selected is not None and path == selected else 1)
     fig = go.Figure(go.Icicle(
-        ids=ids, labels=[i.rpartition(".")[2] if i not in ("all", "(top level)") else i
+        ids=ids, labels=[i.rpartition(".")[2] if i not in ("all", TOP_LEVEL) else i
                          for i in ids],
         parents=parents, values=values, branchvalues="total", text=text,
         marker={"colors": colors, "line": {"width": lines, "color": "#000"}},

@@ -25,12 +25,11 @@ from app.core.config import DEFAULT_CONFIG, AppConfig
 from app.core.formatting import fmt_bytes
 from app.core.state import get_graph, get_plan
 from app.core.store_types import GraphRef, JobResult
-from app.services import planning
+from app.services import cancel_requests, planning
 from app.views import running
 from app.views.callback_tools import bind_config
 from app.views.components import card, number_field
 from app.views.lazy import store
-from app.views.planning import data
 from app.views.planning.model import PlanProgressTracker
 from app.views.spec import View
 from roam_core.base.errors import ConfigError, RoamError
@@ -127,7 +126,7 @@ def plan_job(set_progress: Callable[[tuple[int, int, str]], None], n: int | None
         s = settings_from_form(method, tl, nl, w, al)
     except ConfigError as e:
         return dash.no_update, f"Planning not started: {e}"
-    cancel = data.cancel_flag(session, n) if session else None
+    cancel = cancel_requests.cancel_flag(session, n) if session else None
     track = PlanProgressTracker(s.time_limit_s)
     t0 = time.monotonic()
 
@@ -154,7 +153,7 @@ def cancel_plan(n: int | None, session: str | None, run: int | None) -> tuple[st
     """Cancel pressed: ask this page's running planner job to stop."""
     if not n or not session or not run:
         raise PreventUpdate
-    data.request_cancel(session, run)
+    cancel_requests.request_cancel(session, run)
     return ("cancelling: the planner stops at its next check and keeps the best plan "
             "found so far…", "cancelled: stopping the planner…")
 

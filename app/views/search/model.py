@@ -10,7 +10,20 @@ from app.core.formatting import fmt_bytes
 from roam_core.model.graph import Graph
 from roam_core.oracle.attribution import module_ancestors
 
-__all__ = ["search"]
+__all__ = ["regex_problem", "search"]
+
+
+def regex_problem(query: str) -> str | None:
+    """Why ``query`` is not a valid regular expression (``None`` when it is).
+
+    >>> regex_problem("h.0.attn("), regex_problem("c_fc.weight$") is None
+    ('missing ), unterminated subpattern at position 8', True)
+    """
+    try:
+        re.compile(query.strip())
+    except re.error as e:
+        return str(e)
+    return None
 
 
 def search(graph: Graph, query: str, limit: int = 30) -> list[tuple[str, str, str]]:

@@ -13,7 +13,7 @@ from app.core.config import AppConfig
 from app.core.state import get_graph
 from app.core.store_types import GraphRef
 from app.views.components import card
-from app.views.search.model import search
+from app.views.search.model import regex_problem, search
 from app.views.spec import PageDefaults, View
 
 __all__ = ["VIEW", "on_search", "search_children"]
@@ -25,19 +25,23 @@ def _search_card(_: PageDefaults) -> list[Component]:
                  html.Div(id=ids.SEARCH_RESULTS, className="hits"))]
 
 
-def search_children(hits: Sequence[tuple[str, str, str]]) -> list[Component]:
-    """Search hits as buttons (click: select, highlight and zoom)."""
+def search_children(hits: Sequence[tuple[str, str, str]], problem: str | None = None
+                    ) -> list[Component]:
+    """Search hits as buttons (click: select, highlight and zoom); a query that is not a
+    valid regular expression says so first (it is then matched as plain text)."""
+    note = [html.Div(f"not a valid regular expression ({problem}): matched as plain text",
+                     className="status error")] if problem else []
     if not hits:
-        return [html.Div("no match", className="muted")]
-    return [html.Button(label, id={"type": ids.SEARCH_HIT, "index": f"{kind}:{ident}"},
-                        className="hit") for kind, ident, label in hits]
+        return [*note, html.Div("no match", className="muted")]
+    return [*note, *[html.Button(label, id={"type": ids.SEARCH_HIT, "index": f"{kind}:{ident}"},
+                                 className="hit") for kind, ident, label in hits]]
 
 
 def on_search(query: str | None, graph: GraphRef | None) -> list[Component]:
     """View 6: search by op or tensor name."""
     if not graph or not query:
         return []
-    return search_children(search(get_graph(graph["key"]), query))
+    return search_children(search(get_graph(graph["key"]), query), regex_problem(query))
 
 
 def register(app: dash.Dash, config: AppConfig) -> None:

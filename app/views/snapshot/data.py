@@ -14,7 +14,6 @@ import numpy as np
 
 from app.core import state
 from app.services.plan_data import after_data
-from app.services.uploads import decode_upload
 from app.views.snapshot.model import SnapshotRecord
 from roam_core.base.errors import RoamError
 
@@ -55,9 +54,8 @@ def measured_record(data: bytes, name: str = "snapshot") -> SnapshotRecord:
     }
 
 
-def snapshot_from_upload(contents: str, filename: str | None) -> str:
-    """Read an uploaded snapshot and store its record; returns the cache key."""
-    raw = decode_upload(contents, MAX_SNAPSHOT_UPLOAD_BYTES)
+def snapshot_from_upload(raw: bytes, filename: str | None) -> str:
+    """Read an uploaded snapshot's bytes and store its record; returns the cache key."""
     try:
         rec = measured_record(raw, filename or "snapshot")
     except RoamError as e:

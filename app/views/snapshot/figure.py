@@ -7,7 +7,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from app.core.formatting import byte_unit, fmt_bytes
-from app.views.snapshot.model import SnapshotRecord
+from app.views.snapshot.model import SnapshotRecord, source_word
 
 __all__ = ["MAX_POINTS", "segments_figure", "snapshot_curves_figure"]
 
@@ -48,19 +48,22 @@ def snapshot_curves_figure(rec: SnapshotRecord, before: np.ndarray | None,
         if curve is not None and len(curve):
             fig.add_trace(go.Scatter(x=list(range(len(curve))), y=np.asarray(curve) / div,
                                      mode="lines", name=label, line={"color": color}))
-    for key, label, color, dash_ in (("reserved", "measured reserved", "#555", "dot"),
-                                     ("allocated", "measured allocated", "#000", "solid")):
+    src = source_word(rec)  # a snapshot roam exported from a plan is not a measurement
+    for key, label, color, dash_ in (("reserved", f"{src} reserved", "#555", "dot"),
+                                     ("allocated", f"{src} allocated", "#000", "solid")):
         xs, ys = _decimate(x, list(rec[key]))
         fig.add_trace(go.Scatter(x=xs, y=[v / div for v in ys], mode="lines",
                                  name=label, line={"color": color, "dash": dash_, "width": 2}))
     p = rec["peak_index"]
     fig.add_trace(go.Scatter(
         x=[x[p]], y=[rec["peak_allocated_bytes"] / div], mode="markers+text",
-        name="measured peak", text=[f"peak {fmt_bytes(rec['peak_allocated_bytes'])}"],
+        name=f"{src} peak", text=[f"peak {fmt_bytes(rec['peak_allocated_bytes'])}"],
         textposition="top center", marker={"size": 10, "color": "#000", "symbol": "x"}))
     how = ("events at their steps" if rec.get("event_steps") is not None
            and x and x[-1] < n_steps else f"{rec['n_events']} events spread over the steps")
-    fig.update_layout(title={"text": f"Measured vs simulated<br><sup>{rec.get('name', '')}: "
+    head = ("Measured vs simulated" if src == "measured" else
+            "Exported by roam (the plan, simulated) vs simulated")
+    fig.update_layout(title={"text": f"{head}<br><sup>{rec.get('name', '')}: "
                                      f"{how}</sup>", "font": {"size": 14}},
                       xaxis_title="step", yaxis_title=unit, height=380,
                       margin={"l": 70, "r": 20, "t": 50, "b": 50}, template="plotly_white")
@@ -82,6 +85,7 @@ def segments_figure(rec: SnapshotRecord, arena_bytes: int | None,
     """Columns: the planned arena (its storages live at the planned peak) and each measured
     segment at the measured peak (live blocks filled, the rest is reserved but free)."""
     fig = go.Figure()
+    src = source_word(rec)
     cols: list[tuple[str, int, list[tuple[int, int, str]], str]] = []
     if arena_bytes:
         cols.append(("planned arena", int(arena_bytes), planned_blocks or [], "#c44e52"))
@@ -109,9 +113,9 @@ def segments_figure(rec: SnapshotRecord, arena_bytes: int | None,
                                  line={"color": "#fff", "width": 0.5}, hoverinfo="text",
                                  text=f"{name}: {fmt_bytes(used)} live in {len(blocks)} blocks",
                                  name="live at the peak (planned)" if planned_col
-                                 else "live at the measured peak", showlegend=show))
+                                 else f"live at the {src} peak", showlegend=show))
     fig.update_xaxes(tickvals=list(range(len(names))), ticktext=names)
-    fig.update_layout(title={"text": "Segments at the measured peak beside the planned arena",
+    fig.update_layout(title={"text": f"Segments at the {src} peak beside the planned arena",
                              "font": {"size": 14}},
                       yaxis_title=f"{unit} (offset inside the segment)", height=380,
                       margin={"l": 70, "r": 20, "t": 50, "b": 60}, template="plotly_white")

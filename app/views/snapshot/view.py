@@ -13,15 +13,15 @@ from collections.abc import Mapping
 
 import dash
 import plotly.graph_objects as go
-from dash import Input, Output, State, dcc, html
+from dash import Input, Output, dcc, html
 from dash.development.base_component import Component
-from dash.exceptions import PreventUpdate
 
 from app.core import ids, state
 from app.core.config import AppConfig
 from app.core.store_types import GraphRef
 from app.figures.style import empty_figure
 from app.services.plan_data import after_data, before_data
+from app.services.uploads import read_upload
 from app.views import lazy
 from app.views.snapshot.data import (
     MAX_SNAPSHOT_UPLOAD_BYTES,
@@ -31,6 +31,14 @@ from app.views.snapshot.data import (
 from app.views.snapshot.figure import segments_figure, snapshot_curves_figure
 from app.views.snapshot.model import summary_lines
 from app.views.spec import View
+from app.views.uploads import (
+    UploadRef,
+    register_upload,
+    result_id,
+    upload_ref,
+    upload_store,
+    upload_zone,
+)
 from roam_core.base.errors import RoamError
 
 __all__ = ["CARD", "MAX_SNAPSHOT_UPLOAD_BYTES", "VIEW", "body", "card", "on_snapshot_upload",
@@ -63,9 +71,9 @@ def body(max_bytes: int = MAX_SNAPSHOT_UPLOAD_BYTES) -> list[Component]:
             "simulated curves; its segments at the measured peak sit beside the planned arena. "
             "Reserved − allocated is memory the caching allocator holds but no tensor uses.",
             className="muted")]),
-        dcc.Upload(id=SNAP_UPLOAD, className="upload", children=html.Div([
+        upload_zone(SNAP_UPLOAD, "snapshot", max_bytes, SNAP_STATUS, [
             f"Drop a memory snapshot (.pickle, ≤ {max_bytes // 2**20} MiB) or ",
-            html.A("browse")])),
+            html.A("browse")]),
         html.Div(id=SNAP_STATUS, className="status"),
         html.Ul(id=SNAP_SUMMARY),
         html.Div([dcc.Graph(id=SNAP_CURVES, config={"displaylogo": False},
@@ -77,19 +85,18 @@ def body(max_bytes: int = MAX_SNAPSHOT_UPLOAD_BYTES) -> list[Component]:
 
 def stores() -> list[dcc.Store]:
     """The view's stores."""
-    return [lazy.store(SNAP_KEY)]
+    return [lazy.store(SNAP_KEY), upload_store(SNAP_UPLOAD)]
 
 
-def on_snapshot_upload(contents: str | None, filename: str | None
-                       ) -> tuple[dict[str, str | None] | dash.NoUpdate, str, None]:
-    """Read a dropped snapshot (restricted unpickler); clear the upload for a re-drop."""
-    if not contents:
-        raise PreventUpdate
+def on_snapshot_upload(upload: UploadRef | None
+                       ) -> tuple[dict[str, str | None] | dash.NoUpdate, str]:
+    """Read a dropped snapshot (streamed to the server; the restricted unpickler)."""
+    token, filename = upload_ref(upload)
     try:
-        key = snapshot_from_upload(contents, filename)
+        key = snapshot_from_upload(read_upload(token), filename)
     except RoamError as e:
-        return dash.no_update, f"Snapshot not loaded: {e}", None
-    return {"key": key, "name": filename}, f"loaded snapshot {filename}", None
+        return dash.no_update, f"Snapshot not loaded: {e}"
+    return {"key": key, "name": filename}, f"loaded snapshot {filename}"
 
 
 def render_snapshot(snap: Mapping[str, str] | None, graph: GraphRef | None,
@@ -117,9 +124,10 @@ def render_snapshot(snap: Mapping[str, str] | None, graph: GraphRef | None,
 def register(app: dash.Dash, config: AppConfig) -> None:
     """Register the measured-memory callbacks."""
     lazy.register_lazy(app, CARD, body)
+    register_upload(app, "snapshot", MAX_SNAPSHOT_UPLOAD_BYTES)
     app.callback(Output(SNAP_KEY, "data"), Output(SNAP_STATUS, "children"),
-                 Output(SNAP_UPLOAD, "contents"), Input(SNAP_UPLOAD, "contents"),
-                 State(SNAP_UPLOAD, "filename"), prevent_initial_call=True)(on_snapshot_upload)
+                 Input(result_id(SNAP_UPLOAD), "data"),
+                 prevent_initial_call=True)(on_snapshot_upload)
     app.callback(Output(SNAP_CURVES, "figure"), Output(SNAP_SEGMENTS, "figure"),
                  Output(SNAP_SUMMARY, "children"), Input(SNAP_KEY, "data"),
                  Input(ids.GRAPH_KEY, "data"), Input(ids.PLAN_KEY, "data"),

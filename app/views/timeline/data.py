@@ -49,14 +49,15 @@ def _timeline(graph_key: str, plan_key: str | None, base: str,
     b = before_data(graph_key, base)
     hl = selected_op(graph, selection)
     if not plan_key:
-        fig = timeline_figure(graph, b.order, None, x_range=x_range, highlight_op=hl)
+        fig = timeline_figure(graph, b.order, None, x_range=x_range, highlight_op=hl,
+                              before_label=b.label, planned=False)
         _mark_module_ops(fig, graph_key, selection, [b.order])
         return fig
     a = after_data(graph_key, plan_key)
     graph = view_graph(graph_key, plan_key)
     fig = timeline_figure(graph, a.plan.order, b.order, alloc_bytes=a.alloc,
                           freed_bytes=a.freed, x_range=x_range, highlight_op=hl,
-                          before_label=b.label)
+                          before_label=b.label, after_label=a.plan.method)
     mark_recompute(fig, a.plan, 1, 2)
     _mark_module_ops(fig, graph_key, selection, [b.order, a.plan.order])
     return fig

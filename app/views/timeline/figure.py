@@ -12,7 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from app.core.formatting import byte_unit
-from app.figures.axes import apply_range, short_label, step_axis
+from app.figures.axes import apply_range, step_axis
 from app.figures.style import BASE_LAYOUT, PHASE_COLORS
 from roam_core.model.graph import Graph, OpId, Phase
 from roam_core.model.plan import Plan
@@ -27,16 +27,21 @@ def timeline_figure(
     graph: Graph, after_order: Sequence[OpId], before_order: Sequence[OpId] | None = None, *,
     alloc_bytes: np.ndarray | None = None, freed_bytes: np.ndarray | None = None,
     x_range: Sequence[float] | None = None, highlight_op: str | None = None,
-    before_label: str = "before",
+    before_label: str = "before", after_label: str = "roam", planned: bool = True,
 ) -> go.Figure:
-    """Operators by step, one row for the planned order (and one for ``before_order``),
-    coloured by phase; hover shows the op, its target and bytes allocated/freed.
+    """Operators by step, one row for the planned order (top) and one for ``before_order``
+    (bottom), coloured by phase; hover shows the op, its module and the
+    bytes allocated/freed.  With ``planned=False`` the one row, ``after_order``, is the
+    compared order's (labelled ``before``).
 
     Drawn as one two-row heatmap (cell ``text`` = op id, so a click names the op).
     """
     fig = go.Figure(layout=BASE_LAYOUT)
-    rows = [(before_label, before_order)] if before_order is not None else []
-    rows.append(("planned", after_order))
+    # y grows upwards: the planned order is the top row (as the planned arena is the top
+    # layout), the compared order under it; the row names are short (the margin is fixed
+    # so that every view's step axis lines up) and the title names the orders in full
+    rows = [("before", before_order)] if before_order is not None else []
+    rows.append(("planned" if planned else "before", after_order))
     phases = list(Phase)
     code = {p.value: i for i, p in enumerate(phases)}
     phase_of = {o.id: code[o.phase.value] for o in graph.ops}
@@ -81,13 +86,15 @@ def timeline_figure(
                     showlegend=False, hoverinfo="skip",
                     marker={"size": 18, "color": "rgba(0,0,0,0)",
                             "line": {"color": "#000", "width": 2}}))
-    fig.update_yaxes(tickvals=list(range(len(rows))), ticktext=[short_label(r[0]) for r in rows],
+    fig.update_yaxes(tickvals=list(range(len(rows))), ticktext=[r[0] for r in rows],
                      range=[-0.5, len(rows) - 0.5], fixedrange=True)
     fig.update_layout(xaxis_title="step", height=230, uirevision="timeline",
                       margin={"t": 30, "b": 40})
     if before_order is not None:
-        fig.update_layout(title={"text": f"before: {before_label}", "font": {"size": 12},
-                                 "x": 0.01, "y": 0.97})
+        title = f"top: planned ({after_label}) · bottom: before = {before_label}"
+    else:
+        title = f"before = {before_label} (not planned yet)"
+    fig.update_layout(title={"text": title, "font": {"size": 12}, "x": 0.01, "y": 0.97})
     step_axis(fig, n)
     apply_range(fig, x_range)
     return fig

@@ -17,8 +17,9 @@ from app.views.timeline.data import timeline_dict
 __all__ = ["HOW_TO_READ", "VIEW", "render_timeline"]
 
 HOW_TO_READ = ("One cell per operator, coloured by phase (forward, loss, backward, "
-               "optimizer), in the compared order (top) and the planned order (bottom). "
-               "Click an op to see what pins it in place.")
+               "optimizer): the planned order on top, the compared order ('before') under it. "
+               "Hover for the op, its module and the bytes it allocates; click an op to see "
+               "what pins it in place.")
 
 
 def _only_range_changed() -> bool:

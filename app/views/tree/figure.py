@@ -6,9 +6,12 @@ import plotly.graph_objects as go
 
 from app.core.formatting import fmt_bytes
 from app.figures.style import BASE_LAYOUT, empty_figure
-from app.views.tree.model import TreeNode, iter_tree, node_role, ring_span
+from app.views.tree.model import TreeNode, iter_tree, node_label, node_role, ring_span
 
-__all__ = ["task_tree_figure"]
+__all__ = ["FELL_COLOR", "task_tree_figure"]
+
+#: Sub-tasks whose own peak fell (part of the saving).
+FELL_COLOR = "#55a868"
 
 
 def task_tree_figure(tree: TreeNode | None) -> go.Figure:
@@ -24,6 +27,7 @@ def task_tree_figure(tree: TreeNode | None) -> go.Figure:
     parents: list[str] = []
     values: list[int] = []
     text: list[str] = []
+    hover: list[str] = []
     colors: list[str] = []
     rings = ring_span(tree)
 
@@ -36,21 +40,28 @@ def task_tree_figure(tree: TreeNode | None) -> go.Figure:
         own = int(node.get("num_ops", 0) or 0)
         before, after = node.get("peak_before_bytes"), node.get("peak_after_bytes")
         fell = before is not None and after is not None and after < before
-        text.append(f"{node_role(node, rings=rings)} · {own} own ops · {fmt_bytes(before)} → "
-                    f"{fmt_bytes(after)}" + (" (peak fell)" if fell else "")
-                    + f" · {node.get('status', '')}")
-        colors.append("#55a868" if fell else "#c8ccd2")
+        text.append((f"peak {fmt_bytes(before)} → {fmt_bytes(after)}"
+                     if before is not None and after is not None else "")
+                    + (" ▼" if fell else ""))
+        hover.append(f"{node_role(node, rings=rings)}<br>{node_label(node, fmt_bytes)}")
+        colors.append(FELL_COLOR if fell else "#c8ccd2")
         values[at] = own + sum(walk(c, nid) for c in node.get("children") or ())
         return values[at]
 
     walk(tree, "")
     fig = go.Figure(go.Icicle(ids=ids, labels=ids, parents=parents, values=values,
-                              text=text, branchvalues="total", marker={"colors": colors},
+                              text=text, customdata=hover, branchvalues="total",
+                              marker={"colors": colors}, textfont={"size": 12},
+                              texttemplate="%{label}<br>%{text}",
                               hovertemplate="%{label}: %{value} ops in its sub-tree<br>"
-                                            "%{text}<extra></extra>"),
+                                            "%{customdata}<extra></extra>"),
                     layout=BASE_LAYOUT)
+    n_fell = sum(c == FELL_COLOR for c in colors)
+    title = ("the planner's sub-tasks (width: ops); green ▼: the "
+             f"{n_fell} whose own peak fell" if n_fell else
+             "the planner's sub-tasks (width: ops); no sub-task's own peak fell")
+    # text that would be smaller than 10 px is hidden (hover still names every node)
     fig.update_layout(height=360, margin={"l": 10, "r": 10, "t": 30, "b": 10},
-                      title={"text": "green: sub-tasks whose peak fell", "font": {"size": 12},
-                             "x": 0.01})
+                      uniformtext={"minsize": 10, "mode": "hide"},
+                      title={"text": title, "font": {"size": 12}, "x": 0.01})
     return fig
-

@@ -3,11 +3,12 @@ children, what each node is in words and which steps it covers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-__all__ = ["NODE_ROLES", "TREE_PAGE", "TreeNode", "expand_node", "find_node", "iter_tree",
-           "node_range", "node_role", "ring_span", "shown_children", "subtree_range"]
+__all__ = ["NODE_ROLES", "NODE_STATUS", "TREE_PAGE", "TreeNode", "expand_node", "find_node",
+           "iter_tree", "node_label", "node_range", "node_role", "ring_span", "shown_children",
+           "subtree_ops", "subtree_range"]
 
 #: A task-tree node as the planner summarises it (JSON: ``id``, ``kind``, ``steps``,
 #: ``children``, peaks before and after, solver status...).
@@ -121,3 +122,49 @@ def node_range(node: TreeNode) -> tuple[int, int] | None:
         return None
     return int(min(s[0] for s in steps)), int(max(s[1] for s in steps))
 
+
+
+#: How a sub-task's ordering ended (``SolveStatus``), in words.
+NODE_STATUS: dict[str, str] = {
+    "optimal": "ordered optimally", "feasible": "improved, not proven optimal",
+    "bound": "already at the lower bound", "hint": "no better order than its start",
+    "trivial": "nothing to reorder", "cancelled": "cut short by Cancel",
+    "unknown": "not solved in time", "timeout": "not solved in time",
+    "heuristic": "heuristic",
+}
+
+
+def subtree_ops(node: TreeNode) -> int:
+    """Ops of a node and all its sub-tasks."""
+    return sum(int(n.get("num_ops", 0) or 0) for n, _ in iter_tree(node))
+
+
+def node_label(node: TreeNode, fmt: Callable[[int | None], str]) -> str:
+    """A task-tree node in one readable line (what is unknown is left out, not "n/a").
+
+    ``fmt`` formats bytes.
+
+    >>> node_label({"id": "root", "num_ops": 0, "status": "none", "children": [
+    ...     {"id": "t1", "num_ops": 8, "peak_before_bytes": 8, "peak_after_bytes": 4,
+    ...      "status": "optimal"}]}, lambda b: f"{b} B")
+    'root: 8 ops in 1 sub-task (none of its own)'
+    >>> node_label({"id": "t1", "num_ops": 8, "peak_before_bytes": 8, "peak_after_bytes": 4,
+    ...             "status": "optimal"}, lambda b: f"{b} B")
+    't1: 8 ops · peak 8 B → 4 B · ordered optimally'
+    """
+    own = int(node.get("num_ops", 0) or 0)
+    kids = node.get("children") or ()
+    parts = [f"{node.get('id')}: " + (
+        f"{subtree_ops(node):,} ops in {len(kids)} sub-task{'s' * (len(kids) != 1)}"
+        + (f" ({own:,} of its own)" if own else " (none of its own)") if kids
+        else f"{own:,} ops")]
+    before, after = node.get("peak_before_bytes"), node.get("peak_after_bytes")
+    if before is not None and after is not None:
+        parts.append(f"peak {fmt(before)} → {fmt(after)}")
+    status = NODE_STATUS.get(str(node.get("status", "")))
+    if status:
+        parts.append(status)
+    gap = node.get("gap")
+    if gap is not None and float(gap) > 0:
+        parts.append(f"within {100 * float(gap):.1f} % of its bound")
+    return " · ".join(parts)

@@ -21,7 +21,14 @@ from app.views.components import card, how_to_read
 from app.views.lazy import store
 from app.views.spec import PageDefaults, View
 from app.views.tree.data import tree_of
-from app.views.tree.model import TreeNode, expand_node, node_role, ring_span, shown_children
+from app.views.tree.model import (
+    TreeNode,
+    expand_node,
+    node_label,
+    node_role,
+    ring_span,
+    shown_children,
+)
 
 __all__ = ["HOW_TO_READ", "VIEW", "on_tree_more", "render_tree", "tree_children"]
 
@@ -33,12 +40,9 @@ HOW_TO_READ = ("roam splits the step into sub-tasks small enough to solve exactl
 def _tree_node(node: TreeNode, depth: int,
                shown: Mapping[str, int], rings: tuple[int, int] | None = None
                ) -> html.Details | html.Div:
-    gap, nid = node.get("gap"), str(node.get("id"))
+    nid = str(node.get("id"))
     fell = _peak_fell(node)
-    label = (f"{nid} · {node.get('kind', '')} · {node.get('num_ops', 0)} ops · "
-             f"peak {fmt_bytes(node.get('peak_before_bytes'))} → "
-             f"{fmt_bytes(node.get('peak_after_bytes'))} · {node.get('status', '?')}"
-             + (f" · gap {100 * float(gap):.1f} %" if gap is not None else ""))
+    label = node_label(node, fmt_bytes)
     role = node_role(node, rings=rings) if rings is not None else node_role(node)
     # one string, not spans: the lazy tree stays a few components per node
     btn = html.Button(f"{label} — {role}" + (" ▼ peak fell" if fell else ""),

@@ -46,6 +46,7 @@ __all__ = [
     "result_key",
     "run_verify",
     "verify_options",
+    "zero_loss",
 ]
 
 _logger = logging.getLogger(__name__)
@@ -259,11 +260,41 @@ def _ms(s: float | None) -> str:
     return "n/a" if s is None else f"{s * 1e3:,.1f} ms"
 
 
-def report_rows(report: Mapping[str, Any]) -> tuple[bool, list[tuple[str, str]]]:
+#: What a pass proves when the loss is zero (the ROAM paper's loss: every gradient is zero).
+ZERO_LOSS_NOTE = (
+    "little: the loss is 0. {why}every gradient is then zero, so eager and the plan agree on "
+    "the forward and the optimizer step, not on real gradients. Trace the model with setting "
+    "'steady' (real labels) for a check that means more.")
+
+
+def _loss(x: object) -> str:
+    """A loss for people: ``-0`` is ``0``."""
+    try:
+        v = float(x)  # type: ignore[arg-type]  # a JSON number, or missing (nan)
+    except (TypeError, ValueError):
+        return "n/a"
+    return "0" if v == 0 else f"{v:.6g}"
+
+
+def zero_loss(report: Mapping[str, Any]) -> bool:
+    """Whether both runs' loss is exactly zero (a pass then proves little).
+
+    >>> zero_loss({"loss_eager": -0.0, "loss_planned": 0.0}), zero_loss({"loss_eager": 2.3})
+    (True, False)
+    """
+    try:
+        return float(report.get("loss_eager", 1)) == 0 == float(report.get("loss_planned", 1))
+    except (TypeError, ValueError):
+        return False
+
+
+def report_rows(report: Mapping[str, Any], setting: str | None = None
+                ) -> tuple[bool, list[tuple[str, str]]]:
     """``(passed, rows)`` of an ``ExecutionReport.to_dict()`` for the result table.
 
     A report passes when the planned step matches eager (bit-equal on CPU, within
-    tolerance on CUDA).
+    tolerance on CUDA).  A zero loss (the ROAM paper's setting, ``setting="roam"``: cross
+    entropy against all-zero targets) adds a first row saying what the pass proves.
 
     Examples
     --------
@@ -271,6 +302,9 @@ def report_rows(report: Mapping[str, Any]) -> tuple[bool, list[tuple[str, str]]]
     ...                         "arena_bytes": 2048})
     >>> ok, rows[0], rows[2]
     (True, ('result', 'pass'), ('arena', '2.00 KiB'))
+    >>> report_rows({"numerics_ok": True, "loss_eager": -0.0, "loss_planned": -0.0},
+    ...             "roam")[1][0][1].startswith("little: the loss is 0. ")
+    True
     """
     r = report
     ok = bool(r.get("numerics_ok"))
@@ -282,8 +316,8 @@ def report_rows(report: Mapping[str, Any]) -> tuple[bool, list[tuple[str, str]]]
          + f", {r.get('steps', 1)} measured step(s)"),
         ("arena", _mib(r.get("arena_bytes"))),
         ("max |eager − planned|", f"{float(r.get('max_abs_diff', 0.0)):.3g}"),
-        ("loss eager / planned", f"{r.get('loss_eager', float('nan')):.6g} / "
-                                 f"{r.get('loss_planned', float('nan')):.6g}"),
+        ("loss eager / planned", f"{_loss(r.get('loss_eager'))} / "
+                                 f"{_loss(r.get('loss_planned'))}"),
         ("peak allocated eager / planned", f"{_mib(r.get('eager_peak_allocated_bytes'))} / "
                                            f"{_mib(r.get('planned_peak_allocated_bytes'))}"),
         ("peak reserved eager / planned", f"{_mib(r.get('eager_peak_reserved_bytes'))} / "
@@ -298,4 +332,8 @@ def report_rows(report: Mapping[str, Any]) -> tuple[bool, list[tuple[str, str]]]
     if r.get("fallback_targets"):
         rows.append(("fallback ops", ", ".join(r["fallback_targets"])))
     rows += [("note", n) for n in r.get("notes") or ()]
+    if ok and zero_loss(r):
+        why = ("This graph was traced in the ROAM paper's setting (cross-entropy against "
+               "all-zero targets): " if setting == "roam" else "")
+        rows.insert(0, ("what the pass proves", ZERO_LOSS_NOTE.format(why=why)))
     return ok, rows

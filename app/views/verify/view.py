@@ -13,6 +13,7 @@ from dash.exceptions import PreventUpdate
 
 from app.core import ids
 from app.core.config import AppConfig
+from app.core.state import get_graph
 from app.core.store_types import GraphRef
 from app.views import running
 from app.views.components import card
@@ -32,12 +33,16 @@ def verify_label_text(device: str | None) -> str:
 
 
 def verify_children(passed: bool | None, rows: Sequence[tuple[str, str]]) -> list[Component]:
-    """The Verify result: a pass/fail badge and the report table (a hint when empty)."""
+    """The Verify result: a pass/fail badge and the report table (a hint when empty); a pass
+    that proves little (a zero loss) says so in its badge."""
     if passed is None:
         return [html.Div("not verified yet: press Verify", className="muted")]
-    badge = html.Div("PASS" if passed else "FAIL", className="verify-badge",
+    weak = passed and any(k == "what the pass proves" for k, _ in rows)
+    badge = html.Div("PASS, but it proves little (zero loss: see below)" if weak else
+                     "PASS" if passed else "FAIL", className="verify-badge",
                      style={"fontWeight": "bold", "margin": "6px 0",
-                            "color": "#2a7a2a" if passed else "#c44e52"})
+                            "color": "#b8860b" if weak else "#2a7a2a" if passed
+                            else "#c44e52"})
     return [badge, html.Table([html.Tr([html.Td(k), html.Td(v)]) for k, v in rows],
                               className="verify-table", style={"fontSize": "12px"})]
 
@@ -81,8 +86,9 @@ def verify_job(n: int | None, graph: GraphRef | None, plan: str | None, device: 
         _logger.exception("verify failed")
         return dash.no_update, f"Verify failed: {type(e).__name__}: {e}"
     ok = res["report"]["numerics_ok"]
-    msg = (f"verified {graph.get('name', '')} on {device}: {'pass' if ok else 'FAIL'} "
-           f"({res['wall_time_s']:.1f} s)")
+    how = "FAIL" if not ok else ("pass, but the loss is 0: it proves little"
+                                 if data.zero_loss(res["report"]) else "pass")
+    msg = f"verified {graph.get('name', '')} on {device}: {how} ({res['wall_time_s']:.1f} s)"
     return {"key": res["key"], "device": device}, msg
 
 
@@ -92,7 +98,8 @@ def render_verify(_done: dict[str, str] | None, graph: GraphRef | None, plan: st
     res = data.cached_result(graph.get("key") if graph else None, plan, device)
     if res is None:
         return verify_children(None, [])
-    return verify_children(*data.report_rows(res["report"]))
+    setting = get_graph(graph["key"]).origin.get("setting") if graph else None
+    return verify_children(*data.report_rows(res["report"], setting))
 
 
 def verify_buttons(running_jobs: dict[str, bool] | None, verify_off: bool | None

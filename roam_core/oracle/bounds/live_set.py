@@ -44,6 +44,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roam_core.base.checks import require_type
+from roam_core.base.errors import ConfigError
 from roam_core.base.graph_cache import PerGraphCache
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, Phase, TensorId, round_size
 from roam_core.model.reach import (
@@ -351,6 +353,7 @@ def live_set_lower_bound(
     >>> lb.bound_bytes, lb.op_id, lb.forced_bytes
     (300, 'b', (100, 300, 150, 260))
     """
+    require_type(graph, Graph, "live_set_lower_bound: graph", ConfigError)
     return _LIVE_SET_CACHE.get_or_build(
         graph, lambda: _live_set_lower_bound(
             graph, alignment_bytes, reach if reach is not None else reachability(graph)),

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from roam_core.base.cancel import CancelToken, as_cancel_flag, is_cancelled
+from roam_core.base.cpsat_steps import StepLadder
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId
 from roam_core.model.reach import Reachability, iter_bits, reachability
 from roam_core.oracle.bounds.masks import StorageMasks, storage_masks
@@ -247,40 +248,14 @@ class _RestrictionModel:
 
     def add_order(self) -> None:
         """The ``done`` variables: monotone, ``t + 1`` ops done after step ``t``, and each
-        local precedence kept."""
-        m, grp, done = self.model, self.grp, self.done
-        k, lo, hi = grp.k, grp.lo, grp.hi
-        for j in range(k):
-            prev = None
-            for t in range(lo[j], hi[j]):
-                v = m.new_bool_var(f"d{j}_{t}")
-                done[j][t] = v
-                if prev is not None:
-                    m.add_implication(prev, v)
-                prev = v
-        for t in range(k):
-            terms_t = [done[j][t] for j in range(k) if lo[j] <= t < hi[j]]
-            fixed = sum(1 for j in range(k) if t >= hi[j])
-            if terms_t:
-                m.add(sum(terms_t) == t + 1 - fixed)
-        for b in range(k):
-            for a in grp.preds[b]:
-                for t in range(lo[b], hi[b]):
-                    la = self.lit(a, t - 1)
-                    if la is True:
-                        continue
-                    if la is False:
-                        m.add(done[b][t] == 0)
-                    else:
-                        m.add_implication(done[b][t], la)
+        local precedence kept (:class:`~roam_core.base.cpsat_steps.StepLadder`)."""
+        self.steps = StepLadder(self.model, self.grp.lo, self.grp.hi, "d")
+        self.steps.add_schedule(self.grp.preds)
+        self.done = self.steps.done
 
     def lit(self, j: int, t: int) -> _Lit:
         """``done[j, t]`` (a constant outside op ``j``'s window)."""
-        if t < self.grp.lo[j]:
-            return False
-        if t >= self.grp.hi[j]:
-            return True
-        return self.done[j][t]
+        return self.steps.lit(j, t)
 
     def add_storage_terms(self, classes: dict[tuple[int, int], int], const: int, scale: int,
                           ) -> tuple[list[int], list[list[tuple[int, IntVar]]]]:

@@ -14,6 +14,7 @@ import heapq
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from roam_core.base.checks import require_type
 from roam_core.base.errors import Violation, ViolationKind
 from roam_core.model.graph import Graph, OpId, TensorId, round_size
 from roam_core.oracle.validate.steps import live_spans
@@ -101,6 +102,7 @@ def check_arena(graph: Graph, order: Sequence[OpId], offsets: Mapping[TensorId, 
     >>> [v.kind.value for v in check_arena(g, g.op_ids, {"a": 0, "b": 0, "c": 512}, 1024, 512)]
     ['overlap']
     """
+    require_type(graph, Graph, "check_arena: graph")
     out: list[Violation] = []
     align = max(1, int(alignment_bytes))
     for tid in offsets:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from roam_core.base.checks import require_type
 from roam_core.base.errors import Violation, ViolationKind
 from roam_core.base.graph_cache import PerGraphCache
 from roam_core.model.graph import EdgeReason, Graph, OpId
@@ -136,6 +137,7 @@ def check_order(graph: Graph, order: Sequence[OpId]) -> list[Violation]:
     >>> [v.kind.value for v in check_order(diamond(), ["b", "a", "c", "d"])]
     ['precedence']
     """
+    require_type(graph, Graph, "check_order: graph")
     if _obviously_valid(graph, order):
         return []
     out: list[Violation] = []

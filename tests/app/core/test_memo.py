@@ -14,7 +14,7 @@ from app.views.curves import data as curves_data
 def test_memos_are_registered_and_return_copies(planned: dict[str, Any]) -> None:
 
     names = memo.memo_names()
-    for n in ("app.core.state.get_graph", "app.core.state._get_plan",
+    for n in ("app.core.state._get_graph", "app.core.state._get_plan",
               "app.services.plan_data.before_data", "app.services.plan_data.after_data",
               "app.views.curves.data._curves", "app.views.timeline.data._timeline",
               "app.views.layouts.data._layouts", "app.services.selection.members",
@@ -107,3 +107,42 @@ def test_a_job_forked_while_a_copy_runs_can_copy_too() -> None:
     release.set()
     t.join(10)
     assert status == 0, "the forked child hung on (or failed after) the inherited lock"
+
+
+def test_a_memo_bounded_in_bytes_keeps_under_its_budget() -> None:
+    calls: list[int] = []
+
+    @memo.memoised(100, max_bytes=1000, weigh=lambda v: len(v))
+    def make(n: int) -> bytes:
+        calls.append(n)
+        return b"x" * n
+
+    for n in (400, 400, 300, 500):
+        make(n)
+    assert calls == [400, 300, 500]  # the second 400 was a hit
+    assert make.stored_bytes <= 1000  # type: ignore[attr-defined]
+    make(5000)  # bigger than the budget: returned, never kept
+    assert make.stored_bytes <= 1000  # type: ignore[attr-defined]
+    make(500)
+    assert calls[-1] == 5000  # 500 still kept
+    make.cache_clear()
+    assert make.stored_bytes == 0  # type: ignore[attr-defined]
+
+
+def test_the_key_guard_runs_before_a_memo_hit() -> None:
+    seen: list[str] = []
+
+    @memo.memoised(4)
+    def f(key: str) -> str:
+        return key.upper()
+
+    memo.set_key_guard(seen.append)
+    try:
+        f("g-1")
+        f("g-1")
+        f("other")
+    finally:
+        from app.core import state
+
+        memo.set_key_guard(state._guard_key)
+    assert seen == ["g-1", "g-1"]

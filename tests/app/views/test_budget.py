@@ -50,20 +50,28 @@ def test_frontier_record_figure_and_cache(frontier_rec: dict[str, Any]) -> None:
     assert any(p["recomputed_ops"] for p in roam)
     assert {p["method"] for p in rec["points"]} >= {"roam", "none"}
     assert all(state.has_plan(p["plan_key"]) for p in rec["points"])
-    # lower peaks cost more FLOPs along roam's points
+    # lower peaks cost more time along roam's points; time is the x axis, FLOPs on hover
+    assert rec["device_profile"] == "h100-sxm"
+    assert rec["step_seconds"] > 0
     by_peak = sorted(roam, key=lambda p: p["peak_bytes"])
-    assert by_peak[0]["extra_flops"] >= by_peak[-1]["extra_flops"]
+    assert by_peak[0]["extra_seconds"] >= by_peak[-1]["extra_seconds"]
+    assert by_peak[0]["extra_seconds"] > 0
     fig = budget_figure.frontier_figure(rec, roam[0]["plan_key"])
     line = fig.data[0]
     assert line.name == "roam (budget plans)"
     assert len(line.x) == len(roam)
+    assert sorted(line.x) == sorted(1e3 * p["extra_seconds"] for p in roam)
+    assert "ms" in fig.layout.xaxis.title.text
+    assert "h100-sxm" in fig.layout.title.text
+    assert all("FLOPs" in t and "ms" in t for t in line.text)
     assert set(line.customdata) == {p["plan_key"] for p in roam}
     assert fig.data[-1].name == "shown in the views"
     assert any(t.name == "no recomputation" for t in fig.data)
     # the second job for the same graph and settings is the cached one
-    key = budget_data.frontier(gk, PlanSettings("roam", 1.0, 60, 1, 512), 8,
-                          lambda *a: pytest.fail("recomputed a cached frontier"))
+    key, cancelled = budget_data.frontier(gk, PlanSettings("roam", 1.0, 60, 1, 512), 8,
+                                          lambda *a: pytest.fail("recomputed a cached frontier"))
     assert key == frontier_rec["result"]["key"]
+    assert not cancelled
     f2, rows, notes = budget_view.render_frontier(None, frontier_rec["graph"], None, 8, ["on"],
                                              "roam", 1, 60, 1, 512)
     assert any("not applicable" in li.children for li in notes)
@@ -104,9 +112,43 @@ def test_clicking_a_point_loads_a_recompute_plan_into_every_view(
         (rsec,) = [s for s in secs if s.title == "recomputed"]
         text = " ".join(rsec.lines)
         assert f"re-runs {rop.source}" in text
+        assert "cost: +" in text
+        assert "us (" in text
+        assert "estimated on h100-sxm" in text
         assert "MFLOP" in text
         assert "frees" in text
         assert "× steps" in text
+
+
+def test_cancelled_frontier_keeps_its_points(cache_dir: Path) -> None:
+    """A cancel stops the frontier between plans: the points made are kept and shown, under
+    a key of their own (never the settings' key), and the progress says so."""
+    from app.services import cancel_requests
+
+    gk = state.put_graph(random_train_graph(2, 6))
+    seen: list[tuple] = []
+
+    def progress(item: tuple) -> None:
+        seen.append(item)
+        if len(seen) == 4:  # the fourth plan starts: cancel
+            cancel_requests.request_cancel("page", 1, "frontier")
+
+    out, status = budget_view.frontier_job(progress, 1, {"key": gk}, 8, [], "roam", 1, 60, 1,
+                                           512, "page")
+    assert status.startswith("cancelled: showing the"), status
+    rec = state.get_json(out["key"])
+    # points made from plans already in hand may follow the cancel (the cancel is polled),
+    # but no plan starts after it: far fewer plans ran than the whole frontier's
+    assert len(rec["points"]) >= 2
+    assert seen[-1][0] < seen[-1][1] // 2, seen[-1]
+    assert any(n.startswith("cancelled after") for n in rec["notes"])
+    assert seen[-1][2].startswith("cancelled after"), seen[-1]
+    settings_key = budget_data.frontier_key(gk, PlanSettings("roam", 1, 60, 1, 512), 8, False)
+    assert out["key"] != settings_key
+    assert state.get_json(settings_key) is None
+    _, rows, _ = budget_view.render_frontier(out, {"key": gk}, None, 8, [], "roam", 1, 60,
+                                                   1, 512)
+    assert len(rows) == len(rec["points"])
 
 
 @pytest.mark.slow

@@ -19,8 +19,16 @@ def test_curves_annotate_both_peaks_and_lines() -> None:
     after = np.array([1, 2, 4, 1], dtype=np.int64) * 2**20
     fig = curves_figure.memory_curves_figure(after, before, arena_bytes=5 * 2**20,
                                        lower_bound_bytes=3 * 2**20, before_label="eager")
-    texts = [t.text[0] for t in fig.data if t.mode == "markers+text"]
-    assert texts == ["peak 5.00 MiB @ step 1", "peak 4.00 MiB @ step 2"]
+    labels = [a for a in fig.layout.annotations if a.yref == "paper" and a.y == 1.0]
+    assert [a.text for a in labels] == ["<b>eager: peak 5.00 MiB</b> @ step 1",
+                                        "<b>planned: peak 4.00 MiB</b> @ step 2"]
+    # above the plot, one line each: they cover neither a curve nor each other
+    assert [(a.x, a.xanchor, a.yanchor, a.yshift) for a in labels] == [
+        (0.0, "left", "bottom", 20), (0.0, "left", "bottom", 4)]
+    # a click on a curve says whose order it is about
+    assert {t.name: curves_figure.SIDES[t.customdata[0]] for t in fig.data
+            if t.mode == "lines" and t.name in ("eager", "planned")} == {"eager": "before",
+                                                                         "planned": "after"}
     names = [t.name for t in fig.data]
     assert {"eager", "planned", "arena", "lower bound"} <= set(names)
     assert fig.layout.yaxis.title.text == "memory (MiB)"
@@ -66,5 +74,15 @@ def test_peaks_are_annotated_by_module_on_a_traced_graph() -> None:
     assert [b for _, b in top] == sorted((b for _, b in top), reverse=True)
     note = peaks.peak_note(top, "top modules")
     fig = curves_figure.memory_curves_figure(curve, curve, peak_notes={"planned": note})
-    texts = [t.text[0] for t in fig.data if t.mode == "markers+text"]
-    assert any(note in t for t in texts)
+    assert any(note in a.text for a in fig.layout.annotations)
+
+
+def test_an_unplanned_curve_is_the_before_orders() -> None:
+    """Without a plan the one curve is the compared order's: its label and colour, and a
+    click on it is about that order."""
+    fig = curves_figure.memory_curves_figure(np.arange(5), after_label="eager (program order)",
+                                             planned=False)
+    line = fig.data[0]
+    assert line.name == "eager (program order)"
+    assert line.line.color == curves_figure.BEFORE_COLOR
+    assert curves_figure.SIDES[line.customdata[0]] == "before"

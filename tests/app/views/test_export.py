@@ -17,10 +17,10 @@ from roam_core.base.errors import PlanFormatError, PlanInvalidError
 from roam_core.formats import plan_io
 from roam_core.model.samples import diamond
 from tests.app.helpers import (
-    data_url,
     planned_with_tree,
     put_planned,
     run,
+    uploaded,
 )
 
 
@@ -30,10 +30,13 @@ def test_export_and_import(planned: dict[str, Any]) -> None:
                        "eager", "curves")
     assert msg.startswith("exported")
     assert payload["filename"].endswith(".plan.json")
-    data, msg, _ = export_view.on_plan_upload(data_url(payload["content"].encode()), "p.json", g)
+    data, msg, status = export_view.on_plan_upload(uploaded(payload["content"].encode(),
+                                                            "p.json"), g)
     assert data["graph"] == g["key"]
     assert "valid for this graph" in msg
-    data, msg, _ = export_view.on_plan_upload(data_url(b"garbage"), "g.json", g)
+    assert status.startswith("showing the imported plan p.json")  # no stale "planned with"
+    data, msg, status = export_view.on_plan_upload(uploaded(b"garbage", "g.json"), g)
+    assert status is dash.no_update
     assert data is dash.no_update
     assert msg.startswith("Import failed: g.json:")
     _, msg = run(export_view.on_export, ids.EXPORT_CSV, 1, None, 1, None, None, g, None,
@@ -45,16 +48,16 @@ def test_import_plan_checks_fingerprint_and_validity(cache_dir: Path) -> None:
     graph, plan = planned_with_tree()
     gk = state.put_graph(graph)
     text = plan_io.dumps_plan(plan)
-    key = export_data.import_plan(data_url(text.encode()), "p.json", gk, 2**20)
+    key = export_data.import_plan(text.encode(), "p.json", gk)
     assert state.get_plan(key).task_tree["id"] == "root"
     other = state.put_graph(diamond())
     with pytest.raises(PlanFormatError, match=r"p\.json: .*"):
-        export_data.import_plan(data_url(text.encode()), "p.json", other, 2**20)
+        export_data.import_plan(text.encode(), "p.json", other)
     bad = dataclasses.replace(plan, order=tuple(reversed(plan.order)))
     with pytest.raises(PlanInvalidError, match="plan is invalid"):
-        export_data.import_plan(data_url(plan_io.dumps_plan(bad).encode()), "bad.json", gk, 2**20)
+        export_data.import_plan(plan_io.dumps_plan(bad).encode(), "bad.json", gk)
     with pytest.raises(PlanFormatError):
-        export_data.import_plan(data_url(b"{}"), "empty.json", gk, 2**20)
+        export_data.import_plan(b"{}", "empty.json", gk)
 
 
 @pytest.mark.slow

@@ -32,15 +32,16 @@ def test_fit_sweep_caches_rows_and_answers(cache_dir: Path) -> None:
         calls.append(b)
         return _fake_trace(m, b, t)
 
-    rows = fit_data.sweep("mlp", [4, 1, 2], [None], S, trace=trace)
+    rows = fit_data.sweep("mlp", [4, 1, 2], [None], S, trace=trace).rows
     assert [r.batch_size for r in rows] == [1, 2, 4]
     assert all(r.peak_bytes["roam"] <= r.peak_bytes["eager_reserved"] for r in rows)
-    assert fit_data.sweep("mlp", [1, 2, 4, 8], [None], S, trace=trace)[-1].batch_size == 8
+    assert fit_data.sweep("mlp", [1, 2, 4, 8], [None], S, trace=trace).rows[-1].batch_size == 8
     assert calls == [1, 2, 4, 8]  # the second sweep traced only batch 8
+    assert [r.batch_size for r in fit_data.known_rows("mlp", S)] == [1, 2, 4, 8]
     fig = fit_figure.fit_figure(rows, 0.0001)
     names = [t.name for t in fig.data]
     assert "PyTorch eager (reserved)" in names
-    assert "roam + recompute ≤25% FLOPs" in names
+    assert "roam + recompute ≤25% time" in names
     hl = [s for s in fig.layout.shapes if s.type == "line"]
     assert sorted(s.y0 for s in hl) == sorted([0.0001, 24, 40, 80, 141])
     assert fig.layout.yaxis.type == "log"
@@ -53,20 +54,79 @@ def test_fit_sweep_caches_rows_and_answers(cache_dir: Path) -> None:
 
 
 def test_fit_job_messages(cache_dir: Path) -> None:
-    _, msg = fit_view.fit_job(print, 1, "mlp", "1 x", "", 1, 60, 1, 512)
+    _, msg = fit_view.fit_job(print, 1, "mlp", "1 x", "", "auto", 1, 60, 1, 512)
     assert msg == "Sweep failed: batch sizes: 'x' is not a positive whole number"
-    _out, msg = fit_view.fit_job(print, 1, "gpt2-xl", "1 2 4 8", "", 1, 60, 1, 512)
+    _out, msg = fit_view.fit_job(print, 1, "gpt2-xl", "1 2 4 8", "", "auto", 1, 60, 1, 512)
     assert "too many" in msg
     assert "minutes" in msg
     fig, answer = fit_view.render_fit({"rows": [r.to_dict() for r in fit_data.sweep(
-        "mlp", [1], [None], S, trace=_fake_trace)]}, 24)
+        "mlp", [1], [None], S, trace=_fake_trace).rows]}, 24)
     assert len(answer) == 5
     assert fig.data
+
+
+def test_fit_answer_remembers_earlier_sweeps_and_cancel_keeps_rows(
+        cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """After sweeping batch 8 alone, the answer still knows batch 1 and 2 measured before;
+    a cancelled sweep keeps the configurations it measured."""
+    import functools
+    import time
+
+    from app.services import cancel_requests
+
+    monkeypatch.setattr(fit_view, "sweep", functools.partial(fit_data.sweep,
+                                                             trace=_fake_trace))
+    fit_view.fit_job(print, 1, "mlp", "1 2", "", "fp32", 1, 60, 1, 512)
+    out, msg = fit_view.fit_job(print, 1, "mlp", "8", "", "fp32", 1, 60, 1, 512)
+    assert [r["batch_size"] for r in out["rows"]] == [8]
+    assert [r.batch_size for r in fit_data.sweep_rows(out)] == [1, 2, 8]
+
+    def progress(item: tuple) -> None:
+        if item[0] == 1:  # the second configuration starts: cancel
+            cancel_requests.request_cancel("page", 2, "fit")
+            time.sleep(0.3)  # the job reads the request at most every 0.25 s
+
+    out, msg = fit_view.fit_job(progress, 2, "mlp", "16 32 64", "", "fp32", 1, 60, 1, 512,
+                                "page")
+    assert msg.startswith("cancelled: 2 of 3 configurations measured"), msg
+    assert [r.batch_size for r in fit_data.sweep_rows(out)] == [1, 2, 8, 16, 32]
+    assert fit_data.max_configs("gpt2") > 3
 
 
 @pytest.mark.slow
 def test_fit_sweep_traces_a_zoo_model(cache_dir: Path) -> None:
     pytest.importorskip("torch")
-    rows = fit_data.sweep("mlp", [1, 4], [None], S)
+    rows = fit_data.sweep("mlp", [1, 4], [None], S).rows
     assert [r.graph_name for r in rows] == ["mlp-b1-steady", "mlp-b4-steady"]
     assert all(r.peak_bytes["roam"] < r.peak_bytes["eager_reserved"] for r in rows)
+
+
+def test_fit_job_defaults_transformers_to_bf16_mixed(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[str] = []
+
+    def fake_sweep(model, bs, ts, s, progress, cancel, precision):  # type: ignore[no-untyped-def]
+        seen.append(precision)
+        return fit_data.Sweep([], False, 1)
+
+    monkeypatch.setattr(fit_view, "sweep", fake_sweep)
+    out, msg = fit_view.fit_job(print, 1, "gpt2", "1", "", "auto", 1, 60, 1, 512)
+    assert msg == "swept gpt2 in bf16-mixed (the default for transformers): 0 configurations"
+    assert out["precision"] == "bf16-mixed"
+    _, msg = fit_view.fit_job(print, 1, "mlp", "1", "", "auto", 1, 60, 1, 512)
+    assert "fp32 (the default for this model)" in msg
+    fit_view.fit_job(print, 1, "gpt2", "1", "", "fp16-mixed", 1, 60, 1, 512)
+    assert seen == ["bf16-mixed", "fp32", "fp16-mixed"]
+
+
+def test_rows_are_found_with_settings_back_from_the_browser(cache_dir: Any) -> None:
+    """Settings return from the page as JavaScript numbers (512.0 -> 512): the same rows."""
+    from roam_core.planner.whatfits import FitRow
+
+    s = PlanSettings(time_limit_s=2.0, alignment_bytes=512)
+    row = FitRow(batch_size=3, seq_len=None, graph_name="mlp-b3", peak_bytes={})
+    key = fit_data._row_key("mlp", 3, None, s)
+    fit_data.state.put_json(key, row.to_dict())
+    fit_data._remember("mlp", s, key)
+    back = {**s.as_dict(), "time_limit_s": 2, "alignment_bytes": 512.0}
+    assert [r.batch_size for r in fit_data.sweep_rows(
+        {"model": "mlp", "settings": back, "rows": []})] == [3]

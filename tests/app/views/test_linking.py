@@ -45,7 +45,11 @@ def test_on_select_and_step(planned: dict[str, Any]) -> None:
     hit = {"index": "op:mm", "type": ids.SEARCH_HIT}
     assert run(linking_view.on_select, hit, 1, None, None, None, [1], None) == {
         "kind": "op", "id": "mm"}
-    assert run(curves_view.on_step, ids.CURVES, click, click, None) == {"step": 3}
+    assert run(curves_view.on_step, ids.CURVES, click, click, None) == {"step": 3,
+                                                                       "side": "after"}
+    before = {"points": [{"customdata": 0, "x": 7.5}]}  # the compared order's curve
+    assert run(curves_view.on_step, ids.CURVES, before, before, "p") == {"step": 7,
+                                                                         "side": "before"}
     assert run(curves_view.on_step, ids.PLAN_KEY, "p", None, "p") is None
 
 

@@ -11,32 +11,35 @@ import dash
 import pytest
 
 from app.core import ids, state
+from app.services.uploads import UploadError, save_upload, upload_dir
 from app.views.loading import data as loading_data
 from app.views.loading import view as loading_view
 from app.views.planning import view as planning_view
+from app.views.uploads import result_id
 from roam_core.base.errors import GraphError
 from roam_core.formats.graph_io import dumps_graph
 from roam_core.model.samples import chain3, diamond
-from tests.app.helpers import (
-    data_url,
-    run,
-)
+from tests.app.helpers import data_url, run, uploaded
+
+UPLOADED = result_id(ids.UPLOAD)
 
 
 def test_load_graph_from_upload_and_sample(cache_dir: Path) -> None:
-    url = data_url(dumps_graph(diamond()))
-    data, msg, cleared = run(loading_view.load_graph, ids.UPLOAD, url, None, url, None, "d.json")
+    ref = uploaded(dumps_graph(diamond()), "d.json")
+    data, msg = run(loading_view.load_graph, UPLOADED, ref, None, ref, None)
     assert data["name"] == "diamond"
     assert msg == "loaded diamond: 4 ops"
-    assert cleared is None
-    data, msg, _ = run(loading_view.load_graph, ids.SAMPLE_PICK, "hand:chain3", "hand:chain3",
-                    None, None, None)
+    data, msg = run(loading_view.load_graph, ids.SAMPLE_PICK, "hand:chain3", "hand:chain3",
+                    None, None)
     assert data["name"] == "chain3"
+    data, msg = run(loading_view.load_graph, UPLOADED, ref, None, ref, None)  # read once
+    assert data is dash.no_update
+    assert msg.startswith("Error: the upload is no longer on the server")
 
 
 def test_load_graph_bad_upload_keeps_the_graph(cache_dir: Path) -> None:
-    url = data_url(b'{"format": "roam-graph", "schema_version": 99}')
-    data, msg, _ = run(loading_view.load_graph, ids.UPLOAD, url, None, url, None, "bad.json")
+    ref = uploaded(b'{"format": "roam-graph", "schema_version": 99}', "bad.json")
+    data, msg = run(loading_view.load_graph, UPLOADED, ref, None, ref, None)
     assert data is dash.no_update
     assert msg.startswith("Error: bad.json: ")
     assert "schema_version" in msg
@@ -55,8 +58,7 @@ def test_sample_options_and_load_choice(cache_dir: Path, tmp_path: Path) -> None
 
 @pytest.mark.parametrize("compress", [False, True])
 def test_upload_json_and_gzip(cache_dir: Path, compress: bool) -> None:
-    key = loading_data.graph_from_upload(data_url(dumps_graph(diamond(), compress=compress)),
-                                     "d.json", 2**20)
+    key = loading_data.graph_from_upload(dumps_graph(diamond(), compress=compress), "d.json")
     assert state.get_graph(key).name == "diamond"
 
 
@@ -69,14 +71,17 @@ def test_upload_json_and_gzip(cache_dir: Path, compress: bool) -> None:
 ])
 def test_upload_errors_name_the_problem(cache_dir: Path, raw: bytes, match: str) -> None:
     with pytest.raises(GraphError, match=match):
-        loading_data.graph_from_upload(data_url(raw), "d.json", 2**20)
+        loading_data.graph_from_upload(raw, "d.json")
 
 
 def test_upload_size_cap(cache_dir: Path) -> None:
-    with pytest.raises(GraphError, match="larger than the upload limit"):
-        loading_data.graph_from_upload(data_url(b"x" * 5000), "big.json", 1000)
-    with pytest.raises(GraphError, match="empty"):
-        loading_data.graph_from_upload("", "e.json", 1000)
+    import io
+
+    with pytest.raises(UploadError, match=r"big\.json is larger than the upload limit"):
+        save_upload(io.BytesIO(b"x" * 5000), 1000, "big.json")
+    with pytest.raises(UploadError, match="empty"):
+        save_upload(io.BytesIO(b""), 1000, "e.json")
+    assert not list(upload_dir().iterdir())  # nothing kept
 
 
 def test_new_graph_clears_status_and_sample_pick(cache_dir: Path) -> None:
@@ -108,8 +113,8 @@ def test_trace_job_reports_a_status_while_it_runs(cache_dir: Path,
     assert status == "traced gpt2"
     assert out["key"].startswith("g-")
     texts = [s[0] for s in seen]
-    assert texts[0] == "tracing gpt2 (batch 1)…"
-    assert any(t.startswith("tracing gpt2 (batch 1): 1 s") for t in texts[1:-1])
+    assert texts[0] == "tracing gpt2 (batch 1, fp32)…"
+    assert any(t.startswith("tracing gpt2 (batch 1, fp32): 1 s") for t in texts[1:-1])
     assert texts[-1].startswith("traced in 1.")
 
 
@@ -126,3 +131,51 @@ def test_zoo_trace_job_stores_a_graph(cache_dir: Path) -> None:
     g = state.get_graph(key)
     assert g.name == "mlp-b2-steady"
     assert g.origin["model"] == "mlp"
+
+
+def test_a_dropped_hf_config_is_offered_and_traced(cache_dir: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = {"model_type": "llama", "hidden_size": 32}
+    opts = ["mlp", "gpt2"]
+    stored, status, options, value = loading_view.hf_config_dropped(
+        data_url(json.dumps(cfg).encode()), "config.json", opts)
+    assert stored == cfg
+    assert value == loading_data.HF_CHOICE
+    assert options[0]["value"] == loading_data.HF_CHOICE
+    assert options[1:] == opts
+    assert "llama" in status
+    bad, status, options, value = loading_view.hf_config_dropped(
+        data_url(b'{"hidden_size": 4}'), "x.json", opts)
+    assert bad is None
+    assert status == "Error: x.json is not a Hugging Face config (no 'model_type')"
+    assert value is dash.no_update
+    seen: list[Any] = []
+
+    def fake_hf(config, task, *args):  # type: ignore[no-untyped-def]
+        seen.append((config, task, args))
+        return state.put_graph(diamond())
+
+    monkeypatch.setattr(loading_data, "trace_hf_graph", fake_hf)
+    _out, msg = loading_view.trace_job(lambda _: None, 1, loading_data.HF_CHOICE, 2, 64,
+                                       "adamw", "steady", "bf16-mixed", "flash", cfg,
+                                       "causal-lm")
+    assert msg == "traced llama"
+    assert seen == [(cfg, "causal-lm", (2, 64, "adamw", "steady", "bf16-mixed", "flash"))]
+    _, msg = loading_view.trace_job(lambda _: None, 1, loading_data.HF_CHOICE, 2, 64,
+                                    "adamw", "steady", "fp32", "sdpa", None, "causal-lm")
+    assert msg == "Trace failed: drop a Hugging Face config.json first"
+
+
+def test_the_app_offers_roam_cores_precisions_and_tasks() -> None:
+    pytest.importorskip("transformers")
+    from roam_core.base.catalog import TRANSFORMER_NAMES
+    from roam_core.commands import model_args
+    from roam_core.trace.attention import ATTENTION_BACKENDS
+    from roam_core.trace.precision import PRECISIONS
+    from roam_core.zoo.hf import HF_TASKS
+    from roam_core.zoo.sources import TRANSFORMER_ZOO
+
+    assert loading_data.PRECISIONS == PRECISIONS == model_args.PRECISION_CHOICES
+    assert loading_data.HF_TASKS == tuple(HF_TASKS) == model_args.HF_TASK_CHOICES
+    assert model_args.ATTENTION_CHOICES == ATTENTION_BACKENDS
+    assert set(TRANSFORMER_NAMES) == TRANSFORMER_ZOO

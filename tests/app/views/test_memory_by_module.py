@@ -149,10 +149,11 @@ def test_names_in_hover_live_table_search_and_explain(planned) -> None:
 def test_module_pick_callback() -> None:
     assert modules_view.on_module_pick({"row": 0, "column": 0, "row_id": "h.0"}) == {
         "kind": "module", "id": "h.0"}
-    assert modules_view.on_module_pick({"row_id": "(top level)"}) == {"kind": "module", "id": ""}
+    assert modules_view.on_module_pick({"row_id": "(outside modules)"}) == {"kind": "module",
+                                                                             "id": ""}
     with pytest.raises(PreventUpdate):
         modules_view.on_module_pick(None)
-    assert '"(top level)"' in modules_view.ICICLE_PICK_JS  # the icicle's top-level node id
+    assert '"(outside modules)"' in modules_view.ICICLE_PICK_JS  # the icicle's top-level node id
 
 
 def test_graph_without_modules_says_so(cache_dir: Path) -> None:

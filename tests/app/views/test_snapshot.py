@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 import pickle
 from pathlib import Path
 
@@ -13,15 +12,13 @@ from app.core import formatting, state
 from app.services import planning as planning_service
 from app.views.snapshot import view as snapshot_view
 from roam_core.formats.snapshot import plan_snapshot
-from tests.app.helpers import (
-    run,
-)
+from tests.app.helpers import uploaded
 from tests.builders import two_param_step
 
 S = PlanSettings(time_limit_s=1)
 
 
-def _snapshot_url(graph_key: str, plan_key: str) -> str:
+def _snapshot_bytes(graph_key: str, plan_key: str) -> bytes:
     g, p = state.get_graph(graph_key), state.get_plan(plan_key)
     snap = plan_snapshot(g, p)
     # a measured run reserves more than it allocates: an extra cached segment, freed blocks
@@ -30,8 +27,7 @@ def _snapshot_url(graph_key: str, plan_key: str) -> str:
                                          "state": "inactive"}]})
     snap["device_traces"][0].insert(0, {"action": "segment_alloc", "addr": 1 << 40,
                                         "size": 2 << 20})
-    return "data:application/octet-stream;base64," + base64.b64encode(
-        pickle.dumps(snap)).decode()
+    return pickle.dumps(snap)
 
 
 def test_snapshot_overlay_segments_and_fragmentation(cache_dir: Path) -> None:
@@ -39,15 +35,12 @@ def test_snapshot_overlay_segments_and_fragmentation(cache_dir: Path) -> None:
     gk = state.put_graph(g)
     pk = planning_service.plan_graph(gk, S)
     plan = state.get_plan(pk)
-    url = _snapshot_url(gk, pk)
-    data, msg, cleared = run(snapshot_view.on_snapshot_upload, snapshot_view.SNAP_UPLOAD, url,
-                             url, "run.pickle")
+    data, msg = snapshot_view.on_snapshot_upload(uploaded(_snapshot_bytes(gk, pk), "run.pickle"))
     assert msg == "loaded snapshot run.pickle"
-    assert cleared is None
     curves, segs, summary = snapshot_view.render_snapshot(data, {"key": gk}, pk, "eager")
     names = [t.name for t in curves.data]
     assert names[:2] == ["simulated: eager (program order)", "simulated: planned (roam)"]
-    measured = curves.data[names.index("measured allocated")]
+    measured = curves.data[names.index("exported allocated")]  # roam wrote it: not measured
     div, unit = formatting.byte_unit(plan.arena_bytes + (2 << 20))  # the top: measured reserved
     assert curves.layout.yaxis.title.text == unit
     assert max(measured.y) * div == pytest.approx(plan.planned_peak_bytes)
@@ -68,12 +61,6 @@ def test_snapshot_upload_refuses_a_pickle_with_a_class(cache_dir: Path) -> None:
         def __reduce__(self):
             return (os.system, ("echo pwned",))
 
-    url = "data:;base64," + base64.b64encode(pickle.dumps(Evil())).decode()
-    data, msg, _ = run(snapshot_view.on_snapshot_upload, snapshot_view.SNAP_UPLOAD, url, url,
-                       "evil.pickle")
+    data, msg = snapshot_view.on_snapshot_upload(uploaded(pickle.dumps(Evil()), "evil.pickle"))
     assert data is not None
     assert msg.startswith("Snapshot not loaded: evil.pickle: refusing")
-    big = "data:;base64," + base64.b64encode(
-        b"x" * (snapshot_view.MAX_SNAPSHOT_UPLOAD_BYTES + 10)).decode()
-    _, msg, _ = run(snapshot_view.on_snapshot_upload, snapshot_view.SNAP_UPLOAD, big, big, "b")
-    assert "upload limit" in msg

@@ -18,13 +18,20 @@ from tests.app.helpers import (
 )
 
 
-def test_summary_rows() -> None:
+def test_summary_rows_speak_plainly() -> None:
+    """No solver jargon in the card: the bound in words (not a ratio that reads as 100 %),
+    the stages folded away and named in words."""
     _, plan = planned_with_tree()
     rows = dict(summary_model.summary_table(plan, plan.planned_peak_bytes * 2, "eager", None))
-    assert rows["saving"].endswith("(50.0 %)")
+    assert rows["saving vs eager (allocated)"].endswith("(50.0 %)")
     assert rows["eager reserved (caching allocator)"] == "n/a"
-    assert "stage order" in rows
-    assert float(rows["proven gap"]) >= 1.0
+    assert not [k for k in rows if k.startswith("stage") or "gap" in k]
+    assert "above it" in rows["lower bound"] or "at it" in rows["lower bound"]
+    details = dict(summary_model.solver_details(plan))
+    assert "ordering the sub-tasks" in details
+    assert "calls" not in " ".join(details.values())
+    assert summary_model.headline(plan.planned_peak_bytes * 2, plan, "eager").endswith(
+        "(50.0 %)")
 
 
 def test_why_notes_explain_odd_results() -> None:
@@ -75,3 +82,31 @@ def test_summary_does_not_repeat_the_eager_peak(planned: dict[str, Any]) -> None
     assert eager.count("peak (allocated)") == 1
     other = str(summary_view.render_panels(g, pk, "lescea"))
     assert other.count("peak (allocated)") == 2  # LESCEA's and eager's
+
+
+def test_headline_rows_name_both_savings_and_the_setting() -> None:
+    from roam_core.planner.headline import Headline, NextStep
+
+    h = Headline("steady", 100 * 2**20, 150 * 2**20, 100 * 2**20, 96 * 2**20,
+                 reason="weights, gradients and optimizer state set the peak")
+    nxt = NextStep(60 * 2**20, 0.002, 50 * 2**20, 0.004, 0.1, "h100-sxm")
+    rows = dict(summary_model.headline_rows(h, "steady training", nxt))
+    assert rows["saving vs eager allocated"].startswith("0 B")
+    assert rows["saving vs eager reserved"].startswith("54.00 MiB (36.0 %)")
+    assert "nvidia-smi" in rows["saving vs eager reserved"]
+    assert rows["setting"] == "steady training"
+    assert rows["why no saving"].startswith("weights, gradients")
+    assert "roam plan --budget auto" in rows["next step"]
+    assert "h100-sxm" in rows["next step"]
+    saved = Headline("roam", 100 * 2**20, 120 * 2**20, 60 * 2**20, 62 * 2**20)
+    rows = dict(summary_model.headline_rows(saved, "first step"))
+    assert rows["saving vs eager allocated"].startswith("40.00 MiB (40.0 %)")
+    assert "why no saving" not in rows
+
+
+def test_the_summary_card_leads_with_the_headline(planned: dict[str, Any]) -> None:
+    g, pk = planned["graph"], planned["plan"]
+    text = str(summary_view.render_panels(g, pk, "eager"))
+    assert "saving vs eager allocated" in text
+    assert "saving vs eager reserved" in text
+    assert "setting" in text

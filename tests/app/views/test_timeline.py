@@ -19,7 +19,8 @@ def test_timeline_rows_phases_and_hover() -> None:
     alloc = np.arange(len(order)) * 2**20
     fig = timeline_figure.timeline_figure(g, order, g.op_ids, alloc_bytes=alloc, freed_bytes=alloc,
                                   highlight_op="mm", before_label="eager")
-    assert list(fig.layout.yaxis.ticktext) == ["eager", "planned"]
+    assert list(fig.layout.yaxis.ticktext) == ["before", "planned"]  # y grows: planned on top
+    assert fig.layout.title.text.startswith("top: planned")
     heat = fig.data[0]
     assert heat.type == "heatmap"
     assert np.asarray(heat.z).shape == (2, len(order))

@@ -12,6 +12,7 @@ from dash.exceptions import PreventUpdate
 
 from app.core import ids
 from app.views.summary import view as summary_view
+from app.views.summary.model import Summary
 from app.views.tree import figure as tree_figure
 from app.views.tree import model as tree_model
 from app.views.tree import view as tree_view
@@ -112,7 +113,12 @@ def test_icicle_values_cover_the_subtree_so_it_is_not_blank() -> None:
     assert value["root"] == 3 * 242  # every node has 3 own ops
     assert value["deep"] == 3
     text = dict(zip(ice.ids, ice.text))
-    assert "(peak fell)" in text["root"]  # 4 KiB -> 2 KiB in big_tree
+    assert text["root"].endswith("▼")  # 4 KiB -> 2 KiB in big_tree
+    assert "green ▼" in fig.layout.title.text
+    assert fig.layout.uniformtext.minsize >= 10  # readable, or hidden (hover names it)
+    flat = tree_figure.task_tree_figure({"id": "root", "num_ops": 3, "peak_before_bytes": 8,
+                                         "peak_after_bytes": 8})
+    assert "green" not in flat.layout.title.text  # nothing is green: no green legend
 
 
 def test_node_roles_in_words() -> None:
@@ -142,7 +148,10 @@ def test_tree_nodes_say_what_they_are_and_where_the_peak_fell() -> None:
     assert "forward/backward ring around the loss ▼ peak fell" in btn["t1"].children
     assert "fell" in btn["t1"].className
     assert "peak fell" not in btn["root"].children
-    assert "How to read this" in str(summary_view.summary_children([("graph", "g")]))
+    assert "How to read this" in str(summary_view.summary_children(
+        Summary("h", "s", (("graph", "g"),))))
+    assert "n/a" not in btn["root"].children
+    assert btn["root"].children.startswith("root: 10 ops in 1 sub-task (2 of its own)")
 
 
 def test_on_tree_more(planned: dict[str, Any]) -> None:

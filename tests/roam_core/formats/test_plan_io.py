@@ -101,7 +101,7 @@ class TestErrors:
             loads_plan(json.dumps(d))
 
     def test_not_json(self) -> None:
-        with pytest.raises(PlanFormatError, match="not JSON"):
+        with pytest.raises(PlanFormatError, match="not valid JSON"):
             loads_plan(b"{nope")
 
     def test_bad_gzip(self) -> None:

@@ -8,6 +8,8 @@ reserves 2.0x roam's arena on teach_layout, and a budget plan cuts teach_recompu
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from roam_core.formats.graph_io import load_graph
@@ -96,6 +98,24 @@ def test_teach_recompute_needs_a_budget_and_recomputes() -> None:
     assert len(plan.recompute) >= 1  # measured: 8 ops re-run
     assert plan.arena_bytes <= budget
     assert plan.planned_peak_bytes <= 0.7 * plain.planned_peak_bytes  # measured: 36 % lower
+
+
+def test_teach_recompute_frontier_shows_the_trade_off_in_time() -> None:
+    """In FLOPs every budget plan of teach_recompute is free (tanh re-runs count 0 in torch's
+    counter); in estimated time the frontier is a trade-off: extra time strictly grows as
+    the budget falls."""
+    from roam_core.planner.budget_frontier import recompute_frontier
+
+    g = _graph("teach_recompute")
+    _sf, points, _ = recompute_frontier(g, CONFIG, budgets=6, baselines=False,
+                                        fewest_flops=False)
+    by_peak = {p.peak_bytes: p for p in points if p.method == "roam"}
+    peaks = sorted(by_peak, reverse=True)  # the budget falling
+    assert len(peaks) >= 4
+    secs = [by_peak[p].extra_seconds for p in peaks]
+    assert secs[0] == 0.0  # the highest: no recomputation
+    assert all(a < b for a, b in itertools.pairwise(secs))
+    assert all(by_peak[p].extra_flops == 0 for p in peaks)  # what FLOPs alone would say
 
 
 @pytest.mark.slow

@@ -29,13 +29,13 @@ def _prune_reference(ev: JitEvaluator, dropped: Sequence[str], limit: int) -> Ev
     def own(s: str) -> float:
         p = g.tensors[s].producer
         assert p is not None
-        return ev.flops[p] + ev.moved[p]
+        return ev.cost[p]
 
     allowed = max(limit, best.peak_bytes)
     for s in sorted(dropped, key=lambda s: (-own(s), s)):
         trial = [x for x in cur if x != s]
         e = ev.evaluate(trial)
-        if e.peak_bytes <= allowed and e.cost(1.0) <= best.cost(1.0):
+        if e.peak_bytes <= allowed and e.extra_cost <= best.extra_cost:
             cur, best = trial, e
     return best
 

@@ -15,9 +15,12 @@ from roam_core.planner.budget_frontier import recompute_frontier
 from roam_core.planner.config import PlannerConfig
 from roam_core.recompute.evaluator import JitEvaluator
 from roam_core.recompute.improve import best_of, fewest_flops
+from roam_core.recompute.objective import rerun_costs
 from tests.builders import random_train_graph
 
-GREEDY = PlannerConfig(workers=1, layout_time_limit_s=2.0).with_recompute(exact_max_ops=0)
+# these cases exercise the FLOPs + W x bytes objective (``--objective flops``)
+GREEDY = PlannerConfig(workers=1, layout_time_limit_s=2.0).with_recompute(
+    exact_max_ops=0, objective="flops")
 
 
 def _seeds(g, seed):  # type: ignore[no-untyped-def]
@@ -65,12 +68,13 @@ def test_fewest_flops_points_make_roam_dominate_by_flops_alone():
 
 def test_fewest_flops_prunes_by_flops_and_keeps_only_fitting_sets():
     g = random_train_graph(6, 7)
-    ev = JitEvaluator(g, g.op_ids)
+    costs = rerun_costs(g, GREEDY.recompute.__class__(objective="flops", bytes_weight=20.0))
+    ev = JitEvaluator(g, g.op_ids, costs=costs)
     full = tuple(ev.droppable)
     limit = ev.evaluate(full).peak_bytes
-    cands = best_of(ev, limit, [("all", full)], 20.0, keep_unfit=True)
+    cands = best_of(ev, limit, [("all", full)], keep_unfit=True)
     assert cands
-    few = fewest_flops(ev, limit, cands, below_flops=10**12, bytes_weight=20.0)
+    few = fewest_flops(ev, limit, cands, below_flops=10**12)
     assert few
     assert all(c.label == "all, fewest FLOPs" for c in few)
     assert all(c.evaluation.peak_bytes <= limit for c in few)
@@ -92,12 +96,14 @@ def test_cli_bytes_weight(tmp_path, capsys):
     budget = plain.arena_bytes - 512
     out = tmp_path / "p.json"
     assert main(["plan", str(path), "-o", str(out), "--budget", str(budget), "--workers",
-                 "1", "--json", "--no-progress", "--bytes-weight", "0"]) == 0
+                 "1", "--json", "--no-progress", "--objective", "flops",
+                 "--bytes-weight", "0"]) == 0
     capsys.readouterr()
     saved = json.loads(out.read_text())
     assert saved["settings"]["recompute"]["bytes_weight"] == 0.0
+    assert saved["settings"]["recompute"]["objective"] == "flops"
     assert main(["frontier", str(path), "--budgets", "3", "--json", "--no-baselines",
-                 "--bytes-weight", "0"]) == 0
+                 "--objective", "flops", "--bytes-weight", "0"]) == 0
     d = json.loads(capsys.readouterr().out)
     assert any(p["method"] == "roam" for p in d["points"])
     with pytest.raises(SystemExit):
@@ -148,13 +154,13 @@ def test_frontier_is_monotone_in_the_budget():
               for p, b, k in ((cheap, b_low, "a"), (dear, b_high, "b"))]
     plans: dict = {}
     notes: list[str] = []
-    _monotone(g, GREEDY, [(b_high, dear, 1), (b_low, cheap, 0)], points, plans, notes)
+    _monotone(bp, [(b_high, dear, 1), (b_low, cheap, 0)], points, plans, notes)
     assert points[1] == replace(points[0], budget_bytes=b_high)
     assert plans == {f"roam@{b_high}": cheap}
     assert len(notes) == 1
     assert "fits and costs less" in notes[0]
     # already monotone: nothing changes
     before = list(points)
-    _monotone(g, GREEDY, [(b_low, dear, 1), (b_high, cheap, 0)], points, {}, notes)
+    _monotone(bp, [(b_low, dear, 1), (b_high, cheap, 0)], points, {}, notes)
     assert points == before
     assert len(notes) == 1

@@ -14,6 +14,7 @@ import torch
 
 from roam_core.zoo import ZOO, build_model
 from roam_core.zoo.cnn import ResNet50
+from roam_core.zoo.llama import Llama, LlamaConfig
 from roam_core.zoo.steps import _ce_labels, _lm_same, _lm_shifted, _SelfSupervised, _Supervised
 from roam_core.zoo.transformer import GPT2, GPT2Config, Roberta, VisionTransformer
 
@@ -42,6 +43,15 @@ def _gpt(**cfg: Any) -> Callable[[], Case]:
         ids = torch.randint(0, 128, (2, 12), generator=_gen())
         return _SelfSupervised(GPT2(c, lm_head=True)), [ids], _lm_shifted, "adamw"
     return make
+
+
+def _llama() -> Case:
+    """RMSNorm, SwiGLU, grouped-query attention (4 heads over 2 key/value heads), RoPE."""
+    torch.manual_seed(0)
+    c = LlamaConfig(vocab_size=128, n_positions=32, n_embd=32, n_layer=2, n_head=4,
+                    n_kv_head=2, intermediate=64)
+    ids = torch.randint(0, 128, (2, 12), generator=_gen())
+    return _SelfSupervised(Llama(c, lm_head=True)), [ids], _lm_shifted, "adamw"
 
 
 def _roberta() -> Case:
@@ -90,6 +100,7 @@ ZOO_SMALL: dict[str, tuple[Callable[[], Case], bool]] = {
     "resnet50": (_resnet, True),  # the ResNet-50 class, one bottleneck per stage
     "roberta-base": (_roberta, True),
     "gpt2": (_gpt(n_embd=32, n_layer=2, n_head=2, dropout=0.1), True),
+    "llama": (_llama, True),
     "gpt2-xl": (_gpt(n_embd=50, n_layer=2, n_head=25, dropout=0.1), True),  # 25 heads
     "mlp": (_vectors("mlp"), False),
     "teach_order": (_vectors("teach_order", "adamw"), False),

@@ -144,23 +144,37 @@ def _co_live_pair(graph, plan):
     raise AssertionError("no co-live pair")
 
 
-def test_overlapping_offsets_are_caught_naming_the_op(mlp_case) -> None:
+def _without_the_validator(monkeypatch) -> None:
+    """Let a bad layout reach the executor (the validator refuses it first otherwise): the
+    executor's own address checks are a second line."""
+    from roam_core.runtime import plan_checks
+
+    monkeypatch.setattr(plan_checks, "check_plan", lambda graph, plan: [])
+
+
+def test_overlapping_offsets_are_caught_naming_the_op(mlp_case, monkeypatch) -> None:
+    from roam_core.base.errors import PlanInvalidError
+
     ts, plan = mlp_case
     a, b = _co_live_pair(ts.graph, plan)
     offsets = dict(plan.offsets)
     offsets[b] = offsets[a]  # b's slot now lands on a live tensor
     bad = dataclasses.replace(plan, offsets=offsets)
+    with pytest.raises(PlanInvalidError, match="share bytes"):  # the validator, first
+        execute_origin(ts.graph.origin, bad)
+    _without_the_validator(monkeypatch)
     producer = ts.graph.tensors[b].producer
     with pytest.raises(ExecutorError, match=rf"op '{producer}'.*overlaps storage '{a}'"):
         execute_origin(ts.graph.origin, bad)
 
 
-def test_offset_shifted_out_of_the_arena_is_caught(mlp_case) -> None:
+def test_offset_shifted_out_of_the_arena_is_caught(mlp_case, monkeypatch) -> None:
     ts, plan = mlp_case
     tid = next(t for t, lt in ts.graph.tensors.items() if lt.producer and lt.size_bytes)
     offsets = dict(plan.offsets)
     offsets[tid] = plan.arena_bytes - 256
     bad = dataclasses.replace(plan, offsets=offsets)
+    _without_the_validator(monkeypatch)
     with pytest.raises(ExecutorError, match=rf"op '{ts.graph.tensors[tid].producer}'.*outside"):
         execute_origin(ts.graph.origin, bad)
 

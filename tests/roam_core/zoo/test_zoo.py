@@ -30,7 +30,8 @@ PUBLISHED = {
 def test_names_are_exactly_the_published_ones() -> None:
     teaching = {"mlp", "tiny_gpt", "llama", "residual_block", "teach_order", "teach_updates",
                 "teach_layout", "teach_recompute"}
-    assert set(PUBLISHED) | teaching == set(ZOO)
+    held_out = {"llama"}  # benchmark models nothing was tuned on
+    assert set(PUBLISHED) | teaching | held_out == set(ZOO)
     assert len(ROAM_CONFIGS) == 14
     assert {b for _, b in ROAM_CONFIGS} == {1, 32}
 
@@ -119,7 +120,7 @@ def test_hf_model_from_config_traces() -> None:
     ts = trace_hf("gpt2", 2, 16, n_layer=1, n_embd=32, n_head=2, vocab_size=100,
                   n_positions=32)
     g = ts.graph
-    assert g.origin["builder"] == "hf"
+    assert g.origin["source"] == "hf"
     assert g.origin["hf_config"]["n_layer"] == 1
     (loss_sid,) = g.outputs
     assert g.op(g.tensors[loss_sid].producer).phase is Phase.LOSS

@@ -1,0 +1,265 @@
+"""Cost model against measurement: predicted vs measured CPU overhead of recomputation.
+
+Usage::
+
+    nice python benchmarks/cost_model_bench.py [--reps 20] [--calibrate-seconds 3]
+        [--only NAME] [--out benchmarks/results]
+
+The ``cpu`` device profile is measured (``roam calibrate``'s micro-benchmarks) right before
+each config, so that the machine's load then is in the prices (each config's profile is kept
+in the results).  For each config (steady AdamW steps of small zoo models) roam plans the step
+without a budget and at budgets between its lowest reachable peak and the plain arena, with
+the time objective priced on that profile (``extra_seconds``: the prediction).  The machine is
+shared (its load average often exceeds its 2 cores several times over), so both the
+calibration and the steps are timed in this process's CPU seconds (``time.process_time``)
+with one intra-op thread: other processes do not inflate them, and with one thread CPU time
+is the unloaded wall time.  Then one
+process trains every variant -- eager, the plain plan and each budget plan, all with
+``PlannedStep`` except eager -- from copies of the same model on the same batch,
+**interleaved step by step** (the order rotated each round), and takes medians after two
+warm-up steps.  The measured overhead of a budget plan is its median step time less the plain
+plan's (the same runtime without re-runs); eager is reported beside them.  Results:
+``cost_model.md`` / ``cost_model.json`` with Spearman's rank correlation and the median
+relative error over all budget plans, the machine's load and the calibrated profile.
+
+Goals (issue 27): rank correlation >= 0.8, median relative error <= 30 %.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's roam_core
+
+#: (model, batch, seq_len): small steady configs a 2-core CPU trains in milliseconds.
+CONFIGS = [("teach_recompute", 512, None), ("mlp", 1024, None), ("tiny_gpt", 16, 64),
+           ("residual_block", 32, None), ("llama", 2, 128)]
+#: Budgets per config, as fractions of the way from the plain arena down to the lowest peak.
+FRACTIONS = (0.2, 0.4, 0.6, 0.8, 1.0)
+GOAL_RANK, GOAL_ERROR = 0.8, 0.30
+
+
+def spearman(a: list[float], b: list[float]) -> float:
+    """Spearman's rank correlation (average ranks for ties)."""
+    def ranks(x: list[float]) -> list[float]:
+        order = sorted(range(len(x)), key=lambda i: x[i])
+        r = [0.0] * len(x)
+        i = 0
+        while i < len(order):
+            j = i
+            while j + 1 < len(order) and x[order[j + 1]] == x[order[i]]:
+                j += 1
+            for k in range(i, j + 1):
+                r[order[k]] = (i + j) / 2
+            i = j + 1
+        return r
+
+    ra, rb = ranks(a), ranks(b)
+    ma, mb = statistics.fmean(ra), statistics.fmean(rb)
+    cov = sum((x - ma) * (y - mb) for x, y in zip(ra, rb, strict=True))
+    va = sum((x - ma) ** 2 for x in ra) ** 0.5
+    vb = sum((y - mb) ** 2 for y in rb) ** 0.5
+    return cov / (va * vb) if va and vb else 0.0
+
+
+def _plans(g: Any, cfg: Any) -> tuple[Any, list[tuple[float, Any]]]:
+    from roam_core.planner.budget import BudgetPlanner
+
+    bp = BudgetPlanner(g, cfg)
+    plain = bp._timed(bp.base)
+    hi, lo = bp.base.arena_bytes, bp.lowest_bytes()
+    out: list[tuple[float, Any]] = []
+    seen: set[tuple[str, ...]] = set()
+    for f in FRACTIONS:
+        b = -(-int(hi - f * (hi - lo)) // 512) * 512
+        try:
+            p = bp.plan_at(b)
+        except Exception as e:
+            print(f"  budget {b}: {e}", flush=True)
+            continue
+        key = tuple(r.id for r in p.recompute)
+        if p.recompute and key not in seen:
+            seen.add(key)
+            out.append((f, p))
+    return plain, out
+
+
+def _time_variants(zs: Any, plans: list[Any], reps: int) -> tuple[list[float], list[list[float]]]:
+    """Median-ready step times: eager, then each plan's PlannedStep, interleaved."""
+    import torch
+
+    from roam_core.runtime.planned_step import PlannedStep
+
+    batch = list(zs.example_inputs)
+    em = copy.deepcopy(zs.model)
+    opt = zs.optimizer_factory(list(dict.fromkeys(em.parameters())))
+
+    def eager() -> None:
+        loss = zs.loss_fn(em(*batch)) if zs.loss_fn is not None else em(*batch)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    steps = [PlannedStep(copy.deepcopy(zs.model), p, zs.loss_fn, zs.optimizer_factory,
+                         example_inputs=zs.example_inputs) for p in plans]
+    runs: list[Any] = [eager, *[(lambda s=s: s(*batch)) for s in steps]]
+    for _ in range(2):  # warm-up (the first planned step runs checked)
+        for r in runs:
+            r()
+    times: list[list[float]] = [[] for _ in runs]
+    for k in range(reps):
+        idx = list(range(len(runs)))
+        idx = idx[k % len(idx):] + idx[:k % len(idx)]
+        for i in idx:
+            torch.manual_seed(k)
+            t0 = time.process_time()
+            runs[i]()
+            times[i].append(time.process_time() - t0)
+    return times[0], times[1:]
+
+
+def run_config(name: str, batch: int, seq: int | None, out: Path, reps: int,
+               calibrate_s: float) -> dict[str, Any]:
+    from roam_core.formats.device_profile_io import profile_to_dict, save_profile
+    from roam_core.planner.config import PlannerConfig
+    from roam_core.runtime.calibrate import calibrate
+    from roam_core.trace.tracer import trace_fx
+    from roam_core.zoo import build_zoo_step, zoo_origin
+
+    load0 = os.getloadavg()
+    prof = calibrate("cpu", seconds=calibrate_s, clock="cpu")
+    profile_path = out / f"cost_model_cpu_profile_{name}.json"
+    save_profile(prof, profile_path)
+    zs = build_zoo_step(name, batch, seq, "steady", None, "cpu", seed=0)
+    origin = zoo_origin(name, batch, seq, "steady", None)
+    g = trace_fx(zs.model, zs.example_inputs, zs.loss_fn, zs.optimizer_factory,
+                 setting="steady", name=f"{name}-b{batch}" + (f"-t{seq}" if seq else ""),
+                 origin=origin).graph
+    cfg = PlannerConfig(workers=1, layout_time_limit_s=5.0).with_order(
+        time_limit_s=2.0).with_recompute(device_profile=str(profile_path))
+    t0 = time.perf_counter()
+    plain, budgeted = _plans(g, cfg)
+    plan_s = time.perf_counter() - t0
+    t_eager, t_plans = _time_variants(zs, [plain] + [p for _, p in budgeted], reps)
+    profile_path.unlink()
+    med = statistics.median
+    base = med(t_plans[0])
+    rows = []
+    for (f, p), ts in zip(budgeted, t_plans[1:], strict=True):
+        meas = med(ts) - base
+        rows.append({"fraction": f, "arena_bytes": p.arena_bytes,
+                     "recomputed_ops": len(p.recompute), "extra_flops": p.extra_flops,
+                     "predicted_seconds": p.extra_seconds, "measured_seconds": meas,
+                     "step_seconds": med(ts),
+                     "relative_error": abs(p.extra_seconds - meas) / meas if meas > 0 else None})
+    return {"config": g.name, "ops": len(g.ops), "reps": reps, "plan_s": plan_s,
+            "eager_step_seconds": med(t_eager), "plain_planned_step_seconds": base,
+            "plain_arena_bytes": plain.arena_bytes,
+            "predicted_step_seconds": plain.step_seconds, "plans": rows,
+            "profile": profile_to_dict(prof),
+            "load_before": load0, "load_after": os.getloadavg()}
+
+
+def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+    pts = [(r["predicted_seconds"], r["measured_seconds"]) for c in results for r in c["plans"]]
+    errs = [abs(p - m) / m for p, m in pts if m > 0]
+    return {"plans": len(pts), "models": len(results),
+            "spearman": spearman([p for p, _ in pts], [m for _, m in pts]) if len(pts) > 2
+            else None,
+            "median_relative_error": statistics.median(errs) if errs else None,
+            "negative_measurements": sum(1 for _, m in pts if m <= 0)}
+
+
+def write_md(doc: dict[str, Any], path: Path) -> None:
+    s = doc["summary"]
+    ok_r = s["spearman"] is not None and s["spearman"] >= GOAL_RANK
+    ok_e = s["median_relative_error"] is not None and s["median_relative_error"] <= GOAL_ERROR
+    lines = [
+        "# Cost model vs measured recomputation overhead (CPU)", "",
+        f"Run {doc['date_utc']} UTC on {doc['nproc']} CPUs, torch {doc['torch']}; load "
+        f"average {doc['load_start'][0]:.1f} at the start, {doc['load_end'][0]:.1f} at the "
+        "end.  The machine is shared with other sessions, so the calibration and the steps "
+        "are timed in this process's CPU seconds with one intra-op thread (other processes "
+        "do not inflate them); medians of interleaved steps.", "",
+        "The `cpu` profile is measured by `roam calibrate` right before each config (below, "
+        "per config: matmul and conv GFLOP/s, elementwise, tanh and copy GB/s, launch us).",
+        "",
+        "Predicted: the plan's `extra_seconds` on that profile (the planner's objective).  "
+        "Measured: median PlannedStep time of the budget plan less that of the plain plan "
+        "(same runtime, no re-runs), eager beside them.", "",
+        f"**Spearman rank correlation {s['spearman']:.3f}** (goal >= {GOAL_RANK}: "
+        f"{'met' if ok_r else 'missed'}); **median relative error "
+        f"{100 * s['median_relative_error']:.1f} %** (goal <= {100 * GOAL_ERROR:.0f} %: "
+        f"{'met' if ok_e else 'missed'}); {s['plans']} budget plans on {s['models']} models"
+        + (f"; {s['negative_measurements']} measured at or below 0 (noise)"
+           if s["negative_measurements"] else "") + ".", "",
+        "| config | eager ms | plain planned ms | predicted step ms | budget plan | arena MiB "
+        "| re-runs | predicted +ms | measured +ms | rel. error |",
+        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
+    for c in doc["results"]:
+        for i, r in enumerate(c["plans"]):
+            head = (f"| {c['config']} | {1e3 * c['eager_step_seconds']:.2f} | "
+                    f"{1e3 * c['plain_planned_step_seconds']:.2f} | "
+                    f"{1e3 * c['predicted_step_seconds']:.2f} |") if i == 0 else "| | | | |"
+            err = "-" if r["relative_error"] is None else f"{100 * r['relative_error']:.0f} %"
+            lines.append(f"{head} {r['fraction']:.1f} of the way down | "
+                         f"{r['arena_bytes'] / 2**20:,.2f} | {r['recomputed_ops']} | "
+                         f"{1e3 * r['predicted_seconds']:.3f} | "
+                         f"{1e3 * r['measured_seconds']:.3f} | {err} |")
+    lines += [""]
+    for c in doc["results"]:
+        m = c["profile"]["calibrated"]["measured"]
+        lines.append(
+            f"- {c['config']}: {c['reps']} rounds, load {c['load_before'][0]:.1f} -> "
+            f"{c['load_after'][0]:.1f}; profile: matmul "
+            f"{m['matmul_flops_per_s']['float32'] / 1e9:.1f}, conv "
+            f"{m['conv_flops_per_s']['float32'] / 1e9:.1f} GFLOP/s; elementwise "
+            f"{m['elementwise_bytes_per_s'] / 1e9:.2f}, tanh "
+            f"{m['transcendental_bytes_per_s'] / 1e9:.2f}, copy "
+            f"{m['copy_bytes_per_s'] / 1e9:.2f} GB/s; launch {1e6 * m['launch_s']:.2f} us.")
+    path.write_text("\n".join(lines) + "\n")
+
+
+def main() -> None:
+    import platform
+
+    import torch
+
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--calibrate-seconds", type=float, default=3.0)
+    ap.add_argument("--only", default=None)
+    ap.add_argument("--out", default="benchmarks/results")
+    args = ap.parse_args()
+    torch.set_num_threads(1)  # CPU time of one thread: the unloaded wall time
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    load_start = os.getloadavg()
+    results = []
+    for name, b, t in CONFIGS:
+        if args.only and args.only not in name:
+            continue
+        r = run_config(name, b, t, out, args.reps, args.calibrate_seconds)
+        print(json.dumps({"config": r["config"], "plans": [
+            (round(1e3 * p["predicted_seconds"], 3), round(1e3 * p["measured_seconds"], 3))
+            for p in r["plans"]]}), flush=True)
+        results.append(r)
+    doc = {"date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+           "nproc": os.cpu_count(), "torch": torch.__version__,
+           "machine": platform.machine(), "load_start": load_start,
+           "load_end": os.getloadavg(), "results": results, "summary": summary(results)}
+    (out / "cost_model.json").write_text(json.dumps(doc, indent=1))
+    write_md(doc, out / "cost_model.md")
+    print(json.dumps(doc["summary"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,119 @@
+"""Fake values whose dtype or layout torch's fake kernels get wrong, corrected while tracing.
+
+Under autocast, a normalisation layer often receives a bf16/fp16 input with fp32 weights (a
+bf16 activation into an fp32 ``LayerNorm``, ``BatchNorm``, ``GroupNorm``).  The real CPU
+kernels take their "mixed type" path and return the saved statistics (mean and reciprocal
+standard deviation) in **float32**; torch 2.13's reference implementations, which fake
+tensors run, cast them to the input's dtype on CPU.  The statistics are saved for the
+backward, so the graph would count them at half their size and the one-arena replay would
+hand the ``out=`` kernel a slot of the wrong dtype.  The reference backward of a mixed-type
+``GroupNorm`` likewise returns the input's gradient in float32 where the kernel returns the
+input's dtype.
+
+Strides matter too: the one-arena replay writes every output into a slot laid out like its
+fake value, and a later reduction over a differently strided tensor sums in another order
+(a last-bit difference).  On CPU ``native_layer_norm_backward`` returns the input's gradient
+contiguous whatever the layout of the incoming gradient; its reference implementation
+follows the incoming gradient's strides (seen in Swin's backward at batch 1).
+
+:class:`KernelFakeMode` returns those outputs as the CPU kernels do, while the step
+is traced, so every later fake value (the backward's) is computed from the right dtypes and layouts.
+The saved-tensor test (``tests/roam_core/trace/test_precision.py``) compares every tensor
+autocast saves for the backward on a real run with the graph's activations, which is how
+these were found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, cast
+
+import torch
+from torch._prims_common import make_contiguous_strides_for
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+__all__ = ["KernelFakeMode"]
+
+_aten = torch.ops.aten
+_REDUCED = (torch.bfloat16, torch.float16)
+
+
+def _mixed(x: Any, *params: Any) -> bool:
+    """A bf16/fp16 CPU input with a float32 weight or bias: the kernels' mixed-type path."""
+    return (isinstance(x, torch.Tensor) and x.dtype in _REDUCED and x.device.type == "cpu"
+            and any(isinstance(p, torch.Tensor) and p.dtype == torch.float32 for p in params))
+
+
+def _stats_fp32(x: int, *params: int) -> Callable[[Sequence[Any]], tuple[Any, ...] | None]:
+    """Forward normalisations: the saved statistics (outputs 1, 2) are float32."""
+    def rule(args: Sequence[Any]) -> tuple[Any, ...] | None:
+        got = [args[i] if i < len(args) else None for i in (x, *params)]
+        return (None, torch.float32, torch.float32) if _mixed(*got) else None
+    return rule
+
+
+def _group_norm_backward(args: Sequence[Any]) -> tuple[Any, ...] | None:
+    """``native_group_norm_backward``: the input's gradient has the input's dtype."""
+    x, weight = args[1], args[4]
+    return (x.dtype, None, None) if _mixed(x, weight) else None
+
+
+#: an output rule entry: same dtype, contiguous strides
+CONTIGUOUS = "contiguous"
+
+
+def _layer_norm_backward(args: Sequence[Any]) -> tuple[Any, ...] | None:
+    """``native_layer_norm_backward`` on CPU: the input's gradient is contiguous."""
+    x = args[1]
+    if not isinstance(x, torch.Tensor) or x.device.type != "cpu":
+        return None
+    return (CONTIGUOUS, None, None)
+
+
+#: op -> rule(args) -> for each output its dtype or :data:`CONTIGUOUS` (``None``: as the fake
+#: kernel says), or ``None`` when the rule does not apply
+_RULES: dict[Any, Callable[[Sequence[Any]], tuple[Any, ...] | None]] = {
+    _aten.native_layer_norm.default: _stats_fp32(0, 2, 3),
+    _aten.native_batch_norm.default: _stats_fp32(0, 1, 2),
+    _aten.native_group_norm.default: _stats_fp32(0, 1, 2),
+    _aten.native_group_norm_backward.default: _group_norm_backward,
+    _aten.native_layer_norm_backward.default: _layer_norm_backward,
+}
+
+
+class KernelFakeMode(FakeTensorMode):
+    """A ``FakeTensorMode`` whose normalisations on CPU return the dtypes and layouts the
+    real kernels return (see the module notes).
+
+    The correction happens inside the fake mode, below make_fx's proxy mode, so the traced
+    node records the corrected values and every later op (the backward reading the
+    statistics) computes from them.  :attr:`fixed` counts the corrected outputs.
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.fixed = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (),
+                           kwargs: Any = None) -> Any:
+        out = super().__torch_dispatch__(func, types, args, kwargs)
+        rule = _RULES.get(func)
+        dtypes = rule(args) if rule is not None else None
+        if dtypes is None:
+            return out
+        val = list(cast(Sequence[Any], out))
+        for i, want in enumerate(dtypes):
+            old = val[i]
+            if want is None or not isinstance(old, torch.Tensor):
+                continue
+            dtype, stride = old.dtype, old.stride()
+            if want is CONTIGUOUS:
+                stride = tuple(make_contiguous_strides_for(old.shape))
+            else:
+                dtype = want
+            if (dtype, stride) != (old.dtype, old.stride()):
+                val[i] = super().__torch_dispatch__(
+                    _aten.empty_strided.default, types, (old.shape, stride),
+                    {"dtype": dtype, "device": old.device})
+                self.fixed += 1
+        return tuple(val) if type(out) is tuple else type(out)(*val)

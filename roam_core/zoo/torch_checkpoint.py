@@ -1,0 +1,161 @@
+"""torch's own activation checkpointing applied to a zoo model, traced by roam.
+
+The peers that decide per module -- ``torch.utils.checkpoint`` around every block, and the
+per-operator policies of torch's AutoSAC (:mod:`roam_core.zoo.autosac`, selective
+checkpointing through ``create_selective_checkpoint_contexts``) -- run *in the model*, so
+they are measured on the model wrapped as torch would run it and traced by roam's tracer:
+the traced graph holds torch's own re-runs in the backward, and roam's simulator, order and
+layout stages and cost model score it like any other graph.
+
+roam's tracer records through a proxy mode, which selective checkpointing takes for
+``torch.compile`` (it would then save everything and leave the choice to the partitioner);
+tracing inside ``torch.compiler._non_strict_tracing_context`` gives the eager semantics.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import (
+    CheckpointPolicy,
+    checkpoint,
+    create_selective_checkpoint_contexts,
+)
+
+from roam_core.base.errors import TraceError
+from roam_core.model.graph import Graph
+from roam_core.trace.tracer import trace_fx
+from roam_core.zoo.steps import ZooStep, build_zoo_step
+
+__all__ = ["OpPolicy", "block_modules", "checkpoint_modules", "trace_checkpointed",
+           "trace_wrapped", "zoo_step_of"]
+
+#: A per-operator decision list for one module's forward: 1 saves the op's output, 0
+#: recomputes it (AutoSAC's ``get_optimal_checkpointing_policy_per_module`` order).
+OpPolicy = Sequence[int]
+
+
+def block_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
+    """The repeated blocks: the children of the longest ``nn.ModuleList`` (qualified names)."""
+    lists = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.ModuleList) and len(m)]
+    if not lists:
+        return []
+    name, blocks = max(lists, key=lambda x: len(x[1]))
+    return [(f"{name}.{i}" if name else str(i), b) for i, b in enumerate(blocks)]
+
+
+def _policy(decisions: OpPolicy, skip: frozenset[Any]) -> Callable[..., CheckpointPolicy]:
+    """A selective-checkpoint policy reading ``decisions`` op by op (ops in ``skip`` are not
+    counted: AutoSAC's statistics leave them out)."""
+    seen = [0]
+
+    def policy(ctx: Any, func: Any, *args: Any, **kwargs: Any) -> CheckpointPolicy:
+        if func in skip:
+            return CheckpointPolicy.PREFER_RECOMPUTE
+        k = seen[0]
+        seen[0] += 1
+        if k >= len(decisions):
+            raise TraceError(f"selective checkpoint: op {k} ({func}) beyond the policy's "
+                             f"{len(decisions)} decisions")
+        return CheckpointPolicy.MUST_SAVE if decisions[k] else CheckpointPolicy.PREFER_RECOMPUTE
+
+    return policy
+
+
+def _wrap(module: nn.Module, context: Callable[[], Any] | None) -> None:
+    fwd = module.forward
+
+    def forward(*args: Any, **kwargs: Any) -> Any:
+        if context is None:
+            return checkpoint(fwd, *args, use_reentrant=False, **kwargs)
+        return checkpoint(fwd, *args, use_reentrant=False, context_fn=context, **kwargs)
+
+    module.forward = forward
+
+
+def zoo_step_of(graph: Graph, device: str = "meta") -> ZooStep:
+    """The zoo step a graph was traced from (its ``origin``), built on ``device``.
+
+    Raises
+    ------
+    TraceError
+        The graph is not a zoo trace.
+    """
+    o = dict(graph.origin or {})
+    if o.get("source") != "zoo":
+        raise TraceError("the graph is not a zoo model's trace: torch's checkpointing needs "
+                         "the model")
+    return build_zoo_step(o["model"], int(o["batch_size"]), o.get("seq_len"),
+                          o.get("setting", "steady"), o.get("optimizer"), device,
+                          attention=o.get("attention"))
+
+
+def checkpoint_modules(model: nn.Module, policies: Mapping[str, OpPolicy | None] | None = None,
+                       skip_ops: frozenset[Any] = frozenset()) -> list[str]:
+    """Wrap modules of ``model`` in ``torch.utils.checkpoint`` in place; returns their paths.
+
+    Parameters
+    ----------
+    model : nn.Module
+        The model.
+    policies : Mapping of str to OpPolicy or None, optional
+        Module path (``model.named_modules()`` names) -> its selective policy, or ``None``
+        for plain ``torch.utils.checkpoint`` (recompute everything inside).  Default: every
+        block (:func:`block_modules`) plainly checkpointed.
+    skip_ops : frozenset
+        Ops a policy does not count (see :func:`_policy`).
+
+    Raises
+    ------
+    TraceError
+        No blocks, or a module path the model does not have.
+    """
+    if policies is None:
+        blocks = block_modules(model)
+        if not blocks:
+            raise TraceError("no repeated blocks to checkpoint")
+        policies = {n: None for n, _ in blocks}
+    mods = dict(model.named_modules())
+    for path, pol in policies.items():
+        if path not in mods:
+            raise TraceError(f"no module {path!r} to checkpoint")
+        ctx = None if pol is None else functools.partial(
+            lambda p: create_selective_checkpoint_contexts(_policy(p, skip_ops)), pol)
+        _wrap(mods[path], ctx)
+    return list(policies)
+
+
+def trace_wrapped(model: nn.Module, example_inputs: Sequence[Any], loss_fn: Any,
+                  optimizer: Any, **kwargs: Any) -> Graph:
+    """:func:`~roam_core.trace.tracer.trace_fx` of a model with checkpointed modules, with
+    the eager semantics of selective checkpointing (see the module docstring)."""
+    with torch.compiler._non_strict_tracing_context():
+        return trace_fx(model, list(example_inputs), loss_fn, optimizer, **kwargs).graph
+
+
+def trace_checkpointed(graph: Graph, *, policies: Mapping[str, OpPolicy | None] | None = None,
+                       skip_ops: frozenset[Any] = frozenset(), name_suffix: str = "ckpt"
+                       ) -> Graph:
+    """The zoo model of ``graph`` with torch's checkpointing applied
+    (:func:`checkpoint_modules`), traced by roam.
+
+    Raises
+    ------
+    TraceError
+        Not a zoo trace, no blocks, or a module path the model does not have.
+    """
+    step = zoo_step_of(graph)
+    try:
+        checkpoint_modules(step.model, policies, skip_ops)
+    except TraceError as e:
+        raise TraceError(f"{graph.name}: {e}") from None
+    origin = {**dict(graph.origin), "checkpointed": name_suffix}
+    return trace_wrapped(step.model, step.example_inputs, step.loss_fn, step.optimizer_factory,
+                         setting=origin.get("setting", "steady"),
+                         name=f"{graph.name}-{name_suffix}", origin=origin,
+                         # the peer is the same step: the graph's precision, not fp32
+                         precision=str(origin.get("precision", "fp32")))

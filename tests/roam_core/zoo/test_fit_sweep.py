@@ -1,0 +1,80 @@
+"""What fits over a sweep: the memory-directed row, the local stop rule, the executor path,
+and ``roam fit`` on a Hugging Face config with its precision default."""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import json
+
+import pytest
+
+from roam_core.planner.config import PlannerConfig
+from roam_core.planner.whatfits import extra_time_pct, fit_row
+from tests.builders import two_param_step
+
+
+def test_the_memory_directed_row_decides_fits_like_the_full_row() -> None:
+    g = two_param_step(act_bytes=1 << 20)
+    cfg = PlannerConfig(workers=1, time_limit_s=1)
+    full = fit_row(g, cfg, batch_size=1)
+    for memory in (full.peak_bytes["roam"], full.peak_bytes["roam"] - 1,
+                   full.peak_bytes["roam_recompute_25pct"]):
+        row = fit_row(g, cfg, batch_size=1, memory_bytes=memory)
+        assert row.fits(memory)["roam"] == (full.peak_bytes["roam"] <= memory)
+        assert row.fits(memory)["eager_reserved"] == full.fits(memory)["eager_reserved"]
+        for m in ("roam_recompute_5pct", "roam_recompute_25pct"):
+            if row.fits(memory)[m]:
+                assert row.extra_flops_pct[m] <= float(m.split("_")[2][:-3])
+    assert extra_time_pct(3, 60) == 5.0
+
+
+torch = pytest.importorskip("torch")
+
+from roam_core.zoo.fit_sweep import fit_sweep  # noqa: E402
+from roam_core.zoo.sources import ModelSource  # noqa: E402
+
+
+@pytest.mark.slow
+def test_a_local_sweep_stops_where_nothing_fits_and_an_executor_agrees() -> None:
+    src = ModelSource("mlp")
+    kw = {"memory_bytes": 4 << 20, "precision": "fp32",
+          "planner": PlannerConfig(workers=1, time_limit_s=1)}
+    local = fit_sweep(src, [1, 2, 64, 128], [None], **kw)
+    assert [r.batch_size for r in local][-1] < 128  # stopped at the first that nothing fits
+    assert not any(local[-1].fits(4 << 20).values())
+    with cf.ThreadPoolExecutor(2) as ex:
+        remote = fit_sweep(src, [1, 2, 64, 128], [None], executor=ex, **kw)
+    assert [r.to_dict() for r in remote] == [r.to_dict() for r in local]
+
+
+def test_sources_default_transformers_to_bf16_mixed() -> None:
+    assert ModelSource("gpt2").default_precision() == "bf16-mixed"
+    assert ModelSource("resnet50").default_precision() == "fp32"
+    assert ModelSource(hf_config={"model_type": "llama"}).default_precision() == "bf16-mixed"
+    from roam_core.base.errors import TraceError
+
+    with pytest.raises(TraceError, match="exactly one"):
+        ModelSource()
+    with pytest.raises(TraceError, match="unknown model 'resnet18'"):
+        ModelSource("resnet18")
+
+
+@pytest.mark.slow
+def test_roam_fit_on_a_hf_config_says_its_precision(capsys) -> None:
+    pytest.importorskip("transformers")
+    from roam_core.cli import main
+    from tests.paths import REPO
+
+    cfg = str(REPO / "docs" / "examples" / "hf" / "tiny-llama.json")
+    assert main(["fit", "--hf-config", cfg, "--memory", "64MiB", "--batch-sizes", "1", "2",
+                 "--seq-lens", "32", "--json"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["precision"] == "bf16-mixed"
+    assert d["precision_default"] is True
+    assert d["largest_by_seq_len"]["32"]["roam"] == 2
+    assert "FLOPs" in d["extra_time_estimate"]
+    assert main(["fit", "--hf-config", cfg, "--memory", "64MiB", "--batch-sizes", "1",
+                 "--seq-lens", "32"]) == 0
+    out, err = capsys.readouterr()
+    assert "bf16-mixed (the default for transformers" in err
+    assert "roam + recompute ≤5% time" in out
