@@ -33,14 +33,14 @@ worth buying.  Each step is cut by a count of work, not by the clock.
 3. **Compaction.** Every storage, lowest first, drops to the lowest offset where it fits.
 4. **Portfolio.** :func:`roam_core.layout.dsa_solver.solve_dsa` also lays out the whole problem
    (greedy orders, and the canonical search under ``search_nodes`` nodes when the problem
-   has at most ``search_max_buffers`` buffers).
+   has at most ``search_max_buffers`` buffers and ``search_max_cells`` cells).
 5. **Flip-compact** (:mod:`roam_core.layout.flip_compact`): candidates mirrored top-to-bottom
    and re-dropped first-fit while that lowers them.  Then the **peak repair** of the lowest
    candidates (:func:`roam_core.layout.dsa_repair.repair_from_starts`): the buffers live
    where the load is near the bound are re-placed by the exact search, everything else
-   fixed, the window narrowed until it holds ``search_max_buffers`` buffers.  Then the
-   **shake** of the lowest few candidates (seeded random promotions), ``shake_rounds``
-   greedy passes in all.
+   fixed, the window narrowed until it holds ``search_max_buffers`` buffers and
+   ``search_max_cells`` cells.  Then the **shake** of the lowest few candidates (seeded
+   random promotions), ``shake_rounds`` greedy passes in all.
 6. **Polish** (:func:`~roam_core.layout.group_placement.polish_top_band`): the buffers
    reaching the top band of the winner are re-placed by CP-SAT under a lower ceiling.
 

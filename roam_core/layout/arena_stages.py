@@ -213,14 +213,16 @@ def make_roam(graph: Graph, order: Sequence[OpId], task_tree: SubtaskTree | None
 
 def dsa(st: ArenaStages, tally: StepTally) -> None:
     """Step 4: the DSA portfolio on the whole problem (handed the greedy passes of step 0),
-    and its exact search when the problem is small enough (``search_max_buffers``), cut by
-    ``search_nodes`` search nodes and stopped at the contract."""
+    and its exact search when the problem is small enough (``search_max_buffers``,
+    ``search_max_cells``), cut by ``search_nodes`` search nodes and stopped at the
+    contract."""
     cfg = st.config
     t = time.perf_counter()
     res = solve_dsa(st.problem, time_limit_s=max(0.1, st.deadline - time.monotonic()),
                     cancel=st.cancel, exact=cfg.dsa_exact, work_limit=cfg.search_nodes,
                     known=st.passes, good_enough=st.target,
-                    max_search_buffers=cfg.search_max_buffers)
+                    max_search_buffers=cfg.search_max_buffers,
+                    max_search_cells=cfg.search_max_cells)
     assert res.solution is not None
     st.candidates[res.method] = res.solution
     tally.unit, tally.done, tally.limit = "nodes", res.nodes, cfg.search_nodes
@@ -264,7 +266,8 @@ def peak_repair(st: ArenaStages, tally: StepTally) -> None:
     sol, nodes, how, k = repair_from_starts(
         st.problem, [st.candidates[n] for n in names], st.target,
         node_budget=cfg.search_nodes, deadline=st.deadline, cancel=st.cancel,
-        fraction=REPAIR_FRACTION, max_buffers=cfg.search_max_buffers)
+        fraction=REPAIR_FRACTION, max_buffers=cfg.search_max_buffers,
+        max_cells=cfg.search_max_cells)
     tally.unit, tally.done, tally.limit = "nodes", nodes, cfg.search_nodes
     st.record("merge", "repair", None if sol is None else sol.height, t, nodes)
     if sol is not None:

@@ -62,9 +62,13 @@ class ArenaConfig:
     search_nodes : int
         Search nodes of the DSA candidate's exact search (step 4), and of the peak repair.
     search_max_buffers : int
-        The exact search (step 4) and the repair windows take at most this many buffers;
-        above it, nodes get slow (every node scans the window's sections) and the section
-        tables grow with buffers x sections.
+        The exact search (step 4) and the repair windows take at most this many buffers
+        (the search's set-up is quadratic).
+    search_max_cells : int
+        ... and at most this many cells, free buffers x sections: a node scans the
+        sections of what it moves and the section tables hold buffers x sections entries,
+        so a node costs about 0.1 us per cell (a 40-layer Llama-style step, 20 M cells:
+        2 ms a node).
     polish_rounds : int
         CP-SAT top-band rounds of the polish (step 6).
     num_workers : int
@@ -90,7 +94,8 @@ class ArenaConfig:
     seed: int = 0
     promote_passes: int = 8
     search_nodes: int = 10_000
-    search_max_buffers: int = 2000
+    search_max_buffers: int = 6000
+    search_max_cells: int = 4_000_000
     polish_rounds: int = 6
     good_enough_gap: float = 1e-4
     good_enough_bytes: int = 64 * 1024
@@ -105,6 +110,7 @@ class ArenaConfig:
         _at_least("arena.promote_passes", self.promote_passes, 0)
         _at_least("arena.search_nodes", self.search_nodes, 0)
         _at_least("arena.search_max_buffers", self.search_max_buffers, 0)
+        _at_least("arena.search_max_cells", self.search_max_cells, 0)
         _at_least("arena.polish_rounds", self.polish_rounds, 0)
         _at_least("arena.good_enough_gap", self.good_enough_gap, 0.0)
         _at_least("arena.good_enough_bytes", self.good_enough_bytes, 0)

@@ -22,9 +22,11 @@ from roam_core.base.cancel import CancelToken, is_cancelled
 from roam_core.layout.dsa_heuristics import buffer_arrays
 from roam_core.layout.dsa_search import (
     MAX_SEARCH_BUFFERS,
+    MAX_SEARCH_CELLS,
     SearchCache,
     SearchOptions,
     search_capacity,
+    search_cells,
 )
 from roam_core.model.dsa import Problem, Solution
 
@@ -144,9 +146,11 @@ class _RepairWindow:
 
     @staticmethod
     def build(problem: Problem, solution: Solution, target: int, frac: float,
-              max_buffers: int = MAX_SEARCH_BUFFERS) -> _RepairWindow | None:
-        """The window, or ``None`` when it frees nothing or more than ``max_buffers``
-        (free and fixed neighbours together; at most what the search takes)."""
+              max_buffers: int = MAX_SEARCH_BUFFERS,
+              max_cells: int = MAX_SEARCH_CELLS) -> _RepairWindow | None:
+        """The window, or ``None`` when it frees nothing, more than ``max_buffers`` (free
+        and fixed neighbours together; at most what the search takes) or more than
+        ``max_cells`` cells (:func:`~roam_core.layout.dsa_search.search_cells`)."""
         lower, upper, size, _ = buffer_arrays(problem)
         off = np.fromiter(solution.offsets, np.int64, len(problem))
         top = off + size
@@ -171,7 +175,10 @@ class _RepairWindow:
             return None
         bufs = tuple(problem.buffers[i] if free[i] else
                      replace(problem.buffers[i], offset=int(off[i])) for i in keep.tolist())
-        return _RepairWindow(Problem(bufs), keep, off, np.packbits(free).tobytes())
+        sub = Problem(bufs)
+        if search_cells(sub) > max_cells:  # every node scans the window's sections
+            return None
+        return _RepairWindow(sub, keep, off, np.packbits(free).tobytes())
 
     def merge(self, problem: Problem, sol: Solution) -> Solution:
         """The whole layout with the window's buffers at their offsets in ``sol``."""
@@ -194,11 +201,11 @@ def narrowing_fractions(fraction: float) -> tuple[float, ...]:
 
 
 def _window_within(problem: Problem, start: Solution, target: int, fraction: float,
-                   max_buffers: int) -> tuple[_RepairWindow | None, float]:
+                   max_buffers: int, max_cells: int) -> tuple[_RepairWindow | None, float]:
     """The widest window of :func:`narrowing_fractions` that holds at most ``max_buffers``
     buffers (``None`` when even the narrowest is larger, or nothing is free)."""
     for frac in narrowing_fractions(fraction):
-        win = _RepairWindow.build(problem, start, target, frac, max_buffers)
+        win = _RepairWindow.build(problem, start, target, frac, max_buffers, max_cells)
         if win is not None:
             return win, frac
     return None, fraction
@@ -210,6 +217,7 @@ def repair_from_starts(problem: Problem, starts: Sequence[Solution], target: int
                        options: SearchOptions = SearchOptions(),  # noqa: B008 - frozen
                        preorders: tuple[str, ...] = REPAIR_PREORDERS,
                        max_buffers: int = MAX_SEARCH_BUFFERS,
+                       max_cells: int = MAX_SEARCH_CELLS,
                        ) -> tuple[Solution | None, int, str, int]:
     """:func:`repair_peak` of several layouts in one window, their searches run round-robin.
 
@@ -230,7 +238,8 @@ def repair_from_starts(problem: Problem, starts: Sequence[Solution], target: int
     whole-problem search whose every node scans thousands of sections (and whose section
     tables grow with buffers x sections).  So the window narrows
     (:func:`narrowing_fractions`) until it holds at most ``max_buffers`` buffers, free and
-    fixed neighbours together counted against ``2 x max_buffers``.
+    fixed neighbours together counted against ``2 x max_buffers``, and at most
+    ``max_cells`` cells (free buffers x sections: a node's cost).
 
     Returns
     -------
@@ -255,7 +264,8 @@ def repair_from_starts(problem: Problem, starts: Sequence[Solution], target: int
     for k, start in enumerate(starts):
         if start.height <= target:  # nothing to repair: the caller has its layout already
             continue
-        win, frac = _window_within(problem, start, target, fraction, max_buffers)
+        win, frac = _window_within(problem, start, target, fraction, max_buffers,
+                                   max_cells)
         if win is None:
             continue
         key = win.key + np.asarray(start.offsets, np.int64).tobytes()

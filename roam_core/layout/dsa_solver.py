@@ -53,9 +53,11 @@ from roam_core.layout.dsa_heuristics import ORDERS, named_order, portfolio, prom
 from roam_core.layout.dsa_repair import repair_peak
 from roam_core.layout.dsa_search import (
     MAX_SEARCH_BUFFERS,
+    MAX_SEARCH_CELLS,
     SearchCache,
     SearchOptions,
     search_capacity,
+    search_cells,
 )
 from roam_core.model.dsa import Problem, Solution
 from roam_core.oracle.validate import check_dsa_solution
@@ -165,7 +167,8 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
               work_limit: int | None = None,
               known: Mapping[str, Solution] | None = None,
               good_enough: int | None = None,
-              max_search_buffers: int = MAX_SEARCH_BUFFERS) -> DsaResult:
+              max_search_buffers: int = MAX_SEARCH_BUFFERS,
+              max_search_cells: int = MAX_SEARCH_CELLS) -> DsaResult:
     """Find a low layout for ``problem`` (or one within ``capacity``).
 
     Parameters
@@ -200,6 +203,9 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     max_search_buffers : int
         Above this many free buffers: no exact search, the large-problem portfolio and the
         promotion passes instead (at most :data:`MAX_SEARCH_BUFFERS`).
+    max_search_cells : int
+        The same above this many cells (free buffers x sections,
+        :func:`~roam_core.layout.dsa_search.search_cells`): a node's cost grows with them.
 
     Returns
     -------
@@ -230,7 +236,8 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     run = _Run(problem, cap, lb, t0, t0 + time_limit_s, cancel,
                log or (lambda m: _logger.info("%s", m)), good_enough)
     n_free = sum(1 for b in problem.buffers if b.offset is None and b.size > 0)
-    large = n_free > min(max_search_buffers, MAX_SEARCH_BUFFERS)
+    large = (n_free > min(max_search_buffers, MAX_SEARCH_BUFFERS)
+             or search_cells(problem) > max_search_cells)
     do_search = exact and not large
     _run_portfolio(run, large=large, known=known)
     if not do_search:

@@ -281,19 +281,21 @@ def test_a_layout_within_the_value_contract_skips_the_shake_and_the_polish(
 
 
 @pytest.mark.slow
-def test_default_plan_of_efficientnet_b1_is_within_a_hundredth_of_a_percent():
-    """The winner of the layout candidates (the task tree's) does not repair on this graph;
-    the next-lowest start (the flipped greedy layout) does, and the round-robin of their
-    window searches gets there inside one node budget: the default plan's arena is within
-    0.01% of its planned peak (0.094% when only the winner was repaired)."""
+def test_default_plan_of_efficientnet_b1_is_within_the_value_contract():
+    """Neither the lowest candidate (the promoted greedy pass) nor the task tree's repairs on
+    this graph; the DSA candidate's exact search (2,154 buffers x 1,619 sections, within
+    ``search_max_cells``), flipped, does: the default plan's arena is within the contract,
+    ``max(0.01 %, 64 KiB)`` of its planned peak (144 KiB above it when the search was cut
+    at 2,000 buffers)."""
 
     from roam_core import make_plan
     from roam_core.planner.config import PlannerConfig
 
     root = REPO
     g = load_graph(root / "sample_graphs" / "efficientnet_b0-b1-roam.json.gz")
-    p = make_plan(g, PlannerConfig(workers=1))
-    assert p.arena_bytes <= p.planned_peak_bytes * 1.0001
+    cfg = PlannerConfig(workers=1)
+    p = make_plan(g, cfg)
+    assert p.arena_bytes <= p.planned_peak_bytes + cfg.good_enough(p.planned_peak_bytes)
 
 
 def test_a_first_pass_at_the_bound_is_the_layout() -> None:
