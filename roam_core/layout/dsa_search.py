@@ -55,17 +55,17 @@ MAX_SEARCH_CELLS = 4_000_000
 
 
 def search_cells(problem: Problem) -> int:
-    """The size of the search's section tables: free buffers x sections (distinct lifetime
-    ends), the measure a node's cost grows with.
+    """The size of the search's section tables: buffers (free and fixed: a node steps over
+    the fixed ones too) x sections (distinct lifetime ends), the measure a node's cost
+    grows with.
 
     >>> from roam_core.model.dsa import Buffer
     >>> search_cells(Problem((Buffer("a", 0, 2, 1), Buffer("b", 1, 3, 1),
     ...                       Buffer("c", 0, 2, 1, offset=0))))
-    4
+    6
     """
     bufs = problem.buffers
-    free = sum(1 for b in bufs if b.offset is None and b.size > 0)
-    return free * len({b.upper for b in bufs})
+    return sum(1 for b in bufs if b.size > 0) * len({b.upper for b in bufs})
 
 #: Static preorders (letters: T = max section total, L = lifetime length, A = area,
 #: Z = size), tried round-robin.  ("LAT", a third, solved none of MiniMalloc A-K first and
