@@ -156,7 +156,8 @@ class PlanReader:
                 for k in ("wall_s", "cpu_s")]
         ints = [self._int(r.get(k, 0), f"{where} {k!r}", low=low)
                 for k, low in (("gained_bytes", -MAX_INT), ("work_done", 0), ("work_limit", 0))]
-        return StageCost(self._str(r["stage"], f"{where} 'stage'"), secs[0], secs[1], *ints,
+        return StageCost(self._str(r["stage"], f"{where} 'stage'"), secs[0], secs[1],
+                         gained_bytes=ints[0], work_done=ints[1], work_limit=ints[2],
                          work_unit=self._str(r.get("work_unit", ""), f"{where} 'work_unit'",
                                              empty=True),
                          stopped=str(stopped))
