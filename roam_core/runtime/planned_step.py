@@ -52,6 +52,7 @@ from roam_core.trace.tracer import trace_fx
 
 if TYPE_CHECKING:
     from roam_core.model.graph import Graph
+    from roam_core.model.parallel import ParallelSetting
     from roam_core.model.plan import Plan
     from roam_core.trace.optimizers import OptimizerFactory
     from roam_core.trace.traced_step import PlaceholderRole, TracedStep
@@ -92,6 +93,12 @@ class PlannedStep:
         Check every call (addresses, strides), not only the first.
     cuda_graph : bool
         CUDA only: capture and replay the step as a CUDA graph (see the module notes).
+    parallel : ParallelSetting, optional
+        The step of one data-parallel rank (``docs/parallel.md``): ``model`` holds the rank's
+        shards (:func:`roam_core.trace.parallel.shard_model`) and a process group of
+        ``parallel.world_size`` ranks is initialised; every rank runs the same plan.
+    precision : str
+        The precision the plan's graph was traced in.
     **optimizer_kwargs
         Hyper-parameters for a named optimizer.
 
@@ -127,7 +134,8 @@ class PlannedStep:
                  example_inputs: Sequence[Any] | None = None,
                  device: str | torch.device = "cpu", graph: Graph | None = None,
                  verify: bool = False,
-                 cuda_graph: bool = False, **optimizer_kwargs: Any) -> None:
+                 cuda_graph: bool = False, parallel: ParallelSetting | None = None,
+                 precision: str = "fp32", **optimizer_kwargs: Any) -> None:
         self.model, self.plan, self.loss_fn = model, plan, loss_fn
         self.device = resolve_device(device)
         self.verify = bool(verify)
@@ -137,6 +145,7 @@ class PlannedStep:
             raise ExecutorError("cuda_graph=True needs device='cuda' and torch.cuda.CUDAGraph")
         self._optimizer_spec, self._optimizer_kwargs = optimizer, optimizer_kwargs
         self._graph_hint = graph
+        self._parallel, self._precision = parallel, precision
         self.calls = 0
         self.optimizer: torch.optim.Optimizer | None = None
         self._ready = False
@@ -200,7 +209,8 @@ class PlannedStep:
         _, factory = make_optimizer_factory(self._optimizer_spec, "steady",
                                             **self._optimizer_kwargs)
         traced = trace_fx(self.model, example_inputs, self.loss_fn, factory, setting="steady",
-                          device=self.device)
+                          device=self.device, parallel=self._parallel,
+                          precision=self._precision)
         try:
             check_fingerprint(traced.graph, self.plan)
         except PlanFormatError as e:

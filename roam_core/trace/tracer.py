@@ -69,12 +69,16 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 
 from roam_core.base.collector import gc_paused
-from roam_core.base.errors import TraceError
+from roam_core.base.errors import ConfigError, TraceError
 from roam_core.model.graph import Graph, Phase, TensorKind
+from roam_core.model.parallel import ParallelSetting
 from roam_core.trace.fx_graph import build_graph, is_random
 from roam_core.trace.guards import explain, guard_data_dependence
 from roam_core.trace.modules import SCOPE_ATTRIBUTE, ModuleTracker, node_modules, scoped_name
 from roam_core.trace.optimizers import OptimizerFactory, make_optimizer_factory, warm_step
+from roam_core.trace.parallel.process_group import rank_process_group
+from roam_core.trace.parallel.rank_trace import RankTrace as _RankTrace
+from roam_core.trace.parallel.rank_trace import as_parallel_setting
 from roam_core.trace.params import unique_named_buffers, unique_named_parameters
 from roam_core.trace.rng import RngRecorder, record_rng, rng_timeline
 from roam_core.trace.traced_step import PlaceholderRole, TracedStep
@@ -93,6 +97,11 @@ def trace_training_step(
     setting: str = "steady",
     name: str | None = None,
     origin: Mapping[str, Any] | None = None,
+    parallel: str | ParallelSetting | None = None,
+    world_size: int = 1,
+    reshard_after_forward: bool = True,
+    fsdp_wrap: str = "blocks",
+    precision: str = "fp32",
     **optimizer_kwargs: Any,
 ) -> Graph:
     """Trace one training step of ``model`` into a :class:`~roam_core.model.graph.Graph`.
@@ -117,6 +126,19 @@ def trace_training_step(
         Graph name (default: the model's class name).
     origin : Mapping, optional
         Stored as ``Graph.origin`` (default ``{"source": "custom", ...}``).
+    parallel : {"fsdp", "ddp"} or ParallelSetting, optional
+        Trace the step of one rank of a data-parallel world (``docs/parallel.md``): FSDP2
+        (parameters, gradients and optimizer state sharded 1/W; all-gathers and
+        reduce-scatters) or DDP (gradient buckets all-reduced).  ``None``: one device.
+    world_size : int
+        Ranks in the world (with ``parallel``).
+    reshard_after_forward : bool
+        FSDP: free each unit's gathered parameters after its forward (FSDP2's default).
+    fsdp_wrap : {"blocks", "leaves", "root"}
+        FSDP: which modules are ``fully_shard`` units (:mod:`roam_core.trace.parallel.layout`).
+    precision : str
+        ``"fp32"``; with ``parallel="fsdp"`` also ``"bf16-mixed"`` (FSDP2's
+        ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)``).
     **optimizer_kwargs
         Hyper-parameters forwarded to the torch optimizer.
 
@@ -138,7 +160,9 @@ def trace_training_step(
     ['backward', 'forward', 'loss', 'optimizer']
     """
     return trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting, name=name,
-                    origin=origin, **optimizer_kwargs).graph
+                    origin=origin, parallel=parallel, world_size=world_size,
+                    reshard_after_forward=reshard_after_forward, fsdp_wrap=fsdp_wrap,
+                    precision=precision, **optimizer_kwargs).graph
 
 
 def trace_fx(
@@ -151,21 +175,38 @@ def trace_fx(
     name: str | None = None,
     origin: Mapping[str, Any] | None = None,
     device: str | torch.device = "cpu",
+    parallel: str | ParallelSetting | None = None,
+    world_size: int = 1,
+    reshard_after_forward: bool = True,
+    fsdp_wrap: str = "blocks",
+    precision: str = "fp32",
     **optimizer_kwargs: Any,
 ) -> TracedStep:
     """Trace a training step and keep the FX program (internal API for the executor).
 
     Same parameters as :func:`trace_training_step`, plus ``device``: the device of the fake
-    tensors (``"cpu"``; ``"cuda"`` only works on a machine with a GPU).  Returns a
+    tensors (``"cpu"``; ``"cuda"`` only works on a machine with a GPU).  A model made by
+    :func:`roam_core.trace.parallel.shard_model` (real shards of one rank) traces with its
+    own layout.  Returns a
     :class:`TracedStep`.  The placeholders of ``TracedStep.gm`` are, in order, the
     deduplicated parameters, the buffers, the resident optimizer state (``steady`` only:
     per parameter, the tensor entries of ``opt.state[p]`` in insertion order) and the tensor
     example inputs, as listed in ``TracedStep.placeholders``.  Python's cyclic garbage
     collector is paused while tracing (:func:`gc_paused`).
     """
+    par = as_parallel_setting(parallel, world_size, reshard_after_forward, fsdp_wrap)
+    if not par.active and precision != "fp32":
+        raise ConfigError(f"precision {precision!r} is supported with --parallel fsdp only "
+                          "in this version; use fp32")
     with gc_paused():
-        return _trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting,
-                         name=name, origin=origin, device=device, **optimizer_kwargs)
+        if not par.active:
+            return _trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting,
+                             name=name, origin=origin, device=device, **optimizer_kwargs)
+        with rank_process_group(par.world_size) as group:
+            rank = _RankTrace.make(model, par, group, precision)
+            return _trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting,
+                             name=name, origin=origin, device=device, rank=rank,
+                             **optimizer_kwargs)
 
 
 def _trace_fx(
@@ -178,6 +219,7 @@ def _trace_fx(
     name: str | None,
     origin: Mapping[str, Any] | None,
     device: str | torch.device,
+    rank: _RankTrace | None = None,
     **optimizer_kwargs: Any,
 ) -> TracedStep:
     t0 = time.perf_counter()
@@ -188,9 +230,10 @@ def _trace_fx(
         raise TraceError("tracing on cuda needs a machine with a CUDA GPU; trace on cpu here")
     # closed-over real tensors (e.g. labels captured by loss_fn) become graph constants
     fm = FakeTensorMode(allow_non_fake_inputs=True)
-    with _FakeSwap(model, fm, dev):
+    with _FakeSwap(model, fm, dev, rank.shapes if rank is not None else None):
         fake = _FakeStep.build(model, example_inputs, factory, setting, fm, dev)
-        gm, ctx, rng_calls = _make_fx(model, loss_fn, fake, fm)
+        program = rank.program(model) if rank is not None else None
+        gm, ctx, rng_calls = _make_fx(model, loss_fn, fake, fm, program)
     roles = (
         [(TensorKind.PARAMETER, n) for n, _ in fake.named_params]
         + [(TensorKind.BUFFER, n) for n, _ in fake.named_buffers]
@@ -212,11 +255,14 @@ def _trace_fx(
                   "optimizer": opt_name, "torch": torch.__version__,
                   "input_shapes": [list(x.shape) for x in example_inputs
                                    if isinstance(x, torch.Tensor)]}
+    if rank is not None:
+        origin = {**origin, "parallel": rank.setting.to_dict(), "precision": rank.precision}
     graph, values, loss_value = build_graph(
         gm, phases, {r.node: r.kind for r in ph_roles + consts}, ctx.grads, ctx.state,
         name=gname, origin=origin, modules=node_modules(gm),
         names={r.node: scoped_name(_storage_name(r), fake.scope) for r in ph_roles},
-        named=[(scoped_name(n, fake.scope), t) for n, t in ctx.named])
+        named=[(scoped_name(n, fake.scope), t) for n, t in ctx.named],
+        communication=program.communication if program is not None else ())
     dt = time.perf_counter() - t0
     _logger.info("traced %s: %d ops, %d storages in %.2f s", gname, len(graph),
                  len(graph.tensors), dt)
@@ -275,9 +321,11 @@ class _FakeStep:
 
 
 def _make_fx(model: nn.Module, loss_fn: Callable[[Any], torch.Tensor] | None,
-             fake: _FakeStep, fm: FakeTensorMode) -> tuple[Any, _StepContext, RngRecorder]:
+             fake: _FakeStep, fm: FakeTensorMode,
+             program: Any = None) -> tuple[Any, _StepContext, RngRecorder]:
     """Trace ``loss_fn(model(*inputs)); backward; opt.step(); opt.zero_grad()`` with make_fx;
-    returns the GraphModule, what the step recorded and the RNG calls."""
+    returns the GraphModule, what the step recorded and the RNG calls.  ``program``: the
+    data-parallel program whose hooks run the forward and backward of one rank."""
     ctx = _StepContext()
     guards: list[Any] = []
     inputs, tensor_pos, opt, pname, tracker = (fake.inputs, fake.tensor_pos, fake.opt,
@@ -287,7 +335,8 @@ def _make_fx(model: nn.Module, loss_fn: Callable[[Any], torch.Tensor] | None,
         args = list(inputs)
         for i, x in zip(tensor_pos, inputs_, strict=True):
             args[i] = x
-        with guard_data_dependence(model, guards):
+        with guard_data_dependence(model, guards), (
+                program.step() if program is not None else contextlib.nullcontext()):
             out = model(*args)
             ctx.mark("forward")
             loss = out if loss_fn is None else loss_fn(out)
@@ -416,15 +465,18 @@ def _strip(gm: Any) -> None:
 class _FakeSwap:
     """Swap a module's parameters and buffers for fake tensors; restore on exit."""
 
-    def __init__(self, model: nn.Module, fm: FakeTensorMode, device: torch.device) -> None:
+    def __init__(self, model: nn.Module, fm: FakeTensorMode, device: torch.device,
+                 shapes: Mapping[int, tuple[int, ...]] | None = None) -> None:
         self.model, self.fm, self.device = model, fm, device
+        self.shapes = shapes or {}  # id(parameter) -> the shape to fake (a rank's shard)
         self.saved: list[tuple[dict[str, Any], str, Any]] = []
         self.fake_of: dict[int, torch.Tensor] = {}
 
     def _fake(self, t: torch.Tensor, param: bool) -> torch.Tensor:
         if id(t) not in self.fake_of:
             with self.fm:
-                e = torch.empty(t.shape, dtype=t.dtype, device=self.device)
+                e = torch.empty(self.shapes.get(id(t), t.shape), dtype=t.dtype,
+                                device=self.device)
             self.fake_of[id(t)] = nn.Parameter(e, t.requires_grad) if param else e
         return self.fake_of[id(t)]
 

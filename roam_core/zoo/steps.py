@@ -199,11 +199,14 @@ def zoo_origin(name: str, batch_size: int, seq_len: int | None, setting: str,
 
 def trace_zoo(name: str, batch_size: int, seq_len: int | None = None, setting: str = "steady",
               optimizer: str | None = None, *, attention: str | None = None,
-              device: str = "cpu") -> TracedStep:
+              device: str = "cpu", parallel: Any = None,
+              precision: str = "fp32") -> TracedStep:
     """Trace a zoo config; returns a :class:`~roam_core.trace.traced_step.TracedStep`.
 
     The model is built on the meta device (no memory) and traced with fake tensors on
-    ``device``.  The graph is named ``"<model>-b<B>[-t<T>]-<setting>"``.
+    ``device``.  The graph is named ``"<model>-b<B>[-t<T>]-<setting>"``, followed by
+    ``"-<fsdp|ddp><W>"`` for the step of one rank of a data-parallel world (``parallel``: a
+    :class:`~roam_core.model.parallel.ParallelSetting`; ``docs/parallel.md``).
     """
     from roam_core.trace.tracer import trace_fx
 
@@ -213,5 +216,8 @@ def trace_zoo(name: str, batch_size: int, seq_len: int | None = None, setting: s
         origin = zoo_origin(name, batch_size, seq_len, setting, optimizer, attention=attention)
         t = origin["seq_len"]
         gname = f"{name}-b{batch_size}" + (f"-t{t}" if t else "") + f"-{setting}"
+        if parallel is not None and parallel.active:
+            gname += f"-{parallel.kind}{parallel.world_size}"
         return trace_fx(step.model, step.example_inputs, step.loss_fn, step.optimizer_factory,
-                        setting=setting, name=gname, origin=origin, device=device)
+                        setting=setting, name=gname, origin=origin, device=device,
+                        parallel=parallel, precision=precision)
