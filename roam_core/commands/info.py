@@ -70,6 +70,7 @@ def info_dict(graph: Graph, alignment_bytes: int = 512,
               progress: Callable[[str], None] | None = None) -> dict[str, Any]:
     """The JSON object ``roam info --json`` prints for ``graph``."""
     from roam_core.model.graph import Phase
+    from roam_core.model.parallel import parallel_of
     from roam_core.oracle.attribution import bytes_at_peak_by_module
     from roam_core.oracle.baseline import eager_report
 
@@ -80,10 +81,16 @@ def info_dict(graph: Graph, alignment_bytes: int = 512,
     ops_by_phase = {p.value: 0 for p in Phase}
     for op in graph.ops:
         ops_by_phase[op.phase.value] += 1
+    par = parallel_of(graph)
     return {
         "name": graph.name,
         "origin": dict(graph.origin),
         "fingerprint": graph.fingerprint(),
+        "parallel": par.kind,
+        "world_size": par.world_size,
+        "parallel_setting": par.to_dict(),
+        # the graph is the step of one rank: every byte figure is per rank
+        "bytes_by_kind_per_rank": dict(r.bytes_by_kind),
         "ops": r.n_ops,
         "ops_by_phase": ops_by_phase,
         "storages": r.n_storages,
@@ -134,6 +141,7 @@ def _human(d: dict[str, Any]) -> str:
     lines = [
         f"graph          {d['name']}  ({origin})",
         f"fingerprint    {d['fingerprint'][:16]}",
+        f"parallel       {_parallel_line(d)}",
         f"ops            {d['ops']}" + (f"  ({phases})" if phases else ""),
         f"storages       {d['storages']}  ({d['resident_storages']} resident), "
         f"{d['aliases']} aliases, {d['outputs']} outputs",
@@ -163,6 +171,15 @@ def _human(d: dict[str, Any]) -> str:
         rest = sum(v for _, v in top[_TOP_MODULES:])
         lines.append(f"  ... {len(top) - _TOP_MODULES} more, {fb(rest)}")
     return "\n".join(lines)
+
+
+def _parallel_line(d: dict[str, Any]) -> str:
+    from roam_core.model.parallel import ParallelSetting
+
+    par = ParallelSetting.from_mapping(d["parallel_setting"])
+    if not par.active:
+        return "none (one device)"
+    return f"{par.describe()}: the step of one rank, every byte below is per rank"
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -10,6 +10,8 @@ import logging
 import sys
 import time
 
+from roam_core.commands.parallel_args import add_parallel_args, parallel_setting
+
 __all__ = ["register"]
 
 _logger = logging.getLogger(__name__)
@@ -38,6 +40,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="device of the fake tensors (default cpu; cuda needs a GPU machine)")
     p.add_argument("-o", "--output", default=None,
                    help="output file (.json or .json.gz; default <graph name>.json.gz)")
+    add_parallel_args(p)
     p.set_defaults(func=_run)
 
 
@@ -48,11 +51,14 @@ def _run(args: argparse.Namespace) -> int:
 
     if args.model not in ZOO:
         raise TraceError(f"unknown model {args.model!r}; choose one of: {', '.join(ZOO)}")
-    what = f"{args.model} (batch {args.batch_size}, {args.setting})"
+    par = parallel_setting(args)
+    what = f"{args.model} (batch {args.batch_size}, {args.setting}"
+    what += f", one rank of {par.describe()})" if par.active else ")"
     print(f"tracing {what} ...", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     ts = trace_zoo(args.model, args.batch_size, args.seq_len, args.setting, args.optimizer,
-                   attention=args.attention, device=args.device)
+                   attention=args.attention, device=args.device, parallel=par,
+                   precision=args.precision)
     g = ts.graph
     out = args.output or f"{g.name}.json.gz"
     save_graph(g, out)

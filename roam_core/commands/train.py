@@ -9,8 +9,14 @@ import argparse
 import json
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 from roam_core.commands.arg_types import positive_float, positive_int
+from roam_core.commands.parallel_args import add_parallel_args, parallel_setting
+
+if TYPE_CHECKING:
+    from roam_core.model.parallel import ParallelSetting
+    from roam_core.model.plan import Plan
 
 __all__ = ["register"]
 
@@ -27,7 +33,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "batches (fixed seed). Prints the numerics (max |diff| over every loss "
                     "and the final parameters), median step times (interleaved on CPU) and, "
                     "on CUDA, peak memory of both loops. Exit status 1 when the numerics "
-                    "differ (bit-equality on CPU).")
+                    "differ (bit-equality on CPU). With --parallel fsdp|ddp --world-size W "
+                    "(CPU): W gloo ranks on 127.0.0.1 each run the planned step of one rank "
+                    "beside torch's fully_shard / DistributedDataParallel from the same "
+                    "weights, on their own batches; max |diff| per rank.")
     p.add_argument("model", help="zoo model name, e.g. mlp, tiny_gpt, gpt2, resnet50")
     p.add_argument("--batch-size", "-b", type=positive_int, default=2,
                    help="samples per step (default 2)")
@@ -50,6 +59,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="planner budget in seconds when no --plan is given (default 30)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights and batches")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    add_parallel_args(p)
     p.set_defaults(func=_run)
 
 
@@ -64,11 +74,14 @@ def _run(args: argparse.Namespace) -> int:
 
         raise TraceError(f"unknown model {args.model!r}; choose one of: {', '.join(ZOO)}")
     resolve_device(args.device)  # fails fast (exit 2) without CUDA
+    par = parallel_setting(args)
     plan = None
     if args.plan:
         from roam_core.formats.plan_io import load_plan
 
         plan = load_plan(args.plan)
+    if par.active:
+        return _run_ranks(args, par, plan)
     print(f"roam train: {args.model} batch {args.batch_size}, {args.steps} steps on "
           f"{args.device} ...", file=sys.stderr, flush=True)
     r = compare_training(args.model, args.batch_size, args.seq_len, setting=args.setting,
@@ -90,4 +103,29 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  arena           {b(r['arena_bytes'])}")
         print(f"  peak reserved   eager {b(r['eager_peak_reserved_bytes'])}, planned "
               f"{b(r['planned_peak_reserved_bytes'])}")
+    return 0 if r["numerics_ok"] else 1
+
+
+def _run_ranks(args: argparse.Namespace, par: ParallelSetting, plan: Plan | None) -> int:
+    from roam_core.base.errors import ExecutorError
+    from roam_core.runtime.rank_launch import compare_parallel_training
+
+    if args.device != "cpu":
+        raise ExecutorError("--parallel runs its ranks on CPU over gloo here: use --device cpu")
+    print(f"roam train: {args.model} batch {args.batch_size} per rank, {args.steps} steps, "
+          f"{par.describe()} on CPU (gloo, 127.0.0.1) ...", file=sys.stderr, flush=True)
+    r = compare_parallel_training(
+        args.model, args.batch_size, args.seq_len, parallel=par,
+        precision=args.precision, setting=args.setting, optimizer=args.optimizer,
+        steps=args.steps, plan=plan, method=args.method,
+        planner_time_limit_s=args.time_limit, seed=args.seed)
+    if args.json:
+        print(json.dumps(r, sort_keys=True))
+    else:
+        print(f"{r['graph']}: {r['steps']} steps on {r['world_size']} CPU ranks, plan "
+              f"{r['plan_method']}, arena {r['arena_bytes']} B per rank")
+        for rank in r["ranks"]:
+            print(f"  rank {rank['rank']}  max |eager - planned| = {rank['max_abs_diff']:.3g}"
+                  f"  loss {rank['losses_eager'][0]:.6g} -> {rank['losses_eager'][-1]:.6g}")
+        print(f"  numerics        {'ok' if r['numerics_ok'] else 'MISMATCH'}")
     return 0 if r["numerics_ok"] else 1
