@@ -38,7 +38,7 @@ from roam_core.runtime.planned_step import PlannedStep
 from roam_core.trace.parallel import RankLayout, shard_model
 from roam_core.zoo.steps import build_zoo_step
 
-__all__ = ["RankJob", "train_rank"]
+__all__ = ["RankJob", "torch_parallel_model", "train_rank"]
 
 
 @dataclass(frozen=True)
@@ -106,7 +106,7 @@ def _compare(rank: int, job: RankJob) -> dict[str, Any]:
                         "cpu", seed=job.seed)
     batches = synthetic_batches(job.model, job.setting, zs.example_inputs, job.steps,
                                 job.seed + 1 + 1000 * rank)
-    eager = _eager_model(copy.deepcopy(zs.model), job)
+    eager = torch_parallel_model(copy.deepcopy(zs.model), job.parallel, job.precision)
     eager_opt = zs.optimizer_factory(list(eager.parameters()))
     planned = copy.deepcopy(zs.model)
     layout = shard_model(planned, job.parallel, rank)
@@ -149,16 +149,18 @@ def _median(xs: list[float]) -> float:
     return statistics.median(xs[1:] if len(xs) > 1 else xs)
 
 
-def _eager_model(model: nn.Module, job: RankJob) -> nn.Module:
-    """Torch's FSDP2 on the layout's units and the root, or DDP."""
-    par = job.parallel
+def torch_parallel_model(model: nn.Module, par: ParallelSetting,
+                         precision: str = "fp32") -> nn.Module:
+    """``model`` under torch's own data parallelism: ``fully_shard`` on the layout's units
+    (innermost first) and on the root, with FSDP2's mixed precision for ``bf16-mixed``; or
+    ``DistributedDataParallel``.  Needs an initialised default process group."""
     if par.kind == "ddp":
         from torch.nn.parallel import DistributedDataParallel
 
         return DistributedDataParallel(model, bucket_cap_mb=par.bucket_bytes / 2**20)
     from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
-    mixed = job.precision == "bf16-mixed"
+    mixed = precision == "bf16-mixed"
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16 if mixed else None,
                               reduce_dtype=torch.float32 if mixed else None)
     layout = RankLayout.build(model, par)
@@ -166,7 +168,9 @@ def _eager_model(model: nn.Module, job: RankJob) -> nn.Module:
     for path in inner:  # innermost first, as fully_shard requires
         fully_shard(model.get_submodule(path), reshard_after_forward=par.reshard_after_forward,
                     mp_policy=mp)
-    fully_shard(model, reshard_after_forward=par.reshard_after_forward, mp_policy=mp)
+    # None: FSDP2's default for the root, which never reshards after forward (as roam traces)
+    fully_shard(model, reshard_after_forward=None if par.reshard_after_forward else False,
+                mp_policy=mp)
     return model
 
 

@@ -77,6 +77,7 @@ from roam_core.trace.guards import explain, guard_data_dependence
 from roam_core.trace.modules import SCOPE_ATTRIBUTE, ModuleTracker, node_modules, scoped_name
 from roam_core.trace.optimizers import OptimizerFactory, make_optimizer_factory, warm_step
 from roam_core.trace.parallel.process_group import rank_process_group
+from roam_core.trace.parallel.program import PARALLEL_PRECISIONS
 from roam_core.trace.parallel.rank_trace import RankTrace as _RankTrace
 from roam_core.trace.parallel.rank_trace import as_parallel_setting
 from roam_core.trace.params import unique_named_buffers, unique_named_parameters
@@ -198,6 +199,10 @@ def trace_fx(
     if not par.active and precision != "fp32":
         raise ConfigError(f"precision {precision!r} is supported with --parallel fsdp only "
                           "in this version; use fp32")
+    if par.active and precision not in PARALLEL_PRECISIONS[par.kind]:
+        raise ConfigError(f"precision {precision!r} with --parallel {par.kind} is not "
+                          f"supported; choose one of: "
+                          f"{', '.join(PARALLEL_PRECISIONS[par.kind])}")
     with gc_paused():
         if not par.active:
             return _trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting,
