@@ -91,7 +91,8 @@ class ParallelSetting:
                               f"not {self.kind!r}")
         at_least("world size", self.world_size, 1)
         if self.kind == "none" and self.world_size != 1:
-            raise ConfigError(f"world size {self.world_size} needs --parallel fsdp or ddp")
+            raise ConfigError(f"world size {self.world_size} needs parallel fsdp or ddp "
+                              "(--parallel)")
         if self.wrap not in WRAP_POLICIES:
             raise ConfigError(f"the FSDP wrap policy must be one of {', '.join(WRAP_POLICIES)}"
                               f", not {self.wrap!r}")

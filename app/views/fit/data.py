@@ -12,6 +12,7 @@ from app.analysis.settings import PlanSettings
 from app.core import state
 from roam_core.base.errors import ConfigError
 from roam_core.model.graph import Graph
+from roam_core.model.parallel import ParallelSetting
 from roam_core.planner.whatfits import FitRow
 
 __all__ = ["MAX_CONFIGS", "MAX_CONFIGS_LARGE", "SMALL_MODELS", "sweep"]
@@ -25,19 +26,23 @@ SMALL_MODELS = frozenset({"mlp", "tiny_gpt", "residual_block", "teach_order", "t
                           "teach_layout", "teach_recompute"})
 
 
-def _row_key(model: str, b: int, t: int | None, settings: PlanSettings) -> str:
-    blob = json.dumps([model, b, t, "steady", "adamw", settings.as_dict()], sort_keys=True)
+def _row_key(model: str, b: int, t: int | None, settings: PlanSettings,
+             parallel: ParallelSetting) -> str:
+    extra = [parallel.to_dict()] if parallel.active else []  # one-device keys unchanged
+    blob = json.dumps([model, b, t, "steady", "adamw", settings.as_dict(), *extra],
+                      sort_keys=True)
     return "fit-" + hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
 def sweep(model: str, batch_sizes: Sequence[int], seq_lens: Sequence[int | None],
           settings: PlanSettings,
           progress: Callable[[int, int, str], None] | None = None,
-          trace: Callable[[str, int, int | None], Graph] | None = None) -> list[FitRow]:
+          trace: Callable[[str, int, int | None], Graph] | None = None,
+          parallel: ParallelSetting | None = None) -> list[FitRow]:
     """Measure every (batch, sequence length) of ``model`` (cached rows are re-used).
 
     ``trace(model, batch, seq_len)`` returns a graph (default: the zoo tracer, steady
-    setting, AdamW).
+    setting, AdamW; with ``parallel``, the step of one rank, so every row is per rank).
 
     Raises
     ------
@@ -57,11 +62,12 @@ def sweep(model: str, batch_sizes: Sequence[int], seq_lens: Sequence[int | None]
             + ("" if model in SMALL_MODELS else
                "; each configuration of this model is traced and planned, which takes "
                "minutes on a CPU") + ")")
+    par = parallel or ParallelSetting()
     if trace is None:
         def trace(m: str, b: int, t: int | None) -> Graph:
             from roam_core.zoo import trace_zoo
 
-            return trace_zoo(m, b, t, "steady", "adamw").graph
+            return trace_zoo(m, b, t, "steady", "adamw", parallel=par).graph
 
     cfg = PlannerConfig(time_limit_s=settings.time_limit_s, node_limit=settings.node_limit,
                         workers=settings.workers, alignment_bytes=settings.alignment_bytes)
@@ -70,7 +76,7 @@ def sweep(model: str, batch_sizes: Sequence[int], seq_lens: Sequence[int | None]
         what = f"{model} batch {b}" + (f", seq {t}" if t else "")
         if progress is not None:
             progress(i, len(configs), f"{i}/{len(configs)}: tracing and planning {what}")
-        key = _row_key(model, b, t, settings)
+        key = _row_key(model, b, t, settings, par)
         cached = state.get_json(key)
         if cached is not None:
             rows.append(FitRow.from_dict(cached))

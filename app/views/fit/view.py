@@ -26,10 +26,11 @@ from app.views.fit.figure import fit_figure
 from app.views.fit.model import GPU_SIZES_GIB, fit_answer, parse_ints
 from app.views.loading.data import zoo_models
 from app.views.spec import View
-from roam_core.base.errors import RoamError
+from roam_core.base.errors import ConfigError, RoamError
+from roam_core.model.parallel import ParallelSetting
 from roam_core.planner.whatfits import FitRow
 
-__all__ = ["CARD", "VIEW", "body", "card", "fit_job", "render_fit"]
+__all__ = ["CARD", "VIEW", "body", "card", "fit_job", "parallel_choice", "render_fit"]
 
 _logger = logging.getLogger(__name__)
 
@@ -37,12 +38,17 @@ FIT_MODEL = "fit-model"
 FIT_BATCHES = "fit-batches"
 FIT_SEQS = "fit-seqs"
 FIT_MEMORY = "fit-memory-gib"
+FIT_PARALLEL = "fit-parallel"
+FIT_WORLD = "fit-world-size"
 FIT_BTN = "fit-btn"
 FIT_CANCEL = "fit-cancel-btn"
 FIT_PROGRESS = "fit-progress"
 FIT_PROGRESS_TEXT = "fit-progress-text"
 FIT_STATUS = "fit-status"
-FIT_RESULT = "fit-result"  # store: {"rows": [FitRow dicts], "model": str}
+FIT_RESULT = "fit-result"  # store: {"rows": [FitRow dicts], "model": str, "parallel": str}
+
+#: World sizes offered (ranks; 1: one device).
+WORLD_SIZES = (1, 2, 4, 8, 16, 32, 64)
 FIT_GRAPH = "fit-graph"
 FIT_ANSWER = "fit-answer"
 
@@ -78,6 +84,16 @@ def body(models: Sequence[str]) -> list[Component]:
             html.Label(["your GPU (GiB)", dcc.Input(id=FIT_MEMORY, type="number", value=16,
                                                     min=0.001, step="any", debounce=True)],
                        className="field"),
+            html.Label(["data parallel (memory per rank)",
+                        dcc.Dropdown(id=FIT_PARALLEL, clearable=False, value="none",
+                                     options=[{"label": "none (one device)", "value": "none"},
+                                              {"label": "FSDP2 (fully_shard per block)",
+                                               "value": "fsdp"},
+                                              {"label": "DDP", "value": "ddp"}])],
+                       className="field"),
+            html.Label(["world size (ranks)",
+                        dcc.Dropdown(id=FIT_WORLD, options=list(WORLD_SIZES), value=1,
+                                     clearable=False)], className="field"),
         ], className="grid2"),
         html.Div([html.Button("Sweep", id=FIT_BTN, className="primary", disabled=not models),
                   html.Button("Cancel", id=FIT_CANCEL, disabled=True)], className="buttons"),
@@ -97,23 +113,43 @@ def stores() -> list[dcc.Store]:
 
 def fit_job(set_progress: Callable[[tuple[int, int, str]], None], n: int | None,
             model: str | None, batches: str | float | None, seqs: str | float | None,
+            kind: str | None, world: int | str | None,
             tl: FormNumber, nl: FormNumber, w: FormNumber, al: FormNumber
             ) -> tuple[dict[str, Any] | dash.NoUpdate, str]:
-    """Background: the sweep, with progress."""
+    """Background: the sweep, with progress (per rank with a data-parallel setting)."""
     if not n or not model:
         raise PreventUpdate
     try:
+        par = parallel_choice(kind, world)
         s = settings_from_form("roam", tl, nl, w, al)
         bs = parse_ints(batches, "batch sizes")
         ts: list[int | None] = list(parse_ints(seqs, "sequence lengths")) or [None]
-        rows = sweep(model, bs, ts, s, lambda d, t, msg: set_progress((d, t, msg)))
+        rows = sweep(model, bs, ts, s, lambda d, t, msg: set_progress((d, t, msg)),
+                     parallel=par)
     except RoamError as e:
         return dash.no_update, f"Sweep failed: {e}"
     except Exception as e:  # a trace/planner failure must reach the user, not kill the app
         _logger.exception("fit sweep failed")
         return dash.no_update, f"Sweep failed: {type(e).__name__}: {e}"
-    return ({"model": model, "rows": [r.to_dict() for r in rows]},
-            f"swept {model}: {len(rows)} configurations")
+    where = f" per rank ({par.describe()})" if par.active else ""
+    return ({"model": model, "rows": [r.to_dict() for r in rows], "parallel": where},
+            f"swept {model}{where}: {len(rows)} configurations")
+
+
+def parallel_choice(kind: str | None, world: int | str | None) -> ParallelSetting:
+    """The setting of the two selectors; a world size above 1 needs FSDP or DDP.
+
+    >>> parallel_choice("fsdp", 8).describe()
+    'fsdp, world size 8, reshard after forward, wrap blocks'
+    >>> parallel_choice("none", 1).active
+    False
+    """
+    w = int(world or 1)
+    if (kind or "none") == "none":
+        if w != 1:
+            raise ConfigError(f"world size {w}: choose FSDP2 or DDP as the data parallelism")
+        return ParallelSetting()
+    return ParallelSetting(str(kind), w)
 
 
 def render_fit(result: Mapping[str, Any] | None, memory: float | str | None
@@ -128,7 +164,9 @@ def render_fit(result: Mapping[str, Any] | None, memory: float | str | None
         mem = None
     answer = [html.Li(x) for x in fit_answer(rows, mem or GPU_SIZES_GIB[0])]
     if rows:
-        answer.insert(0, html.Li(f"Largest batch that fits {mem or GPU_SIZES_GIB[0]:g} GiB:",
+        where = (result or {}).get("parallel") or ""
+        answer.insert(0, html.Li(f"Largest batch that fits {mem or GPU_SIZES_GIB[0]:g} GiB"
+                                 f"{where}:",
                                  style={"fontWeight": "bold", "listStyle": "none"}))
     return fit_figure(rows, mem), answer
 
@@ -140,7 +178,8 @@ def register(app: dash.Dash, config: AppConfig) -> None:
     app.callback(
         Output(FIT_RESULT, "data"), Output(FIT_STATUS, "children"),
         Input(FIT_BTN, "n_clicks"), State(FIT_MODEL, "value"), State(FIT_BATCHES, "value"),
-        State(FIT_SEQS, "value"), *settings,
+        State(FIT_SEQS, "value"), State(FIT_PARALLEL, "value"), State(FIT_WORLD, "value"),
+        *settings,
         background=True, prevent_initial_call=True, interval=500,
         running=[(Output(FIT_BTN, "disabled"), True, False),
                  (Output(FIT_CANCEL, "disabled"), False, True)],

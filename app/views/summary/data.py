@@ -6,7 +6,7 @@ from app.core import state
 from app.core.formatting import fmt_bytes
 from app.services.plan_data import after_data, before_data
 from app.services.view_graph import without_reruns
-from app.views.summary.model import summary_table, why_notes
+from app.views.summary.model import parallel_rows, summary_table, why_notes
 
 __all__ = ["summary_rows"]
 
@@ -15,7 +15,8 @@ def summary_rows(graph_key: str, plan_key: str | None, base: str) -> list[tuple[
     """View 7: the summary card (rows labelled ``"why"`` are the plan's own explanations)."""
     graph = state.get_graph(graph_key)
     b = before_data(graph_key, base)
-    head = [("graph", f"{graph.name}: {len(graph.ops)} ops, {len(graph.tensors)} storages")]
+    head = [("graph", f"{graph.name}: {len(graph.ops)} ops, {len(graph.tensors)} storages"),
+            *parallel_rows(graph)]
     if not plan_key:
         return [*head, (f"{b.label} peak", fmt_bytes(int(b.curve.max(initial=0)))),
                 (f"{b.label} reserved", fmt_bytes(b.reserved_bytes)),

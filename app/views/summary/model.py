@@ -7,10 +7,30 @@ from collections.abc import Sequence
 import numpy as np
 
 from app.core.formatting import fmt_bytes
-from roam_core.model.graph import Graph, OpId, round_size
+from roam_core.model.graph import Graph, OpId, TensorKind, round_size
+from roam_core.model.parallel import parallel_of
 from roam_core.model.plan import Plan, SolveRecord
 
-__all__ = ["summary_table", "why_notes"]
+__all__ = ["parallel_rows", "summary_table", "why_notes"]
+
+
+def parallel_rows(graph: Graph) -> list[tuple[str, str]]:
+    """The data-parallel setting of a rank's step (none for a one-device graph).
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import chain3
+    >>> parallel_rows(chain3())
+    []
+    """
+    par = parallel_of(graph)
+    if not par.active:
+        return []
+    comm = sum(t.size_bytes for t in graph.tensors.values()
+               if t.kind is TensorKind.COMMUNICATION)
+    return [("parallel", f"{par.describe()}: the step of one rank, every byte is per rank"),
+            ("communication buffers", f"{fmt_bytes(comm)} allocated over the step "
+             "(gathered parameters, all-gather, reduce-scatter and bucket buffers)")]
 
 
 def summary_table(plan: Plan, before_peak_bytes: int, before_label: str,

@@ -52,9 +52,10 @@ def test_fit_sweep_caches_rows_and_answers(cache_dir: Path) -> None:
 
 
 def test_fit_job_messages(cache_dir: Path) -> None:
-    _, msg = fit_view.fit_job(print, 1, "mlp", "1 x", "", 1, 60, 1, 512)
+    _, msg = fit_view.fit_job(print, 1, "mlp", "1 x", "", "none", 1, 1, 60, 1, 512)
     assert msg == "Sweep failed: batch sizes: 'x' is not a positive whole number"
-    _out, msg = fit_view.fit_job(print, 1, "gpt2-xl", "1 2 4 8", "", 1, 60, 1, 512)
+    _out, msg = fit_view.fit_job(print, 1, "gpt2-xl", "1 2 4 8", "", "none", 1, 1, 60,
+                                   1, 512)
     assert "too many" in msg
     assert "minutes" in msg
     fig, answer = fit_view.render_fit({"rows": [r.to_dict() for r in fit_data.sweep(
@@ -69,3 +70,31 @@ def test_fit_sweep_traces_a_zoo_model(cache_dir: Path) -> None:
     rows = fit_data.sweep("mlp", [1, 4], [None], S)
     assert [r.graph_name for r in rows] == ["mlp-b1-steady", "mlp-b4-steady"]
     assert all(r.peak_bytes["roam"] < r.peak_bytes["eager_reserved"] for r in rows)
+
+
+def test_world_size_selector(cache_dir: Path) -> None:
+    """A world size needs FSDP or DDP; a parallel sweep is cached apart and answered per rank."""
+    _, msg = fit_view.fit_job(print, 1, "mlp", "1", "", "none", 8, 1, 60, 1, 512)
+    assert msg == "Sweep failed: world size 8: choose FSDP2 or DDP as the data parallelism"
+    par = fit_view.parallel_choice("fsdp", 8)
+    seen: list[int] = []
+
+    def trace(m: str, b: int, t: int | None) -> Any:
+        seen.append(b)
+        return _fake_trace(m, b, t)
+
+    fit_data.sweep("mlp", [1], [None], S, trace=trace)
+    fit_data.sweep("mlp", [1], [None], S, trace=trace, parallel=par)
+    assert seen == [1, 1]  # not the one-device row
+    rows = fit_data.sweep("mlp", [1], [None], S, trace=trace, parallel=par)
+    assert seen == [1, 1]
+    _fig, answer = fit_view.render_fit({"rows": [r.to_dict() for r in rows],
+                                        "parallel": " per rank (fsdp, world size 8)"}, 24)
+    assert "per rank (fsdp, world size 8)" in str(answer[0].children)
+
+
+@pytest.mark.slow
+def test_fit_sweep_of_one_rank(cache_dir: Path) -> None:
+    pytest.importorskip("torch")
+    rows = fit_data.sweep("tiny_gpt", [1], [16], S, parallel=fit_view.parallel_choice("fsdp", 4))
+    assert [r.graph_name for r in rows] == ["tiny_gpt-b1-t16-steady-fsdp4"]

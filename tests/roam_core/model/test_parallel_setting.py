@@ -23,7 +23,7 @@ def test_round_trip_and_defaults() -> None:
 @pytest.mark.parametrize(("kwargs", "match"), [
     ({"kind": "tp", "world_size": 2}, "parallel must be one of"),
     ({"kind": "fsdp", "world_size": 0}, "world size"),
-    ({"kind": "none", "world_size": 4}, "needs --parallel"),
+    ({"kind": "none", "world_size": 4}, "needs parallel fsdp"),
     ({"kind": "fsdp", "world_size": 2, "wrap": "layers"}, "wrap policy"),
 ])
 def test_bad_settings_name_the_option(kwargs: dict, match: str) -> None:  # type: ignore[type-arg]

@@ -160,7 +160,7 @@ def test_bad_settings_are_clear_errors() -> None:
     net, x = _Net(), [torch.empty(4, 8)]
     with pytest.raises(ConfigError, match="precision 'bf16-mixed'"):
         trace_training_step(net, x, None, "adamw", precision="bf16-mixed")
-    with pytest.raises(ConfigError, match="world size 4 needs --parallel"):
+    with pytest.raises(ConfigError, match="world size 4 needs parallel fsdp"):
         trace_training_step(net, x, None, "adamw", world_size=4)
     with pytest.raises(ConfigError, match="with --parallel ddp"):
         trace_training_step(net, x, None, "adamw", parallel="ddp", world_size=2,
