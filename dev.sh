@@ -3,6 +3,8 @@
 #   ./dev.sh app    install everything, then start the app on a planned sample graph
 #   ./dev.sh test   install everything (+ Debian chromium for browser tests, redis-server for the
 #                   Celery test), run the test suite
+#   ./dev.sh fast   the fast tier: ruff and every test not marked slow, browser or gpu (under
+#                   90 s on 2 cores), for the edit-test loop
 # The install is skipped when the venv is up to date: after a successful install the hash of
 # pyproject.toml (and this checkout's path) is stored in $VENV/.roam-installed; ROAM_REINSTALL=1
 # forces a fresh install.
@@ -65,6 +67,7 @@ case "${1:-}" in
     install_redis
     shift
     "$VENV/bin/ruff" check roam_core app tests scripts benchmarks
+    "$VENV/bin/mypy"  # files and strictness: [tool.mypy] in pyproject.toml
     set +e
     # unbuffered, so a killed run still shows how far it got; the outer limit (default 75 min)
     # turns a hang that pytest-timeout cannot see (interpreter exit) into a failure; the 25
@@ -79,8 +82,15 @@ case "${1:-}" in
     fi
     exit "$rc"
     ;;
+  fast)
+    install
+    shift
+    "$VENV/bin/ruff" check roam_core app tests scripts benchmarks
+    exec "$PY" -m pytest -q -m "not slow and not browser and not gpu" "$@"
+    ;;
   *)
-    echo "usage: ./dev.sh app [roam serve options] | ./dev.sh test [pytest options]" >&2
+    echo "usage: ./dev.sh app [roam serve options] | ./dev.sh test [pytest options]" \
+         "| ./dev.sh fast [pytest options]" >&2
     exit 2
     ;;
 esac

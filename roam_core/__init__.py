@@ -63,9 +63,16 @@ _LAZY = {
     "recompute_frontier": "roam_core.planner.budget_frontier",
     "exact_recompute": "roam_core.recompute.exact",
     "PlannedStep": "roam_core.runtime.planned_step",
-    "BatchMismatchError": "roam_core.runtime.planned_step",
+    "BatchMismatchError": "roam_core.runtime.step_plans",
+    "StepMismatchError": "roam_core.runtime.step_context",
+    "GradientsNotKeptError": "roam_core.runtime.absent_grads",
+    "NewShapeWarning": "roam_core.runtime.step_plans",
+    "pad_to_bucket": "roam_core.runtime.buckets",
     "execute_plan": "roam_core.runtime.execution",
     "trace_training_step": "roam_core.trace.tracer",
+    "apply_checkpoint_plan": "roam_core.runtime.checkpoint_policy",
+    "check_checkpoint_plan": "roam_core.runtime.checkpoint_check",
+    "export_checkpoint_policy": "roam_core.recompute.checkpoint_export",
 }
 
 

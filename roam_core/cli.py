@@ -20,7 +20,7 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 
 #: Sub-command modules, in the order ``roam --help`` lists them.
 COMMANDS = ("trace", "info", "plan", "frontier", "fit", "check", "layout", "report", "bench",
-            "execute", "train", "serve")
+            "execute", "train", "export_policy", "serve")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -28,6 +28,13 @@ GPT2-XL b1 t1024) the driver
    planned reserved <= arena x 1.02 + declared workspaces, >= 15 % below eager reserved on
    GPT2-XL b1, steps/s >= eager.
 
+Then the **loops** people write (``--loops MODEL:BATCH[:SEQ]``, default gpt2 b2 t256; the dry
+run tiny_gpt b2 t32): gradient clipping in the plan (``max_grad_norm=1.0`` against
+``clip_grad_norm_``), accumulation (2 micro-batches per update) and two batch shapes (every
+third micro-batch half as large, planned on first use), eager and planned one after the other
+in this process (:func:`roam_core.runtime.compare_training.compare_training`): the numerics,
+step times and peaks go to ``loops.json`` and a second table of ``summary.md``.
+
 A failing configuration is recorded (``error`` in the summary) and the others still run;
 configurations that no longer fit the time budget (``--budget-s``) are skipped and said so.
 The exit status is 1 when any configuration failed or its numerics differ.
@@ -68,6 +75,10 @@ RTOL, ATOL = 1e-5, 1e-6
 #: Seconds a configuration needs at least (trace + plan + two children), to decide skips.
 MIN_CONFIG_S = {"gpt2-xl": 150.0}
 DEFAULT_MIN_CONFIG_S = 60.0
+#: The loops check (clipping, accumulation, two shapes): configuration, updates, settings.
+LOOPS_CUDA, LOOPS_SMOKE = "gpt2:2:256", "tiny_gpt:2:32"
+LOOPS = {"max_grad_norm": 1.0, "accumulation_steps": 2}
+MIN_LOOPS_S = 90.0
 
 
 def parse_config(text: str) -> tuple[str, int, int | None]:
@@ -361,12 +372,46 @@ def goals(row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def run_loops(text: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
+    """Clipping, accumulation and two shapes, eager against planned (module notes)."""
+    from roam_core.runtime.compare_training import compare_training
+
+    name, batch, seq = parse_config(text)
+    other = max(1, batch // 2)
+    limit = args.time_limit or TIME_LIMITS_S.get(name, DEFAULT_TIME_LIMIT_S)
+    t0 = time.perf_counter()
+    r = compare_training(name, batch, seq, steps=args.loop_steps, device=args.device,
+                         planner_time_limit_s=limit, seed=args.seed,
+                         other_batch_size=other if other != batch else None, **LOOPS)
+    r["wall_seconds"] = round(time.perf_counter() - t0, 1)
+    r["config"] = config_tag(name, batch, seq)
+    (out / "loops.json").write_text(json.dumps(r, indent=2, sort_keys=True) + "\n")
+    return r
+
+
+def _loops_table(r: dict[str, Any]) -> list[str]:
+    if "error" in r or "skipped" in r:
+        return ["", "## Loops", "", f"{r.get('config')}: {r.get('error') or r['skipped']}"]
+    return [
+        "", "## Loops: clipping, accumulation, two shapes", "",
+        "| config | clip | micro-batches | other batch | plans | calls | eager s/call | "
+        "planned s/call | eager reserved MiB | planned reserved MiB | max abs diff | ok |",
+        "|" + "---|" * 12,
+        f"| {r['config']} | {r['max_grad_norm']} | {r['accumulation_steps']} | "
+        f"{r['other_batch_size']} | {r['plans']} | {r['calls']} | "
+        f"{r['eager_step_seconds']:.4f} | {r['planned_step_seconds']:.4f} | "
+        f"{_mib(r['eager_peak_reserved_bytes'])} | {_mib(r['planned_peak_reserved_bytes'])} | "
+        f"{r['max_abs_diff']:.3g} | {'yes' if r['numerics_ok'] else 'NO'} |",
+    ]
+
+
 def _mib(b: Any) -> str:
     return "n/a" if b is None else f"{b / 2**20:,.0f}"
 
 
-def write_summary(rows: list[dict[str, Any]], out: Path) -> None:
-    """``summary.json`` and a markdown table ``summary.md``."""
+def write_summary(rows: list[dict[str, Any]], out: Path,
+                  loops: dict[str, Any] | None = None) -> None:
+    """``summary.json`` and a markdown table ``summary.md`` (plus the loops table)."""
     (out / "summary.json").write_text(json.dumps(rows, indent=2) + "\n")
     head = ("| config | ops | plan s | arena MiB | eager alloc | planned alloc | eager "
             "reserved | planned reserved | saving | eager s/step | planned s/step | "
@@ -391,6 +436,8 @@ def write_summary(rows: list[dict[str, Any]], out: Path) -> None:
     lines.append("")
     lines.append("MiB columns are `torch.cuda.max_memory_allocated` / `max_memory_reserved` of "
                  "the steps after the first, each loop in a fresh process; n/a on CPU.")
+    if loops is not None:
+        lines += _loops_table(loops)
     (out / "summary.md").write_text("\n".join(lines) + "\n")
 
 
@@ -411,6 +458,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=450.0,
                    help="skip configurations that no longer fit this many seconds")
     p.add_argument("--no-snapshots", dest="snapshots", action="store_false")
+    p.add_argument("--loops", default=None, metavar="MODEL:BATCH[:SEQ]",
+                   help="configuration of the loops check (default gpt2:2:256; dry run "
+                        "tiny_gpt:2:32); 'none' skips it")
+    p.add_argument("--loop-steps", type=int, default=6,
+                   help="optimizer updates of the loops check (2 micro-batches each)")
     p.add_argument("--child", choices=("eager", "planned"), help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -453,6 +505,19 @@ def main(argv: list[str] | None = None) -> int:
             failed = True
         rows.append(row)
         write_summary(rows, out)
+    loops_cfg = args.loops or (LOOPS_SMOKE if args.dry_run else LOOPS_CUDA)
+    if loops_cfg != "none":
+        if time.monotonic() + (0.0 if args.dry_run else MIN_LOOPS_S) > deadline:
+            loops: dict[str, Any] = {"config": loops_cfg, "skipped": "not enough time left"}
+        else:
+            try:
+                loops = run_loops(loops_cfg, args, out)
+                failed |= not loops["numerics_ok"]
+            except Exception as e:  # recorded like a failing configuration
+                traceback.print_exc()
+                loops = {"config": loops_cfg, "error": f"{type(e).__name__}: {e}"[:300]}
+                failed = True
+        write_summary(rows, out, loops)
     print((out / "summary.md").read_text())
     print(f"gpu_check: reports in {out}/ ({time.monotonic() - start:.0f} s)", file=sys.stderr)
     return 1 if failed else 0

@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
-# Trace, plan and train resnet50 b32, gpt2 b8 t1024 and GPT2-XL b1 on one NVIDIA GPU,
-# eagerly and with roam_core.PlannedStep, each loop in a fresh process; every report goes to
-# one folder (default benchmarks/results/gpu/).  One call, at most 8 minutes (ROAM_GPU_TIMEOUT_S).
+# Trace, plan and train resnet50 b32, gpt2 b8 t1024 and GPT2-XL b1 on one NVIDIA GPU, eagerly
+# and with roam_core.PlannedStep, each loop in a fresh process, then clipping + accumulation +
+# two batch shapes (loops.json); every report goes to one folder (default
+# benchmarks/results/gpu/).  One call, at most 8.5 minutes in all: 330 s for this part
+# (ROAM_GPU_TIMEOUT_S) and 170 s for the export below, under the device's 10-minute call.
 #
 #   scripts/gpu_check.sh                 GPU run (needs nvidia-smi and a CUDA torch >= 2.11)
 #   scripts/gpu_check.sh --dry-run       the same code path on CPU with tiny models
 #   scripts/gpu_check.sh --out DIR [-- extra arguments for scripts/gpu_check.py]
+#   scripts/gpu_check.sh --export-only   only the exported checkpointing policy (below)
+#   scripts/gpu_check.sh --no-export     skip it
+#
+# Then the exported checkpointing policy (roam_core.apply_checkpoint_plan): peaks held
+# against the budget plan, max_memory_allocated and step times beside torch's checkpoint of
+# every block and the unwrapped model, eager and torch.compile (benchmarks/export_bench.py
+# -> DIR/export/, at most ROAM_GPU_EXPORT_TIMEOUT_S = 170 s; the dry run: tiny_gpt, eager).
 #
 # Installs nothing from a package registry (the GPU machine has none).  What its image lacks
 # (ortools, immutabledict, protobuf 6.33) comes as wheels in wheels/gpu/ (ROAM_GPU_WHEELS),
@@ -22,7 +31,10 @@ ROOT=$(pwd)
 
 MODE=gpu
 OUT=""
-TIMEOUT_S=${ROAM_GPU_TIMEOUT_S:-480}
+TIMEOUT_S=${ROAM_GPU_TIMEOUT_S:-330}
+EXPORT_TIMEOUT_S=${ROAM_GPU_EXPORT_TIMEOUT_S:-170}
+EXPORT=yes
+MAIN=yes
 WHEELS=${ROAM_GPU_WHEELS:-wheels/gpu}
 SITE=$ROOT/.gpu-site
 EXTRA=()
@@ -30,7 +42,9 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run|--cpu) MODE=cpu; shift ;;
     --out) OUT=${2:?--out needs a folder}; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    --export-only) MAIN=no; shift ;;
+    --no-export) EXPORT=no; shift ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     --) shift; EXTRA=("$@"); break ;;
     *) echo "gpu_check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -81,7 +95,16 @@ if [ "$MODE" = cpu ]; then
   "$PY" -c "import torch" 2>/dev/null || die "$PY has no torch: run ./dev.sh test once, or set ROAM_PYTHON"
   ensure_planner_deps "$PY"
   say "CPU dry run with tiny models -> $OUT"
-  exec timeout "$TIMEOUT_S" "$PY" scripts/gpu_check.py --dry-run --out "$OUT" "${EXTRA[@]}"
+  # the limits are sized for the GPU machine; a shared CPU (CI) gets three times as long
+  if [ "$MAIN" = yes ]; then
+    timeout $((3 * TIMEOUT_S)) "$PY" scripts/gpu_check.py --dry-run --out "$OUT" "${EXTRA[@]}"
+  fi
+  if [ "$EXPORT" = yes ]; then
+    say "exported checkpointing policy (tiny_gpt, eager) -> $OUT/export"
+    timeout $((3 * EXPORT_TIMEOUT_S)) "$PY" benchmarks/export_bench.py --device cpu --only tiny_gpt \
+      --steps 2 --time-limit 2 --out "$OUT/export"
+  fi
+  exit 0
 fi
 
 OUT=${OUT:-benchmarks/results/gpu}
@@ -101,11 +124,24 @@ done
 ensure_planner_deps "$PY"
 "$PY" -c "import torch; print('torch', torch.__version__, 'cuda', torch.version.cuda, torch.cuda.get_device_name())" >&2
 mkdir -p "$OUT"
-say "GPU run -> $OUT (time limit ${TIMEOUT_S}s)"
-set +e
-timeout "$TIMEOUT_S" "$PY" scripts/gpu_check.py --device cuda --out "$OUT" \
-  --budget-s $((TIMEOUT_S - 30)) "${EXTRA[@]}"
-rc=$?
-set -e
-if [ "$rc" = 124 ]; then say "timed out after ${TIMEOUT_S}s; partial reports are in $OUT"; fi
+rc=0
+if [ "$MAIN" = yes ]; then
+  say "GPU run -> $OUT (time limit ${TIMEOUT_S}s)"
+  set +e
+  timeout "$TIMEOUT_S" "$PY" scripts/gpu_check.py --device cuda --out "$OUT" \
+    --budget-s $((TIMEOUT_S - 30)) "${EXTRA[@]}"
+  rc=$?
+  set -e
+  if [ "$rc" = 124 ]; then say "timed out after ${TIMEOUT_S}s; partial reports are in $OUT"; fi
+fi
+if [ "$EXPORT" = yes ]; then
+  say "exported checkpointing policy, eager and compiled -> $OUT/export (time limit ${EXPORT_TIMEOUT_S}s)"
+  set +e
+  timeout "$EXPORT_TIMEOUT_S" "$PY" benchmarks/export_bench.py --device cuda --compile \
+    --steps 5 --out "$OUT/export"
+  erc=$?
+  set -e
+  if [ "$erc" = 124 ]; then say "export check timed out; partial rows are in $OUT/export"; fi
+  if [ "$rc" = 0 ]; then rc=$erc; fi
+fi
 exit "$rc"

@@ -83,12 +83,14 @@ def _lint(root: Path) -> subprocess.CompletedProcess[str]:
 
 
 # ------------------------------------------------------------------ import-linter
+@pytest.mark.slow
 def test_contracts_are_kept() -> None:
     out = _lint(ROOT)
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert "8 kept, 0 broken" in out.stdout
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("where", "planted", "contract"), [
     ("roam_core/model/graph.py", "    from roam_core.planner import make_plan\n", "layered"),
     ("roam_core/ordering/decompose.py", "    from roam_core.layout import arena_layout\n",
@@ -166,6 +168,7 @@ def _violations(core: Path) -> list[str]:
     return bad
 
 
+@pytest.mark.slow
 def test_torch_private_names_and_facade() -> None:
     assert _violations(CORE) == []
 
@@ -229,6 +232,7 @@ def test_every_app_package_has_a_layer() -> None:
     assert children == declared, "every app package and module needs a row in app's layers"
 
 
+@pytest.mark.slow
 def test_import_app_is_light_and_figures_data_models_load_no_dash() -> None:
     modules = _dash_free_app_modules()
     assert len(modules) >= 40  # the walk sees the slices (an empty list would prove nothing)

@@ -28,6 +28,7 @@ def fresh():  # type: ignore[no-untyped-def]
     drop()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("old", sorted(OLD_MODULE_PATHS))
 def test_every_old_path_imports_with_a_deprecation_warning(old: str, fresh: None) -> None:
     targets = OLD_MODULE_PATHS[old]
@@ -57,6 +58,7 @@ def test_old_names_are_the_new_objects(fresh: None) -> None:
     assert old_step.__name__ == "roam_core.runtime.step"  # one module, not a second copy
 
 
+@pytest.mark.slow
 def test_new_paths_never_warn_and_unknown_paths_still_fail(fresh: None) -> None:
     code = ("import warnings; warnings.simplefilter('error', DeprecationWarning)\n"
             "import roam_core, roam_core.model.graph, roam_core.planner, roam_core.bench\n"

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.analysis.modules import tensor_module_label
-from roam_core.model.graph import Graph, OpId, Tensor, TensorKind, round_size
+from roam_core.model.graph import Graph, OpId, Tensor, TensorId, TensorKind, round_size
 from roam_core.model.plan import Plan
 from roam_core.oracle.allocator_sim import Block
 from roam_core.oracle.simulate import Lifetime, lifetimes, simulate
@@ -58,7 +58,7 @@ class LayoutView:
         return (self.start < x1) & (self.end > x0)
 
 
-def _arrays(rows: list[tuple[str, int, int, int, int, int]], n: int, height: int,
+def _arrays(rows: list[tuple[TensorId, int, int, int, int, int]], n: int, height: int,
             label: str, graph: Graph | None = None) -> LayoutView:
     if rows:
         ids, s, e, o, z, k = zip(*rows)

@@ -8,7 +8,7 @@ activation's producing module).
 
 from __future__ import annotations
 
-from roam_core.model.graph import Graph, Tensor
+from roam_core.model.graph import Graph, OpId, Tensor, TensorId
 from roam_core.oracle.attribution import in_module, tensor_module
 
 __all__ = [
@@ -59,7 +59,7 @@ def module_depth(graph: Graph) -> int:
     return max((op.module.count(".") + 1 for op in graph.ops if op.module), default=0)
 
 
-def module_members(graph: Graph, path: str) -> tuple[set[str], set[str]]:
+def module_members(graph: Graph, path: str) -> tuple[set[OpId], set[TensorId]]:
     """``(op ids, storage ids)`` of module ``path`` and its submodules.
 
     ``""`` (the top level) means exactly the ops and storages outside every module.

@@ -9,7 +9,7 @@ import numpy as np
 from app.analysis.layout_view import LayoutView
 from app.analysis.modules import tensor_module_label
 from app.core.formatting import fmt_bytes
-from roam_core.model.graph import Graph
+from roam_core.model.graph import Graph, TensorId
 
 __all__ = ["peak_contributors", "peak_modules", "peak_note", "peak_tensors", "tensor_label"]
 
@@ -33,7 +33,7 @@ def peak_contributors(graph: Graph, view: LayoutView, step: int, k: int = 3
 
 def tensor_label(graph: Graph, tensor_id: str) -> str:
     """A storage for people: its recorded name (``Tensor.name``) or else its id."""
-    t = graph.tensors.get(tensor_id)
+    t = graph.tensors.get(TensorId(tensor_id))
     return str(getattr(t, "name", None) or tensor_id)
 
 

@@ -40,7 +40,7 @@ def run_job(cache_dir: str, hooks: Sequence[str], job_fn: Callable[..., object],
     return job_fn(*args)
 
 
-class CleanJobManager(DiskcacheManager):  # type: ignore[misc]  # Dash is untyped: base is Any
+class CleanJobManager(DiskcacheManager):
     """A ``DiskcacheManager`` whose job processes are forked from a clean fork server.
 
     Parameters

@@ -23,7 +23,7 @@ import functools
 import os
 import threading
 from collections.abc import Callable
-from typing import Any, Generic, ParamSpec, Protocol, TypeVar, cast
+from typing import Any, Generic, ParamSpec, Protocol, TypeVar, cast, overload
 
 import numpy as np
 
@@ -31,17 +31,18 @@ __all__ = ["Memo", "clear_caches", "freeze_arrays", "memo_names", "memoised"]
 
 P = ParamSpec("P")
 R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
 T = TypeVar("T")
 
 
-class Memo(Protocol[P, R]):
+class Memo(Protocol[P, R_co]):
     """A memoised function: called like the function it wraps, cleared like ``lru_cache``.
 
     ``frozen(*args)`` is the stored entry's immutable form (only with ``frozen=``; its type is
     what that function returns).
     """
 
-    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R: ...
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> R_co: ...
 
     def frozen(self, *args: P.args, **kwargs: P.kwargs) -> Any: ...
 
@@ -55,6 +56,16 @@ class _Clearable(Protocol):
 
 
 _REGISTRY: dict[str, _Clearable] = {}
+
+
+@overload
+def memoised(maxsize: int, *, copy: None = None, frozen: None = None,
+             ) -> Callable[[Callable[P, R]], Memo[P, R]]: ...
+
+
+@overload
+def memoised(maxsize: int, *, copy: Callable[[R], R], frozen: Callable[[R], object] | None = None,
+             ) -> Callable[[Callable[P, R]], Memo[P, R]]: ...
 
 
 def memoised(maxsize: int, *, copy: Callable[[R], R] | None = None,
@@ -121,8 +132,20 @@ class _Entry(Generic[R]):
         self.frozen: object = _MISSING
 
 
+class _EntryCache(Protocol[R]):
+    """The ``lru_cache`` of a memo's entries (its arguments are hashable, as lru_cache needs)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> _Entry[R]: ...
+
+    def cache_clear(self) -> None: ...
+
+    def cache_info(self) -> functools._CacheInfo: ...
+
+
 class _CopyingMemo(Generic[P, R]):
     """A memo whose callers get copies of the stored value (and its frozen form, if any)."""
+
+    __qualname__: str  # the wrapped function's (functools.update_wrapper)
 
     def __init__(self, fn: Callable[P, R], maxsize: int, copy: Callable[[R], R],
                  frozen: Callable[[R], object] | None) -> None:
@@ -132,7 +155,7 @@ class _CopyingMemo(Generic[P, R]):
         def entry(*args: Any, **kwargs: Any) -> _Entry[R]:
             return _Entry(fn(*args, **kwargs))
 
-        self._entry = entry
+        self._entry: _EntryCache[R] = entry
         self._copy = copy
         self._make_frozen = frozen
         self._locks = [threading.Lock()]

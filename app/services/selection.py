@@ -9,7 +9,7 @@ from app.analysis.modules import module_members
 from app.core import state
 from app.core.memo import memoised
 from app.core.store_types import Selection
-from roam_core.model.graph import Graph
+from roam_core.model.graph import Graph, OpId, TensorId
 
 __all__ = ["SelectionKey", "members", "selected_module", "selected_op", "selected_tensor",
            "selection_key", "selection_of"]
@@ -24,7 +24,7 @@ def selected_op(graph: Graph, sel: Selection | None) -> str | None:
         return None
     if sel.get("kind") == "op":
         return sel["id"]
-    t = graph.tensors.get(sel["id"])
+    t = graph.tensors.get(TensorId(sel["id"]))
     return t.producer if t is not None else None
 
 
@@ -39,7 +39,7 @@ def selected_module(sel: Selection | None) -> str | None:
 
 
 @memoised(8)
-def members(graph_key: str, path: str) -> tuple[frozenset[str], frozenset[str]]:
+def members(graph_key: str, path: str) -> tuple[frozenset[OpId], frozenset[TensorId]]:
     """``(op ids, storage ids)`` of module ``path`` of a stored graph (memoised)."""
     ops, tensors = module_members(state.get_graph(graph_key), path)
     return frozenset(ops), frozenset(tensors)
@@ -51,7 +51,7 @@ def selection_key(sel: Selection | None) -> SelectionKey | None:
     >>> selection_key({"kind": "op", "id": "mm"})
     (('id', 'mm'), ('kind', 'op'))
     """
-    return tuple(sorted(sel.items())) if sel else None
+    return cast("SelectionKey", tuple(sorted(sel.items()))) if sel else None
 
 
 def selection_of(key: SelectionKey | None) -> Selection | None:

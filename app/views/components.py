@@ -10,21 +10,21 @@ from dash.development.base_component import Component
 __all__ = ["GRAPH_CONFIG", "blank_figure", "card", "fixed_graph", "how_to_read", "number_field"]
 
 #: Mode bar of every graph of the page.
-GRAPH_CONFIG: dict[str, Any] = {"displaylogo": False, "scrollZoom": False,
+GRAPH_CONFIG: dcc.Graph.Config = {"displaylogo": False, "scrollZoom": False,
                                 "modeBarButtonsToRemove": ["lasso2d", "select2d"]}
 
 
 def card(title: str, *children: Component | str, id_: str | None = None,
          cls: str = "") -> html.Div:
     """A titled card (``id_`` when something refers to it)."""
-    kw = {"id": id_} if id_ else {}
+    kw: dict[str, Any] = {"id": id_} if id_ else {}  # no id at all when none is given
     return html.Div([html.H3(title), *children], className=f"card {cls}".strip(), **kw)
 
 
 def number_field(id_: str, label: str, value: float, step: float | str = 1,
                  min_: float | None = 0) -> html.Label:
     """A labelled number input (``min_=None``: no minimum, a bad value reaches the check)."""
-    kw = {} if min_ is None else {"min": min_}
+    kw: dict[str, Any] = {} if min_ is None else {"min": min_}
     return html.Label([label, dcc.Input(id=id_, type="number", value=value, step=step,
                                         debounce=True, **kw)], className="field")
 

@@ -17,7 +17,7 @@ helpers here keep the start-up page to the views above the fold:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from dash import Dash, Input, Output, State, dcc, html
 from dash.development.base_component import Component
@@ -30,9 +30,11 @@ __all__ = ["Body", "body_id", "lazy_card", "mount_body", "register_lazy", "regis
 Body = Sequence[Component]
 
 
-def store(id_: str, data: object = None) -> dcc.Store:
+def store(id_: str, data: Mapping[str, object] | str | bool | None = None) -> dcc.Store:
     """A ``dcc.Store``; ``data=None`` is left unset, so the store does not fire at mount."""
-    return dcc.Store(id=id_) if data is None else dcc.Store(id=id_, data=data)
+    if data is None:
+        return dcc.Store(id=id_)
+    return dcc.Store(id=id_, data=data)  # type: ignore[arg-type]  # a TypedDict is no dict
 
 
 def summary_id(card_id: str) -> str:

@@ -50,7 +50,7 @@ def as_cancel_flag(cancel: CancelToken) -> CancelFlag | None:
     if callable(is_set):
         return is_set  # type: ignore[no-any-return]  # getattr is Any: an Event's is_set
     if callable(cancel):
-        return cancel  # type: ignore[return-value]  # a callable token is a CancelFlag
+        return cancel
     raise TypeError(f"cancel must be an Event or a callable, not {type(cancel).__name__}")
 
 

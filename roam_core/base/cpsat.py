@@ -30,7 +30,7 @@ from roam_core.base.status import SolveStatus
 _logger = logging.getLogger(__name__)
 
 
-_STATUS = {
+_STATUS: dict[cp_model.CpSolverStatus, SolveStatus] = {
     cp_model.OPTIMAL: SolveStatus.OPTIMAL,
     cp_model.FEASIBLE: SolveStatus.FEASIBLE,
     cp_model.INFEASIBLE: SolveStatus.INFEASIBLE,
@@ -39,7 +39,7 @@ _STATUS = {
 }
 
 
-def status_name(status: int) -> SolveStatus:
+def status_name(status: cp_model.CpSolverStatus) -> SolveStatus:
     """The :class:`SolveStatus` of a CP-SAT status code (a ``str``: its lowercase name).
 
     Examples

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import contextlib
+import functools
 import logging
 import os
 import threading
@@ -151,7 +152,7 @@ class _BoundedExecutor(cf.Executor):
                     continue  # cancelled while queued
                 self._in_flight += 1
             inner = self._inner.submit(fn, *args, **kwargs)
-            inner.add_done_callback(lambda f, o=outer: self._done(f, o))
+            inner.add_done_callback(functools.partial(self._done, outer=outer))
 
     def _done(self, inner: cf.Future[Any], outer: cf.Future[Any]) -> None:
         with self._lock:
@@ -159,7 +160,7 @@ class _BoundedExecutor(cf.Executor):
         if inner.cancelled():
             outer.set_exception(cf.CancelledError())
         elif inner.exception() is not None:
-            outer.set_exception(inner.exception())  # type: ignore[arg-type]  # not None here
+            outer.set_exception(inner.exception())
         else:
             outer.set_result(inner.result())
         self._pump()

@@ -9,6 +9,7 @@ old path is imported: ``import roam_core`` stays light.
 from __future__ import annotations
 
 import importlib
+import importlib.abc
 import importlib.machinery
 import sys
 import types
@@ -91,7 +92,7 @@ def old_path_targets(fullname: str) -> tuple[str, ...] | None:
     return None
 
 
-class OldPathLoader:
+class OldPathLoader(importlib.abc.Loader):
     """Loads an old module path as the new module itself (or a merged view of several)."""
 
     def __init__(self, targets: tuple[str, ...]) -> None:
@@ -113,7 +114,7 @@ class OldPathLoader:
         for m in reversed(mods):  # the first target wins a clash
             merged.__dict__.update({k: v for k, v in vars(m).items()
                                     if not k.startswith("__")})
-        merged.__all__ = sorted({n for m in mods for n in getattr(m, "__all__", ())})
+        merged.__dict__["__all__"] = sorted({n for m in mods for n in getattr(m, "__all__", ())})
         sys.modules[name] = merged
 
 
@@ -139,4 +140,4 @@ def install_old_paths() -> None:
     """
     if not any(isinstance(f, type) and f.__name__ == "OldPathFinder" for f in sys.meta_path):
         # a class with a find_spec classmethod is a valid finder; typeshed wants an instance
-        sys.meta_path.insert(0, OldPathFinder)  # type: ignore[arg-type]
+        sys.meta_path.insert(0, OldPathFinder)

@@ -59,6 +59,8 @@ class SolveStatus(enum.StrEnum):
         >>> SolveStatus.parse("bound"), SolveStatus.parse("nope")
         (<SolveStatus.BOUND: 'bound'>, None)
         """
+        if not isinstance(value, str):  # no member has another type of value
+            return None
         try:
             return cls(value)
         except ValueError:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import csv
+import functools
 import glob
 import gzip
 import json
@@ -488,7 +489,7 @@ def sample_graph_cases(
                 continue
             rank = list(configs).index((model, bs))  # type: ignore[arg-type]  # JSON values
         name = os.path.basename(path).split(".json")[0]
-        found.append((rank, name, BenchCase(name, lambda p=path: load_graph(p))))
+        found.append((rank, name, BenchCase(name, functools.partial(load_graph, path))))
     found.sort(key=lambda x: (x[0], x[1]))
     return [c for _, _, c in found]
 

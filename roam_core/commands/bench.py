@@ -19,6 +19,7 @@ Module-level imports stay light: torch and the zoo are imported inside the handl
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -94,7 +95,7 @@ def _cases(args: argparse.Namespace) -> list[BenchCase]:
     from roam_core.formats.graph_io import load_graph
 
     if args.graphs:
-        return [BenchCase(os.path.basename(p).split(".json")[0], lambda p=p: load_graph(p))
+        return [BenchCase(os.path.basename(p).split(".json")[0], functools.partial(load_graph, p))
                 for p in args.graphs]
     if args.suite == "roam":
         from roam_core.zoo import ROAM_CONFIGS

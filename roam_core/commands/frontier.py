@@ -37,7 +37,7 @@ from roam_core.commands.arg_types import non_negative_float, positive_int
 if TYPE_CHECKING:  # commands import quickly: torch, OR-Tools and the planner only when run
     import concurrent.futures as cf
 
-    from roam_core.model.graph import Graph
+    from roam_core.model.graph import Graph, TensorId
     from roam_core.model.plan import Plan
     from roam_core.planner.config import PlannerConfig
     from roam_core.trace.min_cut import MinCutResult
@@ -135,7 +135,7 @@ def frontier_dict(graph: Graph, config: PlannerConfig, budgets: int = 8,
     from roam_core.planner.budget_frontier import recompute_frontier
 
     mc: dict[str, Any] | None = None
-    extra: dict[str, tuple[Any, ...]] = {}
+    extra: dict[str, tuple[TensorId, ...]] = {}
     mc_notes: list[str] = []
     if baselines and min_cut_budgets:
         if (getattr(graph, "origin", None) or {}).get("source") != "zoo":

@@ -57,6 +57,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="planning method when no --plan is given (default roam)")
     p.add_argument("--time-limit", type=positive_float, default=30.0, metavar="S",
                    help="planner budget in seconds when no --plan is given (default 30)")
+    p.add_argument("--max-grad-norm", type=positive_float, default=None, metavar="N",
+                   help="clip the gradients' total norm (in the plan; clip_grad_norm_ in the "
+                        "eager loop)")
+    p.add_argument("--accumulation-steps", type=positive_int, default=1, metavar="K",
+                   help="micro-batches per optimizer step (default 1); --steps counts updates")
+    p.add_argument("--other-batch-size", type=positive_int, default=None, metavar="B",
+                   help="every third micro-batch has this batch size (the planned step plans "
+                        "the shape on first use)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights and batches")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     add_parallel_args(p)
@@ -87,7 +95,9 @@ def _run(args: argparse.Namespace) -> int:
     r = compare_training(args.model, args.batch_size, args.seq_len, setting=args.setting,
                          optimizer=args.optimizer, steps=args.steps, device=args.device,
                          plan=plan, method=args.method, planner_time_limit_s=args.time_limit,
-                         seed=args.seed)
+                         seed=args.seed, max_grad_norm=args.max_grad_norm,
+                         accumulation_steps=args.accumulation_steps,
+                         other_batch_size=args.other_batch_size)
     if args.json:
         print(json.dumps(r, sort_keys=True))
     else:
@@ -100,7 +110,8 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  loss            {r['losses_eager'][0]:.6g} -> {r['losses_eager'][-1]:.6g}")
         print(f"  step time       eager {r['eager_step_seconds'] * 1e3:.1f} ms, planned "
               f"{r['planned_step_seconds'] * 1e3:.1f} ms ({r['timing']}, medians)")
-        print(f"  arena           {b(r['arena_bytes'])}")
+        print(f"  arena           {b(r['arena_bytes'])} (plans: {r['plans']}, the step holds "
+              f"{b(r['step_bytes'])})")
         print(f"  peak reserved   eager {b(r['eager_peak_reserved_bytes'])}, planned "
               f"{b(r['planned_peak_reserved_bytes'])}")
     return 0 if r["numerics_ok"] else 1

@@ -33,7 +33,8 @@ import json
 import os
 import sys
 from collections.abc import Mapping
-from typing import Any
+from enum import Enum
+from typing import Any, TypeVar
 
 from roam_core.base.collector import gc_paused
 from roam_core.base.errors import GraphError
@@ -277,7 +278,10 @@ def _strs(d: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
     return tuple(map(sys.intern, v))
 
 
-def _enum(cls: Any, d: Mapping[str, Any], key: str, where: str) -> Any:
+_E = TypeVar("_E", bound=Enum)
+
+
+def _enum(cls: type[_E], d: Mapping[str, Any], key: str, where: str) -> _E:
     v = d.get(key)
     try:
         return cls(v)

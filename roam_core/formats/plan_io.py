@@ -180,7 +180,8 @@ def loads_plan(data: bytes | str, graph: Graph | None = None) -> Plan:
     return plan
 
 
-def _field(d: Mapping[str, Any], key: str, types: Any, *, default: Any = ...) -> Any:
+def _field(d: Mapping[str, Any], key: str, types: type | tuple[type, ...], *,
+           default: Any = ...) -> Any:
     if key not in d:
         if default is ...:
             raise PlanFormatError(f"plan file: missing field {key!r}")

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from roam_core.base.errors import PlanFormatError
-from roam_core.model.graph import Graph, round_size
+from roam_core.model.graph import Graph, TensorId, round_size
 from roam_core.model.plan import Plan
 from roam_core.oracle.simulate import lifetimes
 
@@ -101,7 +101,7 @@ def plan_snapshot(graph: Graph, plan: Plan, *, base_address: int = DEFAULT_BASE_
         op = graph.op(op_id)
         return [{"filename": f"{op.phase.value}: {op.target}", "line": step, "name": op_id}]
 
-    def entry(action: str, tid: str, step: int, op_id: str | None) -> dict[str, Any]:
+    def entry(action: str, tid: TensorId, step: int, op_id: str | None) -> dict[str, Any]:
         t = graph.tensors[tid]
         return {"action": action, "addr": base_address + int(plan.offsets[tid]),
                 "size": round_size(t.size_bytes, align), "stream": 0,
@@ -114,8 +114,8 @@ def plan_snapshot(graph: Graph, plan: Plan, *, base_address: int = DEFAULT_BASE_
     for tid, t in graph.tensors.items():
         if t.producer is None and tid in sized:
             events.append(entry("alloc", tid, 0, None))
-    starts: dict[int, list[str]] = {}
-    ends: dict[int, list[str]] = {}
+    starts: dict[int, list[TensorId]] = {}
+    ends: dict[int, list[TensorId]] = {}
     for tid, lt in lts.items():
         if tid in sized:
             starts.setdefault(lt.start, []).append(tid)
@@ -142,7 +142,8 @@ def plan_snapshot(graph: Graph, plan: Plan, *, base_address: int = DEFAULT_BASE_
                      "planned_peak_bytes": int(plan.planned_peak_bytes)}}
 
 
-def _blocks(graph: Graph, plan: Plan, base: int, live: list[str]) -> list[dict[str, Any]]:
+def _blocks(graph: Graph, plan: Plan, base: int, live: list[TensorId]
+            ) -> list[dict[str, Any]]:
     """Segment blocks at the end of the step: live storages, the gaps are inactive."""
     align = plan.alignment_bytes
     spans = sorted((int(plan.offsets[t]), round_size(graph.tensors[t].size_bytes, align), t)

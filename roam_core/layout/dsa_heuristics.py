@@ -154,9 +154,11 @@ def place_in_order(problem: Problem, order: Sequence[int], fit: str = "best",
     lower, upper, size, align = buffer_arrays(problem)
     n = len(lower)
     offsets = np.zeros(n, np.int64)
-    fixed = [i for i, b in enumerate(problem.buffers) if b.offset is not None]
-    for i in fixed:
-        offsets[i] = problem.buffers[i].offset
+    fixed: list[int] = []
+    for i, b in enumerate(problem.buffers):
+        if b.offset is not None:
+            fixed.append(i)
+            offsets[i] = b.offset
     fx = np.asarray(fixed, dtype=np.int64)
     fx = fx[size[fx] > 0] if len(fx) else fx
     fixed_set = set(fixed)
@@ -271,10 +273,10 @@ def _place_core(lower: np.ndarray, upper: np.ndarray, size: np.ndarray, align: n
                 return False
             if k:
                 keep = box[4, :k] >= step
-                kept = int(np.count_nonzero(keep))
-                if kept < k:
-                    box[:, :kept] = box[:, :k][:, keep]
-                    k = kept
+                n_kept = int(np.count_nonzero(keep))
+                if n_kept < k:
+                    box[:, :n_kept] = box[:, :k][:, keep]
+                    k = n_kept
         s = int(size[i])
         if s == 0:
             offsets[i] = 0
@@ -568,7 +570,7 @@ def portfolio(problem: Problem, *, deadline: float | None = None,
                     order = ORDERS[oname](keys)
                 sol = place_in_order(problem, order, fit, None if best is None else deadline)
             if sol is None:
-                return best, best_name, tried  # type: ignore[return-value]
+                return best, best_name, tried  # type: ignore[return-value]  # set: pair 1 ends
             tried.append((name, sol.height))
             _logger.debug("%s height %d", name, sol.height)
             if best is None or sol.height < best.height:

@@ -180,9 +180,9 @@ class _Search:
         bs = problem.buffers
         lower, upper, size, align = buffer_arrays(problem)
         free = _free_buffers(problem)
-        fixed = [i for i, b in enumerate(bs) if b.offset is not None and b.size > 0]
-        self.fixed = [(int(lower[i]), int(upper[i]), int(bs[i].offset),  # type: ignore[arg-type]
-                       int(bs[i].offset) + int(size[i])) for i in fixed]  # type: ignore[arg-type]
+        fixed = [(i, b.offset) for i, b in enumerate(bs) if b.offset is not None and b.size > 0]
+        self.fixed = [(int(lower[i]), int(upper[i]), int(o), int(o) + int(size[i]))
+                      for i, o in fixed]
         fx = np.array(self.fixed, np.int64).reshape(-1, 4)
         lo, up, sz, al = lower[free], upper[free], size[free], align[free]
         if options.static_preordering and len(free):

@@ -254,9 +254,10 @@ def _promote(run: _Run) -> None:
                                   deadline=run.deadline)
     run.tried.append((f"promote:{oname}:{fit}x{runs}", sol.height))
     if sol.height < best.height:
-        run.best, run.method = sol, f"promote:{oname}:{fit}"
+        best = sol
+        run.best, run.method = best, f"promote:{oname}:{fit}"
     run.stopped = "time" if cut else ""
-    run.say(f"promote x{runs}: height {run.best.height} (lb {run.lb})")
+    run.say(f"promote x{runs}: height {best.height} (lb {run.lb})")
 
 
 def _within_capacity(run: _Run, cap: int, do_search: bool, options: SearchOptions,

@@ -158,7 +158,7 @@ def place_group(problem: Problem, group: Sequence[int],
     gm = build_group_model(problem, group, fixed, hint, height, floor)
     solver, out = solve_group_model(gm, config, time_limit_s, floor, as_cancel_flag(cancel))
     if out.objective is None or out.objective > height:
-        return hint, SolveRecord("layout", task_id, "hint", height, None,
+        return hint, SolveRecord("layout", task_id, SolveStatus.HINT, height, None,
                                  time.perf_counter() - t0, len(group))
     bound = None if out.best_bound is None else int(out.best_bound)
     return extract_offsets(gm, solver, group), SolveRecord(
@@ -198,7 +198,8 @@ def polish_top_band(problem: Problem, sol: Solution, lb: int, config: ArenaConfi
             lb, cancel_flag)
         ok = out.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
         records.append(SolveRecord("merge", f"polish@{band}", out.status,
-                                   int(out.objective) if ok else None,
+                                   int(out.objective)
+                                   if ok and out.objective is not None else None,
                                    None if out.best_bound is None else int(out.best_bound),
                                    time.perf_counter() - t0, len(free)))
         if ok:

@@ -87,7 +87,7 @@ class CompactGraph:
                       np.asarray(self.size_bytes, dtype=np.int64))
         return out
 
-    def order_ids(self, idx: Sequence[int]) -> Order:
+    def order_ids(self, idx: Sequence[int] | np.ndarray) -> Order:
         """Op ids of a sequence of op indices (a whole large graph's order is remembered
         with its indices: the checker and the simulator do not look its ops up again)."""
         out = tuple(map(self.op_ids.__getitem__, idx))

@@ -117,6 +117,7 @@ class Solution:
 
 def solution_from_problem(problem: Problem) -> Solution | None:
     """The solution given by the fixed offsets, when every buffer has one; else ``None``."""
-    if any(b.offset is None for b in problem.buffers):
+    offsets = [b.offset for b in problem.buffers if b.offset is not None]
+    if len(offsets) < len(problem.buffers):
         return None
-    return Solution.from_offsets(problem, [b.offset for b in problem.buffers])  # type: ignore[misc]
+    return Solution.from_offsets(problem, offsets)

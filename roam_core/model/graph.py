@@ -34,9 +34,9 @@ import enum
 import hashlib
 import json
 import weakref
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NewType
+from typing import TYPE_CHECKING, Any, NewType
 
 from roam_core.base.errors import GraphError
 
@@ -284,6 +284,17 @@ class Graph:
     name: str = "graph"
     origin: Mapping[str, Any] = field(default_factory=lambda: {"source": "custom"})
 
+    if TYPE_CHECKING:  # the indices _check_and_index stores (no dataclass fields at run time)
+        _ops_by_id: dict[str, Op] = field(init=False)
+        _op_ids: tuple[OpId, ...] = field(init=False)
+        _storage_of: dict[str, TensorId] = field(init=False)
+        _value_producer: dict[str, OpId | None] = field(init=False)
+        _preds: dict[str, tuple[OpId, ...]] = field(init=False)
+        _succs: dict[str, tuple[OpId, ...]] = field(init=False)
+        _data_edges: tuple[tuple[OpId, OpId, EdgeReason], ...] = field(init=False)
+        _reads: dict[str, tuple[TensorId, ...]] = field(init=False)
+        _creates: dict[str, tuple[TensorId, ...]] = field(init=False)
+
     def __post_init__(self) -> None:
         _check_and_index(self)
 
@@ -312,7 +323,7 @@ class Graph:
         (('b',), ('a',))
         """
         tensors = list(tensors)
-        storage_of = {t.id: t.id for t in tensors}
+        storage_of: dict[str, TensorId] = {t.id: t.id for t in tensors}
         storage_of.update({a.id: a.storage for a in aliases})
         producer = {t.id: t.producer for t in tensors}
         found: dict[str, dict[OpId, None]] = {t.id: {} for t in tensors}
@@ -328,8 +339,10 @@ class Graph:
         }
         if len(filled) != len(tensors):
             seen: set[str] = set()
-            dup = next(t.id for t in tensors if t.id in seen or seen.add(t.id))  # type: ignore[func-returns-value]
-            raise GraphError(f"duplicate tensor id {dup!r}")
+            for t in tensors:
+                if t.id in seen:
+                    raise GraphError(f"duplicate tensor id {t.id!r}")
+                seen.add(t.id)
         return cls(
             ops=tuple(ops),
             tensors=filled,
@@ -344,47 +357,47 @@ class Graph:
     @property
     def op_ids(self) -> Order:
         """Op ids in program order (the eager order)."""
-        return self._op_ids  # type: ignore[attr-defined,no-any-return]
+        return self._op_ids
 
     def op(self, op_id: str) -> Op:
         """The op with id ``op_id``."""
         try:
-            return self._ops_by_id[op_id]  # type: ignore[attr-defined,no-any-return]
+            return self._ops_by_id[op_id]
         except KeyError:
             raise GraphError(f"unknown op id {op_id!r}") from None
 
     def storage_of(self, value_id: str) -> TensorId:
         """The storage a value (storage or alias id) resolves to."""
         try:
-            return self._storage_of[value_id]  # type: ignore[attr-defined,no-any-return]
+            return self._storage_of[value_id]
         except KeyError:
             raise GraphError(f"unknown value id {value_id!r}") from None
 
     def value_producer(self, value_id: str) -> OpId | None:
         """The op producing a value (``None`` for resident values)."""
-        return self._value_producer[value_id]  # type: ignore[attr-defined,no-any-return]
+        return self._value_producer[value_id]
 
     def predecessors(self, op_id: str) -> tuple[OpId, ...]:
         """Ops that must run before ``op_id`` (data and control edges), deduplicated."""
-        return self._preds[op_id]  # type: ignore[attr-defined,no-any-return]
+        return self._preds[op_id]
 
     def successors(self, op_id: str) -> tuple[OpId, ...]:
         """Ops that must run after ``op_id`` (data and control edges), deduplicated."""
-        return self._succs[op_id]  # type: ignore[attr-defined,no-any-return]
+        return self._succs[op_id]
 
     def edges(self) -> Iterable[tuple[OpId, OpId, EdgeReason]]:
         """Every ordering edge ``(src, dst, reason)``: data edges first, then control."""
-        yield from self._data_edges  # type: ignore[attr-defined]
+        yield from self._data_edges
         for e in self.control_edges:
             yield e.src, e.dst, e.reason
 
     def storages_read(self, op_id: str) -> tuple[TensorId, ...]:
         """Storages an op reads or writes (through any value), deduplicated."""
-        return self._reads[op_id]  # type: ignore[attr-defined,no-any-return]
+        return self._reads[op_id]
 
     def storages_created(self, op_id: str) -> tuple[TensorId, ...]:
         """Storages an op allocates."""
-        return self._creates[op_id]  # type: ignore[attr-defined,no-any-return]
+        return self._creates[op_id]
 
     def storages_touched(self, op_ids: Iterable[str]) -> tuple[TensorId, ...]:
         """Storages that any of ``op_ids`` allocates, reads or writes, deduplicated, in
@@ -398,8 +411,8 @@ class Graph:
         """
         touched: dict[TensorId, None] = {}
         for op in op_ids:
-            touched.update(dict.fromkeys(self._creates[op]))  # type: ignore[attr-defined]
-            touched.update(dict.fromkeys(self._reads[op]))  # type: ignore[attr-defined]
+            touched.update(dict.fromkeys(self._creates[op]))
+            touched.update(dict.fromkeys(self._reads[op]))
         return tuple(touched)
 
     def state_creation_ops(self) -> tuple[OpId, ...]:
@@ -413,9 +426,9 @@ class Graph:
         >>> tiny_train_step().state_creation_ops()
         ()
         """
-        cached = self.__dict__.get("_state_creation")
+        cached: tuple[OpId, ...] | None = self.__dict__.get("_state_creation")
         if cached is not None:
-            return cached  # type: ignore[no-any-return]
+            return cached
         out = []
         for op in self.ops:
             if op.phase is not Phase.OPTIMIZER:
@@ -450,11 +463,11 @@ class Graph:
         Labels for people are left out: the graph ``name``, op ``module`` paths and tensor
         ``name`` fields.  Two graphs with the same fingerprint accept the same plans.
         """
-        fp = self.__dict__.get("_fingerprint")
+        fp: str | None = self.__dict__.get("_fingerprint")
         if fp is None:  # computed on first use: a rewritten copy is rarely asked for its own
             fp = _fingerprint(self)
             _set(self, "_fingerprint", fp)
-        return fp  # type: ignore[no-any-return]
+        return fp
 
     def with_control_edges(self, extra: Sequence[ControlEdge]) -> Graph:
         """A copy with more control edges (raises ``GraphError`` if that makes a cycle).
@@ -472,13 +485,13 @@ class Graph:
                             ("outputs", self.outputs), ("name", self.name),
                             ("origin", self.origin)):
             _set(g, name, value)
-        ops_by_id = self._ops_by_id  # type: ignore[attr-defined]
+        ops_by_id = self._ops_by_id
         # only the ops the new edges touch get new neighbour tuples (the others are shared)
         more_preds: dict[str, dict[str, None]] = {}
         more_succs: dict[str, dict[str, None]] = {}
         _add_control_edges(extra, ops_by_id, more_preds, more_succs, grow=True)
-        preds = _extended(self._preds, more_preds)  # type: ignore[attr-defined]
-        succs = _extended(self._succs, more_succs)  # type: ignore[attr-defined]
+        preds = _extended(self._preds, more_preds)
+        succs = _extended(self._succs, more_succs)
         _check_acyclic(g, preds, succs)
         for key in ("_ops_by_id", "_op_ids", "_storage_of", "_value_producer", "_data_edges",
                     "_reads", "_creates"):
@@ -689,8 +702,8 @@ def _check_outputs_and_consumers(g: Graph, reads: Mapping[str, tuple[TensorId, .
             )
 
 
-def _check_acyclic(g: Graph, preds: Mapping[str, Mapping[str, None]],
-                   succs: Mapping[str, Mapping[str, None]]) -> None:
+def _check_acyclic(g: Graph, preds: Mapping[str, Collection[str]],
+                   succs: Mapping[str, Collection[str]]) -> None:
     """Step 5: no cycle (Kahn); the error names an op on one."""
     indeg = {k: len(v) for k, v in preds.items()}
     ready = [k for k, d in indeg.items() if d == 0]

@@ -20,6 +20,7 @@ are mapped every time.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import cast
 
 import numpy as np
 
@@ -39,7 +40,8 @@ def _same_op_ids(other: object, graph: object) -> bool:
 #: such as a ``Graph.with_control_edges`` copy, shares it).
 _INDEX: PerGraphCache[dict[OpId, int]] = PerGraphCache(max_entries=4, shares=_same_op_ids)
 #: ``(id(op_ids), id(order)) -> (op_ids, order, indices)``, most recent last.
-_ORDERS: dict[tuple[int, int], tuple[tuple[OpId, ...], tuple[OpId, ...], np.ndarray]] = {}
+_OrderCache = dict[tuple[int, int], tuple[tuple[OpId, ...], tuple[OpId, ...], np.ndarray]]
+_ORDERS: _OrderCache = {}
 _KEPT_ORDERS = 8
 
 
@@ -95,12 +97,12 @@ def order_indices(graph: Graph, order: Sequence[OpId]) -> np.ndarray:
     out.flags.writeable = False
     if cacheable:
         _trim(_ORDERS, _KEPT_ORDERS)
-        _ORDERS[key] = (ids, order, out)  # type: ignore[assignment]
+        _ORDERS[key] = (ids, cast("tuple[OpId, ...]", order), out)  # cacheable: a tuple
     return out
 
 
 def remember_indices(ids: tuple[OpId, ...], order: tuple[OpId, ...],
-                     indices: Sequence[int]) -> np.ndarray:
+                     indices: Sequence[int] | np.ndarray) -> np.ndarray:
     """Remember that ``order[i] is ids[indices[i]]`` (the caller built ``order`` from the
     indices, so :func:`order_indices` need not look each op up), and return the indices as
     :func:`order_indices` would.
@@ -124,7 +126,7 @@ def remember_indices(ids: tuple[OpId, ...], order: tuple[OpId, ...],
     return out
 
 
-def _trim(cache: dict, kept: int) -> None:  # type: ignore[type-arg]
+def _trim(cache: _OrderCache, kept: int) -> None:
     """Drop the oldest entries, leaving room for one more under ``kept`` (another thread
     may be trimming too)."""
     while len(cache) >= kept:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import overload
 
 import numpy as np
 
@@ -212,7 +213,11 @@ class Masks(Sequence[int]):
     def __len__(self) -> int:
         return len(self._whole)
 
-    def __getitem__(self, i):  # type: ignore[no-untyped-def, override]
+    @overload
+    def __getitem__(self, i: int) -> int: ...
+    @overload
+    def __getitem__(self, i: slice) -> tuple[int, ...]: ...
+    def __getitem__(self, i: int | slice) -> int | tuple[int, ...]:
         if isinstance(i, slice):
             return tuple(self[j] for j in range(*i.indices(len(self))))
         if i < 0:
@@ -307,7 +312,8 @@ class Reachability:
         if not isinstance(self.descendants, Masks):
             object.__setattr__(self, "descendants", Masks(self.descendants))
         if not self.op_ids and self.index:
-            object.__setattr__(self, "op_ids", tuple(sorted(self.index, key=self.index.get)))
+            by_index = sorted(self.index, key=self.index.__getitem__)
+            object.__setattr__(self, "op_ids", tuple(by_index))
         assert len(self.op_ids) == len(self.index) == len(self.ancestors) == len(
             self.descendants)
 

@@ -68,7 +68,7 @@ class MemoryProfile:
         return tuple(b + self.resident_bytes for b in self.live_bytes)
 
 
-def _positions(graph: Graph, order: Sequence[OpId]) -> dict[str, int]:
+def _positions(graph: Graph, order: Sequence[OpId]) -> dict[OpId, int]:
     pos = {op: i for i, op in enumerate(order)}
     if len(pos) != len(order) or len(pos) != len(graph.ops):
         raise GraphError(
@@ -213,7 +213,12 @@ def _spans(graph: Graph) -> _Spans:
     def build() -> _Spans:
         index = program_index(graph)
         outputs = set(graph.outputs)
-        ids, prod, out, cons, start, has = [], [], [], [], [], []
+        ids: list[TensorId] = []
+        prod: list[int] = []
+        out: list[bool] = []
+        cons: list[int] = []
+        start: list[int] = []
+        has: list[bool] = []
         for t in graph.tensors.values():
             if t.producer is None:
                 continue

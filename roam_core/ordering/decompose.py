@@ -223,7 +223,10 @@ def _classes(graph: Graph, ops: Sequence[OpId], pos: Mapping[OpId, int]
     inside = set(ops)
     outputs = set(graph.outputs)
     touched = graph.storages_touched(ops)
-    cifi, cifo, cofi, bnd = [], [], [], []
+    cifi: list[TensorId] = []
+    cifo: list[TensorId] = []
+    cofi: list[TensorId] = []
+    bnd: list[TensorId] = []
     for s in touched:
         t = graph.tensors[s]
         if t.producer is None:

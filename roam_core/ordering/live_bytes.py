@@ -70,9 +70,9 @@ class IndexLiveBytes:
     def valid(self, order: np.ndarray) -> bool:
         """True when the complete ``order`` honours every ordering edge."""
         if self._edges is None:  # built on first use: only the order searches check
-            src = [p for ps in self.cg.preds for p in ps]
-            dst = [v for v, ps in enumerate(self.cg.preds) for _ in ps]
-            self._edges = (np.asarray(src, dtype=np.int64), np.asarray(dst, dtype=np.int64))
+            tails = [p for ps in self.cg.preds for p in ps]
+            heads = [v for v, ps in enumerate(self.cg.preds) for _ in ps]
+            self._edges = (np.asarray(tails, dtype=np.int64), np.asarray(heads, dtype=np.int64))
         src, dst = self._edges
         pos = self.positions(order)
         return bool(np.all(pos[src] < pos[dst]))

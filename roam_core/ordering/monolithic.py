@@ -301,7 +301,8 @@ def solve_monolithic(
         hint_method = "given"
         hint_peak = simulate(graph, hint, alignment_bytes=alignment_bytes).peak_bytes
     if not graph.ops:
-        return MonolithicResult((), resident, "optimal", resident, 0.0, hint_method, resident)
+        return MonolithicResult((), resident, SolveStatus.OPTIMAL, resident, 0.0, hint_method,
+                                resident)
     if lower_bound_bytes is None:
         from roam_core.oracle.bounds import best_lower_bound, live_set_lower_bound
 
@@ -309,7 +310,7 @@ def solve_monolithic(
                                 live_set_lower_bound(graph, alignment_bytes).bound_bytes)
     if hint_peak <= lower_bound_bytes:
         # the warm start meets a proven bound: nothing to search
-        return MonolithicResult(hint, hint_peak, "optimal", hint_peak,
+        return MonolithicResult(hint, hint_peak, SolveStatus.OPTIMAL, hint_peak,
                                 time.perf_counter() - t0, hint_method, hint_peak)
     mm = build_monolithic_model(graph, alignment_bytes=alignment_bytes,
                                 upper_bound_bytes=hint_peak - resident,

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from roam_core.base.cancel import CancelFlag
+from roam_core.base.cpsat_steps import StepLadder
 from roam_core.ordering.order_problem import (
     OrderProblem,
     RangeProblem,
@@ -106,8 +107,8 @@ def build_order_model(problem: OrderProblem,
                       cancel: CancelFlag | None = None) -> OrderModel:
     """The CP-SAT model of ``problem`` (see the module docstring), hinted with the base order.
 
-    Steps, per modelled range: step variables (:func:`_step_vars`), one op per step and
-    predecessors first (:func:`_schedule_constraints`), the memory of every step
+    Steps, per modelled range: step variables, one op per step and predecessors first
+    (:class:`~roam_core.base.cpsat_steps.StepLadder`), the memory of every step
     (:func:`_step_memory`), then ``peak >=`` each step's memory and the base-order hint
     (:func:`_peak_and_hint`).  ``cancel`` is polled while the liveness terms are built.
     """
@@ -126,11 +127,11 @@ def build_order_model(problem: OrderProblem,
         if k not in active:
             all_done.append([{} for _ in r.ops])
             continue
-        done = _step_vars(m, k, lo, hi)
+        steps = StepLadder(m, lo, hi, f"d{k}_")
+        steps.add_schedule(r.preds)
+        done = steps.done
         all_done.append(done)
-        lit = _Literals(done, lo, hi)
-        _schedule_constraints(m, r, lit)
-        const_t, mem = _step_memory(m, k, r, scale, lit, cancel)
+        const_t, mem = _step_memory(m, k, r, scale, steps, cancel)
         _peak_and_hint(m, peak, const_t, mem, done)
     m.minimize(peak)
     return OrderModel(m, peak, all_done, all_lo, all_hi, scale, active, fixed_peak)
@@ -156,60 +157,7 @@ def _scale_and_bounds(problem: OrderProblem) -> tuple[int, list[int], int, int]:
     return scale, active, fixed_peak, ub
 
 
-def _step_vars(m: cp_model.CpModel, k: int, lo: Sequence[int], hi: Sequence[int]
-               ) -> list[dict[int, cp_model.IntVar]]:
-    """Step 1: ``done[i][t]`` (op ``i`` ran at or before step ``t``) inside its window,
-    monotone in ``t``."""
-    done: list[dict[int, cp_model.IntVar]] = [{} for _ in lo]
-    for i in range(len(lo)):
-        prev = None
-        for t in range(lo[i], hi[i]):
-            v = m.new_bool_var(f"d{k}_{i}_{t}")
-            done[i][t] = v
-            if prev is not None:
-                m.add_implication(prev, v)
-            prev = v
-    return done
-
-
-class _Literals:
-    """``done[i, t]`` as a literal, or a Python bool outside op ``i``'s window."""
-
-    __slots__ = ("done", "hi", "lo")
-
-    def __init__(self, done: list[dict[int, cp_model.IntVar]], lo: Sequence[int],
-                 hi: Sequence[int]) -> None:
-        self.done, self.lo, self.hi = done, lo, hi
-
-    def __call__(self, i: int, t: int) -> cp_model.IntVar | bool:
-        if t < self.lo[i]:
-            return False
-        if t >= self.hi[i]:
-            return True
-        return self.done[i][t]
-
-
-def _schedule_constraints(m: cp_model.CpModel, r: RangeProblem, lit: _Literals) -> None:
-    """Step 2: exactly ``t + 1`` ops done by step ``t``; an op runs after its predecessors."""
-    n = len(r.ops)
-    done, lo, hi = lit.done, lit.lo, lit.hi
-    for t in range(n):
-        terms_t = [done[i][t] for i in range(n) if lo[i] <= t < hi[i]]
-        fixed = sum(1 for i in range(n) if t >= hi[i])
-        m.add(sum(terms_t) == t + 1 - fixed)
-    for b in range(n):
-        for a in r.preds[b]:
-            for t in range(lo[b], hi[b]):
-                la = lit(a, t - 1)
-                if la is True:
-                    continue
-                if la is False:
-                    m.add(done[b][t] == 0)
-                else:
-                    m.add_implication(done[b][t], la)
-
-
-def _step_memory(m: cp_model.CpModel, k: int, r: RangeProblem, scale: int, lit: _Literals,
+def _step_memory(m: cp_model.CpModel, k: int, r: RangeProblem, scale: int, steps: StepLadder,
                  cancel: CancelFlag | None,
                  ) -> tuple[list[int], list[list[tuple[int, cp_model.IntVar]]]]:
     """Step 3: the memory of every step: constant bytes plus ``size * live`` for each
@@ -223,7 +171,7 @@ def _step_memory(m: cp_model.CpModel, k: int, r: RangeProblem, scale: int, lit: 
             raise ModelCancelled
         w = term.size_bytes // scale
         for t in range(n):
-            clauses = _live_clauses(term, t, lit)
+            clauses = _live_clauses(term, t, steps)
             if clauses is True:
                 const_t[t] += w
                 continue
@@ -236,27 +184,27 @@ def _step_memory(m: cp_model.CpModel, k: int, r: RangeProblem, scale: int, lit: 
     return const_t, mem
 
 
-def _live_clauses(term: StorageTerm, t: int, lit: _Literals,
-                  ) -> list[list[cp_model.LiteralT]] | bool:
+def _live_clauses(term: StorageTerm, t: int, steps: StepLadder,
+                  ) -> list[list[cp_model.BoolVarT]] | bool:
     """When ``term`` is live at step ``t``: ``True`` (always), or conjunctions of literals
     (live if any one holds; empty: never)."""
     # conditions: each is a list of (lit_or_bool, wanted value) -> live if all hold
     conds: list[list[tuple[cp_model.IntVar | bool, bool]]] = []
-    created = True if term.producer is None else lit(term.producer, t)
+    created = True if term.producer is None else steps.lit(term.producer, t)
     if created is False:
         return []
     if term.live_after:
         conds.append([(created, True)])
     elif term.users:
         for u in term.users:
-            conds.append([(created, True), (lit(u, t - 1), False)])
+            conds.append([(created, True), (steps.lit(u, t - 1), False)])
     else:
         p = term.producer
         assert p is not None
-        conds.append([(created, True), (lit(p, t - 1), False)])
-    clauses = []
+        conds.append([(created, True), (steps.lit(p, t - 1), False)])
+    clauses: list[list[cp_model.BoolVarT]] = []
     for cond in conds:
-        lits = []
+        lits: list[cp_model.BoolVarT] = []
         dead = False
         for value, want in cond:
             if value is True or value is False:

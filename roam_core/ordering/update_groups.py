@@ -170,6 +170,7 @@ def _update_groups(graph: Graph, alignment_bytes: int) -> tuple[UpdateGroup, ...
     for _, ops in members:
         taken.update(ops)
     for anchor, ops in members:
+        assert reach is not None  # built above when there are members
         ops_c = _make_convex(ops, reach, opt_set, taken, graph)
         if ops_c is None:
             _logger.info("update group of %s is not convex; left ungrouped", anchor)
@@ -209,9 +210,10 @@ def _split_by_anchor(
             near: set[int] = set()
             op = graph.ops[i]
             for s in (*graph.storages_read(op.id), *graph.storages_created(op.id)):
-                if graph.tensors[s].producer is None:
+                t = graph.tensors[s]
+                if t.producer is None:
                     continue
-                for c in (*graph.tensors[s].consumers, graph.tensors[s].producer):
+                for c in (*t.consumers, t.producer):
                     j = index[c]
                     if j in owner:
                         near.add(owner[j])

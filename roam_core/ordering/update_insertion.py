@@ -356,7 +356,7 @@ class _SlotSearch:
     def prof_max(self, j0: int, j1: int, off: _Steps) -> int:
         best = 0  # both curves are >= 0: an empty range counts 0
         for s, t, v in off.pieces(j0, j1):
-            best = max(best, self.store.max_prof(s, t) + v)  # type: ignore[operator]
+            best = max(best, self.store.max_prof(s, t) + v)  # type: ignore[operator]  # non-empty
         return best
 
     def first_a_above(self, j0: int, thr: int) -> int:
@@ -405,7 +405,7 @@ class _SlotSearch:
                 g, gk = self._min_x_grown(a, b, seen)
                 seen = (a, b, g, gk)
             else:
-                g, gk = _INF, -1
+                g, gk = _INF, -1  # type: ignore[assignment]  # inf: no slot, only compared
             if g <= level:  # total == level on every slot of I(level) where X fits
                 return gk if tie == "light" else self.first_x_at_most(a, b, level)
             nxt = _INF
@@ -415,7 +415,7 @@ class _SlotSearch:
                 nxt = min(nxt, store.prof_at(a - 1) + self.off_c.at(a - 1))
             if g < nxt:  # nothing outside I(level) gets as low as g: total == g only at X == g
                 return gk
-            level = nxt
+            level = nxt  # type: ignore[assignment]  # finite: with nxt = inf, g < nxt returned
             b = self.first_a_above(b, level)
             a = self.after_last_c_above(a, level)
 

@@ -202,8 +202,8 @@ def recompute_frontier(graph: Graph, config: PlannerConfig, *,
                                 "attention in the module structure)")
                 continue
             fr.add_baseline(name, drop)
-    for name, drop in (extra_baselines or {}).items():
-        fr.add_baseline(name, drop)
+    for name, seed_drop in (extra_baselines or {}).items():
+        fr.add_baseline(name, seed_drop)
     for b in fr.budgets(budgets, config.alignment_bytes):
         fr.add_roam(b, portfolio and fewest_flops)
     _monotone(graph, config, fr.made, fr.points, plans, fr.notes)

@@ -51,8 +51,8 @@ def solve_subtasks(problems: list[OrderProblem], cfg: PlannerConfig,
         else:
             on_result(solve_order_problem(p))
     workers = cfg.workers if cfg.workers is not None else (os.cpu_count() or 1)
+    left: list[str] = []
     if executor is None and (workers <= 1 or len(pending) <= 1):
-        left = []
         for p in pending:
             if stop():
                 left.append(p.task_id)
@@ -62,7 +62,6 @@ def solve_subtasks(problems: list[OrderProblem], cfg: PlannerConfig,
     own = executor is None
     ex = executor if executor is not None else cf.ProcessPoolExecutor(
         max_workers=min(workers, len(pending)))
-    left: list[str] = []
     stuck = 0
     with tempfile.TemporaryDirectory(prefix="roam-stop-") as tmp:
         flag = StopFile(os.path.join(tmp, "stop"))

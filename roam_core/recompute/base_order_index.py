@@ -155,7 +155,7 @@ def index_base_order(graph: Graph, base: Sequence[OpId], *, size: Mapping[Tensor
     out = np.zeros(m, dtype=bool)
     z = np.zeros(m, dtype=np.int64)
     for i, tid in enumerate(tids):
-        s = bpos[g.tensors[tid].producer]  # type: ignore[index]
+        s = bpos[g.tensors[tid].producer]  # type: ignore[index]  # planned: has a producer
         early = [bpos[c] for c in readers[tid] if c not in late]
         lat = [bpos[c] for c in readers[tid] if c in late]
         bs[i] = s

@@ -349,7 +349,7 @@ class JitEvaluator:
             for u in r.inputs:
                 if u not in self.values:  # a copy made by another re-run
                     v0 = u[: -len(COPY_SUFFIX)]
-                    copy_src.append(ix.value_producer[v0])  # type: ignore[arg-type]
+                    copy_src.append(ix.value_producer[v0])  # type: ignore[arg-type]  # copied: made
                     copy_of.append(g.storage_of(v0))
                     continue
                 su = g.storage_of(u)
@@ -553,8 +553,8 @@ class KeepBound:
         bytes it may lower there (the copies and kept inputs of the re-runs it reaches)."""
         ix = self._ev.index
         by_src, infos = self._by_src, self._infos
-        stack = [k for k in (by_src.get(ix.value_producer.get(v)) for _, _, v, _ in
-                             ix.late_reads.get(s, ())) if k is not None]
+        stack = [k for k in (by_src.get(ix.value_producer.get(v))  # type: ignore[arg-type]  # None: no entry
+                             for _, _, v, _ in ix.late_reads.get(s, ())) if k is not None]
         seen: set[int] = set()
         q0 = len(self._live)
         fall = 0

@@ -150,7 +150,7 @@ class ExactVariables:
 
 
 #: ``storage -> [(reader, condition)]``: who reads a storage (or its copy), and when.
-_Reads = dict[TensorId, list[tuple[str, cp_model.LiteralT]]]
+_Reads = dict[TensorId, list[tuple[str, cp_model.BoolVarT]]]
 
 
 def _variables(m: cp_model.CpModel, f: _Facts) -> ExactVariables:
@@ -169,7 +169,7 @@ def _variables(m: cp_model.CpModel, f: _Facts) -> ExactVariables:
     return ExactVariables(pos, before, d, run, m.new_constant(0), m.new_constant(1))
 
 
-def _both(m: cp_model.CpModel, x: cp_model.LiteralT, y: cp_model.LiteralT, name: str
+def _both(m: cp_model.CpModel, x: cp_model.BoolVarT, y: cp_model.BoolVarT, name: str
           ) -> cp_model.IntVar:
     z = m.new_bool_var(name)
     m.add_bool_and([x, y]).only_enforce_if(z)
@@ -255,7 +255,7 @@ def _memory(m: cp_model.CpModel, f: _Facts, v: ExactVariables, copy_reads: _Read
     mem: list[list[tuple[int, cp_model.IntVar]]] = [[] for _ in range(T)]
 
     def span(name: str, maker: str, active: cp_model.IntVar | None,
-             reads: list[tuple[str, cp_model.LiteralT]], forever: bool, sz: int) -> None:
+             reads: list[tuple[str, cp_model.BoolVarT]], forever: bool, sz: int) -> None:
         for t in range(T):
             lv = m.new_bool_var(f"live[{name},{t}]")
             own = [v.b(maker, t), v.b(maker, t - 1).negated()]

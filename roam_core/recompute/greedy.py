@@ -79,7 +79,7 @@ def _closure(ev: JitEvaluator, s: TensorId, dset: set[TensorId], running: set[Op
     return new, kept, chain
 
 
-def _pinned_before(ev: JitEvaluator, new: Sequence[OpId], pos: Mapping[str, int],
+def _pinned_before(ev: JitEvaluator, new: Sequence[OpId], pos: Mapping[OpId, int],
                    step: int, drop: set[TensorId] | frozenset[TensorId] = frozenset()
                    ) -> bool:
     """Whether a re-run of ``new`` must run at or before ``step``: it reads a storage that
@@ -144,7 +144,7 @@ class GreedyTrajectory:
         self._last_early = ev.index.last_early_step[ix]
         g = ev.graph
         self._producer: dict[TensorId, OpId] = {
-            s: g.tensors[s].producer for s in self._cand}  # type: ignore[misc]
+            s: g.tensors[s].producer for s in self._cand}  # type: ignore[misc]  # droppable: made
         #: storages no late op reads that a re-run may rebuild (forward intermediates):
         #: with group moves, one that re-runs hold across the peak is a candidate too
         self._held: list[TensorId] = []
@@ -181,6 +181,7 @@ class GreedyTrajectory:
         cur = self.current
         assert cur.spans is not None
         assert cur.positions is not None
+        assert cur.live is not None
         p = int(np.argmax(cur.live))
         epos = cur.positions.base_steps
         start, end = cur.spans.arrays()
@@ -199,6 +200,7 @@ class GreedyTrajectory:
             self._last_peak = cur.peak_bytes
         assert cur.spans is not None
         assert cur.positions is not None
+        assert cur.live is not None
         p = int(np.argmax(cur.live))
         dset = set(self.dropped)
         running = {r.source for r in cur.recompute}

@@ -27,7 +27,7 @@ evaluations of swaps.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -120,9 +120,10 @@ def swap_improve(evaluator: JitEvaluator, start: Evaluation, limit_bytes: int,
         added: list[TensorId] = []
         scale = 1
         while e.peak_bytes > limit_bytes and evals < max_evals:
+            assert e.live is not None
             p = int(np.argmax(e.live))
             dset = set(trial)
-            spans = e.spans or {}
+            spans: Mapping[TensorId, tuple[int, int]] = e.spans or {}
             need = scale * (e.peak_bytes - limit_bytes)
             batch: list[TensorId] = []
             got = 0

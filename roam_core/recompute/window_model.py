@@ -47,7 +47,7 @@ __all__ = ["WindowModel", "WindowVariables", "build_window_model", "jit_accounti
            "solve_window_model"]
 
 #: A CP-SAT literal or a Python bool (a decision already known).
-Lit: TypeAlias = cp_model.LiteralT
+Lit: TypeAlias = "cp_model.BoolVarT | bool"
 #: A slot: a constant base step or a CP-SAT integer variable.
 Slot: TypeAlias = "int | cp_model.IntVar"
 #: ``(start, end inclusive, bytes)`` on the doubled axis.
@@ -282,7 +282,7 @@ class _Literals:
         return (not x) if isinstance(x, bool) else x.negated()
 
     def all(self, xs: Iterable[Lit]) -> Lit:
-        lits = []
+        lits: list[cp_model.BoolVarT] = []
         for x in xs:
             if x is False:
                 return False
@@ -427,8 +427,10 @@ def _window_drop_items(L: _Literals, ix: BaseOrderIndex, items: _Items) -> None:
         a, b = 2 * (int(ix.early_end_step[i]) + 1), 2 * int(ix.end_step[i]) + 1
         if a <= b:
             items.bps.update((a, b + 1))
-            items.add(-int(ix.size_bytes[i]),
-                      lambda c, a=a, b=b, s=s: L.dl(s) if a <= c <= b else False, (a, b))
+            def live(c: int, a: int = a, b: int = b, s: TensorId = s) -> Lit:
+                return L.dl(s) if a <= c <= b else False
+
+            items.add(-int(ix.size_bytes[i]), live, (a, b))
 
 
 def _kept_items(L: _Literals, ix: BaseOrderIndex, sym_kept: Sequence[int],
@@ -515,7 +517,7 @@ def _memory_segments(m: cp_model.CpModel, fixed: np.ndarray, items: _Items,
             top_fixed = _segment_cap(fixed, items, a, b, cap, current)
             if top_fixed is None:
                 continue
-        terms = []
+        terms: list[int | cp_model.LinearExprT] = []
         for size, live in zip(items.sizes, items.live, strict=True):
             lv = live(a)
             if lv is True:
@@ -524,7 +526,7 @@ def _memory_segments(m: cp_model.CpModel, fixed: np.ndarray, items: _Items,
                 terms.append(size * lv)
         expr = sum(terms) if terms else 0
         segments.append((a, b, expr))
-        if top_fixed is not None and terms:
+        if cap is not None and top_fixed is not None and terms:
             m.add(expr + top_fixed <= cap)
     return segments
 

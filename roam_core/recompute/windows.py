@@ -106,7 +106,7 @@ class _WindowChooser:
         self.fresh = [s for s in pool if s not in self.dset and s in tix]
         tprod, late = ix.tensor_producer, ev.late
         self.held = {t for t in ev.planned if t not in ev.outputs and tprod[t] is not None
-                     and ev.blockers[tprod[t]] is None  # type: ignore[index]
+                     and ev.blockers[tprod[t]] is None  # type: ignore[index]  # not None above
                      and not any(r in late for r in ev.readers[t])}
         fr = [self.region(s) for s in self.fresh]
         self.fa = np.asarray([r[0] for r in fr], dtype=np.int64)
@@ -135,7 +135,7 @@ class _WindowChooser:
             if not deficit.any():
                 continue  # keeping x again fits: pruning's job
             cum = np.concatenate(([0], np.cumsum(deficit > 0)))
-            others = []
+            others: list[TensorId] = []
             for y in self.costly:
                 if y == x or len(others) >= max(1, self.size // 4):
                     continue

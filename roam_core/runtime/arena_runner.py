@@ -46,7 +46,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from roam_core.base.errors import ExecutorError
-from roam_core.model.graph import Graph, TensorId
+from roam_core.model.graph import Graph, OpId, TensorId
 from roam_core.runtime.program import Program, flat_outputs, storage_key
 from roam_core.runtime.rng import RngReplay
 from roam_core.trace.rng import RngTimeline
@@ -54,7 +54,7 @@ from roam_core.trace.rng import RngTimeline
 try:  # private helper (torch >= 2.11 has it); without it every op takes the fallback path
     from torch._library._out_variant import to_out_variant
 except ImportError:  # pragma: no cover - depends on the torch build
-    to_out_variant = None
+    to_out_variant = None  # type: ignore[assignment]  # this torch has no out variants
 
 __all__ = [
     "OUT_DENY", "ArenaRunner", "RunStats", "fake_of_value", "flat_outputs", "out_variant",
@@ -221,12 +221,24 @@ class ArenaRunner:
     rng : RngTimeline, optional
         The step's RNG timeline (``TracedStep.rng``): RNG rewinds such as
         ``torch.utils.checkpoint``'s are replayed (:class:`~roam_core.runtime.rng.RngReplay`).
+    external : Mapping of TensorId to Tensor, optional
+        Resident storages that live outside the arena, each given as its bytes (a ``uint8``
+        tensor of at least the storage's size): the parameters, buffers and optimizer state
+        that the plans of several batch shapes share
+        (:class:`~roam_core.runtime.resident_store.ResidentStore`).  Their planned offsets
+        are ignored; the rest of the plan keeps its offsets.
+    workspace : Tensor, optional
+        A ``uint8`` buffer to hold the arena instead of a new one: only the plan's byte range
+        ``[low, arena_bytes)`` of the storages not in ``external`` is backed
+        (:attr:`window`), so several plans that never run at once can share one buffer.
     """
 
-    def __init__(self, gm: Any, graph: Graph, values: Mapping[str, Any],
+    def __init__(self, gm: torch.fx.GraphModule, graph: Graph, values: Mapping[str, Any],
                  offsets: Mapping[TensorId, int], arena_bytes: int,
                  device: str | torch.device = "cpu", *, check_addresses: bool = True,
-                 rng: RngTimeline | None = None) -> None:
+                 rng: RngTimeline | None = None,
+                 external: Mapping[TensorId, torch.Tensor] | None = None,
+                 workspace: torch.Tensor | None = None) -> None:
         self.gm, self.graph = gm, graph
         self.device = torch.device(device)
         self.check_addresses = check_addresses
@@ -239,6 +251,8 @@ class ArenaRunner:
         #: storages on another device than the arena (CPU scalars, meta RNG placeholders of
         #: CUDA attention kernels): they run where their op puts them, unplaced
         self.off_device: list[TensorId] = []
+        self.external = dict(external or {})
+        low, high = self.arena_bytes, 0
         for tid in graph.tensors:
             if tid not in offsets:
                 raise ExecutorError(f"the plan has no offset for storage {tid!r}")
@@ -250,25 +264,57 @@ class ArenaRunner:
                 continue
             self._fakes.append(fake)
             self.slot[storage_key(fake)] = (tid, int(offsets[tid]))
-        keep = torch.empty(self.arena_bytes, dtype=torch.uint8, device=self.device)
+            nbytes = fake.untyped_storage().nbytes()
+            if tid in self.external:
+                if self.external[tid].numel() < nbytes:
+                    raise ExecutorError(f"storage {tid!r} needs {nbytes} B, its external "
+                                        f"slot has {self.external[tid].numel()} B")
+            elif nbytes:
+                low = min(low, int(offsets[tid]))
+                high = max(high, int(offsets[tid]) + nbytes)
+        low = min(low, high)
+        #: the plan's byte range the arena buffer backs (``[0, arena_bytes)`` without
+        #: external storages and a plan whose residents start at 0)
+        self.window = (low, max(high, low))
+        size = self.window[1] - low
+        if workspace is None:
+            keep = torch.empty(size, dtype=torch.uint8, device=self.device)
+        elif workspace.numel() < size or workspace.device.type != self.device.type:
+            raise ExecutorError(f"the workspace has {workspace.numel()} B on "
+                                f"{workspace.device}, the plan needs {size} B on {self.device}")
+        else:
+            keep = workspace[:size]
         # Same memory, but a storage that cannot be resized: an out= kernel that tries to
         # grow its output fails instead of reallocating behind our back.
         self.arena = torch.from_dlpack(keep)
         self._keep = keep
-        self.base = self.arena.data_ptr()
+        #: address of plan offset 0 (the arena buffer holds offsets from ``window[0]`` on)
+        self.base = self.arena.data_ptr() - low
         self.env: dict[str, Any] = {}
         self._stats = {"checked": 0}
-        self._programs: dict[Any, Any] = {}
-        self._last: Any = None
+        self._programs: dict[tuple[tuple[OpId, ...], bool, int | None], Program] = {}
+        self._last: Program | None = None
 
     # ------------------------------------------------------------------ slots
-    def slot_view(self, fake: torch.Tensor, offset: int, nbytes: int) -> torch.Tensor:
-        """A tensor with ``fake``'s dtype, shape and stride whose storage starts at ``offset``."""
+    def slot_view(self, fake: torch.Tensor, offset: int, nbytes: int,
+                  tid: TensorId | None = None) -> torch.Tensor:
+        """A tensor with ``fake``'s dtype, shape and stride whose storage starts at plan
+        offset ``offset`` (or in storage ``tid``'s external slot)."""
         # bytes [offset, offset + nbytes) as their own non-resizable storage (DLPack
         # round-trip), so an out= kernel that grows its output fails instead of writing
         # past the slot; then reinterpreted as dtype and strided like the fake
-        flat = torch.from_dlpack(self.arena[offset:offset + nbytes]).view(fake.dtype)
+        if tid is not None and tid in self.external:
+            raw = self.external[tid][:nbytes]
+        else:
+            lo = offset - self.window[0]
+            raw = self.arena[lo:lo + nbytes]
+        flat = torch.from_dlpack(raw).view(fake.dtype)
         return flat.as_strided(fake.shape, fake.stride(), fake.storage_offset())
+
+    def address(self, tid: TensorId, offset: int) -> int:
+        """Where storage ``tid`` (planned at ``offset``) starts in memory."""
+        ext = self.external.get(tid)
+        return ext.data_ptr() if ext is not None else self.base + offset
 
     def load_resident(self, node_name: str, real: torch.Tensor) -> torch.Tensor:
         """Copy a resident value (placeholder or constant) into its slot; returns the slot."""
@@ -282,8 +328,19 @@ class ArenaRunner:
             raise ExecutorError(
                 f"input {node_name!r}: got {tuple(real.shape)} {real.dtype}, the traced step "
                 f"expects {tuple(fake.shape)} {fake.dtype}")
-        view = self.slot_view(fake, off, fake.untyped_storage().nbytes())
+        view = self.slot_view(fake, off, fake.untyped_storage().nbytes(), tid)
         view.copy_(real)
+        self.env[node_name] = view
+        return view
+
+    def bind_external(self, node_name: str) -> torch.Tensor:
+        """Make a resident value that lives in its external slot readable by the program
+        (no copy: the slot holds the value already); returns the view."""
+        fake = self.nodes[node_name].meta["val"]
+        tid, _ = self._planned(fake, node_name)
+        if tid not in self.external:
+            raise ExecutorError(f"input {node_name!r} has no external slot")
+        view = self.slot_view(fake, 0, fake.untyped_storage().nbytes(), tid)
         self.env[node_name] = view
         return view
 
@@ -295,7 +352,7 @@ class ArenaRunner:
         """The slot of any storage, shaped like the value that created it."""
         fake = fake_of_value(self.gm, values, tid)
         _, off = self.slot[storage_key(fake)]
-        return self.slot_view(fake, off, fake.untyped_storage().nbytes())
+        return self.slot_view(fake, off, fake.untyped_storage().nbytes(), tid)
 
     def _planned(self, fake: torch.Tensor, where: str) -> tuple[TensorId, int]:
         try:
@@ -305,6 +362,8 @@ class ArenaRunner:
                 from None
 
     def check_slot(self, op: str, tid: TensorId, fake: torch.Tensor, off: int) -> None:
+        if tid in self.external:
+            return  # checked against its external slot when the runner was built
         nbytes = fake.untyped_storage().nbytes()
         if off < 0 or off + nbytes > self.arena_bytes:
             raise ExecutorError(
@@ -316,8 +375,8 @@ class ArenaRunner:
                 f"size {fake.element_size()}")
 
     # ------------------------------------------------------------------ run
-    def program(self, order: Sequence[str], *, check_live: bool = True,
-                scalar_slots: Mapping[str, Sequence[tuple[int, int]]] | None = None) -> Any:
+    def program(self, order: Sequence[OpId], *, check_live: bool = True,
+                scalar_slots: Mapping[str, Sequence[tuple[int, int]]] | None = None) -> Program:
         """The prepared :class:`~roam_core.runtime.program.Program` of ``order`` (cached)."""
         key = (tuple(order), check_live, None if scalar_slots is None else id(scalar_slots))
         prog = self._programs.get(key)
@@ -326,17 +385,18 @@ class ArenaRunner:
             self._programs[key] = prog
         return prog
 
-    def load_constants(self) -> None:
-        """Copy the graph's tensor constants (``get_attr`` nodes) into their slots (once)."""
+    def load_constants(self, *, again: bool = False) -> None:
+        """Copy the graph's tensor constants (``get_attr`` nodes) into their slots (once;
+        ``again=True``: also the ones loaded before, after another plan used the arena)."""
         for n in self.gm.graph.nodes:
-            if n.op == "get_attr" and n.name not in self.env:
+            if n.op == "get_attr" and (again or n.name not in self.env):
                 real = getattr(self.gm, n.target)
                 if isinstance(real, torch.Tensor) and n.name in self.graph.tensors:
                     self.load_resident(n.name, real.to(self.device))
                 else:
                     self.env[n.name] = real
 
-    def run(self, order: Sequence[str], *, check_live: bool = True,
+    def run(self, order: Sequence[OpId], *, check_live: bool = True,
             checked: bool | None = None) -> Any:
         """Run the step's ops in ``order``; returns the FX graph's output (``[loss]``).
 
@@ -370,7 +430,7 @@ class ArenaRunner:
         """:func:`out_variant` (looked up at call time, so a patched one is used)."""
         return out_variant(op)
 
-    def new_storages(self, node: Any, fakes: list[torch.Tensor]) -> list[Any]:
+    def new_storages(self, node: torch.fx.Node, fakes: list[torch.Tensor]) -> list[Any]:
         """``(fake, storage id, offset)`` of the storages ``node`` allocates (graph producer)."""
         out, seen = [], set()
         for f in fakes:
@@ -382,7 +442,7 @@ class ArenaRunner:
                     seen.add(k)
         return out
 
-    def check_outputs(self, node: Any, val: Any, result: Any) -> int:
+    def check_outputs(self, node: torch.fx.Node, val: Any, result: Any) -> int:
         """Verify the address, shape and strides of every output of ``node`` in the arena.
 
         Returns the number of tensors checked; raises :class:`ExecutorError` naming the op.
@@ -391,7 +451,7 @@ class ArenaRunner:
         self._check_addresses(node, val, result)
         return self._stats["checked"] - before
 
-    def _check_addresses(self, node: Any, val: Any, result: Any) -> None:
+    def _check_addresses(self, node: torch.fx.Node, val: Any, result: Any) -> None:
         fakes = flat_outputs(val)
         reals = flat_outputs(result)
         if len(fakes) != len(reals):
@@ -406,11 +466,11 @@ class ArenaRunner:
             tid, off = self.slot[k]
             if not isinstance(r, torch.Tensor):
                 raise ExecutorError(f"op {node.name!r}: output {i} is not a tensor")
-            want = self.base + off + f.storage_offset() * f.element_size()
+            want = self.address(tid, off) + f.storage_offset() * f.element_size()
             if (r.data_ptr() != want or r.shape != f.shape
                     or not same_strides(f.shape, r.stride(), f.stride())):
                 got = r.data_ptr() - self.base
-                where = (f"arena offset {got}" if 0 <= got < self.arena_bytes
+                where = (f"arena offset {got}" if self.window[0] <= got < self.window[1]
                          else "memory outside the arena")
                 raise ExecutorError(
                     f"op {node.name!r} ({node.target}): output {i} (storage {tid!r}) is at "

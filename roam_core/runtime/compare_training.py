@@ -14,6 +14,12 @@
 5. report the largest difference over every step's loss and the final parameters and
    buffers, the median step times (first step excluded when there are more), the arena
    size and, on CUDA, the peaks.
+
+The loops people write are options: ``max_grad_norm`` (clipping in the plan against
+``clip_grad_norm_`` in the eager loop), ``accumulation_steps`` (k micro-batches per update:
+``steps`` updates are ``steps * k`` calls; the eager loop backpropagates ``loss / k``) and
+``other_batch_size`` (every third micro-batch has this batch size: the planned step plans
+that shape on its first use).  Step times are then per call (micro-batch).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import logging
 import statistics
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -31,14 +38,16 @@ import torch
 from roam_core.base.errors import ExecutorError
 from roam_core.runtime.device import resolve_device
 from roam_core.runtime.planned_step import PlannedStep
+from roam_core.trace.step_spec import StepSpec
 from roam_core.trace.tracer import trace_fx
 from roam_core.zoo.registry import ZOO
 from roam_core.zoo.steps import ZooStep, build_zoo_step, zoo_origin
 
 if TYPE_CHECKING:
+    from roam_core.model.graph import Graph
     from roam_core.model.plan import Plan
 
-__all__ = ["TRAIN_KEYS", "compare_training", "synthetic_batches"]
+__all__ = ["TRAIN_KEYS", "compare_training", "eager_call", "synthetic_batches"]
 
 _logger = logging.getLogger(__name__)
 
@@ -80,14 +89,25 @@ def _sync(dev: torch.device) -> None:
         torch.cuda.synchronize(dev)
 
 
-def _eager_step(model: torch.nn.Module, opt: torch.optim.Optimizer,
-                loss_fn: Callable[[Any], torch.Tensor] | None,
-                batch: Sequence[Any]) -> torch.Tensor:
+def eager_call(model: torch.nn.Module, opt: torch.optim.Optimizer,
+               loss_fn: Callable[[Any], torch.Tensor] | None, batch: Sequence[Any], *,
+               call: int = 0, accumulation_steps: int = 1,
+               max_grad_norm: float | None = None) -> torch.Tensor:
+    """One call of the eager loop a :class:`PlannedStep` with these settings equals.
+
+    ``(loss / k).backward()`` for every micro-batch; on the k-th (``call % k == k - 1``)
+    ``clip_grad_norm_(model.parameters(), max_grad_norm)`` if set, ``opt.step()`` and
+    ``opt.zero_grad(set_to_none=True)``.  Returns the (undivided) loss.
+    """
+    k = accumulation_steps
     out = model(*batch)
     loss = out if loss_fn is None else loss_fn(out)
-    loss.backward()
-    opt.step()
-    opt.zero_grad(set_to_none=True)
+    (loss / k if k > 1 else loss).backward()
+    if call % k == k - 1:
+        if max_grad_norm is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
     return loss.detach()
 
 
@@ -108,6 +128,9 @@ def compare_training(
     method: str = "roam",
     planner_time_limit_s: float | None = 30.0,
     seed: int = 0,
+    max_grad_norm: float | None = None,
+    accumulation_steps: int = 1,
+    other_batch_size: int | None = None,
 ) -> dict[str, Any]:
     """Train ``model_name`` eagerly and planned for ``steps`` steps; returns a JSON-ready dict.
 
@@ -127,6 +150,8 @@ def compare_training(
         Planning method and total budget when no plan is given.
     seed : int
         Seed of the model init, the batches and the per-step RNG.
+    max_grad_norm, accumulation_steps, other_batch_size
+        The loop's clipping, micro-batches per update and second batch size (module notes).
 
     Returns
     -------
@@ -142,25 +167,30 @@ def compare_training(
     origin["loss_setting"] = setting
     tseq = origin["seq_len"]
     gname = f"{model_name}-b{batch_size}" + (f"-t{tseq}" if tseq else "") + "-steady"
+    loop = _Loop(max_grad_norm, accumulation_steps, _planner(method, planner_time_limit_s))
     traced = trace_fx(zs.model, zs.example_inputs, zs.loss_fn, zs.optimizer_factory,
-                      setting="steady", name=gname, origin=origin, device=dev)
+                      setting="steady", name=gname, origin=origin, device=dev,
+                      spec=StepSpec(max_grad_norm, accumulation_steps))
     trace_s = time.perf_counter() - t0
     plan_s = 0.0
     if plan is None:
-        from roam_core.planner import make_plan
-        from roam_core.planner.config import PlannerConfig
-
         t1 = time.perf_counter()
-        cfg = PlannerConfig(workers=1, time_limit_s=planner_time_limit_s)
-        plan = make_plan(traced.graph, cfg, method=method)
+        plan = loop.planner(traced.graph)
         plan_s = time.perf_counter() - t1
-    batches = synthetic_batches(model_name, setting, zs.example_inputs, steps, seed + 1)
-    loops = _TwoLoops(zs, plan, batches, dev, seed)
+    calls = steps * accumulation_steps
+    batches = synthetic_batches(model_name, setting, zs.example_inputs, calls, seed + 1)
+    if other_batch_size:
+        zo = build_zoo_step(model_name, other_batch_size, seq_len, setting, optimizer, "cpu",
+                            seed=seed)
+        others = synthetic_batches(model_name, setting, zo.example_inputs, calls, seed + 2)
+        batches = [others[i] if i % 3 == 2 else b for i, b in enumerate(batches)]
+    loops = _TwoLoops(zs, plan, batches, dev, seed, loop)
     if dev.type == "cpu":
-        loops.interleaved(steps)
+        loops.interleaved(calls)
     else:
-        loops.sequential(steps)
-    stats = loops.planned_step().stats()
+        loops.sequential(calls)
+    step = loops.planned_step()
+    stats = step.stats()
     te, tp = _median(loops.t_eager), _median(loops.t_planned)
     diff = loops.max_abs_diff()
     peaks = loops.peaks
@@ -189,7 +219,33 @@ def compare_training(
         "plan_method": plan.method, "graph": gname, "graph_ops": len(traced.graph),
         "trace_seconds": trace_s, "plan_seconds": plan_s,
         "torch_version": torch.__version__, "threads": torch.get_num_threads(),
+        "max_grad_norm": max_grad_norm, "accumulation_steps": accumulation_steps,
+        "other_batch_size": other_batch_size, "calls": calls,
+        "plans": len(step.variants), "step_bytes": step.arena_bytes,
+        "new_shape_plan_seconds": step.planned_seconds,
     }
+
+
+@dataclass(frozen=True)
+class _Loop:
+    """The loop's settings and how new shapes (and micro-batch graphs) are planned."""
+
+    max_grad_norm: float | None
+    accumulation_steps: int
+    planner: Callable[[Graph], Plan]
+
+
+def _planner(method: str, time_limit_s: float | None) -> Callable[[Graph], Plan]:
+    def plan(graph: Graph) -> Plan:
+        from roam_core.planner import make_plan
+        from roam_core.planner.config import PlannerConfig
+
+        return make_plan(graph, PlannerConfig(workers=1, time_limit_s=time_limit_s),
+                         method=method)
+
+    # names the planner in the plan cache key (runtime/step_plans.planner_key)
+    plan.roam_cache_key = f"compare_training:{method}:{time_limit_s}"  # type: ignore[attr-defined]  # see above
+    return plan
 
 
 class _TwoLoops:
@@ -200,8 +256,9 @@ class _TwoLoops:
     """
 
     def __init__(self, zs: ZooStep, plan: Plan, batches: list[list[Any]], dev: torch.device,
-                 seed: int) -> None:
+                 seed: int, loop: _Loop) -> None:
         self.zs, self.plan, self.batches, self.dev, self.seed = zs, plan, batches, dev, seed
+        self.loop = loop
         self.eager_model: torch.nn.Module | None = copy.deepcopy(zs.model).to(dev)
         self.planned_model = copy.deepcopy(zs.model)
         self.losses_eager: list[torch.Tensor] = []
@@ -220,9 +277,13 @@ class _TwoLoops:
         return self._step
 
     def _new_planned_step(self) -> None:
+        lp = self.loop
         self._step = PlannedStep(self.planned_model, self.plan, self.zs.loss_fn,
                                  self.zs.optimizer_factory,
-                                 example_inputs=self.zs.example_inputs, device=self.dev)
+                                 example_inputs=self.zs.example_inputs, device=self.dev,
+                                 max_grad_norm=lp.max_grad_norm,
+                                 accumulation_steps=lp.accumulation_steps,
+                                 planner=lp.planner, plan_cache=False)
 
     def _batch(self, i: int) -> list[Any]:
         torch.manual_seed(self.seed + 100 + i)
@@ -235,7 +296,9 @@ class _TwoLoops:
         b = self._batch(i)
         _sync(self.dev)
         t = time.perf_counter()
-        loss = _eager_step(self.eager_model, self.eager_opt, self.zs.loss_fn, b)
+        loss = eager_call(self.eager_model, self.eager_opt, self.zs.loss_fn, b, call=i,
+                          accumulation_steps=self.loop.accumulation_steps,
+                          max_grad_norm=self.loop.max_grad_norm)
         _sync(self.dev)
         self.t_eager.append(time.perf_counter() - t)
         self.losses_eager.append(loss.cpu())

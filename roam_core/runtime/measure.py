@@ -46,6 +46,7 @@ from roam_core.trace.optimizers import OptimizerFactory, make_optimizer_factory
 from roam_core.trace.tracer import trace_fx
 
 if TYPE_CHECKING:
+    from roam_core.model.graph import OpId
     from roam_core.model.plan import Plan
     from roam_core.trace.traced_step import TracedStep
 
@@ -159,7 +160,7 @@ def measure_eager(st: StepState, loss_fn: Callable[[Any], torch.Tensor] | None, 
     return peaks
 
 
-def measure_planned(runner: ArenaRunner, traced: TracedStep, order: Sequence[str], steps: int,
+def measure_planned(runner: ArenaRunner, traced: TracedStep, order: Sequence[OpId], steps: int,
                     seed: int, snapshot_path: str | None = None) -> Peaks:
     """Peaks of ``steps`` planned replays after a warm-up replay (arena already loaded)."""
     run_planned_step(runner, traced, order, seed, load=None)  # warm-up

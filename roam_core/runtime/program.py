@@ -39,24 +39,28 @@ import operator
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias
 
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._pytree import tree_leaves
 
 from roam_core.base.errors import ExecutorError
-from roam_core.model.graph import Graph, TensorId
+from roam_core.model.graph import Graph, OpId, TensorId
 from roam_core.model.parallel import is_collective
 from roam_core.oracle.simulate import lifetimes
 
 if TYPE_CHECKING:  # the runner builds programs: a run-time import would be a cycle
     from roam_core.runtime.arena_runner import ArenaRunner
+    from roam_core.runtime.rng import RngReplay
 
 __all__ = ["ARANGE", "EMPTY", "FILL_ARG", "FILL_CONST", "LiveSet", "Program", "flat_leaves",
            "flat_outputs", "replace_leaves", "storage_key"]
 
 _logger = logging.getLogger(__name__)
+
+#: The size, stride and storage offset a tensor had first (``as_strided_`` puts them back).
+_ViewMeta: TypeAlias = "tuple[torch.Size, tuple[int, ...], int | torch.SymInt]"
 _aten = torch.ops.aten
 
 
@@ -101,7 +105,7 @@ class _Scalar:
 
 @dataclass
 class _Instr:
-    node: Any
+    node: torch.fx.Node
     kind: str  # out | factory | empty | arange | fallback | view | call
     fn: Any
     args: Any  # FX structure: Nodes / _Scalar inside
@@ -154,7 +158,7 @@ class Program:
         outside the arena, misaligned, or overlapping a live storage.
     """
 
-    def __init__(self, runner: ArenaRunner, order: Sequence[str],
+    def __init__(self, runner: ArenaRunner, order: Sequence[OpId],
                  scalar_slots: Mapping[str, Sequence[tuple[int, int]]] | None = None, *,
                  check_live: bool = True) -> None:
         self.runner = runner
@@ -173,7 +177,7 @@ class Program:
         self.checked_values = 0
         #: instruction index -> metadata its result object is reset to each step, because an
         #: in-place view op (``unsqueeze_``) later changes that object's shape
-        self.restore: dict[int, tuple[Any, Any, int]] = {}
+        self.restore: dict[int, _ViewMeta] = {}
         self._build(check_live)
 
     # ------------------------------------------------------------------ build
@@ -190,7 +194,7 @@ class Program:
                 self.static.add(n.name)
         live = LiveSet(r.graph, self.order, r.slot) if check_live else None
 
-        def need(node: Any) -> None:
+        def need(node: torch.fx.Node) -> None:
             for a in node.all_input_nodes:
                 if a.name in done:
                     continue
@@ -218,7 +222,7 @@ class Program:
                 raise ExecutorError(f"op {n.name!r} ({n.target}) never ran: it is missing "
                                     "from the plan's order")
 
-    def _args_of(self, node: Any) -> tuple[Any, dict[str, Any]]:
+    def _args_of(self, node: torch.fx.Node) -> tuple[Any, dict[str, Any]]:
         slots = self.scalar_slots.get(node.name)
         if not slots:
             return node.args, dict(node.kwargs)
@@ -226,7 +230,7 @@ class Program:
         args, kwargs = replace_leaves((node.args, dict(node.kwargs)), new)
         return args, kwargs
 
-    def _add(self, node: Any, live: Any) -> None:
+    def _add(self, node: torch.fx.Node, live: Any) -> None:
         r = self.runner
         val = node.meta.get("val")
         fakes = [f for f in tree_leaves(val) if isinstance(f, torch.Tensor)]
@@ -363,7 +367,7 @@ class Program:
         """
         r = self.runner
         self.extra_peak = self.extra_total = self.checked_values = 0
-        first_seen: dict[int, tuple[int, tuple[Any, Any, int]]] = {}
+        first_seen: dict[int, tuple[int, _ViewMeta]] = {}
         rng = self._rng()
         if rng is not None:
             rng.start()
@@ -411,7 +415,9 @@ class Program:
     def _reset_meta(self, idx: int, ins: _Instr, env: Mapping[str, Any]) -> None:
         """Give a result object whose shape an in-place view op changed its first shape."""
         meta = self.restore.get(idx)
-        obj = env.get(ins.node.name) if meta is not None else None
+        if meta is None:
+            return
+        obj = env.get(ins.node.name)
         if isinstance(obj, torch.Tensor):
             obj.as_strided_(*meta)
 
@@ -426,7 +432,7 @@ class Program:
         return self._resolve(self.output.args[0], env)
 
     # ------------------------------------------------------------------ bind
-    def _rng(self) -> Any:
+    def _rng(self) -> RngReplay | None:
         """The runner's RNG replay (:mod:`roam_core.runtime.rng`) when the step rewinds its
         RNG stream (``torch.utils.checkpoint``), else ``None`` (nothing to do)."""
         rng = getattr(self.runner, "rng", None)
@@ -443,11 +449,11 @@ class Program:
             if meta is not None and ins.static and isinstance(obj, torch.Tensor):
                 out.append(functools.partial(obj.as_strided_, *meta))
             random = rng is not None and ins.node.name in rng.draws
-            if random:
+            if random and rng is not None:  # (random implies rng; said for the checker)
                 out.append(functools.partial(rng.before, ins.node.name))
             if ins.kind not in ("view", "empty"):  # else the checked run's value is reused
                 out.append(self._bind_one(ins, env))
-            if random:
+            if random and rng is not None:
                 out.append(functools.partial(rng.after, ins.node.name))
         if rng is not None:
             out.append(rng.finish)
@@ -608,7 +614,7 @@ def storage_key(t: torch.Tensor) -> StorageWeakRef:
 class LiveSet:
     """Byte ranges of the storages live at the current step, to catch overlapping slots."""
 
-    def __init__(self, graph: Graph, order: Sequence[str],
+    def __init__(self, graph: Graph, order: Sequence[OpId],
                  slot: Mapping[StorageWeakRef, tuple[TensorId, int]]) -> None:
         self.lts = lifetimes(graph, order)
         offset = dict(slot.values())

@@ -161,7 +161,7 @@ class _Expansion:
         if r.source not in nodes:
             raise ExecutorError(f"recompute op {r.id!r}: the traced step has no op "
                                 f"{r.source!r}")
-        arg_map = {}
+        arg_map: dict[torch.fx.Node, torch.fx.Node] = {}
         for u, u0 in zip(r.inputs, src.inputs, strict=True):
             if u != u0:
                 arg_map[self.node_of_value(u0)] = self.node_of_value(u)
@@ -169,8 +169,12 @@ class _Expansion:
         first = anchors.get(r.id, n_nodes)
         anchor = nodes[self.anchor_of.get(first, "output")] if first < n_nodes else next(
             n for n in fx.nodes if n.op == "output")
+        def through(n: torch.fx.Node, m: dict[torch.fx.Node, torch.fx.Node] = arg_map,
+                    ) -> torch.fx.Node:
+            return m.get(n, n)
+
         with fx.inserting_before(anchor):
-            new = fx.node_copy(nodes[r.source], lambda n, m=arg_map: m.get(n, n))
+            new = fx.node_copy(nodes[r.source], through)
             new.name = r.id
             if running_stats_writes(g0, src):
                 _without_running_stats(new)

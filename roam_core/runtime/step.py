@@ -21,7 +21,7 @@ import torch
 from torch import nn
 
 from roam_core.base.errors import ExecutorError
-from roam_core.model.graph import TensorKind
+from roam_core.model.graph import OpId, TensorId, TensorKind
 from roam_core.runtime.arena_runner import ArenaRunner
 from roam_core.trace.params import (
     retie,
@@ -159,14 +159,14 @@ def eager_step(st: StepState, loss_fn: Callable[[Any], torch.Tensor] | None,
     return loss.detach()
 
 
-def created_state_ids(traced: TracedStep) -> list[str]:
+def created_state_ids(traced: TracedStep) -> list[TensorId]:
     """Optimizer-state storages created inside the step (``roam`` setting), in creation
     order (which is the optimizer's parameter order and state insertion order)."""
     g = traced.graph
     pos = {op: i for i, op in enumerate(g.op_ids)}
     made = [t for t in g.tensors.values()
             if t.kind == TensorKind.OPTIMIZER_STATE and t.producer is not None]
-    return [t.id for t in sorted(made, key=lambda t: pos[t.producer])]
+    return [t.id for t in sorted(made, key=lambda t: pos[t.producer])]  # type: ignore[index]  # made
 
 
 def eager_values(st: StepState, n_created: int) -> list[torch.Tensor]:
@@ -183,7 +183,7 @@ def eager_values(st: StepState, n_created: int) -> list[torch.Tensor]:
     return [t.detach() for t in st.flat] + [t.detach() for t in created]
 
 
-def run_planned_step(runner: ArenaRunner, traced: TracedStep, order: Sequence[str],
+def run_planned_step(runner: ArenaRunner, traced: TracedStep, order: Sequence[OpId],
                      seed: int, *, load: StepState | None) -> tuple[torch.Tensor, float]:
     """Run the plan once (loading the resident values first when ``load`` is given).
 

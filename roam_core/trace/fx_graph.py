@@ -391,7 +391,9 @@ def build_graph(
     Parameters
     ----------
     gm : torch.fx.GraphModule
-        The traced step (every node with a fake ``meta["val"]``); its output is the loss.
+        The traced step (every node with a fake ``meta["val"]``); it returns the loss first
+        (a clipping step also returns its gradient norm; every returned storage is an
+        ``output``, live to the end of the step).
     phases : Mapping of str to Phase
         FX node name -> phase (missing names are ``OTHER``); the op producing the loss is
         always ``LOSS``.
@@ -427,9 +429,9 @@ def build_graph(
     """
     b = _Builder(resident_kind)
     out_node = next(n for n in gm.graph.nodes if n.op == "output")
-    loss_node = torch.fx.node.map_aggregate(out_node.args[0], lambda x: x)
-    while isinstance(loss_node, (list, tuple)):
-        loss_node = loss_node[0]
+    returned: list[Any] = []
+    torch.fx.node.map_arg(out_node.args[0], returned.append)
+    loss_node = returned[0]  # the loss; a clipping step also returns its gradient norm
     loss_producer = loss_node.args[0] if loss_node.target is _getitem else loss_node
     for node in gm.graph.nodes:
         if node.op in ("placeholder", "get_attr"):
@@ -445,8 +447,8 @@ def build_graph(
         except Exception as e:
             raise TraceError(f"op {node.name} ({node.target}): {type(e).__name__}: {e}") from e
     loss_value = b.node_values[loss_node.name][0]
-    loss_sid = b.storage_of[loss_value]
-    kinds = _kinds(b, grads, state, loss_sid, communication)
+    out_sids = list(dict.fromkeys(b.storage_of[b.node_values[n.name][0]] for n in returned))
+    kinds = _kinds(b, grads, state, set(out_sids), communication)
     storage_names = _storage_names(b, names or {}, named)
     if modules:
         _set_modules(b, modules, storage_names)
@@ -455,7 +457,7 @@ def build_graph(
                for sid, f in b.tensors.items()]
     edges = _control_edges(b)
     graph = Graph.build([p.op() for p in b.ops], tensors, b.aliases, edges,
-                        outputs=[TensorId(loss_sid)], name=name, origin=origin)
+                        outputs=[TensorId(s) for s in out_sids], name=name, origin=origin)
     return graph, b.values, loss_value
 
 
@@ -505,7 +507,8 @@ def _set_modules(b: _Builder, modules: Mapping[str, str],
 
 
 def _kinds(b: _Builder, grads: Sequence[torch.Tensor], state: Sequence[torch.Tensor],
-           loss_sid: str, communication: Sequence[torch.Tensor] = ()) -> dict[str, TensorKind]:
+           output_sids: set[str], communication: Sequence[torch.Tensor] = ()
+           ) -> dict[str, TensorKind]:
     def sids(ts: Sequence[torch.Tensor]) -> set[str]:
         found = (b.sref.get(StorageWeakRef(t.untyped_storage())) for t in ts)
         return {s for s in found if s is not None}
@@ -520,7 +523,7 @@ def _kinds(b: _Builder, grads: Sequence[torch.Tensor], state: Sequence[torch.Ten
     for sid, (_, _, _, producer) in b.tensors.items():
         if producer is None:
             kinds[sid] = b.resident_kind.get(sid, TensorKind.INPUT)
-        elif sid == loss_sid:
+        elif sid in output_sids:
             kinds[sid] = TensorKind.OUTPUT
         elif sid in grad_s:
             kinds[sid] = TensorKind.GRADIENT

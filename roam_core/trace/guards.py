@@ -250,7 +250,7 @@ def _tracer_root() -> Any:
     except ImportError:  # pragma: no cover
         return None
     mode = get_proxy_mode()
-    return None if mode is None else mode.tracer.root
+    return None if mode is None else mode.tracer.root  # type: ignore[union-attr]  # make_fx's
 
 
 @contextlib.contextmanager

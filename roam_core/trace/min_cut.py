@@ -56,14 +56,14 @@ import copy
 import logging
 import operator
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import torch
 
 from roam_core.base.units import format_bytes
-from roam_core.model.graph import Graph, Phase, TensorId, TensorKind
+from roam_core.model.graph import Graph, OpId, Phase, TensorId, TensorKind
 from roam_core.model.recompute_ops import LATE_PHASES, recompute_blockers
 from roam_core.trace.params import unique_named_buffers, unique_named_parameters
 
@@ -207,8 +207,8 @@ class _Partition:
 
 def _partition_all(model: torch.nn.Module, example_inputs: Sequence[Any],
                    loss_fn: Callable[[Any], torch.Tensor] | None, budgets: Sequence[float],
-                   params: list[tuple[str, torch.Tensor]],
-                   buffers: list[tuple[str, torch.Tensor]], apis: tuple[Any, Any, Any]
+                   params: Sequence[tuple[str, torch.Tensor]],
+                   buffers: Sequence[tuple[str, torch.Tensor]], apis: tuple[Any, Any, Any]
                    ) -> _Partition:
     from torch._subclasses.fake_tensor import FakeTensorMode
 
@@ -317,7 +317,12 @@ def _key(node: Any) -> tuple[Any, ...]:
 def _tensor_args(node: Any) -> list[Any]:
     """The node inputs in argument order (flattened lists), tensors and other nodes."""
     got: list[Any] = []
-    torch.fx.node.map_arg((node.args, node.kwargs), lambda n: got.append(n) or n)
+
+    def collect(n: Any) -> Any:
+        got.append(n)
+        return n
+
+    torch.fx.node.map_arg((node.args, node.kwargs), collect)
     return got
 
 
@@ -544,7 +549,7 @@ def _map(graph: Graph, traced: TracedStep, part: _Partition,
     copies = _clone_holders(rnodes, m)
     unmatched = _unmatched_late_reads(graph, traced, m, late_read, copies)
     if unmatched:
-        ex = ", ".join(f"{graph.tensors[s].producer} ({graph.op(graph.tensors[s].producer).target})"
+        ex = ", ".join(f"{graph.tensors[s].producer} ({graph.op(graph.tensors[s].producer).target})"  # type: ignore[arg-type]  # forward storages are made
                        for s in unmatched[:4])
         return _na(base, f"{len(unmatched)} forward storages the backward reads come from ops "
                          f"the joint graph does not match (e.g. {ex})")
@@ -576,7 +581,7 @@ def _placeholder_pairs(traced: TracedStep, part: _Partition) -> tuple[dict[Any, 
     return {}, counts
 
 
-def _late_read(graph: Graph, phase: dict[str, Phase]) -> dict[TensorId, None]:
+def _late_read(graph: Graph, phase: Mapping[OpId, Phase]) -> dict[TensorId, None]:
     """roam's forward and loss storages that the backward or the optimizer reads."""
     late_read: dict[TensorId, None] = {}
     for op in graph.ops:
@@ -620,7 +625,7 @@ def _unmatched_late_reads(graph: Graph, traced: TracedStep, m: _Matcher,
             and not any(node_of.get(v) in m.r2a for v in values_of.get(s, ()))]
 
 
-def _decisions(graph: Graph, phase: dict[str, Phase], m: _Matcher, part: _Partition,
+def _decisions(graph: Graph, phase: Mapping[OpId, Phase], m: _Matcher, part: _Partition,
                budgets: list[float], late_read: dict[TensorId, None],
                copies: dict[Any, list[Any]], notes: list[str]) -> list[MinCutDecision]:
     """One decision per budget whose saved values all map onto roam's graph (the others get
@@ -647,7 +652,7 @@ def _decisions(graph: Graph, phase: dict[str, Phase], m: _Matcher, part: _Partit
         for t in early_storages:
             if t.id in keep:
                 continue
-            if why[t.producer] is None:
+            if why[t.producer] is None:  # type: ignore[index]  # early storages are made
                 drop.append(t.id)
             elif t.id in late_read:
                 ruled.append(t.id)
@@ -663,7 +668,8 @@ def _decisions(graph: Graph, phase: dict[str, Phase], m: _Matcher, part: _Partit
         if ruled:
             first = graph.tensors[ruled[0]].producer
             ruled_notes.setdefault(
-                (len(ruled), decisions[-1].kept_by_rules_bytes, str(why[first])), []).append(
+                (len(ruled), decisions[-1].kept_by_rules_bytes, str(why[first])),  # type: ignore[index]  # made
+                []).append(
                 min_cut_method(b))
     for (n, nbytes, reason), methods in ruled_notes.items():
         notes.append(f"{', '.join(methods)}: {n} storages ({format_bytes(nbytes)}) the "
@@ -688,6 +694,7 @@ def _kept_storages(graph: Graph, m: _Matcher, a_name: dict[str, Any],
         if tgt is None:
             lost.append(name)
             continue
+        assert an is not None  # tgt was resolved from it
         if an.op != "placeholder" and tgt.op != "placeholder":
             saved_bytes += _val_bytes(an.meta.get("val"))
         rn = m.ph_a2r[tgt] if tgt.op == "placeholder" else m.a2r[tgt]

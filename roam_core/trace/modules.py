@@ -29,11 +29,14 @@ from __future__ import annotations
 import bisect
 import logging
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import nn
 from torch.fx.experimental.proxy_tensor import get_proxy_mode
+
+if TYPE_CHECKING:
+    from torch.autograd.graph import Node
 
 __all__ = ["META_KEY", "SCOPE_ATTRIBUTE", "ModuleTracker", "node_modules", "owner_module",
            "scoped_name"]
@@ -187,7 +190,7 @@ class ModuleTracker:
             _logger.info("this torch has no autograd sequence numbers: backward ops are "
                          "attributed to the top level")
         seen: set[int] = set()
-        todo = [root]
+        todo: list[Node | None] = [root]
         while todo:
             node = todo.pop()
             if node is None or id(node) in seen:

@@ -1,10 +1,14 @@
 """The optimizer of a traced step: named torch optimizers with single-tensor updates, and the
 ``steady`` setting's warm step that creates their state before the traced step.
 
-The optimizer is always built with its *single-tensor* implementation (``foreach=False,
-fused=False``): foreach and fused optimizers trace into multi-tensor ops over all parameters
-at once, which would make it impossible to run one parameter's update as soon as its
-gradient is ready (ROAM's weight-update rule).
+The optimizer is always traced with its *single-tensor* implementation: foreach optimizers
+trace into multi-tensor ops over all parameters at once, which would make it impossible to
+run one parameter's update as soon as its gradient is ready (ROAM's weight-update rule).
+Named optimizers are built with ``foreach=False, fused=False``; a user's optimizer built with
+``foreach=True`` is switched to its per-parameter form for the trace (:func:`per_parameter`):
+torch's foreach kernels on CPU loop over the same per-tensor kernels, so the update is the
+same bit for bit (tested for Adam, AdamW and SGD).  ``fused=True`` runs one fused kernel with
+its own arithmetic and is traced as it is.
 """
 
 from __future__ import annotations
@@ -18,7 +22,8 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from roam_core.base.errors import TraceError
 
-__all__ = ["OPTIMIZERS", "SETTINGS", "OptimizerFactory", "make_optimizer_factory", "warm_step"]
+__all__ = ["OPTIMIZERS", "SETTINGS", "OptimizerFactory", "make_optimizer_factory",
+           "per_parameter", "warm_step"]
 
 #: Optimizer names accepted by :func:`~roam_core.trace.tracer.trace_training_step`.
 OPTIMIZERS = ("adamw", "adam", "sgd")
@@ -76,6 +81,19 @@ def make_optimizer_factory(
     # a torch optimizer with plain hyper-parameters: its warm step may run on meta twins
     setattr(factory, _META_WARM, not any(isinstance(v, torch.Tensor) for v in kw.values()))
     return name, factory
+
+
+def per_parameter(opt: torch.optim.Optimizer) -> torch.optim.Optimizer:
+    """Switch ``foreach=True`` param groups to the single-tensor update (in place).
+
+    ``foreach=None`` (torch's default, which picks foreach on CUDA) becomes ``False`` too:
+    the trace records the per-parameter update either way.  ``fused`` is left as it is.
+    Returns ``opt``.
+    """
+    for group in opt.param_groups:
+        if "foreach" in group and not group.get("fused"):
+            group["foreach"] = False
+    return opt
 
 
 def warm_step(opt: torch.optim.Optimizer, factory: OptimizerFactory, params: list[Any],

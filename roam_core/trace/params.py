@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TypeVar
 
 import torch
 from torch import nn
@@ -27,8 +28,11 @@ from torch import nn
 __all__ = ["TieGroup", "retie", "tie_groups", "unique_named_buffers", "unique_named_parameters"]
 
 
-def _unique(named: Iterable[tuple[str, torch.Tensor]]) -> list[tuple[str, torch.Tensor]]:
-    seen: dict[int, tuple[str, torch.Tensor]] = {}
+_T = TypeVar("_T", bound=torch.Tensor)
+
+
+def _unique(named: Iterable[tuple[str, _T]]) -> list[tuple[str, _T]]:
+    seen: dict[int, tuple[str, _T]] = {}
     for name, t in named:
         seen.setdefault(id(t), (name, t))
     return list(seen.values())
@@ -115,5 +119,6 @@ def retie(model: nn.Module, groups: Iterable[TieGroup]) -> nn.Module:
         keep = (mod._parameters if g.is_parameter else mod._buffers)[leaf]
         for name in g.names[1:]:
             other, key = _owner(model, name)
-            (other._parameters if g.is_parameter else other._buffers)[key] = keep
+            table = other._parameters if g.is_parameter else other._buffers
+            table[key] = keep  # type: ignore[assignment]  # a Parameter if from _parameters
     return model

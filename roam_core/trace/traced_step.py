@@ -18,6 +18,7 @@ from typing import Any
 from roam_core.model.graph import Graph, TensorKind
 from roam_core.trace.fx_graph import ValueRef
 from roam_core.trace.rng import RngTimeline
+from roam_core.trace.step_spec import StepSpec
 
 __all__ = ["PlaceholderRole", "TracedStep"]
 
@@ -51,7 +52,8 @@ class TracedStep:
     ----------
     gm : torch.fx.GraphModule
         The traced step (profiler nodes and dead code removed).  Called with the flat list
-        of placeholder tensors (order of ``placeholders``), it returns ``[loss]``.
+        of placeholder tensors (order of ``placeholders``), it returns ``[loss]``
+        (``[loss, total_norm]`` when the step clips its gradients).
     graph : Graph
         The memory graph (see the module docstring for how ids map to ``gm`` nodes).
     placeholders : tuple of PlaceholderRole
@@ -84,3 +86,4 @@ class TracedStep:
     optimizer: str
     trace_time_s: float
     rng: RngTimeline = field(default_factory=RngTimeline)
+    spec: StepSpec = field(default_factory=StepSpec)

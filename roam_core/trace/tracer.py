@@ -72,16 +72,28 @@ from roam_core.base.collector import gc_paused
 from roam_core.base.errors import ConfigError, TraceError
 from roam_core.model.graph import Graph, Phase, TensorKind
 from roam_core.model.parallel import ParallelSetting
+from roam_core.trace.fake_fixes import fix_fake_values
 from roam_core.trace.fx_graph import build_graph, is_random
 from roam_core.trace.guards import explain, guard_data_dependence
 from roam_core.trace.modules import SCOPE_ATTRIBUTE, ModuleTracker, node_modules, scoped_name
-from roam_core.trace.optimizers import OptimizerFactory, make_optimizer_factory, warm_step
+from roam_core.trace.optimizers import (
+    OptimizerFactory,
+    make_optimizer_factory,
+    per_parameter,
+    warm_step,
+)
 from roam_core.trace.parallel.process_group import rank_process_group
 from roam_core.trace.parallel.program import PARALLEL_PRECISIONS
 from roam_core.trace.parallel.rank_trace import RankTrace as _RankTrace
 from roam_core.trace.parallel.rank_trace import as_parallel_setting
 from roam_core.trace.params import unique_named_buffers, unique_named_parameters
 from roam_core.trace.rng import RngRecorder, record_rng, rng_timeline
+from roam_core.trace.step_spec import (
+    ACCUMULATOR_SUFFIX,
+    StepSpec,
+    accumulate_and_clip,
+    reset_accumulators,
+)
 from roam_core.trace.traced_step import PlaceholderRole, TracedStep
 
 __all__ = ["trace_fx", "trace_training_step"]
@@ -98,6 +110,9 @@ def trace_training_step(
     setting: str = "steady",
     name: str | None = None,
     origin: Mapping[str, Any] | None = None,
+    max_grad_norm: float | None = None,
+    accumulation_steps: int = 1,
+    accumulate_only: bool = False,
     parallel: str | ParallelSetting | None = None,
     world_size: int = 1,
     reshard_after_forward: bool = True,
@@ -119,14 +134,24 @@ def trace_training_step(
         scalar loss itself.
     optimizer : {"adamw", "adam", "sgd"} or callable, optional
         Default ``"adamw"`` (``"adam"`` with lr 0.1, weight decay 1e-4 in the ``roam``
-        setting).  SGD uses momentum 0.9.  A callable ``params -> Optimizer`` is used as is
-        (pass ``foreach=False`` to it to keep per-parameter update ops).
+        setting).  SGD uses momentum 0.9.  A callable ``params -> Optimizer`` is used as is,
+        except that ``foreach=True`` is traced as the per-parameter update it computes (on
+        CPU torch's foreach kernels loop over the same per-tensor kernels); ``fused=True``
+        is traced as torch's fused kernel (one op updating every parameter).
     setting : {"steady", "roam"}
         Optimizer state resident before the step, or created by the traced first step.
     name : str, optional
         Graph name (default: the model's class name).
     origin : Mapping, optional
         Stored as ``Graph.origin`` (default ``{"source": "custom", ...}``).
+    max_grad_norm : float, optional
+        Clip the gradients' total 2-norm in the step (:mod:`roam_core.trace.step_spec`).
+    accumulation_steps : int
+        Micro-batches per optimizer step; with ``k > 1`` the step is the k-th micro-batch
+        (backward of ``loss / k``, gradients added into resident accumulators, update).
+    accumulate_only : bool
+        With ``accumulation_steps > 1``: trace a micro-batch that only accumulates (no
+        update), the graph of the first ``k - 1`` micro-batches.
     parallel : {"fsdp", "ddp"} or ParallelSetting, optional
         Trace the step of one rank of a data-parallel world (``docs/parallel.md``): FSDP2
         (parameters, gradients and optimizer state sharded 1/W; all-gathers and
@@ -160,8 +185,9 @@ def trace_training_step(
     >>> sorted({op.phase.value for op in g.ops})
     ['backward', 'forward', 'loss', 'optimizer']
     """
+    spec = StepSpec(max_grad_norm, accumulation_steps, not accumulate_only)
     return trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting, name=name,
-                    origin=origin, parallel=parallel, world_size=world_size,
+                    origin=origin, spec=spec, parallel=parallel, world_size=world_size,
                     reshard_after_forward=reshard_after_forward, fsdp_wrap=fsdp_wrap,
                     precision=precision, **optimizer_kwargs).graph
 
@@ -176,6 +202,7 @@ def trace_fx(
     name: str | None = None,
     origin: Mapping[str, Any] | None = None,
     device: str | torch.device = "cpu",
+    spec: StepSpec | None = None,
     parallel: str | ParallelSetting | None = None,
     world_size: int = 1,
     reshard_after_forward: bool = True,
@@ -186,14 +213,17 @@ def trace_fx(
     """Trace a training step and keep the FX program (internal API for the executor).
 
     Same parameters as :func:`trace_training_step`, plus ``device``: the device of the fake
-    tensors (``"cpu"``; ``"cuda"`` only works on a machine with a GPU).  A model made by
+    tensors (``"cpu"``; ``"cuda"`` only works on a machine with a GPU), and ``spec``, the
+    clipping and accumulation of the step (:class:`~roam_core.trace.step_spec.StepSpec`).
+    Returns a :class:`TracedStep`.  The placeholders of ``TracedStep.gm`` are, in order,
+    the deduplicated parameters, the buffers, the resident optimizer state (``steady`` only:
+    per parameter, the tensor entries of ``opt.state[p]`` in insertion order), the gradient
+    accumulators (with accumulation: one per parameter that requires grad) and the tensor
+    example inputs, as listed in ``TracedStep.placeholders``.  The step returns ``[loss]``,
+    or ``[loss, total_norm]`` when it clips.  Python's cyclic garbage collector is paused
+    while tracing (:func:`gc_paused`).  A model made by
     :func:`roam_core.trace.parallel.shard_model` (real shards of one rank) traces with its
-    own layout.  Returns a
-    :class:`TracedStep`.  The placeholders of ``TracedStep.gm`` are, in order, the
-    deduplicated parameters, the buffers, the resident optimizer state (``steady`` only:
-    per parameter, the tensor entries of ``opt.state[p]`` in insertion order) and the tensor
-    example inputs, as listed in ``TracedStep.placeholders``.  Python's cyclic garbage
-    collector is paused while tracing (:func:`gc_paused`).
+    own layout.
     """
     par = as_parallel_setting(parallel, world_size, reshard_after_forward, fsdp_wrap)
     if not par.active and precision != "fp32":
@@ -204,13 +234,20 @@ def trace_fx(
                           f"supported; choose one of: "
                           f"{', '.join(PARALLEL_PRECISIONS[par.kind])}")
     with gc_paused():
+        spec = spec or StepSpec()
         if not par.active:
             return _trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting,
-                             name=name, origin=origin, device=device, **optimizer_kwargs)
+                             name=name, origin=origin, device=device, spec=spec,
+                             **optimizer_kwargs)
+        if spec != StepSpec():
+            # a clipped norm needs an all-reduce over the shards that the rank program
+            # does not trace yet: refuse rather than plan a different step
+            raise ConfigError("gradient clipping and accumulation are not supported with "
+                              f"--parallel {par.kind} in this version")
         with rank_process_group(par.world_size) as group:
             rank = _RankTrace.make(model, par, group, precision)
             return _trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting,
-                             name=name, origin=origin, device=device, rank=rank,
+                             name=name, origin=origin, device=device, spec=spec, rank=rank,
                              **optimizer_kwargs)
 
 
@@ -224,6 +261,7 @@ def _trace_fx(
     name: str | None,
     origin: Mapping[str, Any] | None,
     device: str | torch.device,
+    spec: StepSpec,
     rank: _RankTrace | None = None,
     **optimizer_kwargs: Any,
 ) -> TracedStep:
@@ -236,18 +274,20 @@ def _trace_fx(
     # closed-over real tensors (e.g. labels captured by loss_fn) become graph constants
     fm = FakeTensorMode(allow_non_fake_inputs=True)
     with _FakeSwap(model, fm, dev, rank.shapes if rank is not None else None):
-        fake = _FakeStep.build(model, example_inputs, factory, setting, fm, dev)
+        fake = _FakeStep.build(model, example_inputs, factory, setting, fm, dev, spec)
         program = rank.program(model) if rank is not None else None
-        gm, ctx, rng_calls = _make_fx(model, loss_fn, fake, fm, program)
+        gm, ctx, rng_calls = _make_fx(model, loss_fn, fake, fm, spec, program)
     roles = (
         [(TensorKind.PARAMETER, n) for n, _ in fake.named_params]
         + [(TensorKind.BUFFER, n) for n, _ in fake.named_buffers]
         + [(TensorKind.OPTIMIZER_STATE, n) for n in fake.state_names]
+        + [(TensorKind.GRADIENT, n) for n in fake.accumulator_names]
         + [(TensorKind.INPUT, f"inputs[{i}]") for i in fake.tensor_pos]
     )
     phases = ctx.phases(gm.graph)
     rng = rng_timeline(gm, rng_calls, is_random)
     _strip(gm)  # gm is lazy: its recompile() only marks the code stale
+    fix_fake_values(gm, fm)  # where torch's fake kernels disagree with the real ones
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     assert len(placeholders) == len(roles), (len(placeholders), len(roles))
     ph_roles = tuple(PlaceholderRole(n.name, k, r) for n, (k, r) in
@@ -259,7 +299,7 @@ def _trace_fx(
         origin = {"source": "custom", "model": type(model).__name__, "setting": setting,
                   "optimizer": opt_name, "torch": torch.__version__,
                   "input_shapes": [list(x.shape) for x in example_inputs
-                                   if isinstance(x, torch.Tensor)]}
+                                   if isinstance(x, torch.Tensor)], **spec.origin()}
     if rank is not None:
         origin = {**origin, "parallel": rank.setting.to_dict(), "precision": rank.precision}
     graph, values, loss_value = build_graph(
@@ -272,7 +312,7 @@ def _trace_fx(
     _logger.info("traced %s: %d ops, %d storages in %.2f s", gname, len(graph),
                  len(graph.tensors), dt)
     return TracedStep(gm, graph, ph_roles, consts, values, loss_value, setting, opt_name, dt,
-                      rng)
+                      rng, spec)
 
 
 @dataclass
@@ -290,6 +330,9 @@ class _FakeStep:
     pname: dict[int, str]  # id(parameter) -> qualified name
     scope: str
     tracker: ModuleTracker
+    #: per parameter, its gradient accumulator (None: frozen, or no accumulation)
+    accumulators: list[torch.Tensor | None]
+    accumulator_names: list[str]  # the parameters' names, for the accumulators that exist
 
     @property
     def params(self) -> list[nn.Parameter]:
@@ -299,9 +342,14 @@ class _FakeStep:
     def buffers(self) -> list[torch.Tensor]:
         return [b for _, b in self.named_buffers]
 
+    @property
+    def accumulator_tensors(self) -> list[torch.Tensor]:
+        return [a for a in self.accumulators if a is not None]
+
     @classmethod
     def build(cls, model: nn.Module, example_inputs: Sequence[Any], factory: OptimizerFactory,
-              setting: str, fm: FakeTensorMode, dev: torch.device) -> _FakeStep:
+              setting: str, fm: FakeTensorMode, dev: torch.device,
+              spec: StepSpec) -> _FakeStep:
         named_params = unique_named_parameters(model)
         named_buffers = unique_named_buffers(model)
         params = [p for _, p in named_params]
@@ -309,6 +357,7 @@ class _FakeStep:
         tensor_pos = [i for i, x in enumerate(inputs) if isinstance(x, torch.Tensor)]
         with fm:
             opt = factory(params)
+        per_parameter(opt)
         if setting == "steady":
             warm_step(opt, factory, params, fm, dev)
         state_names: list[str] = []
@@ -321,25 +370,36 @@ class _FakeStep:
                 if isinstance(v, torch.Tensor):
                     state.append(v)
                     state_names.append(f"{pname[id(p)]}:{k}")
+        accs: list[torch.Tensor | None] = [None] * len(params)
+        if spec.accumulates:
+            with fm:
+                accs = [torch.empty(p.shape, dtype=p.dtype, device=dev) if p.requires_grad
+                        else None for p in params]
+        acc_names = [pname[id(p)] for p, a in zip(params, accs, strict=True) if a is not None]
         return cls(named_params, named_buffers, inputs, tensor_pos, opt, state, state_names,
-                   pname, scope, tracker)
+                   pname, scope, tracker, accs, acc_names)
 
 
 def _make_fx(model: nn.Module, loss_fn: Callable[[Any], torch.Tensor] | None,
              fake: _FakeStep, fm: FakeTensorMode,
-             program: Any = None) -> tuple[Any, _StepContext, RngRecorder]:
-    """Trace ``loss_fn(model(*inputs)); backward; opt.step(); opt.zero_grad()`` with make_fx;
-    returns the GraphModule, what the step recorded and the RNG calls.  ``program``: the
-    data-parallel program whose hooks run the forward and backward of one rank."""
+             spec: StepSpec, program: Any = None) -> tuple[Any, _StepContext, RngRecorder]:
+    """Trace ``loss_fn(model(*inputs)); backward; [accumulate, clip]; opt.step();
+    opt.zero_grad()`` with make_fx; returns the GraphModule, what the step recorded and the
+    RNG calls.  ``program``: the data-parallel program whose hooks run the forward and
+    backward of one rank."""
     ctx = _StepContext()
     guards: list[Any] = []
     inputs, tensor_pos, opt, pname, tracker = (fake.inputs, fake.tensor_pos, fake.opt,
                                                fake.pname, fake.tracker)
+    k = spec.accumulation_steps
 
-    def step(params_: list, buffers_: list, state_: list, inputs_: list) -> torch.Tensor:
+    def step(params_: list, buffers_: list, state_: list, accs_: list,
+             inputs_: list) -> list[torch.Tensor]:
         args = list(inputs)
         for i, x in zip(tensor_pos, inputs_, strict=True):
             args[i] = x
+        it = iter(accs_)
+        accs = [None if a is None else next(it) for a in fake.accumulators]
         with guard_data_dependence(model, guards), (
                 program.step() if program is not None else contextlib.nullcontext()):
             out = model(*args)
@@ -347,15 +407,18 @@ def _make_fx(model: nn.Module, loss_fn: Callable[[Any], torch.Tensor] | None,
             loss = out if loss_fn is None else loss_fn(out)
             if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
                 raise TraceError("the loss must be a tensor with one element")
+            scaled = loss / k if k > 1 else loss  # the eager loop's (loss / k).backward()
             ctx.mark("loss")
-            tracker.hook_backward(loss)
-            loss.backward()
+            tracker.hook_backward(scaled)
+            scaled.backward()
             tracker.set_backward("")
+            ctx.grads = [p.grad for p in params_ if p.grad is not None]
+            ctx.named.extend((f"{pname[id(p)]}.grad", p.grad) for p in params_
+                             if p.grad is not None)
+            norm = accumulate_and_clip(params_, accs, spec)
             ctx.mark("backward")
-        ctx.grads = [p.grad for p in params_ if p.grad is not None]
-        ctx.named.extend((f"{pname[id(p)]}.grad", p.grad) for p in params_
-                         if p.grad is not None)
-        opt.step()
+        if spec.updates:
+            opt.step()
         tracker.flush()
         ctx.mark("optimizer")
         ctx.state = [v for p in params_ for v in opt.state.get(p, {}).values()
@@ -363,13 +426,18 @@ def _make_fx(model: nn.Module, loss_fn: Callable[[Any], torch.Tensor] | None,
         ctx.named.extend((f"{pname[id(p)]}.{k}", v) for p in params_
                          for k, v in opt.state.get(p, {}).items()
                          if isinstance(v, torch.Tensor))
+        ctx.named.extend((f"{pname[id(p)]}{ACCUMULATOR_SUFFIX}", a)
+                         for p, a in zip(params_, accs, strict=True) if a is not None)
         opt.zero_grad(set_to_none=True)
-        return loss
+        if spec.updates:
+            reset_accumulators(accs)
+        return [loss] if norm is None else [loss, norm]
 
     try:
-        with fm, tracker, record_rng() as rng_calls, _lazy_recompile():
+        with fm, tracker, record_rng() as rng_calls, _lazy_recompile(), _eager_checkpointing():
             gm = make_fx(step, tracing_mode="real", **_MAKE_FX_OPTIONS)(
-                fake.params, fake.buffers, fake.state, [inputs[i] for i in tensor_pos])
+                fake.params, fake.buffers, fake.state, fake.accumulator_tensors,
+                [inputs[i] for i in tensor_pos])
     except TraceError:
         raise
     except Exception as e:
@@ -409,11 +477,27 @@ def _lazy_recompile() -> Iterator[None]:
         yield
 
 
+def _eager_checkpointing() -> contextlib.AbstractContextManager[None]:
+    """Trace selective activation checkpointing as eager runs it.
+
+    ``torch.utils.checkpoint``'s selective policies (``context_fn``) take any active proxy
+    mode for ``torch.compile`` and then cache every op's result instead of re-running the
+    ones marked for recomputation; torch's flag for a non-strict ``make_fx`` trace (what this
+    trace is) makes them behave as in eager, so the graph holds the re-runs the model really
+    does.  Feature-detected: a torch without the flag traces as before.
+    """
+    ctx = getattr(torch.compiler, "_non_strict_tracing_context", None)
+    return ctx() if callable(ctx) else contextlib.nullcontext()
+
+
 def _storage_name(role: PlaceholderRole) -> str:
-    """``Tensor.name`` of a placeholder: ``fc.weight``, ``fc.weight.exp_avg``, ``inputs[0]``."""
+    """``Tensor.name`` of a placeholder: ``fc.weight``, ``fc.weight.exp_avg``,
+    ``fc.weight.grad_accumulator``, ``inputs[0]``."""
     if role.kind is TensorKind.OPTIMIZER_STATE:
         param, _, key = role.name.rpartition(":")
         return f"{param}.{key}"
+    if role.kind is TensorKind.GRADIENT:
+        return f"{role.name}{ACCUMULATOR_SUFFIX}"
     return role.name
 
 
@@ -491,7 +575,7 @@ class _FakeSwap:
                 for k, v in list(table.items()):
                     if v is not None:
                         self.saved.append((table, k, v))
-                        table[k] = self._fake(v, param)
+                        table[k] = self._fake(v, param)  # type: ignore[assignment]  # param: a Parameter
         return self
 
     def __exit__(self, *exc: object) -> None:

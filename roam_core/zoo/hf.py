@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -88,6 +89,8 @@ class _HFLoss(nn.Module):
     #: graph module paths and tensor names are those of the HF model
     roam_name_scope = "model"
 
+    model: nn.Module  # the Hugging Face model
+
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
         self.model = model
@@ -102,6 +105,8 @@ class _HFHidden(nn.Module):
     #: graph module paths and tensor names are those of the HF model
     roam_name_scope = "model"
 
+    model: nn.Module  # the Hugging Face model
+
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
         self.model = model
@@ -112,6 +117,8 @@ class _HFHidden(nn.Module):
 
 class _HFImageLoss(nn.Module):
     """``forward(pixel_values, labels)`` returns the classifier's cross-entropy loss."""
+
+    model: nn.Module  # the Hugging Face model
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
@@ -126,7 +133,9 @@ def _ce_zeros(out: torch.Tensor) -> torch.Tensor:
 
 
 def hf_step(config: Any, batch_size: int, seq_len: int | None = None, *,
-            head: str = "causal-lm", **overrides: Any) -> tuple[nn.Module, list[Any], Any]:
+            head: str = "causal-lm", **overrides: Any,
+            ) -> tuple[_HFLoss | _HFHidden | _HFImageLoss, list[torch.Tensor],
+                       Callable[[torch.Tensor], torch.Tensor] | None]:
     """``(model, example_inputs, loss_fn)`` of one HF training step, built on meta, offline.
 
     Token heads take ``[B, T]`` ids (``labels = input_ids``; ``seq2seq-lm`` models such as
@@ -164,7 +173,7 @@ def trace_hf(config: Any, batch_size: int, seq_len: int | None, *, head: str = "
 
     tf = _transformers()
     wrapped, inputs, loss_fn = hf_step(config, batch_size, seq_len, head=head, **overrides)
-    cfg = wrapped.model.config
+    cfg: Any = wrapped.model.config  # a PretrainedConfig: transformers is optional, untyped here
     opt_name, factory = make_optimizer_factory(optimizer, setting)
     origin = {"source": "custom", "builder": "hf", "model": cfg.model_type, "head": head,
               "hf_config": json.loads(cfg.to_json_string(use_diff=False)),

@@ -9,9 +9,9 @@ onto it.  Other graphs get "not applicable" with the reason.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from roam_core.model.graph import Graph
+from roam_core.model.graph import Graph, TensorId
 from roam_core.trace.min_cut import MIN_CUT_BUDGETS, MinCutResult, min_cut_available, torch_min_cut
 
 if TYPE_CHECKING:
@@ -78,7 +78,7 @@ def zoo_min_cut(graph: Graph, budgets: Sequence[float] = MIN_CUT_BUDGETS,
 
 def min_cut_baselines(graph: Graph, budgets: Sequence[float] = MIN_CUT_BUDGETS,
                       traced: TracedStep | None = None
-                      ) -> tuple[MinCutResult, dict[str, tuple[Any, ...]], list[str]]:
+                      ) -> tuple[MinCutResult, dict[str, tuple[TensorId, ...]], list[str]]:
     """torch's min-cut decisions as the frontier's extra baselines.
 
     Parameters

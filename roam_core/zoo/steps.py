@@ -29,6 +29,7 @@ from torch import nn
 
 from roam_core.base.collector import gc_paused
 from roam_core.base.errors import TraceError
+from roam_core.zoo.llama import Llama
 from roam_core.zoo.registry import (
     ROBERTA_HELLO_WORLD,
     build_model,
@@ -36,7 +37,7 @@ from roam_core.zoo.registry import (
     resolved_attention,
     resolved_seq_len,
 )
-from roam_core.zoo.transformer import Roberta
+from roam_core.zoo.transformer import GPT2, Roberta
 
 if TYPE_CHECKING:
     from roam_core.trace.traced_step import TracedStep
@@ -173,6 +174,7 @@ def build_zoo_step(
         ids = torch.tensor([ROBERTA_HELLO_WORLD] * b, dtype=torch.long, device=dev)
         return ZooStep(inner, (ids,), _ce_zeros, opt_factory)
     if spec.family == "gpt":
+        assert isinstance(inner, (GPT2, Llama))
         limit = inner.config.n_positions
         if t > limit:
             raise TraceError(f"{name}: seq_len {t} exceeds the {limit} positions")

@@ -30,6 +30,8 @@ __all__ = ["TeachLayout", "TeachOrder", "TeachRecompute", "TeachUpdates"]
 class TeachOrder(nn.Module):
     """Two branches; the wide one's big temporary is freed in the forward itself."""
 
+    scale: torch.Tensor  # a registered buffer
+
     def __init__(self, width: int = 8, depth: int = 6, num_classes: int = 10) -> None:
         super().__init__()
         self.gain = nn.Parameter(torch.ones(784))

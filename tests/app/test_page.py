@@ -45,6 +45,7 @@ from tests.app.helpers import (
 )
 
 
+@pytest.mark.slow
 def test_layout_builds_with_every_id(cache_dir: Path) -> None:
     from app import create_app
 
@@ -57,6 +58,7 @@ def test_layout_builds_with_every_id(cache_dir: Path) -> None:
     assert app.server.config["MAX_CONTENT_LENGTH"] > 200 * 2**20
 
 
+@pytest.mark.slow
 def test_two_apps_keep_their_own_upload_limits(cache_dir: Path) -> None:
     """The config is per app (bound at registration), not module state."""
     from app import create_app
@@ -99,6 +101,7 @@ LOAD_OUTPUTS = {
 }
 
 
+@pytest.mark.slow
 def test_page_load_fires_only_the_views(cache_dir: Path) -> None:
     from app import create_app
 
@@ -141,6 +144,7 @@ def test_page_load_fires_only_the_views(cache_dir: Path) -> None:
     assert lazy.mount_body(1, None, budget_view.body)[0] is not None
 
 
+@pytest.mark.slow
 def test_renderers(planned: dict[str, Any]) -> None:
     g, pk = planned["graph"], planned["plan"]
     summary = summary_view.render_panels(g, pk, "eager")
@@ -166,6 +170,7 @@ def test_renderers(planned: dict[str, Any]) -> None:
     assert ops == {("autorange", "false"), ("range", "[2, 4]")}
 
 
+@pytest.mark.slow
 def test_views_with_and_without_plan(cache_dir: Path) -> None:
     gk, pk = put_planned()
     for plan_key in (None, pk):
@@ -195,6 +200,7 @@ def test_every_view_is_registered_once() -> None:
         "the registry lists the side column first, then the main column")
 
 
+@pytest.mark.slow
 def test_views_in_one_row_share_it_and_warm_fills_the_memos(cache_dir: Path) -> None:
     """Tree and Explain sit side by side; warm() computes every view that has a warm step."""
     from app.core import memo

@@ -38,6 +38,7 @@ def _plan_files(tmp_path: Path) -> tuple[Path, Path, Any]:
     return gp, pp, plan
 
 
+@pytest.mark.slow
 def test_report_command_writes_a_report_with_a_drawn_tree(tmp_path: Path,
                                                           capsys: pytest.CaptureFixture) -> None:
     gp, pp, plan = _plan_files(tmp_path)
@@ -73,6 +74,7 @@ def test_report_command_refuses_a_plan_for_another_graph(tmp_path: Path,
     assert not (tmp_path / "x.html").exists()
 
 
+@pytest.mark.slow
 def test_tree_png_is_not_blank(tmp_path: Path) -> None:
     """The tree PNG (kaleido) has painted pixels besides the background."""
     pytest.importorskip("kaleido")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from app.analysis.settings import PlanSettings
@@ -36,7 +36,7 @@ def frontier_key(graph_key: str, settings: PlanSettings, budgets: int,
 
 
 def _min_cut_baselines(graph: Graph, progress: Progress | None, total: int
-                       ) -> tuple[dict[str, Sequence[TensorId]], list[str]]:
+                       ) -> tuple[Mapping[str, Sequence[TensorId]], list[str]]:
     """torch's min-cut drop sets for a zoo model's trace (else none, with the reason)."""
     if (graph.origin or {}).get("source") != "zoo":
         return {}, ["baseline torch_min_cut: not applicable (the graph is not a zoo model's "
@@ -78,7 +78,7 @@ def frontier(graph_key: str, settings: PlanSettings, budgets: int = 8,
     # one plain plan, one per baseline, one per budget (plus a roam point at each baseline's
     # memory): the count of planner calls is the progress bar
     total = 1 + 2 * len(BASELINES) + int(budgets)
-    extra: dict[str, Sequence[TensorId]] = {}
+    extra: Mapping[str, Sequence[TensorId]] = {}
     mc_notes: list[str] = []
     if min_cut:
         extra, mc_notes = _min_cut_baselines(graph, progress, total)

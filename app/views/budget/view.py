@@ -12,7 +12,10 @@ from typing import Any
 
 import dash
 import plotly.graph_objects as go
-from dash import Input, Output, State, dash_table, dcc, html
+from dash import Input, Output, State, dcc, html
+
+# (mypy skips dash_table's __init__, which opts out of checking: the class's module)
+from dash.dash_table.DataTable import DataTable
 from dash.development.base_component import Component
 from dash.exceptions import PreventUpdate
 
@@ -55,7 +58,7 @@ def card() -> html.Div:
 
 def body() -> list[Component]:
     """The Budget view's controls, frontier chart and table (mounted when opened)."""
-    cols = [{"name": n, "id": i} for n, i in (
+    cols: list[DataTable.Columns] = [{"name": n, "id": i} for n, i in (
         ("method", "method"), ("budget", "budget"), ("peak", "peak"),
         ("extra FLOPs %", "extra_pct"), ("re-runs", "recomputed_ops"),
         ("re-run bytes moved", "moved"), ("roam's pick", "kept"))]
@@ -85,7 +88,7 @@ def body() -> list[Component]:
         dcc.Graph(id=FRONTIER_GRAPH, figure=frontier_figure(None),
                   config={"displaylogo": False}, style={"height": "420px"}),
         html.Ul(id=FRONTIER_NOTES, className="muted"),
-        dash_table.DataTable(id=FRONTIER_TABLE, columns=cols, page_size=20,
+        DataTable(id=FRONTIER_TABLE, columns=cols, page_size=20,
                              sort_action="native",
                              style_cell={"fontFamily": "monospace", "fontSize": 12},
                              style_table={"overflowX": "auto"}),

@@ -78,7 +78,7 @@ def memory_curves_figure(
     lower_bound_bytes: int | None = None, after_label: str = "planned",
     before_label: str = "before", x_range: Sequence[float] | None = None,
     step: int | None = None, title: str | None = None, max_points: int = 4000,
-    extra_curves: Sequence[tuple[str, np.ndarray, str]] = (),
+    extra_curves: Sequence[tuple[str, np.ndarray | Sequence[int], str]] = (),
     peak_notes: Mapping[str, str] | None = None,
 ) -> go.Figure:
     """Live bytes per step before and after planning on one chart.

@@ -31,7 +31,7 @@ def render_curves(graph: GraphRef | None, plan: str | None, base: str,
     """View 1 (re-rendered on zoom: long curves are decimated outside the window)."""
     if not graph:
         raise PreventUpdate
-    return curves_dict(graph["key"], plan, base, rng, (step or {}).get("step"), sel)
+    return curves_dict(graph["key"], plan, base, rng, step.get("step") if step else None, sel)
 
 
 def on_step(click: PlotlyEvent | None, plan: str | None) -> StepRef | None:

@@ -10,9 +10,9 @@ import numpy as np
 
 from app.analysis.modules import module_label, module_members, tensor_module_label
 from app.core.formatting import fmt_bytes
-from roam_core.model.graph import EdgeReason, Graph, OpId, TensorKind, round_size
+from roam_core.model.graph import EdgeReason, Graph, OpId, TensorId, TensorKind, round_size
 from roam_core.model.plan import Plan
-from roam_core.model.recompute_ops import expand_graph, op_flops
+from roam_core.model.recompute_ops import RecomputeOp, expand_graph, op_flops
 from roam_core.oracle.attribution import PeakAttribution, in_module
 from roam_core.oracle.simulate import lifetimes
 
@@ -49,14 +49,14 @@ def explain_op(graph: Graph, plan: Plan, before_order: Sequence[OpId], op_id: st
                limit: int = 8) -> list[Section]:
     """Why op ``op_id`` runs where it does in ``plan``."""
     op = graph.op(op_id)
-    pos = {o: i for i, o in enumerate(plan.order)}
-    bpos = {o: i for i, o in enumerate(before_order)}
+    pos: dict[str, int] = {o: i for i, o in enumerate(plan.order)}
+    bpos: dict[str, int] = {o: i for i, o in enumerate(before_order)}
     s = pos[op_id]
     a = plan.alignment_bytes
     head = [f"target {op.target}, phase {op.phase.value}",
             f"module {op.module or '(top level)'}",
             f"step {bpos.get(op_id)} before planning, {s} after",
-            f"sub-task: {plan.task_of_op.get(op_id, '(none: baseline plan)')}"]
+            f"sub-task: {plan.task_of_op.get(op.id, '(none: baseline plan)')}"]
     made = graph.storages_created(op_id)
     if made:
         head.append("allocates " + ", ".join(
@@ -163,7 +163,7 @@ def explain_module(graph: Graph, path: str, after: PeakAttribution,
     return out
 
 
-def _tensor_line(graph: Graph, tid: str) -> str:
+def _tensor_line(graph: Graph, tid: TensorId) -> str:
     """``"h.0.c_fc.weight (params__11, parameter, 64.00 KiB)"`` (the id alone if unnamed)."""
     t = graph.tensors[tid]
     head = f"{t.name} ({tid}, " if t.name else f"{tid} ("
@@ -178,16 +178,18 @@ def explain_recompute(graph: Graph, plan: Plan, kind: str, ident: str) -> list[S
     if not plan.recompute:
         return []
     g2 = expand_graph(graph, plan.recompute, order=plan.order)
-    by_id = {r.id: r for r in plan.recompute}
-    by_source = {r.source: r for r in plan.recompute}
+    by_id: dict[str, RecomputeOp] = {r.id: r for r in plan.recompute}
+    by_source: dict[str, RecomputeOp] = {r.source: r for r in plan.recompute}
     copy_of = {v: (r, i) for r in plan.recompute for i, v in enumerate(r.outputs)}
     rop = None
     if kind == "op":
         rop = by_id.get(ident) or by_source.get(ident)
     elif ident in copy_of:
         rop = copy_of[ident][0]
-    elif ident in graph.tensors and graph.tensors[ident].producer in by_source:
-        rop = by_source[graph.tensors[ident].producer]
+    elif ident in graph.tensors:
+        p = graph.tensors[TensorId(ident)].producer
+        if p is not None and p in by_source:
+            rop = by_source[p]
     if rop is None:
         return []
     src = graph.op(rop.source)
@@ -217,6 +219,7 @@ def _steps_freed(g2: Graph, plan: Plan, graph: Graph, tid: str) -> tuple[int, in
     the planned lifetime of the original against the span to its last late reader."""
     lt = lifetimes(g2, plan.order)
     pos = {o: i for i, o in enumerate(plan.order)}
+    tid = TensorId(tid)  # an output storage: its value id is its storage id
     t = graph.tensors[tid]
     readers = [pos[c] for c in t.consumers if c in pos]
     kept_end = max(readers, default=lt[tid].end - 1) + 1

@@ -50,7 +50,8 @@ def fit_figure(rows: Sequence[FitRow], memory_gib: float | None = None) -> go.Fi
                       + (f"<br>+{r.extra_flops_pct.get(m, 0):.1f}% FLOPs"
                          if m.startswith("roam_recompute") else "") for r in pts],
                 hovertemplate="%{text}<extra></extra>"))
-    sizes = [(g, f"{g} GiB", "#999", "dot") for g in GPU_SIZES_GIB]
+    sizes: list[tuple[float, str, str, str]] = [(g, f"{g} GiB", "#999", "dot")
+                                                for g in GPU_SIZES_GIB]
     if memory_gib:
         sizes.append((float(memory_gib), f"yours: {memory_gib:g} GiB", "#000", "dash"))
     for g, label, color, dash_ in sizes:  # (annotations on a log axis take log10 positions)

@@ -162,7 +162,7 @@ def render_fit(result: Mapping[str, Any] | None, memory: float | str | None
         mem = None
     if mem is not None and mem <= 0:
         mem = None
-    answer = [html.Li(x) for x in fit_answer(rows, mem or GPU_SIZES_GIB[0])]
+    answer: list[Component] = [html.Li(x) for x in fit_answer(rows, mem or GPU_SIZES_GIB[0])]
     if rows:
         where = (result or {}).get("parallel") or ""
         answer.insert(0, html.Li(f"Largest batch that fits {mem or GPU_SIZES_GIB[0]:g} GiB"

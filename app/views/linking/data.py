@@ -4,7 +4,7 @@ tensor's lifetime, a module's ops or a task-tree node (with a margin)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -20,7 +20,8 @@ __all__ = ["MIN_RANGE_STEPS", "range_from_relayout", "range_of"]
 MIN_RANGE_STEPS = 8
 
 
-def range_from_relayout(data: Mapping[str, Any] | None) -> list[float] | str | None:
+def range_from_relayout(data: Mapping[str, Any] | None
+                        ) -> list[float] | Literal["keep"] | None:
     """A step range from ``relayoutData``: ``[x0, x1]``, ``None`` (reset) or ``"keep"``.
 
     ``Any``: plotly's relayout event is a flat JSON object (``"xaxis.range[0]"``: a number,
@@ -51,7 +52,7 @@ def range_of(graph_key: str, plan_key: str | None, base: str, kind: str, ident: 
         view = after_data(graph_key, plan_key).view if plan_key else before_data(
             graph_key, base).view
         if kind in ("op", "module"):
-            op_pos = {o: i for i, o in enumerate(
+            op_pos: dict[str, int] = {o: i for i, o in enumerate(
                 after_data(graph_key, plan_key).plan.order if plan_key
                 else before_data(graph_key, base).order)}
             if kind == "module":

@@ -8,7 +8,7 @@ tensor sets the selection (``SELECTION``).  Every view listens to both.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Literal
 
 import dash
 from dash import ALL, Input, Output, State, html
@@ -37,6 +37,7 @@ def on_range(*args: Any) -> tuple[list[float] | None, str]:
     trig = dash.ctx.triggered_id
     if trig in (ids.PLAN_KEY, ids.RESET_ZOOM):
         return None, "whole step axis"
+    rng: list[float] | Literal["keep"] | None
     if isinstance(trig, dict):
         if not triggered_value():
             raise PreventUpdate

@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import dash
-from dash import Input, Output, dash_table, html
+from dash import Input, Output, html
+
+# (mypy skips dash_table's __init__, which opts out of checking: the class's module)
+from dash.dash_table.DataTable import DataTable
 from dash.development.base_component import Component
 from dash.exceptions import PreventUpdate
 
@@ -28,7 +31,7 @@ def render_live(graph: GraphRef | None, plan: str | None, base: str, step: StepR
     """View 5: live tensors at the clicked step (the peak by default)."""
     if not graph:
         raise PreventUpdate
-    return data.live_table(graph["key"], plan, base, (step or {}).get("step"))
+    return data.live_table(graph["key"], plan, base, step.get("step") if step else None)
 
 
 def live_tooltips(rows: Sequence[Mapping[str, object]] | None
@@ -49,7 +52,7 @@ def register(app: dash.Dash, config: AppConfig) -> None:
 def _components(_: PageDefaults) -> list[Component]:
     return [card("Live tensors", how_to_read("live", HOW_TO_READ),
                  html.Div(id=ids.LIVE_TITLE, className="muted"),
-                 dash_table.DataTable(
+                 DataTable(
                      id=ids.LIVE_TABLE, page_size=15, sort_action="native",
                      columns=[{"name": c, "id": c} for c in _COLUMNS],
                      style_cell={"fontFamily": "monospace", "fontSize": 12},

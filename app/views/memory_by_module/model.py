@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from app.analysis.modules import module_label, natural_key
 from roam_core.oracle.attribution import PeakAttribution
 
@@ -68,6 +70,7 @@ def module_rows(after: PeakAttribution, before: PeakAttribution | None = None,
         row["other_mib"] = round(sum(v for k, v in kinds.items() if k not in MODULE_KINDS)
                                  / mib, 3)
         rows.append(row)
-    rows.sort(key=lambda r: (-max(r["after_mib"], r["before_mib"] or 0),
-                             natural_key(r["module"])))
+    rows.sort(key=lambda r: (-max(cast(float, r["after_mib"]),
+                                  cast("float | None", r["before_mib"]) or 0),
+                             natural_key(cast(str, r["module"]))))
     return rows

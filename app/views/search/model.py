@@ -4,6 +4,7 @@ parameter name."""
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from app.core.formatting import fmt_bytes
 from roam_core.model.graph import Graph
@@ -29,6 +30,7 @@ def search(graph: Graph, query: str, limit: int = 30) -> list[tuple[str, str, st
     q = query.strip()
     if not q:
         return []
+    match: Callable[[str], object]
     try:
         pat = re.compile(q, re.IGNORECASE)
         match = pat.search

@@ -77,7 +77,7 @@ def timeline_figure(
         for r, (_, order) in enumerate(rows):
             if highlight_op in order:
                 fig.add_trace(go.Scatter(
-                    x=[list(order).index(highlight_op) + 0.5], y=[r], mode="markers",
+                    x=[list[str](order).index(highlight_op) + 0.5], y=[r], mode="markers",
                     showlegend=False, hoverinfo="skip",
                     marker={"size": 18, "color": "rgba(0,0,0,0)",
                             "line": {"color": "#000", "width": 2}}))

@@ -20,7 +20,11 @@ def task_tree_figure(tree: TreeNode | None) -> go.Figure:
     nodes = list(iter_tree(tree))
     if tree is None or not nodes:
         return empty_figure("no task tree (baseline plan)")
-    ids, parents, values, text, colors = [], [], [], [], []
+    ids: list[str] = []
+    parents: list[str] = []
+    values: list[int] = []
+    text: list[str] = []
+    colors: list[str] = []
     rings = ring_span(tree)
 
     def walk(node: TreeNode, parent: str) -> int:

@@ -61,7 +61,7 @@ def _verify_card(_: PageDefaults) -> list[Component]:
 def verify_options(graph: GraphRef | None, plan: str | None, current: str | None
                    ) -> tuple[list[dict[str, str | bool]], str | None, str, bool]:
     """Devices that may verify this plan (disabled ones with the reason shown)."""
-    o = data.verify_options((graph or {}).get("key"), plan, current)
+    o = data.verify_options(graph.get("key") if graph else None, plan, current)
     return o["options"], o["value"], o["note"], o["disabled"]
 
 
@@ -89,7 +89,7 @@ def verify_job(n: int | None, graph: GraphRef | None, plan: str | None, device: 
 def render_verify(_done: dict[str, str] | None, graph: GraphRef | None, plan: str | None,
                   device: str | None) -> list[Component]:
     """The stored report of this plan on this device, next to the plan."""
-    res = data.cached_result((graph or {}).get("key"), plan, device)
+    res = data.cached_result(graph.get("key") if graph else None, plan, device)
     if res is None:
         return verify_children(None, [])
     return verify_children(*data.report_rows(res["report"]))

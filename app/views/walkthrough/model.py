@@ -10,7 +10,7 @@ import numpy as np
 from app.analysis.layout_view import LayoutView
 from app.analysis.peaks import peak_tensors, tensor_label
 from app.core.formatting import fmt_bytes
-from roam_core.model.graph import Graph, OpId, round_size
+from roam_core.model.graph import Graph, OpId, TensorId, round_size
 from roam_core.model.plan import Plan
 from roam_core.oracle.simulate import lifetimes
 
@@ -18,7 +18,7 @@ __all__ = ["TEACHING_GRAPHS", "TEACHING_LESSONS", "WalkStep", "lifetime_changes"
            "teaching_lesson", "walkthrough"]
 
 #: One step of the walkthrough: ``(title, text, [(tensor id, link label)])``.
-WalkStep = tuple[str, str, list[tuple[str, str]]]
+WalkStep = tuple[str, str, Sequence[tuple[str, str]]]
 
 
 #: Graph-name prefixes of the teaching graphs (the walkthrough opens by itself on them).
@@ -62,12 +62,12 @@ def teaching_lesson(graph_name: str) -> str | None:
 
 
 def lifetime_changes(graph: Graph, plan: Plan, before_order: Sequence[OpId], limit: int = 6
-                     ) -> list[tuple[str, int, int, int]]:
+                     ) -> list[tuple[TensorId, int, int, int]]:
     """Storages whose lifetime the plan changed most, by bytes × steps:
     ``(id, steps before, steps after, bytes x steps saved)``, largest change first."""
     a = plan.alignment_bytes
     after, before = lifetimes(graph, plan.order), lifetimes(graph, before_order)
-    rows = []
+    rows: list[tuple[TensorId, int, int, int]] = []
     for tid, la in after.items():
         lb = before.get(tid)
         if lb is None or graph.tensors[tid].producer is None:
@@ -113,10 +113,11 @@ def walkthrough(graph: Graph, plan: Plan, before_order: Sequence[OpId], before_l
              "rectangle of the layout and Explain says why it sits at its offset, for example "
              "the tensors at the planned peak:",
              [(t, f"{tensor_label(graph, t)} ({fmt_bytes(b)})") for t, b in ptop])
-    step4 = ("4. Recomputation (freeing an activation and computing it again in the backward) "
+    step4: tuple[str, Sequence[tuple[str, str]]] = (
+             "4. Recomputation (freeing an activation and computing it again in the backward) "
              "lowers the peak further at the cost of extra compute; a plan without a memory "
              "budget recomputes nothing: give one (the budget view, or roam plan --budget).", [])
-    intro = ([("what this graph teaches", f"What this graph teaches: {lesson}", [])]
+    intro: list[WalkStep] = ([("what this graph teaches", f"What this graph teaches: {lesson}", [])]
              if lesson else [])
     return [*intro, ("where the peak is", *step1), ("what the planner moved", *step2),
             ("how the layout packs", *step3), ("what recomputation would add", *step4)]

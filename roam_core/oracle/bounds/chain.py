@@ -14,6 +14,7 @@ import itertools
 import logging
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Literal, cast
 
 import numpy as np
 
@@ -108,7 +109,7 @@ def chain_group_lower_bound(
     order: Sequence[OpId] | None = None,
     alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
     *,
-    chain: Sequence[OpId] | str | None = None,
+    chain: Sequence[OpId] | Literal["greedy"] | None = None,
     groups: Sequence[Sequence[OpId]] | None = None,
     reach: Reachability | None = None,
     masks: StorageMasks | None = None,
@@ -205,7 +206,7 @@ def _default_groups(graph: Graph, r: Reachability, max_group_ops: int,
 
 
 def _pick_chain(graph: Graph, r: Reachability, alignment_bytes: int,
-                order: Sequence[OpId] | None, chain: Sequence[OpId] | str | None,
+                order: Sequence[OpId] | None, chain: Sequence[OpId] | Literal["greedy"] | None,
                 in_group: set[OpId]) -> list[OpId]:
     """The chain asked for: the heavy path by default, ``"greedy"`` along ``order``, or the
     one given (all avoiding the groups' ops, except a given one)."""
@@ -361,7 +362,7 @@ def _group_classes(sc: _StorageColumns, m: int, gidx: Sequence[int],
     ucols = [sc.col_of[g] for g in gidx]
     bits = np.concatenate((_gather_bits(sc.started, ucols), _gather_bits(sc.pending, ucols)),
                           axis=1)
-    touched = bits.any(axis=1)
+    touched = cast("np.ndarray", bits.any(axis=1))  # stubs: any() of a 0-d array is a scalar
     fixed_v = _cost_vectors(sc, m, ~touched)
     cls_v: list[tuple[int, int, _CostVectors]] = []
     t_idx = np.nonzero(touched)[0]

@@ -286,7 +286,7 @@ def _group_gain(sig: np.ndarray, k: int, ds: Sequence[int], gidx: Sequence[int],
                 if live.any():
                     cost[sel] += live.astype(np.float64) * w
     cost[viol > 0.5] = np.inf
-    best = cost.min(axis=0)
+    best: np.ndarray = cost.min(axis=0)
     assert np.all(np.isfinite(best)), "every op has a compatible down-set"
     return best - base
 

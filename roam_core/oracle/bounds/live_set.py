@@ -174,7 +174,7 @@ def _forced_parts(graph: Graph, r: Reachability, tid: TensorId, is_output: bool,
     producer, so the set is ``descendants(p) & union(ancestors(kept))`` plus the producer
     and the kept users that are no other kept user's ancestors."""
     index, anc = r.index, r.ancestors
-    p = index[graph.tensors[tid].producer]  # type: ignore[index]
+    p = index[graph.tensors[tid].producer]  # type: ignore[index]  # a planned storage has a producer
     if is_output:
         return r.descendants[p], (p,)
     kept: list[int] = []
@@ -263,7 +263,7 @@ def _forced_at(graph: Graph, r: Reachability, tid: TensorId, i: int, is_output: 
     """``forced-live mask of tid >> i & 1`` (see :func:`_iter_forced_live`) by bit tests,
     without building any mask."""
     t = graph.tensors[tid]
-    p = r.index[t.producer]  # type: ignore[index]
+    p = r.index[t.producer]  # type: ignore[index]  # a planned storage has a producer
     if not (i == p or r.descendants.has(p, i)):
         return False
     if is_output:

@@ -109,7 +109,7 @@ def iter_storage_masks(graph: Graph, alignment_bytes: int, r: Reachability,
 def started_pending_masks(r: Reachability, t: Tensor, is_output: bool) -> tuple[int, int]:
     """``(started, pending)`` of one planned storage ``t`` (``pending`` is ``-1`` for a graph
     output): its producer and the producer's descendants; its users and their ancestors."""
-    p = r.index[t.producer]  # type: ignore[index]
+    p = r.index[t.producer]  # type: ignore[index]  # a planned storage has a producer
     started = r.descendants[p] | (1 << p)
     if is_output:
         return started, -1

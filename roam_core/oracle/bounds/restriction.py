@@ -33,13 +33,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from roam_core.base.cancel import CancelToken, as_cancel_flag, is_cancelled
+from roam_core.base.cpsat_steps import StepLadder
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId
 from roam_core.model.reach import Reachability, iter_bits, reachability
 from roam_core.oracle.bounds.masks import StorageMasks, storage_masks
 from roam_core.oracle.simulate import simulate
 
 if TYPE_CHECKING:  # OR-Tools is imported when a model is built
-    from ortools.sat.python.cp_model import IntVar, LiteralT
+    from ortools.sat.python.cp_model import BoolVarT, IntVar
+
+    _Lit = BoolVarT | bool  # a model literal, or a constant folded away
 
     from roam_core.base.cpsat import SolveOutcome
 
@@ -245,40 +248,14 @@ class _RestrictionModel:
 
     def add_order(self) -> None:
         """The ``done`` variables: monotone, ``t + 1`` ops done after step ``t``, and each
-        local precedence kept."""
-        m, grp, done = self.model, self.grp, self.done
-        k, lo, hi = grp.k, grp.lo, grp.hi
-        for j in range(k):
-            prev = None
-            for t in range(lo[j], hi[j]):
-                v = m.new_bool_var(f"d{j}_{t}")
-                done[j][t] = v
-                if prev is not None:
-                    m.add_implication(prev, v)
-                prev = v
-        for t in range(k):
-            terms_t = [done[j][t] for j in range(k) if lo[j] <= t < hi[j]]
-            fixed = sum(1 for j in range(k) if t >= hi[j])
-            if terms_t:
-                m.add(sum(terms_t) == t + 1 - fixed)
-        for b in range(k):
-            for a in grp.preds[b]:
-                for t in range(lo[b], hi[b]):
-                    la = self.lit(a, t - 1)
-                    if la is True:
-                        continue
-                    if la is False:
-                        m.add(done[b][t] == 0)
-                    else:
-                        m.add_implication(done[b][t], la)
+        local precedence kept (:class:`~roam_core.base.cpsat_steps.StepLadder`)."""
+        self.steps = StepLadder(self.model, self.grp.lo, self.grp.hi, "d")
+        self.steps.add_schedule(self.grp.preds)
+        self.done = self.steps.done
 
-    def lit(self, j: int, t: int) -> LiteralT:
+    def lit(self, j: int, t: int) -> _Lit:
         """``done[j, t]`` (a constant outside op ``j``'s window)."""
-        if t < self.grp.lo[j]:
-            return False
-        if t >= self.grp.hi[j]:
-            return True
-        return self.done[j][t]
+        return self.steps.lit(j, t)
 
     def add_storage_terms(self, classes: dict[tuple[int, int], int], const: int, scale: int,
                           ) -> tuple[list[int], list[list[tuple[int, IntVar]]]]:
@@ -296,7 +273,7 @@ class _RestrictionModel:
                 if s_lit is False:
                     continue
                 if maxs is None:
-                    p_lit: LiteralT = True
+                    p_lit: _Lit = True
                 else:
                     p_lit = self._or_lit([_neg(self.lit(u, t - 1)) for u in maxs],
                                          self._pending, (pdm, t))
@@ -306,7 +283,7 @@ class _RestrictionModel:
                     const_t[t] += w
                     continue
                 live = self.model.new_bool_var("l")
-                clause = [live]
+                clause: list[_Lit] = [live]
                 for x in (s_lit, p_lit):
                     if x is not True:
                         clause.append(_neg(x))
@@ -343,8 +320,8 @@ class _RestrictionModel:
         desc = self.grp.desc
         return [u for u in ops if not (desc[u] and any(i in inside for i in iter_bits(desc[u])))]
 
-    def _or_lit(self, lits: list[LiteralT], cache: dict[tuple[int, int], IntVar],
-                key: tuple[int, int]) -> LiteralT:
+    def _or_lit(self, lits: list[_Lit], cache: dict[tuple[int, int], IntVar],
+                key: tuple[int, int]) -> _Lit:
         """A literal implied by each of ``lits`` (True / False constants folded)."""
         if any(x is True for x in lits):
             return True
@@ -362,12 +339,12 @@ class _RestrictionModel:
         return aux
 
 
-def _neg(x: LiteralT) -> LiteralT:
+def _neg(x: _Lit) -> _Lit:
     if x is True:
         return False
     if x is False:
         return True
-    return x.negated()  # type: ignore[union-attr]
+    return x.negated()
 
 
 def _extract(out: SolveOutcome, resident: int, const_peak: int, scale: int, k: int,

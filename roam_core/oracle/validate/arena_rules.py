@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from roam_core.base.errors import Violation, ViolationKind
-from roam_core.model.graph import Graph, OpId, round_size
+from roam_core.model.graph import Graph, OpId, TensorId, round_size
 from roam_core.oracle.validate.steps import live_spans
 
 if TYPE_CHECKING:  # data types only; the validator shares no code with any solver
@@ -64,7 +64,7 @@ def _overlapping_pairs(rects: Iterable[_Rect]) -> list[tuple[str, str]]:
     return pairs
 
 
-def check_arena(graph: Graph, order: Sequence[OpId], offsets: Mapping[str, int],
+def check_arena(graph: Graph, order: Sequence[OpId], offsets: Mapping[TensorId, int],
                 arena_bytes: int, alignment_bytes: int) -> list[Violation]:
     """Check an arena layout of ``graph`` executed in ``order``.
 

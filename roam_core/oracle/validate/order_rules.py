@@ -198,15 +198,15 @@ def check_order(graph: Graph, order: Sequence[OpId]) -> list[Violation]:
         if op not in pos:
             out.append(Violation(ViolationKind.MISSING_OP, op, f"op {op!r} is not in the order"))
     # every edge must run forward; edges touching absent ops were reported above
-    for op in graph.ops:
-        for v in op.inputs:
+    for node in graph.ops:
+        for v in node.inputs:
             src = graph.value_producer(v)
-            if src is None or src == op.id or src not in pos or op.id not in pos:
+            if src is None or src == node.id or src not in pos or node.id not in pos:
                 continue
-            if pos[src] > pos[op.id]:
+            if pos[src] > pos[node.id]:
                 out.append(Violation(
-                    ViolationKind.PRECEDENCE, op.id,
-                    f"op {op.id!r} (step {pos[op.id]}) reads {v!r} before its producer "
+                    ViolationKind.PRECEDENCE, node.id,
+                    f"op {node.id!r} (step {pos[node.id]}) reads {v!r} before its producer "
                     f"{src!r} runs (step {pos[src]})"))
     named = {v.subject_id for v in out if v.kind is ViolationKind.COLLECTIVE_ORDER}
     for e in graph.control_edges:

@@ -97,16 +97,16 @@ class _Context:
     pos: Mapping[OpId, int]
     n_steps: int
     copy_of: Mapping[str, str]
-    made_by: Mapping[str, str]
+    made_by: Mapping[str, OpId]
     writers: Mapping[TensorId, Sequence[OpId]]
 
 
 def _copies(graph: Graph, recompute: Sequence[RecomputeOp],
-            ) -> tuple[dict[str, str], dict[str, str]]:
+            ) -> tuple[dict[str, str], dict[str, OpId]]:
     """``(copy value -> original value, copy value -> recompute op id)`` of every recompute
     op whose source is known."""
     copy_of: dict[str, str] = {}
-    made_by: dict[str, str] = {}
+    made_by: dict[str, OpId] = {}
     for r in recompute:
         try:
             src = graph.op(r.source)

@@ -26,6 +26,7 @@ def test_binary_ticks(max_bytes: int, last: str) -> None:
     assert np.log2(steps[0]) == int(np.log2(steps[0]))  # binary-aligned
 
 
+@pytest.mark.slow
 def test_step_axes_line_up_in_every_view() -> None:
     """Same fixed margins, no automargin and the same whole range: step s at the same x."""
     graph, plan = planned_with_tree()

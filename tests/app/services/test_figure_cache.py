@@ -14,6 +14,7 @@ from app.views.memory_by_module import data as modules_data
 from app.views.timeline import data as timeline_data
 
 
+@pytest.mark.slow
 def test_frozen_figures_are_made_once_and_shared_whole(planned: dict[str, Any]) -> None:
     """The page is sent a figure's memoised JSON text (parsed into the caller's own dict):
     many threads asking at once get equal, complete dicts, made from one serialisation."""

@@ -42,6 +42,7 @@ def frontier_rec(cache_dir: Path) -> dict[str, Any]:
             "result": out}
 
 
+@pytest.mark.slow
 def test_frontier_record_figure_and_cache(frontier_rec: dict[str, Any]) -> None:
     rec, gk = frontier_rec["rec"], frontier_rec["graph"]["key"]
     roam = [p for p in rec["points"] if p["method"] == "roam"]
@@ -73,6 +74,7 @@ def test_frontier_record_figure_and_cache(frontier_rec: dict[str, Any]) -> None:
     assert len(f2.data) >= 2
 
 
+@pytest.mark.slow
 def test_clicking_a_point_loads_a_recompute_plan_into_every_view(
         frontier_rec: dict[str, Any]) -> None:
     rec, graph = frontier_rec["rec"], frontier_rec["graph"]

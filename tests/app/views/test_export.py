@@ -57,6 +57,7 @@ def test_import_plan_checks_fingerprint_and_validity(cache_dir: Path) -> None:
         export_data.import_plan(data_url(b"{}"), "empty.json", gk, 2**20)
 
 
+@pytest.mark.slow
 def test_exports(cache_dir: Path) -> None:
     gk, pk = put_planned()
     js = export_data.export_payload("json", gk, pk, "eager")

@@ -24,6 +24,7 @@ def _fake_trace(model: str, b: int, t: int | None) -> Any:
     return replace(g, name=f"{model}-b{b}-steady")
 
 
+@pytest.mark.slow
 def test_fit_sweep_caches_rows_and_answers(cache_dir: Path) -> None:
     calls: list[int] = []
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from app.analysis import layout_view
 from app.analysis.layout_view import layout_from_plan
@@ -13,6 +14,7 @@ from tests.app.helpers import (
 )
 
 
+@pytest.mark.slow
 def test_layout_raster_when_crowded_vector_when_zoomed() -> None:
     view = synthetic_view(20_000)
     fig = layouts_figure.layout_figure(view, vector_limit=5000, hover_grid=(200, 100))
@@ -56,6 +58,7 @@ def test_layout_of_plan_and_highlight() -> None:
     assert fig.layout.yaxis.ticktext[0] == "0 B"
 
 
+@pytest.mark.slow
 def test_hover_names_the_storage_drawn_there_anywhere_on_it() -> None:
     """A big storage beside a sliver: every cell on the big one names the big one (the old
     grid named the smallest storage touching a cell), in raster and in vector mode."""

@@ -91,6 +91,7 @@ def test_new_graph_clears_status_and_sample_pick(cache_dir: Path) -> None:
     assert "mlp-b2-steady" in placeholder
 
 
+@pytest.mark.slow
 def test_trace_job_reports_a_status_while_it_runs(cache_dir: Path,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     """The zoo trace (17 s for GPT-2) shows a ticking status line, then how long it took."""

@@ -78,6 +78,7 @@ def test_module_view_rows_add_up_to_both_peaks(planned) -> None:
         before.total_bytes
 
 
+@pytest.mark.slow
 def test_selecting_a_module_highlights_it_everywhere(planned) -> None:
     key, plan = planned
     g = state.get_graph(key)
@@ -115,6 +116,7 @@ def test_selecting_a_module_highlights_it_everywhere(planned) -> None:
     assert widths["h.0"] == 3
 
 
+@pytest.mark.slow
 def test_names_in_hover_live_table_search_and_explain(planned) -> None:
     key, plan = planned
     g = state.get_graph(key)
@@ -166,6 +168,7 @@ def test_icicle_of_nothing_is_an_empty_figure() -> None:
     assert "no bytes" in fig.layout.annotations[0].text
 
 
+@pytest.mark.slow
 def test_report_has_the_module_icicle_and_named_live_rows(planned) -> None:
     key, plan = planned
     figs = export_data.report_figures(key, plan, "eager")

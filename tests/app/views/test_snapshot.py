@@ -60,6 +60,7 @@ def test_snapshot_overlay_segments_and_fragmentation(cache_dir: Path) -> None:
     assert formatting.fmt_bytes(frag) in text
 
 
+@pytest.mark.slow
 def test_snapshot_upload_refuses_a_pickle_with_a_class(cache_dir: Path) -> None:
     import os
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 from app.core import memo
 from app.views.timeline import data as timeline_data
@@ -35,6 +36,7 @@ def test_timeline_rows_phases_and_hover() -> None:
     assert sorted((t.x[0], t.y[0]) for t in rings) == [(0.5, 0), (len(order) - 0.5, 1)]
 
 
+@pytest.mark.slow
 def test_figures_copied_from_many_threads_stay_whole(planned: dict[str, Any]) -> None:
     """Eight threads ask for one memoised timeline at once (as a page's first load does):
     every copy is complete and equal."""

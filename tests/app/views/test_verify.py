@@ -44,6 +44,7 @@ def no_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(verify_data, "cuda_status", lambda: NO)
 
 
+@pytest.mark.slow
 def test_cpu_verify_of_a_zoo_sample_passes_bit_equal(mlp: tuple[str, str]) -> None:
     pytest.importorskip("torch")
     gkey, pkey = mlp
@@ -124,6 +125,7 @@ def test_probe_cuda_honours_an_empty_device_list(monkeypatch: pytest.MonkeyPatch
     assert st.reason.startswith(verify_data.NO_CUDA)
 
 
+@pytest.mark.slow
 def test_server_probes_cuda_without_importing_torch(tmp_path: Path) -> None:
     code = ("import sys\nfrom app import create_app\n"
             "from app.views.verify import data as verify_data\n"

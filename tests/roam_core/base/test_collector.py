@@ -90,6 +90,7 @@ class _Node:
         self.me = self  # a cycle: only the collector can free it
 
 
+@pytest.mark.slow
 def test_survivors_are_promoted_only_when_asked() -> None:
     """With ``promote_survivors`` what was allocated inside is in the oldest generation on
     exit (no young collection walks it); without it, it is still young.  Cyclic garbage is
@@ -114,6 +115,7 @@ def test_survivors_are_promoted_only_when_asked() -> None:
     assert gc.collect() >= 4  # the promoted cycles are still garbage to a full collection
 
 
+@pytest.mark.slow
 def test_a_plan_leaves_nothing_for_the_next_young_collection() -> None:
     """The planner promotes what it keeps and makes no cyclic garbage (a recursive closure
     in the task tree's summary held the tree, the graph and two position maps)."""

@@ -133,6 +133,7 @@ def test_cli_bench_roam_rows_on_a_dask_scheduler(tmp_path, cluster) -> None:  # 
     assert int(rows["roam"]["peak_bytes"]) <= int(rows["lpmf"]["peak_bytes"])
 
 
+@pytest.mark.slow
 def test_unreachable_scheduler_is_a_config_error() -> None:
     import socket
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import gc
 import threading
 
+import pytest
+
 from roam_core.base.graph_cache import PerGraphCache
 
 
@@ -27,6 +29,7 @@ def test_a_value_is_built_once_per_object_and_key() -> None:
     assert len(calls) == 2  # one per key
 
 
+@pytest.mark.slow
 def test_the_cache_never_keeps_an_object_alive_and_a_new_one_at_its_address_misses() -> None:
     cache: PerGraphCache[int] = PerGraphCache()
     a = Obj()

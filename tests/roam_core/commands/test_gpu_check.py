@@ -56,6 +56,20 @@ def test_configs_and_goals() -> None:
     assert "goal_steps_per_s" not in cpu
 
 
+def test_loops_table_and_skip(tmp_path) -> None:
+    gc = _driver()
+    assert gc.parse_config(gc.LOOPS_CUDA)[0] == "gpt2"
+    r = {"config": "gpt2-b2-t256", "max_grad_norm": 1.0, "accumulation_steps": 2,
+         "other_batch_size": 1, "plans": 4, "calls": 12, "eager_step_seconds": 0.5,
+         "planned_step_seconds": 0.4, "eager_peak_reserved_bytes": 3 * 2**20,
+         "planned_peak_reserved_bytes": 2**20, "max_abs_diff": 0.0, "numerics_ok": True}
+    gc.write_summary([], tmp_path, r)
+    text = (tmp_path / "summary.md").read_text()
+    assert "| gpt2-b2-t256 | 1.0 | 2 | 1 | 4 | 12 | 0.5000 | 0.4000 | 3 | 1 | 0 | yes |" in text
+    gc.write_summary([], tmp_path, {"config": "x", "skipped": "not enough time left"})
+    assert "x: not enough time left" in (tmp_path / "summary.md").read_text()
+
+
 def test_compare_runs_exact_and_summarised(tmp_path) -> None:
     gc = _driver()
     state = {"w": torch.arange(6.0)}
@@ -105,8 +119,10 @@ def test_gpu_check_dry_run_end_to_end(tmp_path) -> None:
     numerics bit-equal over every step and the final state, the summary written."""
     env = dict(os.environ, ROAM_PYTHON=sys.executable)
     proc = subprocess.run(
-        ["bash", str(ROOT / "scripts/gpu_check.sh"), "--dry-run", "--out", str(tmp_path),
-         "--", "--configs", "mlp:4", "--steps", "3", "--time-limit", "2"],
+        ["bash", str(ROOT / "scripts/gpu_check.sh"), "--dry-run", "--no-export", "--out",
+         str(tmp_path),
+         "--", "--configs", "mlp:4", "--steps", "3", "--time-limit", "2", "--loops",
+         "mlp:4", "--loop-steps", "3"],
         env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (row,) = json.loads((tmp_path / "summary.json").read_text())
@@ -121,3 +137,25 @@ def test_gpu_check_dry_run_end_to_end(tmp_path) -> None:
     assert planned["arena_bytes"] == row["arena_bytes"]
     assert len(planned["losses"]) == 3
     assert "| mlp-b4 |" in (tmp_path / "summary.md").read_text()
+    # the loops check: clipping, accumulation and two shapes, bit-equal on CPU
+    loops = json.loads((tmp_path / "loops.json").read_text())
+    assert loops["numerics_ok"], loops
+    assert loops["max_abs_diff"] == 0.0
+    assert (loops["max_grad_norm"], loops["accumulation_steps"]) == (1.0, 2)
+    assert loops["plans"] == 4  # two shapes, each accumulating and updating
+    assert "## Loops: clipping, accumulation, two shapes" in (tmp_path / "summary.md").read_text()
+
+
+@pytest.mark.slow
+def test_gpu_check_dry_run_exported_policy(tmp_path) -> None:
+    """``--export-only --dry-run``: the exported checkpointing policy's part of the check
+    (benchmarks/export_bench.py on tiny_gpt) runs and writes its report."""
+    env = dict(os.environ, ROAM_PYTHON=sys.executable)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts/gpu_check.sh"), "--dry-run", "--export-only", "--out",
+         str(tmp_path)], env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (row,) = json.loads((tmp_path / "export" / "export_policy.json").read_text())["rows"]
+    assert row["exported_losses_equal"]
+    assert row["modules_wrapped"] >= 1
+    assert "| tiny_gpt b4 t64 |" in (tmp_path / "export" / "export_policy.md").read_text()

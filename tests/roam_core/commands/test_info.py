@@ -96,6 +96,7 @@ def test_missing_file_exit_2(tmp_path, capsys):
     assert "none.json" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_console_script_exit_code(tmp_path):
     p = tmp_path / "bad.json"
     p.write_text("not json")

@@ -10,6 +10,7 @@ from roam_core.cli import main
 from roam_core.formats.graph_io import load_graph
 
 
+@pytest.mark.slow
 def test_trace_writes_a_loadable_graph(tmp_path, capsys) -> None:
     out = tmp_path / "mlp.json.gz"
     assert main(["trace", "mlp", "--batch-size", "2", "--setting", "roam", "-o", str(out)]) == 0

@@ -59,6 +59,7 @@ def test_sample_roundtrip(tmp_path, name, suffix):
     assert h.fingerprint() == g.fingerprint()
 
 
+@pytest.mark.slow
 @given(random_graphs(max_ops=10))
 def test_random_roundtrip(g):
     h = loads_graph(dumps_graph(g))

@@ -186,6 +186,7 @@ def test_peak_repair_lowers_a_stuck_winner_within_its_node_budget() -> None:
     assert how.startswith("repair@")
 
 
+@pytest.mark.slow
 def test_peak_repair_switch(monkeypatch: Any) -> None:
     """``peak_repair=False`` skips the stage; on, it gets the DSA work limit as its budget."""
     from roam_core.layout import arena_layout as arena

@@ -137,6 +137,7 @@ class TestSolveDsa:
 
 
 class TestDeterministicWork:
+    @pytest.mark.slow
     def test_same_work_limit_same_offsets(self, minimalloc) -> None:
         """The search is cut by nodes, not the clock: two runs (one with a far looser wall-clock
         limit) give identical offsets, and the result says the work limit stopped it."""
@@ -221,6 +222,7 @@ _CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("combo", _COMBOS, ids=lambda c: "".join("1" if x else "0" for x in c))
 def test_flag_matrix_same_verdicts(combo: tuple[bool, ...]) -> None:
     """Every combination of search switches gives the brute-force verdict (minimalloc style)."""
@@ -268,6 +270,7 @@ class TestLayoutCommand:
         assert "row 1" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None)
 @given(problems())
 def test_lazy_overlaps_and_shared_sections_match_brute_force(problem: Problem) -> None:
@@ -312,6 +315,7 @@ def _raised(p: Problem):  # type: ignore[no-untyped-def]
     return sol
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(problems(max_buffers=7, max_time=6, max_size=6))
 def test_repair_with_the_whole_run_as_window_is_exact(problem: Problem) -> None:
@@ -332,6 +336,7 @@ def test_repair_with_the_whole_run_as_window_is_exact(problem: Problem) -> None:
     assert sol.height <= best
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(problems(max_buffers=8, max_time=8, max_size=8))
 def test_repair_in_narrow_windows_is_valid_keeps_pins_and_is_deterministic(

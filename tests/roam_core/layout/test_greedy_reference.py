@@ -91,6 +91,7 @@ def _problems(draw: st.DrawFn, max_buffers: int = 14, max_time: int = 10,
     return Problem(tuple(bufs))
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(_problems(), st.sampled_from(("best", "first")), st.randoms(use_true_random=False))
 def test_place_in_order_equals_the_reference(problem: Problem, fit: str,
@@ -103,6 +104,7 @@ def test_place_in_order_equals_the_reference(problem: Problem, fit: str,
     assert check_dsa_solution(problem, sol) == []
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(_problems(), st.sampled_from(sorted(ORDERS)), st.sampled_from(("best", "first")))
 def test_named_orders_equal_the_reference(problem: Problem, name: str, fit: str) -> None:
@@ -112,6 +114,7 @@ def test_named_orders_equal_the_reference(problem: Problem, name: str, fit: str)
     assert list(sol.offsets) == _reference(problem, order, fit)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(3))
 def test_medium_random_problems_equal_the_reference(seed: int) -> None:
     """A few hundred buffers with long and short lifetimes (many overlaps, many equal
@@ -131,6 +134,7 @@ def test_medium_random_problems_equal_the_reference(seed: int) -> None:
             assert list(sol.offsets) == _reference(p, order, fit), (name, fit)
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(_problems(), st.randoms(use_true_random=False))
 def test_place_against_equals_the_reference(problem: Problem, rnd: random.Random) -> None:
@@ -152,6 +156,7 @@ def test_place_against_equals_the_reference(problem: Problem, rnd: random.Random
     assert got.tolist() == ref[len(fx):]
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(_problems(max_buffers=10))
 def test_portfolio_stop_at_the_bound_and_known_passes_change_nothing(problem: Problem) -> None:
@@ -166,6 +171,7 @@ def test_portfolio_stop_at_the_bound_and_known_passes_change_nothing(problem: Pr
         assert short[2] == full[2]
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None)
 @given(_problems(), st.sampled_from(("best", "first")), st.sampled_from((1, 2, 5)),
        st.randoms(use_true_random=False))
@@ -200,6 +206,7 @@ def test_last_overlap_equals_a_scan(queries, boxes, rnd: random.Random) -> None:
     assert last_overlap(ql, qh, np.array(rank, np.int64), bl, bh).tolist() == ref
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("wide_from", [1, 2])
 @settings(max_examples=150, deadline=None)
 @given(problem=_problems(), fit=st.sampled_from(("best", "first")),
@@ -265,6 +272,7 @@ def _peak_first_problems(draw: st.DrawFn) -> tuple[Problem, list[int]]:
     return Problem(tuple(bufs)), list(range(head)) + rest
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(_peak_first_problems(), st.sampled_from(("best", "first")))
 def test_a_stacked_head_of_overlapping_buffers_equals_the_reference(
@@ -292,6 +300,7 @@ def test_a_stacked_head_of_overlapping_buffers_equals_the_reference(
             for i in live)
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(_peak_first_problems(), st.sampled_from(("best", "first")), st.sampled_from((0, 1, 4)),
        st.sampled_from((1, 2, 1 << 14)))

@@ -153,6 +153,7 @@ def test_alias_of_resident_and_empty_graph():
     assert g.resident_bytes() == 512
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(random_graphs(max_ops=12), st.data())
 def test_with_control_edges_equals_a_graph_built_from_scratch(g: Graph, data) -> None:
@@ -180,6 +181,7 @@ def test_with_control_edges_equals_a_graph_built_from_scratch(g: Graph, data) ->
         {k: v for k, v in vars(full).items() if not k.startswith("_fingerprint")}
 
 
+@pytest.mark.slow
 def test_a_copy_with_control_edges_knows_its_original_weakly() -> None:
     """``derived_from`` names the original while it lives, keeps nothing alive, and the copy
     still pickles (what it was made from is not part of it)."""

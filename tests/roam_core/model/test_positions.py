@@ -16,6 +16,7 @@ from roam_core.oracle.validate import check_order
 from tests.strategies import orders_of, random_graphs
 
 
+@pytest.mark.slow
 @given(random_graphs(), st.data())
 def test_order_indices_are_the_program_indices(g, data) -> None:
     order = data.draw(orders_of(g))
@@ -69,6 +70,7 @@ def test_the_caches_stay_bounded_and_hold_what_they_key() -> None:
     assert [a.tolist()[:4] for a in arrays] == [[0, 1, 2, 3]] * len(orders)
 
 
+@pytest.mark.slow
 @given(random_graphs(min_ops=2), st.data())
 def test_orders_built_from_indices_are_not_looked_up_again(g, data) -> None:
     """A whole order that a compact view builds from indices (and program order itself) is

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -91,6 +92,7 @@ def test_iter_bits_roundtrip():
     assert list(iter_bits(1 << 200 | 5)) == [0, 2, 200]
 
 
+@pytest.mark.slow
 @given(random_graphs(max_ops=9))
 def test_matches_naive_closure(g):
     r = reachability(g)
@@ -101,6 +103,7 @@ def test_matches_naive_closure(g):
             assert r.is_ancestor(a, b) == bool(r.descendants[r.index[a]] >> r.index[b] & 1)
 
 
+@pytest.mark.slow
 @given(st.data())
 def test_spans_bracket_random_orders(data):
     g = data.draw(random_graphs(max_ops=12))
@@ -146,6 +149,7 @@ def _shuffled(g: Graph, seed: int) -> Graph:
                        control_edges=g.control_edges, outputs=g.outputs, name=g.name)
 
 
+@pytest.mark.slow
 @given(random_graphs(max_ops=14), st.integers(0, 3))
 def test_closure_sizes_and_key_points_match_the_bitsets(g, seed):
     """The frontier pass (masks dropped after their last reader) counts exactly what the
@@ -179,6 +183,7 @@ def test_decompose_without_bitsets_equals_decompose_with_them():
     assert a.task_of_op() == b.task_of_op()
 
 
+@pytest.mark.slow
 @given(random_graphs(max_ops=10), st.integers(0, 3))
 def test_shifted_descendants_are_the_plain_masks(g, seed):
     """Descendant masks are stored shifted (``Descendants``); every access gives the absolute
@@ -200,6 +205,7 @@ def test_shifted_descendants_are_the_plain_masks(g, seed):
     assert [r.alap(op) for op in ids] == [len(ids) - m.bit_count() for m in plain]
 
 
+@pytest.mark.slow
 @given(random_graphs(max_ops=14), st.integers(0, 3), st.sampled_from([1, 2, 16]))
 def test_masks_on_shared_ints_are_the_plain_masks(g, seed, max_extra):
     """With any limit on the extra bits of a shared whole int (1: an int at every op), each
@@ -235,6 +241,7 @@ def test_masks_on_shared_ints_are_the_plain_masks(g, seed, max_extra):
         assert any(r.ancestors._extra)
 
 
+@pytest.mark.slow
 @given(random_graphs(max_ops=40), st.integers(0, 3), st.sampled_from([1, 3, 16]))
 def test_joins_of_branches_on_different_ints_are_exact(g, seed, max_extra):
     """Joins of inputs whose whole ints differ (branches that built ints of their own, at
@@ -255,6 +262,7 @@ def test_joins_of_branches_on_different_ints_are_exact(g, seed, max_extra):
         sum(1 << j for j, b in enumerate(ids) if (a, b) in closure) for a in ids)
 
 
+@pytest.mark.slow
 @given(random_graphs(max_ops=12), st.integers(0, 2), st.sampled_from([1, 3]))
 def test_mask_bit_queries_match_the_masks(g, seed, max_extra):
     """``Masks.has`` (the extra bits, then the whole int) answers every bit of every mask,
@@ -277,6 +285,7 @@ def test_mask_bit_queries_match_the_masks(g, seed, max_extra):
     assert all(r.is_ancestor(a, b) == ((a, b) in closure) for a in g.op_ids for b in g.op_ids)
 
 
+@pytest.mark.slow
 @given(random_graphs(), st.data())
 def test_adjacency_of_a_copy_with_control_edges_equals_its_own(g, data) -> None:
     """The adjacency of ``g.with_control_edges(extra)``, derived from ``g``'s cached one,
@@ -303,6 +312,7 @@ def test_adjacency_of_a_copy_with_control_edges_equals_its_own(g, data) -> None:
     assert reachability(copy).ancestors == reach._reachability(copy).ancestors
 
 
+@pytest.mark.slow
 @given(random_graphs(), st.data())
 def test_compact_views_take_the_graphs_neighbours(g, data) -> None:
     """A compact view's predecessor / successor indices (taken from the cached adjacency)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -118,6 +119,7 @@ def _check_result(g: Graph, order) -> None:
                     or y.address + y.size_bytes <= x.address), (x, y)
 
 
+@pytest.mark.slow
 @given(st.data())
 def test_small_pool_matches_simulate(data):
     """With sizes <= 4 KiB every block is split exactly: allocated == simulate."""
@@ -129,6 +131,7 @@ def test_small_pool_matches_simulate(data):
     assert all(s.pool == "small" for s in r.segments)
 
 
+@pytest.mark.slow
 @given(st.data())
 def test_mixed_pools_invariants(data):
     g = data.draw(random_graphs(max_ops=12, max_size_bytes=30 * MIB))

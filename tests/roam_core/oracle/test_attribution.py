@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -100,6 +101,7 @@ def test_tree_helpers() -> None:
     assert not in_module("wte", "")
 
 
+@pytest.mark.slow
 @given(st.data())
 def test_module_bytes_add_up_to_the_peak_for_any_order(data) -> None:
     g = data.draw(random_graphs())
@@ -152,6 +154,7 @@ def test_info_json_reports_bytes_at_peak_by_module(tmp_path, capsys) -> None:
     assert "(top level)" in out
 
 
+@pytest.mark.slow
 def test_repeated_blocks_of_zoo_samples() -> None:
 
     from roam_core.formats.graph_io import load_graph

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -234,6 +235,7 @@ def _shuffled(g: Graph, seed: int) -> Graph:
                        control_edges=g.control_edges, outputs=g.outputs, name=g.name)
 
 
+@pytest.mark.slow
 @given(random_graphs(max_ops=14), st.integers(0, 2), st.sampled_from([0, 1, 3, 64]))
 def test_local_forced_sets_equal_the_masks(g, seed, span) -> None:
     """The forced-live ops found by a walk over the producer's .. last user's steps of a
@@ -353,6 +355,7 @@ def test_weighted_mask_sum_counts_many_masks_of_one_weight(masks, w) -> None:
     assert got.tolist() == ref.tolist()
 
 
+@pytest.mark.slow
 @given(random_graphs())
 def test_live_set_bound_storages_without_kept_masks(g) -> None:
     """The live-set bound sums the forced-live masks as they come; the storages it reports

@@ -57,6 +57,7 @@ def test_empty_and_oversized_groups():
     assert rb.bound_bytes == 0
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(random_graphs(max_ops=8), st.sampled_from([1, 512]))
 def test_all_ops_is_exact(g, a):
@@ -67,6 +68,7 @@ def test_all_ops_is_exact(g, a):
     assert rb.bound_bytes == opt
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_any_subset_is_below_the_optimum(data):
@@ -85,6 +87,7 @@ def test_any_subset_is_below_the_optimum(data):
         assert rb.bound_bytes >= gb.bound_bytes
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_window_bound_below_optimum(data):
@@ -141,6 +144,7 @@ def teardown_module() -> None:
 
 
 # ------------------------------------------------------------------ choice bound
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_choice_bound_below_the_optimum(data):
@@ -163,6 +167,7 @@ def test_choice_bound_below_the_optimum(data):
 
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_choice_bound_classes_as_bitsets_equal_the_per_op_columns(data):
@@ -234,6 +239,7 @@ def test_choice_bound_sees_gradient_or_state():
 
 
 # ------------------------------------------------------------- chain-group bound
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_chain_group_bound_below_the_optimum(data):
@@ -261,6 +267,7 @@ def test_chain_group_bound_below_the_optimum(data):
     TIGHT["chain_vs_old"] += cb.bound_bytes > best_lower_bound(g, a).bound_bytes
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_peak_window_chain_bound_below_the_optimum(data):
@@ -333,6 +340,7 @@ def test_peak_window_chain_bound_sees_the_weight_gradient_at_the_peak():
     assert not any(r.stage == "bound" and r.task_id == "chain_group" for r in p.provenance)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_chain_group_with_whole_graph_split_is_exact_when_chain_is_all(data):
@@ -364,6 +372,7 @@ def test_chain_group_and_choice_below_monolithic_on_larger_graphs(data):
         assert choice_lower_bound(g, 512, groups=grp).bound_bytes <= mono.peak_bytes
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_chain_group_with_overlapping_groups(data):
@@ -405,6 +414,7 @@ def test_chain_scan_matches_the_loop(entry, data):
     assert got.tolist() == want
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_chain_window_fast_path_matches_iterating_the_bits(data):
@@ -427,6 +437,7 @@ def test_chain_window_fast_path_matches_iterating_the_bits(data):
                              len(ch)) == slow
 
 
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None)
 @given(st.data())
 def test_chain_stop_from_the_lowest_needed_position(data):
@@ -445,6 +456,7 @@ def test_chain_stop_from_the_lowest_needed_position(data):
     assert min((h for h, j in needed_at if not d >> j & 1), default=m) == scanned
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "expected"), [
     ("gpt2-b1-t128-steady", (1956523520, ("add_61",), 995, 64)),
     ("teach_updates-b8-steady", (30195712, ("div",), 37, 54)),
@@ -467,6 +479,7 @@ def test_chain_group_bound_unchanged_on_sample_graphs(name, expected) -> None:
 
 
 # --------------------------------------------------- forward-value groups (choice bound)
+@pytest.mark.slow
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_forward_value_choice_bound_below_the_optimum(data):
@@ -558,6 +571,7 @@ def test_planner_uses_the_forward_value_bound():
     assert off.lower_bound_bytes < opt
 
 
+@pytest.mark.slow
 def test_forward_value_bound_on_hf_gpt2():
     """HF GPT-2's tanh GELU: ``3 * x**2`` of each MLP is a forward-value group."""
     pytest.importorskip("transformers")

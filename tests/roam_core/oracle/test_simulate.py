@@ -108,6 +108,7 @@ def test_matches_naive_reference(data):
         assert all(x < p.peak_bytes for x in p.total_bytes()[:p.peak_step])
 
 
+@pytest.mark.slow
 @given(random_graphs(), st.integers(0, 10**6), st.sampled_from([1, 512]))
 def test_vectorised_simulate_equals_the_lifetimes_path(g: Graph, seed: int, a: int) -> None:
     """simulate's array path gives the curve of the per-storage lifetimes, step by step."""
@@ -128,6 +129,7 @@ def test_simulate_rejects_orders_that_are_not_permutations() -> None:
             simulate(g, bad)
 
 
+@pytest.mark.slow
 @given(random_graphs(), st.data())
 def test_a_copy_with_control_edges_shares_the_arrays_and_the_profile(g: Graph, data) -> None:
     """``Graph.with_control_edges`` keeps the ops and storages, so :func:`simulate` reuses the
@@ -167,6 +169,7 @@ def _lifetimes_by_definition(g: Graph, order: list[str]) -> dict[str, Lifetime]:
     return out
 
 
+@pytest.mark.slow
 @given(random_graphs(), st.data())
 def test_lifetimes_equal_their_definition(g: Graph, data) -> None:
     """The vectorised lifetimes (arrays shared with a copy that has more control edges)

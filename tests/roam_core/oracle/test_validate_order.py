@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -107,6 +108,7 @@ def test_several_at_once():
         (ViolationKind.PRECEDENCE, "d")]
 
 
+@pytest.mark.slow
 @given(st.data())
 def test_random_valid_orders_pass_and_swaps_fail(data):
     g = data.draw(random_graphs(max_ops=10))
@@ -122,6 +124,7 @@ def test_random_valid_orders_pass_and_swaps_fail(data):
         assert check_order(g, bad) != []
 
 
+@pytest.mark.slow
 @given(random_graphs(max_ops=14), st.data())
 def test_vectorised_pass_clears_exactly_the_orders_the_full_check_finds_valid(graph, data):
     """``check_order`` answers from a vectorised pass when it can: on random orders (valid
@@ -150,6 +153,7 @@ def test_vectorised_pass_clears_exactly_the_orders_the_full_check_finds_valid(gr
     assert check_order(graph, order) == full
 
 
+@pytest.mark.slow
 @given(random_graphs(), st.data())
 def test_a_copy_with_control_edges_checks_its_own_edges(g, data) -> None:
     """The edge index of ``g.with_control_edges(extra)`` (the original's, the new edges

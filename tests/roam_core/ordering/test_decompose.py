@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -64,6 +65,7 @@ def check_tree(graph: Graph, order: list[str], tree: TaskTree) -> None:
                 assert name == want, (s.id, t)
 
 
+@pytest.mark.slow
 @settings(max_examples=40)
 @given(random_graphs(max_ops=16), st.integers(1, 6))
 def test_tree_is_a_valid_partition(graph: Graph, nl: int) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,7 @@ def _indices(ev: IndexLiveBytes, order: tuple[str, ...]) -> np.ndarray:
     return np.asarray([ev.cg.index[o] for o in order], dtype=np.int64)
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_live_bytes_of_a_complete_order_equal_simulate(data: st.DataObject) -> None:
@@ -44,6 +46,7 @@ def test_live_bytes_of_a_complete_order_equal_simulate(data: st.DataObject) -> N
     assert freed.tolist() == expect
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_spans_equal_the_simulator_lifetimes(data: st.DataObject) -> None:
@@ -75,6 +78,7 @@ def _partial_reference(ev: IndexLiveBytes, seq: list[int]) -> tuple[list[int], l
     return list(np.cumsum(diff[:m]).tolist()), freed
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.data())
 def test_partial_sequences_count_only_the_ops_placed(data: st.DataObject) -> None:

@@ -87,6 +87,7 @@ def test_cpsat_equals_brute_force_on_small_graphs(graph: Graph, seed: int) -> No
         raise AssertionError(res.status)
 
 
+@pytest.mark.slow
 @settings(max_examples=25)
 @given(random_graphs(max_ops=12), st.integers(0, 1000), st.data())
 def test_sub_range_solve_keeps_order_valid_and_never_worse(graph: Graph, seed: int,
@@ -159,6 +160,7 @@ def test_multi_range_optimum_equals_enumeration(graph: Graph, seed: int,
     assert res.peak_bytes == best
 
 
+@pytest.mark.slow
 def test_merge_all_orders_equals_merging_one_by_one() -> None:
     """The planner's one-list merge gives the order of merge_orders applied sub-task by
     sub-task (sub-tasks own disjoint step ranges of the base order)."""
@@ -196,6 +198,7 @@ def _local_orders(rng):
             yield perm
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None)
 @given(random_graphs(max_ops=9), st.integers(0, 1000), st.data())
 def test_range_beats_agrees_with_brute_force(graph: Graph, seed: int,

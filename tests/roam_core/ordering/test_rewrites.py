@@ -29,6 +29,7 @@ def _check(graph: Graph, policy: str) -> None:
     assert check_order(graph, r.order) == []
 
 
+@pytest.mark.slow
 @settings(max_examples=30)
 @given(random_graphs(max_ops=14))
 def test_rewrites_only_add_edges_and_keep_a_valid_order(graph: Graph) -> None:
@@ -62,6 +63,7 @@ def test_cost_aware_reference_is_not_worse_than_asap_on_the_sample() -> None:
     assert cost <= asap
 
 
+@pytest.mark.slow
 @settings(max_examples=40)
 @given(random_graphs(max_ops=14), st.integers(0, 1000))
 def test_just_in_time_moves_never_raise_the_peak(graph: Graph, seed: int) -> None:
@@ -75,6 +77,7 @@ def test_just_in_time_moves_never_raise_the_peak(graph: Graph, seed: int) -> Non
                 <= simulate(graph, ref, alignment_bytes=a).peak_bytes), (ref, r.order)
 
 
+@pytest.mark.slow
 @settings(max_examples=40)
 @given(random_graphs(max_ops=14), st.integers(0, 1000))
 def test_renumbering_the_move_list_changes_nothing(graph: Graph, seed: int) -> None:
@@ -91,6 +94,7 @@ def test_renumbering_the_move_list_changes_nothing(graph: Graph, seed: int) -> N
     assert (tight.order, tight.edges) == (wide.order, wide.edges)
 
 
+@pytest.mark.slow
 def test_sample_moves_are_the_known_ones() -> None:
     """The order and edges on a teaching graph and two traced models are those the
     dict-keyed linked list gave before the moves ran on program indices (hashes)."""

@@ -124,6 +124,7 @@ def _same(graph: Graph) -> None:
         assert fast(graph) == full(graph), fast.__name__
 
 
+@pytest.mark.slow
 @settings(max_examples=40)
 @given(random_graphs(max_ops=30))
 def test_ready_set_schedulers_equal_full_scans_on_random_graphs(graph: Graph) -> None:
@@ -219,6 +220,7 @@ def test_layout_group_hint_on_arrays_equals_the_subproblem_hint(path: Path) -> N
         placed.update(got)
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_place_against_equals_place_in_order(data) -> None:
@@ -262,6 +264,7 @@ def test_lpmf_order_cache_returns_the_same_order_and_follows_the_graph() -> None
         ls.lpmf_indices(ls.compact(g, 1)))
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None)
 @given(st.data())
 def test_bucket_min_equals_a_scan(data) -> None:
@@ -291,6 +294,7 @@ def test_bucket_min_equals_a_scan(data) -> None:
             min(e for u, e in cur.items() if static[u] == low) if cur else None)
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None)
 @given(random_graphs(max_ops=30), st.data())
 def test_schedule_state_keeps_the_list_state_bookkeeping(graph: Graph, data) -> None:

@@ -159,6 +159,7 @@ def _both(graph, monkeypatch, chunk=None):
     return new, old
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "small_chunk"), [
     ("gpt2-b1-t128-steady", 24), ("tiny_gpt-b2-t32-steady", 3), ("mobilenet_v2-b8-steady", 24),
     ("teach_updates-b8-steady", 3), ("mlp-b8-steady", 2), ("residual_block-b4-steady", 2)])
@@ -188,6 +189,7 @@ def test_same_orders_on_two_param_step(optimizer, chunk, monkeypatch):
     assert new == old
 
 
+@pytest.mark.slow
 @settings(max_examples=60, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10_000), layers=st.integers(2, 8), skip=st.floats(0.0, 0.6),
@@ -198,6 +200,7 @@ def test_same_orders_on_random_train_graphs(seed, layers, skip, chunk, monkeypat
     assert new == old
 
 
+@pytest.mark.slow
 @settings(max_examples=80, deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 @given(g=random_graphs(max_ops=14), chunk=st.sampled_from([1, 2, 4, 512]))
@@ -222,6 +225,7 @@ def _store_script(draw):
     return prof, cross, chunk, steps
 
 
+@pytest.mark.slow
 @settings(max_examples=100, deadline=None)
 @given(_store_script())
 def test_chunked_profile_matches_flat_arrays(script):

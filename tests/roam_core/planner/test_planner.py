@@ -264,6 +264,7 @@ def test_cancel_stops_the_pool_solves_that_are_running() -> None:
     assert multiprocessing.active_children() == []  # the pool is gone, nothing runs on
 
 
+@pytest.mark.slow
 def test_a_bound_that_proves_the_base_order_optimal_skips_the_sub_task_solves() -> None:
     """On a GPT-2 steady step the forward-value choice bound proves the base order optimal:
     it is computed before the sub-tasks, which then all stop at their floor, and the polish

@@ -98,6 +98,7 @@ def test_teach_recompute_needs_a_budget_and_recomputes() -> None:
     assert plan.planned_peak_bytes <= 0.7 * plain.planned_peak_bytes  # measured: 36 % lower
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(FILES))
 def test_teaching_samples_match_the_zoo(name: str) -> None:
     """The committed sample is what ``roam trace`` makes today (same ops and eager peak)."""

@@ -18,6 +18,7 @@ from roam_core.planner.whatfits import FIT_METHODS, FitRow, fit_row, largest_fit
 from tests.builders import random_train_graph, two_param_step
 
 
+@pytest.mark.slow
 def test_fit_row_orders_the_methods_and_respects_the_flop_limits() -> None:
     g = random_train_graph(2, 6)
     r = fit_row(g, PlannerConfig(workers=1, time_limit_s=1), batch_size=1)

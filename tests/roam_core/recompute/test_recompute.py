@@ -86,6 +86,7 @@ def test_chains_recompute_dropped_inputs_through_their_copies():
 
 
 # ----------------------------------------------------------------- validator
+@pytest.mark.slow
 def test_budget_plan_is_valid_and_round_trips():
     g, p = _plan()
     assert p.recompute
@@ -107,6 +108,7 @@ def _kinds(g, p):  # type: ignore[no-untyped-def]
     return {v.kind for v in check_plan(g, p)}
 
 
+@pytest.mark.slow
 def test_read_dropped():
     g, p = _plan()
     r = next(r for r in p.recompute if r.readers)
@@ -115,6 +117,7 @@ def test_read_dropped():
     assert ViolationKind.READ_DROPPED in _kinds(g, replace(p, order=tuple(order)))
 
 
+@pytest.mark.slow
 def test_recompute_input_not_available():
     g, p = _plan()
     made = {v: q.id for q in p.recompute for v in q.outputs}
@@ -126,6 +129,7 @@ def test_recompute_input_not_available():
     assert ViolationKind.RECOMPUTE_INPUT in kinds
 
 
+@pytest.mark.slow
 def test_recompute_mismatch_source_may_not_rerun():
     g, p = _plan()
     r = p.recompute[0]
@@ -135,6 +139,7 @@ def test_recompute_mismatch_source_may_not_rerun():
     assert ViolationKind.RECOMPUTE_MISMATCH in _kinds(g, bad)
 
 
+@pytest.mark.slow
 def test_recompute_mismatch_wrong_input():
     g, p = _plan()
     r = p.recompute[0]
@@ -143,6 +148,7 @@ def test_recompute_mismatch_wrong_input():
     assert ViolationKind.RECOMPUTE_MISMATCH in _kinds(g, bad)
 
 
+@pytest.mark.slow
 def test_recompute_mismatch_after_an_in_place_update_of_its_weight():
     # a re-run that reads a weight after the optimizer updated it would compute another value
     for seed in range(30):
@@ -232,6 +238,7 @@ def test_roam_within_two_percent_of_the_exact_optimum(seed):
 
 
 # ----------------------------------------------------------------- CLI
+@pytest.mark.slow
 def test_cli_plan_budget_json(tmp_path, capsys):
     from roam_core.cli import main
     from roam_core.formats.graph_io import save_graph
@@ -253,6 +260,7 @@ def test_cli_plan_budget_json(tmp_path, capsys):
     assert "smallest peak" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_cli_frontier_json(tmp_path, capsys):
     from roam_core.cli import main
     from roam_core.formats.graph_io import save_graph
@@ -273,6 +281,7 @@ def test_cli_frontier_json(tmp_path, capsys):
         assert main(["check", str(tmp_path / "g.json"), str(f)]) == 0
 
 
+@pytest.mark.slow
 def test_baselines_follow_the_module_structure():
     from roam_core.recompute.baselines import baseline_drop_set, find_blocks
     from roam_core.zoo import trace_zoo
@@ -289,6 +298,7 @@ def test_baselines_follow_the_module_structure():
     assert all(g.op(g.tensors[s].producer).module.startswith("h.") for s in every)
 
 
+@pytest.mark.slow
 def test_cli_fit_json(capsys):
     from roam_core.cli import main
 

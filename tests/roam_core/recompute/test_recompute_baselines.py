@@ -40,6 +40,7 @@ def test_the_registry_holds_the_policies_in_report_order() -> None:
         assert "\n" not in b.description
 
 
+@pytest.mark.slow
 def test_a_block_policy_is_one_function_and_one_registration(registry: None) -> None:
     """Checkpoint every 3rd block, registered here: every consumer of the registry sees it
     (the drop sets, roam's portfolio), and it drops a part of what every block drops."""

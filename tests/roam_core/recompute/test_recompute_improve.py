@@ -131,6 +131,7 @@ def test_roam_is_never_worse_than_a_supplied_seed_at_its_peak(seed):
                 r.extra_flops, r.extra_bytes_moved)
 
 
+@pytest.mark.slow
 def test_the_portfolio_follows_the_config_for_a_single_budget(tmp_path, capsys):
     """``make_plan(budget)`` uses the greedy prefix alone unless ``recompute.portfolio``;
     ``roam plan --portfolio`` turns it on."""

@@ -80,6 +80,7 @@ def test_fewest_flops_prunes_by_flops_and_keeps_only_fitting_sets():
     assert fewest_flops(ev, limit, cands, below_flops=0) == []
 
 
+@pytest.mark.slow
 def test_cli_bytes_weight(tmp_path, capsys):
     from roam_core.cli import main
     from roam_core.formats.graph_io import save_graph

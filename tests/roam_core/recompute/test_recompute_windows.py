@@ -56,6 +56,7 @@ def test_accounting_agrees_with_the_simulator(seed):
         assert int(acc.max()) + ev.resident >= e.peak_bytes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(6))
 def test_window_model_memory_and_cost_equal_the_accounting(seed):
     """With the window's decisions fixed, the model's live bytes at every coordinate and its
@@ -109,6 +110,7 @@ def _refined(ev, e, b):  # type: ignore[no-untyped-def]
     return r, rep
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(8))
 def test_windows_never_worse_than_the_greedy(seed):
     g = random_train_graph(seed, 8)
@@ -192,6 +194,7 @@ def test_budget_planner_uses_the_windows(windows):
         assert not any(n.startswith("exact windows") for n in plan.notes)
 
 
+@pytest.mark.slow
 def test_budget_planner_windows_on_a_teaching_sample():
     """teach_recompute (the teaching sample): with the portfolio, the windowed planner is
     never worse than without at three budgets, and every plan passes the validator."""

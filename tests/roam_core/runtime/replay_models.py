@@ -86,18 +86,18 @@ ZOO_SMALL: dict[str, tuple[Callable[[], Case], bool]] = {
     "mnasnet0_5": (_zoo_vision("mnasnet0_5", 32), True),
     "mobilenet_v2": (_zoo_vision("mobilenet_v2", 32), True),
     "efficientnet_b0": (_zoo_vision("efficientnet_b0", 32), True),  # stochastic depth
-    "vit_b_16": (_vit, False),  # the ViT-B/16 class, 2 layers, d 32, 32x32 images
-    "resnet50": (_resnet, False),  # the ResNet-50 class, one bottleneck per stage
-    "roberta-base": (_roberta, False),
-    "gpt2": (_gpt(n_embd=32, n_layer=2, n_head=2, dropout=0.1), False),
+    "vit_b_16": (_vit, True),  # the ViT-B/16 class, 2 layers, d 32, 32x32 images
+    "resnet50": (_resnet, True),  # the ResNet-50 class, one bottleneck per stage
+    "roberta-base": (_roberta, True),
+    "gpt2": (_gpt(n_embd=32, n_layer=2, n_head=2, dropout=0.1), True),
     "gpt2-xl": (_gpt(n_embd=50, n_layer=2, n_head=25, dropout=0.1), True),  # 25 heads
     "mlp": (_vectors("mlp"), False),
     "teach_order": (_vectors("teach_order", "adamw"), False),
-    "teach_updates": (_vectors("teach_updates", "adamw"), False),
-    "teach_layout": (_vectors("teach_layout", "adamw"), False),
+    "teach_updates": (_vectors("teach_updates", "adamw"), True),
+    "teach_layout": (_vectors("teach_layout", "adamw"), True),
     "teach_recompute": (_vectors("teach_recompute", "adamw"), False),
     "tiny_gpt": (_gpt(n_embd=64, n_layer=2, n_head=4, dropout=0.0), True),
-    "residual_block": (_residual, False),
+    "residual_block": (_residual, True),
 }
 assert set(ZOO_SMALL) == set(ZOO), set(ZOO) ^ set(ZOO_SMALL)
 
@@ -110,7 +110,7 @@ HF_SMALL: dict[str, tuple[str, int | None, dict[str, Any], bool]] = {
                                 "num_key_value_heads": 1, **_TOKENS}, False),
     "bert": ("masked-lm", 12, {"hidden_size": 32, "intermediate_size": 64,
                                "num_hidden_layers": 2, "num_attention_heads": 2, **_TOKENS},
-             False),
+             True),
     "t5": ("seq2seq-lm", 12, {"d_model": 32, "d_kv": 16, "d_ff": 64, "num_layers": 2,
                               "num_decoder_layers": 2, "num_heads": 2, "vocab_size": 64,
                               "decoder_start_token_id": 0, "pad_token_id": 0},

@@ -76,6 +76,7 @@ def test_mlp_sgd_momentum_reordered_is_bit_exact(mlp_case) -> None:
     assert report.eager_peak_allocated_bytes is None  # CPU: no allocator peaks
 
 
+@pytest.mark.slow
 def test_tiny_gpt_adamw_reordered_is_bit_exact() -> None:
     ts = trace_zoo("tiny_gpt", 2, 16, "steady", "adamw")
     plan = first_fit_plan(ts.graph, random_order(ts.graph, seed=2))

@@ -53,6 +53,7 @@ def _bn_plan(model: torch.nn.Module, x: torch.Tensor):  # type: ignore[no-untype
     return g, plan
 
 
+@pytest.mark.slow
 def test_batch_norm_reruns_leave_the_running_statistics_alone() -> None:
     model, x = _cnn(), torch.randn(4, 3, 8, 8)
     g, plan = _bn_plan(model, x)
@@ -65,6 +66,7 @@ def test_batch_norm_reruns_leave_the_running_statistics_alone() -> None:
     assert rep.max_abs_diff == 0.0
 
 
+@pytest.mark.slow
 def test_batch_norm_recompute_plan_trains_bit_exact_with_statistics_updated_once() -> None:
     for affine in (True, False):  # without weight and bias the statistics move in the inputs
         model, x = _cnn(affine), torch.randn(4, 3, 8, 8)
@@ -87,6 +89,7 @@ def test_batch_norm_recompute_plan_trains_bit_exact_with_statistics_updated_once
                 assert torch.equal(a, b)
 
 
+@pytest.mark.slow
 def test_the_control_a_rerun_with_running_statistics_updates_them_twice(
         monkeypatch: pytest.MonkeyPatch) -> None:
     """What the runtime avoids: re-running batch norm as traced (``torch.utils.checkpoint``

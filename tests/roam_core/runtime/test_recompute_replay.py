@@ -34,6 +34,7 @@ def _budget_plan(model, x, frac=0.85):  # type: ignore[no-untyped-def]
     return g, make_plan(g, replace(CFG, budget_bytes=budget).with_recompute(exact_max_ops=0))
 
 
+@pytest.mark.slow
 def test_recompute_plan_replays_bit_exact_on_cpu():
     model, x = _mlp(), torch.randn(512, 32)
     _g, plan = _budget_plan(model, x)
@@ -56,6 +57,7 @@ def test_tiny_gpt_recompute_plan_replays_bit_exact():
     assert rep.max_abs_diff == 0.0
 
 
+@pytest.mark.slow
 def test_a_corrupted_recompute_plan_is_refused_before_running():
     model, x = _mlp(), torch.randn(512, 32)
     _g, plan = _budget_plan(model, x)
@@ -81,6 +83,7 @@ def test_roam_execute_replays_an_auto_budget_plan(tmp_path):
     assert main(["execute", g, p, "-o", str(tmp_path / "r.json")]) == 0
 
 
+@pytest.mark.slow
 def test_planned_step_trains_with_a_recompute_plan_like_eager():
     import copy
 

@@ -135,6 +135,7 @@ def test_expanded_inplace_chain_writes_only_the_copy():
                for x in v)
 
 
+@pytest.mark.slow
 def test_a_random_rerun_before_its_source_is_refused():
     model, x = _mlp(), torch.randn(64, 32)
     g, plan = _mask_plan(model, [x], _loss)
@@ -149,6 +150,7 @@ def test_a_random_rerun_before_its_source_is_refused():
         execute_plan(model, [x], bad, loss_fn=_loss, optimizer="adamw", device="cpu")
 
 
+@pytest.mark.slow
 def test_recomputed_dropout_replays_bit_exact(monkeypatch):
     model, x = _mlp(), torch.randn(512, 32)
     _g, plan = _mask_plan(model, [x], _loss)
@@ -212,6 +214,7 @@ def test_tiny_gpt_dropout_budget_plan_replays_bit_exact_for_several_steps():
         assert torch.equal(after_planned, after_eager)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [1, 3])
 def test_exact_and_greedy_plans_rerun_replayed_random_ops_after_their_source(seed):
     """Every forward op random with a replayed draw (an RNG chain through the forward): the

@@ -78,6 +78,7 @@ def _small_vit() -> tuple[torch.nn.Module, list[torch.Tensor]]:
     return _Supervised(vit), [torch.randn(1, 3, 32, 32), torch.randint(0, 10, (1,))]
 
 
+@pytest.mark.slow
 def test_batch_one_vit_replays_although_size_one_strides_differ(monkeypatch) -> None:
     """Batch-1 transformers produce views whose size-1 strides differ from the trace's."""
     seen: list[tuple[int, ...]] = []
@@ -97,6 +98,7 @@ def test_batch_one_vit_replays_although_size_one_strides_differ(monkeypatch) -> 
     assert all(1 in s for s in seen)
 
 
+@pytest.mark.slow
 def test_batch_one_vit_with_a_wrong_stride_is_refused(monkeypatch) -> None:
     """A stride that differs on a size>1 dim is still refused, naming the op."""
     from roam_core.base.errors import ExecutorError
@@ -107,6 +109,7 @@ def test_batch_one_vit_with_a_wrong_stride_is_refused(monkeypatch) -> None:
         replay(model, inputs, _ce_labels)
 
 
+@pytest.mark.slow
 def test_batch_one_gpt2_replays_bit_exact() -> None:
     torch.manual_seed(0)
     cfg = GPT2Config(vocab_size=128, n_positions=64, n_embd=48, n_layer=2, n_head=4,
@@ -234,6 +237,7 @@ class CheckpointedGPT(torch.nn.Module):
         return torch.nn.functional.cross_entropy(logits.flatten(0, 1), ids.flatten())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("reentrant", [False, True])
 def test_checkpoint_with_dropout_replays_bit_exact(reentrant, monkeypatch) -> None:
     torch.manual_seed(0)
@@ -258,6 +262,7 @@ def test_checkpoint_with_dropout_replays_bit_exact(reentrant, monkeypatch) -> No
     assert off.max_abs_diff > 0
 
 
+@pytest.mark.slow
 def test_replay_leaves_the_generator_where_eager_does() -> None:
     """A loop of steps without reseeding continues from eager's final RNG state."""
     from roam_core.runtime.arena_runner import ArenaRunner
@@ -339,6 +344,7 @@ class Seq2Seq(torch.nn.Module):
         return self.t(src, tgt, tgt_mask=m, tgt_is_causal=self.hint).square().mean()
 
 
+@pytest.mark.slow
 def test_nn_transformer_traces_and_replays_bit_exact() -> None:
     torch.manual_seed(0)
     model = Seq2Seq()
@@ -346,6 +352,7 @@ def test_nn_transformer_traces_and_replays_bit_exact() -> None:
     assert_bit_exact(replay(model, inputs))
 
 
+@pytest.mark.slow
 def test_a_data_dependent_branch_on_an_input_names_the_way_out() -> None:
     from roam_core.base.errors import TraceError
 
@@ -406,12 +413,14 @@ def test_moe_routing_with_nonzero_is_refused_naming_op_module_and_way_out() -> N
         trace_fx(model, [torch.zeros(2, 8, dtype=torch.long)], None, "adamw")
 
 
+@pytest.mark.slow
 def test_moe_with_static_batched_routing_replays_bit_exact() -> None:
     model = _mixtral("batched_mm")
     ids = torch.randint(0, 64, (2, 8), generator=torch.Generator().manual_seed(0))
     assert_bit_exact(replay(model, [ids]))
 
 
+@pytest.mark.slow
 def test_planned_step_trains_checkpointed_dropout_model_bit_exact_over_steps() -> None:
     """PlannedStep's fast path replays the rewinds too; one seed for the whole loop, so each
     step also starts where the previous one left the generator (as eager does)."""

@@ -89,6 +89,7 @@ def test_tracer_flops_match_flop_counter_mode():
     assert all(o.bytes_read == o.bytes_written == 0 for o in views)
 
 
+@pytest.mark.slow
 def test_tracer_counts_cpu_flash_attention():
     from roam_core.zoo import trace_zoo
 

@@ -79,6 +79,7 @@ def _ops(g, phase, target=None, module=None):
             and (module is None or op.module == module)]
 
 
+@pytest.mark.slow
 def test_forward_ops_record_their_module(net_step) -> None:
     model, ts = net_step
     g = ts.graph
@@ -226,6 +227,7 @@ def test_wrapper_scope_strips_the_wrapper_prefix() -> None:
     assert not any(op.module.startswith("model") for op in g.ops)
 
 
+@pytest.mark.slow
 def test_zoo_gpt_module_names() -> None:
     from roam_core.zoo import trace_zoo
 

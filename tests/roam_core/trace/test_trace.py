@@ -333,6 +333,7 @@ def test_cuda_without_gpu_is_a_clear_error() -> None:
         trace_fx(_mlp(), [X], _sum_loss, device="cuda")
 
 
+@pytest.mark.slow
 def test_zoo_graphs_are_reorder_safe() -> None:
     from roam_core.zoo import trace_zoo
 
@@ -384,6 +385,7 @@ def test_gc_is_paused_while_tracing_and_restored_after() -> None:
         gc.enable()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("opt", ["adamw", "adam", "sgd"])
 def test_steady_warm_step_on_meta_twins_gives_the_fake_steps_trace(opt: str) -> None:
     from roam_core.formats.graph_io import graph_to_dict

@@ -50,6 +50,7 @@ def _minor(version: str) -> str:
     return ".".join(version.split("+")[0].split(".")[:2])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("model", "batch", "seq", "setting"), CONFIGS)
 def test_trace_equals_the_golden_trace(model: str, batch: int, seq: int | None,
                                        setting: str) -> None:

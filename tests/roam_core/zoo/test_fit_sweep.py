@@ -10,8 +10,8 @@ import pytest
 
 pytest.importorskip("torch")
 
-from roam_core.model.parallel import ParallelSetting  # noqa: E402
-from roam_core.zoo.fit_sweep import fit_sweep  # noqa: E402
+from roam_core.model.parallel import ParallelSetting
+from roam_core.zoo.fit_sweep import fit_sweep
 
 pytestmark = pytest.mark.slow
 

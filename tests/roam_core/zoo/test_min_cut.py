@@ -41,6 +41,7 @@ def _dropout_mlp_decisions():  # type: ignore[no-untyped-def]
     return model, x, traced.graph, res
 
 
+@pytest.mark.slow
 def test_min_cut_on_a_small_mlp_maps_and_its_plan_validates():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(),
@@ -88,6 +89,7 @@ def test_the_mapped_min_cut_plan_replays_dropout_bit_exact():
     assert rep.max_abs_diff == 0.0
 
 
+@pytest.mark.slow
 def test_a_decision_for_another_model_is_refused():
     x = torch.randn(16, 32)
     traced = trace_fx(_mlp(64), [x], _loss, "adamw")
@@ -97,6 +99,7 @@ def test_a_decision_for_another_model_is_refused():
     assert "does not map onto roam's graph" in res.reason
 
 
+@pytest.mark.slow
 def test_missing_torch_apis_make_it_not_applicable(monkeypatch):
     from roam_core.commands.frontier import frontier_dict
     from roam_core.zoo.min_cut import zoo_min_cut

@@ -36,6 +36,7 @@ def test_names_are_exactly_the_published_ones() -> None:
     assert {b for _, b in ROAM_CONFIGS} == {1, 32}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PUBLISHED))
 def test_parameter_counts(name: str) -> None:
     # the roam build is the published architecture; the steady one differs only by heads
@@ -46,6 +47,7 @@ def test_parameter_counts(name: str) -> None:
     assert abs(steady - PUBLISHED[name]) <= 0.005 * PUBLISHED[name]
 
 
+@pytest.mark.slow
 def test_steady_and_roam_inputs_and_losses() -> None:
     _model, inputs, _loss_fn, _ = build_zoo_step("mobilenet_v2", 3, setting="steady")
     assert [tuple(x.shape) for x in inputs] == [(3, 3, 224, 224), (3,)]
@@ -74,6 +76,7 @@ def test_real_device_builds_are_deterministic() -> None:
     assert torch.isfinite(loss)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("attention", ["sdpa", "math"])
 def test_tiny_gpt_trace_smoke(attention: str) -> None:
     ts = trace_zoo("tiny_gpt", 2, 16, "steady", attention=attention)
@@ -91,6 +94,7 @@ def test_tiny_gpt_trace_smoke(attention: str) -> None:
     assert simulate(g, g.op_ids).peak_bytes > g.resident_bytes()
 
 
+@pytest.mark.slow
 def test_roam_setting_uses_math_attention_by_default() -> None:
     g = trace_zoo("tiny_gpt", 1, 8, "roam").graph
     assert g.origin["attention"] == "math"
@@ -108,6 +112,7 @@ def test_residual_block_roam_trace_smoke() -> None:
     assert not any(t.resident for t in state)
 
 
+@pytest.mark.slow
 def test_hf_model_from_config_traces() -> None:
     pytest.importorskip("transformers")
     from roam_core.zoo.hf import trace_hf
