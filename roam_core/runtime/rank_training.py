@@ -177,7 +177,7 @@ def torch_parallel_model(model: nn.Module, par: ParallelSetting,
 def _params_diff(eager: nn.Module, planned: nn.Module, layout: RankLayout, rank: int,
                  par: ParallelSetting) -> float:
     """Largest difference of the final parameters and buffers on this rank."""
-    module = eager.module if par.kind == "ddp" else eager
+    module: nn.Module = eager.module if par.kind == "ddp" else eager  # type: ignore[assignment]  # DDP wraps a Module
     mine = dict(planned.named_parameters())
     diff = 0.0
     for name, p in module.named_parameters():

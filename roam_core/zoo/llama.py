@@ -105,6 +105,9 @@ class _Block(nn.Module):
 class Llama(nn.Module):
     """Llama causal LM (see the module notes); ``config`` default: Llama-2-7B."""
 
+    rope_cos: torch.Tensor
+    rope_sin: torch.Tensor
+
     def __init__(self, config: LlamaConfig | None = None, *, attention: str = "sdpa") -> None:
         super().__init__()
         c = config or LLAMA2_7B

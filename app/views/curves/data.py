@@ -4,6 +4,7 @@ bytes per step, before and after)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -20,7 +21,7 @@ from app.services.plan_data import after_data, before_data
 from app.services.selection import selected_module
 from app.services.view_graph import view_graph
 from app.views.curves.figure import memory_curves_figure
-from roam_core.model.graph import Graph, TensorKind
+from roam_core.model.graph import Graph, OpId, TensorKind
 from roam_core.oracle.attribution import kind_bytes_per_step, module_bytes_per_step
 
 __all__ = ["curves_dict", "curves_figure"]
@@ -52,7 +53,7 @@ def _curves(graph_key: str, plan_key: str | None, base: str,
     graph = state.get_graph(graph_key)
     label = f"module {module_label(module or '')}"
     if not plan_key:
-        extra = [] if module is None else [
+        extra: list[tuple[str, Any, str]] = [] if module is None else [
             (f"{label} ({b.label})", module_bytes_per_step(graph, b.order, module), "#55a868")]
         return memory_curves_figure(b.curve, None, after_label=b.label, x_range=x_range,
                                     step=step, extra_curves=extra,
@@ -74,7 +75,7 @@ def _curves(graph_key: str, plan_key: str | None, base: str,
         peak_notes=notes)
 
 
-def _communication(graph: Graph, order: Sequence[str],
+def _communication(graph: Graph, order: Sequence[OpId],
                    alignment_bytes: int) -> list[tuple[str, np.ndarray, str]]:
     """The planned live bytes of the communication buffers of a data-parallel rank's step
     (gathered parameters, all-gather / reduce-scatter / bucket buffers), in their colour."""

@@ -110,7 +110,7 @@ class _UnitRun:
         out: list[torch.Tensor | None] = [None] * len(grads)
         if not present:
             return out
-        gs = [grads[i] for i in present]
+        gs = [g for g in grads if g is not None]  # the grads of ``present``, in order
         dtype = prog.reduce_dtype or self.shards[0].dtype
         numels = [self.shards[i].numel() for i in present]
         total = sum(numels)
@@ -217,7 +217,7 @@ class FsdpProgram:
             return t
         unit, i = hit
         unit.packed = True
-        return _Packed(unit, i, tuple(t.shape), tuple(t.stride()), t.storage_offset())
+        return _Packed(unit, i, tuple(t.shape), tuple(t.stride()), int(t.storage_offset()))
 
     @staticmethod
     def _unpack(x: Any) -> Any:
