@@ -48,7 +48,7 @@ class _BucketRun:
         out: list[torch.Tensor | None] = [None] * len(grads)
         if not present:
             return out
-        bucket = torch.cat([grads[i].reshape(-1) for i in present])  # type: ignore[union-attr]
+        bucket = torch.cat([grads[i].reshape(-1) for i in present])  # type: ignore[union-attr]  # present: not None
         bucket.mul_(1.0 / prog.world_size)
         reduced = all_reduce(bucket, "sum", prog.group)
         prog.communication.append(bucket)

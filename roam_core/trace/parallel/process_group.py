@@ -42,12 +42,12 @@ def rank_process_group(world_size: int) -> Iterator[str]:
         if have != world_size:
             raise TraceError(f"a process group of world size {have} exists; cannot trace "
                              f"world size {world_size} in it")
-        yield dist.group.WORLD.group_name  # type: ignore[union-attr]
+        yield dist.group.WORLD.group_name  # type: ignore[union-attr]  # WORLD set by init
         return
     from torch.testing._internal.distributed.fake_pg import FakeStore
 
     dist.init_process_group("fake", store=FakeStore(), rank=0, world_size=world_size)
     try:
-        yield dist.group.WORLD.group_name  # type: ignore[union-attr]
+        yield dist.group.WORLD.group_name  # type: ignore[union-attr]  # WORLD set by init
     finally:
         dist.destroy_process_group()
