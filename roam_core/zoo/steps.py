@@ -29,6 +29,7 @@ from torch import nn
 
 from roam_core.base.collector import gc_paused
 from roam_core.base.errors import TraceError
+from roam_core.zoo.llama import Llama
 from roam_core.zoo.registry import (
     ROBERTA_HELLO_WORLD,
     build_model,
@@ -173,7 +174,7 @@ def build_zoo_step(
         ids = torch.tensor([ROBERTA_HELLO_WORLD] * b, dtype=torch.long, device=dev)
         return ZooStep(inner, (ids,), _ce_zeros, opt_factory)
     if spec.family == "gpt":
-        assert isinstance(inner, GPT2)
+        assert isinstance(inner, (GPT2, Llama))
         limit = inner.config.n_positions
         if t > limit:
             raise TraceError(f"{name}: seq_len {t} exceeds the {limit} positions")
@@ -205,12 +206,15 @@ def zoo_origin(name: str, batch_size: int, seq_len: int | None, setting: str,
 
 def trace_zoo(name: str, batch_size: int, seq_len: int | None = None, setting: str = "steady",
               optimizer: str | None = None, *, attention: str | None = None,
-              device: str = "cpu", precision: str = "fp32") -> TracedStep:
+              device: str = "cpu", parallel: Any = None,
+              precision: str = "fp32") -> TracedStep:
     """Trace a zoo config; returns a :class:`~roam_core.trace.traced_step.TracedStep`.
 
     The model is built on the meta device (no memory) and traced with fake tensors on
     ``device`` in ``precision`` (:mod:`roam_core.trace.precision`).  The graph is named
-    ``"<model>-b<B>[-t<T>]-<setting>"``.
+    ``"<model>-b<B>[-t<T>]-<setting>"``, followed by ``"-<fsdp|ddp><W>"`` for the step of
+    one rank of a data-parallel world (``parallel``: a
+    :class:`~roam_core.model.parallel.ParallelSetting`; ``docs/parallel.md``).
     """
     from roam_core.trace.tracer import trace_fx
 
@@ -221,6 +225,8 @@ def trace_zoo(name: str, batch_size: int, seq_len: int | None = None, setting: s
                             precision=precision)
         t = origin["seq_len"]
         gname = f"{name}-b{batch_size}" + (f"-t{t}" if t else "") + f"-{setting}"
+        if parallel is not None and parallel.active:
+            gname += f"-{parallel.kind}{parallel.world_size}"
         return trace_fx(step.model, step.example_inputs, step.loss_fn, step.optimizer_factory,
                         setting=setting, name=gname, origin=origin, device=device,
-                        precision=precision)
+                        parallel=parallel, precision=precision)
