@@ -59,6 +59,7 @@ def _rank(model: str, b: int, t: int, w: int, single: dict[str, Any],
           args: argparse.Namespace) -> dict[str, Any]:
     from roam_core.model.parallel import ParallelSetting
     from roam_core.oracle.baseline import eager_report
+    from roam_core.oracle.fsdp_eager import fsdp2_eager_peak_bytes
     from roam_core.planner import make_plan
     from roam_core.planner.config import PlannerConfig
     from roam_core.planner.whatfits import fit_row
@@ -100,6 +101,9 @@ def _rank(model: str, b: int, t: int, w: int, single: dict[str, Any],
         "peer_peak_bytes": peer.peak_bytes, "peer_by_category": peer.bytes_by_category,
         "eager_sim_peak_bytes": eager.simulated_peak_bytes,
         "eager_over_peer": eager.simulated_peak_bytes / peer.peak_bytes,
+        # with eager FSDP2's holds of the root's gathered parameters (oracle.fsdp_eager)
+        "fsdp2_eager_peak_bytes": fsdp2_eager_peak_bytes(g),
+        "fsdp2_eager_over_peer": fsdp2_eager_peak_bytes(g) / peer.peak_bytes,
         "eager_sim_peak_512_bytes": eager512.simulated_peak_bytes,
         "planned_peak_bytes": plan.planned_peak_bytes, "arena_bytes": plan.arena_bytes,
         "recompute_5pct_arena_bytes": rec.peak_bytes["roam_recompute_5pct"],
@@ -131,19 +135,23 @@ def _md(rows: list[dict[str, Any]], args: argparse.Namespace, when: str) -> str:
         f"batch {args.batch_size} x {args.seq_len} tokens per rank. **Peer**: torch's "
         "`FSDPMemTracker` on the fake process group (fake tensors), two steps, its peak "
         "total. **Eager (roam)**: live bytes of roam's traced rank step in program order, "
-        "unrounded. **Planned**: `make_plan`'s peak (512-byte rounding). All MiB per rank.",
+        "unrounded; **+ holds**: the same with FSDP2's holds of the root's gathered "
+        "parameters until its post-backward (`roam_core.oracle.fsdp_eager`). **Planned**: "
+        "`make_plan`'s peak (512-byte rounding). All MiB per rank.",
         "",
         "| model | W | param+opt / (1/W single) | padded shards vs traced | peer peak | roam "
-        "eager | eager/peer | roam eager (512 B) | roam planned | planned/peer | roam + "
+        "eager | eager/peer | + holds | holds/peer | roam eager (512 B) | roam planned | "
+        "planned/peer | roam + "
         "recompute <=5% (extra FLOPs) | plan s (wall / CPU) | load 1-min |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['model']} | {r['world_size']} | {r['param_opt_over_ideal']:.4f} | "
             f"{_mib(r['padded_param_opt_bytes'])} vs {_mib(r['param_opt_bytes'])} | "
             f"{_mib(r['peer_peak_bytes'])} | {_mib(r['eager_sim_peak_bytes'])} | "
-            f"{r['eager_over_peer']:.4f} | {_mib(r['eager_sim_peak_512_bytes'])} | "
+            f"{r['eager_over_peer']:.4f} | {_mib(r['fsdp2_eager_peak_bytes'])} | "
+            f"{r['fsdp2_eager_over_peer']:.4f} | {_mib(r['eager_sim_peak_512_bytes'])} | "
             f"{_mib(r['planned_peak_bytes'])} | {r['planned_over_peer']:.4f} | "
             f"{_mib(r['recompute_5pct_arena_bytes'])} "
             f"({r['recompute_5pct_extra_flops_pct']:.1f}%) | {r['plan_wall_seconds']:.2f} / "
