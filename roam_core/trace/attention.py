@@ -18,8 +18,9 @@ memory-efficient kernel saves, except that CUDA pads the logsumexp's ``T`` to a 
 sample).  The CPU flash kernel has no attention dropout (torch then finds no kernel): CUDA's
 flash kernel re-draws its dropout mask from a seed in the backward and saves no mask, so a
 model with attention dropout is modelled on CPU by setting that dropout to 0 (Hugging Face:
-``attn_pdrop=0`` / ``attention_dropout=0``).  On CUDA each choice runs its own kernel.
-:func:`attention_note` says which.
+``attn_pdrop=0`` / ``attention_dropout=0``; the zoo's transformers do it themselves and log a
+warning, since the CPU step then runs without attention dropout).  On CUDA each choice runs
+its own kernel.  :func:`attention_note` says which.
 """
 
 from __future__ import annotations

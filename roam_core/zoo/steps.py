@@ -174,7 +174,7 @@ def build_zoo_step(
         ids = torch.tensor([ROBERTA_HELLO_WORLD] * b, dtype=torch.long, device=dev)
         return ZooStep(inner, (ids,), _ce_zeros, opt_factory)
     if spec.family == "gpt":
-        assert isinstance(inner, (GPT2, Llama))
+        assert isinstance(inner, (GPT2, Llama))  # the zoo's decoder-only families
         limit = inner.config.n_positions
         if t > limit:
             raise TraceError(f"{name}: seq_len {t} exceeds the {limit} positions")

@@ -14,6 +14,7 @@ probabilities).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from dataclasses import dataclass
@@ -35,6 +36,12 @@ ATTENTION_IMPLS = ("sdpa", "math", "flash", "efficient")
 def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
            dropout_p: float, impl: str) -> torch.Tensor:
     """Scaled dot-product attention of ``[B, H, T, D]`` tensors with any implementation."""
+    if impl in ("flash", "efficient") and dropout_p > 0 and q.device.type != "cuda":
+        # CUDA's flash / memory-efficient kernels re-draw the dropout mask from a seed and
+        # save none, so their memory is the kernel's without dropout; the CPU flash kernel
+        # that models them has no dropout at all (torch finds "no available kernel")
+        _warn_no_attention_dropout(dropout_p, q.device.type)
+        dropout_p = 0.0
     if impl in ("sdpa", "flash", "efficient"):
         with sdpa_backend(impl, q.device.type):
             return F.scaled_dot_product_attention(q, k, v, dropout_p=dropout_p,
@@ -48,6 +55,14 @@ def attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, *, causal: bool,
         scores = scores.masked_fill(~mask, float("-inf"))
     probs = F.dropout(scores.softmax(-1), dropout_p, training=dropout_p > 0)
     return torch.matmul(probs, v)
+
+
+@functools.cache
+def _warn_no_attention_dropout(p: float, device_type: str) -> None:
+    """Say once per setting that attention dropout is off on this device."""
+    _logger.warning("attention dropout %g is not applied on %s with the flash/efficient "
+                    "kernel (it has none there); the saved tensors are CUDA's kernel's, "
+                    "the numerics are the step's without attention dropout", p, device_type)
 
 
 def _heads(x: torch.Tensor, n_head: int) -> torch.Tensor:

@@ -126,3 +126,35 @@ def test_hf_model_from_config_traces() -> None:
     (loss_sid,) = g.outputs
     assert g.op(g.tensors[loss_sid].producer).phase is Phase.LOSS
     assert {op.phase for op in g.ops} >= {Phase.FORWARD, Phase.BACKWARD, Phase.OPTIMIZER}
+
+
+def test_every_decoder_family_builds_its_step() -> None:
+    """The held-out Llama-style decoder builds like GPT-2: token inputs, a seq-len limit
+    named in a TraceError (its step once failed an isinstance check meant for GPT-2)."""
+    for name in ("tiny_gpt", "llama"):
+        _model, inputs, loss_fn, _ = build_zoo_step(name, 2, seq_len=16, setting="steady")
+        assert [tuple(x.shape) for x in inputs] == [(2, 16)]
+        assert loss_fn is not None
+        with pytest.raises(TraceError, match="exceeds the"):
+            build_zoo_step(name, 1, seq_len=10**6, setting="steady")
+
+
+def test_flash_attention_with_dropout_models_cuda_on_cpu(caplog: pytest.LogCaptureFixture
+                                                         ) -> None:
+    """The CPU flash kernel has no dropout: the zoo models CUDA's flash / efficient kernel
+    (its mask re-drawn from a seed, none saved) without it, says so, and never fails with
+    torch's "no available kernel"."""
+    from roam_core.zoo.transformer import attend
+
+    g = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, 2, 8, 4, generator=g) for _ in range(3))
+    with caplog.at_level("WARNING", logger="roam_core.zoo.transformer"):
+        for impl in ("flash", "efficient"):
+            out = attend(q, k, v, causal=True, dropout_p=0.25, impl=impl)
+            ref = attend(q, k, v, causal=True, dropout_p=0.0, impl=impl)
+            assert torch.equal(out, ref)
+    assert "attention dropout 0.25 is not applied on cpu" in caplog.text
+    # the math path keeps its dropout (its mask is saved, as eager saves it)
+    torch.manual_seed(0)
+    assert not torch.equal(attend(q, k, v, causal=True, dropout_p=0.25, impl="math"),
+                           attend(q, k, v, causal=True, dropout_p=0.0, impl="math"))
