@@ -16,6 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 MIB = 2**20
 SERIES = (("FSDPMemTracker (peer)", "peer_peak_bytes", "#8c8c8c"),
           ("roam eager (simulated)", "eager_sim_peak_bytes", "#4c72b0"),
+          ("roam eager + FSDP2's holds", "fsdp2_eager_peak_bytes", "#8172b2"),
           ("roam planned", "planned_peak_bytes", "#55a868"),
           ("roam + recompute <= 5 % FLOPs", "recompute_5pct_arena_bytes", "#c44e52"))
 
