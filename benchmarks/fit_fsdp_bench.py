@@ -6,7 +6,8 @@ Usage::
         [--world-size 8] [--memory 80GiB] [--precision bf16-mixed]
         [--batch-sizes 1 2 3 4 6 8] [--out benchmarks/results/fit_fsdp]
 
-The rules of ``roam fit --parallel fsdp`` (:func:`roam_core.zoo.fit_sweep.fit_config`): each
+The rules of ``roam fit --parallel fsdp`` (:func:`roam_core.zoo.fit_sweep.fit_config` with
+``parallel``): each
 per-rank batch size is traced as the step of one rank (fake process group, fake tensors,
 FSDP2 per block and the root, reshard after forward, ``MixedPrecisionPolicy(bfloat16,
 float32)``, AdamW) and checked against one device's memory four ways: PyTorch eager's reserved
@@ -35,12 +36,26 @@ METHODS = ("eager_reserved", "roam", "roam_recompute_5pct", "roam_recompute_25pc
 
 def _row(args: argparse.Namespace, batch: int, memory: int) -> dict[str, Any]:
     from roam_core.model.parallel import ParallelSetting
+    from roam_core.planner.config import PlannerConfig
     from roam_core.zoo.fit_sweep import fit_config
+    from roam_core.zoo.sources import ModelSource
 
     load0 = os.getloadavg()
     t0 = time.perf_counter()
     par = ParallelSetting("fsdp", args.world_size)
-    row = fit_config(args.model, batch, args.seq_len, par.to_dict(), args.precision, memory)
+    fit = fit_config(ModelSource(args.model), batch, args.seq_len, memory_bytes=memory,
+                     precision=args.precision, attention=None,
+                     planner=PlannerConfig(workers=1), parallel=par)
+    fits = fit.fits(memory)
+    rec = next((m for m in METHODS[2:] if fits.get(m)), None)
+    row: dict[str, Any] = {
+        "batch_size": batch, "seq_len": fit.seq_len, "graph": fit.graph_name,
+        "world_size": par.world_size, "precision": args.precision,
+        "eager_reserved_bytes": fit.peak_bytes["eager_reserved"],
+        "roam_arena_bytes": fit.peak_bytes["roam"], "step_flops": fit.step_flops,
+        "recompute_arena_bytes": fit.peak_bytes[rec] if rec else None,
+        "recompute_extra_flops_pct": fit.extra_flops_pct.get(rec) if rec else None,
+        "fits": {m: bool(fits.get(m)) for m in METHODS}}
     row["seconds"] = time.perf_counter() - t0
     row["max_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     row["load_before"] = [round(x, 2) for x in load0]
