@@ -5,6 +5,10 @@
 #                   Celery test), run the test suite
 #   ./dev.sh fast   the fast tier: ruff and every test not marked slow, browser or gpu (under
 #                   90 s on 2 cores), for the edit-test loop
+#   ./dev.sh matrix the rest of the matrices the suite samples (marker full_matrix): every
+#                   fuzz case through every command (in-process; benchmarks/fuzz_bench.py runs
+#                   it with a child per run and its peak memory), every Hugging Face family at
+#                   both batch sizes, the training-loop property at 200 sequences
 # The install is skipped when the venv is up to date: after a successful install the hash of
 # pyproject.toml (and this checkout's path) is stored in $VENV/.roam-installed; ROAM_REINSTALL=1
 # forces a fresh install.
@@ -88,9 +92,14 @@ case "${1:-}" in
     "$VENV/bin/ruff" check roam_core app tests scripts benchmarks
     exec "$PY" -m pytest -q -m "not slow and not browser and not gpu" "$@"
     ;;
+  matrix)
+    install
+    shift
+    exec "$PY" -m pytest -q --full-matrix -m full_matrix "$@"
+    ;;
   *)
     echo "usage: ./dev.sh app [roam serve options] | ./dev.sh test [pytest options]" \
-         "| ./dev.sh fast [pytest options]" >&2
+         "| ./dev.sh fast [pytest options] | ./dev.sh matrix [pytest options]" >&2
     exit 2
     ;;
 esac

@@ -4,6 +4,8 @@ Usage::
 
     nice python benchmarks/scale_bench.py [--layers 24 48 96 192] [--before REV]
         [--cache DIR] [--workers 1] [--repeat 1] [--out benchmarks/results]
+    nice python benchmarks/scale_bench.py --families [NAME ...] [--quick] [--before REV]
+        [--repeat N]      # the scale-suite families: see scale_families.py
 
 The graphs are Hugging Face GPT-2 training steps (``transformers.GPT2Config`` with ``n_layer``
 layers, 768 wide, 12 heads, batch 1, 128 tokens, the ``steady`` setting, AdamW), built from the
@@ -99,7 +101,25 @@ print(json.dumps({
     "peak_over_bound": plan.planned_peak_bytes / plan.lower_bound_bytes
     if plan.lower_bound_bytes else None,
     "subtasks": sum(r.stage == "order" for r in plan.provenance), "notes": list(plan.notes),
+    "stages": [{"stage": s.stage, "wall_s": round(s.wall_s, 3), "cpu_s": round(s.cpu_s, 3),
+                "gained_bytes": s.gained_bytes, "work": f"{s.work_done}/{s.work_limit} "
+                f"{s.work_unit}".strip(), "stopped": s.stopped}
+               for s in getattr(plan, "stages", ())],
     "order_sha256": hashlib.sha256("\n".join(plan.order).encode()).hexdigest()}))
+"""
+
+_FAMILY_TRACE_CHILD = r"""
+import json, resource, sys, time
+from roam_core.formats.graph_io import save_graph
+from roam_core.zoo.families import trace_family
+fam, depth, seg, out = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+t0, c0 = time.perf_counter(), time.process_time()
+g = trace_family(fam, depth, blocks_per_segment=int(seg) if seg != "-" else None)
+rec = {"family": fam, "layers": depth, "segment": seg, "ops": len(g.ops),
+       "trace_s": time.perf_counter() - t0, "trace_cpu_s": time.process_time() - c0,
+       "trace_max_rss_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024}
+save_graph(g, out)
+print(json.dumps(rec))
 """
 
 
@@ -258,6 +278,38 @@ def _combine(args: argparse.Namespace) -> int:
     return 0
 
 
+def _families(args: argparse.Namespace) -> int:
+    """The families mode (:mod:`scale_families`)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import scale_families
+
+    args.family_list = args.families or sorted(scale_families.FAMILY_OPS)
+    if args.name == "scale":
+        args.name = "scale_families"
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}
+    env.pop("PYTHONPATH", None)
+    after_sha = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True,
+                               cwd=ROOT, check=True).stdout.strip()
+    res: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": platform.processor() or platform.machine(), "cpus": os.cpu_count(),
+        "workers": args.workers, "before_rev": args.before, "before_sha": "",
+        "after_sha": after_sha, "note": args.note, "repeat": max(1, args.repeat),
+        "load_start": os.getloadavg()[0], "rows": []}
+    with tempfile.TemporaryDirectory() as tmp:
+        srcs: dict[str, str] = {}
+        if args.before:
+            (Path(tmp) / "before").mkdir()
+            res["before_sha"] = _extract(args.before, Path(tmp) / "before")
+            srcs["before"] = str(Path(tmp) / "before")
+        (Path(tmp) / "after").mkdir()
+        _extract(after_sha, Path(tmp) / "after")
+        srcs["after"] = str(Path(tmp) / "after")
+        scale_families.run_families(args, res, srcs, env, ROOT, _run_child, _PLAN_CHILD,
+                                    _FAMILY_TRACE_CHILD)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--layers", type=int, nargs="+", default=[24, 48, 96, 192])
@@ -278,9 +330,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--combine", nargs="+", default=None, metavar="JSON",
                     help="write --name.{json,md} from the rows of these runs (run separately, "
                          "e.g. the deepest depth after-only, at the same time) and plan nothing")
+    ap.add_argument("--families", nargs="*", default=None, metavar="FAMILY",
+                    help="plan the scale-suite families instead of HF GPT-2 (no names: all "
+                         "six); writes scale_families.{json,md} (scale_families.py)")
+    ap.add_argument("--quick", action="store_true",
+                    help="with --families: depths of about 1k-8k ops (a few minutes)")
+    ap.add_argument("--ops", type=int, nargs="+", default=None,
+                    help="with --families: the ops targets (default 10k 25k 50k 100k)")
     args = ap.parse_args(argv)
     if args.combine:
         return _combine(args)
+    if args.families is not None:
+        return _families(args)
     cache = Path(args.cache)
     cache.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONHASHSEED": "0"}

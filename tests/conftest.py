@@ -31,6 +31,29 @@ settings.register_profile(
 settings.load_profile("roam")
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--full-matrix", action="store_true",
+                     help="also run the full_matrix tests (./dev.sh matrix)")
+
+
+def full_matrix(config: pytest.Config) -> bool:
+    """Whether this session runs the full matrices (``--full-matrix``)."""
+    return bool(config.getoption("--full-matrix"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``full_matrix`` tests (the rest of a matrix the suite samples: every fuzz case through
+    every command, every Hugging Face family at both batch sizes, the property soak) run
+    only with ``--full-matrix``: deselected, not skipped, otherwise, so that the tiers' ``-m``
+    expressions need not name them."""
+    if full_matrix(config):
+        return
+    keep = [i for i in items if i.get_closest_marker("full_matrix") is None]
+    if len(keep) < len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i not in keep])
+        items[:] = keep
+
+
 @pytest.fixture(scope="session")
 def minimalloc() -> Path:
     """The folder of MiniMalloc's CSV instances (``<repo>/../shared/dsa/minimalloc``, see
@@ -55,19 +78,26 @@ def reap_children(grace_s: float = REAP_GRACE_S) -> list[str]:
     returns their command lines (for the warning)."""
     import psutil
 
+    def expected(proc: psutil.Process) -> bool:
+        try:
+            return any(e in " ".join(proc.cmdline()) for e in EXPECTED)
+        except psutil.NoSuchProcess:
+            return True
+
     me = psutil.Process()
     children = me.children(recursive=True)
-    _, alive = psutil.wait_procs(children, timeout=grace_s)
+    # the helpers never end on their own: waiting the grace for them cost every session 5 s
+    helpers = [p for p in children if expected(p)]
+    _, alive = psutil.wait_procs([p for p in children if p not in helpers], timeout=grace_s)
     names = []
-    for proc in alive:
+    for proc in [*alive, *helpers]:
         try:
-            cmd = " ".join(proc.cmdline())
-            if not any(e in cmd for e in EXPECTED):
-                names.append(f"{proc.pid}: {cmd[:120]}")
+            if proc not in helpers:
+                names.append(f"{proc.pid}: {' '.join(proc.cmdline())[:120]}")
             proc.kill()
         except psutil.NoSuchProcess:
             pass
-    psutil.wait_procs(alive, timeout=grace_s)
+    psutil.wait_procs([*alive, *helpers], timeout=grace_s)
     return names
 
 

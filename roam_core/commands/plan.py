@@ -171,6 +171,10 @@ def summary_dict(plan: Plan, graph: Graph | None = None,
         "step_seconds": float(plan.step_seconds),
         "device_profile": plan.device_profile or None,
         "recomputed_ops": [r.source for r in plan.recompute],
+        "stages": [{"stage": s.stage, "wall_s": s.wall_s, "cpu_s": s.cpu_s,
+                    "gained_bytes": s.gained_bytes, "work_done": s.work_done,
+                    "work_limit": s.work_limit, "work_unit": s.work_unit,
+                    "stopped": s.stopped} for s in plan.stages],
     }
     if graph is not None and not plan.step_flops:
         from roam_core.model.recompute_ops import step_flops
@@ -242,6 +246,10 @@ def _run(args: argparse.Namespace) -> int:
         return 0
     _print_text(graph, plan, cfg)
     print(f"  solve time      {plan.solve_seconds:.1f} s")
+    if plan.stages:
+        from roam_core.model.stage_cost import format_stages
+
+        print(f"  stages          {format_stages(plan.stages)}")
     for n in plan.notes:
         print(f"  note: {n}")
     print(f"  wrote {args.output}")

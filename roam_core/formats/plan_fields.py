@@ -20,6 +20,7 @@ from roam_core.formats.limits import MAX_INT, FileLimits
 from roam_core.model.graph import ControlEdge, EdgeReason, OpId, TensorId
 from roam_core.model.plan import Plan, SolveRecord
 from roam_core.model.recompute_ops import RecomputeOp
+from roam_core.model.stage_cost import STOP_REASONS, StageCost
 
 __all__ = ["PLAN_FORMAT", "PLAN_SCHEMA_VERSION", "READABLE_PLAN_VERSIONS", "PlanReader"]
 
@@ -143,6 +144,24 @@ class PlanReader:
                            tuple(OpId(x) for x in self._strs(r["readers"],
                                                              f"{where} 'readers'")))
 
+    def _stage(self, r: Any, i: int) -> StageCost:
+        where = f"field 'stages' entry {i}"
+        if not isinstance(r, dict) or "stage" not in r:
+            raise _E(f"plan file: {where} is malformed")
+        stopped = r.get("stopped", "done")
+        if stopped not in STOP_REASONS:
+            raise _E(f"plan file: {where} has stopped {short(stopped)}; known: "
+                     f"{', '.join(STOP_REASONS)}")
+        secs = [check_float(r.get(k, 0.0), f"plan file: {where} {k!r}", _E)
+                for k in ("wall_s", "cpu_s")]
+        ints = [self._int(r.get(k, 0), f"{where} {k!r}", low=low)
+                for k, low in (("gained_bytes", -MAX_INT), ("work_done", 0), ("work_limit", 0))]
+        return StageCost(self._str(r["stage"], f"{where} 'stage'"), secs[0], secs[1],
+                         gained_bytes=ints[0], work_done=ints[1], work_limit=ints[2],
+                         work_unit=self._str(r.get("work_unit", ""), f"{where} 'work_unit'",
+                                             empty=True),
+                         stopped=str(stopped))
+
     # ------------------------------------------------------------------ the plan
     def _header(self, obj: Any) -> None:
         if not isinstance(obj, dict):
@@ -200,4 +219,7 @@ class PlanReader:
                                      "plan file: field 'step_seconds'", _E),
             device_profile=self._str(g(obj, "device_profile", str, default=""),
                                      "field 'device_profile'", empty=True),
+            # per-stage seconds and gains: plans written before them load with none
+            stages=tuple(self._stage(r, i) for i, r in
+                         enumerate(g(obj, "stages", list, default=[]))),
         )

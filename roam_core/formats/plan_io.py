@@ -18,11 +18,14 @@ Format (``schema_version`` 2; version 1 files, without recomputation, load too):
       "recompute": [{"id": "relu@r", "source": "relu", "inputs": ["mm"],
                      "outputs": ["relu@r"], "readers": ["threshold_backward"]}],
       "extra_flops": 0, "step_flops": 123456,
-      "extra_seconds": 0.0, "step_seconds": 0.0012, "device_profile": "h100-sxm"
+      "extra_seconds": 0.0, "step_seconds": 0.0012, "device_profile": "h100-sxm",
+      "stages": [{"stage": "layout.greedy", "wall_s": 0.1, "cpu_s": 0.1,
+                  "gained_bytes": 0, "work_done": 1, "work_limit": 0,
+                  "work_unit": "passes", "stopped": "at_bound"}]
     }
 
-The three time fields (the cost model's estimates) are optional: plans written before them
-load with 0 and ``""``.
+The three time fields (the cost model's estimates) and ``stages`` (what each planner stage
+spent and gained) are optional: plans written before them load with 0, ``""`` and none.
 
 Every problem raises :class:`~roam_core.base.errors.PlanFormatError` naming the field.  With a
 graph, a plan made for another graph is refused, naming both graphs ("plan was made for graph
@@ -107,6 +110,12 @@ def plan_to_dict(plan: Plan) -> dict[str, Any]:
         "extra_seconds": float(plan.extra_seconds),
         "step_seconds": float(plan.step_seconds),
         "device_profile": plan.device_profile,
+        "stages": [
+            {"stage": c.stage, "wall_s": c.wall_s, "cpu_s": c.cpu_s,
+             "gained_bytes": int(c.gained_bytes), "work_done": int(c.work_done),
+             "work_limit": int(c.work_limit), "work_unit": c.work_unit, "stopped": c.stopped}
+            for c in plan.stages
+        ],
     }
 
 

@@ -22,13 +22,16 @@ from roam_core.base.cancel import CancelToken, is_cancelled
 from roam_core.layout.dsa_heuristics import buffer_arrays
 from roam_core.layout.dsa_search import (
     MAX_SEARCH_BUFFERS,
+    MAX_SEARCH_CELLS,
     SearchCache,
     SearchOptions,
     search_capacity,
+    search_cells,
 )
 from roam_core.model.dsa import Problem, Solution
 
-__all__ = ["REPAIR_FRACTIONS", "REPAIR_PREORDERS", "repair_from_starts", "repair_peak"]
+__all__ = ["REPAIR_FRACTIONS", "REPAIR_PREORDERS", "narrowing_fractions", "repair_from_starts",
+           "repair_peak"]
 
 #: Peak windows of :func:`repair_peak`: the steps whose live load is at least this fraction
 #: of the target (tried in turn; 0.97 places mobilenet_v2 b1 at its bound in 432 nodes).
@@ -142,9 +145,12 @@ class _RepairWindow:
     key: bytes
 
     @staticmethod
-    def build(problem: Problem, solution: Solution, target: int,
-              frac: float) -> _RepairWindow | None:
-        """The window, or ``None`` when it frees nothing or more than the search takes."""
+    def build(problem: Problem, solution: Solution, target: int, frac: float,
+              max_buffers: int = MAX_SEARCH_BUFFERS,
+              max_cells: int = MAX_SEARCH_CELLS) -> _RepairWindow | None:
+        """The window, or ``None`` when it frees nothing, more than ``max_buffers`` (free
+        and fixed neighbours together; at most what the search takes) or more than
+        ``max_cells`` cells (:func:`~roam_core.layout.dsa_search.search_cells`)."""
         lower, upper, size, _ = buffer_arrays(problem)
         off = np.fromiter(solution.offsets, np.int64, len(problem))
         top = off + size
@@ -154,7 +160,8 @@ class _RepairWindow:
         load = _live_load(lower, upper, np.where(live, size, 0))
         hot = np.concatenate([[0], np.cumsum(load >= frac * target)])
         free = live & ~pinned & (((hot[upper] - hot[lower]) > 0) | (top > target))
-        if not free.any() or int(free.sum()) > MAX_SEARCH_BUFFERS:
+        limit = min(max_buffers, MAX_SEARCH_BUFFERS)
+        if not free.any() or int(free.sum()) > limit:
             return None
         # the fixed buffers that matter: those overlapping a freed one in time
         f_idx = np.nonzero(free)[0]
@@ -164,9 +171,14 @@ class _RepairWindow:
         cover = np.concatenate([[0], np.cumsum(np.cumsum(span)[:len(load)] > 0)])
         near = live & ~free & ((cover[upper] - cover[lower]) > 0)
         keep = np.nonzero(free | near)[0]
+        if len(keep) > 2 * limit:  # every node steps over the fixed neighbours: too slow
+            return None
         bufs = tuple(problem.buffers[i] if free[i] else
                      replace(problem.buffers[i], offset=int(off[i])) for i in keep.tolist())
-        return _RepairWindow(Problem(bufs), keep, off, np.packbits(free).tobytes())
+        sub = Problem(bufs)
+        if search_cells(sub) > max_cells:  # every node scans the window's sections
+            return None
+        return _RepairWindow(sub, keep, off, np.packbits(free).tobytes())
 
     def merge(self, problem: Problem, sol: Solution) -> Solution:
         """The whole layout with the window's buffers at their offsets in ``sol``."""
@@ -175,11 +187,37 @@ class _RepairWindow:
         return Solution.from_offsets(problem, offs.tolist())
 
 
+def narrowing_fractions(fraction: float) -> tuple[float, ...]:
+    """``fraction``, then windows halving the distance to 1 each time, down to 0.995: the
+    thresholds tried in turn until a window is small enough.
+
+    >>> narrowing_fractions(0.6)
+    (0.6, 0.8, 0.9, 0.95, 0.975, 0.9875, 0.99375)
+    """
+    out = [fraction]
+    while out[-1] < 0.99:
+        out.append(1 - (1 - out[-1]) / 2)
+    return tuple(out)
+
+
+def _window_within(problem: Problem, start: Solution, target: int, fraction: float,
+                   max_buffers: int, max_cells: int) -> tuple[_RepairWindow | None, float]:
+    """The widest window of :func:`narrowing_fractions` that holds at most ``max_buffers``
+    buffers (``None`` when even the narrowest is larger, or nothing is free)."""
+    for frac in narrowing_fractions(fraction):
+        win = _RepairWindow.build(problem, start, target, frac, max_buffers, max_cells)
+        if win is not None:
+            return win, frac
+    return None, fraction
+
+
 def repair_from_starts(problem: Problem, starts: Sequence[Solution], target: int, *,
                        node_budget: int, deadline: float, cancel: CancelToken = None,
                        fraction: float = 0.6,
                        options: SearchOptions = SearchOptions(),  # noqa: B008 - frozen
                        preorders: tuple[str, ...] = REPAIR_PREORDERS,
+                       max_buffers: int = MAX_SEARCH_BUFFERS,
+                       max_cells: int = MAX_SEARCH_CELLS,
                        ) -> tuple[Solution | None, int, str, int]:
     """:func:`repair_peak` of several layouts in one window, their searches run round-robin.
 
@@ -193,6 +231,15 @@ def repair_from_starts(problem: Problem, starts: Sequence[Solution], target: int
     while another would succeed cheaply, and a search that succeeds at node ``k`` costs at
     most ``2k`` plus the other pairs' runs.  Deterministic: node counts, not the clock,
     decide (``deadline`` is the wall-clock safety limit).
+
+    A window is the buffers live where the load is at least ``fraction`` of ``target``, and
+    those reaching above ``target``.  On a training step the load is a mountain: at 0.6 it
+    covers most of the step and frees nearly every buffer, which turns the repair into a
+    whole-problem search whose every node scans thousands of sections (and whose section
+    tables grow with buffers x sections).  So the window narrows
+    (:func:`narrowing_fractions`) until it holds at most ``max_buffers`` buffers, free and
+    fixed neighbours together counted against ``2 x max_buffers``, and at most
+    ``max_cells`` cells (free buffers x sections: a node's cost).
 
     Returns
     -------
@@ -212,28 +259,29 @@ def repair_from_starts(problem: Problem, starts: Sequence[Solution], target: int
     >>> sol.height, how, k
     (3, 'repair@0.5:TLA', 0)
     """
-    wins: list[tuple[int, _RepairWindow]] = []
+    wins: list[tuple[int, _RepairWindow, float]] = []
     seen: set[bytes] = set()
     for k, start in enumerate(starts):
         if start.height <= target:  # nothing to repair: the caller has its layout already
             continue
-        win = _RepairWindow.build(problem, start, target, fraction)
+        win, frac = _window_within(problem, start, target, fraction, max_buffers,
+                                   max_cells)
         if win is None:
             continue
         key = win.key + np.asarray(start.offsets, np.int64).tobytes()
         if key in seen:
             continue
         seen.add(key)
-        wins.append((k, win))
+        wins.append((k, win, frac))
     # preorder-major: the first preorder on every start, then the next
-    pairs = [(k, win, pre, SearchCache()) for pre in preorders for k, win in wins]
+    pairs = [(k, win, frac, pre, SearchCache()) for pre in preorders for k, win, frac in wins]
     nodes = 0
     if not pairs:
         return None, nodes, "repair", -1
     limit = max(64, node_budget // (2 * len(pairs)))
     while pairs and nodes < node_budget:
         for pair in list(pairs):
-            k, win, pre, cache = pair
+            k, win, frac, pre, cache = pair
             run = min(limit, node_budget - nodes)
             if run <= 0 or time.monotonic() >= deadline or is_cancelled(cancel):
                 return None, nodes, "repair", -1
@@ -242,7 +290,7 @@ def repair_from_starts(problem: Problem, starts: Sequence[Solution], target: int
                 node_budget=run, preorders=(pre,), cache=cache, first_limit=run)
             nodes += used
             if sol is not None:
-                return win.merge(problem, sol), nodes, f"repair@{fraction:g}:{pre}", k
+                return win.merge(problem, sol), nodes, f"repair@{frac:g}:{pre}", k
             if not meth.endswith((":work", ":time")):  # searched to the end: no layout here
                 pairs.remove(pair)
         limit *= 2

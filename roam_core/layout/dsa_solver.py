@@ -53,9 +53,11 @@ from roam_core.layout.dsa_heuristics import ORDERS, named_order, portfolio, prom
 from roam_core.layout.dsa_repair import repair_peak
 from roam_core.layout.dsa_search import (
     MAX_SEARCH_BUFFERS,
+    MAX_SEARCH_CELLS,
     SearchCache,
     SearchOptions,
     search_capacity,
+    search_cells,
 )
 from roam_core.model.dsa import Problem, Solution
 from roam_core.oracle.validate import check_dsa_solution
@@ -130,8 +132,11 @@ class _Run:
     the passes tried, the nodes spent and what stopped the call early."""
 
     def __init__(self, problem: Problem, capacity: int | None, lower_bound: int, t0: float,
-                 deadline: float, cancel: CancelToken, say: Callable[[str], None]) -> None:
+                 deadline: float, cancel: CancelToken, say: Callable[[str], None],
+                 good_enough: int | None = None) -> None:
         self.problem, self.cap, self.lb = problem, capacity, lower_bound
+        # the height at or below which a minimisation stops (the caller's value contract)
+        self.goal = lower_bound if good_enough is None else max(lower_bound, good_enough)
         self.t0, self.deadline, self.cancel, self.say = t0, deadline, cancel, say
         self.best: Solution | None = None
         self.method = ""
@@ -140,8 +145,9 @@ class _Run:
         self.stopped = ""
 
     def target(self) -> int:
-        """The height the heuristics aim at: the capacity, else the live-set bound."""
-        return self.lb if self.cap is None else self.cap
+        """The height the heuristics aim at: the capacity, else the live-set bound (or the
+        caller's good-enough height)."""
+        return self.goal if self.cap is None else self.cap
 
     def result(self, sol: Solution | None, status: SolveStatus, method: str,
                bound: int) -> DsaResult:
@@ -159,7 +165,10 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
               options: SearchOptions = SearchOptions(),  # noqa: B008 - frozen
               exact: bool = True, log: Callable[[str], None] | None = None,
               work_limit: int | None = None,
-              known: Mapping[str, Solution] | None = None) -> DsaResult:
+              known: Mapping[str, Solution] | None = None,
+              good_enough: int | None = None,
+              max_search_buffers: int = MAX_SEARCH_BUFFERS,
+              max_search_cells: int = MAX_SEARCH_CELLS) -> DsaResult:
     """Find a low layout for ``problem`` (or one within ``capacity``).
 
     Parameters
@@ -188,6 +197,15 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
         Greedy passes the caller already ran, by method name (``"greedy:size:best"``): the
         portfolio uses them instead of running them again (see
         :func:`~roam_core.layout.dsa_heuristics.portfolio`).
+    good_enough : int, optional
+        When minimising: stop at the first layout at or below this height (a caller's value
+        contract; default the live-set bound).
+    max_search_buffers : int
+        Above this many free buffers: no exact search, the large-problem portfolio and the
+        promotion passes instead (at most :data:`MAX_SEARCH_BUFFERS`).
+    max_search_cells : int
+        The same above this many cells (free buffers x sections,
+        :func:`~roam_core.layout.dsa_search.search_cells`): a node's cost grows with them.
 
     Returns
     -------
@@ -216,10 +234,12 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     if cap is not None and lb > cap:
         raise InfeasibleError(f"live-set lower bound {lb} exceeds capacity {cap}")
     run = _Run(problem, cap, lb, t0, t0 + time_limit_s, cancel,
-               log or (lambda m: _logger.info("%s", m)))
+               log or (lambda m: _logger.info("%s", m)), good_enough)
     n_free = sum(1 for b in problem.buffers if b.offset is None and b.size > 0)
-    do_search = exact and n_free <= MAX_SEARCH_BUFFERS
-    _run_portfolio(run, large=n_free > MAX_SEARCH_BUFFERS, known=known)
+    large = (n_free > min(max_search_buffers, MAX_SEARCH_BUFFERS)
+             or search_cells(problem) > max_search_cells)
+    do_search = exact and not large
+    _run_portfolio(run, large=large, known=known)
     if not do_search:
         _promote(run)
     if cap is not None:
@@ -235,10 +255,10 @@ def _run_portfolio(run: _Run, *, large: bool, known: Mapping[str, Solution] | No
     orders, fits = (LARGE_ORDERS, ("best",)) if large else (tuple(ORDERS), ("best", "first"))
     # the passes after one at the bound are skipped (none can be lower: the same result)
     run.best, run.method, run.tried = portfolio(run.problem, deadline=run.deadline,
-                                                orders=orders, fits=fits, target=run.lb,
+                                                orders=orders, fits=fits, target=run.target(),
                                                 known=known)
     run.say(f"portfolio: {run.method} height {run.best.height} (lb {run.lb})")
-    cut = len(run.tried) < len(orders) * len(fits) and run.best.height > run.lb
+    cut = len(run.tried) < len(orders) * len(fits) and run.best.height > run.target()
     run.stopped = "time" if cut or run.method.endswith("+rest") else ""
 
 
@@ -295,7 +315,7 @@ def _minimise(run: _Run, do_search: bool, options: SearchOptions, budget: int) -
     cache = SearchCache()
     first = True
     repaired = False
-    while lo < hi and do_search:
+    while lo < hi and hi > run.goal and do_search:
         why = _why_stop(run, budget)
         if why:
             run.stopped = why
@@ -303,7 +323,7 @@ def _minimise(run: _Run, do_search: bool, options: SearchOptions, budget: int) -
         if soft_lo >= hi:  # bisection exhausted by budgets: descend from the best instead
             target = hi - max(1, (hi - lo) // 16)
         else:
-            target = soft_lo if first else (soft_lo + hi) // 2
+            target = max(soft_lo, run.goal) if first else (soft_lo + hi) // 2
         left = budget - run.nodes
         share = left // (6 if first else _STEP_SHARE) if left > 4096 else left
         first = False
@@ -321,10 +341,10 @@ def _minimise(run: _Run, do_search: bool, options: SearchOptions, budget: int) -
             if meth.endswith(":time"):
                 run.stopped = "cancel" if is_cancelled(run.cancel) else "time"
             soft_lo = target + 1
-        if not repaired and lo < hi and not run.stopped:
+        if not repaired and lo < hi and hi > run.goal and not run.stopped:
             repaired = True
-            hi = _repair_best(run, lo, budget, options)
-    if lo >= hi:
+            hi = _repair_best(run, max(lo, run.goal), budget, options)
+    if lo >= hi or hi <= run.goal:
         run.stopped = ""
     # a bound proven by a bisection step rounds up to the grain of the heights
     lo = min(round_up(lo, height_grain(run.problem)), run.best.height)

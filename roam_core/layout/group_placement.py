@@ -95,10 +95,12 @@ def build_group_model(problem: Problem, group: Sequence[int], fixed: Mapping[int
 
 def solve_group_model(gm: GroupModel, config: ArenaConfig, time_limit_s: float, target: int,
                       cancel: CancelFlag | None) -> tuple[cp_model.CpSolver, cpsat.SolveOutcome]:
-    """Solve ``gm`` (non-deterministic, ``config``'s workers and seed), stopping early at a
-    height of ``target`` or when ``cancel`` says so."""
+    """Solve ``gm`` with ``time_limit_s`` CP-SAT *deterministic* seconds (``config``'s
+    workers and seed: with one worker the same model gives the same layout on any machine;
+    the wall clock is only a safety limit), stopping early at a height of ``target`` or when
+    ``cancel`` says so."""
     solver = cpsat.make_solver(time_limit_s=time_limit_s, num_workers=config.num_workers,
-                               random_seed=config.seed, deterministic=False)
+                               random_seed=config.seed, deterministic=True)
     return solver, cpsat.solve_with_stop(solver, gm.model, target=target, cancel=cancel)
 
 
@@ -166,24 +168,28 @@ def place_group(problem: Problem, group: Sequence[int],
         len(group))
 
 
-def polish_top_band(problem: Problem, sol: Solution, lb: int, config: ArenaConfig,
+def polish_top_band(problem: Problem, sol: Solution, target: int, config: ArenaConfig,
                     deadline: float, cancel: CancelToken,
                     ) -> tuple[Solution, list[SolveRecord]]:
     """Lower the top band of a layout with CP-SAT (ROAM's global re-placement, step 2).
 
     The buffers reaching above ``height - delta`` are freed, everything else stays fixed;
     CP-SAT places the freed ones under ``height - 1`` (hinted by their current offsets),
-    minimising the height.  ``delta`` grows while a round fails, until the band holds
-    ``max_group_tensors`` buffers or time runs out.
+    minimising the height, stopping at ``target`` (the value contract).  ``delta`` grows
+    while a round fails, until the band holds ``max_group_tensors`` buffers.  At most
+    ``config.polish_rounds`` rounds of ``config.task_time_limit_s`` deterministic seconds
+    each (the work); ``deadline`` is a wall-clock safety limit.
     """
     bs = problem.buffers
     offs = list(sol.offsets)
     records: list[SolveRecord] = []
     cancel_flag = as_cancel_flag(cancel)
     band = 1
-    while time.monotonic() < deadline - 0.2 and not (cancel_flag and cancel_flag()):
+    for _ in range(config.polish_rounds):
+        if time.monotonic() > deadline or (cancel_flag and cancel_flag()):
+            break
         height = max(o + b.size for o, b in zip(offs, bs))
-        if height <= lb:
+        if height <= target:
             break
         tops = sorted({o + b.size for o, b in zip(offs, bs)}, reverse=True)
         cut = tops[min(band, len(tops) - 1)]
@@ -193,9 +199,8 @@ def polish_top_band(problem: Problem, sol: Solution, lb: int, config: ArenaConfi
         fixed = {i: offs[i] for i in range(len(bs)) if offs[i] + bs[i].size <= cut}
         t0 = time.perf_counter()
         gm = build_group_model(problem, free, fixed, {i: offs[i] for i in free}, height - 1)
-        solver, out = solve_group_model(
-            gm, config, min(config.task_time_limit_s, max(0.05, deadline - time.monotonic())),
-            lb, cancel_flag)
+        solver, out = solve_group_model(gm, config, config.task_time_limit_s, target,
+                                        cancel_flag)
         ok = out.status in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE)
         records.append(SolveRecord("merge", f"polish@{band}", out.status,
                                    int(out.objective)

@@ -115,7 +115,8 @@ def roam_candidate(graph: Graph, order: Sequence[OpId], problem: Problem,
     config : ArenaConfig
         CP-SAT settings and the group size.
     deadline : float
-        ``time.monotonic()`` by which the groups are placed (shared out among them).
+        ``time.monotonic()`` safety limit: groups placed after it keep their greedy hint
+        (each CP-SAT solve is cut by ``config.task_time_limit_s`` deterministic seconds).
     cancel : CancelToken
         Stops the CP-SAT solves (the greedy hints are kept).
 
@@ -142,7 +143,9 @@ def _place_groups(problem: Problem, placed: dict[int, int],
                   groups: Sequence[tuple[str, list[int]]], config: ArenaConfig,
                   deadline: float, cancel: CancelToken) -> list[SolveRecord]:
     """Step 2: place every group in turn against everything placed so far (``placed`` is
-    updated); the time left is shared out among the groups still to place."""
+    updated); each CP-SAT solve gets ``config.task_time_limit_s`` deterministic seconds (a
+    work limit: the same groups give the same layout on any machine), none after the
+    deadline or a cancel (the greedy hint is kept)."""
     records: list[SolveRecord] = []
     # each group sees only the placed buffers that overlap its time span (a numpy scan),
     # plus the highest tops of all of them: linear work per group instead of building every
@@ -155,10 +158,9 @@ def _place_groups(problem: Problem, placed: dict[int, int],
     floor = int(p_top.max()) if len(p_top) else 0
     nz = size[p_idx] > 0
     top = int(p_top[nz].max()) if nz.any() else 0
-    for k, (gid, members) in enumerate(groups):
-        left = deadline - time.monotonic()
-        share = min(config.task_time_limit_s, left / max(1, len(groups) - k))
-        if is_cancelled(cancel):
+    for gid, members in groups:
+        share = config.task_time_limit_s
+        if is_cancelled(cancel) or time.monotonic() > deadline:
             share = 0.0
         g_lo = min(int(lower[i]) for i in members)
         g_hi = max(int(upper[i]) for i in members)

@@ -17,6 +17,7 @@ from typing import Any
 from roam_core.base.status import SolveStatus
 from roam_core.model.graph import ControlEdge, OpId, TensorId
 from roam_core.model.recompute_ops import RecomputeOp
+from roam_core.model.stage_cost import StageCost
 
 __all__ = ["Plan", "SolveRecord"]
 
@@ -119,6 +120,10 @@ class Plan:
         unknown: plans made before the cost model).
     device_profile : str
         The device profile the seconds are estimated on (``""``: none, older plans).
+    stages : tuple of StageCost
+        Per planner stage, in the order they ran: seconds, bytes gained, work against its
+        budget and why it stopped (:mod:`roam_core.model.stage_cost`; empty in plans made
+        before stages were recorded).
     """
 
     graph_fingerprint: str
@@ -146,6 +151,7 @@ class Plan:
     extra_seconds: float = 0.0
     step_seconds: float = 0.0
     device_profile: str = ""
+    stages: tuple[StageCost, ...] = ()
 
     @property
     def proven_gap(self) -> float | None:

@@ -32,6 +32,7 @@ from typing import Any
 from roam_core.base.checks import at_least as _at_least
 from roam_core.base.errors import ConfigError
 from roam_core.layout.config import ArenaConfig
+from roam_core.model.stage_cost import good_enough_bytes
 from roam_core.ordering.config import UPDATE_POLICIES, OrderSolverConfig
 from roam_core.recompute.config import RecomputeConfig
 
@@ -78,8 +79,19 @@ class PlannerConfig:
     tighten_bound: bool = True
     # Compute the arena layout with the layout solvers (False: greedy best-fit only).
     solve_layout: bool = True
-    # Budget of the layout stage, seconds.
-    layout_time_limit_s: float = 20.0
+    # Wall-clock safety limit of the layout stage, seconds (its steps are cut by work).  It
+    # only binds on a loaded machine, and then the layout depends on the load: 60 s leaves
+    # the default work budgets room at a few processes per core (efficientnet_b0 b1's layout
+    # is about 8 CPU s; at 20 s its flip, repair, shake and polish were cut by the clock at
+    # load 4.9 on 2 cores: 228 KiB above its peak instead of 41 KiB).
+    layout_time_limit_s: float = 60.0
+    # The value contract (docs/planning_time.md): every stage that only polishes (the
+    # layout's promotion, repair, flip, shake and CP-SAT polish, the peak windows, the
+    # whole-order search, the tighter bounds) is skipped or stops once what it polishes is
+    # within max(good_enough_gap x bound, good_enough_bytes) of its bound: the arena of the
+    # planned peak, the planned peak of the proven lower bound.  0 and 0: polish to the bound.
+    good_enough_gap: float = 1e-4
+    good_enough_bytes: int = 64 * 1024
     # Memory budget (bytes, resident included) for the arena; None: no recomputation, just
     # the lowest peak by order and layout.  "auto": the knee of the recomputation frontier.
     # With a budget the planner drops forward storages and recomputes them in the backward,
@@ -110,6 +122,8 @@ class PlannerConfig:
         _at_least("polish_rounds", self.polish_rounds, 0)
         _at_least("search_evaluations", self.search_evaluations, 0)
         _at_least("layout_time_limit_s", self.layout_time_limit_s, 0.0)
+        _at_least("good_enough_gap", self.good_enough_gap, 0.0)
+        _at_least("good_enough_bytes", self.good_enough_bytes, 0)
         bud = self.budget_bytes
         if bud is not None and bud != "auto" and (isinstance(bud, bool) or not isinstance(
                 bud, int) or bud <= 0):
@@ -123,7 +137,8 @@ class PlannerConfig:
         # one source for each: the arena follows the planner (also after ``replace``)
         object.__setattr__(self, "arena", replace(
             self.arena, alignment_bytes=self.alignment_bytes,
-            time_limit_s=self.layout_time_limit_s, seed=self.order.random_seed))
+            time_limit_s=self.layout_time_limit_s, seed=self.order.random_seed,
+            good_enough_gap=self.good_enough_gap, good_enough_bytes=self.good_enough_bytes))
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON-able settings (for ``Plan.settings``)."""
@@ -153,6 +168,15 @@ class PlannerConfig:
         if kw.get("baselines") is not None:
             kw["baselines"] = tuple(kw["baselines"])
         return cls(**kw)
+
+    def good_enough(self, bound_bytes: int) -> int:
+        """The contract's slack above ``bound_bytes``: ``max(ceil(good_enough_gap x bound),
+        good_enough_bytes)``.
+
+        >>> PlannerConfig().good_enough(2 * 2**30)
+        214749
+        """
+        return good_enough_bytes(bound_bytes, self.good_enough_gap, self.good_enough_bytes)
 
     def with_order(self, **changes: Any) -> PlannerConfig:
         """A copy with some :class:`OrderSolverConfig` fields changed."""

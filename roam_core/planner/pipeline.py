@@ -56,6 +56,7 @@ from roam_core.base.units import format_bytes
 from roam_core.model.graph import ControlEdge, Graph, OpId
 from roam_core.model.plan import Plan, SolveRecord
 from roam_core.model.reach import forget_reachability
+from roam_core.model.stage_cost import StageClock, StageCost
 from roam_core.oracle.bounds import best_lower_bound
 from roam_core.oracle.simulate import MemoryProfile, lifetimes, simulate
 from roam_core.oracle.validate import check_order
@@ -121,6 +122,8 @@ class _Run:
     notes: list[str] = field(default_factory=list)
     records: list[SolveRecord] = field(default_factory=list)
     best_peak: int | None = None
+    #: what each ordering stage spent and gained (``Plan.stages``; the layout adds its own)
+    stages: list[StageCost] = field(default_factory=list)
 
     @property
     def a(self) -> int:
@@ -138,11 +141,17 @@ class _Run:
         if self.progress is not None:
             self.progress(PlanProgress(stage, done, total, self.best_peak, message))
 
+    def cost(self, stage: str, clock: StageClock, before: int, after: int,
+             unit: str = "", done: int = 0) -> None:
+        """Record ``stage``: the seconds since ``clock`` and the peak bytes it gained."""
+        self.stages.append(clock.cost(stage, max(0, before - after), done, 0, unit))
+
     def finish(self, chosen: ChosenOrder, baseline_peak: int, lower: int) -> Plan:
         self.best_peak = chosen.profile.peak_bytes
         return finish_plan(self.graph, self.config, chosen, baseline_peak_bytes=baseline_peak,
                            lower_bound_bytes=lower, records=self.records, notes=self.notes,
-                           t_start=self.t_start, cancel=self.cancel, emit=self.emit)
+                           t_start=self.t_start, cancel=self.cancel, emit=self.emit,
+                           stages=self.stages)
 
 
 @dataclass(frozen=True)
@@ -186,12 +195,17 @@ def _pipeline(graph: Graph, config: PlannerConfig, method: str,
               progress: Callable[[PlanProgress], None] | None, cancel: CancelToken,
               executor: cf.Executor | None) -> Plan:
     run = _Run(graph, config, progress, cancel, as_cancel_flag(cancel))
+    clock = StageClock()
     baseline_peak, lower = _eager_and_bound(run)
     if method != "roam":
         return run.finish(_baseline_method(run, method), baseline_peak, lower)
     heur, reference = _best_baseline(run)
+    run.cost("baselines", clock, baseline_peak, heur.profile.peak_bytes)
+    clock = StageClock()
     base = _rewrite(run, heur, reference)
+    run.cost("rewrite", clock, heur.profile.peak_bytes, base.profile.peak_bytes)
     early: tuple[str, ...] = ()
+    clock = StageClock()
     if config.tighten_bound and base.profile.peak_bytes > lower and not run.cancelled():
         # the cheapest tighter bound before the sub-tasks: where it proves the base order
         # optimal (GPT-2 steady steps from 48 layers), every sub-task stops at once (its
@@ -203,24 +217,35 @@ def _pipeline(graph: Graph, config: PlannerConfig, method: str,
     # (on shared whole ints it is small: GPT-2 360 layers 84 MiB of them, and the plan's
     # max RSS fell 849 -> 766 MiB without a second computation), so it is computed
     # once; the decomposition counts key points without it
+    if early:
+        run.cost("bound", clock, 0, 0)
+    clock = StageClock()
     tree = decompose(base.rewritten, base.order, node_limit=config.node_limit)
     run.emit("decompose", 1, 1, f"{len(tree.subtasks)} sub-tasks")
     floor = max(0, lower - base.profile.resident_bytes)
     problems, hint_peak = _subtask_problems(run, base, tree, floor)
     results, left = _order_subtasks(run, problems, executor)
     order, prof = _merge(run, base, problems, results, left, hint_peak)
+    run.cost("subtasks", clock, base.profile.peak_bytes, prof.peak_bytes, "solves",
+             len(problems))
     if config.polish_rounds > 0 and prof.peak_bytes > lower and not run.cancelled():
         run.emit("order", len(problems), len(problems), "polishing around the peak")
+        clock, before = StageClock(), prof.peak_bytes
         order, prof = polish_peak(base.rewritten, graph, order, prof, config, floor,
                                   run.cancel_fn, run.deadline, run.records)
+        run.cost("polish", clock, before, prof.peak_bytes)
     if config.search_evaluations > 0 and prof.peak_bytes > lower and not run.cancelled():
         run.emit("order", len(problems), len(problems), "searching the whole order")
+        clock, before = StageClock(), prof.peak_bytes
         order, prof = search_whole_order(graph, order, prof, config, floor, run.cancel_fn,
                                          run.deadline, run.records)
+        run.cost("search", clock, before, prof.peak_bytes)
     order, prof = _never_worse(run, order, prof, heur)
     if config.tighten_bound and prof.peak_bytes > lower and not run.cancelled():
+        clock = StageClock()
         lower = tighter_bound(graph, lower, prof.peak_bytes, config, run.records, run.notes,
                               order, bounds=[b for b in TIGHTER_BOUNDS if b not in early])
+        run.cost("bound", clock, 0, 0)
     pos = {op: i for i, op in enumerate(order)}
     extra = tuple(e for e in base.edges if pos[e.src] < pos[e.dst])  # the rewrites it honours
     chosen = ChosenOrder("roam", order, prof, tree, tree.task_of_op(), extra)

@@ -17,6 +17,7 @@ from roam_core.base.units import format_bytes
 from roam_core.layout.arena_layout import ArenaLayout, greedy_arena, plan_arena
 from roam_core.model.graph import ControlEdge, Graph, OpId
 from roam_core.model.plan import Plan, SolveRecord
+from roam_core.model.stage_cost import StageClock, StageCost
 from roam_core.oracle.simulate import MemoryProfile
 from roam_core.oracle.validate import check_order, check_plan
 from roam_core.ordering.decompose import TaskTree
@@ -70,8 +71,12 @@ def lay_out(graph: Graph, order: Sequence[OpId], tree: TaskTree | None, cfg: Pla
 def finish_plan(graph: Graph, config: PlannerConfig, chosen: ChosenOrder, *,
                 baseline_peak_bytes: int, lower_bound_bytes: int,
                 records: list[SolveRecord], notes: Sequence[str], t_start: float,
-                cancel: CancelToken, emit: Callable[[str, int, int, str], None]) -> Plan:
+                cancel: CancelToken, emit: Callable[[str, int, int, str], None],
+                stages: Sequence[StageCost] = ()) -> Plan:
     """Lay out ``chosen.order`` and assemble the validated plan.
+
+    ``stages`` (the ordering stages' costs) go into ``Plan.stages`` followed by the layout's
+    (``layout.<step>``) and the validator's (``validate``).
 
     Raises
     ------
@@ -83,7 +88,10 @@ def finish_plan(graph: Graph, config: PlannerConfig, chosen: ChosenOrder, *,
     if bad:
         raise PlanInvalidError(bad)
     emit("layout", 0, 1, "laying out the arena")
+    clock = StageClock()
     layout = lay_out(graph, order, chosen.tree, config, cancel, t_start)
+    costs = [*stages, *layout.stats.get("stages", ())] if "stages" in layout.stats else [
+        *stages, clock.cost("layout.greedy", 0, 1, 0, "passes")]
     records.extend(layout.provenance)
     tree = chosen.tree
     summary = tree.to_summary(order, records, config.alignment_bytes) if tree else None
@@ -108,9 +116,11 @@ def finish_plan(graph: Graph, config: PlannerConfig, chosen: ChosenOrder, *,
         settings={**config.to_dict(), "method": chosen.method},
         notes=tuple(notes),
     )
+    clock = StageClock()
     bad = check_plan(graph, plan)
     if bad:
         raise PlanInvalidError(bad)
+    plan = replace(plan, stages=(*costs, clock.cost("validate")))
     emit("done", 1, 1,
          f"peak {format_bytes(prof.peak_bytes)}, arena {format_bytes(plan.arena_bytes)}")
     return plan

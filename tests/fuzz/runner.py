@@ -19,7 +19,8 @@ from pathlib import Path
 from tests.fuzz.corpus import BASE_GRAPH, FUZZ_ENV, Case, cases, write_case
 from tests.paths import REPO
 
-__all__ = ["MAX_RSS_MIB", "Result", "Run", "matrix", "run_cli", "verdict"]
+__all__ = ["MAX_RSS_MIB", "SAMPLE_GRAPHS", "SAMPLE_PLANS", "Result", "Run", "matrix", "run_cli",
+           "run_in_process", "verdict"]
 
 #: Peak memory allowed to a run that refuses its input.
 MAX_RSS_MIB = 512
@@ -56,6 +57,33 @@ def run_cli(argv: tuple[str, ...], timeout_s: float = 300.0) -> tuple[int, str, 
     env = {**os.environ, **FUZZ_ENV, "PYTHONPATH": str(REPO)}
     cmd = [sys.executable, "-m", "roam_core", *argv]
     return run_measured(cmd, env, timeout_s)
+
+
+def run_in_process(argv: tuple[str, ...]) -> tuple[int, str, float, float]:
+    """``(exit status, stderr, 0.0, seconds)`` of ``roam_core.cli.main(argv)`` in this process.
+
+    What ``python -m roam_core`` does less the interpreter's start: argparse's ``SystemExit``
+    gives the status, and an exception that escapes ``main`` is written to the stderr text as
+    the traceback a user would see.  The environment must hold :data:`FUZZ_ENV`, and a
+    ``serve`` that gets past its checks must be stopped by the caller (peak memory is not
+    measured: :func:`run_cli` does that)."""
+    import contextlib
+    import io
+    import traceback
+
+    from roam_core.cli import main
+
+    err, out = io.StringIO(), io.StringIO()
+    t0 = time.monotonic()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(out):
+        try:
+            status = main(list(argv))
+        except SystemExit as e:
+            status = e.code if isinstance(e.code, int) else 1
+        except Exception:  # what a user would see: a traceback
+            traceback.print_exc(file=err)
+            status = 1
+    return status, err.getvalue(), 0.0, time.monotonic() - t0
 
 
 def run_measured(cmd: list[str], env: dict[str, str], timeout_s: float
@@ -130,12 +158,29 @@ def _plan_runs(case: Case, path: str, graph: str, out: Path) -> Iterator[Run]:
     yield Run(case.name, ("execute", graph, path, "-o", str(out / "x.json")), (2,))
 
 
+#: The graphs that go through every command in the suite's sample, one of each kind of bad
+#: input: bytes that are no JSON, a gzip bomb, nesting past the recursion limit, a number
+#: past int64, text no terminal can print, a broken structure (a cycle), a path that is no
+#: regular file.  Every other bad graph goes through ``info`` (the same reader).
+SAMPLE_GRAPHS = ("graph: not JSON", "graph: gzip bomb (32 MiB of zeros)",
+                 "graph: nested 100k deep", "graph: size_bytes 2**63",
+                 "graph: lone surrogate in an op id", "graph: cycle", "graph: fifo",
+                 "graph: directory")
+#: The plans that go through every command in the sample: no JSON, a bomb, a plan for
+#: another graph, an offset past int64, a false figure, a broken order, a missing file.
+SAMPLE_PLANS = ("plan: not JSON", "plan: gzip bomb", "plan: another graph",
+                "plan: offsets 2**63", "plan: planned_peak_bytes 1", "plan: order reversed",
+                "plan: missing")
+
+
 def matrix(directory: Path, *, full: bool = True) -> list[Run]:
     """Every run of the corpus (inputs written under ``directory``).
 
-    ``full=False`` (the test suite's): every bad graph through ``info`` and every sixth
-    through every command, every plan through ``check`` and every third through every
-    command; CSVs, options and output paths all.  ``full=True`` (the benchmark's): all."""
+    ``full=False`` (the test suite's sample): every bad graph through ``info`` and the
+    :data:`SAMPLE_GRAPHS` through every command; every plan through ``check`` and the
+    :data:`SAMPLE_PLANS` through every command; CSVs, options and output paths all.
+    ``full=True`` (``benchmarks/fuzz_bench.py``, ``./dev.sh matrix``): every case through
+    every command."""
     from roam_core.formats.plan_io import save_plan
     from tests.fuzz.corpus import base_plan
 
@@ -145,16 +190,16 @@ def matrix(directory: Path, *, full: bool = True) -> list[Run]:
     save_plan(base_plan(), plan)
     graph = str(BASE_GRAPH)
     runs: list[Run] = []
-    for i, case in enumerate(cases(("graph", "plan", "csv"))):
+    for case in cases(("graph", "plan", "csv")):
         if case.expect == "accept":
             continue
         path = write_case(case, directory)
         if case.kind == "graph":
             every = list(_graph_runs(case, path, plan, out))
-            runs += every if full or i % 6 == 0 else every[:1]
+            runs += every if full or case.name in SAMPLE_GRAPHS else every[:1]
         elif case.kind == "plan":
             every = list(_plan_runs(case, path, graph, out))
-            runs += every if full or i % 3 == 0 else every[:1]
+            runs += every if full or case.name in SAMPLE_PLANS else every[:1]
         else:
             runs.append(Run(case.name, ("layout", path, "-o", str(out / "l.csv"),
                                         "--time-limit", "2"), (2,)))

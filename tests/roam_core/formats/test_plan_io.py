@@ -26,6 +26,7 @@ from roam_core.model.dsa import solution_from_problem
 from roam_core.model.graph import ControlEdge, EdgeReason, OpId
 from roam_core.model.plan import SolveRecord
 from roam_core.model.samples import diamond, tiny_train_step
+from roam_core.model.stage_cost import StageCost
 from roam_core.oracle.validate import check_dsa_solution
 from tests.builders import eager_greedy_plan as _plan
 
@@ -38,7 +39,10 @@ def _full_plan():  # type: ignore[no-untyped-def]
         extra_edges=(ControlEdge(OpId("mm"), OpId("relu"), EdgeReason.WEIGHT_UPDATE),),
         provenance=(SolveRecord("layout", "global", "optimal", 10, 10, 0.5, 3),
                     SolveRecord("order", "t0", "unknown", None, None, 0.1)),
-        settings={"node_limit": 60, "nested": {"a": [1, 2]}}, notes=("hello",))
+        settings={"node_limit": 60, "nested": {"a": [1, 2]}}, notes=("hello",),
+        stages=(StageCost("subtasks", 0.5, 0.4, 4096, 9, 0, "solves"),
+                StageCost("layout.repair", 1.5, 1.25, 7680, 913, 10000, "nodes",
+                          "good_enough")))
 
 
 class TestRoundTrip:
@@ -69,6 +73,12 @@ class TestRoundTrip:
                                                   "optimal, feasible"):
             loads_plan(json.dumps(d))
 
+    def test_a_plan_without_stages_loads_with_none(self) -> None:
+        d = plan_to_dict(_full_plan())
+        assert len(d["stages"]) == 2
+        del d["stages"]  # a plan file written before stages were recorded
+        assert loads_plan(json.dumps(d)).stages == ()
+
     def test_header(self) -> None:
         d = plan_to_dict(_full_plan())
         assert d["format"] == "roam-plan"
@@ -93,6 +103,11 @@ class TestErrors:
         (lambda d: d.update(extra_edges=[{"src": "a"}]), "'extra_edges' entry 0"),
         (lambda d: d.update(provenance=[{"stage": "x"}]), "'provenance' entry 0"),
         (lambda d: d.update(live_bytes=[1.5]), "'live_bytes'"),
+        (lambda d: d.update(stages=[{"wall_s": 1.0}]), "'stages' entry 0 is malformed"),
+        (lambda d: d["stages"][1].update(stopped="bored"), "'stages' entry 1 has stopped"),
+        (lambda d: d["stages"][0].update(work_done=-3), "'stages' entry 0 'work_done'"),
+        (lambda d: d["stages"][0].update(wall_s=float("nan")), "'stages' entry 0 'wall_s'"),
+        (lambda d: d.update(stages={}), "'stages' has type dict"),
     ])
     def test_malformed_field_is_named(self, edit, words) -> None:  # type: ignore[no-untyped-def]
         d = plan_to_dict(_full_plan())

@@ -164,6 +164,24 @@ def test_cli_plan_json(tmp_path, capsys) -> None:
     plan = load_plan(out, g)
     assert check_plan(g, plan) == []
     assert summary["planned_peak_bytes"] == plan.planned_peak_bytes
+    # what each stage spent, in the summary and in the plan file
+    assert [s["stage"] for s in summary["stages"]] == [s.stage for s in plan.stages]
+    assert summary["stages"][0]["stage"] == "baselines"
+    assert summary["stages"][-1]["stage"] == "validate"
+
+
+def test_cli_plan_prints_the_stages_on_one_line(tmp_path, capsys) -> None:
+    from roam_core.cli import main
+    from roam_core.formats.graph_io import save_graph
+
+    src, out = tmp_path / "g.json", tmp_path / "p.json"
+    save_graph(tiny_train_step(), src)
+    assert main(["plan", str(src), "-o", str(out), "--workers", "1", "--no-progress"]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.strip().startswith("stages")]
+    assert len(lines) == 1
+    assert "baselines" in lines[0]
+    assert "layout." in lines[0]
+    assert lines[0].rstrip().endswith("s")  # validate 0.00 s
 
 
 def test_cli_plan_baseline_method(tmp_path, capsys) -> None:

@@ -1,11 +1,13 @@
-"""CI replays one small configuration of every zoo model and of Hugging Face models built
+"""CI replays one small configuration of the zoo models and Hugging Face models built
 from configs (no weights, no network), bit-exactly on CPU.
 
 Each case: trace, a random valid order with a first-fit layout that reuses bytes, then the
 planned step in one arena against eager PyTorch (loss, parameters, buffers, optimizer
 state).  The zoo cases use the zoo's own classes; the HF cases build on the meta device
 (tied embeddings, rotary/position buffers) and get the runtime's seeded init.  Cases that
-take more than a few seconds on a small CI machine are marked ``slow``.
+take more than a few seconds on a small CI machine are marked ``slow``; the two zoo models
+built of the same layer kinds as another (:data:`SAME_KINDS_AS`) replay at ``./dev.sh
+matrix`` only.
 """
 
 from __future__ import annotations
@@ -35,9 +37,25 @@ def test_every_zoo_model_has_a_small_case() -> None:
     assert any(not slow for _, slow in ZOO_SMALL.values())
 
 
+#: Zoo models made of the same layer kinds as another one the suite replays (named here):
+#: replayed at ``./dev.sh matrix`` (marker ``full_matrix``).
+SAME_KINDS_AS = {"vgg11": "alexnet", "mnasnet0_5": "mobilenet_v2"}
+
+
+def _marks(name: str, slow: bool) -> list[pytest.MarkDecorator]:
+    if name in SAME_KINDS_AS:
+        return [pytest.mark.slow, pytest.mark.full_matrix]
+    return [pytest.mark.slow] if slow else []
+
+
+def test_the_models_left_to_the_matrix_have_a_sibling_in_the_suite() -> None:
+    assert set(SAME_KINDS_AS) <= set(ZOO_SMALL)
+    assert not set(SAME_KINDS_AS.values()) & set(SAME_KINDS_AS)
+    assert set(SAME_KINDS_AS.values()) <= set(ZOO_SMALL)
+
+
 @pytest.mark.parametrize("name", [
-    pytest.param(n, marks=[pytest.mark.slow] if slow else [])
-    for n, (_, slow) in ZOO_SMALL.items()])
+    pytest.param(n, marks=_marks(n, slow)) for n, (_, slow) in ZOO_SMALL.items()])
 def test_zoo_model_replays_bit_exact(name: str) -> None:
     model, inputs, loss_fn, optimizer = ZOO_SMALL[name][0]()
     _check(model, inputs, loss_fn, optimizer)

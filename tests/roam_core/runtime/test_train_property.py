@@ -12,8 +12,9 @@ Every planned call either returns the eager loss bit for bit, or raises a
 ``StepMismatchError`` and leaves the parameters, buffers and optimizer state as they were (the
 eager side then skips that step too, so both stay in sync).  At the end the parameters,
 buffers and optimizer state are bit-equal.  Three models: an MLP with dropout, a CNN with
-batch norm, and GPT-2 from a tiny Hugging Face config.  The ``slow`` run draws at least 200
-sequences in all; the fast run two on the MLP.
+batch norm, and GPT-2 from a tiny Hugging Face config.  The ``slow`` run draws 66 sequences
+in all, ``./dev.sh matrix`` (marker ``full_matrix``) at least 200; the fast run two on the
+MLP.
 """
 
 from __future__ import annotations
@@ -225,10 +226,17 @@ def test_user_actions_match_eager_or_refuse(optimizer, clip, k, actions) -> None
     _run("dropnet", optimizer, clip, k, actions)
 
 
+#: Sequences per model: the suite's (66 in all) and, at ``./dev.sh matrix``, the soak's (205).
+SUITE_EXAMPLES = [("dropnet", 30), ("bncnn", 24), ("gpt2", 12)]
+SOAK_EXAMPLES = [("dropnet", 90), ("bncnn", 70), ("gpt2", 45)]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize(("name", "examples"), [("dropnet", 90), ("bncnn", 70), ("gpt2", 45)])
+@pytest.mark.parametrize(("name", "examples"), [
+    *SUITE_EXAMPLES,
+    *(pytest.param(n, e, marks=pytest.mark.full_matrix) for n, e in SOAK_EXAMPLES)])
 def test_user_actions_match_eager_or_refuse_many(name, examples) -> None:
-    """At least 200 sequences over the three models (90 + 70 + 45)."""
+    """Sequences on each model: 66 in the suite, at least 200 at ``./dev.sh matrix``."""
 
     @settings(max_examples=examples, **_SETTINGS)
     @given(**CONFIG)

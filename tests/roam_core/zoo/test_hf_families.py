@@ -1,6 +1,7 @@
 """Hugging Face model families from configs: trace, plan, check, replay bit-exactly.
 
-Every family of :data:`FAMILIES` is built offline with no weights at batch 1 and 2, traced
+Every family of :data:`FAMILIES` is built offline with no weights at batch 1 or 2 (both:
+``./dev.sh matrix``), traced
 on fake tensors, planned (``make_plan``), checked by the independent validator and replayed
 in one arena against eager PyTorch (bit-equal on CPU).  Families that cannot trace as
 configured get a :class:`TraceError` naming the op, the module and a way out, and the way
@@ -25,8 +26,17 @@ from tests.roam_core.zoo.hf_families import FAMILIES, FAST
 
 
 def _cases() -> list:
-    return [pytest.param(f, b, marks=() if f in FAST and b == 2 else pytest.mark.slow,
-                         id=f"{f}-b{b}") for f in FAMILIES for b in (1, 2)]
+    """Every family at one batch size in the suite (2 for the fast tier's families, then 1
+    and 2 in turn, so both sizes are covered), the other at ``./dev.sh matrix``."""
+    params = []
+    for i, f in enumerate(FAMILIES):
+        suite_batch = 2 if f in FAST or i % 2 else 1
+        for b in (1, 2):
+            marks: tuple = () if f in FAST and b == 2 else (pytest.mark.slow,)
+            if b != suite_batch:
+                marks = (pytest.mark.slow, pytest.mark.full_matrix)
+            params.append(pytest.param(f, b, marks=marks, id=f"{f}-b{b}"))
+    return params
 
 
 def test_at_least_twenty_families() -> None:

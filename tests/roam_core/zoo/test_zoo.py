@@ -28,7 +28,7 @@ PUBLISHED = {
 
 
 def test_names_are_exactly_the_published_ones() -> None:
-    teaching = {"mlp", "tiny_gpt", "tiny_llama", "residual_block", "teach_order",
+    teaching = {"mlp", "tiny_gpt", "tiny_llama", "llama", "residual_block", "teach_order",
                 "teach_updates", "teach_layout", "teach_recompute"}
     held_out = {"llama"}  # benchmark models nothing was tuned on
     shapes = {"llama-125m"}  # a published architecture at another size
