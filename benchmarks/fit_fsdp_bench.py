@@ -54,7 +54,7 @@ def _row(args: argparse.Namespace, batch: int, memory: int) -> dict[str, Any]:
         "eager_reserved_bytes": fit.peak_bytes["eager_reserved"],
         "roam_arena_bytes": fit.peak_bytes["roam"], "step_flops": fit.step_flops,
         "recompute_arena_bytes": fit.peak_bytes[rec] if rec else None,
-        "recompute_extra_flops_pct": fit.extra_flops_pct.get(rec) if rec else None,
+        "recompute_extra_time_pct": fit.extra_time_pct.get(rec) if rec else None,
         "fits": {m: bool(fits.get(m)) for m in METHODS}}
     row["seconds"] = time.perf_counter() - t0
     row["max_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -99,7 +99,7 @@ def _md(rows: list[dict[str, Any]], args: argparse.Namespace, when: str) -> str:
     for r in rows:
         rec = ("fits without" if r["roam_arena_bytes"] <= r["memory_bytes"] else
                "no plan fits" if r["recompute_arena_bytes"] is None else
-               f"{gib(r['recompute_arena_bytes'])} (+{r['recompute_extra_flops_pct']:.2f}%)")
+               f"{gib(r['recompute_arena_bytes'])} (+{r['recompute_extra_time_pct']:.2f}%)")
         lines.append(
             f"| {r['batch_size']} | {gib(r['eager_reserved_bytes'])} | "
             f"{gib(r['roam_arena_bytes'])} | {rec} | {r['seconds']:.0f} | "

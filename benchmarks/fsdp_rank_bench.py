@@ -107,7 +107,7 @@ def _rank(model: str, b: int, t: int, w: int, single: dict[str, Any],
         "eager_sim_peak_512_bytes": eager512.simulated_peak_bytes,
         "planned_peak_bytes": plan.planned_peak_bytes, "arena_bytes": plan.arena_bytes,
         "recompute_5pct_arena_bytes": rec.peak_bytes["roam_recompute_5pct"],
-        "recompute_5pct_extra_flops_pct": rec.extra_flops_pct["roam_recompute_5pct"],
+        "recompute_5pct_extra_time_pct": rec.extra_time_pct["roam_recompute_5pct"],
         "plan_baseline_peak_bytes": plan.baseline_peak_bytes,
         "planned_over_peer": plan.planned_peak_bytes / peer.peak_bytes,
         "plan_wall_seconds": plan_wall, "plan_cpu_seconds": plan_cpu,
@@ -154,7 +154,7 @@ def _md(rows: list[dict[str, Any]], args: argparse.Namespace, when: str) -> str:
             f"{r['fsdp2_eager_over_peer']:.4f} | {_mib(r['eager_sim_peak_512_bytes'])} | "
             f"{_mib(r['planned_peak_bytes'])} | {r['planned_over_peer']:.4f} | "
             f"{_mib(r['recompute_5pct_arena_bytes'])} "
-            f"({r['recompute_5pct_extra_flops_pct']:.1f}%) | {r['plan_wall_seconds']:.2f} / "
+            f"({r['recompute_5pct_extra_time_pct']:.1f}%) | {r['plan_wall_seconds']:.2f} / "
             f"{r['plan_cpu_seconds']:.2f} | {r['load_before'][0]} -> {r['load_after'][0]} |")
     lines += ["", "Plan time at the largest world size over the smallest (goal <= 1.2):", ""]
     for m in args.models:

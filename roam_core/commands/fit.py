@@ -3,12 +3,12 @@
 Every batch size (and sequence length) of a zoo model or of a Hugging Face model built from
 its config is traced (steady setting, AdamW, fake tensors) in the chosen precision and
 checked against the memory ``SIZE`` four ways: PyTorch eager's reserved memory (the caching
-allocator model), roam without recomputation (its arena), and roam with recomputation
-within 5% and 25% extra time (the cheapest plan whose arena fits ``SIZE``, counted when its
-extra time is within the limit; :func:`roam_core.planner.whatfits.extra_time_pct` estimates
-the time from FLOPs until a time model exists).  Transformers default to ``bf16-mixed``
-(how they are trained), other models to ``fp32``; the output says which was used and what
-attention kernel it assumes.
+allocator model), roam without recomputation (its arena), and roam with recomputation within
+5% and 25% extra time (the cheapest plan whose arena fits ``SIZE``, counted when its extra
+time is within the limit: the re-runs' estimated seconds on the device profile as a share of
+the step's, :func:`roam_core.planner.whatfits.extra_time_pct`).  Transformers default to
+``bf16-mixed`` (how they are trained), other models to ``fp32``; the output says which was
+used and what attention kernel it assumes.
 
 With ``--parallel fsdp|ddp --world-size W [W ...]`` each configuration is the step of one
 rank (batch sizes per rank) and ``SIZE`` is the memory of one device; one sweep runs per
@@ -75,6 +75,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--seq-lens", type=positive_int, nargs="+", default=None, metavar="T",
                    help=f"sequence lengths (token models; default: the zoo model's, "
                         f"{HF_DEFAULT_SEQ_LEN} for --hf-config)")
+    p.add_argument("--device-profile", default=None, metavar="NAME",
+                   help="device the extra time is estimated on: h100-sxm (default), "
+                        "a100-80g, h200, cpu or cuda (measured by `roam calibrate`), or a "
+                        "profile JSON file")
     p.add_argument("--workers", type=positive_int, default=1, metavar="N")
     p.add_argument("--executor", default="local", metavar="SPEC",
                    help=EXECUTOR_HELP + "; with Dask every configuration of the sweep is one "
@@ -92,9 +96,10 @@ def _config_dict(r: FitRow, memory: int, par: ParallelSetting) -> dict[str, Any]
             "world_size": par.world_size, "parallel": par.kind,
             "eager_reserved_bytes": r.peak_bytes["eager_reserved"],
             "roam_arena_bytes": r.peak_bytes["roam"], "step_flops": r.step_flops,
+            "step_seconds": r.step_seconds, "device_profile": r.device_profile,
             "recompute_arena_bytes": r.peak_bytes[rec[0]] if rec else None,
-            "recompute_extra_time_pct": r.extra_flops_pct.get(rec[0]) if rec else None,
-            "peak_bytes": dict(r.peak_bytes), "extra_time_pct": dict(r.extra_flops_pct),
+            "recompute_extra_time_pct": r.extra_time_pct.get(rec[0]) if rec else None,
+            "peak_bytes": dict(r.peak_bytes), "extra_time_pct": dict(r.extra_time_pct),
             "fits": {m: bool(fits.get(m)) for m in METHODS}}
 
 
@@ -114,10 +119,13 @@ def fit_dict(model: str | ModelSource, memory: int, batch_sizes: list[int],
              seq_lens: list[int] | None, workers: int = 1,
              executor: cf.Executor | None = None, *, precision: str | None = None,
              attention: str | None = None,
-             settings: Sequence[ParallelSetting] | None = None) -> dict[str, Any]:
+             settings: Sequence[ParallelSetting] | None = None,
+             device_profile: str | None = None) -> dict[str, Any]:
     """The object ``roam fit --json`` prints (``executor``: a Dask client's executor runs
     every configuration as a task, see :mod:`roam_core.zoo.fit_sweep`; ``settings``: one
-    sweep per data-parallel world, default one device)."""
+    sweep per data-parallel world, default one device; ``device_profile``: where extra time
+    is estimated, default the planner's)."""
+    from roam_core.formats.device_profile_io import resolve_profile
     from roam_core.planner.config import PlannerConfig
     from roam_core.planner.whatfits import EXTRA_TIME_ESTIMATE, largest_fitting
     from roam_core.trace.attention import attention_note
@@ -125,6 +133,10 @@ def fit_dict(model: str | ModelSource, memory: int, batch_sizes: list[int],
     from roam_core.zoo.sources import ModelSource
 
     source = model if isinstance(model, ModelSource) else ModelSource(model)
+    planner = PlannerConfig(workers=workers)
+    if device_profile is not None:
+        planner = planner.with_recompute(device_profile=device_profile)
+    profile = resolve_profile(planner.recompute.device_profile)  # unknown: fails before tracing
     worlds = list(settings) if settings else [ParallelSetting()]
     prec = precision or default_fit_precision(source, worlds)
     lengths: list[int | None] = list(seq_lens) if seq_lens else (
@@ -134,7 +146,7 @@ def fit_dict(model: str | ModelSource, memory: int, batch_sizes: list[int],
     by_seq: dict[str, dict[str, int | None]] = {}
     for i, par in enumerate(worlds):
         rows = fit_sweep(source, batch_sizes, lengths, memory_bytes=memory, precision=prec,
-                         attention=attention, planner=PlannerConfig(workers=workers),
+                         attention=attention, planner=planner,
                          executor=executor, parallel=par)
         configs += [_config_dict(r, memory, par) for r in rows]
         best = largest_fitting(rows, memory)
@@ -149,7 +161,8 @@ def fit_dict(model: str | ModelSource, memory: int, batch_sizes: list[int],
     return {"model": source.label, "precision": prec,
             "precision_default": precision is None,
             "attention": attention_note(attention or "sdpa"),
-            "extra_time_estimate": EXTRA_TIME_ESTIMATE, "memory_bytes": memory,
+            "extra_time_estimate": EXTRA_TIME_ESTIMATE, "device_profile": profile.name,
+            "memory_bytes": memory,
             "parallel": worlds[0].kind, "configs": configs,
             "largest": by_world[str(worlds[0].world_size)],
             "largest_by_seq_len": by_seq, "largest_by_world_size": by_world}
@@ -172,12 +185,13 @@ def _run(args: argparse.Namespace) -> int:
     with open_executor(spec) as executor:
         d = fit_dict(source, args.memory, args.batch_sizes, args.seq_lens, args.workers,
                      executor, precision=args.precision, attention=args.attention,
-                     settings=settings)
+                     settings=settings, device_profile=args.device_profile)
     if args.json:
         print(json.dumps(d, sort_keys=True))
         return 0
     print(f"{d['model']} in {format_bytes(args.memory)}, {d['precision']}, "
-          f"attention {d['attention']}; {d['extra_time_estimate']}:")
+          f"attention {d['attention']}; {d['extra_time_estimate']}, on "
+          f"{d['device_profile']}:")
     if not any(par.active for par in settings):
         for t, per in d["largest_by_seq_len"].items():
             if t != "None":

@@ -67,16 +67,20 @@ def _world(parallel: ParallelSetting | None) -> list[dict[str, Any]]:
     return [parallel.to_dict()] if parallel is not None and parallel.active else []
 
 
+#: Rows measured before extra time was estimated in seconds (FLOP shares) are not re-used.
+_ROW_FORMAT = "time"
+
+
 def _settings_blob(model: str, settings: PlanSettings, precision: str,
                    parallel: ParallelSetting | None = None) -> str:
-    return json.dumps([model, "steady", "adamw", _plain(settings), precision,
+    return json.dumps([model, "steady", "adamw", _plain(settings), precision, _ROW_FORMAT,
                        *_world(parallel)], sort_keys=True)
 
 
 def _row_key(model: str, b: int, t: int | None, settings: PlanSettings,
              precision: str = "fp32", parallel: ParallelSetting | None = None) -> str:
     blob = json.dumps([model, b, t, "steady", "adamw", _plain(settings), precision,
-                       *_world(parallel)],
+                       _ROW_FORMAT, *_world(parallel)],
                       sort_keys=True)
     return "fit-" + hashlib.sha256(blob.encode()).hexdigest()[:32]
 

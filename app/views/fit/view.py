@@ -74,7 +74,8 @@ def body(models: Sequence[str]) -> list[Component]:
         html.Details([html.Summary("How to read this"), html.Div(
             "Each line is the memory one training step needs at each batch size: PyTorch "
             "eager (the caching allocator's reserved bytes), roam, and roam allowed to "
-            "recompute up to 5% or 25% extra time (estimated from FLOPs). Where a line "
+            "recompute up to 5% or 25% extra time (estimated per op on the device profile: "
+            "compute or memory bandwidth, whichever is slower). Where a line "
             "crosses a GPU size, the batch stops fitting. The y axis is logarithmic. "
             "Transformers are traced in bf16 mixed precision unless you pick another.",
             className="muted")]),

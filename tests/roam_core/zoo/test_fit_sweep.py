@@ -26,8 +26,10 @@ def test_the_memory_directed_row_decides_fits_like_the_full_row() -> None:
         assert row.fits(memory)["eager_reserved"] == full.fits(memory)["eager_reserved"]
         for m in ("roam_recompute_5pct", "roam_recompute_25pct"):
             if row.fits(memory)[m]:
-                assert row.extra_flops_pct[m] <= float(m.split("_")[2][:-3])
+                assert row.extra_time_pct[m] <= float(m.split("_")[2][:-3])
     assert extra_time_pct(3, 60) == 5.0
+    assert extra_time_pct(0.0, 0.0) == 0.0
+    assert extra_time_pct(1e-6, 0.0) == 100.0  # a re-run on a step priced at 0 s is not free
 
 
 torch = pytest.importorskip("torch")
@@ -92,12 +94,20 @@ def test_roam_fit_on_a_hf_config_says_its_precision(capsys) -> None:
     assert d["precision"] == "bf16-mixed"
     assert d["precision_default"] is True
     assert d["largest_by_seq_len"]["32"]["roam"] == 2
-    assert "FLOPs" in d["extra_time_estimate"]
+    assert "estimated seconds" in d["extra_time_estimate"]
+    assert d["device_profile"] == "h100-sxm"
+    assert all(c["device_profile"] == "h100-sxm" and c["step_seconds"] > 0
+               for c in d["configs"])
     assert main(["fit", "--hf-config", cfg, "--memory", "64MiB", "--batch-sizes", "1",
-                 "--seq-lens", "32"]) == 0
+                 "--seq-lens", "32", "--device-profile", "a100-80g"]) == 0
     out, err = capsys.readouterr()
     assert "bf16-mixed (the default for transformers" in err
     assert "roam + recompute ≤5% time" in out
+    assert "on a100-80g" in out
+    # an unknown profile: one line, exit 2, refused before tracing
+    assert main(["fit", "--hf-config", cfg, "--memory", "64MiB", "--device-profile",
+                 "tpu"]) == 2
+    assert "tpu" in capsys.readouterr().err
 
 
 SETTINGS = [ParallelSetting("fsdp", 2), ParallelSetting("fsdp", 8)]
