@@ -73,7 +73,7 @@ def measure(config: str, batch: int, seq: int, memory: int, precision: str) -> d
                   memory_bytes=memory)
     return {"batch_size": batch, "seq_len": seq, "graph": g.name, "ops": len(g.ops),
             "resident_bytes": g.resident_bytes(), "peak_bytes": dict(row.peak_bytes),
-            "extra_time_pct": dict(row.extra_flops_pct), "fits": row.fits(memory),
+            "extra_time_pct": dict(row.extra_time_pct), "fits": row.fits(memory),
             "trace_s": trace_s, "plan_s": time.perf_counter() - t0,
             "max_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024}
 

@@ -2,19 +2,29 @@
 # Trace, plan and train resnet50 b32, gpt2 b8 t1024 and GPT2-XL b1 on one NVIDIA GPU, eagerly
 # and with roam_core.PlannedStep, each loop in a fresh process, then clipping + accumulation +
 # two batch shapes (loops.json); every report goes to one folder (default
-# benchmarks/results/gpu/).  One call, at most 8.5 minutes in all: 330 s for this part
-# (ROAM_GPU_TIMEOUT_S) and 170 s for the export below, under the device's 10-minute call.
+# benchmarks/results/gpu/).  One call, at most 9 minutes in all: 300 s for this part
+# (ROAM_GPU_TIMEOUT_S), 160 s for the export and 80 s for the FSDP2 peaks below, under the
+# device's 10-minute call.
 #
 #   scripts/gpu_check.sh                 GPU run (needs nvidia-smi and a CUDA torch >= 2.11)
 #   scripts/gpu_check.sh --dry-run       the same code path on CPU with tiny models
 #   scripts/gpu_check.sh --out DIR [-- extra arguments for scripts/gpu_check.py]
 #   scripts/gpu_check.sh --export-only   only the exported checkpointing policy (below)
 #   scripts/gpu_check.sh --no-export     skip it
+#   scripts/gpu_check.sh --fsdp-only     only the FSDP2 per-rank peaks (below)
+#   scripts/gpu_check.sh --no-fsdp       skip them
 #
 # Then the exported checkpointing policy (roam_core.apply_checkpoint_plan): peaks held
 # against the budget plan, max_memory_allocated and step times beside torch's checkpoint of
 # every block and the unwrapped model, eager and torch.compile (benchmarks/export_bench.py
-# -> DIR/export/, at most ROAM_GPU_EXPORT_TIMEOUT_S = 170 s; the dry run: tiny_gpt, eager).
+# -> DIR/export/, at most ROAM_GPU_EXPORT_TIMEOUT_S = 160 s; the dry run: tiny_gpt, eager).
+#
+# Then FSDP2's per-rank peaks (scripts/gpu_fsdp_check.py -> DIR/fsdp/, at most
+# ROAM_GPU_FSDP_TIMEOUT_S = 80 s): eager FSDP2 on the GPU over a fake process group of world
+# size 8 (fully_shard per block and the root, real weights, two AdamW steps),
+# max_memory_allocated beside FSDPMemTracker, roam's simulated eager peak (with and without
+# FSDP2's holds of gathered parameters) and its planned peak, for gpt2 and llama-125m b2 t512
+# (llama also bf16-mixed).  The dry run: tiny_gpt and tiny_llama on CPU (no measured peak).
 #
 # Installs nothing from a package registry (the GPU machine has none).  What its image lacks
 # (ortools, immutabledict, protobuf 6.33) comes as wheels in wheels/gpu/ (ROAM_GPU_WHEELS),
@@ -31,10 +41,12 @@ ROOT=$(pwd)
 
 MODE=gpu
 OUT=""
-TIMEOUT_S=${ROAM_GPU_TIMEOUT_S:-330}
-EXPORT_TIMEOUT_S=${ROAM_GPU_EXPORT_TIMEOUT_S:-170}
+TIMEOUT_S=${ROAM_GPU_TIMEOUT_S:-300}
+EXPORT_TIMEOUT_S=${ROAM_GPU_EXPORT_TIMEOUT_S:-160}
+FSDP_TIMEOUT_S=${ROAM_GPU_FSDP_TIMEOUT_S:-80}
 EXPORT=yes
 MAIN=yes
+FSDP=yes
 WHEELS=${ROAM_GPU_WHEELS:-wheels/gpu}
 SITE=$ROOT/.gpu-site
 EXTRA=()
@@ -42,9 +54,11 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --dry-run|--cpu) MODE=cpu; shift ;;
     --out) OUT=${2:?--out needs a folder}; shift 2 ;;
-    --export-only) MAIN=no; shift ;;
+    --export-only) MAIN=no; FSDP=no; shift ;;
     --no-export) EXPORT=no; shift ;;
-    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
+    --fsdp-only) MAIN=no; EXPORT=no; shift ;;
+    --no-fsdp) FSDP=no; shift ;;
+    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
     --) shift; EXTRA=("$@"); break ;;
     *) echo "gpu_check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -104,6 +118,11 @@ if [ "$MODE" = cpu ]; then
     timeout $((3 * EXPORT_TIMEOUT_S)) "$PY" benchmarks/export_bench.py --device cpu --only tiny_gpt \
       --steps 2 --time-limit 2 --out "$OUT/export"
   fi
+  if [ "$FSDP" = yes ]; then
+    say "FSDP2 per-rank peaks (tiny_gpt, tiny_llama, CPU) -> $OUT/fsdp"
+    timeout $((3 * FSDP_TIMEOUT_S)) "$PY" scripts/gpu_fsdp_check.py --dry-run --time-limit 2 \
+      --out "$OUT/fsdp"
+  fi
   exit 0
 fi
 
@@ -143,5 +162,15 @@ if [ "$EXPORT" = yes ]; then
   set -e
   if [ "$erc" = 124 ]; then say "export check timed out; partial rows are in $OUT/export"; fi
   if [ "$rc" = 0 ]; then rc=$erc; fi
+fi
+if [ "$FSDP" = yes ]; then
+  say "FSDP2 per-rank peaks, W=8 on a fake process group -> $OUT/fsdp (time limit ${FSDP_TIMEOUT_S}s)"
+  set +e
+  timeout "$FSDP_TIMEOUT_S" "$PY" scripts/gpu_fsdp_check.py --device cuda --world-sizes 8 \
+    --time-limit 5 --out "$OUT/fsdp"
+  frc=$?
+  set -e
+  if [ "$frc" = 124 ]; then say "FSDP2 peaks timed out; partial rows are in $OUT/fsdp"; fi
+  if [ "$rc" = 0 ]; then rc=$frc; fi
 fi
 exit "$rc"

@@ -12,6 +12,8 @@ KIND_COLORS: dict[str, str] = {
     "parameter": "#4c72b0", "buffer": "#8172b3", "input": "#937860", "activation": "#dd8452",
     "gradient": "#55a868", "optimizer_state": "#c44e52", "temporary": "#da8bc3",
     "output": "#8c8c8c",
+    # data-parallel staging (gathered parameters, all-gather / reduce-scatter / bucket buffers)
+    "communication": "#17becf",
 }
 
 

@@ -13,14 +13,15 @@ __all__ = ["TRANSFORMER_NAMES", "ZOO_NAMES", "default_precision"]
 
 #: Model names of :data:`roam_core.zoo.ZOO` (``roam trace MODEL``), teaching models first.
 ZOO_NAMES: tuple[str, ...] = (
-    "mlp", "tiny_gpt", "residual_block", "teach_order", "teach_updates", "teach_layout",
-    "teach_recompute", "alexnet", "vgg11", "mnasnet0_5", "mobilenet_v2",
+    "mlp", "tiny_gpt", "tiny_llama", "residual_block", "teach_order", "teach_updates",
+    "teach_layout", "teach_recompute", "alexnet", "vgg11", "mnasnet0_5", "mobilenet_v2",
     "efficientnet_b0", "vit_b_16", "resnet50", "roberta-base", "gpt2", "gpt2-xl", "llama",
+    "llama-125m", "llama2-7b",
 )
 
 #: The transformers among :data:`ZOO_NAMES` (``roam_core.zoo.sources.TRANSFORMER_ZOO``).
-TRANSFORMER_NAMES: tuple[str, ...] = ("tiny_gpt", "vit_b_16", "roberta-base", "gpt2", "gpt2-xl",
-                                     "llama")
+TRANSFORMER_NAMES: tuple[str, ...] = ("tiny_gpt", "tiny_llama", "vit_b_16", "roberta-base",
+                                     "gpt2", "gpt2-xl", "llama", "llama-125m", "llama2-7b")
 
 
 def default_precision(model: str | None, hf_config: bool = False) -> str:

@@ -93,6 +93,7 @@ class ViolationKind(enum.Enum):
     PRECEDENCE = "precedence"  # a data edge runs backwards in the order
     MUTATION_ORDER = "mutation_order"  # an in-place write moved across a read of its storage
     RNG_ORDER = "rng_order"  # two random ops swapped their relative order
+    COLLECTIVE_ORDER = "collective_order"  # two collectives swapped: ranks would disagree
     MISSING_OFFSET = "missing_offset"  # a planned tensor has no offset
     UNKNOWN_TENSOR = "unknown_tensor"  # an offset for a tensor the graph does not have
     NEGATIVE_OFFSET = "negative_offset"  # offset below zero

@@ -80,6 +80,7 @@ def info_dict(graph: Graph, alignment_bytes: int = 512,
     from roam_core.model.cost_model import step_seconds
     from roam_core.model.device_profiles import DEFAULT_PROFILE
     from roam_core.model.graph import Phase
+    from roam_core.model.parallel import parallel_of
     from roam_core.oracle.attribution import bytes_at_peak_by_module
     from roam_core.oracle.baseline import eager_report
     from roam_core.oracle.precision_bytes import bytes_by_dtype, precision_by_module
@@ -98,10 +99,16 @@ def info_dict(graph: Graph, alignment_bytes: int = 512,
         for dtype, b in row.items():
             by_dtype[dtype] = by_dtype.get(dtype, 0) + b
     modules = precision_by_module(graph, alignment_bytes, fp32_reference)
+    par = parallel_of(graph)
     return {
         "name": graph.name,
         "origin": dict(graph.origin),
         "fingerprint": graph.fingerprint(),
+        "parallel": par.kind,
+        "world_size": par.world_size,
+        "parallel_setting": par.to_dict(),
+        # the graph is the step of one rank: every byte figure is per rank
+        "bytes_by_kind_per_rank": dict(r.bytes_by_kind),
         "ops": r.n_ops,
         "ops_by_phase": ops_by_phase,
         "storages": r.n_storages,
@@ -169,6 +176,7 @@ def _human(d: dict[str, Any]) -> str:
     lines = [
         f"graph          {d['name']}  ({origin})",
         f"fingerprint    {d['fingerprint'][:16]}",
+        f"parallel       {_parallel_line(d)}",
         f"ops            {d['ops']}" + (f"  ({phases})" if phases else ""),
         f"storages       {d['storages']}  ({d['resident_storages']} resident), "
         f"{d['aliases']} aliases, {d['outputs']} outputs",
@@ -239,12 +247,27 @@ def _precision_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 def fp32_reference(graph: Graph) -> Graph:
     """The graph's zoo or Hugging Face step traced again in fp32 (from its origin)."""
+    from roam_core.model.parallel import parallel_of
     from roam_core.runtime.origin import zoo_recipe
     from roam_core.trace.tracer import trace_fx
 
     origin = {**graph.origin, "precision": "fp32"}
+    par = parallel_of(graph)
+    if par.active:  # the step of one rank, traced again for the same rank in fp32
+        from roam_core.zoo.steps import trace_zoo
+
+        return trace_zoo(origin["model"], int(origin["batch_size"]), origin.get("seq_len"),
+                         origin.get("setting", "steady"), origin.get("optimizer"),
+                         attention=origin.get("attention"), parallel=par).graph
     model, inputs, loss_fn, factory, setting, _, _ = zoo_recipe(origin)
     return trace_fx(model, inputs, loss_fn, factory, setting=setting, origin=origin).graph
+def _parallel_line(d: dict[str, Any]) -> str:
+    from roam_core.model.parallel import ParallelSetting
+
+    par = ParallelSetting.from_mapping(d["parallel_setting"])
+    if not par.active:
+        return "none (one device)"
+    return f"{par.describe()}: the step of one rank, every byte below is per rank"
 
 
 def _run(args: argparse.Namespace) -> int:

@@ -13,6 +13,7 @@ import time
 
 from roam_core.commands.arg_types import positive_int
 from roam_core.commands.model_args import add_model_args, model_source
+from roam_core.commands.parallel_args import add_parallel_args, parallel_setting
 
 __all__ = ["register"]
 
@@ -43,6 +44,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="device of the fake tensors (default cpu; cuda needs a GPU machine)")
     p.add_argument("-o", "--output", default=None,
                    help="output file (.json or .json.gz; default <graph name>.json.gz)")
+    add_parallel_args(p)
     p.set_defaults(func=_run)
 
 
@@ -55,14 +57,17 @@ def _run(args: argparse.Namespace) -> int:
     from roam_core.formats.graph_io import save_graph
 
     source = model_source(args)
+    par = parallel_setting(args)
     if args.output:
         check_output_path(args.output, "-o/--output")
     seq = args.seq_len or (HF_DEFAULT_SEQ_LEN if source.hf_config else None)
-    what = f"{source.label} (batch {args.batch_size}, {args.setting}, {args.precision})"
+    what = f"{source.label} (batch {args.batch_size}, {args.setting}, {args.precision}"
+    what += f", one rank of {par.describe()})" if par.active else ")"
     print(f"tracing {what} ...", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     ts = source.trace(args.batch_size, seq, setting=args.setting, optimizer=args.optimizer,
-                      precision=args.precision, attention=args.attention, device=args.device)
+                      precision=args.precision, attention=args.attention, device=args.device,
+                      parallel=par)
     g = ts.graph
     out = args.output or f"{g.name}.json.gz"
     save_graph(g, out)

@@ -10,9 +10,16 @@ import argparse
 import json
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 from roam_core.commands.arg_types import positive_float, positive_int
 from roam_core.commands.model_args import add_model_args, model_source
+from roam_core.commands.parallel_args import add_parallel_args, parallel_setting
+
+if TYPE_CHECKING:
+    from roam_core.model.parallel import ParallelSetting
+    from roam_core.model.plan import Plan
+    from roam_core.zoo.sources import ModelSource
 
 __all__ = ["register"]
 
@@ -32,7 +39,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                     "batches (fixed seed). Prints the numerics (max |diff| over every loss "
                     "and the final parameters), median step times (interleaved on CPU) and, "
                     "on CUDA, peak memory of both loops. Exit status 1 when the numerics "
-                    "differ (bit-equality on CPU).")
+                    "differ (bit-equality on CPU). With --parallel fsdp|ddp --world-size W "
+                    "(CPU): W gloo ranks on 127.0.0.1 each run the planned step of one rank "
+                    "beside torch's fully_shard / DistributedDataParallel from the same "
+                    "weights, on their own batches; max |diff| per rank.")
     add_model_args(p)
     p.add_argument("--batch-size", "-b", type=positive_int, default=2,
                    help="samples per step (default 2)")
@@ -63,6 +73,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                         "the shape on first use)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights and batches")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
+    add_parallel_args(p)
     p.set_defaults(func=_run)
 
 
@@ -72,11 +83,14 @@ def _run(args: argparse.Namespace) -> int:
     from roam_core.runtime.compare_training import compare_training
     choice = model_source(args)
     resolve_device(args.device)  # fails fast (exit 2) without CUDA
+    par = parallel_setting(args)
     plan = None
     if args.plan:
         from roam_core.formats.plan_io import load_plan
 
         plan = load_plan(args.plan)
+    if par.active:
+        return _run_ranks(args, choice, par, plan)
     print(f"roam train: {choice.label} batch {args.batch_size}, {args.steps} steps on "
           f"{args.device} ({args.precision}) ...", file=sys.stderr, flush=True)
     seq = args.seq_len or (32 if choice.hf_config else None)
@@ -104,4 +118,39 @@ def _run(args: argparse.Namespace) -> int:
               f"{b(r['step_bytes'])})")
         print(f"  peak reserved   eager {b(r['eager_peak_reserved_bytes'])}, planned "
               f"{b(r['planned_peak_reserved_bytes'])}")
+    return 0 if r["numerics_ok"] else 1
+
+
+def _run_ranks(args: argparse.Namespace, choice: ModelSource, par: ParallelSetting,
+               plan: Plan | None) -> int:
+    from roam_core.base.errors import ConfigError, ExecutorError
+    from roam_core.runtime.rank_launch import compare_parallel_training
+
+    if args.device != "cpu":
+        raise ExecutorError("--parallel runs its ranks on CPU over gloo here: use --device cpu")
+    # what the rank runner does not pass on is refused, never silently dropped
+    unsupported = [flag for flag, given in (
+        ("--hf-config", choice.hf_config is not None), ("--attention", args.attention is not None),
+        ("--max-grad-norm", args.max_grad_norm is not None),
+        ("--accumulation-steps", args.accumulation_steps > 1),
+        ("--other-batch-size", args.other_batch_size is not None)) if given]
+    if unsupported:
+        raise ConfigError(f"{', '.join(unsupported)} with --parallel {par.kind} is not "
+                          "supported in this version")
+    print(f"roam train: {args.model} batch {args.batch_size} per rank, {args.steps} steps, "
+          f"{par.describe()} on CPU (gloo, 127.0.0.1) ...", file=sys.stderr, flush=True)
+    r = compare_parallel_training(
+        args.model, args.batch_size, args.seq_len, parallel=par,
+        precision=args.precision, setting=args.setting, optimizer=args.optimizer,
+        steps=args.steps, plan=plan, method=args.method,
+        planner_time_limit_s=args.time_limit, seed=args.seed)
+    if args.json:
+        print(json.dumps(r, sort_keys=True))
+    else:
+        print(f"{r['graph']}: {r['steps']} steps on {r['world_size']} CPU ranks, plan "
+              f"{r['plan_method']}, arena {r['arena_bytes']} B per rank")
+        for rank in r["ranks"]:
+            print(f"  rank {rank['rank']}  max |eager - planned| = {rank['max_abs_diff']:.3g}"
+                  f"  loss {rank['losses_eager'][0]:.6g} -> {rank['losses_eager'][-1]:.6g}")
+        print(f"  numerics        {'ok' if r['numerics_ok'] else 'MISMATCH'}")
     return 0 if r["numerics_ok"] else 1

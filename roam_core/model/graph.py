@@ -12,8 +12,9 @@ An order of the ops is valid when it honours
 
 1. data edges: an op runs after the producer of every value it reads;
 2. :class:`ControlEdge` records: write-after-read / read-after-write / write-after-write
-   hazards of in-place mutations (``reason=MUTATION``), and the fixed relative order of
-   random ops (``reason=RNG``).
+   hazards of in-place mutations (``reason=MUTATION``), the fixed relative order of
+   random ops (``reason=RNG``) and of collectives (``reason=COLLECTIVE``: every rank of a
+   data-parallel step issues them in the same order).
 
 With both honoured, any reordering is a correct program (every read sees the same write
 version as in program order, and random ops draw from the RNG stream in the same order).
@@ -86,6 +87,9 @@ class TensorKind(enum.StrEnum):
     OPTIMIZER_STATE = "optimizer_state"
     TEMPORARY = "temporary"
     OUTPUT = "output"
+    #: data-parallel staging: gathered (unsharded) parameters, all-gather and reduce-scatter
+    #: buffers, gradient buckets (``docs/parallel.md``)
+    COMMUNICATION = "communication"
 
 
 class EdgeReason(enum.StrEnum):
@@ -95,6 +99,7 @@ class EdgeReason(enum.StrEnum):
     MUTATION = "mutation"  # in-place write ordered against reads/writes of its storage
     RNG = "rng"  # random ops keep their relative order (same RNG stream)
     WEIGHT_UPDATE = "weight_update"  # planner rewrite: update placement rule
+    COLLECTIVE = "collective"  # collectives keep their relative order (same on every rank)
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,6 +41,7 @@ __all__ = [
     "bytes_live_at_step_by_module",
     "depth_bytes",
     "in_module",
+    "kind_bytes_per_step",
     "module_ancestors",
     "module_bytes_per_step",
     "repeated_blocks",
@@ -289,6 +290,29 @@ def module_bytes_per_step(
     """
     lts = lifetimes(graph, order)
     mine = [t for t in graph.tensors.values() if in_module(tensor_module(graph, t), module)]
+    resident = sum(round_size(t.size_bytes, alignment_bytes) for t in mine
+                   if t.producer is None)
+    prof = simulate(graph, order, alignment_bytes=alignment_bytes,
+                    lifetimes_override={t.id: lts[t.id] for t in mine if t.producer is not None})
+    return tuple(b + resident for b in prof.live_bytes)
+
+
+def kind_bytes_per_step(
+    graph: Graph, order: Sequence[OpId], kind: TensorKind, *,
+    alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
+) -> tuple[int, ...]:
+    """Bytes of the storages of ``kind`` live at each step of ``order`` (resident ones at
+    every step): e.g. the ``communication`` buffers of a data-parallel rank's step.
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import tiny_train_step
+    >>> g = tiny_train_step()
+    >>> max(kind_bytes_per_step(g, g.op_ids, TensorKind.GRADIENT)) > 0
+    True
+    """
+    lts = lifetimes(graph, order)
+    mine = [t for t in graph.tensors.values() if t.kind is kind]
     resident = sum(round_size(t.size_bytes, alignment_bytes) for t in mine
                    if t.producer is None)
     prof = simulate(graph, order, alignment_bytes=alignment_bytes,

@@ -12,11 +12,10 @@ For one traced graph (one batch size / sequence length) :func:`fit_row` measures
   the cheapest plan that fits (``plan_at(memory_bytes)``), which fits a method when its extra
   time is within the method's limit.
 
-**Extra time.**  A per-device time model of the re-runs does not exist yet (the cost-model
-work); until it does, :func:`extra_time_pct` estimates a plan's extra time as its extra FLOPs'
-share of the step's, the one place to change when a time estimate lands.  Re-runs of
-pointwise ops count 0 FLOPs there although they move bytes, so the estimate is low for
-bandwidth-bound re-runs (``docs/recompute.md``).
+**Extra time.**  A plan's extra time is its re-runs' estimated seconds on the planner's
+device profile (``config.recompute.device_profile``, :mod:`roam_core.model.cost_model`: a
+roofline per op, so bandwidth-bound elementwise re-runs cost time too) as a share of the
+step's estimated seconds (:func:`extra_time_pct`); rows record the profile.
 
 :func:`largest_fitting` then answers "largest batch (tokens) that fits ``memory_bytes``"
 for each method over a sweep of rows.  Torch-free: the caller traces (``roam_core.zoo``;
@@ -39,19 +38,21 @@ __all__ = ["EXTRA_TIME_ESTIMATE", "FIT_METHODS", "FitRow", "extra_time_pct", "fi
 #: Extra-time limits (percent of the step) of the recomputation methods.
 RECOMPUTE_LIMITS_PCT = (5.0, 25.0)
 #: How :func:`extra_time_pct` estimates extra time (printed by ``roam fit``).
-EXTRA_TIME_ESTIMATE = ("extra time estimated as the re-runs' share of the step's FLOPs "
-                       "(no per-device time model yet)")
+EXTRA_TIME_ESTIMATE = ("extra time: the re-runs' estimated seconds as a share of the step's, "
+                       "on the device profile's roofline (docs/cost_model.md)")
 
 
-def extra_time_pct(extra_flops: float, step_flops: float) -> float:
+def extra_time_pct(extra_seconds: float, step_seconds: float) -> float:
     """A recomputation plan's extra time, percent of the step's (see the module notes).
 
     Examples
     --------
-    >>> extra_time_pct(5, 100), extra_time_pct(1, 0)
+    >>> extra_time_pct(0.05, 1.0), extra_time_pct(1e-3, 0.0)
     (5.0, 100.0)
     """
-    return 100.0 * float(extra_flops) / max(float(step_flops), 1.0)
+    if step_seconds <= 0:  # a step priced at 0 s: a re-run is not free, call it 100 %
+        return 0.0 if extra_seconds <= 0 else 100.0
+    return 100.0 * float(extra_seconds) / float(step_seconds)
 #: Methods of a :class:`FitRow`, in report order.
 FIT_METHODS = ("eager_reserved", "roam", "roam_recompute_5pct", "roam_recompute_25pct")
 
@@ -79,22 +80,28 @@ class FitRow:
         The traced graph's name.
     peak_bytes : dict
         ``{method: bytes}`` for every name of :data:`FIT_METHODS`.
-    extra_flops_pct : dict
-        ``{method: percent}``: extra time of each recomputation plan (0 for the others), as
-        :func:`extra_time_pct` estimates it (the key keeps its first name).
+    extra_time_pct : dict
+        ``{method: percent}``: estimated extra time of each recomputation plan (0 for the
+        others), :func:`extra_time_pct`.
     step_flops : int
         FLOPs of the step without recomputation.
     precision : str
         The traced step's precision (``fp32`` for rows written before it was recorded).
+    step_seconds : float
+        The step's estimated seconds on ``device_profile``.
+    device_profile : str
+        The profile the extra time is estimated on.
     """
 
     batch_size: int
     seq_len: int | None
     graph_name: str
     peak_bytes: Mapping[str, int]
-    extra_flops_pct: Mapping[str, float] = field(default_factory=dict)
+    extra_time_pct: Mapping[str, float] = field(default_factory=dict)
     step_flops: int = 0
     precision: str = "fp32"
+    step_seconds: float = 0.0
+    device_profile: str = ""
 
     @property
     def tokens(self) -> int:
@@ -105,16 +112,19 @@ class FitRow:
         """Plain dict (JSON-able)."""
         return {"batch_size": self.batch_size, "seq_len": self.seq_len,
                 "graph_name": self.graph_name, "peak_bytes": dict(self.peak_bytes),
-                "extra_flops_pct": dict(self.extra_flops_pct), "step_flops": self.step_flops,
-                "precision": self.precision}
+                "extra_time_pct": dict(self.extra_time_pct), "step_flops": self.step_flops,
+                "precision": self.precision, "step_seconds": self.step_seconds,
+                "device_profile": self.device_profile}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FitRow:
-        """Inverse of :meth:`to_dict`."""
+        """Inverse of :meth:`to_dict` (rows written before the time estimate held FLOP
+        shares under ``extra_flops_pct``: those are not read as time)."""
         return cls(int(d["batch_size"]), d.get("seq_len"), str(d.get("graph_name", "")),
                    {k: int(v) for k, v in d["peak_bytes"].items()},
-                   {k: float(v) for k, v in (d.get("extra_flops_pct") or {}).items()},
-                   int(d.get("step_flops", 0)), str(d.get("precision", "fp32")))
+                   {k: float(v) for k, v in (d.get("extra_time_pct") or {}).items()},
+                   int(d.get("step_flops", 0)), str(d.get("precision", "fp32")),
+                   float(d.get("step_seconds", 0.0)), str(d.get("device_profile", "")))
 
     def fits(self, memory_bytes: int) -> dict[str, bool]:
         """``{method: peak <= memory_bytes}``."""
@@ -169,22 +179,24 @@ def fit_row(graph: Graph, config: PlannerConfig, *, batch_size: int,
     precision = str(graph.origin.get("precision", "fp32"))
     if memory_bytes is not None:
         peaks.update(_recompute_at(bp, memory_bytes, limits_pct, names, pcts))
-        return FitRow(batch_size, seq_len, graph.name, peaks, pcts, bp.step_flops, precision)
-    points = bp.trajectory[2] if bp.step_flops > 0 else []
+        return FitRow(batch_size, seq_len, graph.name, peaks, pcts, bp.step_flops, precision,
+                      bp.step_seconds, bp.device_profile)
+    points = bp.trajectory[2] if bp.step_seconds > 0 else []
     for lim, name in zip(limits_pct, names, strict=True):
         within = [p.peak_bytes for p in points
-                  if extra_time_pct(p.extra_flops, bp.step_flops) <= lim]
+                  if extra_time_pct(p.extra_seconds, bp.step_seconds) <= lim]
         best, pct = base, 0.0
         if within and min(within) < base:
             try:
                 plan = bp.plan_at(int(min(within)))
-                got = extra_time_pct(plan.extra_flops, bp.step_flops)
+                got = extra_time_pct(plan.extra_seconds, bp.step_seconds)
                 if got <= lim and plan.arena_bytes < best:
                     best, pct = plan.arena_bytes, got
             except BudgetInfeasibleError:
                 pass  # fragmentation: keep the plan without recomputation
         peaks[name], pcts[name] = best, pct
-    return FitRow(batch_size, seq_len, graph.name, peaks, pcts, bp.step_flops, precision)
+    return FitRow(batch_size, seq_len, graph.name, peaks, pcts, bp.step_flops, precision,
+                  bp.step_seconds, bp.device_profile)
 
 
 def _recompute_at(bp: Any, memory_bytes: int, limits_pct: Sequence[float],
@@ -200,15 +212,15 @@ def _recompute_at(bp: Any, memory_bytes: int, limits_pct: Sequence[float],
         plan = bp.plan_at(memory_bytes)
     except BudgetInfeasibleError:
         pass
-    got = extra_time_pct(plan.extra_flops, bp.step_flops) if plan is not None else None
-    points = bp.trajectory[2] if bp.step_flops > 0 else []
+    got = extra_time_pct(plan.extra_seconds, bp.step_seconds) if plan is not None else None
+    points = bp.trajectory[2] if bp.step_seconds > 0 else []
     out: dict[str, int] = {}
     for lim, name in zip(limits_pct, names, strict=True):
         if plan is not None and got is not None and got <= lim:
             out[name], pcts[name] = int(plan.arena_bytes), got
             continue
         within = [p.peak_bytes for p in points
-                  if extra_time_pct(p.extra_flops, bp.step_flops) <= lim]
+                  if extra_time_pct(p.extra_seconds, bp.step_seconds) <= lim]
         # no plan within the limit fits: the lowest peak the greedy reaches within it, and
         # the extra time the cheapest plan that fits needs (none when nothing fits)
         out[name] = max(int(min(within, default=base)), memory_bytes + 1)

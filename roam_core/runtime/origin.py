@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from roam_core.base.errors import ExecutorError
+from roam_core.model.parallel import ParallelSetting
 from roam_core.runtime.device import resolve_device
 from roam_core.runtime.execution import execute_traced
 from roam_core.runtime.plan_checks import require_valid
@@ -47,6 +48,12 @@ def _zoo_args(origin: Mapping[str, Any]) -> tuple[Any, ...]:
             f"the graph comes from a {origin.get('source', 'custom')!r} model "
             f"({origin.get('model', '?')}), which cannot be rebuilt from the graph file: "
             "run it from Python with roam_core.execute_plan(model, example_inputs, plan, ...)")
+    par = ParallelSetting.from_mapping(origin.get("parallel"))
+    if par.active:
+        raise ExecutorError(
+            f"the graph is the step of one rank of {par.describe()}, which runs on "
+            f"{par.world_size} ranks: use `roam train {origin.get('model', 'MODEL')} "
+            f"--parallel {par.kind} --world-size {par.world_size} --plan PLAN.json`")
     try:
         return (origin["model"], int(origin["batch_size"]), origin.get("seq_len"),
                 origin.get("setting", "steady"), origin.get("optimizer"),

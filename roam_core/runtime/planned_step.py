@@ -86,6 +86,7 @@ from roam_core.trace.tracer import trace_fx
 
 if TYPE_CHECKING:
     from roam_core.model.graph import Graph
+    from roam_core.model.parallel import ParallelSetting
     from roam_core.runtime.program import Program
     from roam_core.trace.optimizers import OptimizerFactory
     from roam_core.trace.traced_step import TracedStep
@@ -144,7 +145,13 @@ class PlannedStep:
         default_cache_dir`; ``False``: no disk cache).  Only plans made here are written.
     precision : {"fp32", "bf16-mixed", "bf16", "fp16-mixed"}
         The precision the plans' step was traced in (see the module notes); ``fp16-mixed``
-        not with clipping or accumulation yet.
+        not with clipping or accumulation yet.  With ``parallel``: ``fp32``, and with FSDP
+        ``bf16-mixed`` (FSDP2's mixed precision policy); others raise ``ConfigError``.
+    parallel : ParallelSetting, optional
+        The step of one data-parallel rank (``docs/parallel.md``): ``model`` holds the rank's
+        shards (:func:`roam_core.trace.parallel.shard_model`) and a process group of
+        ``parallel.world_size`` ranks is initialised; every rank runs the same plan (no
+        clipping or accumulation yet: ``ConfigError``).
     **optimizer_kwargs
         Hyper-parameters for a named optimizer.
 
@@ -183,10 +190,14 @@ class PlannedStep:
                  max_grad_norm: float | None = None, accumulation_steps: int = 1,
                  on_new_shape: str = "plan", planner: Any = None,
                  plan_cache: Any = None, precision: str = "fp32",
+                 parallel: ParallelSetting | None = None,
                  **optimizer_kwargs: Any) -> None:
         require_type(model, nn.Module, "PlannedStep: model")
         given: list[Plan] = ([] if plan is None else [plan] if isinstance(plan, Plan)
                              else _plan_list(plan))
+        if parallel is not None and parallel.active:
+            _check_parallel(parallel, resolve_precision(precision).name, max_grad_norm,
+                            accumulation_steps)
         self.model, self.loss_fn = model, loss_fn
         self.device = resolve_device(device)
         self.precision = resolve_precision(precision)
@@ -201,6 +212,7 @@ class PlannedStep:
         self._plans = StepPlans(given, planner, _cache(plan_cache), on_new_shape)
         self._optimizer_spec, self._optimizer_kwargs = optimizer, optimizer_kwargs
         self._graph_hint = graph
+        self._parallel = parallel
         self.calls = 0
         #: the micro-batch the next call takes (0 .. accumulation_steps - 1)
         self.micro_batch = 0
@@ -271,7 +283,7 @@ class PlannedStep:
         t0 = time.perf_counter()
         traced = trace_fx(self.model, batch, self.loss_fn, self._factory, setting="steady",
                           device=self.device, spec=self.spec.for_phase(phase),
-                          precision=self.precision)
+                          precision=self.precision, parallel=self._parallel)
         return batch_key(batch, phase), traced, time.perf_counter() - t0
 
     def _new_variant(self, key: VariantKey, traced: TracedStep, trace_s: float, *,
@@ -584,3 +596,14 @@ def _mismatch(traced: TracedStep, graph: Graph | None) -> str | None:
                 "steady-setting plans)")
     return None
 
+
+def _check_parallel(parallel: ParallelSetting, precision: str, max_grad_norm: float | None,
+                    accumulation_steps: int) -> None:
+    """Refuse, before anything changes, what the step of one rank does not run yet."""
+    from roam_core.base.errors import ConfigError
+    from roam_core.trace.parallel import check_parallel_precision
+
+    check_parallel_precision(parallel.kind, precision)
+    if max_grad_norm is not None or accumulation_steps > 1:
+        raise ConfigError("gradient clipping and accumulation are not supported with "
+                          f"--parallel {parallel.kind} in this version")

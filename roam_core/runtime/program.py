@@ -53,6 +53,7 @@ from torch.utils._pytree import tree_leaves
 
 from roam_core.base.errors import ExecutorError
 from roam_core.model.graph import Graph, OpId, TensorId
+from roam_core.model.parallel import is_collective
 from roam_core.oracle.simulate import lifetimes
 
 if TYPE_CHECKING:  # the runner builds programs: a run-time import would be a cycle
@@ -67,6 +68,14 @@ _logger = logging.getLogger(__name__)
 #: The size, stride and storage offset a tensor had first (``as_strided_`` puts them back).
 _ViewMeta: TypeAlias = "tuple[torch.Size, tuple[int, ...], int | torch.SymInt]"
 _aten = torch.ops.aten
+
+
+def _wait_tensor(x: Any) -> Any:
+    """``x`` (a collective's result: a tensor or a list of them) once its data arrived."""
+    wait = torch.ops._c10d_functional.wait_tensor
+    if isinstance(x, torch.Tensor):
+        return wait(x)
+    return type(x)(wait(t) if isinstance(t, torch.Tensor) else t for t in x)
 _INPLACE_VIEW = getattr(torch.Tag, "inplace_view", None)
 
 # Factory ops: the value written into the slot (None: leave the bytes as they are).
@@ -114,6 +123,7 @@ class _Instr:
     fill: Any = None
     copy_bytes: int = 0
     inplace_view: bool = False  # an op that changes its input's shape in place
+    collective: bool = False  # a collective: its result is waited for before it is copied
 
 
 def _is_mutating(target: Any) -> bool:
@@ -243,7 +253,8 @@ class Program:
         args, kwargs = self._args_of(node)
         target = node.target
         ins = _Instr(node, "call", target, args, kwargs, fakes=fakes,
-                     inplace_view=_is_inplace_view(target))
+                     inplace_view=_is_inplace_view(target),
+                     collective=is_collective(str(target)))
         inputs_static = all(a.name in self.static for a in node.all_input_nodes)
         if new and isinstance(target, torch._ops.OpOverload):
             ins.bufs = {id(f): r.slot_view(f, off, f.untyped_storage().nbytes())
@@ -336,6 +347,8 @@ class Program:
         result = ins.fn(*args, **kwargs)
         if kind != "fallback":
             return result
+        if ins.collective:  # asynchronous: the data is there only after the wait
+            result = _wait_tensor(result)
         return self._copy_fallback(ins, result)
 
     def _copy_fallback(self, ins: _Instr, result: Any) -> Any:

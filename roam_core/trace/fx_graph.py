@@ -32,6 +32,7 @@ from roam_core.model.graph import (
     TensorId,
     TensorKind,
 )
+from roam_core.model.parallel import is_collective, is_wait
 
 __all__ = ["ValueRef", "build_graph", "is_random"]
 
@@ -65,7 +66,9 @@ class _TargetInfo:
 
     ``written``: schema positions written in place (``alias_info.is_write``; the batch-norm
     ops' running statistics 3, 4 are added per node, when ``training``); ``dropout_p`` /
-    ``generator``: schema positions of those arguments; ``flop``: torch's FLOP formula.
+    ``generator``: schema positions of those arguments; ``flop``: torch's FLOP formula;
+    ``collective``: a collective or its wait (never re-run); ``wait``: a wait, whose result
+    is its input (fake tensors give it a storage of its own, which it does not have).
     """
 
     name: str
@@ -73,6 +76,8 @@ class _TargetInfo:
     seeded: bool
     replayable: bool
     schema_args: Any = ()
+    collective: bool = False
+    wait: bool = False
     written: tuple[int, ...] = ()
     batch_norm_stats: bool = False
     dropout_p: int | None = None
@@ -88,9 +93,11 @@ def _target_info(target: Any) -> _TargetInfo:
     written = tuple(i for i, a in enumerate(schema_args)
                     if a.alias_info is not None and a.alias_info.is_write)
     names = [a.name for a in schema_args]
+    name = _target_name(target)
     return _TargetInfo(
-        _target_name(target), True, torch.Tag.nondeterministic_seeded in tags,
-        torch.Tag.nondeterministic_bitwise not in tags, schema_args, written,
+        name, True, torch.Tag.nondeterministic_seeded in tags,
+        torch.Tag.nondeterministic_bitwise not in tags, schema_args,
+        is_collective(name) or is_wait(name), is_wait(name), written,
         target.name() in _BATCH_NORM_STATS,
         names.index("dropout_p") if "dropout_p" in names else None,
         len(names) - 1 - names[::-1].index("generator") if "generator" in names else None,
@@ -177,6 +184,15 @@ class _Builder:
         val = node.meta.get("val")
         outs: list[str] = []
         name = node.name
+        target = node.target
+        info = self.info.get(target)
+        if info is None:
+            info = self.info[target] = _target_info(target)
+        if info.wait and isinstance(val, torch.Tensor) and node.all_input_nodes:
+            waited = self.node_values.get(node.all_input_nodes[0].name, ())
+            if waited:  # the result is the waited tensor: an alias of its storage
+                self.sref.setdefault(StorageWeakRef(val.untyped_storage()),
+                                     self.storage_of[waited[0]])
         if isinstance(val, (tuple, list)):
             getitems = {u.args[1]: u for u in node.users if u.target is _getitem}
             for i, v in enumerate(val):
@@ -199,10 +215,6 @@ class _Builder:
         for a in node.all_input_nodes:
             for v in node_values.get(a.name, ()):
                 inputs[v] = None
-        target = node.target
-        info = self.info.get(target)
-        if info is None:
-            info = self.info[target] = _target_info(target)
         mutates = _mutated_storages(node, info, self)
         random = _random(node, info)
         flops, read, wrote = _costs(node, val, info, outs, mutates, self)
@@ -212,6 +224,8 @@ class _Builder:
         rec: bool | None = None if info.replayable else False
         if random and info.replayable:
             rec = _draw_replayable(node, info)
+        if info.collective:  # a re-run would add a collective on every rank
+            rec = False
         self.ops.append(_PendingOp(name, info.name, phase, tuple(inputs), tuple(outs),
                                    tuple(mutates), bool(random), flops, read, wrote, rec))
 
@@ -371,6 +385,7 @@ def build_graph(
     names: Mapping[str, str] | None = None,
     named: Sequence[tuple[str, torch.Tensor]] = (),
     extra_inputs: Mapping[str, Sequence[str]] | None = None,
+    communication: Sequence[torch.Tensor] = (),
 ) -> tuple[Graph, dict[str, ValueRef], str]:
     """Build the memory graph of a traced step.
 
@@ -402,6 +417,10 @@ def build_graph(
         FX node name -> value ids the op also reads although no FX argument passes them:
         a grad scaler's update ops read its ``found_inf`` flag (they run only when it is
         zero), which orders them after the inf check and keeps the flag live until then.
+    communication : sequence of Tensor
+        Values in the storages a data-parallel step stages its collectives in (gathered
+        parameters, all-gather, reduce-scatter and bucket buffers): kind ``communication``
+        unless they hold gradients.
 
     Returns
     -------
@@ -438,7 +457,7 @@ def build_graph(
             op.inputs = op.inputs + tuple(more)
     loss_value = b.node_values[loss_node.name][0]
     out_sids = list(dict.fromkeys(b.storage_of[b.node_values[n.name][0]] for n in returned))
-    kinds = _kinds(b, grads, state, set(out_sids))
+    kinds = _kinds(b, grads, state, set(out_sids), communication)
     storage_names = _storage_names(b, names or {}, named)
     if modules:
         _set_modules(b, modules, storage_names)
@@ -497,12 +516,13 @@ def _set_modules(b: _Builder, modules: Mapping[str, str],
 
 
 def _kinds(b: _Builder, grads: Sequence[torch.Tensor], state: Sequence[torch.Tensor],
-           output_sids: set[str]) -> dict[str, TensorKind]:
+           output_sids: set[str], communication: Sequence[torch.Tensor] = ()
+           ) -> dict[str, TensorKind]:
     def sids(ts: Sequence[torch.Tensor]) -> set[str]:
         found = (b.sref.get(StorageWeakRef(t.untyped_storage())) for t in ts)
         return {s for s in found if s is not None}
 
-    grad_s, state_s = sids(grads), sids(state)
+    grad_s, state_s, comm_s = sids(grads), sids(state), sids(communication)
     phase_of = {op.id: op.phase for op in b.ops}
     read_in_bwd: set[str] = set()
     for op in b.ops:
@@ -518,6 +538,8 @@ def _kinds(b: _Builder, grads: Sequence[torch.Tensor], state: Sequence[torch.Ten
             kinds[sid] = TensorKind.GRADIENT
         elif sid in state_s:
             kinds[sid] = TensorKind.OPTIMIZER_STATE
+        elif sid in comm_s:
+            kinds[sid] = TensorKind.COMMUNICATION
         elif phase_of[producer] in (Phase.FORWARD, Phase.LOSS) and sid in read_in_bwd:
             kinds[sid] = TensorKind.ACTIVATION
         else:
@@ -526,7 +548,7 @@ def _kinds(b: _Builder, grads: Sequence[torch.Tensor], state: Sequence[torch.Ten
 
 
 def _control_edges(b: _Builder) -> list[ControlEdge]:
-    """MUTATION edges around every in-place write, and the RNG chain."""
+    """MUTATION edges around every in-place write, the RNG chain and the collective chain."""
     data_preds: dict[str, set[str]] = {}
     accesses: dict[str, list[tuple[str, bool]]] = {}
     mutated: dict[str, None] = {}  # program order: the edges come out in a fixed order
@@ -564,5 +586,11 @@ def _control_edges(b: _Builder) -> list[ControlEdge]:
         if op.random:
             if prev is not None:
                 add(prev, op.id, EdgeReason.RNG)
+            prev = op.id
+    prev = None
+    for op in b.ops:  # every rank issues its collectives in this order
+        if is_collective(op.target):
+            if prev is not None:
+                add(prev, op.id, EdgeReason.COLLECTIVE)
             prev = op.id
     return [ControlEdge(OpId(s), OpId(d), r) for (s, d), r in edges.items()]

@@ -80,12 +80,12 @@ from torch.fx.experimental.proxy_tensor import get_proxy_mode, make_fx
 
 from roam_core.base.checks import require_type
 from roam_core.base.collector import gc_paused
-from roam_core.base.errors import TraceError
+from roam_core.base.errors import ConfigError, TraceError
 from roam_core.model.graph import Graph, Phase, TensorKind
-from roam_core.trace.fake_fixes import fix_fake_values
+from roam_core.model.parallel import ParallelSetting
 from roam_core.trace.fx_graph import build_graph, is_random
 from roam_core.trace.guards import explain, failed_at, guard_data_dependence
-from roam_core.trace.kernel_fakes import KernelFakeMode
+from roam_core.trace.kernel_fakes import KernelFakeMode, fix_fake_values
 from roam_core.trace.modules import SCOPE_ATTRIBUTE, ModuleTracker, node_modules, scoped_name
 from roam_core.trace.optimizers import (
     OptimizerFactory,
@@ -93,6 +93,10 @@ from roam_core.trace.optimizers import (
     per_parameter,
     warm_step,
 )
+from roam_core.trace.parallel.process_group import rank_process_group
+from roam_core.trace.parallel.program import check_parallel_precision
+from roam_core.trace.parallel.rank_trace import RankTrace as _RankTrace
+from roam_core.trace.parallel.rank_trace import as_parallel_setting
 from roam_core.trace.params import unique_named_buffers, unique_named_parameters
 from roam_core.trace.precision import (
     GRAD_SCALER,
@@ -132,6 +136,10 @@ def trace_training_step(
     max_grad_norm: float | None = None,
     accumulation_steps: int = 1,
     accumulate_only: bool = False,
+    parallel: str | ParallelSetting | None = None,
+    world_size: int = 1,
+    reshard_after_forward: bool = True,
+    fsdp_wrap: str = "blocks",
     **optimizer_kwargs: Any,
 ) -> Graph:
     """Trace one training step of ``model`` into a :class:`~roam_core.model.graph.Graph`.
@@ -162,7 +170,10 @@ def trace_training_step(
     precision : {"fp32", "bf16-mixed", "bf16", "fp16-mixed"}
         Numeric precision of the step (:mod:`roam_core.trace.precision`): the model's own
         dtypes, autocast bf16, everything cast to bf16, or autocast fp16 with a
-        ``torch.amp.GradScaler`` (not yet with clipping or accumulation).
+        ``torch.amp.GradScaler`` (not yet with clipping or accumulation).  With
+        ``parallel="fsdp"``: ``"fp32"`` or ``"bf16-mixed"``, which is FSDP2's
+        ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)`` (no autocast);
+        with ``parallel="ddp"``: ``"fp32"`` (others raise ``ConfigError``).
     max_grad_norm : float, optional
         Clip the gradients' total 2-norm in the step (:mod:`roam_core.trace.step_spec`).
     accumulation_steps : int
@@ -171,6 +182,16 @@ def trace_training_step(
     accumulate_only : bool
         With ``accumulation_steps > 1``: trace a micro-batch that only accumulates (no
         update), the graph of the first ``k - 1`` micro-batches.
+    parallel : {"fsdp", "ddp"} or ParallelSetting, optional
+        Trace the step of one rank of a data-parallel world (``docs/parallel.md``): FSDP2
+        (parameters, gradients and optimizer state sharded 1/W; all-gathers and
+        reduce-scatters) or DDP (gradient buckets all-reduced).  ``None``: one device.
+    world_size : int
+        Ranks in the world (with ``parallel``).
+    reshard_after_forward : bool
+        FSDP: free each unit's gathered parameters after its forward (FSDP2's default).
+    fsdp_wrap : {"blocks", "leaves", "root"}
+        FSDP: which modules are ``fully_shard`` units (:mod:`roam_core.trace.parallel.layout`).
     **optimizer_kwargs
         Hyper-parameters forwarded to the torch optimizer.
 
@@ -197,7 +218,9 @@ def trace_training_step(
                          f"inputs, not {type(example_inputs).__name__}")
     spec = StepSpec(max_grad_norm, accumulation_steps, not accumulate_only)
     return trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting, name=name,
-                    origin=origin, precision=precision, spec=spec, **optimizer_kwargs).graph
+                    origin=origin, precision=precision, spec=spec, parallel=parallel,
+                    world_size=world_size, reshard_after_forward=reshard_after_forward,
+                    fsdp_wrap=fsdp_wrap, **optimizer_kwargs).graph
 
 
 def trace_fx(
@@ -212,6 +235,10 @@ def trace_fx(
     device: str | torch.device = "cpu",
     precision: str | Precision = "fp32",
     spec: StepSpec | None = None,
+    parallel: str | ParallelSetting | None = None,
+    world_size: int = 1,
+    reshard_after_forward: bool = True,
+    fsdp_wrap: str = "blocks",
     **optimizer_kwargs: Any,
 ) -> TracedStep:
     """Trace a training step and keep the FX program (internal API for the executor).
@@ -228,13 +255,29 @@ def trace_fx(
     or ``[loss, total_norm]`` when it clips.  Python's cyclic garbage collector is paused
     while tracing (:func:`gc_paused`).  One trace runs at a time per process (make_fx
     patches module-level state): threads that trace at once (a Dask worker's, the app's)
-    take turns.
+    take turns.  A model made by :func:`roam_core.trace.parallel.shard_model` (real shards
+    of one rank) traces with its own layout.
     """
+    prec = resolve_precision(precision)
+    par = as_parallel_setting(parallel, world_size, reshard_after_forward, fsdp_wrap)
+    spec = spec or StepSpec()
+    if par.active:
+        check_parallel_precision(par.kind, prec.name)
+        if spec != StepSpec():
+            # a clipped norm needs an all-reduce over the shards that the rank program
+            # does not trace yet: refuse rather than plan a different step
+            raise ConfigError("gradient clipping and accumulation are not supported with "
+                              f"--parallel {par.kind} in this version")
     with _TRACE_LOCK, gc_paused():
-        return _trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting,
-                         name=name, origin=origin, device=device,
-                         precision=resolve_precision(precision), spec=spec or StepSpec(),
-                         **optimizer_kwargs)
+        if not par.active:
+            return _trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting,
+                             name=name, origin=origin, device=device, precision=prec,
+                             spec=spec, **optimizer_kwargs)
+        with rank_process_group(par.world_size) as group:
+            rank = _RankTrace.make(model, par, group, prec.name)
+            return _trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting,
+                             name=name, origin=origin, device=device, precision=prec,
+                             spec=spec, rank=rank, **optimizer_kwargs)
 
 
 def _trace_fx(
@@ -249,6 +292,7 @@ def _trace_fx(
     device: str | torch.device,
     precision: Precision,
     spec: StepSpec,
+    rank: _RankTrace | None = None,
     **optimizer_kwargs: Any,
 ) -> TracedStep:
     t0 = time.perf_counter()
@@ -262,11 +306,15 @@ def _trace_fx(
         raise TraceError(f"precision {precision.name!r} with gradient clipping or "
                          "accumulation is not supported yet (the grad scaler would have to "
                          "unscale first); use bf16-mixed, or trace without them")
+    # a rank's mixed precision is FSDP2's policy, run by the rank program (no autocast)
+    step_precision = precision if rank is None else resolve_precision("fp32")
     fm = KernelFakeMode(allow_non_fake_inputs=True)
-    with _FakeSwap(model, fm, dev, precision):
-        fake = _FakeStep.build(model, example_inputs, factory, setting, fm, dev, precision,
-                               spec)
-        gm, ctx, rng_calls = _make_fx(model, loss_fn, fake, fm, spec)
+    with _FakeSwap(model, fm, dev, step_precision,
+                   rank.shapes if rank is not None else None):
+        fake = _FakeStep.build(model, example_inputs, factory, setting, fm, dev,
+                               step_precision, spec)
+        program = rank.program(model) if rank is not None else None
+        gm, ctx, rng_calls = _make_fx(model, loss_fn, fake, fm, spec, program)
     roles = (
         [(TensorKind.PARAMETER, n) for n, _ in fake.named_params]
         + [(TensorKind.BUFFER, n) for n, _ in fake.named_buffers]
@@ -280,7 +328,7 @@ def _trace_fx(
     rng = rng_timeline(gm, rng_calls, is_random)
     _strip(gm)  # gm is lazy: its recompile() only marks the code stale
     amp = _amp_guard(gm, ctx) if fake.mixed.scaler is not None else None
-    fix_fake_values(gm, fm)  # where torch's fake kernels disagree with the real ones
+    fix_fake_values(gm)  # where torch's fake kernels disagree with the real ones
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     assert len(placeholders) == len(roles), (len(placeholders), len(roles))
     ph_roles = tuple(PlaceholderRole(n.name, k, r) for n, (k, r) in
@@ -294,12 +342,15 @@ def _trace_fx(
                   "input_shapes": [list(x.shape) for x in example_inputs
                                    if isinstance(x, torch.Tensor)], **spec.origin()}
     origin = {**origin, "precision": precision.name}
+    if rank is not None:
+        origin = {**origin, "parallel": rank.setting.to_dict()}
     graph, values, loss_value = build_graph(
         gm, phases, {r.node: r.kind for r in ph_roles + consts}, ctx.grads, ctx.state,
         name=gname, origin=origin, modules=node_modules(gm),
         names={r.node: scoped_name(_storage_name(r), fake.scope) for r in ph_roles},
         named=[(scoped_name(n, fake.scope), t) for n, t in ctx.named],
-        extra_inputs={} if amp is None else dict.fromkeys(amp.step_ops, (amp.found_inf,)))
+        extra_inputs={} if amp is None else dict.fromkeys(amp.step_ops, (amp.found_inf,)),
+        communication=program.communication if program is not None else ())
     dt = time.perf_counter() - t0
     _logger.info("traced %s: %d ops, %d storages in %.2f s", gname, len(graph),
                  len(graph.tensors), dt)
@@ -377,10 +428,11 @@ class _FakeStep:
 
 def _make_fx(model: nn.Module, loss_fn: Callable[[Any], torch.Tensor] | None,
              fake: _FakeStep, fm: FakeTensorMode,
-             spec: StepSpec) -> tuple[Any, _StepContext, RngRecorder]:
+             spec: StepSpec, program: Any = None) -> tuple[Any, _StepContext, RngRecorder]:
     """Trace ``loss_fn(model(*inputs)); backward; [accumulate, clip]; opt.step();
     opt.zero_grad()`` with make_fx; returns the GraphModule, what the step recorded and the
-    RNG calls."""
+    RNG calls.  ``program``: the data-parallel program whose hooks run the forward and
+    backward of one rank."""
     ctx = _StepContext()
     guards: list[Any] = []
     inputs, tensor_pos, opt, pname, tracker = (fake.inputs, fake.tensor_pos, fake.opt,
@@ -395,7 +447,8 @@ def _make_fx(model: nn.Module, loss_fn: Callable[[Any], torch.Tensor] | None,
             args[i] = x
         it = iter(accs_)
         accs = [None if a is None else next(it) for a in fake.accumulators]
-        with guard_data_dependence(model, guards):
+        with guard_data_dependence(model, guards), (
+                program.step() if program is not None else contextlib.nullcontext()):
             with mixed.autocast():
                 out = model(*args)
                 ctx.mark("forward")
@@ -556,15 +609,18 @@ class _FakeSwap:
     restore on exit."""
 
     def __init__(self, model: nn.Module, fm: FakeTensorMode, device: torch.device,
-                 precision: Precision) -> None:
+                 precision: Precision,
+                 shapes: Mapping[int, tuple[int, ...]] | None = None) -> None:
         self.model, self.fm, self.device, self.precision = model, fm, device, precision
+        self.shapes = shapes or {}  # id(parameter) -> the shape to fake (a rank's shard)
         self.saved: list[tuple[dict[str, Any], str, Any]] = []
         self.fake_of: dict[int, torch.Tensor] = {}
 
     def _fake(self, t: torch.Tensor, param: bool) -> torch.Tensor:
         if id(t) not in self.fake_of:
             with self.fm:
-                e = torch.empty(t.shape, dtype=self.precision.dtype_of(t), device=self.device)
+                e = torch.empty(self.shapes.get(id(t), t.shape),
+                                dtype=self.precision.dtype_of(t), device=self.device)
             self.fake_of[id(t)] = nn.Parameter(e, t.requires_grad) if param else e
         return self.fake_of[id(t)]
 

@@ -1,7 +1,10 @@
 """What fits, over many configurations: trace and measure each, locally or on a Dask cluster.
 
 One configuration is a (batch size, sequence length) of a :class:`ModelSource` in a
-precision; :func:`fit_config` traces it (fake tensors) and measures it with
+precision, on one device or (``parallel``, a
+:class:`~roam_core.model.parallel.ParallelSetting`) as the step of one data-parallel rank,
+measured against the memory of that rank's device (``docs/parallel.md``);
+:func:`fit_config` traces it (fake tensors) and measures it with
 :func:`roam_core.planner.whatfits.fit_row` against the memory size.  :func:`fit_sweep` runs
 many:
 
@@ -12,8 +15,9 @@ many:
   transformers installed), all submitted at once; the rows are then cut exactly where the
   local sweep would have stopped, so both give the same answer.
 
-The sweep's arguments are plain data (the source, numbers, a ``PlannerConfig``), so they
-pickle to the workers.
+The sweep's arguments are plain data (the source, numbers, a ``PlannerConfig``, a
+``ParallelSetting``), so they pickle to the workers.  ``roam fit --world-size W [W ...]``
+runs one sweep per world size (:func:`roam_core.commands.fit.fit_dict`).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import concurrent.futures as cf
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from roam_core.model.parallel import ParallelSetting
 from roam_core.planner.config import PlannerConfig
 from roam_core.planner.whatfits import FitRow, fit_row
 from roam_core.zoo.sources import ModelSource
@@ -31,9 +36,12 @@ __all__ = ["fit_config", "fit_sweep"]
 
 def fit_config(source: ModelSource, batch_size: int, seq_len: int | None, *,
                memory_bytes: int | None, precision: str, attention: str | None,
-               planner: PlannerConfig, executor: cf.Executor | None = None) -> FitRow:
-    """Trace one configuration (steady setting, AdamW) and measure it (a :class:`FitRow`)."""
-    graph = source.trace(batch_size, seq_len, precision=precision, attention=attention).graph
+               planner: PlannerConfig, executor: cf.Executor | None = None,
+               parallel: ParallelSetting | None = None) -> FitRow:
+    """Trace one configuration (steady setting, AdamW; ``parallel``: the step of one rank)
+    and measure it (a :class:`FitRow`)."""
+    graph = source.trace(batch_size, seq_len, precision=precision, attention=attention,
+                         parallel=parallel).graph
     return fit_row(graph, planner, batch_size=batch_size,
                    seq_len=graph.origin.get("seq_len") or seq_len,
                    memory_bytes=memory_bytes, executor=executor)
@@ -43,7 +51,8 @@ def fit_sweep(source: ModelSource, batch_sizes: Sequence[int],
               seq_lens: Sequence[int | None], *, memory_bytes: int, precision: str,
               attention: str | None = None, planner: PlannerConfig | None = None,
               executor: cf.Executor | None = None,
-              progress: Callable[[int, int, str], None] | None = None) -> list[FitRow]:
+              progress: Callable[[int, int, str], None] | None = None,
+              parallel: ParallelSetting | None = None) -> list[FitRow]:
     """Measure every (batch, sequence length); see the module notes for the two ways.
 
     Parameters
@@ -62,6 +71,9 @@ def fit_sweep(source: ModelSource, batch_sizes: Sequence[int],
         Run every configuration as a task on it (a Dask client's executor).
     progress : callable, optional
         ``progress(done, total, message)``.
+    parallel : ParallelSetting, optional
+        Every configuration is the step of one rank of this data-parallel world (batch
+        sizes per rank; ``memory_bytes`` is one rank's device).
 
     Returns
     -------
@@ -73,7 +85,7 @@ def fit_sweep(source: ModelSource, batch_sizes: Sequence[int],
     lengths = list(seq_lens) or [None]
     total = len(batches) * len(lengths)
     kw: dict[str, Any] = {"memory_bytes": memory_bytes, "precision": precision,
-                          "attention": attention, "planner": cfg}
+                          "attention": attention, "planner": cfg, "parallel": parallel}
     if executor is not None:
         futs = {(t, b): executor.submit(fit_config, source, b, t, **kw)
                 for t in lengths for b in batches}

@@ -6,7 +6,12 @@ at a small size by default: 8 layers, width 512, 8 query heads sharing 2 key/val
 SwiGLU width 1408, vocabulary 32,000.  It is a held-out model for the recomputation
 benchmarks: nothing in roam was tuned on it.  Key/value heads are repeated to the query
 heads (HF's ``repeat_kv``) before attention, with either implementation of
-:func:`~roam_core.zoo.transformer.attend`.
+:func:`~roam_core.zoo.transformer.attend`.  RMSNorm computes in float32 and casts back, as
+HF's ``LlamaRMSNorm`` does (a no-op in an fp32 step).
+
+Other sizes are configurations of the same module: :data:`LLAMA2_7B` (Llama-2-7B's
+hyper-parameters, 6,738,415,616 parameters with the LM head, the published count), and the
+zoo's ``llama-125m`` and ``tiny_llama`` (:mod:`roam_core.zoo.registry`).
 """
 
 from __future__ import annotations
@@ -17,9 +22,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from roam_core.base.errors import ConfigError
 from roam_core.zoo.transformer import attend
 
-__all__ = ["Llama", "LlamaConfig"]
+__all__ = ["LLAMA2_7B", "Llama", "LlamaConfig"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,8 +43,13 @@ class LlamaConfig:
     rope_theta: float = 10000.0
 
 
+#: Llama-2-7B (``meta-llama/Llama-2-7b-hf``'s config; no grouped-query attention).
+LLAMA2_7B = LlamaConfig(n_positions=4096, n_embd=4096, n_layer=32, n_head=32, n_kv_head=32,
+                        intermediate=11008)
+
+
 class RMSNorm(nn.Module):
-    """``x / rms(x) * weight`` (no bias, no mean)."""
+    """``x / rms(x) * weight`` (no bias, no mean), computed in float32 as Llama does."""
 
     def __init__(self, d: int, eps: float) -> None:
         super().__init__()
@@ -46,7 +57,9 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+        h = x.float()  # the same tensor in an fp32 step: no op is traced
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return h.to(x.dtype) * self.weight
 
 
 def _rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -112,6 +125,8 @@ class Llama(nn.Module):
                  attention: str = "sdpa") -> None:
         super().__init__()
         c = config or LlamaConfig()
+        if c.n_embd % c.n_head or c.n_head % c.n_kv_head:
+            raise ConfigError("Llama: n_embd must divide by n_head and n_head by n_kv_head")
         self.config = c
         self.embed_tokens = nn.Embedding(c.vocab_size, c.n_embd)
         self.layers = nn.ModuleList(_Block(c, attention) for _ in range(c.n_layer))

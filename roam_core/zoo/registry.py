@@ -24,7 +24,7 @@ from roam_core.zoo.cnn import (
     ResidualBlockNet,
     ResNet50,
 )
-from roam_core.zoo.llama import Llama, LlamaConfig
+from roam_core.zoo.llama import LLAMA2_7B, Llama, LlamaConfig
 from roam_core.zoo.teach import TeachLayout, TeachOrder, TeachRecompute, TeachUpdates
 from roam_core.zoo.transformer import ATTENTION_IMPLS, GPT2, GPT2Config, Roberta, VisionTransformer
 
@@ -102,6 +102,16 @@ def _roberta(setting: str, attention: str) -> nn.Module:
     return Roberta(pooler=not steady, lm_head=steady, attention=attention)
 
 
+def _llama_lm(cfg: LlamaConfig) -> Callable[[str, str], nn.Module]:
+    """A Llama configuration that always has its (untied) LM head, as published."""
+    return lambda setting, attention: Llama(cfg, lm_head=True, attention=attention)
+
+
+#: A Llama-shaped model of GPT-2 small's size (benchmarks of per-rank plans).
+_LLAMA_125M = LlamaConfig(vocab_size=32000, n_embd=768, n_layer=12, n_head=12, n_kv_head=4,
+                          intermediate=2048, n_positions=2048)
+_TINY_LLAMA = LlamaConfig(vocab_size=256, n_embd=64, n_layer=2, n_head=4, n_kv_head=2,
+                          intermediate=172, n_positions=128)
 _TINY_GPT = GPT2Config(vocab_size=256, n_positions=128, n_embd=64, n_layer=2, n_head=4,
                        dropout=0.0)
 _GPT2_XL = GPT2Config(n_embd=1600, n_layer=48, n_head=25)
@@ -131,10 +141,17 @@ ZOO: dict[str, ModelSpec] = {s.name: s for s in (
     ModelSpec("llama", "gpt", _llama, None, default_seq_len=256, vocab_size=32000,
               description="held out: Llama-style decoder (RMSNorm, SwiGLU, GQA 8/2 heads, "
                           "RoPE, no biases), 8 layers, d 512"),
+    ModelSpec("llama2-7b", "gpt", _llama_lm(LLAMA2_7B), 6_738_415_616, default_seq_len=4096,
+              vocab_size=32000, description="Llama-2-7B shape (RMSNorm, SwiGLU, RoPE)"),
+    ModelSpec("llama-125m", "gpt", _llama_lm(_LLAMA_125M), None, default_seq_len=1024,
+              vocab_size=32000,
+              description="Llama-shaped, GPT-2 small's size: 12 layers, d 768, GQA 12/4"),
     ModelSpec("mlp", "mlp", _mlp, None, num_classes=10,
               description="teaching: 784-256-256-10 MLP"),
     ModelSpec("tiny_gpt", "gpt", _gpt(_TINY_GPT), None, default_seq_len=64, vocab_size=256,
               description="teaching: 2-layer GPT, d 64, vocab 256"),
+    ModelSpec("tiny_llama", "gpt", _llama_lm(_TINY_LLAMA), None, default_seq_len=64,
+              vocab_size=256, description="teaching: 2-layer Llama, d 64, GQA 4/2, vocab 256"),
     ModelSpec("residual_block", "vision", lambda s, a: ResidualBlockNet(), None,
               image_size=32, num_classes=10,
               description="teaching: conv-BN stem + one residual block, 32x32 images"),

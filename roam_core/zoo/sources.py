@@ -14,10 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from roam_core.base.errors import TraceError
+from roam_core.base.errors import ConfigError, TraceError
 from roam_core.zoo.registry import ZOO
 
 if TYPE_CHECKING:
+    from roam_core.model.parallel import ParallelSetting
     from roam_core.trace.traced_step import TracedStep
 
 __all__ = ["TRANSFORMER_ZOO", "ModelSource"]
@@ -75,13 +76,25 @@ class ModelSource:
 
     def trace(self, batch_size: int, seq_len: int | None, *, setting: str = "steady",
               optimizer: str | None = None, precision: str = "fp32",
-              attention: str | None = None, device: str = "cpu") -> TracedStep:
-        """Trace one training step (fake tensors; nothing is allocated)."""
+              attention: str | None = None, device: str = "cpu",
+              parallel: ParallelSetting | None = None) -> TracedStep:
+        """Trace one training step (fake tensors; nothing is allocated); ``parallel``: the
+        step of one data-parallel rank (zoo models only, ``docs/parallel.md``).
+
+        Raises
+        ------
+        ConfigError
+            ``parallel`` with a Hugging Face config (not supported in this version).
+        """
         if self.zoo is not None:
             from roam_core.zoo.steps import trace_zoo
 
             return trace_zoo(self.zoo, batch_size, seq_len, setting, optimizer,
-                             attention=attention, device=device, precision=precision)
+                             attention=attention, device=device, parallel=parallel,
+                             precision=precision)
+        if parallel is not None and parallel.active:
+            raise ConfigError(f"--parallel {parallel.kind} is supported for zoo models only "
+                              "in this version, not with --hf-config")
         from roam_core.zoo.hf import trace_hf
 
         return trace_hf(self.hf_config, batch_size, seq_len, head=self.hf_task,

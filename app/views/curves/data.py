@@ -4,6 +4,7 @@ bytes per step, before and after)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import plotly.graph_objects as go
@@ -14,13 +15,14 @@ from app.analysis.peaks import peak_contributors, peak_modules, peak_note
 from app.core import state
 from app.core.memo import memoised
 from app.core.store_types import FigureJSON, Selection
+from app.figures.style import KIND_COLORS
 from app.services.figure_cache import copy_figure, figure_json, fresh, window_key
 from app.services.plan_data import after_data, before_data
 from app.services.selection import selected_module
 from app.services.view_graph import view_graph
 from app.views.curves.figure import memory_curves_figure
-from roam_core.model.graph import Graph
-from roam_core.oracle.attribution import module_bytes_per_step
+from roam_core.model.graph import Graph, OpId, TensorKind
+from roam_core.oracle.attribution import kind_bytes_per_step, module_bytes_per_step
 
 __all__ = ["curves_dict", "curves_figure"]
 
@@ -51,7 +53,7 @@ def _curves(graph_key: str, plan_key: str | None, base: str,
     graph = state.get_graph(graph_key)
     label = f"module {module_label(module or '')}"
     if not plan_key:
-        extra = [] if module is None else [
+        extra: list[tuple[str, Any, str, str]] = [] if module is None else [
             (f"{label} ({b.label})", module_bytes_per_step(graph, b.order, module), "#55a868",
              "before")]
         note = {b.label: _peak_note(graph, b.view, b.curve)}
@@ -66,6 +68,7 @@ def _curves(graph_key: str, plan_key: str | None, base: str,
         (f"{label} (planned)", module_bytes_per_step(
             g_after, a.plan.order, module, alignment_bytes=a.plan.alignment_bytes), "#e89c9f",
          "after")]
+    extra += _communication(g_after, a.plan.order, a.plan.alignment_bytes)
     after_label = f"planned ({a.plan.method})"
     notes = {lbl: _peak_note(g, view, curve) for lbl, g, view, curve in (
         (b.label, graph, b.view, b.curve), (after_label, g_after, a.view, a.curve))}
@@ -74,6 +77,18 @@ def _curves(graph_key: str, plan_key: str | None, base: str,
         lower_bound_bytes=a.plan.lower_bound_bytes, after_label=after_label,
         before_label=b.label, x_range=x_range, step=step, extra_curves=extra,
         peak_notes=notes, title="")  # the summary's headline says it
+
+
+def _communication(graph: Graph, order: Sequence[OpId],
+                   alignment_bytes: int) -> list[tuple[str, np.ndarray, str, str]]:
+    """The planned live bytes of the communication buffers of a data-parallel rank's step
+    (gathered parameters, all-gather / reduce-scatter / bucket buffers), in their colour."""
+    if not any(t.kind is TensorKind.COMMUNICATION for t in graph.tensors.values()):
+        return []
+    curve = kind_bytes_per_step(graph, order, TensorKind.COMMUNICATION,
+                                alignment_bytes=alignment_bytes)
+    return [("communication (planned)", np.asarray(curve), KIND_COLORS["communication"],
+             "after")]
 
 
 def _peak_note(graph: Graph, view: LayoutView, curve: np.ndarray) -> str:

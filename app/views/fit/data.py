@@ -15,6 +15,7 @@ from app.core import state
 from roam_core.base.cancel import CancelFlag
 from roam_core.base.errors import ConfigError
 from roam_core.model.graph import Graph
+from roam_core.model.parallel import ParallelSetting
 from roam_core.planner.whatfits import FitRow
 
 __all__ = ["MAX_CONFIGS", "MAX_CONFIGS_LARGE", "MAX_CONFIGS_XL", "SMALL_MODELS", "XL_MODELS",
@@ -61,34 +62,50 @@ def _plain(settings: PlanSettings) -> dict[str, Any]:
             for k, v in settings.as_dict().items()}
 
 
-def _settings_blob(model: str, settings: PlanSettings, precision: str) -> str:
-    return json.dumps([model, "steady", "adamw", _plain(settings), precision], sort_keys=True)
+def _world(parallel: ParallelSetting | None) -> list[dict[str, Any]]:
+    """The data-parallel part of a cache key (empty for one device: those keys unchanged)."""
+    return [parallel.to_dict()] if parallel is not None and parallel.active else []
+
+
+#: Rows measured before extra time was estimated in seconds (FLOP shares) are not re-used.
+_ROW_FORMAT = "time"
+
+
+def _settings_blob(model: str, settings: PlanSettings, precision: str,
+                   parallel: ParallelSetting | None = None) -> str:
+    return json.dumps([model, "steady", "adamw", _plain(settings), precision, _ROW_FORMAT,
+                       *_world(parallel)], sort_keys=True)
 
 
 def _row_key(model: str, b: int, t: int | None, settings: PlanSettings,
-             precision: str = "fp32") -> str:
-    blob = json.dumps([model, b, t, "steady", "adamw", _plain(settings), precision],
+             precision: str = "fp32", parallel: ParallelSetting | None = None) -> str:
+    blob = json.dumps([model, b, t, "steady", "adamw", _plain(settings), precision,
+                       _ROW_FORMAT, *_world(parallel)],
                       sort_keys=True)
     return "fit-" + hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def _index_key(model: str, settings: PlanSettings, precision: str) -> str:
+def _index_key(model: str, settings: PlanSettings, precision: str,
+               parallel: ParallelSetting | None = None) -> str:
     """Cache key of the list of every row measured for ``model`` under these settings."""
-    return "fit-index-" + hashlib.sha256(_settings_blob(model, settings, precision).encode()
-                                         ).hexdigest()[:32]
+    blob = _settings_blob(model, settings, precision, parallel)
+    return "fit-index-" + hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
-def _remember(model: str, settings: PlanSettings, key: str, precision: str = "fp32") -> None:
-    index = _index_key(model, settings, precision)
+def _remember(model: str, settings: PlanSettings, key: str, precision: str = "fp32",
+              parallel: ParallelSetting | None = None) -> None:
+    index = _index_key(model, settings, precision, parallel)
     keys = state.get_json(index, [])
     if key not in keys:
         state.put_json(index, [*keys, key])
 
 
-def known_rows(model: str, settings: PlanSettings, precision: str = "fp32") -> list[FitRow]:
+def known_rows(model: str, settings: PlanSettings, precision: str = "fp32",
+               parallel: ParallelSetting | None = None) -> list[FitRow]:
     """Every configuration of ``model`` measured so far under these settings (by any sweep),
     smallest first: the answer is about all of them, not only the last sweep's."""
-    rows = [FitRow.from_dict(d) for k in state.get_json(_index_key(model, settings, precision), [])
+    rows = [FitRow.from_dict(d) for k in state.get_json(_index_key(model, settings, precision,
+                                                                      parallel), [])
             if (d := state.get_json(k)) is not None]
     return sorted(rows, key=lambda r: (r.seq_len or 0, r.batch_size))
 
@@ -103,7 +120,8 @@ def sweep_rows(result: Mapping[str, Any] | None) -> list[FitRow]:
     if result.get("model") and result.get("settings"):
         try:
             known = known_rows(result["model"], PlanSettings(**result["settings"]),
-                               result.get("precision") or "fp32")
+                               result.get("precision") or "fp32",
+                               ParallelSetting.from_mapping(result.get("parallel")))
         except TypeError:  # settings of another version of the app
             pass
     # the sweep's own rows always count (a row is one batch size and sequence length)
@@ -115,12 +133,14 @@ def sweep(model: str, batch_sizes: Sequence[int], seq_lens: Sequence[int | None]
           settings: PlanSettings,
           progress: Callable[[int, int, str], None] | None = None,
           trace: Callable[[str, int, int | None], Graph] | None = None,
-          cancel: CancelFlag | None = None, precision: str = "fp32") -> Sweep:
+          cancel: CancelFlag | None = None, precision: str = "fp32",
+          parallel: ParallelSetting | None = None) -> Sweep:
     """Measure every (batch, sequence length) of ``model`` (cached rows are re-used).
 
     ``trace(model, batch, seq_len)`` returns a graph (default: the zoo tracer, steady
-    setting, AdamW, in ``precision``).  ``cancel`` stops the sweep between configurations;
-    the rows measured are kept (and cached).
+    setting, AdamW, in ``precision``; with ``parallel``, the step of one rank, so every row
+    is per rank).  ``cancel`` stops the sweep between configurations; the rows measured are
+    kept (and cached).
 
     Raises
     ------
@@ -141,11 +161,13 @@ def sweep(model: str, batch_sizes: Sequence[int], seq_lens: Sequence[int | None]
                "; each configuration of this model is traced and planned, which takes "
                + ("minutes" if model in XL_MODELS else "about 20 s") + " on a CPU; rows "
                "measured earlier are kept, so sweep the rest next") + ")")
+    par = parallel or ParallelSetting()
     if trace is None:
         def trace(m: str, b: int, t: int | None) -> Graph:
             from roam_core.zoo import trace_zoo
 
-            return trace_zoo(m, b, t, "steady", "adamw", precision=precision).graph
+            return trace_zoo(m, b, t, "steady", "adamw", precision=precision,
+                             parallel=par).graph
 
     cfg = PlannerConfig(time_limit_s=settings.time_limit_s, node_limit=settings.node_limit,
                         workers=settings.workers, alignment_bytes=settings.alignment_bytes)
@@ -159,16 +181,16 @@ def sweep(model: str, batch_sizes: Sequence[int], seq_lens: Sequence[int | None]
         what = f"{model} batch {b}" + (f", seq {t}" if t else "")
         if progress is not None:
             progress(i, len(configs), f"{i}/{len(configs)}: tracing and planning {what}")
-        key = _row_key(model, b, t, settings, precision)
+        key = _row_key(model, b, t, settings, precision, par)
         cached = state.get_json(key)
         if cached is not None:
             rows.append(FitRow.from_dict(cached))
-            _remember(model, settings, key, precision)
+            _remember(model, settings, key, precision, par)
             continue
         graph = trace(model, b, t)
         row = fit_row(graph, cfg, batch_size=b, seq_len=t or graph.origin.get("seq_len"))
         state.put_json(key, row.to_dict())
-        _remember(model, settings, key, precision)
+        _remember(model, settings, key, precision, par)
         rows.append(row)
     if progress is not None:
         progress(len(configs), len(configs), f"done: {len(configs)} configurations")

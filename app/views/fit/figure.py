@@ -47,7 +47,8 @@ def fit_figure(rows: Sequence[FitRow], memory_gib: float | None = None) -> go.Fi
                 text=[f"{name}<br>batch {r.batch_size}"
                       + (f", seq {r.seq_len}" if r.seq_len else "")
                       + f"<br>{fmt_bytes(r.peak_bytes[m])}"
-                      + (f"<br>+{r.extra_flops_pct.get(m, 0):.1f}% FLOPs"
+                      + (f"<br>+{r.extra_time_pct.get(m, 0):.1f}% time"
+                         + (f" (est. on {r.device_profile})" if r.device_profile else "")
                          if m.startswith("roam_recompute") else "") for r in pts],
                 hovertemplate="%{text}<extra></extra>"))
     sizes: list[tuple[float, str, str, str]] = [(g, f"{g} GiB", "#999", "dot")

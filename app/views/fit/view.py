@@ -28,9 +28,11 @@ from app.views.fit.model import GPU_SIZES_GIB, fit_answer, parse_ints
 from app.views.loading.data import zoo_models
 from app.views.spec import View
 from roam_core.base.catalog import default_precision
-from roam_core.base.errors import RoamError
+from roam_core.base.errors import ConfigError, RoamError
+from roam_core.model.parallel import PARALLEL_PRECISIONS, ParallelSetting
 
-__all__ = ["CARD", "VIEW", "body", "cancel_fit", "card", "fit_job", "render_fit"]
+__all__ = ["CARD", "VIEW", "body", "cancel_fit", "card", "fit_job", "parallel_choice",
+           "render_fit"]
 
 _logger = logging.getLogger(__name__)
 
@@ -41,12 +43,17 @@ FIT_MEMORY = "fit-memory-gib"
 FIT_PRECISION = "fit-precision"
 #: The precision dropdown's default: bf16-mixed for transformers, fp32 otherwise.
 AUTO = "auto"
+FIT_PARALLEL = "fit-parallel"
+FIT_WORLD = "fit-world-size"
 FIT_BTN = "fit-btn"
 FIT_CANCEL = "fit-cancel-btn"
 FIT_PROGRESS = "fit-progress"
 FIT_PROGRESS_TEXT = "fit-progress-text"
 FIT_STATUS = "fit-status"
-FIT_RESULT = "fit-result"  # store: {"rows": [FitRow dicts], "model": str}
+FIT_RESULT = "fit-result"  # store: {"rows": [FitRow dicts], "model": str, "parallel": str}
+
+#: World sizes offered (ranks; 1: one device).
+WORLD_SIZES = (1, 2, 4, 8, 16, 32, 64)
 FIT_GRAPH = "fit-graph"
 FIT_ANSWER = "fit-answer"
 
@@ -67,7 +74,8 @@ def body(models: Sequence[str]) -> list[Component]:
         html.Details([html.Summary("How to read this"), html.Div(
             "Each line is the memory one training step needs at each batch size: PyTorch "
             "eager (the caching allocator's reserved bytes), roam, and roam allowed to "
-            "recompute up to 5% or 25% extra time (estimated from FLOPs). Where a line "
+            "recompute up to 5% or 25% extra time (estimated per op on the device profile: "
+            "compute or memory bandwidth, whichever is slower). Where a line "
             "crosses a GPU size, the batch stops fitting. The y axis is logarithmic. "
             "Transformers are traced in bf16 mixed precision unless you pick another.",
             className="muted")]),
@@ -89,6 +97,16 @@ def body(models: Sequence[str]) -> list[Component]:
                 options=[{"label": "bf16-mixed for transformers, else fp32", "value": AUTO},
                          *["fp32", "bf16-mixed", "bf16", "fp16-mixed"]])],
                 className="field"),
+            html.Label(["data parallel (memory per rank)",
+                        dcc.Dropdown(id=FIT_PARALLEL, clearable=False, value="none",
+                                     options=[{"label": "none (one device)", "value": "none"},
+                                              {"label": "FSDP2 (fully_shard per block)",
+                                               "value": "fsdp"},
+                                              {"label": "DDP", "value": "ddp"}])],
+                       className="field"),
+            html.Label(["world size (ranks)",
+                        dcc.Dropdown(id=FIT_WORLD, options=list(WORLD_SIZES), value=1,
+                                     clearable=False)], className="field"),
         ], className="grid2"),
         html.Div([html.Button("Sweep", id=FIT_BTN, className="primary", disabled=not models),
                   html.Button("Cancel", id=FIT_CANCEL, disabled=True)], className="buttons"),
@@ -108,38 +126,53 @@ def stores() -> list[dcc.Store]:
 
 def fit_job(set_progress: Callable[[tuple[int, int, str]], None], n: int | None,
             model: str | None, batches: str | float | None, seqs: str | float | None,
-            precision: str | None, tl: FormNumber, nl: FormNumber, w: FormNumber,
-            al: FormNumber, session: str | None = None,
+            precision: str | None, kind: str | None, world: int | str | None,
+            tl: FormNumber, nl: FormNumber, w: FormNumber, al: FormNumber,
+            session: str | None = None,
             ) -> tuple[dict[str, Any] | dash.NoUpdate, str]:
     """Background: the sweep, with progress (``precision`` ``"auto"``: bf16-mixed for
-    transformers, fp32 otherwise, and the status says so).
+    transformers, fp32 otherwise, and the status says so; per rank with a data-parallel
+    setting, where ``"auto"`` is fp32 when the rank does not trace in bf16-mixed: DDP).
 
     Cancel is cooperative (:func:`cancel_fit`): the sweep stops between configurations and
     keeps the rows measured.
     """
     if not n or not model:
         raise PreventUpdate
-    prec = default_precision(model) if precision in (None, AUTO) else precision
-    how = (f"{prec} (the default for {'transformers' if prec != 'fp32' else 'this model'})"
-           if precision in (None, AUTO) else prec)
     cancel = cancel_requests.cancel_flag(session, n, "fit") if session else None
     try:
+        par = parallel_choice(kind, world)
+        prec, how = _precision_choice(model, precision, par)
         s = settings_from_form("roam", tl, nl, w, al)
         bs = parse_ints(batches, "batch sizes")
         ts: list[int | None] = list(parse_ints(seqs, "sequence lengths")) or [None]
         done = sweep(model, bs, ts, s, lambda d, t, msg: set_progress((d, t, msg)),
-                     cancel=cancel, precision=prec)
+                     cancel=cancel, precision=prec, parallel=par)
     except RoamError as e:
         return dash.no_update, f"Sweep failed: {e}"
     except Exception as e:  # a trace/planner failure must reach the user, not kill the app
         _logger.exception("fit sweep failed")
         return dash.no_update, f"Sweep failed: {type(e).__name__}: {e}"
+    where = f" per rank ({par.describe()})" if par.active else ""
     out = {"model": model, "precision": prec, "settings": s.as_dict(),
-           "rows": [r.to_dict() for r in done.rows]}
+           "rows": [r.to_dict() for r in done.rows], "parallel": par.to_dict(),
+           "where": where}
     if done.cancelled:
         return out, (f"cancelled: {len(done.rows)} of {done.total} configurations measured "
                      "(kept; the answer uses every configuration measured so far)")
-    return out, f"swept {model} in {how}: {len(done.rows)} configurations"
+    return out, f"swept {model}{where} in {how}: {len(done.rows)} configurations"
+
+
+def _precision_choice(model: str, precision: str | None,
+                      par: ParallelSetting) -> tuple[str, str]:
+    """The sweep's precision and how the status names it (``auto``: the model's default, or
+    fp32 where a rank does not trace in it)."""
+    if precision not in (None, AUTO):
+        return str(precision), str(precision)
+    prec = default_precision(model)
+    if par.active and prec not in PARALLEL_PRECISIONS[par.kind]:
+        return "fp32", f"fp32 ({par.kind} ranks trace in fp32 only)"
+    return prec, f"{prec} (the default for {'transformers' if prec != 'fp32' else 'this model'})"
 
 
 def cancel_fit(n: int | None, session: str | None, run: int | None) -> tuple[str, str]:
@@ -149,6 +182,22 @@ def cancel_fit(n: int | None, session: str | None, run: int | None) -> tuple[str
     cancel_requests.request_cancel(session, run, "fit")
     return ("cancelling: the sweep stops after the configuration it is measuring and keeps "
             "the rows measured…", "cancelling…")
+
+
+def parallel_choice(kind: str | None, world: int | str | None) -> ParallelSetting:
+    """The setting of the two selectors; a world size above 1 needs FSDP or DDP.
+
+    >>> parallel_choice("fsdp", 8).describe()
+    'fsdp, world size 8, reshard after forward, wrap blocks'
+    >>> parallel_choice("none", 1).active
+    False
+    """
+    w = int(world or 1)
+    if (kind or "none") == "none":
+        if w != 1:
+            raise ConfigError(f"world size {w}: choose FSDP2 or DDP as the data parallelism")
+        return ParallelSetting()
+    return ParallelSetting(str(kind), w)
 
 
 def render_fit(result: Mapping[str, Any] | None, memory: float | str | None
@@ -164,8 +213,9 @@ def render_fit(result: Mapping[str, Any] | None, memory: float | str | None
         mem = None
     answer: list[Component] = [html.Li(x) for x in fit_answer(rows, mem or GPU_SIZES_GIB[0])]
     if rows:
-        answer.insert(0, html.Li(f"Largest batch that fits {mem or GPU_SIZES_GIB[0]:g} GiB "
-                                 f"(of the {len(rows)} configurations of "
+        where = (result or {}).get("where") or ""
+        answer.insert(0, html.Li(f"Largest batch that fits {mem or GPU_SIZES_GIB[0]:g} GiB"
+                                 f"{where} (of the {len(rows)} configurations of "
                                  f"{(result or {}).get('model', 'this model')} measured so far):",
                                  style={"fontWeight": "bold", "listStyle": "none"}))
     return fit_figure(rows, mem), answer
@@ -178,8 +228,8 @@ def register(app: dash.Dash, config: AppConfig) -> None:
     app.callback(
         Output(FIT_RESULT, "data"), Output(FIT_STATUS, "children"),
         Input(FIT_BTN, "n_clicks"), State(FIT_MODEL, "value"), State(FIT_BATCHES, "value"),
-        State(FIT_SEQS, "value"), State(FIT_PRECISION, "value"), *settings,
-        State(ids.SESSION, "data"),
+        State(FIT_SEQS, "value"), State(FIT_PRECISION, "value"), State(FIT_PARALLEL, "value"),
+        State(FIT_WORLD, "value"), *settings, State(ids.SESSION, "data"),
         background=True, prevent_initial_call=True, interval=500,
         running=[(Output(FIT_BTN, "disabled"), True, False),
                  (Output(FIT_CANCEL, "disabled"), False, True)],

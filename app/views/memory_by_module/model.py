@@ -15,7 +15,7 @@ ModuleRow = dict[str, str | int | float | None]
 
 #: Kind columns of the per-module table (the rest are summed into ``other``).
 MODULE_KINDS: tuple[str, ...] = ("activation", "gradient", "parameter", "optimizer_state",
-                                 "temporary")
+                                 "temporary", "communication")
 
 
 def _grouped_kinds(attr: PeakAttribution, depth: int | None) -> dict[str, dict[str, int]]:

@@ -12,6 +12,7 @@ from app.views.summary.model import (
     Summary,
     headline,
     headline_rows,
+    parallel_rows,
     solver_details,
     summary_table,
     why_notes,
@@ -27,7 +28,8 @@ def summary(graph_key: str, plan_key: str | None, base: str) -> Summary:
     graph = state.get_graph(graph_key)
     b = before_data(graph_key, base)
     before_peak = int(b.curve.max(initial=0))
-    head = [("graph", f"{graph.name}: {len(graph.ops):,} ops, {len(graph.tensors):,} storages")]
+    head = [("graph", f"{graph.name}: {len(graph.ops):,} ops, {len(graph.tensors):,} storages"),
+            *parallel_rows(graph)]
     if not plan_key:
         return Summary(headline(before_peak, None, b.label),
                        f"{b.label} reserved (caching allocator): {fmt_bytes(b.reserved_bytes)}",

@@ -8,12 +8,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.core.formatting import fmt_bytes
-from roam_core.model.graph import Graph, OpId, round_size
+from roam_core.model.graph import Graph, OpId, TensorKind, round_size
+from roam_core.model.parallel import parallel_of
 from roam_core.model.plan import Plan, SolveRecord
 from roam_core.planner.headline import Headline, NextStep
 
-__all__ = ["STAGE_WORDS", "STATUS_WORDS", "Summary", "bound_text",
-           "headline", "headline_rows", "solver_details", "summary_table", "why_notes"]
+__all__ = ["STAGE_WORDS", "STATUS_WORDS", "Summary", "bound_text", "headline",
+           "headline_rows", "parallel_rows", "solver_details", "summary_table", "why_notes"]
 
 
 #: The planner's stages (``SolveRecord.stage``) in words.
@@ -128,6 +129,25 @@ def headline_rows(h: Headline, setting: str, nxt: NextStep | None = None
         if nxt is not None:
             rows.append(("next step", nxt.text()))
     return rows
+
+
+def parallel_rows(graph: Graph) -> list[tuple[str, str]]:
+    """The data-parallel setting of a rank's step (none for a one-device graph).
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import chain3
+    >>> parallel_rows(chain3())
+    []
+    """
+    par = parallel_of(graph)
+    if not par.active:
+        return []
+    comm = sum(t.size_bytes for t in graph.tensors.values()
+               if t.kind is TensorKind.COMMUNICATION)
+    return [("parallel", f"{par.describe()}: the step of one rank, every byte is per rank"),
+            ("communication buffers", f"{fmt_bytes(comm)} allocated over the step "
+             "(gathered parameters, all-gather, reduce-scatter and bucket buffers)")]
 
 
 def summary_table(plan: Plan, before_peak_bytes: int, before_label: str,

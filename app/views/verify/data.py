@@ -27,6 +27,7 @@ from app.core import state
 from app.core.formatting import fmt_bytes
 from roam_core.base.errors import ExecutorError
 from roam_core.model.graph import Graph
+from roam_core.model.parallel import parallel_of
 
 __all__ = [
     "DEVICE_LABELS",
@@ -124,6 +125,11 @@ def rebuild_reason(graph: Graph) -> str | None:
                 "(run roam_core.execute_plan from Python)")
     if not graph.origin.get("model"):
         return "the graph's origin names no zoo model"
+    par = parallel_of(graph)
+    if par.active:
+        return (f"the step of one rank of {par.describe()}: it runs on {par.world_size} "
+                f"ranks (roam train {graph.origin['model']} --parallel {par.kind} "
+                f"--world-size {par.world_size})")
     return None
 
 

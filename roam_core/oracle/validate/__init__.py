@@ -6,7 +6,8 @@ never raises on a bad plan.  The rules, one module per family:
 1. (:mod:`~roam_core.oracle.validate.order_rules`) the order is a permutation of the graph's
    ops (``MISSING_OP``, ``DUPLICATE_OP``, ``UNKNOWN_OP``); every data edge runs forward
    (``PRECEDENCE``), every mutation hazard keeps its side (``MUTATION_ORDER``), random ops
-   keep their relative order (``RNG_ORDER``);
+   keep their relative order (``RNG_ORDER``), collectives keep theirs
+   (``COLLECTIVE_ORDER``, from the op targets, whatever edges the graph holds);
 2. (:mod:`~roam_core.oracle.validate.arena_rules`, :func:`check_arena`) every planned tensor
    has an aligned offset inside the arena and no two co-live tensors share bytes; the same
    rules for a DSA solution (:func:`check_dsa_solution`);

@@ -2,9 +2,11 @@
 
 ``MISSING_OP``, ``DUPLICATE_OP`` and ``UNKNOWN_OP`` for a non-permutation; ``PRECEDENCE``
 for a data edge run backwards, ``MUTATION_ORDER`` for a broken mutation hazard and
-``RNG_ORDER`` for random ops out of their relative order.  A vectorised pass over an edge
-index (kept per graph) clears valid orders; only an order it cannot clear is walked op by
-op, naming every violation.
+``RNG_ORDER`` for random ops out of their relative order, ``COLLECTIVE_ORDER`` for
+collectives out of theirs (checked from the op targets alone, whatever edges the graph holds:
+every rank runs the plan, and ranks that issue collectives in different orders deadlock or
+mix up data).  A vectorised pass over an edge index (kept per graph) clears valid orders;
+only an order it cannot clear is walked op by op, naming every violation.
 """
 
 from __future__ import annotations
@@ -18,16 +20,58 @@ from roam_core.base.checks import require_type
 from roam_core.base.errors import Violation, ViolationKind
 from roam_core.base.graph_cache import PerGraphCache
 from roam_core.model.graph import EdgeReason, Graph, OpId
+from roam_core.model.parallel import is_collective
 from roam_core.model.positions import order_indices, program_index
 
-__all__ = ["check_order"]
+__all__ = ["check_collective_order", "check_order"]
 
 _EDGE_KIND = {
     EdgeReason.DATA: ViolationKind.PRECEDENCE,
     EdgeReason.MUTATION: ViolationKind.MUTATION_ORDER,
     EdgeReason.RNG: ViolationKind.RNG_ORDER,
     EdgeReason.WEIGHT_UPDATE: ViolationKind.PRECEDENCE,
+    EdgeReason.COLLECTIVE: ViolationKind.COLLECTIVE_ORDER,
 }
+
+#: The collective ops of the last few graphs checked, in program order.
+_COLLECTIVES: PerGraphCache[tuple[OpId, ...]] = PerGraphCache(max_entries=16)
+
+
+def _collectives(graph: Graph) -> tuple[OpId, ...]:
+    hit = _COLLECTIVES.get(graph)
+    if hit is None:
+        hit = _COLLECTIVES.put(graph, tuple(op.id for op in graph.ops
+                                            if is_collective(op.target)))
+    return hit
+
+
+def check_collective_order(graph: Graph, order: Sequence[OpId]) -> list[Violation]:
+    """``COLLECTIVE_ORDER`` for every collective that runs before one it followed in the
+    graph's program order (ops absent from ``order`` are left to :func:`check_order`).
+
+    Examples
+    --------
+    >>> from roam_core.model.samples import diamond
+    >>> check_collective_order(diamond(), ["a", "c", "b", "d"])   # no collectives
+    []
+    """
+    coll = _collectives(graph)
+    if not coll:
+        return []
+    wanted = set(coll)
+    pos = {op: i for i, op in enumerate(order) if op in wanted}
+    seq = [c for c in coll if c in pos]
+    out: list[Violation] = []
+    latest: OpId | None = None
+    for c in seq:
+        if latest is not None and pos[c] < pos[latest]:
+            out.append(Violation(
+                ViolationKind.COLLECTIVE_ORDER, c,
+                f"collective {c!r} (step {pos[c]}) runs before {latest!r} (step "
+                f"{pos[latest]}), which it follows on every rank"))
+        if latest is None or pos[c] > pos[latest]:
+            latest = c
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +183,8 @@ def check_order(graph: Graph, order: Sequence[OpId]) -> list[Violation]:
     """
     require_type(graph, Graph, "check_order: graph")
     if _obviously_valid(graph, order):
-        return []
-    out: list[Violation] = []
+        return check_collective_order(graph, order)
+    out: list[Violation] = check_collective_order(graph, order)
     pos: dict[str, int] = {}
     known = set(graph.op_ids)
     for i, op in enumerate(order):
@@ -166,7 +210,10 @@ def check_order(graph: Graph, order: Sequence[OpId]) -> list[Violation]:
                     ViolationKind.PRECEDENCE, node.id,
                     f"op {node.id!r} (step {pos[node.id]}) reads {v!r} before its producer "
                     f"{src!r} runs (step {pos[src]})"))
+    named = {v.subject_id for v in out if v.kind is ViolationKind.COLLECTIVE_ORDER}
     for e in graph.control_edges:
+        if e.reason is EdgeReason.COLLECTIVE and e.dst in named:
+            continue  # named by the collective rule already
         if e.src in pos and e.dst in pos and pos[e.src] > pos[e.dst]:
             out.append(Violation(
                 _EDGE_KIND[e.reason], e.dst,

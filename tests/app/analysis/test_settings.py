@@ -27,7 +27,7 @@ def test_the_plan_settings_form_is_read_one_way_everywhere(cache_dir: Path) -> N
     """The Plan card, the Budget view and What fits read the form with one parser: the same
     words for a bad value, wherever it is typed."""
     assert planning_view.settings_message("roam", -5, 60, 1, 512) == f"Settings: {WORDS}"
-    _, msg = fit_view.fit_job(print, 1, "mlp", "1", "", "auto", -5, 60, 1, 512)
+    _, msg = fit_view.fit_job(print, 1, "mlp", "1", "", "auto", "none", 1, -5, 60, 1, 512)
     assert msg == f"Sweep failed: {WORDS}"
     gk = state.put_graph(two_param_step())
     _, msg = budget_view.frontier_job(print, 1, {"key": gk}, 8, [], "roam", -5, 60, 1, 512)

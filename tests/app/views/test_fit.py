@@ -54,9 +54,10 @@ def test_fit_sweep_caches_rows_and_answers(cache_dir: Path) -> None:
 
 
 def test_fit_job_messages(cache_dir: Path) -> None:
-    _, msg = fit_view.fit_job(print, 1, "mlp", "1 x", "", "auto", 1, 60, 1, 512)
+    _, msg = fit_view.fit_job(print, 1, "mlp", "1 x", "", "auto", "none", 1, 1, 60, 1, 512)
     assert msg == "Sweep failed: batch sizes: 'x' is not a positive whole number"
-    _out, msg = fit_view.fit_job(print, 1, "gpt2-xl", "1 2 4 8", "", "auto", 1, 60, 1, 512)
+    _out, msg = fit_view.fit_job(print, 1, "gpt2-xl", "1 2 4 8", "", "auto", "none", 1, 1, 60,
+                                 1, 512)
     assert "too many" in msg
     assert "minutes" in msg
     fig, answer = fit_view.render_fit({"rows": [r.to_dict() for r in fit_data.sweep(
@@ -76,8 +77,8 @@ def test_fit_answer_remembers_earlier_sweeps_and_cancel_keeps_rows(
 
     monkeypatch.setattr(fit_view, "sweep", functools.partial(fit_data.sweep,
                                                              trace=_fake_trace))
-    fit_view.fit_job(print, 1, "mlp", "1 2", "", "fp32", 1, 60, 1, 512)
-    out, msg = fit_view.fit_job(print, 1, "mlp", "8", "", "fp32", 1, 60, 1, 512)
+    fit_view.fit_job(print, 1, "mlp", "1 2", "", "fp32", "none", 1, 1, 60, 1, 512)
+    out, msg = fit_view.fit_job(print, 1, "mlp", "8", "", "fp32", "none", 1, 1, 60, 1, 512)
     assert [r["batch_size"] for r in out["rows"]] == [8]
     assert [r.batch_size for r in fit_data.sweep_rows(out)] == [1, 2, 8]
 
@@ -86,8 +87,8 @@ def test_fit_answer_remembers_earlier_sweeps_and_cancel_keeps_rows(
             cancel_requests.request_cancel("page", 2, "fit")
             time.sleep(0.3)  # the job reads the request at most every 0.25 s
 
-    out, msg = fit_view.fit_job(progress, 2, "mlp", "16 32 64", "", "fp32", 1, 60, 1, 512,
-                                "page")
+    out, msg = fit_view.fit_job(progress, 2, "mlp", "16 32 64", "", "fp32", "none", 1, 1, 60,
+                                1, 512, "page")
     assert msg.startswith("cancelled: 2 of 3 configurations measured"), msg
     assert [r.batch_size for r in fit_data.sweep_rows(out)] == [1, 2, 8, 16, 32]
     assert fit_data.max_configs("gpt2") > 3
@@ -104,18 +105,23 @@ def test_fit_sweep_traces_a_zoo_model(cache_dir: Path) -> None:
 def test_fit_job_defaults_transformers_to_bf16_mixed(monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[str] = []
 
-    def fake_sweep(model, bs, ts, s, progress, cancel, precision):  # type: ignore[no-untyped-def]
+    def fake_sweep(model, bs, ts, s, progress, cancel, precision,  # type: ignore[no-untyped-def]
+                   parallel):
         seen.append(precision)
         return fit_data.Sweep([], False, 1)
 
     monkeypatch.setattr(fit_view, "sweep", fake_sweep)
-    out, msg = fit_view.fit_job(print, 1, "gpt2", "1", "", "auto", 1, 60, 1, 512)
+    out, msg = fit_view.fit_job(print, 1, "gpt2", "1", "", "auto", "none", 1, 1, 60, 1, 512)
     assert msg == "swept gpt2 in bf16-mixed (the default for transformers): 0 configurations"
     assert out["precision"] == "bf16-mixed"
-    _, msg = fit_view.fit_job(print, 1, "mlp", "1", "", "auto", 1, 60, 1, 512)
+    _, msg = fit_view.fit_job(print, 1, "mlp", "1", "", "auto", "none", 1, 1, 60, 1, 512)
     assert "fp32 (the default for this model)" in msg
-    fit_view.fit_job(print, 1, "gpt2", "1", "", "fp16-mixed", 1, 60, 1, 512)
-    assert seen == ["bf16-mixed", "fp32", "fp16-mixed"]
+    fit_view.fit_job(print, 1, "gpt2", "1", "", "fp16-mixed", "none", 1, 1, 60, 1, 512)
+    _, msg = fit_view.fit_job(print, 1, "gpt2", "1", "", "auto", "ddp", 2, 1, 60, 1, 512)
+    assert "fp32 (ddp ranks trace in fp32 only)" in msg
+    _, msg = fit_view.fit_job(print, 1, "gpt2", "1", "", "auto", "fsdp", 2, 1, 60, 1, 512)
+    assert "per rank (fsdp, world size 2" in msg
+    assert seen == ["bf16-mixed", "fp32", "fp16-mixed", "fp32", "bf16-mixed"]
 
 
 def test_rows_are_found_with_settings_back_from_the_browser(cache_dir: Any) -> None:
@@ -130,3 +136,35 @@ def test_rows_are_found_with_settings_back_from_the_browser(cache_dir: Any) -> N
     back = {**s.as_dict(), "time_limit_s": 2, "alignment_bytes": 512.0}
     assert [r.batch_size for r in fit_data.sweep_rows(
         {"model": "mlp", "settings": back, "rows": []})] == [3]
+
+
+def test_world_size_selector(cache_dir: Path) -> None:
+    """A world size needs FSDP or DDP; a parallel sweep is cached apart and answered per rank."""
+    _, msg = fit_view.fit_job(print, 1, "mlp", "1", "", "auto", "none", 8, 1, 60, 1, 512)
+    assert msg == "Sweep failed: world size 8: choose FSDP2 or DDP as the data parallelism"
+    par = fit_view.parallel_choice("fsdp", 8)
+    seen: list[int] = []
+
+    def trace(m: str, b: int, t: int | None) -> Any:
+        seen.append(b)
+        return _fake_trace(m, b, t)
+
+    fit_data.sweep("mlp", [1], [None], S, trace=trace)
+    fit_data.sweep("mlp", [1], [None], S, trace=trace, parallel=par)
+    assert seen == [1, 1]  # not the one-device row
+    rows = fit_data.sweep("mlp", [1], [None], S, trace=trace, parallel=par).rows
+    assert seen == [1, 1]
+    # the rows known for one world are not those of another (nor of one device)
+    assert len(fit_data.known_rows("mlp", S, parallel=par)) == 1
+    assert fit_data.known_rows("mlp", S, parallel=fit_view.parallel_choice("fsdp", 2)) == []
+    _fig, answer = fit_view.render_fit({"rows": [r.to_dict() for r in rows],
+                                        "where": " per rank (fsdp, world size 8)"}, 24)
+    assert "per rank (fsdp, world size 8)" in str(answer[0].children)
+
+
+@pytest.mark.slow
+def test_fit_sweep_of_one_rank(cache_dir: Path) -> None:
+    pytest.importorskip("torch")
+    rows = fit_data.sweep("tiny_gpt", [1], [16], S,
+                          parallel=fit_view.parallel_choice("fsdp", 4)).rows
+    assert [r.graph_name for r in rows] == ["tiny_gpt-b1-t16-steady-fsdp4"]

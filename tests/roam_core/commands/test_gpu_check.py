@@ -124,8 +124,8 @@ def test_gpu_check_dry_run_end_to_end(tmp_path) -> None:
     numerics bit-equal over every step and the final state, the summary written."""
     env = dict(os.environ, ROAM_PYTHON=sys.executable)
     proc = subprocess.run(
-        ["bash", str(ROOT / "scripts/gpu_check.sh"), "--dry-run", "--no-export", "--out",
-         str(tmp_path),
+        ["bash", str(ROOT / "scripts/gpu_check.sh"), "--dry-run", "--no-export", "--no-fsdp",
+         "--out", str(tmp_path),
          "--", "--configs", "mlp:4", "--steps", "3", "--time-limit", "2", "--loops",
          "mlp:4", "--loop-steps", "3"],
         env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
@@ -164,3 +164,23 @@ def test_gpu_check_dry_run_exported_policy(tmp_path) -> None:
     assert row["exported_losses_equal"]
     assert row["modules_wrapped"] >= 1
     assert "| tiny_gpt b4 t64 |" in (tmp_path / "export" / "export_policy.md").read_text()
+
+
+@pytest.mark.slow
+def test_gpu_check_dry_run_fsdp_peaks(tmp_path) -> None:
+    """``--fsdp-only --dry-run``: FSDP2's per-rank peaks on a fake process group (tiny_gpt,
+    tiny_llama at W=8 on CPU): the peer's, roam's eager (with and without FSDP2's holds) and
+    planned peaks; no measured peak without a GPU."""
+    env = dict(os.environ, ROAM_PYTHON=sys.executable)
+    proc = subprocess.run(
+        ["bash", str(ROOT / "scripts/gpu_check.sh"), "--dry-run", "--fsdp-only", "--out",
+         str(tmp_path)], env=env, capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = json.loads((tmp_path / "fsdp" / "fsdp_peaks.json").read_text())
+    assert [r["config"] for r in rows] == ["tiny_gpt:2:32", "tiny_llama:2:32"]
+    for r in rows:
+        assert r["measured_eager_peak_bytes"] is None
+        assert r["roam_planned_peak_bytes"] <= r["roam_eager_sim_peak_bytes"]
+        assert r["roam_eager_sim_peak_bytes"] < r["roam_fsdp2_eager_peak_bytes"]
+        assert 0.9 < r["roam_fsdp2_eager_peak_bytes"] / r["peer_peak_bytes"] < 1.1
+    assert "| tiny_llama:2:32 | 8 | cpu |" in (tmp_path / "fsdp" / "fsdp_peaks.md").read_text()

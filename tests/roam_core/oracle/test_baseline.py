@@ -89,7 +89,7 @@ def test_report_rounded():
     r = eager_report(_two_param_adam())
     assert (r.n_ops, r.n_storages, r.n_aliases) == (8, 9, 0)
     assert r.control_edges_by_reason == {"data": 0, "mutation": 2, "rng": 0,
-                                         "weight_update": 0}
+                                         "weight_update": 0, "collective": 0}
     assert r.resident_bytes == 2560
     # program order: 512, 1024, 2048, 3072, 3584, 4608, 4608, 3584 (+ 2560 resident)
     assert (r.simulated_peak_bytes, r.peak_allocated_bytes, r.peak_step, r.peak_op) == (
@@ -101,12 +101,12 @@ def test_report_rounded():
     assert (r.lower_bound_bytes, r.lower_bound_method) == (5120, "live_set")
     assert r.bytes_by_kind == {
         "parameter": 2048, "buffer": 0, "input": 512, "activation": 512, "gradient": 2048,
-        "optimizer_state": 2048, "temporary": 0, "output": 512}
+        "optimizer_state": 2048, "temporary": 0, "output": 512, "communication": 0}
     assert r.bytes_by_phase == {"forward": 512, "loss": 512, "backward": 2048,
                                 "optimizer": 2048, "other": 0, "resident": 2560}
     assert r.peak_bytes_by_kind == {
         "parameter": 2048, "buffer": 0, "input": 512, "activation": 0, "gradient": 2048,
-        "optimizer_state": 2048, "temporary": 0, "output": 512}
+        "optimizer_state": 2048, "temporary": 0, "output": 512, "communication": 0}
     assert sum(r.peak_bytes_by_kind.values()) == r.simulated_peak_bytes
     d = r.to_dict()
     assert d["bytes_by_kind"] == r.bytes_by_kind

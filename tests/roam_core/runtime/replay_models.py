@@ -101,6 +101,9 @@ ZOO_SMALL: dict[str, tuple[Callable[[], Case], bool]] = {
     "roberta-base": (_roberta, True),
     "gpt2": (_gpt(n_embd=32, n_layer=2, n_head=2, dropout=0.1), True),
     "llama": (_llama, True),
+    "llama-125m": (_llama, True),  # the same Llama class as llama and llama2-7b
+    "llama2-7b": (_llama, True),
+    "tiny_llama": (_llama, True),
     "gpt2-xl": (_gpt(n_embd=50, n_layer=2, n_head=25, dropout=0.1), True),  # 25 heads
     "mlp": (_vectors("mlp"), False),
     "teach_order": (_vectors("teach_order", "adamw"), False),

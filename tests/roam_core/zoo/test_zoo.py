@@ -23,15 +23,16 @@ PUBLISHED = {
     "alexnet": 61_100_840, "vgg11": 132_863_336, "mnasnet0_5": 2_218_512,
     "mobilenet_v2": 3_504_872, "efficientnet_b0": 5_288_548, "vit_b_16": 86_567_656,
     "resnet50": 25_557_032, "roberta-base": 124_645_632, "gpt2": 124_439_808,
-    "gpt2-xl": 1_557_611_200,
+    "gpt2-xl": 1_557_611_200, "llama2-7b": 6_738_415_616,
 }
 
 
 def test_names_are_exactly_the_published_ones() -> None:
-    teaching = {"mlp", "tiny_gpt", "llama", "residual_block", "teach_order", "teach_updates",
-                "teach_layout", "teach_recompute"}
+    teaching = {"mlp", "tiny_gpt", "tiny_llama", "llama", "residual_block", "teach_order",
+                "teach_updates", "teach_layout", "teach_recompute"}
     held_out = {"llama"}  # benchmark models nothing was tuned on
-    assert set(PUBLISHED) | teaching | held_out == set(ZOO)
+    shapes = {"llama-125m"}  # a published architecture at another size
+    assert set(PUBLISHED) | teaching | held_out | shapes == set(ZOO)
     assert len(ROAM_CONFIGS) == 14
     assert {b for _, b in ROAM_CONFIGS} == {1, 32}
 
