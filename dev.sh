@@ -7,8 +7,9 @@
 #                   90 s on 2 cores), for the edit-test loop
 #   ./dev.sh matrix the rest of the matrices the suite samples (marker full_matrix): every
 #                   fuzz case through every command (in-process; benchmarks/fuzz_bench.py runs
-#                   it with a child per run and its peak memory), every Hugging Face family at
-#                   both batch sizes, the training-loop property at 200 sequences
+#                   it with a child per run and its peak memory), the plan-identity guard on
+#                   GPT2-XL, every Hugging Face family at both batch sizes, the training-loop
+#                   property at 200 sequences
 # The install is skipped when the venv is up to date: after a successful install the hash of
 # pyproject.toml (and this checkout's path) is stored in $VENV/.roam-installed; ROAM_REINSTALL=1
 # forces a fresh install.

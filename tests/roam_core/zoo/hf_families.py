@@ -64,3 +64,24 @@ FAMILIES: dict[str, tuple[str, dict[str, Any]]] = {
 
 #: The families of the fast test tier (the others are ``slow``).
 FAST = ("gpt_neox",)
+
+#: The architecture kind of every family: what a family adds to the suite beyond its kind
+#: is a config, so the suite replays one family per kind (:data:`SUITE`) and the others at
+#: ``./dev.sh matrix``.
+KINDS: dict[str, str] = {
+    "llama": "decoder-gqa", "mistral": "decoder-gqa", "qwen2": "decoder-gqa",
+    "qwen3": "decoder-gqa", "gemma": "decoder-gqa", "gemma2": "decoder-gqa",
+    "gemma3_text": "decoder-gqa", "phi3": "decoder-gqa",
+    "gpt2": "decoder-mha", "gpt_neox": "decoder-mha", "phi": "decoder-mha",
+    "falcon": "decoder-mha", "opt": "decoder-mha",
+    "bert": "encoder", "distilbert": "encoder", "deberta-v2": "encoder",
+    "t5": "encoder-decoder", "bart": "encoder-decoder",
+    "whisper": "speech-encoder-decoder",
+    "vit": "vision-transformer", "swin": "vision-transformer",
+    "convnext": "vision-cnn",
+    "qwen2_moe": "moe", "mixtral": "moe",
+    "mamba": "ssm",
+}
+
+#: One family per kind, replayed in the suite; both batch sizes are covered among them.
+SUITE = ("gpt_neox", "llama", "bert", "t5", "whisper", "vit", "convnext", "mixtral", "mamba")

@@ -1,11 +1,12 @@
 """Hugging Face model families from configs: trace, plan, check, replay bit-exactly.
 
-Every family of :data:`FAMILIES` is built offline with no weights at batch 1 or 2 (both:
-``./dev.sh matrix``), traced
+Every family of :data:`FAMILIES` is built offline with no weights at batch 1 and 2, traced
 on fake tensors, planned (``make_plan``), checked by the independent validator and replayed
 in one arena against eager PyTorch (bit-equal on CPU).  Families that cannot trace as
 configured get a :class:`TraceError` naming the op, the module and a way out, and the way
-out is tried here; the messages are the ones ``docs/hf.md`` shows.
+out is tried here; the messages are the ones ``docs/hf.md`` shows.  The suite replays one
+family per architecture kind at one batch size (``hf_families.SUITE``); the rest of the
+matrix runs at ``./dev.sh matrix``.
 """
 
 from __future__ import annotations
@@ -22,15 +23,19 @@ from roam_core.runtime import execute_traced
 from roam_core.trace import trace_fx
 from roam_core.zoo.hf import build_hf_step, load_hf_config, trace_hf
 from tests.paths import REPO
-from tests.roam_core.zoo.hf_families import FAMILIES, FAST
+from tests.roam_core.zoo.hf_families import FAMILIES, FAST, KINDS, SUITE
 
 
 def _cases() -> list:
-    """Every family at one batch size in the suite (2 for the fast tier's families, then 1
-    and 2 in turn, so both sizes are covered), the other at ``./dev.sh matrix``."""
+    """One family per architecture kind (:data:`SUITE`) at one batch size in the suite (2 for
+    the fast tier's family, then 1 and 2 in turn, so both sizes are covered); every other
+    family and batch size at ``./dev.sh matrix``."""
     params = []
-    for i, f in enumerate(FAMILIES):
-        suite_batch = 2 if f in FAST or i % 2 else 1
+    for f in FAMILIES:
+        if f not in SUITE:
+            suite_batch = 0
+        else:
+            suite_batch = 2 if f in FAST or SUITE.index(f) % 2 else 1
         for b in (1, 2):
             marks: tuple = () if f in FAST and b == 2 else (pytest.mark.slow,)
             if b != suite_batch:
@@ -41,6 +46,14 @@ def _cases() -> list:
 
 def test_at_least_twenty_families() -> None:
     assert len(FAMILIES) >= 20
+
+
+def test_the_suite_replays_one_family_of_every_kind_at_both_batch_sizes() -> None:
+    assert set(KINDS) == set(FAMILIES), "give every family its kind in hf_families.KINDS"
+    assert {KINDS[f] for f in SUITE} == set(KINDS.values())
+    in_suite = [p.values for p in _cases() if not any(m.name == "full_matrix" for m in p.marks)]
+    assert {f for f, _ in in_suite} == set(SUITE)
+    assert {b for _, b in in_suite} == {1, 2}
 
 
 @pytest.mark.parametrize(("family", "batch"), _cases())
