@@ -21,10 +21,19 @@ is traced, so every later fake value (the backward's) is computed from the right
 The saved-tensor test (``tests/roam_core/trace/test_precision.py``) compares every tensor
 autocast saves for the backward on a real run with the graph's activations, which is how
 these were found.
+
+One disagreement is put right after tracing instead, by :func:`fix_fake_values`: a
+**batch-norm backward without an input gradient**.  ``native_batch_norm_backward`` with
+``output_mask[0]`` false (the batch norm's input needs no gradient: a frozen layer before
+it) returns no input gradient on CPU, but its fake kernel returns a full tensor: the plan
+would give it a slot and the ``out=`` kernel refuses one.  Its value becomes ``None``, as
+the fake kernels of layer norm, group norm and convolution backward already say (only when
+nothing reads it; the pass edits ``meta["val"]`` only, the graph's ops are unchanged).
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -32,7 +41,7 @@ import torch
 from torch._prims_common import make_contiguous_strides_for
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-__all__ = ["KernelFakeMode"]
+__all__ = ["KernelFakeMode", "fix_fake_values"]
 
 _aten = torch.ops.aten
 _REDUCED = (torch.bfloat16, torch.float16)
@@ -117,3 +126,24 @@ class KernelFakeMode(FakeTensorMode):
                     {"dtype": dtype, "device": old.device})
                 self.fixed += 1
         return tuple(val) if type(out) is tuple else type(out)(*val)
+
+
+def _batch_norm_backward(node: Any) -> bool:
+    """``output_mask[0]`` false: no input gradient (``None``, as the CPU kernel gives)."""
+    mask = node.args[9] if len(node.args) > 9 else node.kwargs.get("output_mask")
+    out = node.meta.get("val")
+    if not (isinstance(mask, (list, tuple)) and mask and not mask[0]
+            and isinstance(out, tuple) and out and out[0] is not None):
+        return False
+    if any(u.target is operator.getitem and u.args[1] == 0 for u in node.users):
+        return False  # something reads it: leave the trace as it is
+    node.meta["val"] = (None, *out[1:])
+    return True
+
+
+def fix_fake_values(gm: Any) -> int:
+    """Put right, after tracing, what :class:`KernelFakeMode` cannot (see the module notes);
+    returns how many nodes changed."""
+    return sum(_batch_norm_backward(node) for node in gm.graph.nodes
+               if node.op == "call_function"
+               and node.target is _aten.native_batch_norm_backward.default)

@@ -83,10 +83,9 @@ from roam_core.base.collector import gc_paused
 from roam_core.base.errors import ConfigError, TraceError
 from roam_core.model.graph import Graph, Phase, TensorKind
 from roam_core.model.parallel import ParallelSetting
-from roam_core.trace.fake_fixes import fix_fake_values
 from roam_core.trace.fx_graph import build_graph, is_random
 from roam_core.trace.guards import explain, failed_at, guard_data_dependence
-from roam_core.trace.kernel_fakes import KernelFakeMode
+from roam_core.trace.kernel_fakes import KernelFakeMode, fix_fake_values
 from roam_core.trace.modules import (
     SCOPE_ATTRIBUTE,
     SEQ_KEY,
@@ -336,7 +335,7 @@ def _trace_fx(
     rng = rng_timeline(gm, rng_calls, is_random)
     _strip(gm)  # gm is lazy: its recompile() only marks the code stale
     amp = _amp_guard(gm, ctx) if fake.mixed.scaler is not None else None
-    fix_fake_values(gm, fm)  # where torch's fake kernels disagree with the real ones
+    fix_fake_values(gm)  # where torch's fake kernels disagree with the real ones
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     assert len(placeholders) == len(roles), (len(placeholders), len(roles))
     ph_roles = tuple(PlaceholderRole(n.name, k, r) for n, (k, r) in

@@ -318,7 +318,7 @@ class FrozenStemCnn(nn.Module):
 @pytest.mark.slow
 def test_a_frozen_stem_before_batch_norm_trains_like_eager() -> None:
     """The batch norm's input needs no gradient: its backward computes none on CPU (the fake
-    kernel said otherwise; trace/fake_fixes.py)."""
+    kernel said otherwise; trace/kernel_fakes.py)."""
     torch.manual_seed(0)
     model = FrozenStemCnn()
     model.conv.requires_grad_(False)
