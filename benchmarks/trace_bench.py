@@ -68,6 +68,8 @@ def step_record(step: Any) -> dict[str, Any]:
     rng = step.rng
     graph = graph_to_dict(step.graph)
     graph["control_edges"].sort(key=lambda e: (e["src"], e["dst"], e["reason"]))
+    for op in graph["ops"]:  # source lines move with any edit of the model's file
+        op.pop("source", None)
     return {
         "graph": graph,
         "values": {k: [v.op, v.index, v.fx_node] for k, v in step.values.items()},

@@ -147,13 +147,17 @@ class GraphReader:
         module = "" if module is None else sys.intern(check_str(
             module, f"{where}: field 'module'", GraphError,
             max_chars=self.limits.max_id_chars, empty=True))
+        source = d.get("source", "")
+        source = "" if source is None else check_str(
+            source, f"{where}: field 'source'", GraphError,
+            max_chars=self.limits.max_id_chars, empty=True)
         self.ops.append(Op(
             OpId(oid), self._id(d, "target", where), self._enum(Phase, d, "phase", where),
             self._ids(d, "inputs", where), self._ids(d, "outputs", where),
             tuple(TensorId(s) for s in self._ids(d, "mutates", where)),
             bool(self._flag(d, "random", where, False)), module,
             flops=costs[0], bytes_read=costs[1], bytes_written=costs[2],
-            recomputable=self._flag(d, "recomputable", where, None)))
+            recomputable=self._flag(d, "recomputable", where, None), source=source))
 
     def tensor(self, d: Any, i: int) -> None:
         """Check and keep storage record ``#i``."""

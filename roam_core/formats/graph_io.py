@@ -20,6 +20,9 @@ and the per-op cost fields)::
 storage's parameter / buffer / gradient / optimizer-state name, or ``null``) are new in
 version 2; version 1 files (without them) still load, with ``""`` and ``null``.  Neither
 enters the graph fingerprint, so a plan made for a version 1 file fits its version 2 re-trace.
+An op may also carry ``source`` (``"path:line in function"``, the user-code line that made
+it; written only when known, at most the id length limit, no absolute paths): an optional key
+of version 2, not in the fingerprint; a reader that ignores it loses nothing else.
 
 Storage ``consumers`` are derived from the ops; a file may list them, and then they must
 agree.  Every problem raises :class:`~roam_core.base.errors.GraphError` naming the offending id.
@@ -79,6 +82,7 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
                 "mutates": list(o.mutates),
                 "random": o.random,
                 "module": o.module,
+                **({"source": o.source} if o.source else {}),
                 **_cost_fields(o),
             }
             for o in graph.ops

@@ -190,6 +190,11 @@ class Op:
         Qualified path of the ``nn.Module`` the op ran in (``"transformer.h.3.attn"``;
         ``""`` at the top level).  Backward ops carry their forward op's module and
         optimizer ops their parameter's module.  Not part of the fingerprint.
+    source : str
+        The user-code line that made the op, ``"path:line in function"``
+        (``"roam_core/zoo/transformer.py:52 in attend"``; path relative to the folder traced
+        from), ``""`` when unknown.  Backward ops carry their forward op's line, optimizer
+        ops none.  Not part of the fingerprint.
     flops : int or None
         Floating-point operations of one run, from torch's own FLOP formulas
         (``torch.utils.flop_counter``) on the traced shapes; 0 for ops torch counts as free
@@ -222,6 +227,7 @@ class Op:
     bytes_read: int | None = None
     bytes_written: int | None = None
     recomputable: bool | None = None
+    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -467,8 +473,9 @@ class Graph:
     def fingerprint(self) -> str:
         """SHA-256 of the graph's structure (ops, values, sizes, edges).
 
-        Labels for people are left out: the graph ``name``, op ``module`` paths and tensor
-        ``name`` fields.  Two graphs with the same fingerprint accept the same plans.
+        Labels for people are left out: the graph ``name``, op ``module`` paths and
+        ``source`` lines and tensor ``name`` fields.  Two graphs with the same fingerprint
+        accept the same plans.
         """
         fp: str | None = self.__dict__.get("_fingerprint")
         if fp is None:  # computed on first use: a rewritten copy is rarely asked for its own

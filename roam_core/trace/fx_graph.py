@@ -108,7 +108,7 @@ class _PendingOp:
     """An op while the graph is built (mutable: the module is set at the end)."""
 
     __slots__ = ("bytes_read", "bytes_written", "flops", "id", "inputs", "module", "mutates",
-                 "outputs", "phase", "random", "recomputable", "target")
+                 "outputs", "phase", "random", "recomputable", "source", "target")
 
     def __init__(self, id: str, target: str, phase: Phase, inputs: tuple[str, ...],
                  outputs: tuple[str, ...], mutates: tuple[TensorId, ...], random: bool,
@@ -117,13 +117,14 @@ class _PendingOp:
         self.id, self.target, self.phase = id, target, phase
         self.inputs, self.outputs, self.mutates, self.random = inputs, outputs, mutates, random
         self.module = ""
+        self.source = ""
         self.flops, self.bytes_read, self.bytes_written = flops, bytes_read, bytes_written
         self.recomputable = recomputable
 
     def op(self) -> Op:
         return Op(OpId(self.id), self.target, self.phase, self.inputs, self.outputs,
                   self.mutates, self.random, self.module, self.flops, self.bytes_read,
-                  self.bytes_written, self.recomputable)
+                  self.bytes_written, self.recomputable, source=self.source)
 
 
 class _Builder:
@@ -382,6 +383,7 @@ def build_graph(
     name: str,
     origin: Mapping[str, Any],
     modules: Mapping[str, str] | None = None,
+    sources: Mapping[str, str] | None = None,
     names: Mapping[str, str] | None = None,
     named: Sequence[tuple[str, torch.Tensor]] = (),
     extra_inputs: Mapping[str, Sequence[str]] | None = None,
@@ -408,6 +410,9 @@ def build_graph(
     modules : Mapping of str to str, optional
         FX node name -> module path (``Op.module``); optimizer-phase ops are attributed to
         the module of the parameter whose storages they touch instead.
+    sources : Mapping of str to str, optional
+        FX node name -> ``"path:line in function"`` of the user code that made it
+        (``Op.source``; :mod:`roam_core.trace.sources`).
     names : Mapping of str to str, optional
         Placeholder node name -> ``Tensor.name`` (parameters, buffers, resident state).
     named : sequence of (str, Tensor)
@@ -461,6 +466,8 @@ def build_graph(
     storage_names = _storage_names(b, names or {}, named)
     if modules:
         _set_modules(b, modules, storage_names)
+    for op in b.ops:
+        op.source = (sources or {}).get(op.id, "")
     tensors = [Tensor(TensorId(sid), f[0], f[1], f[2], kinds[sid],
                       OpId(f[3]) if f[3] else None, name=storage_names.get(sid))
                for sid, f in b.tensors.items()]

@@ -38,13 +38,16 @@ from torch.fx.experimental.proxy_tensor import get_proxy_mode
 if TYPE_CHECKING:
     from torch.autograd.graph import Node
 
-__all__ = ["META_KEY", "SCOPE_ATTRIBUTE", "ModuleTracker", "node_modules", "owner_module",
-           "scoped_name"]
+__all__ = ["META_KEY", "SCOPE_ATTRIBUTE", "SEQ_KEY", "ModuleTracker", "node_modules",
+           "owner_module", "scoped_name"]
 
 _logger = logging.getLogger(__name__)
 
 #: ``node.meta`` key holding the module path of a traced FX node.
 META_KEY = "roam_module"
+#: ``node.meta`` key holding, on a backward FX node, the autograd sequence number of the
+#: autograd node that ran it (its forward op's number; see :mod:`roam_core.trace.sources`).
+SEQ_KEY = "roam_backward_seq"
 #: A wrapper module (a loss wrapper around the user's model) may name, in this class
 #: attribute, the submodule whose names the graph should use: with ``"model"``, the
 #: wrapper's ``model.h.0.attn`` is recorded as ``h.0.attn`` (and ``model.h.0.attn.weight``
@@ -100,6 +103,7 @@ class ModuleTracker:
         self.scope = scope
         self.stack: list[str] = []
         self.backward_current = ""
+        self.backward_seq: int | None = None
         self.handles: list[Any] = []
         self.last_node: Any = None
         self.graph: Any = None
@@ -138,8 +142,11 @@ class ModuleTracker:
         if graph is not self.graph:
             self.graph, self.last_node = graph, None
         path = self.current()
+        seq = None if self.stack else self.backward_seq
         for node in self._new_nodes(graph):
             node.meta.setdefault(META_KEY, path)
+            if seq is not None:
+                node.meta.setdefault(SEQ_KEY, seq)
             self.last_node = node
 
     def _new_nodes(self, graph: Any) -> Iterator[Any]:
@@ -168,10 +175,12 @@ class ModuleTracker:
             self._record_seq()
         return hook
 
-    def set_backward(self, path: str) -> None:
-        """Make ``path`` current outside any module (the phase boundaries use ``""``)."""
+    def set_backward(self, path: str, seq: int | None = None) -> None:
+        """Make ``path`` current outside any module (the phase boundaries use ``""``);
+        ``seq``: the autograd sequence number of the backward node running now."""
         self.flush()
         self.backward_current = path
+        self.backward_seq = seq
 
     # -------------------------------------------------------------- backward
     def forward_module_of_seq(self, seq: int) -> str:
@@ -197,19 +206,21 @@ class ModuleTracker:
                 continue
             seen.add(id(node))
             var = getattr(node, "variable", None)
+            seq = None
             if isinstance(var, torch.Tensor):
                 name = self.param_names.get(id(var))
                 path = owner_module(scoped_name(name, self.scope)) if name is not None else ""
             elif can_seq:
-                path = self.forward_module_of_seq(int(node._sequence_nr()))
+                seq = int(node._sequence_nr())
+                path = self.forward_module_of_seq(seq)
             else:
                 path = ""
-            node.register_prehook(self._backward_pre(path))
+            node.register_prehook(self._backward_pre(path, seq))
             todo.extend(nxt for nxt, _ in node.next_functions)
 
-    def _backward_pre(self, path: str) -> Any:
+    def _backward_pre(self, path: str, seq: int | None) -> Any:
         def hook(grad_outputs: Any) -> None:
-            self.set_backward(path)
+            self.set_backward(path, seq)
             # a forward recomputed in the backward (checkpointing) may stop early, before
             # its modules' forward hooks pop them: no forward module is running here
             self.stack.clear()

@@ -86,7 +86,13 @@ from roam_core.model.parallel import ParallelSetting
 from roam_core.trace.fx_graph import build_graph, is_random
 from roam_core.trace.guards import explain, failed_at, guard_data_dependence
 from roam_core.trace.kernel_fakes import KernelFakeMode, fix_fake_values
-from roam_core.trace.modules import SCOPE_ATTRIBUTE, ModuleTracker, node_modules, scoped_name
+from roam_core.trace.modules import (
+    SCOPE_ATTRIBUTE,
+    SEQ_KEY,
+    ModuleTracker,
+    node_modules,
+    scoped_name,
+)
 from roam_core.trace.optimizers import (
     OptimizerFactory,
     make_optimizer_factory,
@@ -107,6 +113,7 @@ from roam_core.trace.precision import (
     resolve_precision,
 )
 from roam_core.trace.rng import RngRecorder, record_rng, rng_timeline
+from roam_core.trace.sources import SourceRecorder, node_sources
 from roam_core.trace.step_spec import (
     ACCUMULATOR_SUFFIX,
     StepSpec,
@@ -347,6 +354,7 @@ def _trace_fx(
     graph, values, loss_value = build_graph(
         gm, phases, {r.node: r.kind for r in ph_roles + consts}, ctx.grads, ctx.state,
         name=gname, origin=origin, modules=node_modules(gm),
+        sources=node_sources(gm, ctx.sources, SEQ_KEY),
         names={r.node: scoped_name(_storage_name(r), fake.scope) for r in ph_roles},
         named=[(scoped_name(n, fake.scope), t) for n, t in ctx.named],
         extra_inputs={} if amp is None else dict.fromkeys(amp.step_ops, (amp.found_inf,)),
@@ -447,12 +455,14 @@ def _make_fx(model: nn.Module, loss_fn: Callable[[Any], torch.Tensor] | None,
             args[i] = x
         it = iter(accs_)
         accs = [None if a is None else next(it) for a in fake.accumulators]
-        with guard_data_dependence(model, guards), (
+        sources = ctx.sources = SourceRecorder(step.__code__)
+        with guard_data_dependence(model, guards), sources, (
                 program.step() if program is not None else contextlib.nullcontext()):
             with mixed.autocast():
                 out = model(*args)
                 ctx.mark("forward")
                 loss = out if loss_fn is None else loss_fn(out)
+            sources.enabled = False  # the backward maps to the forward's frames
             if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
                 raise TraceError("the loss must be a tensor with one element")
             scaled = loss / k if k > 1 else loss  # the eager loop's (loss / k).backward()
@@ -563,6 +573,7 @@ class _StepContext:
         self.state: list[torch.Tensor] = []
         # (qualified name, tensor) of every gradient and optimizer state seen in the step
         self.named: list[tuple[str, torch.Tensor]] = []
+        self.sources: SourceRecorder | None = None
 
     def mark(self, phase: str) -> None:
         mode = get_proxy_mode()

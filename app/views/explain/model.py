@@ -61,6 +61,7 @@ def explain_op(graph: Graph, plan: Plan, before_order: Sequence[OpId], op_id: st
               f"step {s}: a re-run the plan adds (not in the order before planning)")
     head = [f"target {op.target}, phase {op.phase.value}",
             f"module {module_label(op.module)}",
+            f"source {op.source or '(not recorded)'}",
             before,
             f"sub-task: {plan.task_of_op.get(op.id, '(none: baseline plan)')}"]
     made = graph.storages_created(op_id)

@@ -25,5 +25,6 @@ def live_rows(graph: Graph, view: LayoutView, step: int, limit: int = 200
                      "size_bytes": int(view.size[i]), "offset": fmt_bytes(int(view.offset[i])),
                      "offset_bytes": int(view.offset[i]),
                      "lifetime": f"[{view.start[i]}, {view.end[i]})",
-                     "producer": t.producer or "(resident)"})
+                     "producer": t.producer or "(resident)",
+                     "source": graph.op(t.producer).source if t.producer else ""})
     return rows

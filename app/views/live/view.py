@@ -23,8 +23,10 @@ __all__ = ["HOW_TO_READ", "VIEW", "live_tooltips", "render_live"]
 
 HOW_TO_READ = ("The tensors live at the step clicked on the memory curves (the planned peak "
                "by default), in the order of the curve clicked, largest first. Hover a size or "
-               "offset for the exact bytes.")
-_COLUMNS = ("id", "name", "module", "kind", "size", "offset", "lifetime", "producer")
+               "offset for the exact bytes; source: the user-code line of the op that made "
+               "the tensor.")
+_COLUMNS = ("id", "name", "module", "kind", "size", "offset", "lifetime", "producer",
+            "source")
 
 
 def render_live(graph: GraphRef | None, plan: str | None, base: str, step: StepRef | None

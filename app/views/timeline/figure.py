@@ -46,7 +46,7 @@ def timeline_figure(
     code = {p.value: i for i, p in enumerate(phases)}
     phase_of = {o.id: code[o.phase.value] for o in graph.ops}
     target_of = {o.id: o.target + (f"<br>module {o.module}" if o.module else "")
-                 for o in graph.ops}
+                 + (f"<br>{o.source}" if o.source else "") for o in graph.ops}
     n = max(len(o) for _, o in rows)
     z = np.full((len(rows), n), np.nan, np.float32)
     text = [[""] * n for _ in rows]

@@ -35,3 +35,22 @@ def test_units_are_binary_with_exact_bytes_on_demand(planned: dict[str, Any]) ->
     assert "offset " in text
     import re
     assert not re.search(r"offset \d+ \(", text)
+
+
+def test_live_rows_and_explain_show_the_producers_source_line() -> None:
+    import dataclasses
+
+    from app.views.explain.model import explain_op
+    from roam_core.model.graph import Graph
+
+    graph, plan = planned_with_tree()
+    op = next(o for o in graph.ops if graph.storages_created(o.id))
+    ops = [dataclasses.replace(o, source="model.py:7 in forward") if o.id == op.id else o
+           for o in graph.ops]
+    graph = Graph.build(ops, list(graph.tensors.values()), graph.aliases, graph.control_edges,
+                        outputs=graph.outputs, name=graph.name, origin=graph.origin)
+    view = layout_view.layout_from_plan(graph, plan)
+    rows = [r for s in range(len(plan.order)) for r in live_model.live_rows(graph, view, s)]
+    assert {r["source"] for r in rows if r["producer"] == op.id} == {"model.py:7 in forward"}
+    text = str(explain_op(graph, plan, plan.order, op.id))
+    assert "source model.py:7 in forward" in text
