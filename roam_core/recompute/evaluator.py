@@ -570,7 +570,7 @@ class KeepBound:
     Build it with :meth:`JitEvaluator.keep_bound` from the current drop set's evaluation.
     """
 
-    __slots__ = ("_by_src", "_ev", "_infos", "_live", "_rops", "_slots")
+    __slots__ = ("_by_src", "_dropped", "_ev", "_infos", "_live", "_rops", "_slots")
 
     def __init__(self, ev: JitEvaluator, current: Evaluation) -> None:
         self._ev = ev
@@ -579,6 +579,7 @@ class KeepBound:
         self._infos = [ev.rerun_facts(r) for r in rops]
         self._slots = ev.slots(rops, self._infos)
         self._by_src = {r.source: k for k, r in enumerate(rops)}
+        self._dropped = current.dropped
         assert current.positions is not None
         assert current.live is not None
         self._live = np.asarray(current.live)[current.positions.base_steps]
@@ -594,6 +595,13 @@ class KeepBound:
         a, b = int(ix.early_end_step[i]) + 1, int(ix.end_step_clipped[i]) + 1
         z = int(ix.size_bytes[i])
         if a >= b:
+            return 0
+        src = ix.value_producer.get(s)
+        if src is not None and any(d != s and ix.value_producer.get(d) == src
+                                   for d in self._dropped):
+            # another output of s's source stays dropped: its re-run stays, and s kept
+            # again is a kept sibling whose original may end before its gap does
+            # (RerunFacts.sibling_ends), so "live over the whole gap" is no bound
             return 0
         q0, fall = self._falls(s)
         live = self._live
