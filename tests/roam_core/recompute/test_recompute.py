@@ -225,15 +225,15 @@ def test_roam_within_two_percent_of_the_exact_optimum(seed):
     assert ex.status == "optimal"
     assert ex.peak_bytes <= budget
     p = make_plan(g, replace(FAST, budget_bytes=budget))
-    flops, moved = recompute_cost(g, p.recompute)
-    assert flops + moved <= ex.cost * 1.02 + 1
+    # both in the objective's unit, estimated seconds on the default device profile (the
+    # exact model's integer cost rounds them: compare with its seconds, within rounding)
+    assert p.extra_seconds <= ex.extra_seconds * 1.02 + 1e-12
     # the greedy path alone can never beat the optimum (a check of both models)
     try:
         pg = make_plan(g, replace(FAST, budget_bytes=budget).with_recompute(exact_max_ops=0))
     except BudgetInfeasibleError:
         return
-    fg, mg = recompute_cost(g, pg.recompute)
-    assert fg + mg >= ex.cost - 1e-6
+    assert pg.extra_seconds >= ex.extra_seconds * (1 - 1e-3)
     assert check_plan(g, pg) == []
 
 
