@@ -75,15 +75,15 @@ def _zoo(name: str, batch: int, seq: int | None, **kw: Any) -> Callable[[str], C
 
 def _gpt_dropout(batch: int, seq: int, d: int, layers: int) -> Callable[[str], Case]:
     def build(device: str) -> Case:
-        from roam_core.zoo.steps import _lm_shifted, _SelfSupervised
+        from roam_core.zoo.steps import SelfSupervised, lm_shifted
         from roam_core.zoo.transformer import GPT2, GPT2Config
 
         torch.manual_seed(0)
         cfg = GPT2Config(vocab_size=1024, n_positions=max(seq, 64), n_embd=d, n_layer=layers,
                          n_head=max(1, d // 64), dropout=0.1)
         ids = torch.randint(0, 1024, (batch, seq), generator=torch.Generator().manual_seed(0))
-        return (_SelfSupervised(GPT2(cfg, lm_head=True, attention="math")).to(device),
-                [ids.to(device)], _lm_shifted, "adamw")
+        return (SelfSupervised(GPT2(cfg, lm_head=True, attention="math")).to(device),
+                [ids.to(device)], lm_shifted, "adamw")
     return build
 
 
@@ -106,14 +106,14 @@ def _hf_llama(batch: int, seq: int, d: int, layers: int) -> Callable[[str], Case
 def _resnet(batch: int, size: int, layers: tuple[int, ...]) -> Callable[[str], Case]:
     def build(device: str) -> Case:
         from roam_core.zoo.cnn import ResNet50
-        from roam_core.zoo.steps import _ce_labels, _Supervised
+        from roam_core.zoo.steps import Supervised, ce_labels
 
         torch.manual_seed(0)
         g = torch.Generator().manual_seed(0)
         x = torch.randn(batch, 3, size, size, generator=g)
         y = torch.randint(0, 10, (batch,), generator=g)
-        return (_Supervised(ResNet50(num_classes=10, layers=layers)).to(device),
-                [x.to(device), y.to(device)], _ce_labels, "adamw")
+        return (Supervised(ResNet50(num_classes=10, layers=layers)).to(device),
+                [x.to(device), y.to(device)], ce_labels, "adamw")
     return build
 
 

@@ -72,11 +72,11 @@ def _tokens(t: int = 128) -> torch.Tensor:
 
 
 def _gpt2(depth: int) -> Step:
-    from roam_core.zoo.steps import _lm_shifted, _SelfSupervised
+    from roam_core.zoo.steps import SelfSupervised, lm_shifted
     from roam_core.zoo.transformer import GPT2, GPT2Config
 
     cfg = GPT2Config(n_layer=depth, n_positions=128, dropout=0.0)
-    return _SelfSupervised(GPT2(cfg, lm_head=True)), [_tokens()], _lm_shifted
+    return SelfSupervised(GPT2(cfg, lm_head=True)), [_tokens()], lm_shifted
 
 
 def _llama_config(depth: int) -> Any:
@@ -87,22 +87,22 @@ def _llama_config(depth: int) -> Any:
 
 def _llama(depth: int) -> Step:
     from roam_core.zoo.llama import Llama
-    from roam_core.zoo.steps import _lm_shifted, _SelfSupervised
+    from roam_core.zoo.steps import SelfSupervised, lm_shifted
 
-    return _SelfSupervised(Llama(_llama_config(depth), lm_head=True)), [_tokens()], _lm_shifted
+    return SelfSupervised(Llama(_llama_config(depth), lm_head=True)), [_tokens()], lm_shifted
 
 
 def _moe(depth: int) -> Step:
     from roam_core.zoo.moe import moe_llama
-    from roam_core.zoo.steps import _lm_shifted, _SelfSupervised
+    from roam_core.zoo.steps import SelfSupervised, lm_shifted
 
-    return _SelfSupervised(moe_llama(_llama_config(depth))), [_tokens()], _lm_shifted
+    return SelfSupervised(moe_llama(_llama_config(depth))), [_tokens()], lm_shifted
 
 
 def _t5(depth: int) -> Step:
-    from roam_core.zoo.hf import _transformers, hf_step
+    from roam_core.zoo.hf import hf_step, import_transformers
 
-    cfg = _transformers().T5Config(d_model=512, d_kv=64, d_ff=2048, num_heads=8,
+    cfg = import_transformers().T5Config(d_model=512, d_kv=64, d_ff=2048, num_heads=8,
                                    num_layers=depth, num_decoder_layers=depth,
                                    vocab_size=32128, dropout_rate=0.0,
                                    decoder_start_token_id=0, pad_token_id=0)
@@ -111,21 +111,21 @@ def _t5(depth: int) -> Step:
 
 
 def _vit(depth: int) -> Step:
-    from roam_core.zoo.steps import _ce_labels, _Supervised
+    from roam_core.zoo.steps import Supervised, ce_labels
     from roam_core.zoo.transformer import VisionTransformer
 
     x = torch.empty((1, 3, 224, 224), device="meta")
     y = torch.empty((1,), dtype=torch.long, device="meta")
-    return _Supervised(VisionTransformer(n_layer=depth)), [x, y], _ce_labels
+    return Supervised(VisionTransformer(n_layer=depth)), [x, y], ce_labels
 
 
 def _resnet(depth: int) -> Step:
     from roam_core.zoo.cnn import ResNet50
-    from roam_core.zoo.steps import _ce_labels, _Supervised
+    from roam_core.zoo.steps import Supervised, ce_labels
 
     x = torch.empty((1, 3, 224, 224), device="meta")
     y = torch.empty((1,), dtype=torch.long, device="meta")
-    return _Supervised(ResNet50(layers=(3, 4, depth, 3))), [x, y], _ce_labels
+    return Supervised(ResNet50(layers=(3, 4, depth, 3))), [x, y], ce_labels
 
 
 #: The families by name.

@@ -61,8 +61,19 @@ from roam_core.zoo.steps import ZooStep
 if TYPE_CHECKING:
     from roam_core.trace.traced_step import TracedStep
 
-__all__ = ["HEADS", "HF_TASKS", "build_hf_step", "hf_batches", "hf_model_from_config",
-           "hf_origin", "hf_step", "hf_step_from_origin", "load_hf_config", "trace_hf"]
+__all__ = [
+    "HEADS",
+    "HF_TASKS",
+    "build_hf_step",
+    "hf_batches",
+    "hf_model_from_config",
+    "hf_origin",
+    "hf_step",
+    "hf_step_from_origin",
+    "import_transformers",
+    "load_hf_config",
+    "trace_hf",
+]
 
 _logger = logging.getLogger(__name__)
 
@@ -79,7 +90,8 @@ _ALIASES = {"seq2seq-lm": "seq2seq"}
 HEADS = HF_TASKS
 
 
-def _transformers() -> Any:
+def import_transformers() -> Any:
+    """The ``transformers`` module, or a :class:`TraceError` saying how to install it."""
     try:
         import transformers
     except ImportError as e:
@@ -114,7 +126,7 @@ def load_hf_config(source: Any, **overrides: Any) -> Any:
     TraceError
         Unreadable file, no or unknown ``model_type``.
     """
-    tf = _transformers()
+    tf = import_transformers()
     if isinstance(source, tf.PretrainedConfig):
         cfg = source.__class__.from_dict(source.to_dict())
         _apply(cfg, overrides)
@@ -163,7 +175,7 @@ def hf_model_from_config(config: Any, head: str = "causal-lm", *,
     TraceError
         Unknown task, or a config the model class rejects (the message says why).
     """
-    tf = _transformers()
+    tf = import_transformers()
     task = _task(head)
     cfg = load_hf_config(config, **overrides)
     dev = torch.device(device)
@@ -205,7 +217,7 @@ class _HFStep(nn.Module):
             return self.model(input_ids=batch[0], labels=batch[1]).loss
 
 
-def _ce_zeros(out: torch.Tensor) -> torch.Tensor:
+def ce_zeros(out: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(out, torch.zeros_like(out))
 
 
@@ -277,7 +289,7 @@ def build_hf_step(config: Any, batch_size: int, seq_len: int | None = None, *,
     dev = torch.device(device)
     inputs = _inputs(_shapes(model.config, task, batch_size, seq_len), dev, seed + 1)
     wrapped = _HFStep(model, task, attention)
-    loss_fn: Callable[[Any], torch.Tensor] | None = _ce_zeros if task == "base" else None
+    loss_fn: Callable[[Any], torch.Tensor] | None = ce_zeros if task == "base" else None
     return ZooStep(wrapped, tuple(inputs), loss_fn, factory)
 
 
@@ -296,7 +308,7 @@ def hf_origin(config: Any, task: str, batch_size: int, seq_len: int | None, *,
     """The ``Graph.origin`` record of an HF step: enough to rebuild it offline."""
     from roam_core.trace.optimizers import make_optimizer_factory
 
-    tf = _transformers()
+    tf = import_transformers()
     cfg = load_hf_config(config)
     task = _task(task)
     return {"source": "hf", "model": cfg.model_type, "task": task,

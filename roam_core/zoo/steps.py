@@ -42,7 +42,8 @@ from roam_core.zoo.transformer import GPT2, Roberta
 if TYPE_CHECKING:
     from roam_core.trace.traced_step import TracedStep
 
-__all__ = ["ZooStep", "build_zoo_step", "trace_zoo", "zoo_origin"]
+__all__ = ["SelfSupervised", "Supervised", "ZooStep", "build_zoo_step", "ce_labels", "ce_zeros",
+           "lm_same", "lm_shifted", "trace_zoo", "zoo_origin"]
 
 _logger = logging.getLogger(__name__)
 
@@ -56,7 +57,7 @@ class ZooStep(NamedTuple):
     optimizer_factory: Callable[[list[nn.Parameter]], torch.optim.Optimizer]
 
 
-class _Supervised(nn.Module):
+class Supervised(nn.Module):
     """Wraps a classifier so ``forward(x, labels)`` returns ``(logits, labels)``."""
 
     #: graph module paths and tensor names are those of the wrapped model
@@ -70,7 +71,7 @@ class _Supervised(nn.Module):
         return self.model(x), labels
 
 
-class _SelfSupervised(nn.Module):
+class SelfSupervised(nn.Module):
     """Wraps a token model so ``forward(ids)`` returns ``(logits, ids)``."""
 
     #: graph module paths and tensor names are those of the wrapped model
@@ -84,22 +85,26 @@ class _SelfSupervised(nn.Module):
         return self.model(ids), ids
 
 
-def _ce_zeros(out: torch.Tensor) -> torch.Tensor:
+def ce_zeros(out: torch.Tensor) -> torch.Tensor:
+    """The ROAM paper's loss: cross-entropy of the output against zeros."""
     return F.cross_entropy(out, torch.zeros_like(out))
 
 
-def _ce_labels(pair: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+def ce_labels(pair: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Cross-entropy of ``(logits, labels)`` (a :class:`Supervised` model's output)."""
     logits, labels = pair
     return F.cross_entropy(logits, labels)
 
 
-def _lm_shifted(pair: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+def lm_shifted(pair: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Causal-LM loss of ``(logits, ids)``: each position predicts the next id."""
     logits, ids = pair
     v = logits.shape[-1]
     return F.cross_entropy(logits[:, :-1].reshape(-1, v), ids[:, 1:].reshape(-1))
 
 
-def _lm_same(pair: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+def lm_same(pair: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+    """Masked-LM style loss of ``(logits, ids)``: each position predicts its own id."""
     logits, ids = pair
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), ids.reshape(-1))
 
@@ -166,13 +171,13 @@ def build_zoo_step(
         x = real((b, 3, spec.image_size, spec.image_size) if spec.family == "vision"
                  else (b, 784), torch.float32)
         if setting == "roam":
-            return ZooStep(inner, (x,), _ce_zeros, opt_factory)
+            return ZooStep(inner, (x,), ce_zeros, opt_factory)
         labels = real((b,), torch.long, spec.num_classes)
-        return ZooStep(_Supervised(inner), (x, labels), _ce_labels, opt_factory)
+        return ZooStep(Supervised(inner), (x, labels), ce_labels, opt_factory)
     assert t is not None
     if spec.family == "roberta" and setting == "roam":
         ids = torch.tensor([ROBERTA_HELLO_WORLD] * b, dtype=torch.long, device=dev)
-        return ZooStep(inner, (ids,), _ce_zeros, opt_factory)
+        return ZooStep(inner, (ids,), ce_zeros, opt_factory)
     if spec.family == "gpt":
         assert isinstance(inner, (GPT2, Llama))  # the zoo's decoder-only families
         limit = inner.config.n_positions
@@ -183,9 +188,9 @@ def build_zoo_step(
         ids[:, 0], ids[:, -1] = 0, 2
         ids[ids == Roberta.PAD] = 3
     if setting == "roam":
-        return ZooStep(inner, (ids,), _ce_zeros, opt_factory)
-    return ZooStep(_SelfSupervised(inner), (ids,),
-                   _lm_shifted if spec.family == "gpt" else _lm_same, opt_factory)
+        return ZooStep(inner, (ids,), ce_zeros, opt_factory)
+    return ZooStep(SelfSupervised(inner), (ids,),
+                   lm_shifted if spec.family == "gpt" else lm_same, opt_factory)
 
 
 def zoo_origin(name: str, batch_size: int, seq_len: int | None, setting: str,

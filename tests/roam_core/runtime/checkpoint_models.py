@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from roam_core.zoo.cnn import ResNet50
-from roam_core.zoo.steps import _ce_labels, _lm_shifted, _SelfSupervised, _Supervised
+from roam_core.zoo.steps import SelfSupervised, Supervised, ce_labels, lm_shifted
 from roam_core.zoo.transformer import GPT2, GPT2Config
 
 Case = tuple[nn.Module, list[Any], Any, str]
@@ -117,14 +117,14 @@ def gpt2_case() -> Case:
     cfg = GPT2Config(vocab_size=128, n_positions=64, n_embd=64, n_layer=2, n_head=4,
                      dropout=0.1)
     ids = torch.randint(0, 128, (2, 32), generator=_gen())
-    return _SelfSupervised(GPT2(cfg, lm_head=True, attention="math")), [ids], _lm_shifted, \
+    return SelfSupervised(GPT2(cfg, lm_head=True, attention="math")), [ids], lm_shifted, \
         "adamw"
 
 
 def llama_case() -> Case:
     torch.manual_seed(0)
     ids = torch.randint(0, 128, (2, 32), generator=_gen())
-    return _SelfSupervised(LlamaLike()), [ids], _lm_shifted, "adamw"
+    return SelfSupervised(LlamaLike()), [ids], lm_shifted, "adamw"
 
 
 def resnet_case() -> Case:
@@ -133,7 +133,7 @@ def resnet_case() -> Case:
     torch.manual_seed(0)
     x = torch.randn(4, 3, 96, 96, generator=_gen())
     y = torch.randint(0, 10, (4,), generator=_gen())
-    return _Supervised(ResNet50(num_classes=10, layers=(1, 1, 1, 1))), [x, y], _ce_labels, \
+    return Supervised(ResNet50(num_classes=10, layers=(1, 1, 1, 1))), [x, y], ce_labels, \
         "adamw"
 
 

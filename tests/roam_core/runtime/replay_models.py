@@ -15,7 +15,7 @@ import torch
 from roam_core.zoo import ZOO, build_model
 from roam_core.zoo.cnn import ResNet50
 from roam_core.zoo.llama import Llama, LlamaConfig
-from roam_core.zoo.steps import _ce_labels, _lm_same, _lm_shifted, _SelfSupervised, _Supervised
+from roam_core.zoo.steps import SelfSupervised, Supervised, ce_labels, lm_same, lm_shifted
 from roam_core.zoo.transformer import GPT2, GPT2Config, Roberta, VisionTransformer
 
 Case = tuple[torch.nn.Module, list[Any], Any, str]
@@ -29,7 +29,7 @@ def _vision(model: torch.nn.Module, size: int, batch: int = 2, classes: int = 10
             optimizer: str = "adamw") -> Case:
     x = torch.randn(batch, 3, size, size, generator=_gen())
     y = torch.randint(0, classes, (batch,), generator=_gen())
-    return _Supervised(model), [x, y], _ce_labels, optimizer
+    return Supervised(model), [x, y], ce_labels, optimizer
 
 
 def _zoo_vision(name: str, size: int, optimizer: str = "adamw") -> Callable[[], Case]:
@@ -41,7 +41,7 @@ def _gpt(**cfg: Any) -> Callable[[], Case]:
         torch.manual_seed(0)
         c = GPT2Config(vocab_size=128, n_positions=32, **cfg)
         ids = torch.randint(0, 128, (2, 12), generator=_gen())
-        return _SelfSupervised(GPT2(c, lm_head=True)), [ids], _lm_shifted, "adamw"
+        return SelfSupervised(GPT2(c, lm_head=True)), [ids], lm_shifted, "adamw"
     return make
 
 
@@ -51,14 +51,14 @@ def _llama() -> Case:
     c = LlamaConfig(vocab_size=128, n_positions=32, n_embd=32, n_layer=2, n_head=4,
                     n_kv_head=2, intermediate=64)
     ids = torch.randint(0, 128, (2, 12), generator=_gen())
-    return _SelfSupervised(Llama(c, lm_head=True)), [ids], _lm_shifted, "adamw"
+    return SelfSupervised(Llama(c, lm_head=True)), [ids], lm_shifted, "adamw"
 
 
 def _roberta() -> Case:
     torch.manual_seed(0)
     model = Roberta(vocab_size=128, d=32, n_layer=2, n_head=2, pooler=False, lm_head=True)
     ids = torch.randint(4, 128, (2, 12), generator=_gen())
-    return _SelfSupervised(model), [ids], _lm_same, "adamw"
+    return SelfSupervised(model), [ids], lm_same, "adamw"
 
 
 def _vit() -> Case:
@@ -79,7 +79,7 @@ def _vectors(name: str, optimizer: str = "sgd") -> Callable[[], Case]:
         torch.manual_seed(0)
         x = torch.randn(4, 784, generator=_gen())
         y = torch.randint(0, 10, (4,), generator=_gen())
-        return _Supervised(build_model(name, device="cpu")), [x, y], _ce_labels, optimizer
+        return Supervised(build_model(name, device="cpu")), [x, y], ce_labels, optimizer
 
     return build
 

@@ -16,7 +16,7 @@ from roam_core.runtime import arena_runner as arena_mod
 from roam_core.runtime import execute_traced
 from roam_core.runtime.arena_runner import same_strides
 from roam_core.trace import trace_fx
-from roam_core.zoo.steps import _ce_labels, _lm_shifted, _SelfSupervised, _Supervised
+from roam_core.zoo.steps import SelfSupervised, Supervised, ce_labels, lm_shifted
 from roam_core.zoo.transformer import GPT2, GPT2Config, VisionTransformer
 from tests.roam_core.runtime.exec_helpers import first_fit_plan, random_order
 
@@ -75,7 +75,7 @@ def _small_vit() -> tuple[torch.nn.Module, list[torch.Tensor]]:
     torch.manual_seed(0)
     vit = VisionTransformer(image_size=32, patch=8, d=32, n_layer=2, n_head=2, mlp=64,
                             num_classes=10)
-    return _Supervised(vit), [torch.randn(1, 3, 32, 32), torch.randint(0, 10, (1,))]
+    return Supervised(vit), [torch.randn(1, 3, 32, 32), torch.randint(0, 10, (1,))]
 
 
 @pytest.mark.slow
@@ -92,7 +92,7 @@ def test_batch_one_vit_replays_although_size_one_strides_differ(monkeypatch) -> 
 
     monkeypatch.setattr(arena_mod, "same_strides", spy)
     model, inputs = _small_vit()
-    report = replay(model, inputs, _ce_labels)
+    report = replay(model, inputs, ce_labels)
     assert_bit_exact(report)
     assert seen, "the old exact-stride check would have passed too: the test is vacuous"
     assert all(1 in s for s in seen)
@@ -106,7 +106,7 @@ def test_batch_one_vit_with_a_wrong_stride_is_refused(monkeypatch) -> None:
     monkeypatch.setattr(arena_mod, "same_strides", lambda shape, got, want: False)
     model, inputs = _small_vit()
     with pytest.raises(ExecutorError, match=r"op '.*' \(aten\..*stride"):
-        replay(model, inputs, _ce_labels)
+        replay(model, inputs, ce_labels)
 
 
 @pytest.mark.slow
@@ -114,8 +114,8 @@ def test_batch_one_gpt2_replays_bit_exact() -> None:
     torch.manual_seed(0)
     cfg = GPT2Config(vocab_size=128, n_positions=64, n_embd=48, n_layer=2, n_head=4,
                      dropout=0.1)
-    model = _SelfSupervised(GPT2(cfg, lm_head=True))
-    assert_bit_exact(replay(model, [torch.randint(0, 128, (1, 16))], _lm_shifted))
+    model = SelfSupervised(GPT2(cfg, lm_head=True))
+    assert_bit_exact(replay(model, [torch.randint(0, 128, (1, 16))], lm_shifted))
 
 
 # ------------------------------------------------------------------ tied and shared parameters
