@@ -12,7 +12,8 @@ per-rank batch size is traced as the step of one rank (fake process group, fake 
 FSDP2 per block and the root, reshard after forward, ``MixedPrecisionPolicy(bfloat16,
 float32)``, AdamW) and checked against one device's memory four ways: PyTorch eager's reserved
 memory (caching-allocator model on the program order), roam's arena, and roam's cheapest
-recomputation plan that fits, counted for <= 5 % / <= 25 % extra FLOPs.  Batches run in
+recomputation plan that fits, counted for <= 5 % / <= 25 % extra time (the cost model's
+estimate on the planner's device profile, h100-sxm by default).  Batches run in
 increasing order and stop once no method fits; results are written after every batch.
 """
 
@@ -93,7 +94,7 @@ def _md(rows: list[dict[str, Any]], args: argparse.Namespace, when: str) -> str:
         "weights, gradients and AdamW state, sharded 1/W), per-rank batch x sequence.",
         "",
         "| batch per rank | eager reserved GiB | roam GiB | roam + recompute GiB (extra "
-        "FLOPs) | s | max RSS MiB | load 1-min |",
+        "time, h100-sxm) | s | max RSS MiB | load 1-min |",
         "|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in rows:
