@@ -26,8 +26,9 @@ from torch import nn
 import roam_core as rc
 from roam_core.runtime import PlannedStep
 from roam_core.runtime.compare_training import eager_call
-from roam_core.trace import make_optimizer_factory
+from roam_core.trace import make_optimizer_factory, trace_fx
 from roam_core.trace.precision import StepPrecision
+from roam_core.trace.step_spec import StepSpec
 from tests.roam_core.runtime.exec_helpers import first_fit_plan, random_order
 from tests.roam_core.runtime.train_helpers import fast_planner
 
@@ -126,10 +127,8 @@ CASES = {
 
 
 def _params() -> list[Any]:
-    """Every case on both models; all but one (clip, accumulation and an overflow on the
-    MLP) in the slow tier: each trains for seconds."""
-    fast = ("mlp", "clip-accumulate-2")
-    return [pytest.param(m, c, id=f"{m}-{c}", marks=() if (m, c) == fast else pytest.mark.slow)
+    """Every case on both models (slow tier: each trains for seconds)."""
+    return [pytest.param(m, c, id=f"{m}-{c}", marks=pytest.mark.slow)
             for m in MODELS for c in CASES]
 
 
@@ -179,3 +178,39 @@ def test_roam_train_fp16_mixed_with_clipping_and_accumulation(model: str, capsys
     assert r["precision"] == "fp16-mixed"
     assert r["max_abs_diff"] == 0.0
     assert r["losses_eager"] == r["losses_planned"]
+
+
+def _fp16_trace(spec: StepSpec) -> Any:
+    net, data, _, factory = _mlp(0)
+    return trace_fx(net, data[0], None, factory, setting="steady", precision="fp16-mixed",
+                    spec=spec)
+
+
+def test_the_unscale_comes_before_the_clip_and_only_the_update_is_gated() -> None:
+    traced = _fp16_trace(StepSpec(max_grad_norm=1.0, accumulation_steps=2))
+    nodes = list(traced.gm.graph.nodes)
+    unscale = [i for i, n in enumerate(nodes)
+               if n.target is torch.ops.aten._amp_foreach_non_finite_check_and_unscale_.default]
+    norms = [i for i, n in enumerate(nodes)  # clip_grad_norm_'s per-gradient norms
+             if n.target is torch.ops.aten.linalg_vector_norm.default]
+    assert len(unscale) == 1
+    assert norms
+    assert unscale[0] < min(norms)
+    gated = {n.name for n in nodes if n.name in traced.amp.step_ops}
+    assert gated
+    assert not gated & {nodes[i].name for i in norms}
+    # the micro-batch that only accumulates: no unscale, nothing gated
+    acc = _fp16_trace(StepSpec(max_grad_norm=1.0, accumulation_steps=2, updates=False))
+    assert acc.amp is None
+    assert not any("_amp_foreach" in str(n.target) for n in acc.gm.graph.nodes)
+
+
+def test_execute_plan_refuses_an_accumulating_micro_batch_graph() -> None:
+    from roam_core.base.errors import ExecutorError
+    from roam_core.runtime import execute_traced
+
+    net, data, _, factory = _mlp(0)
+    traced = _fp16_trace(StepSpec(accumulation_steps=2))
+    plan = first_fit_plan(traced.graph, random_order(traced.graph, 1))
+    with pytest.raises(ExecutorError, match=r"PlannedStep\(accumulation_steps=k\)"):
+        execute_traced(traced, net, data[0], plan, optimizer=factory)
