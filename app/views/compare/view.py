@@ -109,7 +109,8 @@ def compare_options(graph: GraphRef | None, plan: str | None, made: JobResult | 
                     al: FormNumber) -> tuple[list[dict[str, str]], list[dict[str, str]],
                                              str, str]:
     """The plans on offer (both dropdowns) and the picks: kept while on offer, else A is
-    the compared baseline ("before") and B the plan shown."""
+    the compared baseline ("before") and B the plan shown; a newly shown plan (a frontier
+    point clicked, a plan made or imported) becomes B."""
     if not graph:
         raise PreventUpdate
     gk = graph["key"]
@@ -124,8 +125,11 @@ def compare_options(graph: GraphRef | None, plan: str | None, made: JobResult | 
     a = cur_a if cur_a in values else BASE + (base or "eager")
     if a not in values:
         a = values[0]
-    b = cur_b if cur_b in values else (PLAN + plan if plan and PLAN + plan in values
-                                        else next(v for v in values if v != a))
+    shown = PLAN + plan if plan and PLAN + plan in values else None
+    if shown is not None and (dash.ctx.triggered_id == ids.PLAN_KEY or cur_b not in values):
+        b = shown
+    else:
+        b = cur_b if cur_b in values else next(v for v in values if v != a)
     return opts, opts, a, b
 
 

@@ -18,6 +18,7 @@ from roam_core.model.samples import tiny_train_step
 from roam_core.oracle.simulate import lifetimes
 from roam_core.planner import make_plan
 from roam_core.planner.config import PlannerConfig
+from tests.app.helpers import run
 
 SAMPLE = (Path(__file__).resolve().parents[3] / "sample_graphs"
           / "teach_recompute-b256-steady.json.gz")
@@ -130,9 +131,16 @@ def test_callbacks_default_to_the_baseline_against_the_plan_shown(
     graph = {"key": two_plans["gk"], "name": two_plans["graph"].name}
     kb = two_plans["kb"]
     form = ("roam", 2.0, 60, 1, 512)
-    opts, _, a, b = view.compare_options(graph, kb, None, None, None, None, None, "eager",
-                                         *form)
+    opts, _, a, b = run(view.compare_options, "graph-key", graph, graph, kb, None, None,
+                        None, None, None, "eager", *form)
     assert (a, b) == ("base:eager", "plan:" + kb)
+    # picks are kept while on offer; a newly shown plan becomes B
+    kept = run(view.compare_options, "graph-key", graph, graph, kb, None, None, None,
+               "base:xla", "base:lescea", "eager", *form)
+    assert kept[2:] == ("base:xla", "base:lescea")
+    follow = run(view.compare_options, "plan-key", kb, graph, kb, None, None, None,
+                 "base:xla", "base:lescea", "eager", *form)
+    assert follow[2:] == ("base:xla", "plan:" + kb)
     fig, metrics, modules, lives, _note, status = view.render_compare(a, b, opts, graph, *form)
     names = [t["name"] for t in fig["data"] if t.get("showlegend") is not False]
     assert names[0] == "A: baseline: eager (program order)"
@@ -148,3 +156,30 @@ def test_callbacks_default_to_the_baseline_against_the_plan_shown(
     fig3, *_, status3 = view.render_compare("plan:nope", b, opts, graph, *form)
     assert status3.startswith("Cannot compare: ")
     assert not fig3["data"]
+
+
+def test_a_frontier_plan_against_the_eager_baseline(cache_dir: Path) -> None:
+    """The Budget view's frontier (real plans) is on offer; a budget plan shows its re-runs."""
+    from app.views.budget.data import frontier
+
+    g = load_graph(SAMPLE)
+    gk = state.put_graph(g)
+    key, cancelled = frontier(gk, SETTINGS, 2, min_cut=False)
+    assert not cancelled
+    graph = {"key": gk, "name": g.name}
+    form = ("roam", 2.0, 60, 1, 512)
+    opts, _, a, _b = run(view.compare_options, "frontier-result", {"key": key, "graph": gk},
+                        graph, None, None, None, {"key": key, "graph": gk}, None, None,
+                        "eager", *form)
+    labels = {o["value"]: o["label"] for o in opts}
+    pk = next(p["plan_key"] for p in state.get_json(key)["points"]
+              if p["method"] == "roam" and p["recomputed_ops"])
+    assert labels["plan:" + pk].startswith("budget plan: roam at ")
+    assert a == "base:eager"
+    *_, status = view.render_compare(a, "plan:" + pk, opts, graph, *form)
+    assert "B: budget plan: roam at " in status
+    ka = data.resolve_choice(gk, a, SETTINGS)
+    kb = data.resolve_choice(gk, "plan:" + pk, SETTINGS)
+    rows = {r["metric"]: r for r in data.comparison(gk, ka, kb).metrics}
+    assert int(rows["re-runs (ops)"]["b"]) > 0
+    assert float(rows["extra time (ms)"]["diff"]) > 0
