@@ -9,10 +9,9 @@ The same rules as ``roam fit`` (:mod:`roam_core.commands.fit`): every batch size
 (steady setting, fake tensors) and checked against the memory: PyTorch eager's reserved memory
 (the caching-allocator model on the program order), roam's arena without recomputation, and
 roam's cheapest recomputation plan whose arena fits the memory, counted for the <= 5% and
-<= 25% extra-FLOP methods when its extra FLOPs stay within the limit.  Beside ``roam fit``
-this script times every stage (trace, plan without recomputation, the one budget
-``plan_at(memory)``) and writes the results after every batch (``.json`` and ``.md``), so
-a run cut short still leaves what it measured.
+<= 25% methods when its estimated extra time (the cost model) stays within the limit.  Beside
+``roam fit`` this script times the trace and the row and writes the results after every
+batch (``.json`` and ``.md``), so a run cut short still leaves what it measured.
 
 Timings on the shared 2-core machine are noisy (several sessions run at once).
 """
@@ -21,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -34,11 +34,10 @@ METHODS = ("eager_reserved", "roam", "roam_recompute_5pct", "roam_recompute_25pc
 
 def check_batch(model: str, batch: int, seq: int | None, memory: int,
                 workers: int) -> dict[str, Any]:
-    """Trace one batch and measure what ``roam fit`` measures, with stage timings."""
-    from roam_core.base.errors import BudgetInfeasibleError
-    from roam_core.oracle.baseline import eager_report
-    from roam_core.planner.budget import BudgetPlanner
+    """Trace one batch and decide what fits with ``roam fit``'s own row
+    (:func:`roam_core.planner.whatfits.fit_row`), timing the trace and the row."""
     from roam_core.planner.config import PlannerConfig
+    from roam_core.planner.whatfits import fit_row
     from roam_core.zoo import trace_zoo
 
     cfg = PlannerConfig(workers=workers)  # roam fit's settings
@@ -46,35 +45,17 @@ def check_batch(model: str, batch: int, seq: int | None, memory: int,
     g = trace_zoo(model, batch, seq, "steady").graph
     row: dict[str, Any] = {"batch_size": batch, "seq_len": g.origin.get("seq_len"),
                            "graph": g.name, "ops": len(g.ops),
-                           "trace_s": time.perf_counter() - t0}
-    rep = eager_report(g, cfg.alignment_bytes)
-    row["eager_reserved_bytes"] = int(rep.peak_reserved_bytes)
-    row["resident_bytes"] = g.resident_bytes()
+                           "trace_s": time.perf_counter() - t0,
+                           "resident_bytes": g.resident_bytes()}
     t0 = time.perf_counter()
-    bp = BudgetPlanner(g, cfg)
-    row["base_plan_s"] = time.perf_counter() - t0
-    row["roam_arena_bytes"] = bp.base.arena_bytes
-    row["step_flops"] = bp.step_flops
-    pct: float | None = None
-    arena: int | None = None
-    row["budget_plan_s"] = None
-    if bp.base.arena_bytes <= memory:
-        pct, arena = 0.0, bp.base.arena_bytes
-    else:
-        t0 = time.perf_counter()
-        try:
-            plan = bp.plan_at(memory)
-            pct, arena = 100 * plan.extra_flops / max(bp.step_flops, 1), plan.arena_bytes
-            row.update(rerun_summary(g, plan))
-        except BudgetInfeasibleError as e:
-            row["infeasible"] = str(e)
-        row["budget_plan_s"] = time.perf_counter() - t0
-    row["recompute_arena_bytes"] = arena
-    row["recompute_extra_flops_pct"] = pct
-    row["fits"] = {"eager_reserved": row["eager_reserved_bytes"] <= memory,
-                   "roam": bp.base.arena_bytes <= memory,
-                   "roam_recompute_5pct": pct is not None and pct <= 5.0,
-                   "roam_recompute_25pct": pct is not None and pct <= 25.0}
+    fr = fit_row(g, cfg, batch_size=batch, seq_len=row["seq_len"], memory_bytes=memory)
+    row["fit_s"] = time.perf_counter() - t0
+    row["eager_reserved_bytes"] = fr.peak_bytes["eager_reserved"]
+    row["roam_arena_bytes"] = fr.peak_bytes["roam"]
+    row["peak_bytes"] = dict(fr.peak_bytes)
+    row["extra_time_pct"] = dict(fr.extra_time_pct)
+    row["step_seconds"], row["device_profile"] = fr.step_seconds, fr.device_profile
+    row["fits"] = fr.fits(memory)
     return row
 
 
@@ -97,6 +78,7 @@ def budget_timing(model: str, batch: int, seq: int | None, budgets: list[int],
     from roam_core.base.errors import BudgetInfeasibleError
     from roam_core.planner.budget import BudgetPlanner
     from roam_core.planner.config import PlannerConfig
+    from roam_core.planner.whatfits import extra_time_pct
     from roam_core.zoo import trace_zoo
 
     cfg = PlannerConfig(workers=workers)
@@ -119,6 +101,7 @@ def budget_timing(model: str, batch: int, seq: int | None, budgets: list[int],
         try:
             plan = bp.plan_at(b)
             row.update({"arena_bytes": plan.arena_bytes,
+                        "extra_time_pct": extra_time_pct(plan.extra_seconds, bp.step_seconds),
                         "extra_flops_pct": 100 * plan.extra_flops / max(bp.step_flops, 1),
                         **rerun_summary(g, plan)})
         except BudgetInfeasibleError as e:
@@ -142,30 +125,39 @@ def largest(rows: list[dict[str, Any]]) -> dict[str, int | None]:
     return out
 
 
+def _gib_pct(r: dict[str, Any], method: str, mem: int) -> str:
+    """A recomputation method's cell: its arena and extra time, or why it does not fit."""
+    peak, pct = r["peak_bytes"][method], r["extra_time_pct"].get(method, 0.0)
+    if r["roam_arena_bytes"] <= mem:
+        return "fits without"
+    if peak > mem:
+        return f"no (needs +{pct:.2f}%)" if pct else "no"
+    return f"{peak / GIB:.2f} (+{pct:.2f}%)"
+
+
 def write(res: dict[str, Any], out: Path) -> None:
     out.with_suffix(".json").write_text(json.dumps(res, indent=1))
     mem = res["memory_bytes"]
+    prof = res["rows"][0]["device_profile"] if res["rows"] else "?"
     lines = [f"# What fits: {res['model']} at t{res['seq_len']} in {mem / GIB:g} GiB", "",
-             f"Produced by `benchmarks/fit_bench.py` ({res['started']} UTC), the rules of "
-             "`roam fit`: steady AdamW step traced on fake tensors; eager = the caching-"
-             "allocator model's reserved memory on the program order; roam = its arena "
-             "without recomputation; roam <= p% = the cheapest recomputation plan whose arena "
-             f"fits {mem / GIB:g} GiB, counted when its extra FLOPs are <= p% of the step.  "
-             "Timed on the shared 2-core machine while other sessions (the lead's CI run "
-             "among them) were running: timings are noisy.", "",
-             "| batch | ops | eager reserved GiB | roam GiB | roam + recompute GiB "
-             "(extra FLOPs) | trace s | plan s (no budget) | plan s (budget) |",
+             f"Produced by `benchmarks/fit_bench.py` ({res['started']} UTC) with `roam fit`'s "
+             "own row (`roam_core.planner.whatfits.fit_row`): steady AdamW step in fp32 traced "
+             "on fake tensors; eager = the caching-allocator model's reserved memory on the "
+             "program order; roam = its arena without recomputation; roam ≤ p% = the cheapest "
+             f"recomputation plan whose arena fits {mem / GIB:g} GiB, counted when its "
+             f"estimated extra time on `{prof}` (the cost model) is ≤ p% of the step's.  "
+             f"Machine: {res.get('nproc', '?')} cores, load average {res.get('load', '?')} "
+             "at the start (shared with other sessions: the seconds are noisy, the bytes and "
+             "verdicts are not).", "",
+             "| batch | ops | eager reserved GiB | roam GiB | roam ≤ 5 % GiB (extra time) "
+             "| roam ≤ 25 % GiB (extra time) | trace s | fit s |",
              "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in res["rows"]:
-        rc = ("—" if r["recompute_arena_bytes"] is None else
-              f"{r['recompute_arena_bytes'] / GIB:.2f} (+{r['recompute_extra_flops_pct']:.2f}%)")
-        if r["budget_plan_s"] is None:
-            rc, bs = "fits without", "—"
-        else:
-            bs = f"{r['budget_plan_s']:.0f}"
         lines.append(f"| {r['batch_size']} | {r['ops']:,} | "
                      f"{r['eager_reserved_bytes'] / GIB:.2f} | {r['roam_arena_bytes'] / GIB:.2f}"
-                     f" | {rc} | {r['trace_s']:.0f} | {r['base_plan_s']:.0f} | {bs} |")
+                     f" | {_gib_pct(r, 'roam_recompute_5pct', mem)}"
+                     f" | {_gib_pct(r, 'roam_recompute_25pct', mem)}"
+                     f" | {r['trace_s']:.0f} | {r['fit_s']:.0f} |")
     lines += ["", "Largest batch that fits (every smaller batch in the sweep fits too):", "",
               "| method | largest batch |", "|---|---:|"]
     for m, b in res["largest"].items():
@@ -201,7 +193,9 @@ def main() -> None:
         return
     res: dict[str, Any] = {"model": args.model, "seq_len": args.seq_len,
                            "memory_bytes": args.memory, "rows": [], "notes": [],
-                           "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime())}
+                           "started": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+                           "nproc": os.cpu_count(),
+                           "load": " ".join(f"{x:.1f}" for x in os.getloadavg())}
     if args.keep and out.with_suffix(".json").exists():
         res = json.loads(out.with_suffix(".json").read_text())
     for b in args.batch_sizes:

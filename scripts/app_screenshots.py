@@ -21,7 +21,7 @@ CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run"]
 SIZES = ((1280, 720), (1920, 1080))
 #: Cards that draw their body when opened (``app/views/lazy.py``): opened before the shots.
-LAZY = ("budget-card", "fit-card", "snapshot-card", "use-plan-card")
+LAZY = ("budget-card", "compare-card", "fit-card", "snapshot-card", "use-plan-card")
 T = 120_000  # ms
 
 

@@ -14,7 +14,17 @@ from roam_core import OLD_MODULE_PATHS
 
 @pytest.fixture
 def fresh():  # type: ignore[no-untyped-def]
-    """Forget the old paths before and after each test (other tests never see them)."""
+    """Forget the old paths before and after each test (other tests never see them).
+
+    Importing an old path binds the module on its parent, over a public name of the same
+    name (``roam_core.simulate`` the function): those names are put back afterwards."""
+    import roam_core
+
+    kept = {old.rpartition(".")[2]: getattr(roam_core, old.rpartition(".")[2])
+            for old in OLD_MODULE_PATHS if old.count(".") == 1
+            and hasattr(roam_core, old.rpartition(".")[2])
+            and not isinstance(getattr(roam_core, old.rpartition(".")[2]), type(sys))}
+
     def drop() -> None:
         for name in list(sys.modules):
             if any(name == old or name.startswith(old + ".") for old in OLD_MODULE_PATHS):
@@ -22,6 +32,8 @@ def fresh():  # type: ignore[no-untyped-def]
                 head, _, child = name.rpartition(".")
                 if head in sys.modules and getattr(sys.modules[head], child, None) is not None:
                     delattr(sys.modules[head], child)
+        for child, obj in kept.items():
+            setattr(roam_core, child, obj)
 
     drop()
     yield

@@ -26,6 +26,7 @@ every view's callbacks; tests of a view go in ``tests/app/views/test_<name>.py``
 from __future__ import annotations
 
 from app.views.budget.view import VIEW as BUDGET
+from app.views.compare.view import VIEW as COMPARE
 from app.views.curves.view import VIEW as CURVES
 from app.views.explain.view import VIEW as EXPLAIN
 from app.views.export.view import VIEW as EXPORT
@@ -70,6 +71,7 @@ VIEWS: tuple[View, ...] = (
     LIVE,
     MEMORY_BY_MODULE,
     BUDGET,
+    COMPARE,
     FIT,
     SNAPSHOT,
     USE_PLAN,

@@ -52,27 +52,25 @@ def range_beats(rng: RangeProblem, below: int, max_work: int = HINT_CHECK_WORK
     for i, ps in enumerate(rng.preds):
         for q in ps:
             pred_mask[i] |= 1 << q
-    # per term: (size, producer bit or 0, users mask, live_after, no-users kind)
+    # A step's bytes split into what is live once the ops in ``done`` ran (the term was made
+    # before the range or by ``done``, and is kept after the range or read by an op not in
+    # ``done``; a term made before, kept nowhere and read by no op is live at step 0 only),
+    # plus every term the step's op makes: computed once per down-set, not per candidate op.
+    # ``work`` still counts every candidate's terms, so the limit decides as it always did.
     terms = [(t.size_bytes, 0 if t.producer is None else 1 << t.producer,
               sum(1 << u for u in t.users), t.live_after) for t in rng.terms]
+    made_by = [0] * n
+    for t in rng.terms:
+        if t.producer is not None:
+            made_by[t.producer] += t.size_bytes
     full = (1 << n) - 1
 
-    def step_bytes(done: int, v: int) -> int:
-        bit = 1 << v
-        now = done | bit
+    def live_after_ops(done: int) -> int:
         total = rng.const_bytes
         for size, prod, users, after in terms:
-            if prod and not now & prod:
-                continue  # not created yet
-            if after:
-                total += size
-            elif users:
-                if users & ~done or prod == bit:
-                    total += size
-            elif prod:
-                if prod == bit:
-                    total += size
-            elif done == 0:  # made before the range, never read in it: live at step 0
+            if prod and not done & prod:
+                continue  # not created yet (or made by the step's op: counted in made_by)
+            if after or users & ~done or (not users and not prod and done == 0):
                 total += size
         return total
 
@@ -82,6 +80,7 @@ def range_beats(rng: RangeProblem, below: int, max_work: int = HINT_CHECK_WORK
     for _ in range(n):
         nxt: set[int] = set()
         for done in frontier:
+            live: int | None = None
             for v in range(n):
                 if done >> v & 1 or pred_mask[v] & ~done:
                     continue
@@ -91,7 +90,9 @@ def range_beats(rng: RangeProblem, below: int, max_work: int = HINT_CHECK_WORK
                 work += per_step
                 if work > max_work:
                     return None
-                if step_bytes(done, v) < below:
+                if live is None:
+                    live = live_after_ops(done)
+                if live + made_by[v] < below:
                     nxt.add(d2)
         if not nxt:
             return False
