@@ -154,6 +154,12 @@ def test_execute_plan_fp16_with_clipping_is_bit_exact(model: str, overflow: bool
     inputs = data[0]
     if overflow:  # fc1's fp16 output overflows (the GPT's overflow: through PlannedStep)
         inputs = [inputs[0] * 1e5, inputs[1]]
+        mixed, probe = StepPrecision("fp16-mixed", torch.device("cpu")), copy.deepcopy(net)
+        with mixed.autocast():
+            loss = probe(*inputs)
+        mixed.backward(loss)
+        mixed.unscale(factory(list(probe.parameters())))
+        assert mixed.found_inf()  # so the compared step is a skipped one
     g = rc.trace_training_step(net, inputs, loss_fn, optimizer=factory,
                                precision="fp16-mixed", max_grad_norm=0.5)
     plan = first_fit_plan(g, random_order(g, 1))
