@@ -20,8 +20,11 @@ The tracer (:func:`roam_core.trace.trace_training_step`) and the runtime's eager
 traced graph and the eager step do the same thing.  With the scaler, the trace takes the
 "no inf found" path (the update ops are traced); :class:`AmpGuard` names the update ops and
 the ``found_inf`` flag, and the runtime skips those ops in a step whose flag is set, as
-``GradScaler.step`` does.  The scaler's ``scale`` and ``growth_tracker`` are resident state
-of the step (placeholders named ``grad_scaler:scale`` / ``grad_scaler:growth_tracker``).
+``GradScaler.step`` does.  With clipping the unscale comes before the clip (on the
+accumulated sums with accumulation; a micro-batch that only accumulates has no unscale and
+no :class:`AmpGuard`), and the gated ops are the optimizer's alone.  The scaler's
+``scale`` and ``growth_tracker`` are resident state of the step (placeholders named
+``grad_scaler:scale`` / ``grad_scaler:growth_tracker``).
 """
 
 from __future__ import annotations
@@ -188,6 +191,14 @@ class StepPrecision:
         """Unscale the gradients and check them for inf/NaN (no-op without a scaler)."""
         if self.scaler is not None:
             self.scaler.unscale_(optimizer)
+
+    def unscaled(self, optimizer: torch.optim.Optimizer) -> bool:
+        """Whether the gradients of ``optimizer`` were unscaled since the last update
+        (``scaler.unscale_(optimizer)`` before a clip; never without a scaler)."""
+        if self.scaler is None:
+            return False
+        state = self.scaler._per_optimizer_states.get(id(optimizer))
+        return state is not None and state["stage"] is torch.amp.grad_scaler.OptState.UNSCALED
 
     def update(self) -> None:
         """Update the scale from the inf check (no-op without a scaler)."""
