@@ -172,6 +172,9 @@ class StepPrecision:
         self.scaler = None
         if self.precision.grad_scaler:
             self.scaler = scaler if scaler is not None else new_grad_scaler(self.device)
+        # optimizers unscaled since the last update, kept here rather than read from the
+        # scaler's private per-optimizer state
+        self._unscaled: set[int] = set()
 
     @contextlib.contextmanager
     def autocast(self) -> Iterator[None]:
@@ -191,19 +194,18 @@ class StepPrecision:
         """Unscale the gradients and check them for inf/NaN (no-op without a scaler)."""
         if self.scaler is not None:
             self.scaler.unscale_(optimizer)
+            self._unscaled.add(id(optimizer))
 
     def unscaled(self, optimizer: torch.optim.Optimizer) -> bool:
-        """Whether the gradients of ``optimizer`` were unscaled since the last update
-        (``scaler.unscale_(optimizer)`` before a clip; never without a scaler)."""
-        if self.scaler is None:
-            return False
-        state = self.scaler._per_optimizer_states.get(id(optimizer))
-        return state is not None and state["stage"] is torch.amp.grad_scaler.OptState.UNSCALED
+        """Whether :meth:`unscale` ran for ``optimizer`` since the last :meth:`update`
+        (before a clip; never without a scaler)."""
+        return self.scaler is not None and id(optimizer) in self._unscaled
 
     def update(self) -> None:
         """Update the scale from the inf check (no-op without a scaler)."""
         if self.scaler is not None:
             self.scaler.update()
+            self._unscaled.clear()
 
     def eager_step(self, optimizer: torch.optim.Optimizer) -> bool:
         """The optimizer step of an eager loop; returns whether the update ran.
@@ -216,7 +218,7 @@ class StepPrecision:
             return True
         self.scaler.step(optimizer)
         stepped = not self.found_inf()
-        self.scaler.update()
+        self.update()
         return stepped
 
     def found_inf(self) -> bool:
