@@ -19,7 +19,8 @@ worth buying.  Each step is cut by a count of work, not by the clock.
    layout costs one ``O(n x overlap)`` pass.
 0b. **Promotion** (iterated greedy): the buffers of the pass with the fewest of them above
    the contract move to the front of its order, and everything is placed again, at most
-   ``promote_passes`` times (Llama-style steps reach the bound in 5-6).
+   ``promote_passes`` times (Llama-style steps reach the bound in 5-6); when that ends above
+   the contract, once more from the chronological order (MoE steps: the first run cycles).
 1. **Activation stack** (steps 1-3: :mod:`roam_core.layout.subtask_layout`).  Activations
    (created before the loss step, freed after it) are stacked from offset 0 of the planned
    area, the one freed last at the bottom (LIFO, as ROAM does): they are all live at the

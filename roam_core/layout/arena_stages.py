@@ -35,8 +35,8 @@ from roam_core.model.graph import Graph, OpId
 from roam_core.model.plan import SolveRecord
 from roam_core.model.stage_cost import StageClock, StageCost, good_enough_bytes
 
-__all__ = ["FIRST_ORDERS", "REPAIR_FRACTION", "REPAIR_STARTS", "STEPS", "ArenaStages",
-           "StepTally"]
+__all__ = ["FIRST_ORDERS", "REPAIR_FRACTION", "REPAIR_STARTS",
+           "RESTART_ORDERS", "STEPS", "ArenaStages", "StepTally"]
 
 #: The first greedy passes (best fit): largest section first reaches the live-set bound on
 #: most training steps (GPT-2 steady steps at 24-360 layers: the layout is that one pass);
@@ -49,6 +49,10 @@ REPAIR_STARTS = 2
 #: The repair's widest window: the steps whose load is at least this fraction of the target
 #: (narrowed until it holds ``search_max_buffers`` buffers).
 REPAIR_FRACTION = 0.6
+#: The promotion's restart orders (step 0b): chronological (by first use, larger first), the
+#: order an allocator sees; tried when the promotion from the first passes settles above
+#: the contract.
+RESTART_ORDERS = ("start",)
 #: How many of the lowest candidates the shake starts from (each gets a share of its passes).
 _SHAKE_STARTS = 3
 #: Most flip-compaction passes per candidate.
@@ -168,28 +172,43 @@ def promote(st: ArenaStages, tally: StepTally) -> None:
     """Step 0b: iterated greedy from the first pass with the fewest buffers above the
     contract: those buffers move to the front of the pass's order and everything is placed
     again (:func:`~roam_core.layout.dsa_heuristics.promote_high`), at most
-    ``promote_passes`` times.
+    ``promote_passes`` times; then, if that run ended above the contract, once more from
+    each order of :data:`RESTART_ORDERS` (a first pass and ``promote_passes`` promotions).
 
     A first pass is usually wrong at a few buffers placed late, when the gaps left at their
     steps were all too small (Llama-style steps: the LM head's AdamW temporaries, three
     64 MiB buffers at a second peak 7,000 steps after the first, end on top of long-lived
     buffers the first peak put in their way); with them in front they take the bottom and
-    the rest packs around them.
+    the rest packs around them.  A run can settle in a cycle of layouts a little above the
+    contract; a run from another order escapes it (``docs/planning_time.md``: the MoE
+    case).
     """
     problem, cfg = st.problem, st.config
     tally.unit, tally.limit = "passes", cfg.promote_passes
     name = min(st.passes, key=lambda k: (_above(problem, st.passes[k], st.target),
                                          st.passes[k].height, k))
-    oname = name.split(":")[1]
-    t = time.perf_counter()
-    sol, runs, cut = promote_high(problem, named_order(problem, oname), "best", st.passes[name],
-                                  target=st.target, passes=cfg.promote_passes,
-                                  deadline=st.deadline)
-    tally.done = runs
-    tally.stopped = "time" if cut else ""
-    st.record("layout", f"promote:{oname}", sol.height, t, runs * len(problem))
-    if sol.height < st.passes[name].height:
-        st.candidates[f"promote:{oname}:best"] = sol
+    runs: list[tuple[str, Solution | None]] = [(name.split(":")[1], st.passes[name])]
+    runs += [(o, None) for o in RESTART_ORDERS if o != runs[0][0]]
+    for oname, start in runs:
+        if st.lowest() <= st.target or st.late():
+            break
+        t = time.perf_counter()
+        order = named_order(problem, oname)
+        if start is None:  # a restart: its first pass, then its promotions
+            start = place_in_order(problem, order, "best", st.deadline)
+            if start is None:
+                tally.stopped = "time"
+                break
+            tally.limit += 1 + cfg.promote_passes
+            tally.done += 1
+            st.candidates[f"greedy:{oname}:best"] = start
+        sol, done, cut = promote_high(problem, order, "best", start, target=st.target,
+                                      passes=cfg.promote_passes, deadline=st.deadline)
+        tally.done += done
+        tally.stopped = "time" if cut else ""
+        st.record("layout", f"promote:{oname}", sol.height, t, done * len(problem))
+        if sol.height < start.height:
+            st.candidates[f"promote:{oname}:best"] = sol
 
 
 def make_roam(graph: Graph, order: Sequence[OpId], task_tree: SubtaskTree | None
