@@ -19,8 +19,7 @@ worth buying.  Each step is cut by a count of work, not by the clock.
    layout costs one ``O(n x overlap)`` pass.
 0b. **Promotion** (iterated greedy): the buffers of the pass with the fewest of them above
    the contract move to the front of its order, and everything is placed again, at most
-   ``promote_passes`` times (Llama-style steps reach the bound in 5-6); when that ends above
-   the contract, once more from the chronological order (MoE steps: the first run cycles).
+   ``promote_passes`` times (Llama-style steps reach the bound in 5-6).
 1. **Activation stack** (steps 1-3: :mod:`roam_core.layout.subtask_layout`).  Activations
    (created before the loss step, freed after it) are stacked from offset 0 of the planned
    area, the one freed last at the bottom (LIFO, as ROAM does): they are all live at the
@@ -32,6 +31,8 @@ worth buying.  Each step is cut by a count of work, not by the clock.
    hinted by a best-fit greedy placement, minimising the arena height, with
    ``task_time_limit_s`` deterministic seconds.
 3. **Compaction.** Every storage, lowest first, drops to the lowest offset where it fits.
+3b. **Restart** (when still above the contract): the promotion once more from the
+   chronological order, since the first run can settle in a cycle (MoE steps).
 4. **Portfolio.** :func:`roam_core.layout.dsa_solver.solve_dsa` also lays out the whole problem
    (greedy orders, and the canonical search under ``search_nodes`` nodes when the problem
    has at most ``search_max_buffers`` buffers and ``search_max_cells`` cells).

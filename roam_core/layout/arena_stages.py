@@ -49,9 +49,9 @@ REPAIR_STARTS = 2
 #: The repair's widest window: the steps whose load is at least this fraction of the target
 #: (narrowed until it holds ``search_max_buffers`` buffers).
 REPAIR_FRACTION = 0.6
-#: The promotion's restart orders (step 0b): chronological (by first use, larger first), the
-#: order an allocator sees; tried when the promotion from the first passes settles above
-#: the contract.
+#: The promotion's restart orders (step 1b): chronological (by first use, larger first), the
+#: order an allocator sees; tried when the promotion and the sub-task layouts end above the
+#: contract.
 RESTART_ORDERS = ("start",)
 #: How many of the lowest candidates the shake starts from (each gets a share of its passes).
 _SHAKE_STARTS = 3
@@ -88,6 +88,7 @@ class ArenaStages:
         self.costs: list[StageCost] = []
         self.method = ""
         self.sol = Solution((), 0)
+        self.promoted = ""  # the order step 0b promoted from
 
     # ------------------------------------------------------------------ state
     def lowest(self) -> int:
@@ -172,41 +173,59 @@ def promote(st: ArenaStages, tally: StepTally) -> None:
     """Step 0b: iterated greedy from the first pass with the fewest buffers above the
     contract: those buffers move to the front of the pass's order and everything is placed
     again (:func:`~roam_core.layout.dsa_heuristics.promote_high`), at most
-    ``promote_passes`` times; then, if that run ended above the contract, once more from
-    each order of :data:`RESTART_ORDERS` (a first pass and ``promote_passes`` promotions).
+    ``promote_passes`` times.
 
     A first pass is usually wrong at a few buffers placed late, when the gaps left at their
     steps were all too small (Llama-style steps: the LM head's AdamW temporaries, three
     64 MiB buffers at a second peak 7,000 steps after the first, end on top of long-lived
     buffers the first peak put in their way); with them in front they take the bottom and
-    the rest packs around them.  A run can settle in a cycle of layouts a little above the
-    contract; a run from another order escapes it (``docs/planning_time.md``: the MoE
-    case).
+    the rest packs around them.
     """
     problem, cfg = st.problem, st.config
     tally.unit, tally.limit = "passes", cfg.promote_passes
     name = min(st.passes, key=lambda k: (_above(problem, st.passes[k], st.target),
                                          st.passes[k].height, k))
-    runs: list[tuple[str, Solution | None]] = [(name.split(":")[1], st.passes[name])]
-    runs += [(o, None) for o in RESTART_ORDERS if o != runs[0][0]]
-    for oname, start in runs:
+    oname = name.split(":")[1]
+    st.promoted = oname
+    t = time.perf_counter()
+    sol, runs, cut = promote_high(problem, named_order(problem, oname), "best", st.passes[name],
+                                  target=st.target, passes=cfg.promote_passes,
+                                  deadline=st.deadline)
+    tally.done = runs
+    tally.stopped = "time" if cut else ""
+    st.record("layout", f"promote:{oname}", sol.height, t, runs * len(problem))
+    if sol.height < st.passes[name].height:
+        st.candidates[f"promote:{oname}:best"] = sol
+
+
+def restart(st: ArenaStages, tally: StepTally) -> None:
+    """Step 1b: the promotion again from each order of :data:`RESTART_ORDERS` (a first pass
+    and ``promote_passes`` promotions each), stopped at the contract.
+
+    The promotion from the first passes can settle in a cycle of layouts a little above the
+    contract that the later greedy steps (flip, shake) do not leave either; a run from
+    another order escapes it (``docs/planning_time.md``: the MoE case).
+    """
+    problem, cfg = st.problem, st.config
+    tally.unit = "passes"
+    for oname in RESTART_ORDERS:
         if st.lowest() <= st.target or st.late():
             break
+        if oname == st.promoted:
+            continue
         t = time.perf_counter()
         order = named_order(problem, oname)
-        if start is None:  # a restart: its first pass, then its promotions
-            start = place_in_order(problem, order, "best", st.deadline)
-            if start is None:
-                tally.stopped = "time"
-                break
-            tally.limit += 1 + cfg.promote_passes
-            tally.done += 1
-            st.candidates[f"greedy:{oname}:best"] = start
+        tally.limit += 1 + cfg.promote_passes
+        start = place_in_order(problem, order, "best", st.deadline)
+        if start is None:
+            tally.stopped = "time"
+            break
+        st.candidates[f"greedy:{oname}:best"] = start
         sol, done, cut = promote_high(problem, order, "best", start, target=st.target,
                                       passes=cfg.promote_passes, deadline=st.deadline)
-        tally.done += done
+        tally.done += 1 + done
         tally.stopped = "time" if cut else ""
-        st.record("layout", f"promote:{oname}", sol.height, t, done * len(problem))
+        st.record("layout", f"promote:{oname}", sol.height, t, (1 + done) * len(problem))
         if sol.height < start.height:
             st.candidates[f"promote:{oname}:best"] = sol
 
@@ -353,6 +372,7 @@ class Step:
 STEPS: tuple[Step, ...] = (
     Step("promote", lambda c: c.promote_passes > 0, promote),
     Step("roam", lambda c: c.use_cpsat),
+    Step("restart", lambda c: c.promote_passes > 0, restart),
     Step("dsa", lambda c: c.use_dsa, dsa),
     Step("flip", lambda c: c.flip_compact, flip),
     Step("repair", lambda c: c.peak_repair and c.use_dsa and c.dsa_exact, peak_repair),
