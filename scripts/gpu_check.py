@@ -29,7 +29,8 @@ scaler) the driver
    planned reserved <= arena x 1.02 + declared workspaces, >= 15 % below eager reserved on
    GPT2-XL b1, steps/s >= eager.
 
-Then the **loops** people write (``--loops MODEL:BATCH[:SEQ]``, default gpt2 b2 t256; the dry
+Then the **loops** people write (``--loops MODEL:BATCH[:SEQ][@PRECISION]``, default gpt2 b2
+t256, ``@fp16-mixed`` for the grad scaler's unscale-then-clip; the dry
 run tiny_gpt b2 t32): gradient clipping in the plan (``max_grad_norm=1.0`` against
 ``clip_grad_norm_``), accumulation (2 micro-batches per update) and two batch shapes (every
 third micro-batch half as large, planned on first use), eager and planned one after the other
@@ -394,14 +395,15 @@ def run_loops(text: str, args: argparse.Namespace, out: Path) -> dict[str, Any]:
     from roam_core.runtime.compare_training import compare_training
 
     name, batch, seq = parse_config(text)
+    precision = config_precision(text)  # @fp16-mixed: the grad scaler unscales, then clips
     other = max(1, batch // 2)
     limit = args.time_limit or TIME_LIMITS_S.get(name, DEFAULT_TIME_LIMIT_S)
     t0 = time.perf_counter()
     r = compare_training(name, batch, seq, steps=args.loop_steps, device=args.device,
-                         planner_time_limit_s=limit, seed=args.seed,
+                         planner_time_limit_s=limit, seed=args.seed, precision=precision,
                          other_batch_size=other if other != batch else None, **LOOPS)
     r["wall_seconds"] = round(time.perf_counter() - t0, 1)
-    r["config"] = config_tag(name, batch, seq)
+    r["config"] = config_tag(name, batch, seq, precision)
     (out / "loops.json").write_text(json.dumps(r, indent=2, sort_keys=True) + "\n")
     return r
 
@@ -476,9 +478,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--budget-s", type=float, default=450.0,
                    help="skip configurations that no longer fit this many seconds")
     p.add_argument("--no-snapshots", dest="snapshots", action="store_false")
-    p.add_argument("--loops", default=None, metavar="MODEL:BATCH[:SEQ]",
+    p.add_argument("--loops", default=None, metavar="MODEL:BATCH[:SEQ][@PRECISION]",
                    help="configuration of the loops check (default gpt2:2:256; dry run "
-                        "tiny_gpt:2:32); 'none' skips it")
+                        "tiny_gpt:2:32; e.g. gpt2:2:256@fp16-mixed); 'none' skips it")
     p.add_argument("--loop-steps", type=int, default=6,
                    help="optimizer updates of the loops check (2 micro-batches each)")
     p.add_argument("--child", choices=("eager", "planned"), help=argparse.SUPPRESS)

@@ -105,7 +105,8 @@ def eager_call(model: torch.nn.Module, opt: torch.optim.Optimizer,
     ``clip_grad_norm_(model.parameters(), max_grad_norm)`` if set, ``opt.step()`` and
     ``opt.zero_grad(set_to_none=True)``.  With ``mixed`` (a precision other than fp32) the
     batch is cast, the forward and loss run under its autocast, and a grad scaler scales
-    the backward and steps (``scaler.step(opt); scaler.update()``).  Returns the
+    the backward, unscales the summed gradients before the clip (``scaler.unscale_(opt)``)
+    and steps (``scaler.step(opt); scaler.update()``).  Returns the
     (undivided) loss.
     """
     k = accumulation_steps
@@ -117,6 +118,7 @@ def eager_call(model: torch.nn.Module, opt: torch.optim.Optimizer,
     mixed.backward(loss / k if k > 1 else loss)
     if call % k == k - 1:
         if max_grad_norm is not None:
+            mixed.unscale(opt)  # a grad scaler's unscale_ comes before the clip
             torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm)
         mixed.eager_step(opt)
         opt.zero_grad(set_to_none=True)

@@ -89,6 +89,7 @@ def execute_plan(
     measure: str = "auto",
     recipe: Recipe | None = None,
     precision: str = "fp32",
+    max_grad_norm: float | None = None,
     **optimizer_kwargs: Any,
 ) -> ExecutionReport:
     """Run ``plan`` for ``model``'s training step in one arena and compare with eager.
@@ -122,6 +123,12 @@ def execute_plan(
     precision : {"fp32", "bf16-mixed", "bf16", "fp16-mixed"}
         The step's precision, as traced (:mod:`roam_core.trace.precision`); the eager
         reference runs the same (autocast, cast model and inputs, grad scaler).
+    max_grad_norm : float, optional
+        The step clips the gradients' total norm to this value before the update, as
+        ``clip_grad_norm_(model.parameters(), max_grad_norm)`` (with a grad scaler after
+        ``scaler.unscale_(optimizer)``); the plan must be for the graph traced so.
+        Peaks are then measured in this process.  Gradient accumulation runs in
+        :class:`~roam_core.runtime.PlannedStep` (``accumulation_steps``).
 
     Returns
     -------
@@ -137,6 +144,7 @@ def execute_plan(
         No CUDA device, a tensor off its planned address, overlapping slots, or (``strict``)
         results that differ from eager.
     """
+    from roam_core.trace.step_spec import StepSpec
     from roam_core.trace.tracer import trace_fx
 
     require_type(model, torch.nn.Module, "execute_plan: model")
@@ -145,7 +153,10 @@ def execute_plan(
     if measure not in _MEASURE:
         raise ExecutorError(f"measure={measure!r}: choose one of {', '.join(_MEASURE)}")
     traced = trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting, device=dev,
-                      precision=precision, **optimizer_kwargs)
+                      precision=precision, spec=StepSpec(max_grad_norm=max_grad_norm),
+                      **optimizer_kwargs)
+    if max_grad_norm is not None and measure != "in-process":
+        measure = "in-process"  # a recipe rebuilds the step without the clip
     if measure == "auto" or (measure == "subprocess" and recipe is None):
         if dev.type == "cuda" and recipe is None:
             recipe = pickled_recipe(model, example_inputs, loss_fn, optimizer, setting,
@@ -186,6 +197,12 @@ def execute_traced(
         raise ExecutorError(f"measure={measure!r}: choose subprocess or in-process")
     if measure == "subprocess" and dev.type == "cuda" and recipe is None:
         raise ExecutorError("measuring in fresh processes needs a picklable recipe")
+    if traced.spec.accumulates:
+        raise ExecutorError("execute_plan runs one whole training step; a micro-batch of "
+                            "gradient accumulation runs in PlannedStep(accumulation_steps=k)")
+    if measure == "subprocess" and traced.spec.max_grad_norm is not None:
+        raise ExecutorError("a clipping step (max_grad_norm) is measured in this process: "
+                            "use measure='in-process'")
     check_fingerprint(traced.graph, plan)
     traced = replayed_step(traced, plan)
     with _deterministic(dev):

@@ -38,6 +38,8 @@ Precision (``precision=``, as the step was traced; :mod:`roam_core.trace.precisi
 ``fp16-mixed`` keeps a ``torch.amp.GradScaler`` (:attr:`PlannedStep.scaler`) whose scale
 lives in the step's buffer: a step whose gradients hold inf/NaN skips the update and backs
 the scale off, as ``scaler.step(optimizer); scaler.update()`` does (:attr:`skipped`).
+With ``max_grad_norm`` or ``accumulation_steps`` the update call unscales the summed
+gradients once (``scaler.unscale_(optimizer)``) before the clip, as an eager fp16 loop does.
 
 Plans must be made for the ``steady`` trace (``trace_training_step(..., setting="steady")``);
 the first call starts from a fresh optimizer as an eager loop does

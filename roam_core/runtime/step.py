@@ -61,6 +61,7 @@ class StepState:
     flat: list[torch.Tensor]  # placeholder order
     names: list[str]  # placeholder node names
     mixed: StepPrecision | None = None  # autocast and grad scaler (None: fp32)
+    max_grad_norm: float | None = None  # the traced step clips the gradients to this norm
 
 
 def _materialize(model: nn.Module, device: torch.device, seed: int) -> nn.Module:
@@ -150,20 +151,25 @@ def prepare_state(traced: TracedStep, model: nn.Module, example_inputs: Sequence
         raise ExecutorError(
             f"the model has {len(flat)} parameters/buffers/state/inputs but the traced step "
             f"has {len(names)} inputs: the plan was made for another model or settings")
-    return StepState(m, opt, inputs, flat, names, mixed)
+    return StepState(m, opt, inputs, flat, names, mixed, traced.spec.max_grad_norm)
 
 
 def eager_step(st: StepState, loss_fn: Callable[[Any], torch.Tensor] | None,
                seed: int) -> torch.Tensor:
     """One ordinary PyTorch training step (seeded) in the state's precision: autocast
     around the forward and the loss, and with a grad scaler ``scaler.scale(loss).backward()``,
-    ``scaler.step(optimizer)``, ``scaler.update()``; returns the detached loss."""
+    ``scaler.step(optimizer)``, ``scaler.update()``; with ``st.max_grad_norm`` the gradients
+    are clipped before the step (unscaled first: ``scaler.unscale_(optimizer)``); returns the
+    detached loss."""
     mixed = st.mixed if st.mixed is not None else StepPrecision("fp32", torch.device("cpu"))
     torch.manual_seed(seed)
     with mixed.autocast():
         out = st.model(*st.inputs)
         loss = out if loss_fn is None else loss_fn(out)
     mixed.backward(loss)
+    if st.max_grad_norm is not None:
+        mixed.unscale(st.optimizer)
+        torch.nn.utils.clip_grad_norm_(st.model.parameters(), st.max_grad_norm)
     mixed.eager_step(st.optimizer)
     st.optimizer.zero_grad(set_to_none=True)
     return loss.detach()

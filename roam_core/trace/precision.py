@@ -20,8 +20,11 @@ The tracer (:func:`roam_core.trace.trace_training_step`) and the runtime's eager
 traced graph and the eager step do the same thing.  With the scaler, the trace takes the
 "no inf found" path (the update ops are traced); :class:`AmpGuard` names the update ops and
 the ``found_inf`` flag, and the runtime skips those ops in a step whose flag is set, as
-``GradScaler.step`` does.  The scaler's ``scale`` and ``growth_tracker`` are resident state
-of the step (placeholders named ``grad_scaler:scale`` / ``grad_scaler:growth_tracker``).
+``GradScaler.step`` does.  With clipping the unscale comes before the clip (on the
+accumulated sums with accumulation; a micro-batch that only accumulates has no unscale and
+no :class:`AmpGuard`), and the gated ops are the optimizer's alone.  The scaler's
+``scale`` and ``growth_tracker`` are resident state of the step (placeholders named
+``grad_scaler:scale`` / ``grad_scaler:growth_tracker``).
 """
 
 from __future__ import annotations
@@ -169,6 +172,9 @@ class StepPrecision:
         self.scaler = None
         if self.precision.grad_scaler:
             self.scaler = scaler if scaler is not None else new_grad_scaler(self.device)
+        # optimizers unscaled since the last update, kept here rather than read from the
+        # scaler's private per-optimizer state
+        self._unscaled: set[int] = set()
 
     @contextlib.contextmanager
     def autocast(self) -> Iterator[None]:
@@ -188,11 +194,18 @@ class StepPrecision:
         """Unscale the gradients and check them for inf/NaN (no-op without a scaler)."""
         if self.scaler is not None:
             self.scaler.unscale_(optimizer)
+            self._unscaled.add(id(optimizer))
+
+    def unscaled(self, optimizer: torch.optim.Optimizer) -> bool:
+        """Whether :meth:`unscale` ran for ``optimizer`` since the last :meth:`update`
+        (before a clip; never without a scaler)."""
+        return self.scaler is not None and id(optimizer) in self._unscaled
 
     def update(self) -> None:
         """Update the scale from the inf check (no-op without a scaler)."""
         if self.scaler is not None:
             self.scaler.update()
+            self._unscaled.clear()
 
     def eager_step(self, optimizer: torch.optim.Optimizer) -> bool:
         """The optimizer step of an eager loop; returns whether the update ran.
@@ -205,7 +218,7 @@ class StepPrecision:
             return True
         self.scaler.step(optimizer)
         stepped = not self.found_inf()
-        self.scaler.update()
+        self.update()
         return stepped
 
     def found_inf(self) -> bool:

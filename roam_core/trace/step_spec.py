@@ -29,7 +29,7 @@ out their temporaries):
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -114,12 +114,15 @@ class StepSpec:
 
 def accumulate_and_clip(params: Sequence[torch.nn.Parameter],
                         accumulators: Sequence[torch.Tensor | None],
-                        spec: StepSpec) -> torch.Tensor | None:
+                        spec: StepSpec,
+                        unscale: Callable[[], None] | None = None) -> torch.Tensor | None:
     """After ``backward()``: add the gradients into the accumulators, then clip (traced).
 
     ``accumulators[i]`` belongs to ``params[i]`` (``None`` for a frozen parameter; the list
     is empty without accumulation).  With accumulation every ``p.grad`` afterwards *is* its
-    accumulator (``updates``) or ``None`` (the micro-batch only accumulates).  Returns the
+    accumulator (``updates``) or ``None`` (the micro-batch only accumulates).  ``unscale``
+    (a grad scaler's ``unscale_(optimizer)``) runs just before the clip, on the summed
+    gradients, as ``scaler.unscale_(opt); clip_grad_norm_(...)`` does in eager.  Returns the
     total gradient norm when clipping, else ``None``.
     """
     if spec.accumulates:
@@ -130,6 +133,8 @@ def accumulate_and_clip(params: Sequence[torch.nn.Parameter],
             p.grad = acc if spec.updates else None
     if spec.max_grad_norm is None or not spec.updates:
         return None
+    if unscale is not None:
+        unscale()
     # the per-tensor path: on CPU the foreach default runs the same kernels (bit-equal)
     return torch.nn.utils.clip_grad_norm_(list(params), spec.max_grad_norm, foreach=False)
 

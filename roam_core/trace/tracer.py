@@ -177,7 +177,7 @@ def trace_training_step(
     precision : {"fp32", "bf16-mixed", "bf16", "fp16-mixed"}
         Numeric precision of the step (:mod:`roam_core.trace.precision`): the model's own
         dtypes, autocast bf16, everything cast to bf16, or autocast fp16 with a
-        ``torch.amp.GradScaler`` (not yet with clipping or accumulation).  With
+        ``torch.amp.GradScaler`` (with clipping, the gradients are unscaled first).  With
         ``parallel="fsdp"``: ``"fp32"`` or ``"bf16-mixed"``, which is FSDP2's
         ``MixedPrecisionPolicy(param_dtype=bfloat16, reduce_dtype=float32)`` (no autocast);
         with ``parallel="ddp"``: ``"fp32"`` (others raise ``ConfigError``).
@@ -309,10 +309,6 @@ def _trace_fx(
         # fake CUDA tensors abort the process inside make_fx when no GPU is present
         raise TraceError("tracing on cuda needs a machine with a CUDA GPU; trace on cpu here")
     # closed-over real tensors (e.g. labels captured by loss_fn) become graph constants
-    if precision.grad_scaler and (spec.accumulates or spec.max_grad_norm is not None):
-        raise TraceError(f"precision {precision.name!r} with gradient clipping or "
-                         "accumulation is not supported yet (the grad scaler would have to "
-                         "unscale first); use bf16-mixed, or trace without them")
     # a rank's mixed precision is FSDP2's policy, run by the rank program (no autocast)
     step_precision = precision if rank is None else resolve_precision("fp32")
     fm = KernelFakeMode(allow_non_fake_inputs=True)
@@ -334,7 +330,8 @@ def _trace_fx(
     phases = ctx.phases(gm.graph)
     rng = rng_timeline(gm, rng_calls, is_random)
     _strip(gm)  # gm is lazy: its recompile() only marks the code stale
-    amp = _amp_guard(gm, ctx) if fake.mixed.scaler is not None else None
+    # a micro-batch that only accumulates has no unscale and no update to gate
+    amp = _amp_guard(gm, ctx) if fake.mixed.scaler is not None and spec.updates else None
     fix_fake_values(gm)  # where torch's fake kernels disagree with the real ones
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     assert len(placeholders) == len(roles), (len(placeholders), len(roles))
@@ -473,11 +470,13 @@ def _make_fx(model: nn.Module, loss_fn: Callable[[Any], torch.Tensor] | None,
             ctx.grads = [p.grad for p in params_ if p.grad is not None]
             ctx.named.extend((f"{pname[id(p)]}.grad", p.grad) for p in params_
                              if p.grad is not None)
-            norm = accumulate_and_clip(params_, accs, spec)
+            # a grad scaler unscales (and checks) the summed gradients before the clip
+            norm = accumulate_and_clip(params_, accs, spec, unscale=lambda: mixed.unscale(opt))
             ctx.mark("backward")
         if spec.updates:
-            mixed.unscale(opt)
-            ctx.mark("unscale")
+            if not mixed.unscaled(opt):
+                mixed.unscale(opt)
+            ctx.mark("unscale")  # the ops after this mark are the update the scaler gates
             opt.step()  # with a scaler: the "no inf found" path (the runtime skips it on inf)
             ctx.mark("step")
             mixed.update()

@@ -26,7 +26,7 @@ from app.views.tree.figure import task_tree_figure
 from roam_core.base.errors import PlanFormatError, RoamError
 from roam_core.formats.plan_io import dumps_plan, loads_plan, plan_to_csv
 
-__all__ = ["Payload", "export_payload", "import_plan", "report_figures"]
+__all__ = ["Payload", "export_payload", "figure_png", "import_plan", "report_figures"]
 
 #: ``dcc.Download`` data: ``content``, ``filename`` and, for binary content, ``base64``.
 Payload = dict[str, str | bool]
@@ -52,10 +52,26 @@ def export_payload(kind: str, graph_key: str, plan_key: str | None, base: str,
                            rows[:50], title)
         return {"content": text, "filename": f"{stem}.report.html"}
     if kind == "png":
-        png = figs[figure].to_image(format="png", width=1400, height=700)
+        png = figure_png(figs[figure], width_px=1400, height_px=700)
         return {"content": base64.b64encode(png).decode(), "filename": f"{stem}-{figure}.png",
                 "base64": True}
     raise RoamError(f"unknown export kind {kind!r}")
+
+
+def figure_png(fig: go.Figure, *, width_px: int, height_px: int, attempts: int = 2) -> bytes:
+    """``fig`` as PNG bytes (kaleido drives Debian chromium).
+
+    On a loaded machine kaleido's first page load can fail before its scripts are defined
+    ("kaleido_scopes is not defined"); the next render works, so a failed render is retried
+    once. A second failure is a :class:`RoamError` naming the PNG export.
+    """
+    last: Exception | None = None
+    for _ in range(max(1, attempts)):
+        try:
+            return bytes(fig.to_image(format="png", width=width_px, height=height_px))
+        except Exception as e:  # kaleido raises plain exceptions (and chromium's own)
+            last = e
+    raise RoamError(f"PNG export failed: kaleido could not render the figure ({last})") from last
 
 
 def report_figures(graph_key: str, plan_key: str, base: str) -> dict[str, go.Figure]:

@@ -161,10 +161,3 @@ def test_planned_step_with_clipping_and_accumulation_in_reduced_precision(
     for (name, a), b in zip(eager.state_dict().items(), model.state_dict().values(),
                             strict=True):
         torch.testing.assert_close(a, b, rtol=0, atol=0, msg=name)
-
-
-def test_fp16_mixed_with_clipping_or_accumulation_is_refused_clearly() -> None:
-    model, example = NormNet(), list(_data())
-    for kw in ({"max_grad_norm": 1.0}, {"accumulation_steps": 2}):
-        with pytest.raises(rc.TraceError, match=r"fp16-mixed.*not supported yet"):
-            rc.trace_training_step(model, example, precision="fp16-mixed", **kw)
