@@ -31,6 +31,8 @@ worth buying.  Each step is cut by a count of work, not by the clock.
    hinted by a best-fit greedy placement, minimising the arena height, with
    ``task_time_limit_s`` deterministic seconds.
 3. **Compaction.** Every storage, lowest first, drops to the lowest offset where it fits.
+3b. **Restart** (when still above the contract): the promotion once more from the
+   chronological order, since the first run can settle in a cycle (MoE steps).
 4. **Portfolio.** :func:`roam_core.layout.dsa_solver.solve_dsa` also lays out the whole problem
    (greedy orders, and the canonical search under ``search_nodes`` nodes when the problem
    has at most ``search_max_buffers`` buffers and ``search_max_cells`` cells).

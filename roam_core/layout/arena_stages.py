@@ -35,8 +35,8 @@ from roam_core.model.graph import Graph, OpId
 from roam_core.model.plan import SolveRecord
 from roam_core.model.stage_cost import StageClock, StageCost, good_enough_bytes
 
-__all__ = ["FIRST_ORDERS", "REPAIR_FRACTION", "REPAIR_STARTS", "STEPS", "ArenaStages",
-           "StepTally"]
+__all__ = ["FIRST_ORDERS", "REPAIR_FRACTION", "REPAIR_STARTS",
+           "RESTART_ORDERS", "STEPS", "ArenaStages", "StepTally"]
 
 #: The first greedy passes (best fit): largest section first reaches the live-set bound on
 #: most training steps (GPT-2 steady steps at 24-360 layers: the layout is that one pass);
@@ -49,6 +49,10 @@ REPAIR_STARTS = 2
 #: The repair's widest window: the steps whose load is at least this fraction of the target
 #: (narrowed until it holds ``search_max_buffers`` buffers).
 REPAIR_FRACTION = 0.6
+#: The promotion's restart orders (step 1b): chronological (by first use, larger first), the
+#: order an allocator sees; tried when the promotion and the sub-task layouts end above the
+#: contract.
+RESTART_ORDERS = ("start",)
 #: How many of the lowest candidates the shake starts from (each gets a share of its passes).
 _SHAKE_STARTS = 3
 #: Most flip-compaction passes per candidate.
@@ -84,6 +88,7 @@ class ArenaStages:
         self.costs: list[StageCost] = []
         self.method = ""
         self.sol = Solution((), 0)
+        self.promoted = ""  # the order step 0b promoted from
 
     # ------------------------------------------------------------------ state
     def lowest(self) -> int:
@@ -181,6 +186,7 @@ def promote(st: ArenaStages, tally: StepTally) -> None:
     name = min(st.passes, key=lambda k: (_above(problem, st.passes[k], st.target),
                                          st.passes[k].height, k))
     oname = name.split(":")[1]
+    st.promoted = oname
     t = time.perf_counter()
     sol, runs, cut = promote_high(problem, named_order(problem, oname), "best", st.passes[name],
                                   target=st.target, passes=cfg.promote_passes,
@@ -190,6 +196,38 @@ def promote(st: ArenaStages, tally: StepTally) -> None:
     st.record("layout", f"promote:{oname}", sol.height, t, runs * len(problem))
     if sol.height < st.passes[name].height:
         st.candidates[f"promote:{oname}:best"] = sol
+
+
+def restart(st: ArenaStages, tally: StepTally) -> None:
+    """Step 1b: the promotion again from each order of :data:`RESTART_ORDERS` (a first pass
+    and ``promote_passes`` promotions each), stopped at the contract.
+
+    The promotion from the first passes can settle in a cycle of layouts a little above the
+    contract that the later greedy steps (flip, shake) do not leave either; a run from
+    another order escapes it (``docs/planning_time.md``: the MoE case).
+    """
+    problem, cfg = st.problem, st.config
+    tally.unit = "passes"
+    for oname in RESTART_ORDERS:
+        if st.lowest() <= st.target or st.late():
+            break
+        if oname == st.promoted:
+            continue
+        t = time.perf_counter()
+        order = named_order(problem, oname)
+        tally.limit += 1 + cfg.promote_passes
+        start = place_in_order(problem, order, "best", st.deadline)
+        if start is None:
+            tally.stopped = "time"
+            break
+        st.candidates[f"greedy:{oname}:best"] = start
+        sol, done, cut = promote_high(problem, order, "best", start, target=st.target,
+                                      passes=cfg.promote_passes, deadline=st.deadline)
+        tally.done += 1 + done
+        tally.stopped = "time" if cut else ""
+        st.record("layout", f"promote:{oname}", sol.height, t, (1 + done) * len(problem))
+        if sol.height < start.height:
+            st.candidates[f"promote:{oname}:best"] = sol
 
 
 def make_roam(graph: Graph, order: Sequence[OpId], task_tree: SubtaskTree | None
@@ -334,6 +372,7 @@ class Step:
 STEPS: tuple[Step, ...] = (
     Step("promote", lambda c: c.promote_passes > 0, promote),
     Step("roam", lambda c: c.use_cpsat),
+    Step("restart", lambda c: c.promote_passes > 0, restart),
     Step("dsa", lambda c: c.use_dsa, dsa),
     Step("flip", lambda c: c.flip_compact, flip),
     Step("repair", lambda c: c.peak_repair and c.use_dsa and c.dsa_exact, peak_repair),

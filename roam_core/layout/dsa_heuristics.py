@@ -750,7 +750,10 @@ def promote_high(problem: Problem, order: Sequence[int], fit: str, start: Soluti
         high = tops > target
         if not high.any():
             break
-        order = [i for i in order if high[i]] + [i for i in order if not high[i]]
+        moved = [i for i in order if high[i]] + [i for i in order if not high[i]]
+        if moved == order:
+            break  # a fixed point: the buffers above are in front already, same layout again
+        order = moved
         sol = place_in_order(problem, order, fit, deadline)
         if sol is None:
             return best, runs, True

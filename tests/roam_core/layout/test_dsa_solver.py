@@ -528,3 +528,34 @@ def test_promotion_reaches_the_brute_force_optimum_where_every_large_pass_fails(
     assert rc.solution is not None
     assert rc.solution.height == 5
     assert rc.method == "promote:size:best"
+
+
+@given(problems(max_buffers=7, max_time=6, max_size=4), st.sampled_from(["best", "first"]))
+@settings(max_examples=60, deadline=None)
+def test_promotion_stops_at_a_fixed_point_with_the_same_layout(problem: Problem,
+                                                               fit: str) -> None:
+    """Once the buffers above the target are in front already, every further pass repeats
+    the same layout: stopping there gives what running out the passes gives."""
+    import numpy as np
+
+    from roam_core.layout.dsa_heuristics import named_order, place_in_order, promote_high
+
+    order = named_order(problem, "size")
+    start = place_in_order(problem, order, fit)
+    assert start is not None
+    target = problem.lower_bound()
+    sol, passes, _ = promote_high(problem, order, fit, start, target=target, passes=12)
+    size = np.array([b.size for b in problem.buffers], np.int64)
+    best = cur = start
+    for _ in range(12):  # the loop without the fixed-point stop
+        if best.height <= target:
+            break
+        high = np.array(cur.offsets, np.int64) + size > target
+        if not high.any():
+            break
+        order = [i for i in order if high[i]] + [i for i in order if not high[i]]
+        cur = place_in_order(problem, order, fit)
+        assert cur is not None
+        best = cur if cur.height < best.height else best
+    assert sol.offsets == best.offsets
+    assert passes <= 12

@@ -16,7 +16,11 @@ from roam_core.planner import make_plan
 from roam_core.planner.config import PlannerConfig
 from roam_core.zoo.families import FAMILIES, trace_family
 
-CASES = [(name, 1, None) for name in sorted(FAMILIES)] + [("llama", 2, 1)]
+#: ``("moe", 20)``: the one graph of the scale suite where the layout's promotion settled
+#: in a cycle above the contract (every later layout step then ran, ~7 CPU s, and none
+#: reached it); the restart from the chronological order reaches it, and no step after it
+#: runs.
+CASES = [(name, 1, None) for name in sorted(FAMILIES)] + [("llama", 2, 1), ("moe", 20, None)]
 
 
 @pytest.mark.slow
@@ -38,5 +42,9 @@ def test_every_stage_keeps_its_work_budget(family: str, depth: int,
         assert s.gained_bytes >= 0
         if s.stage.startswith("layout.") and s.stage != "layout.greedy" and s.work_limit:
             assert s.work_unit in ("passes", "nodes", "solves")
+    if family == "moe":  # within the contract by the restart: no later layout step runs
+        early = ("layout.greedy", "layout.promote", "layout.roam", "layout.restart")
+        assert not [n for n in names if n.startswith("layout.") and n not in early], \
+            format_stages(stages)
     assert plan.arena_bytes <= plan.planned_peak_bytes + cfg.good_enough(
         plan.planned_peak_bytes), format_stages(stages)
