@@ -17,6 +17,7 @@ from app.core import state
 from app.services.planning import plan_graph
 from roam_core.formats.snapshot import plan_snapshot
 from tests.app import test_browser as _tb
+from tests.app.helpers import open_lazy_card
 from tests.app.test_browser import _load, _upload, _views_rendered
 from tests.builders import random_train_graph, two_param_step
 
@@ -47,7 +48,7 @@ def test_budget_frontier_click_loads_the_plan(page_factory: Any, tmp_path: Path)
     _load(page, tmp_path, random_train_graph(2, 6))
     _views_rendered(page)
     page.locator("#budget-card").scroll_into_view_if_needed()
-    page.click("#budget-card-open")  # the card is mounted when opened
+    open_lazy_card(page, "budget-card")  # the card is mounted when opened
     # on a loaded machine the mount (a server round trip) can take longer than a click's 30 s
     expect(page.locator("#frontier-btn")).to_be_enabled(timeout=T)
     page.click("#frontier-btn", timeout=T)
@@ -83,7 +84,7 @@ def test_budget_frontier_click_loads_the_plan(page_factory: Any, tmp_path: Path)
 def test_what_fits_sweep(page_factory: Any) -> None:
     page = page_factory()
     page.locator("#fit-card").scroll_into_view_if_needed()
-    page.click("#fit-card-open")  # the card is mounted when opened
+    open_lazy_card(page, "fit-card")  # the card is mounted when opened
     expect(page.locator("#fit-btn")).to_be_enabled(timeout=T)
     page.fill("#fit-batches", "1 2")
     page.press("#fit-batches", "Enter")
@@ -120,7 +121,7 @@ def test_snapshot_overlay(page_factory: Any, tmp_path: Path) -> None:
     path = tmp_path / "run.pickle"
     path.write_bytes(pickle.dumps(snap))
     page.locator("#snapshot-card").scroll_into_view_if_needed()
-    page.click("#snapshot-card-open")  # the card is mounted when opened
+    open_lazy_card(page, "snapshot-card")  # the card is mounted when opened
     expect(page.locator("#snapshot-upload")).to_be_visible(timeout=T)
     _upload(page, "#snapshot-upload", path)
     expect(page.locator("#snapshot-status")).to_contain_text("loaded snapshot run.pickle",

@@ -17,6 +17,7 @@ from roam_core.formats.graph_io import load_graph
 from roam_core.planner import make_plan
 from roam_core.planner.config import PlannerConfig
 from tests.app import test_browser as _tb
+from tests.app.helpers import open_lazy_card
 from tests.app.test_browser import _sample, _upload, _views_rendered
 
 pytestmark = pytest.mark.browser
@@ -55,7 +56,7 @@ def test_compare_two_plans_shows_the_difference(page_factory: Any) -> None:
             for m in ("eager", "lescea")}
 
     page.locator("#compare-card").scroll_into_view_if_needed()
-    page.click("#compare-card-open")  # the card is mounted when opened
+    open_lazy_card(page, "compare-card")  # the card is mounted when opened
     status = page.locator("#compare-status")
     # by default: the compared baseline against the plan shown
     expect(status).to_contain_text("A: baseline: eager (program order)", timeout=T)

@@ -18,6 +18,7 @@ from roam_core.formats import plan_io
 from roam_core.formats.graph_io import load_graph
 from roam_core.model.samples import chain3, diamond
 from tests.app import test_browser as _tb
+from tests.app.helpers import open_lazy_card
 from tests.app.job_doubles import slow_fit, slow_frontier, slow_planner
 from tests.app.test_browser import _load, _sample, _upload, _views_rendered
 
@@ -102,7 +103,7 @@ def test_3_cancel_keeps_what_was_made_and_says_so(page_factory: Any, tmp_path: P
     _load(page, tmp_path, load_graph(_sample("teach_recompute-b256-steady.json.gz")))
     _views_rendered(page)
     page.locator("#budget-card").scroll_into_view_if_needed()
-    page.click("#budget-card-open")
+    open_lazy_card(page, "budget-card")
     expect(page.locator("#frontier-btn")).to_be_enabled(timeout=T)
     page.uncheck("#frontier-min-cut input")
     with slow_frontier(1.5):
@@ -319,7 +320,7 @@ def test_8_what_fits_remembers_earlier_sweeps_and_cancel_keeps_rows(page_factory
     page = page_factory()
     _views_rendered(page)
     page.locator("#fit-card").scroll_into_view_if_needed()
-    page.click("#fit-card-open")
+    open_lazy_card(page, "fit-card")
     expect(page.locator("#fit-btn")).to_be_enabled(timeout=T)
     page.click("#fit-model")
     page.locator(".dash-dropdown-content").get_by_text("mlp", exact=True).click()
@@ -379,7 +380,7 @@ def test_use_this_plan_shows_code_and_the_command_lines(page_factory: Any) -> No
     page = page_factory()
     _views_rendered(page)
     page.locator("#use-plan-card").scroll_into_view_if_needed()
-    page.click("#use-plan-card-open")
+    open_lazy_card(page, "use-plan-card")
     expect(page.locator("#use-plan-python")).to_contain_text("rc.PlannedStep(model, plan",
                                                              timeout=T)
     expect(page.locator("#use-plan-cli")).to_contain_text("roam plan ")
