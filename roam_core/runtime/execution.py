@@ -155,8 +155,12 @@ def execute_plan(
     traced = trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting, device=dev,
                       precision=precision, spec=StepSpec(max_grad_norm=max_grad_norm),
                       **optimizer_kwargs)
-    if max_grad_norm is not None and measure != "in-process":
-        measure = "in-process"  # a recipe rebuilds the step without the clip
+    if max_grad_norm is not None:
+        # a recipe rebuilds the step without the clip: measured here, or refused if asked
+        if measure == "subprocess":
+            raise ExecutorError("a clipping step (max_grad_norm) is measured in this "
+                                "process: use measure='in-process' or 'auto'")
+        measure = "in-process"
     if measure == "auto" or (measure == "subprocess" and recipe is None):
         if dev.type == "cuda" and recipe is None:
             recipe = pickled_recipe(model, example_inputs, loss_fn, optimizer, setting,

@@ -220,3 +220,16 @@ def test_execute_plan_refuses_an_accumulating_micro_batch_graph() -> None:
     plan = first_fit_plan(traced.graph, random_order(traced.graph, 1))
     with pytest.raises(ExecutorError, match=r"PlannedStep\(accumulation_steps=k\)"):
         execute_traced(traced, net, data[0], plan, optimizer=factory)
+
+
+def test_execute_plan_refuses_to_measure_a_clipping_step_in_a_subprocess() -> None:
+    """A recipe rebuilds the step without the clip: an explicit ``measure="subprocess"`` is
+    refused, not silently measured in this process."""
+    from roam_core.base.errors import ExecutorError
+
+    net, data, loss_fn, factory = _mlp(0)
+    traced = _fp16_trace(StepSpec(max_grad_norm=1.0))
+    plan = first_fit_plan(traced.graph, random_order(traced.graph, 1))
+    with pytest.raises(ExecutorError, match="measure='in-process'"):
+        rc.execute_plan(net, data[0], plan, loss_fn=loss_fn, optimizer=factory,
+                        precision="fp16-mixed", max_grad_norm=1.0, measure="subprocess")
