@@ -172,8 +172,12 @@ def comparison(graph_key: str, key_a: str, key_b: str) -> Comparison:
                                module_attribution(graph_key, key_b))
     lives = lifetime_rows(graph, _held(graph_key, key_a), _held(graph_key, key_b),
                           max(a.alignment_bytes, b.alignment_bytes))
-    profile = a.device_profile or b.device_profile or profile
-    note = (f"Extra time: the cost model's estimate on the {profile} profile (the step "
+    if a.device_profile and b.device_profile and a.device_profile != b.device_profile:
+        priced = (f"A's on the {a.device_profile} profile, B's on {b.device_profile}: "
+                  "not comparable, so no difference is shown")
+    else:
+        priced = f"on the {a.device_profile or b.device_profile or profile} profile"
+    note = (f"Extra time: the cost model's estimate, {priced} (the step "
             f"without re-runs: {1e3 * (a.step_seconds or b.step_seconds or ss):.3f} ms). "
             "Per module: bytes live at each plan's own peak. Lifetimes: steps each plan "
             "holds a tensor (its re-run copies included), in that plan's own steps.")

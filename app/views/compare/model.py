@@ -58,8 +58,12 @@ def metric_rows(a: Plan, b: Plan, step_seconds: float) -> list[Row]:
     of plans ``a`` and ``b``, and the difference ``b - a``.
 
     ``step_seconds`` is the step without recomputation on the cost model's device profile
-    (used where a plan carries none: plans without recomputation).
+    (used where a plan carries none: plans without recomputation).  Extra times priced on
+    two different device profiles get no difference (it would compare two devices).
     """
+    apart = bool(a.device_profile and b.device_profile
+                 and a.device_profile != b.device_profile)
+
     def extra_pct(p: Plan) -> float:
         base = p.step_seconds or step_seconds
         return 100 * p.extra_seconds / base if base else 0.0
@@ -70,11 +74,12 @@ def metric_rows(a: Plan, b: Plan, step_seconds: float) -> list[Row]:
         rows.append({"metric": name, "a": fmt_bytes(va), "b": fmt_bytes(vb),
                      "diff": signed_bytes(vb - va) + _pct(vb - va, va)})
     ea, eb = 1e3 * a.extra_seconds, 1e3 * b.extra_seconds
+    other = "n/a: other device profiles"
     rows.append({"metric": "extra time (ms)", "a": f"{ea:.3f}", "b": f"{eb:.3f}",
-                 "diff": f"{eb - ea:+.3f}"})
+                 "diff": other if apart else f"{eb - ea:+.3f}"})
     pa, pb = extra_pct(a), extra_pct(b)
     rows.append({"metric": "extra time (% of step)", "a": f"{pa:.2f}", "b": f"{pb:.2f}",
-                 "diff": f"{pb - pa:+.2f}"})
+                 "diff": other if apart else f"{pb - pa:+.2f}"})
     ra, rb = len(a.recompute), len(b.recompute)
     rows.append({"metric": "re-runs (ops)", "a": str(ra), "b": str(rb), "diff": f"{rb - ra:+d}"})
     return rows

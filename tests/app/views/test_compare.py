@@ -61,6 +61,24 @@ def test_metrics_give_both_plans_and_the_difference(two_plans: dict[str, Any]) -
     assert "h100" in comp.note
 
 
+def test_extra_times_on_two_device_profiles_get_no_difference(two_plans: dict[str, Any]
+                                                                ) -> None:
+    """Plans priced on two devices (an imported a100 plan beside an h100 one) show each
+    extra time, and no difference between them."""
+    from dataclasses import replace
+
+    b = two_plans["b"]
+    assert b.device_profile == "h100-sxm"
+    assert b.extra_seconds > 0
+    other = replace(b, device_profile="a100-80g")
+    same = {r["metric"]: r for r in model.metric_rows(b, b, b.step_seconds)}
+    apart = {r["metric"]: r for r in model.metric_rows(other, b, b.step_seconds)}
+    for m in ("extra time (ms)", "extra time (% of step)"):
+        assert same[m]["diff"].startswith("+0.")
+        assert apart[m]["diff"] == "n/a: other device profiles"
+        assert apart[m]["a"] == apart[m]["b"]  # each still shown
+
+
 def test_modules_add_up_to_each_peak_sorted_by_difference(two_plans: dict[str, Any]) -> None:
     a, b = two_plans["a"], two_plans["b"]
     rows = data.comparison(two_plans["gk"], two_plans["ka"], two_plans["kb"]).modules
