@@ -118,3 +118,29 @@ def open_lazy_card(page: Any, card_id: str, first_try_ms: int = 30_000) -> None:
         page.click(f"#{card_id}-open")  # closes the card (and mounts its body) ...
         page.click(f"#{card_id}-open")  # ... and opens it again
         expect(body).to_be_attached(timeout=4 * first_try_ms)
+
+
+def click_plot_until(page: Any, where_js: str, done: Callable[[int], None],
+                     arg: Any = None, tries: int = 3, wait_ms: int = 20_000) -> list:
+    """Click the page point that ``where_js`` computes until ``done(timeout_ms)`` passes.
+
+    ``where_js`` is a JS function (of ``arg``) returning ``[x, y, ...]`` in page pixels.
+    Plotly binds its click handler on each redraw: on a loaded machine a click can land
+    between a redraw and the rebinding and is lost, so the point is recomputed (the figure
+    may have moved) and clicked again. ``done`` raises ``AssertionError`` (or Playwright's
+    timeout) while the effect is missing; the last try's failure is raised. Returns what
+    ``where_js`` returned.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in range(tries):
+        xy = page.evaluate(where_js, arg)
+        page.mouse.move(xy[0], xy[1])
+        page.mouse.click(xy[0], xy[1])
+        try:
+            done(wait_ms)
+            return xy
+        except (AssertionError, PlaywrightTimeout):
+            if attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")

@@ -21,7 +21,7 @@ from app.views.verify import data as verify_data
 from roam_core.formats import plan_io
 from roam_core.formats.graph_io import dumps_graph
 from roam_core.model.samples import chain3, diamond, tiny_train_step
-from tests.app.helpers import planned_with_tree
+from tests.app.helpers import click_plot_until, planned_with_tree
 from tests.app.job_doubles import slow_planner
 
 pytestmark = pytest.mark.browser
@@ -79,23 +79,23 @@ def _load(page: Any, tmp_path: Path, graph: Any) -> None:
 
 
 def _click_tensor(page: Any, graph_id: str, tensor_id: str) -> None:
-    """Click the centre of a tensor's rectangle (its hover marker) in a layout figure."""
+    """Click the centre of a tensor's rectangle (its hover marker) in a layout figure until
+    Explain shows the tensor."""
     page.locator(f"#{graph_id}").scroll_into_view_if_needed()
     page.wait_for_function("""([gid, tid]) => {  // a redraw may still be under way
         const gd = document.querySelector('#' + gid + ' .js-plotly-plot');
         const tr = gd && gd._fullData && gd._fullData[gd._fullData.length - 1];
         return !!tr && Array.from(tr.text || []).indexOf(tid) >= 0;
     }""", arg=[graph_id, tensor_id], timeout=T)
-    xy = page.evaluate("""([gid, tid]) => {
+    click_plot_until(page, """([gid, tid]) => {
         const gd = document.querySelector('#' + gid + ' .js-plotly-plot');
         const tr = gd._fullData[gd._fullData.length - 1];
         const i = Array.from(tr.text).indexOf(tid);
         const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
         const r = gd.getBoundingClientRect();
         return [r.left + xa._offset + xa.l2p(tr.x[i]), r.top + ya._offset + ya.l2p(tr.y[i])];
-    }""", [graph_id, tensor_id])
-    page.mouse.move(xy[0], xy[1])
-    page.mouse.click(xy[0], xy[1])
+    }""", lambda ms: expect(page.locator("#explain-panel")).to_contain_text(
+        f"tensor {tensor_id}", timeout=ms), arg=[graph_id, tensor_id])
 
 
 def test_sample_plan_views_tree_tensor_export_reimport(page_factory: Any,

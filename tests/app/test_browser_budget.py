@@ -17,7 +17,7 @@ from app.core import state
 from app.services.planning import plan_graph
 from roam_core.formats.snapshot import plan_snapshot
 from tests.app import test_browser as _tb
-from tests.app.helpers import open_lazy_card
+from tests.app.helpers import click_plot_until, open_lazy_card
 from tests.app.test_browser import _load, _upload, _views_rendered
 from tests.builders import random_train_graph, two_param_step
 
@@ -62,19 +62,16 @@ def test_budget_frontier_click_loads_the_plan(page_factory: Any, tmp_path: Path)
     _shot(page, "#budget-card", "budget")
     # click the cheapest-memory roam point: its plan (with re-runs) is shown everywhere
     page.locator("#frontier-graph").scroll_into_view_if_needed()  # the opened card is tall
-    xy = page.evaluate("""() => {
+    click_plot_until(page, """() => {
         const gd = document.querySelector('#frontier-graph .js-plotly-plot');
         const tr = gd._fullData[0];
         let i = 0; for (let j = 0; j < tr.y.length; j++) if (tr.y[j] < tr.y[i]) i = j;
         const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis;
         const r = gd.getBoundingClientRect();
         return [r.left + xa._offset + xa.l2p(tr.x[i]), r.top + ya._offset + ya.l2p(tr.y[i])];
-    }""")
-    page.mouse.move(xy[0], xy[1])
-    page.mouse.click(xy[0], xy[1])
-    page.wait_for_function("""() => {
+    }""", lambda ms: page.wait_for_function("""() => {
         const gd = document.querySelector('#timeline-graph .js-plotly-plot');
-        return gd && gd.data.some(t => t.name === 'recomputed'); }""", timeout=T)
+        return gd && gd.data.some(t => t.name === 'recomputed'); }""", timeout=ms))
     names = page.evaluate("""() => document.querySelector('#frontier-graph .js-plotly-plot')
         .data.map(t => t.name)""")
     assert "shown in the views" in names

@@ -18,7 +18,7 @@ from roam_core.formats import plan_io
 from roam_core.formats.graph_io import load_graph
 from roam_core.model.samples import chain3, diamond
 from tests.app import test_browser as _tb
-from tests.app.helpers import open_lazy_card
+from tests.app.helpers import click_plot_until, open_lazy_card
 from tests.app.job_doubles import slow_fit, slow_frontier, slow_planner
 from tests.app.test_browser import _load, _sample, _upload, _views_rendered
 
@@ -73,7 +73,7 @@ def test_2_clicking_the_eager_curve_lists_the_eager_order(page_factory: Any) -> 
     _views_rendered(page)
     page.locator("#curves-graph").scroll_into_view_if_needed()
     # the step where eager holds the most more than the plan, and its pixel on eager's curve
-    xy = page.evaluate("""() => {
+    where = """() => {
         const gd = document.querySelector('#curves-graph .js-plotly-plot');
         const lines = gd._fullData.filter(t => t.mode === 'lines');
         const eager = lines.find(t => t.name.startsWith('eager'));
@@ -85,11 +85,11 @@ def test_2_clicking_the_eager_curve_lists_the_eager_order(page_factory: Any) -> 
         });
         const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, r = gd.getBoundingClientRect();
         return [r.left + xa._offset + xa.l2p(eager.x[best]),
-                r.top + ya._offset + ya.l2p(eager.y[best]), eager.x[best], eager.y[best]]; }""")
-    page.mouse.move(xy[0], xy[1])
-    page.mouse.click(xy[0], xy[1])
+                r.top + ya._offset + ya.l2p(eager.y[best]), eager.x[best], eager.y[best]]; }"""
+    step = page.evaluate(where)[2]
     title = page.locator("#live-title")
-    expect(title).to_contain_text(f"Live at step {int(xy[2])}", timeout=T)
+    xy = click_plot_until(page, where, lambda ms: expect(title).to_contain_text(
+        f"Live at step {int(step)}", timeout=ms))
     expect(title).to_contain_text("in the eager (program order) order")
     total = float(re.search(r"order: ([\d.]+) GiB", title.inner_text()).group(1))
     assert total == pytest.approx(xy[3], abs=0.01)  # what the eager curve reads there
@@ -201,16 +201,14 @@ def test_5_teaching_text_matches_the_charts(page_factory: Any, tmp_path: Path) -
         const gd = document.querySelector('#timeline-graph .js-plotly-plot');
         return gd && gd._fullData.some(t => t.name === 'recomputed' && t.type === 'heatmap');
     }""", timeout=T)
-    xy = page.evaluate("""() => {
+    panel = page.locator("#explain-panel")
+    click_plot_until(page, """() => {
         const gd = document.querySelector('#timeline-graph .js-plotly-plot');
         const hm = gd._fullData.find(t => t.name === 'recomputed' && t.type === 'heatmap');
         const k = hm.text[1].findIndex(t => t && t.endsWith('@r'));
         const xa = gd._fullLayout.xaxis, ya = gd._fullLayout.yaxis, r = gd.getBoundingClientRect();
-        return [r.left + xa._offset + xa.l2p(k + 0.5), r.top + ya._offset + ya.l2p(1)]; }""")
-    page.mouse.move(xy[0], xy[1])
-    page.mouse.click(xy[0], xy[1])
-    panel = page.locator("#explain-panel")
-    expect(panel).to_contain_text("a re-run the plan adds", timeout=T)
+        return [r.left + xa._offset + xa.l2p(k + 0.5), r.top + ya._offset + ya.l2p(1)]; }""",
+        lambda ms: expect(panel).to_contain_text("a re-run the plan adds", timeout=ms))
     text = panel.inner_text()
     assert "None" not in text
     read_by = re.search(r"read by: (.*)", text).group(1)
