@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import weakref
 from dataclasses import dataclass
 
 from ortools.sat.python import cp_model
@@ -60,6 +61,7 @@ def make_solver(
     relative_gap: float = 0.0,
     log_search: bool = False,
     linearization_level: int | None = None,
+    cpu_guard: bool = False,
 ) -> cp_model.CpSolver:
     """A ``CpSolver`` with roam's parameter conventions.
 
@@ -68,13 +70,20 @@ def make_solver(
     speed; the wall limit is then ``wall_slack * time_limit_s`` as a safety net.  One worker
     and a fixed seed make the search itself reproducible.  ``linearization_level`` (CP-SAT's
     default when ``None``) sets how much of the model goes into the LP relaxation (0: none).
+
+    ``cpu_guard`` (deterministic, one worker): the safety net is CPU time instead, which
+    does not grow with the machine's load: :func:`solve_with_stop` stops the search once its
+    thread has spent ``wall_slack * time_limit_s`` CPU seconds, and the wall limit becomes
+    ``wall_slack`` times that, only for a solve the machine starves.
     """
     solver = cp_model.CpSolver()
     p = solver.parameters
     limit = max(0.01, float(time_limit_s))
+    guarded = cpu_guard and deterministic and num_workers <= 1
     if deterministic:
         p.max_deterministic_time = limit
-        p.max_time_in_seconds = max(limit * wall_slack, limit + 1.0)
+        p.max_time_in_seconds = max(limit * wall_slack * (wall_slack if guarded else 1.0),
+                                    limit + 1.0)
     else:
         p.max_time_in_seconds = limit
     p.num_workers = max(1, int(num_workers))
@@ -84,7 +93,14 @@ def make_solver(
     p.log_search_progress = bool(log_search)
     if linearization_level is not None:
         p.linearization_level = int(linearization_level)
+    if guarded:
+        _CPU_LIMITS[solver] = limit * wall_slack
     return solver
+
+
+#: The CPU-time safety limit of each solver made with ``cpu_guard`` (read by
+#: :func:`solve_with_stop`).
+_CPU_LIMITS: weakref.WeakKeyDictionary[cp_model.CpSolver, float] = weakref.WeakKeyDictionary()
 
 
 class _StopCallback(cp_model.CpSolverSolutionCallback):
@@ -139,10 +155,12 @@ def solve_with_stop(
 
     Cancellation is checked on every new solution and, in a watcher thread, every ``poll_s``
     seconds (``stop_search`` is thread-safe), so a long proof stops promptly too.  The same
-    thread stops a search whose thread has spent ``cpu_limit_s`` CPU seconds: a safety limit
-    that, unlike the wall clock, does not grow with the machine's load (one worker solves
-    in the calling thread).
+    thread stops a search whose thread has spent ``cpu_limit_s`` CPU seconds (default: the
+    one :func:`make_solver` set with ``cpu_guard``): a safety limit that, unlike the wall
+    clock, does not grow with the machine's load (one worker solves in the calling thread).
     """
+    if cpu_limit_s is None:
+        cpu_limit_s = _CPU_LIMITS.get(solver)
     cb = _StopCallback(target, cancel)
     done = threading.Event()
     cancelled = threading.Event()

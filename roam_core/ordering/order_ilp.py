@@ -106,18 +106,13 @@ def _solve_model(problem: OrderProblem, om: OrderModel, hint_peak: int,
 
     cfg = problem.config
     identity = identity_orders(problem)
-    # deterministic: the CPU-time safety limit (wall_slack x the limit) stands behind the
-    # deterministic limit, the wall limit (wall_slack x that) only behind a starved solve
-    guarded = cfg.deterministic and cfg.num_search_workers == 1
     solver = make_solver(
         time_limit_s=cfg.time_limit_s, num_workers=cfg.num_search_workers,
         random_seed=cfg.random_seed, deterministic=cfg.deterministic,
-        wall_slack=cfg.wall_slack * (cfg.wall_slack if guarded else 1.0),
-        relative_gap=cfg.relative_gap, log_search=cfg.log_search,
-        linearization_level=cfg.linearization_level)
+        wall_slack=cfg.wall_slack, relative_gap=cfg.relative_gap, log_search=cfg.log_search,
+        linearization_level=cfg.linearization_level, cpu_guard=True)
     target = problem.floor_bytes // om.scale if cfg.stop_at_lower_bound else None
-    outcome = solve_with_stop(solver, om.model, target=target, cancel=cancel,
-                              cpu_limit_s=cfg.wall_slack * cfg.time_limit_s if guarded else None)
+    outcome = solve_with_stop(solver, om.model, target=target, cancel=cancel)
     bound = None
     if outcome.best_bound is not None and not outcome.reached_target:
         bound = math.ceil(outcome.best_bound - 1e-6) * om.scale
