@@ -344,8 +344,9 @@ def _trace_fx(
         origin = {"source": "custom", "model": type(model).__name__, "setting": setting,
                   "optimizer": opt_name, "torch": torch.__version__,
                   "input_shapes": [list(x.shape) for x in example_inputs
-                                   if isinstance(x, torch.Tensor)], **spec.origin()}
-    origin = {**origin, "precision": precision.name}
+                                   if isinstance(x, torch.Tensor)]}
+    # the clip and the micro-batch are part of how the step was made, whoever built origin
+    origin = {**origin, **spec.origin(), "precision": precision.name}
     if rank is not None:
         origin = {**origin, "parallel": rank.setting.to_dict()}
     graph, values, loss_value = build_graph(
