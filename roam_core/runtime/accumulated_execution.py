@@ -37,7 +37,7 @@ from roam_core.runtime.measure import Peaks
 from roam_core.runtime.planned_step import PlannedStep
 from roam_core.runtime.step import Comparison, compare, materialize, real_input
 from roam_core.trace.params import unique_named_parameters
-from roam_core.trace.precision import StepPrecision, resolve_precision
+from roam_core.trace.precision import StepPrecision, new_grad_scaler, resolve_precision
 
 if TYPE_CHECKING:
     from roam_core.model.plan import Plan
@@ -155,6 +155,14 @@ def _round(call: Callable[[int], torch.Tensor], k: int, seed: int,
     return losses, time.perf_counter() - t0
 
 
+def _scaler(traced: TracedStep, dev: torch.device) -> Any:
+    """A fresh grad scaler with the traced step's settings (``None``: no scaler or torch's
+    defaults, which the step makes itself)."""
+    if not resolve_precision(traced.precision).grad_scaler or traced.spec.grad_scaler is None:
+        return None
+    return new_grad_scaler(dev, traced.spec.grad_scaler)
+
+
 def _peaks(dev: torch.device, seconds: list[float]) -> Peaks:
     per_step = sum(seconds) / len(seconds)
     if dev.type != "cuda":
@@ -179,7 +187,7 @@ def _eager_loop(traced: TracedStep, model: torch.nn.Module, batches: list[list[A
     m = precision.cast_module(materialize(model, dev, seed))
     m.train()
     opt = factory([p for _, p in unique_named_parameters(m)])
-    mixed = StepPrecision(precision, dev)
+    mixed = StepPrecision(precision, dev, scaler=_scaler(traced, dev))
     k, norm = traced.spec.accumulation_steps, traced.spec.max_grad_norm
 
     def call(i: int) -> torch.Tensor:
@@ -203,7 +211,8 @@ def _planned_loop(traced: TracedStep, model: torch.nn.Module, batches: list[list
     k = traced.spec.accumulation_steps
     step = PlannedStep(m, plans, loss_fn, factory, example_inputs=batches[0], device=dev,
                        max_grad_norm=traced.spec.max_grad_norm, accumulation_steps=k,
-                       precision=traced.precision, plan_cache=False, verify=check_addresses)
+                       precision=traced.precision, plan_cache=False, verify=check_addresses,
+                       grad_scaler=_scaler(traced, dev))
     losses, _ = _round(lambda i: step(*batches[i]), k, seed, dev)
     if any(v.how != "given" for v in step.variants.values()):
         notes.append("the accumulate micro-batch (the first k - 1) ran a plan made here "

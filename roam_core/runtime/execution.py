@@ -94,6 +94,7 @@ def execute_plan(
     accumulation_steps: int = 1,
     micro_batches: Sequence[Sequence[Any]] | None = None,
     accumulate_plan: Plan | None = None,
+    grad_scaler: Any = None,
     **optimizer_kwargs: Any,
 ) -> ExecutionReport:
     """Run ``plan`` for ``model``'s training step in one arena and compare with eager.
@@ -144,6 +145,9 @@ def execute_plan(
     accumulate_plan : Plan, optional
         With accumulation: a plan for the first ``k - 1`` micro-batches' graph
         (``accumulate_only=True``); default: planned here with the default planner.
+    grad_scaler : torch.amp.GradScaler, optional
+        ``fp16-mixed``: the scaler whose settings both runs use (each a fresh scaler with
+        them, from ``init_scale``; the given one is not changed).  Default: torch's.
 
     Returns
     -------
@@ -159,6 +163,7 @@ def execute_plan(
         No CUDA device, a tensor off its planned address, overlapping slots, or (``strict``)
         results that differ from eager.
     """
+    from roam_core.trace.precision import scaler_settings
     from roam_core.trace.step_spec import StepSpec
     from roam_core.trace.tracer import trace_fx
 
@@ -169,14 +174,16 @@ def execute_plan(
         raise ExecutorError(f"measure={measure!r}: choose one of {', '.join(_MEASURE)}")
     traced = trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting, device=dev,
                       precision=precision,
-                      spec=StepSpec(max_grad_norm, accumulation_steps), **optimizer_kwargs)
+                      spec=StepSpec(max_grad_norm, accumulation_steps,
+                                    grad_scaler=scaler_settings(grad_scaler, precision)),
+                      **optimizer_kwargs)
     if accumulation_steps == 1 and (micro_batches is not None or accumulate_plan is not None):
         raise ExecutorError("micro_batches and accumulate_plan go with accumulation_steps > 1")
-    if max_grad_norm is not None or accumulation_steps > 1:
-        # a recipe rebuilds the step without the clip: measured here, or refused if asked
+    if max_grad_norm is not None or accumulation_steps > 1 or grad_scaler is not None:
+        # a recipe rebuilds the plain step: measured here, or refused if asked
         if measure == "subprocess":
-            raise ExecutorError("a clipping or accumulating step is measured in this "
-                                "process: use measure='in-process' or 'auto'")
+            raise ExecutorError("a clipping, accumulating or own-scaler step is measured "
+                                "in this process: use measure='in-process' or 'auto'")
         measure = "in-process"
     if measure == "auto" or (measure == "subprocess" and recipe is None):
         if dev.type == "cuda" and recipe is None:
@@ -225,9 +232,10 @@ def execute_traced(
     if measure == "subprocess" and dev.type == "cuda" and recipe is None:
         raise ExecutorError("measuring in fresh processes needs a picklable recipe")
     if measure == "subprocess" and (traced.spec.max_grad_norm is not None
-                                    or traced.spec.accumulates):
-        raise ExecutorError("a clipping or accumulating step is measured in this process: "
-                            "use measure='in-process'")
+                                    or traced.spec.accumulates
+                                    or traced.spec.grad_scaler is not None):
+        raise ExecutorError("a clipping, accumulating or own-scaler step is measured in "
+                            "this process: use measure='in-process'")
     if not traced.spec.updates:
         raise ExecutorError("the step only accumulates (the first k - 1 micro-batches): "
                             "execute the update micro-batch's plan and pass this one as "

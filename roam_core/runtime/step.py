@@ -30,7 +30,7 @@ from roam_core.trace.params import (
     unique_named_buffers,
     unique_named_parameters,
 )
-from roam_core.trace.precision import StepPrecision, resolve_precision
+from roam_core.trace.precision import StepPrecision, new_grad_scaler, resolve_precision
 
 if TYPE_CHECKING:
     from roam_core.trace.traced_step import TracedStep
@@ -147,7 +147,8 @@ def prepare_state(traced: TracedStep, model: nn.Module, example_inputs: Sequence
         opt.zero_grad(set_to_none=True)
     state = [v for p in params for v in opt.state.get(p, {}).values()
              if isinstance(v, torch.Tensor)]
-    mixed = StepPrecision(precision, dev)
+    mixed = StepPrecision(precision, dev, scaler=(
+        new_grad_scaler(dev, traced.spec.grad_scaler) if precision.grad_scaler else None))
     flat = (params + buffers + state + mixed.state()
             + [x for x in inputs if isinstance(x, torch.Tensor)])
     names = [r.node for r in traced.placeholders]
