@@ -15,6 +15,7 @@ tracing inside ``torch.compiler._non_strict_tracing_context`` gives the eager se
 from __future__ import annotations
 
 import functools
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -40,12 +41,33 @@ OpPolicy = Sequence[int]
 
 
 def block_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """The repeated blocks: the children of the longest ``nn.ModuleList`` (qualified names)."""
-    lists = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.ModuleList) and len(m)]
-    if not lists:
-        return []
-    name, blocks = max(lists, key=lambda x: len(x[1]))
-    return [(f"{name}.{i}" if name else str(i), b) for i, b in enumerate(blocks)]
+    """The repeated blocks to checkpoint, ``(qualified name, module)`` in model order.
+
+    Blocks are composite modules (modules with children) kept in a list: every composite
+    child of an ``nn.ModuleList``, and the children of the most common composite class of
+    an ``nn.Sequential`` that holds at least two of it.  So transformer layers count in
+    either container (torchvision's ViT keeps them in a ``Sequential``), and so do
+    MobileNet's inverted residuals beside its stem and head, ResNet's bottlenecks in all
+    four stages and T5's encoder and decoder layers.  Lists inside a block (a mixture of
+    experts' experts) are part of that block.
+    """
+    def composite(m: nn.Module) -> bool:
+        return next(iter(m.children()), None) is not None
+
+    found: dict[str, list[str]] = {}  # list path -> the names of its blocks
+    for name, m in model.named_modules():
+        kids = [(k, c) for k, c in m.named_children() if composite(c)]
+        if isinstance(m, nn.Sequential) and kids:
+            common = Counter(type(c) for _, c in kids).most_common(1)[0]
+            kids = [(k, c) for k, c in kids if type(c) is common[0]] if common[1] >= 2 else []
+        elif not isinstance(m, nn.ModuleList):
+            kids = []
+        if kids:
+            found[name] = [f"{name}.{k}" if name else k for k, _ in kids]
+    blocks = [b for bs in found.values() for b in bs]
+    mods = dict(model.named_modules())
+    return [(b, mods[b]) for b in blocks
+            if not any(b.startswith(o + ".") for o in blocks)]
 
 
 def _policy(decisions: OpPolicy, skip: frozenset[Any]) -> Callable[..., CheckpointPolicy]:
@@ -120,6 +142,13 @@ def checkpoint_modules(model: nn.Module, policies: Mapping[str, OpPolicy | None]
             raise TraceError("no repeated blocks to checkpoint")
         policies = {n: None for n, _ in blocks}
     mods = dict(model.named_modules())
+    for m in mods.values():
+        # a Hugging Face decoder's key/value cache is filled in the forward and found full
+        # in the recomputation (T5: "a different number of tensors was saved"); HF turns it
+        # off too when gradient checkpointing is on
+        cfg = getattr(m, "config", None)
+        if cfg is not None and getattr(cfg, "use_cache", False) is True:
+            cfg.use_cache = False
     for path, pol in policies.items():
         if path not in mods:
             raise TraceError(f"no module {path!r} to checkpoint")
