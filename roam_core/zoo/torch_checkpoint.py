@@ -15,7 +15,6 @@ tracing inside ``torch.compiler._non_strict_tracing_context`` gives the eager se
 from __future__ import annotations
 
 import functools
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -29,6 +28,7 @@ from torch.utils.checkpoint import (
 
 from roam_core.base.errors import TraceError
 from roam_core.model.graph import Graph
+from roam_core.trace.blocks import block_modules
 from roam_core.trace.tracer import trace_fx
 from roam_core.zoo.steps import ZooStep, build_zoo_step
 
@@ -38,36 +38,6 @@ __all__ = ["OpPolicy", "block_modules", "checkpoint_modules", "trace_checkpointe
 #: A per-operator decision list for one module's forward: 1 saves the op's output, 0
 #: recomputes it (AutoSAC's ``get_optimal_checkpointing_policy_per_module`` order).
 OpPolicy = Sequence[int]
-
-
-def block_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """The repeated blocks to checkpoint, ``(qualified name, module)`` in model order.
-
-    Blocks are composite modules (modules with children) kept in a list: every composite
-    child of an ``nn.ModuleList``, and the children of the most common composite class of
-    an ``nn.Sequential`` that holds at least two of it.  So transformer layers count in
-    either container (torchvision's ViT keeps them in a ``Sequential``), and so do
-    MobileNet's inverted residuals beside its stem and head, ResNet's bottlenecks in all
-    four stages and T5's encoder and decoder layers.  Lists inside a block (a mixture of
-    experts' experts) are part of that block.
-    """
-    def composite(m: nn.Module) -> bool:
-        return next(iter(m.children()), None) is not None
-
-    found: dict[str, list[str]] = {}  # list path -> the names of its blocks
-    for name, m in model.named_modules():
-        kids = [(k, c) for k, c in m.named_children() if composite(c)]
-        if isinstance(m, nn.Sequential) and kids:
-            common = Counter(type(c) for _, c in kids).most_common(1)[0]
-            kids = [(k, c) for k, c in kids if type(c) is common[0]] if common[1] >= 2 else []
-        elif not isinstance(m, nn.ModuleList):
-            kids = []
-        if kids:
-            found[name] = [f"{name}.{k}" if name else k for k, _ in kids]
-    blocks = [b for bs in found.values() for b in bs]
-    mods = dict(model.named_modules())
-    return [(b, mods[b]) for b in blocks
-            if not any(b.startswith(o + ".") for o in blocks)]
 
 
 def _policy(decisions: OpPolicy, skip: frozenset[Any]) -> Callable[..., CheckpointPolicy]:
@@ -127,7 +97,7 @@ def checkpoint_modules(model: nn.Module, policies: Mapping[str, OpPolicy | None]
     policies : Mapping of str to OpPolicy or None, optional
         Module path (``model.named_modules()`` names) -> its selective policy, or ``None``
         for plain ``torch.utils.checkpoint`` (recompute everything inside).  Default: every
-        block (:func:`block_modules`) plainly checkpointed.
+        block (:func:`~roam_core.trace.blocks.block_modules`) plainly checkpointed.
     skip_ops : frozenset
         Ops a policy does not count (see :func:`_policy`).
 

@@ -7,7 +7,7 @@ import pytest
 
 from roam_core.zoo import build_zoo_step
 from roam_core.zoo.families import family_step
-from roam_core.zoo.torch_checkpoint import block_modules
+from roam_core.trace.blocks import block_modules
 
 
 def _blocks(model) -> list[str]:  # type: ignore[no-untyped-def]
