@@ -140,14 +140,12 @@ def execute_plan(
         :class:`~roam_core.runtime.PlannedStep` against the eager loop (``loss / k``
         backpropagated, clip and update once).  Peaks are then measured in this process.
     micro_batches : sequence of input lists, optional
-        With accumulation: the ``k`` micro-batches (default: ``example_inputs`` ``k`` times,
-        meta tensors drawn per micro-batch).
+        With accumulation: the ``k`` micro-batches (default: ``example_inputs`` ``k`` times).
     accumulate_plan : Plan, optional
         With accumulation: a plan for the first ``k - 1`` micro-batches' graph
         (``accumulate_only=True``); default: planned here with the default planner.
     grad_scaler : torch.amp.GradScaler, optional
-        ``fp16-mixed``: the scaler whose settings both runs use (each a fresh scaler with
-        them, from ``init_scale``; the given one is not changed).  Default: torch's.
+        ``fp16-mixed``: both runs use fresh scalers with its settings (it is not changed).
 
     Returns
     -------
