@@ -201,3 +201,29 @@ def test_a_frontier_plan_against_the_eager_baseline(cache_dir: Path) -> None:
     rows = {r["metric"]: r for r in data.comparison(gk, ka, kb).metrics}
     assert int(rows["re-runs (ops)"]["b"]) > 0
     assert float(rows["extra time (ms)"]["diff"]) > 0
+
+
+def test_lifetime_changes_name_tensors_by_module_on_a_traced_model(cache_dir: Path) -> None:
+    """tiny_gpt (traced from the zoo): every row is named by its module and role (or the
+    tensor's own name), never a bare op id; the op and source stay their own columns."""
+    g = load_graph(SAMPLE.with_name("tiny_gpt-b2-t32-steady.json.gz"))
+    gk = state.put_graph(g)
+    ka = data.resolve_choice(gk, "base:eager", SETTINGS)
+    b = make_plan(g, PlannerConfig(time_limit_s=2.0, workers=1), method="lescea")
+    rows = data.comparison(gk, ka, state.put_plan(b)).lifetimes
+    assert rows
+    op_ids = {o.id for o in g.ops}
+    for r in rows:
+        t = g.tensors[r["id"]]
+        assert r["tensor"] not in op_ids, r
+        assert f"({t.producer})" not in r["tensor"], r
+        if t.name:
+            assert r["tensor"] == t.name
+        else:
+            op = g.op(t.producer)
+            # the tied LM head's matmul and the loss run outside every module
+            assert r["tensor"].startswith(f"{op.module or 'top-level'} "), r
+            assert r["tensor"].split(" (")[0].endswith(" output"), r
+            assert r["op"] == op.target
+    named = [r["tensor"] for r in rows if not g.tensors[r["id"]].name]
+    assert any(n.startswith("h.") for n in named), named  # blocks' activations among them
