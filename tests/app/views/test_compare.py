@@ -159,7 +159,8 @@ def test_callbacks_default_to_the_baseline_against_the_plan_shown(
     follow = run(view.compare_options, "plan-key", kb, graph, kb, None, None, None,
                  "base:xla", "base:lescea", "eager", *form)
     assert follow[2:] == ("base:xla", "plan:" + kb)
-    fig, metrics, modules, lives, _note, status = view.render_compare(a, b, opts, graph, *form)
+    fig, metrics, modules, lives, _note, status, ref = view.render_compare(a, b, opts, graph,
+                                                                          *form)
     names = [t["name"] for t in fig["data"] if t.get("showlegend") is not False]
     assert names[0] == "A: baseline: eager (program order)"
     assert names[1].startswith("B: plan shown: roam")
@@ -168,12 +169,18 @@ def test_callbacks_default_to_the_baseline_against_the_plan_shown(
     assert modules
     assert lives
     assert status.startswith("A: baseline: eager")
+    # the plans compared, for the exports (named as in the legend)
+    pair = data.compared_plans(two_plans["gk"], ref)
+    assert pair is not None
+    assert (pair.key_b, pair.a_label) == (kb, "baseline: eager (program order)")
+    assert data.compared_plans("another-graph", ref) is None
     # a pick no longer on offer falls back; the same plan twice says so
-    *_, status2 = view.render_compare(b, b, opts, graph, *form)
+    *_, status2, _ref = view.render_compare(b, b, opts, graph, *form)
     assert "no difference" in status2
-    fig3, *_, status3 = view.render_compare("plan:nope", b, opts, graph, *form)
+    fig3, *_, status3, ref3 = view.render_compare("plan:nope", b, opts, graph, *form)
     assert status3.startswith("Cannot compare: ")
     assert not fig3["data"]
+    assert ref3 is None
 
 
 def test_a_frontier_plan_against_the_eager_baseline(cache_dir: Path) -> None:
@@ -194,7 +201,7 @@ def test_a_frontier_plan_against_the_eager_baseline(cache_dir: Path) -> None:
               if p["method"] == "roam" and p["recomputed_ops"])
     assert labels["plan:" + pk].startswith("budget plan: roam at ")
     assert a == "base:eager"
-    *_, status = view.render_compare(a, "plan:" + pk, opts, graph, *form)
+    *_, status, _ref = view.render_compare(a, "plan:" + pk, opts, graph, *form)
     assert "B: budget plan: roam at " in status
     ka = data.resolve_choice(gk, a, SETTINGS)
     kb = data.resolve_choice(gk, "plan:" + pk, SETTINGS)
