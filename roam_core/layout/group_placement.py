@@ -97,10 +97,10 @@ def solve_group_model(gm: GroupModel, config: ArenaConfig, time_limit_s: float, 
                       cancel: CancelFlag | None) -> tuple[cp_model.CpSolver, cpsat.SolveOutcome]:
     """Solve ``gm`` with ``time_limit_s`` CP-SAT *deterministic* seconds (``config``'s
     workers and seed: with one worker the same model gives the same layout on any machine;
-    the wall clock is only a safety limit), stopping early at a height of ``target`` or when
-    ``cancel`` says so."""
+    CPU time, then the wall clock, are only safety limits), stopping early at a height of
+    ``target`` or when ``cancel`` says so."""
     solver = cpsat.make_solver(time_limit_s=time_limit_s, num_workers=config.num_workers,
-                               random_seed=config.seed, deterministic=True)
+                               random_seed=config.seed, deterministic=True, cpu_guard=True)
     return solver, cpsat.solve_with_stop(solver, gm.model, target=target, cancel=cancel)
 
 

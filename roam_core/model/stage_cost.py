@@ -25,7 +25,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-__all__ = ["STOP_REASONS", "StageClock", "StageCost", "format_stages", "good_enough_bytes"]
+__all__ = ["STOP_REASONS", "StageClock", "StageCost", "format_stages", "good_enough_bytes",
+           "worst_stop"]
 
 #: Why a stage ended: ``"done"`` (it finished its own work), ``"good_enough"`` (the result
 #: was within the value contract, so it stopped or was skipped), ``"at_bound"`` (nothing can
@@ -88,6 +89,24 @@ class StageClock:
         """The :class:`StageCost` of ``stage``, with the seconds since the clock was made."""
         return StageCost(stage, time.perf_counter() - self.t0, time.process_time() - self.c0,
                          int(gained_bytes), int(work_done), int(work_limit), work_unit, stopped)
+
+
+#: How much a stop reason says about a stage made of several solves, least first: the
+#: stage reports the reason of its solve that says most (a clock that cut one solve short
+#: makes the whole stage's result depend on the machine's load).
+_STOP_WEIGHT = {"skipped": 0, "done": 1, "good_enough": 2, "at_bound": 3, "work": 4,
+                "time": 5, "cancelled": 6}
+
+
+def worst_stop(reasons: Iterable[str], default: str = "done") -> str:
+    """The stop reason of a stage from those of its solves (``default`` without any).
+
+    Examples
+    --------
+    >>> worst_stop(["done", "work", "at_bound"]), worst_stop(["work", "time"]), worst_stop([])
+    ('work', 'time', 'done')
+    """
+    return max(reasons, key=_STOP_WEIGHT.__getitem__, default=default)
 
 
 def good_enough_bytes(reference_bytes: int, gap: float, floor_bytes: int) -> int:

@@ -32,8 +32,17 @@ class OrderSolverConfig:
     # Bound each solve by CP-SAT *deterministic* time (= ``time_limit_s``) so that results do
     # not depend on machine speed; the wall limit then becomes ``wall_slack`` x the limit.
     deterministic: bool = True
-    # Safety factor on the wall limit when ``deterministic`` is set.
+    # Safety factor when ``deterministic`` is set: a solve whose thread has spent
+    # ``wall_slack`` x the limit in CPU seconds is stopped (CPU time does not grow with the
+    # machine's load; the deterministic limit binds first), and the wall limit, ``wall_slack``
+    # times that again, only catches a solve the machine starves.
     wall_slack: float = 4.0
+    # CP-SAT's ``linearization_level``: 0 keeps the LP relaxation out of the search.  On the
+    # time-indexed model the LP's bound is weak (a 120-op window: 588 against an optimum of
+    # 679) and its work is under-counted by CP-SAT's deterministic time (about 3 CPU s per
+    # deterministic second, against 1.5 without it), so with it a solve ran into the wall
+    # safety limit under load and the plan depended on the load (docs/planning_time.md).
+    linearization_level: int = 0
     # Stop a solve early once the sub-task peak is at or below the global lower bound (no
     # order can do better for the whole graph, so further search is wasted).
     stop_at_lower_bound: bool = True
@@ -50,3 +59,4 @@ class OrderSolverConfig:
         _at_least("order.wall_slack", self.wall_slack, 1.0)
         _at_least("order.relative_gap", self.relative_gap, 0.0)
         _at_least("order.max_range_ops", self.max_range_ops, 1)
+        _at_least("order.linearization_level", self.linearization_level, 0)

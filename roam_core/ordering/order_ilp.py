@@ -20,6 +20,7 @@ import logging
 import math
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from roam_core.base.cancel import CancelFlag, CancelToken, as_cancel_flag
 from roam_core.base.status import SolveStatus
@@ -42,6 +43,9 @@ from roam_core.ordering.order_problem import (
     problem_peak,
 )
 
+if TYPE_CHECKING:  # OR-Tools is imported when a model is solved
+    from roam_core.base.cpsat import SolveOutcome
+
 __all__ = ["solve_order", "solve_order_problem"]
 
 _logger = logging.getLogger(__name__)
@@ -61,13 +65,20 @@ def solve_order_problem(problem: OrderProblem, cancel: CancelToken = None) -> Or
     hint_peak = problem_peak(problem, identity)
     early = _without_model(problem, hint_peak, flag)
     if early is not None:
-        return _result(problem, identity, *early, hint_peak, t0)
+        return _result(problem, identity, *early, hint_peak, t0,
+                       _EARLY_STOP.get(early[0], "done"))
     try:
         om = build_order_model(problem, flag)
     except ModelCancelled:  # cancelled while the model was built
-        return _result(problem, identity, SolveStatus.CANCELLED, None, hint_peak, t0)
-    orders, status, bound = _solve_model(problem, om, hint_peak, flag)
-    return _result(problem, orders, status, bound, hint_peak, t0)
+        return _result(problem, identity, SolveStatus.CANCELLED, None, hint_peak, t0,
+                       "cancelled")
+    orders, status, bound, outcome = _solve_model(problem, om, hint_peak, flag)
+    return _result(problem, orders, status, bound, hint_peak, t0, outcome.stopped,
+                   outcome.deterministic_time_s)
+
+
+#: Why a solve without a model stopped, by its status (otherwise ``"done"``).
+_EARLY_STOP = {SolveStatus.BOUND: "at_bound", SolveStatus.CANCELLED: "cancelled"}
 
 
 def _without_model(problem: OrderProblem, hint_peak: int, cancel: CancelFlag | None,
@@ -87,9 +98,10 @@ def _without_model(problem: OrderProblem, hint_peak: int, cancel: CancelFlag | N
 
 
 def _solve_model(problem: OrderProblem, om: OrderModel, hint_peak: int,
-                 cancel: CancelFlag | None) -> tuple[list[list[int]], SolveStatus, int | None]:
-    """Solve ``om`` and extract its orders: ``(local orders, status, proven bound)``, the
-    base orders unless the solution is strictly better."""
+                 cancel: CancelFlag | None,
+                 ) -> tuple[list[list[int]], SolveStatus, int | None, SolveOutcome]:
+    """Solve ``om`` and extract its orders: ``(local orders, status, proven bound, what the
+    solver observed)``, the base orders unless the solution is strictly better."""
     from roam_core.base.cpsat import make_solver, solve_with_stop  # loads OR-Tools
 
     cfg = problem.config
@@ -97,7 +109,8 @@ def _solve_model(problem: OrderProblem, om: OrderModel, hint_peak: int,
     solver = make_solver(
         time_limit_s=cfg.time_limit_s, num_workers=cfg.num_search_workers,
         random_seed=cfg.random_seed, deterministic=cfg.deterministic,
-        wall_slack=cfg.wall_slack, relative_gap=cfg.relative_gap, log_search=cfg.log_search)
+        wall_slack=cfg.wall_slack, relative_gap=cfg.relative_gap, log_search=cfg.log_search,
+        linearization_level=cfg.linearization_level, cpu_guard=True)
     target = problem.floor_bytes // om.scale if cfg.stop_at_lower_bound else None
     outcome = solve_with_stop(solver, om.model, target=target, cancel=cancel)
     bound = None
@@ -105,7 +118,7 @@ def _solve_model(problem: OrderProblem, om: OrderModel, hint_peak: int,
         bound = math.ceil(outcome.best_bound - 1e-6) * om.scale
     if outcome.objective is None:
         status = SolveStatus.CANCELLED if outcome.cancelled else outcome.status
-        return identity, status, None
+        return identity, status, None, outcome
     orders = extract_order(problem, om, solver)
     for r, o in zip(problem.ranges, orders, strict=True):
         assert _valid_local(r, o), f"solver returned an invalid order for {problem.task_id}"
@@ -120,7 +133,7 @@ def _solve_model(problem: OrderProblem, om: OrderModel, hint_peak: int,
         status = SolveStatus.OPTIMAL
     else:
         status = SolveStatus.FEASIBLE if found < hint_peak else SolveStatus.HINT
-    return (orders if found < hint_peak else identity), status, bound
+    return (orders if found < hint_peak else identity), status, bound, outcome
 
 
 def _valid_local(rng: RangeProblem, local_order: Sequence[int]) -> bool:
@@ -131,7 +144,8 @@ def _valid_local(rng: RangeProblem, local_order: Sequence[int]) -> bool:
 
 
 def _result(problem: OrderProblem, orders: list[list[int]], status: SolveStatus,
-            bound: int | None, hint_peak: int, t0: float) -> OrderResult:
+            bound: int | None, hint_peak: int, t0: float, stopped: str,
+            deterministic_time_s: float = 0.0) -> OrderResult:
     return OrderResult(
         task_id=problem.task_id,
         orders=tuple(tuple(r.ops[i] for i in o) for r, o in zip(problem.ranges, orders,
@@ -142,6 +156,8 @@ def _result(problem: OrderProblem, orders: list[list[int]], status: SolveStatus,
         best_bound_bytes=bound,
         wall_time_s=time.perf_counter() - t0,
         num_ops=problem.num_ops,
+        stopped=stopped,
+        deterministic_time_s=deterministic_time_s,
     )
 
 

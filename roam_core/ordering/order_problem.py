@@ -147,6 +147,12 @@ class OrderResult:
         Seconds spent building and solving.
     num_ops : int
         Ops in the sub-task.
+    stopped : str
+        Why the solve stopped (one of ``StageCost``'s reasons): ``"done"``
+        (proved, or no model needed), ``"at_bound"``, ``"work"`` (the deterministic limit),
+        ``"time"`` (a safety limit) or ``"cancelled"``.
+    deterministic_time_s : float
+        CP-SAT's deterministic seconds spent (0 without a model).
     """
 
     task_id: str
@@ -157,6 +163,8 @@ class OrderResult:
     best_bound_bytes: int | None
     wall_time_s: float
     num_ops: int
+    stopped: str = "done"
+    deterministic_time_s: float = 0.0
 
 
 

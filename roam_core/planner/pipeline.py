@@ -56,7 +56,7 @@ from roam_core.base.units import format_bytes
 from roam_core.model.graph import ControlEdge, Graph, OpId
 from roam_core.model.plan import Plan, SolveRecord
 from roam_core.model.reach import forget_reachability
-from roam_core.model.stage_cost import StageClock, StageCost
+from roam_core.model.stage_cost import StageClock, StageCost, worst_stop
 from roam_core.oracle.bounds import best_lower_bound
 from roam_core.oracle.simulate import MemoryProfile, lifetimes, simulate
 from roam_core.oracle.validate import check_order
@@ -142,9 +142,10 @@ class _Run:
             self.progress(PlanProgress(stage, done, total, self.best_peak, message))
 
     def cost(self, stage: str, clock: StageClock, before: int, after: int,
-             unit: str = "", done: int = 0) -> None:
+             unit: str = "", done: int = 0, limit: int = 0, stopped: str = "done") -> None:
         """Record ``stage``: the seconds since ``clock`` and the peak bytes it gained."""
-        self.stages.append(clock.cost(stage, max(0, before - after), done, 0, unit))
+        self.stages.append(clock.cost(stage, max(0, before - after), done, limit, unit,
+                                      stopped))
 
     def finish(self, chosen: ChosenOrder, baseline_peak: int, lower: int) -> Plan:
         self.best_peak = chosen.profile.peak_bytes
@@ -227,13 +228,14 @@ def _pipeline(graph: Graph, config: PlannerConfig, method: str,
     results, left = _order_subtasks(run, problems, executor)
     order, prof = _merge(run, base, problems, results, left, hint_peak)
     run.cost("subtasks", clock, base.profile.peak_bytes, prof.peak_bytes, "solves",
-             len(problems))
+             len(problems), stopped=_subtasks_stop(run, results, left))
     if config.polish_rounds > 0 and prof.peak_bytes > lower and not run.cancelled():
         run.emit("order", len(problems), len(problems), "polishing around the peak")
         clock, before = StageClock(), prof.peak_bytes
-        order, prof = polish_peak(base.rewritten, graph, order, prof, config, floor,
-                                  run.cancel_fn, run.deadline, run.records)
-        run.cost("polish", clock, before, prof.peak_bytes)
+        order, prof, work = polish_peak(base.rewritten, graph, order, prof, config, floor,
+                                        run.cancel_fn, run.deadline, run.records)
+        run.cost("polish", clock, before, prof.peak_bytes, "dtime_ms", work.done_ms,
+                 work.limit_ms, work.stopped)
     if config.search_evaluations > 0 and prof.peak_bytes > lower and not run.cancelled():
         run.emit("order", len(problems), len(problems), "searching the whole order")
         clock, before = StageClock(), prof.peak_bytes
@@ -391,6 +393,14 @@ def _order_subtasks(run: _Run, problems: list[OrderProblem], executor: cf.Execut
             run.notes.append(f"{stopped} of {total} sub-task solves stopped early ({why}); "
                              "they keep the best order found by then")
     return results, left
+
+
+def _subtasks_stop(run: _Run, results: dict[str, OrderResult], left: list[str]) -> str:
+    """Why the sub-task stage stopped: the reason of its solve that says most, where a
+    solve (or a sub-task left unsolved) stopped by the planner's deadline says ``time``."""
+    why = "cancelled" if run.cancelled() else "time"
+    reasons = [why if r.stopped == "cancelled" else r.stopped for r in results.values()]
+    return worst_stop(reasons + [why] * bool(left))
 
 
 def _merge(run: _Run, base: _Base, problems: list[OrderProblem],

@@ -160,7 +160,7 @@ def restriction_bound(
     if hint_order is not None:
         rm.add_hint()
     # solve
-    solver = make_solver(time_limit_s=time_limit_s, random_seed=random_seed)
+    solver = make_solver(time_limit_s=time_limit_s, random_seed=random_seed, cpu_guard=True)
     out = solve_with_stop(solver, rm.model, cancel=as_cancel_flag(cancel))
     # extract
     return _extract(out, sm.resident_bytes, max(const_t), scale, k, len(classes),
