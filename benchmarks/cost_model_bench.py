@@ -261,8 +261,8 @@ def write_md(doc: dict[str, Any], path: Path) -> None:
         "are timed in this process's CPU seconds with one intra-op thread (other processes "
         "do not inflate them); medians of interleaved steps.", "",
         "The `cpu` profile is measured by `roam calibrate` right before each config (below, "
-        "per config: matmul, conv and attention GFLOP/s, elementwise, tanh, layer norm, batch "
-        "norm and copy GB/s, launch us).", "",
+        "per config: matmul, conv and attention GFLOP/s, elementwise, tanh (and the "
+        "functions timed one by one), layer norm, batch norm and copy GB/s, launch us).", "",
         "Predicted: the plan's `extra_seconds` on that profile (the planner's objective).  "
         "Measured: median PlannedStep time of the budget plan less that of the *same order "
         "without its re-runs* (laid out and validated as a plan of its own), so that only "
@@ -317,7 +317,10 @@ def write_md(doc: dict[str, Any], path: Path) -> None:
             f"{m['matmul_flops_per_s']['float32'] / 1e9:.1f}, conv "
             f"{m['conv_flops_per_s']['float32'] / 1e9:.1f}, attention {att / 1e9:.1f} "
             f"GFLOP/s; elementwise {m['elementwise_bytes_per_s'] / 1e9:.2f}, tanh "
-            f"{m['transcendental_bytes_per_s'] / 1e9:.2f}, layer norm "
+            f"{m['transcendental_bytes_per_s'] / 1e9:.2f} ("
+            + ", ".join(f"{f} {r / 1e9:.2f}"
+                        for f, r in m.get("function_bytes_per_s", {}).items())
+            + f"), layer norm "
             f"{m.get('norm_bytes_per_s', 0.0) / 1e9:.2f}, batch norm "
             f"{m.get('batch_norm_bytes_per_s', 0.0) / 1e9:.2f}, copy "
             f"{m['copy_bytes_per_s'] / 1e9:.2f} GB/s; launch {1e6 * m['launch_s']:.2f} us.")
@@ -334,7 +337,13 @@ def main() -> None:
     ap.add_argument("--calibrate-seconds", type=float, default=3.0)
     ap.add_argument("--only", default=None)
     ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--md-only", action="store_true",
+                    help="rewrite cost_model.md from the committed cost_model.json")
     args = ap.parse_args()
+    if args.md_only:
+        out = Path(args.out)
+        write_md(json.loads((out / "cost_model.json").read_text()), out / "cost_model.md")
+        return
     torch.set_num_threads(1)  # CPU time of one thread: the unloaded wall time
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
