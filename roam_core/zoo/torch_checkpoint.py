@@ -28,6 +28,7 @@ from torch.utils.checkpoint import (
 
 from roam_core.base.errors import TraceError
 from roam_core.model.graph import Graph
+from roam_core.trace.blocks import block_modules
 from roam_core.trace.tracer import trace_fx
 from roam_core.zoo.steps import ZooStep, build_zoo_step
 
@@ -37,15 +38,6 @@ __all__ = ["OpPolicy", "block_modules", "checkpoint_modules", "trace_checkpointe
 #: A per-operator decision list for one module's forward: 1 saves the op's output, 0
 #: recomputes it (AutoSAC's ``get_optimal_checkpointing_policy_per_module`` order).
 OpPolicy = Sequence[int]
-
-
-def block_modules(model: nn.Module) -> list[tuple[str, nn.Module]]:
-    """The repeated blocks: the children of the longest ``nn.ModuleList`` (qualified names)."""
-    lists = [(n, m) for n, m in model.named_modules() if isinstance(m, nn.ModuleList) and len(m)]
-    if not lists:
-        return []
-    name, blocks = max(lists, key=lambda x: len(x[1]))
-    return [(f"{name}.{i}" if name else str(i), b) for i, b in enumerate(blocks)]
 
 
 def _policy(decisions: OpPolicy, skip: frozenset[Any]) -> Callable[..., CheckpointPolicy]:
@@ -105,7 +97,7 @@ def checkpoint_modules(model: nn.Module, policies: Mapping[str, OpPolicy | None]
     policies : Mapping of str to OpPolicy or None, optional
         Module path (``model.named_modules()`` names) -> its selective policy, or ``None``
         for plain ``torch.utils.checkpoint`` (recompute everything inside).  Default: every
-        block (:func:`block_modules`) plainly checkpointed.
+        block (:func:`~roam_core.trace.blocks.block_modules`) plainly checkpointed.
     skip_ops : frozenset
         Ops a policy does not count (see :func:`_policy`).
 
@@ -120,6 +112,13 @@ def checkpoint_modules(model: nn.Module, policies: Mapping[str, OpPolicy | None]
             raise TraceError("no repeated blocks to checkpoint")
         policies = {n: None for n, _ in blocks}
     mods = dict(model.named_modules())
+    for m in mods.values():
+        # a Hugging Face decoder's key/value cache is filled in the forward and found full
+        # in the recomputation (T5: "a different number of tensors was saved"); HF turns it
+        # off too when gradient checkpointing is on
+        cfg = getattr(m, "config", None)
+        if cfg is not None and getattr(cfg, "use_cache", False) is True:
+            cfg.use_cache = False
     for path, pol in policies.items():
         if path not in mods:
             raise TraceError(f"no module {path!r} to checkpoint")

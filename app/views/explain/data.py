@@ -23,7 +23,8 @@ def explain_sections(graph_key: str, plan_key: str | None, base: str,
                      selection: Selection | None) -> list[Section]:
     """View 8: why the selected op or tensor sits where it does."""
     if not selection or not plan_key:
-        return [Section("Explain", ("click an op (timeline), a tensor (layout) or a "
+        # the card is titled "Explain" already: the empty state says what to do
+        return [Section("nothing selected yet", ("click an op (timeline), a tensor (layout) or a "
                                     "search hit to see why it sits where it does",))]
     graph = state.get_graph(graph_key)
     plan = after_data(graph_key, plan_key).plan
@@ -41,4 +42,4 @@ def explain_sections(graph_key: str, plan_key: str | None, base: str,
         return explain_tensor(g_plan, plan, before.order, selection["id"],
                               input_graph=graph) + extra
     except RoamError as e:
-        return [Section("Explain", (str(e),))]
+        return [Section("cannot explain this", (str(e),))]

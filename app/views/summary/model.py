@@ -154,7 +154,8 @@ def summary_table(plan: Plan, before_peak_bytes: int, before_label: str,
                   reserved_bytes: int | None, *, show_eager: bool = True
                   ) -> list[tuple[str, str]]:
     """(label, value) rows of the summary card (``show_eager=False`` when the "before" order
-    is eager already: its peak is not repeated)."""
+    is eager already: its peak and the saving against it, which the headline rows give, are
+    not repeated)."""
     saved = before_peak_bytes - plan.planned_peak_bytes
     pct = 100.0 * saved / before_peak_bytes if before_peak_bytes else 0.0
     short = before_label.split(" (")[0]  # "eager (program order)" -> "eager"
@@ -164,7 +165,9 @@ def summary_table(plan: Plan, before_peak_bytes: int, before_label: str,
         *([("eager peak (allocated)", fmt_bytes(plan.baseline_peak_bytes))]
           if show_eager else []),
         (f"planned peak ({plan.method})", fmt_bytes(plan.planned_peak_bytes)),
-        (f"saving vs {before_label} (allocated)", f"{fmt_bytes(saved)} ({pct:.1f} %)"),
+        # against eager the headline rows above already say it
+        *([(f"saving vs {before_label} (allocated)", f"{fmt_bytes(saved)} ({pct:.1f} %)")]
+          if show_eager else []),
         ("arena", f"{fmt_bytes(plan.arena_bytes)} (+{100 * plan.fragmentation:.2f} % over the "
                   "peak: layout waste)"),
         ("lower bound", bound_text(plan)),

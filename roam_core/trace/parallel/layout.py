@@ -9,9 +9,10 @@ A parameter belongs to the innermost unit (a module given to ``fully_shard``) th
 it; the root unit holds the rest.  Units, in the policies of
 :data:`~roam_core.model.parallel.WRAP_POLICIES`:
 
-* ``blocks``: each child of the model's ``nn.ModuleList`` holding the most parameters (the
-  transformer blocks), plus the root (torchtitan's policy); a model without a
-  ``ModuleList`` uses each child of the root that owns parameters;
+* ``blocks``: each repeated block (:func:`~roam_core.trace.blocks.block_modules`: the
+  transformer layers in a ``ModuleList`` or a ``Sequential``, an encoder's and a decoder's,
+  ResNet's bottlenecks), plus the root (torchtitan's policy); a model without blocks uses
+  each child of the root that owns parameters;
 * ``leaves``: every module that owns parameters directly, plus the root;
 * ``root``: one unit, the whole model.
 
@@ -44,6 +45,7 @@ from torch import nn
 
 from roam_core.base.errors import TraceError
 from roam_core.model.parallel import ParallelSetting
+from roam_core.trace.blocks import block_modules
 from roam_core.trace.params import unique_named_parameters
 
 __all__ = ["RankLayout", "ShardedParam", "Unit", "shard_rows"]
@@ -189,17 +191,10 @@ def _wrapped_paths(model: nn.Module, wrap: str) -> list[str]:
     if wrap == "leaves":
         return [path for path, m in model.named_modules()
                 if path and any(True for _ in m.parameters(recurse=False))]
-    best: tuple[int, str, nn.ModuleList] | None = None
-    for path, m in model.named_modules():
-        if isinstance(m, nn.ModuleList):
-            n = sum(p.numel() for p in m.parameters())
-            if n and (best is None or n > best[0]):
-                best = (n, path, m)
-    if best is not None:
-        _, path, mlist = best
-        prefix = f"{path}." if path else ""
-        return [f"{prefix}{name}" for name, child in mlist.named_children()
-                if any(True for _ in child.parameters())]
+    blocks = [path for path, m in block_modules(model)
+              if any(True for _ in m.parameters())]
+    if blocks:
+        return blocks
     return [name for name, child in model.named_children()
             if any(True for _ in child.parameters())]
 

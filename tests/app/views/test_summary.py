@@ -24,6 +24,10 @@ def test_summary_rows_speak_plainly() -> None:
     _, plan = planned_with_tree()
     rows = dict(summary_model.summary_table(plan, plan.planned_peak_bytes * 2, "eager", None))
     assert rows["saving vs eager (allocated)"].endswith("(50.0 %)")
+    # when the compared order is eager, the headline rows say the saving: no second row
+    rows = dict(summary_model.summary_table(plan, plan.planned_peak_bytes * 2, "eager", None,
+                                            show_eager=False))
+    assert not [k for k in rows if k.startswith("saving vs")]
     assert rows["eager reserved (caching allocator)"] == "n/a"
     assert not [k for k in rows if k.startswith("stage") or "gap" in k]
     assert "above it" in rows["lower bound"] or "at it" in rows["lower bound"]
