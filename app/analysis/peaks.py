@@ -9,7 +9,7 @@ import numpy as np
 from app.analysis.layout_view import LayoutView
 from app.analysis.modules import tensor_module_label
 from app.core.formatting import byte_unit
-from roam_core.model.graph import Graph, TensorId
+from roam_core.model.graph import Graph, Phase, TensorId
 
 __all__ = ["op_words", "peak_contributors", "peak_modules", "peak_note", "peak_tensors",
            "short_bytes", "tensor_label"]
@@ -50,11 +50,12 @@ def op_words(target: str) -> str:
 
 def tensor_label(graph: Graph, tensor_id: str) -> str:
     """A storage for people: its recorded name (``Tensor.name``: a parameter, a gradient,
-    an optimizer state), else what made it and where, with the id to search for.
+    an optimizer state), else the module that made it and its role there (what made it,
+    and the pass when it is not the forward), as users think of a model: never an op id.
 
     >>> from roam_core.model.samples import tiny_train_step
     >>> tensor_label(tiny_train_step(), "relu")
-    'relu output (relu)'
+    'top-level relu output'
     """
     t = graph.tensors.get(TensorId(tensor_id))
     if t is None:
@@ -64,8 +65,13 @@ def tensor_label(graph: Graph, tensor_id: str) -> str:
     op = graph.op(t.producer) if t.producer else None
     if op is None:
         return tensor_id
-    where = f" in {op.module}" if op.module else ""
-    return f"{op_words(op.target)} output{where} ({tensor_id})"
+    where = op.module or "top-level"
+    phase = f" ({op.phase.value})" if op.phase in _TAGGED else ""
+    return f"{where} {op_words(op.target)} output{phase}"
+
+
+#: Passes named after a storage's role (the forward, the default, is not).
+_TAGGED = frozenset({Phase.LOSS, Phase.BACKWARD, Phase.OPTIMIZER})
 
 
 def peak_modules(graph: Graph, view: LayoutView, step: int, k: int = 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 import logging
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import plotly.graph_objects as go
 import plotly.io as pio
@@ -12,7 +13,7 @@ import plotly.io as pio
 from roam_core.model.graph import Graph
 from roam_core.model.plan import Plan
 
-__all__ = ["report_html"]
+__all__ = ["ReportTable", "report_html"]
 
 _logger = logging.getLogger(__name__)
 
@@ -23,16 +24,39 @@ _TITLES = {
     "base_layout": "Baseline allocator layout",
     "tree": "Task division",
     "modules": "Bytes at the peak by module",
+    "compare": "Compare two plans: memory of plan A and plan B",
 }
 _CSS = """body{font-family:system-ui,sans-serif;margin:24px;color:#222;max-width:1500px}
 table{border-collapse:collapse}td{padding:2px 12px;border-bottom:1px solid #eee}
 h2{margin-top:28px;font-size:18px}"""
 
 
+@dataclass(frozen=True)
+class ReportTable:
+    """A table of the report: its heading, rows, ``(heading, row key)`` columns and a note
+    under it."""
+
+    title: str
+    rows: Sequence[Mapping[str, object]]
+    columns: Sequence[tuple[str, str]]
+    note: str = ""
+
+
+def _table(t: ReportTable) -> list[str]:
+    out = [f"<h2>{html.escape(t.title)}</h2><table>",
+           "<tr>" + "".join(f"<td><b>{html.escape(h)}</b></td>" for h, _ in t.columns) + "</tr>"]
+    out += ["<tr>" + "".join(f"<td>{html.escape(str(r.get(k, '')))}</td>" for _, k in t.columns)
+            + "</tr>" for r in t.rows]
+    out.append("</table>")
+    if t.note:
+        out.append(f"<p>{html.escape(t.note)}</p>")
+    return out
+
+
 def report_html(graph: Graph, plan: Plan, figures: Mapping[str, go.Figure],
                 summary: Sequence[tuple[str, str]],
                 live_at_peak: Sequence[Mapping[str, object]] = (),
-                live_title: str = "") -> str:
+                live_title: str = "", tables: Sequence[ReportTable] = ()) -> str:
     """One HTML page with the summary table and every figure; works offline.
 
     Parameters
@@ -49,6 +73,8 @@ def report_html(graph: Graph, plan: Plan, figures: Mapping[str, go.Figure],
         largest first.
     live_title : str
         Its heading.
+    tables : sequence of ReportTable
+        More tables, after the figures (the Compare card's, when two plans are compared).
 
     Returns
     -------
@@ -67,6 +93,8 @@ def report_html(graph: Graph, plan: Plan, figures: Mapping[str, go.Figure],
         parts.append(pio.to_html(fig, full_html=False, include_plotlyjs=first,
                                  config={"displaylogo": False}))
         first = False
+    for t in tables:
+        parts += _table(t)
     if live_at_peak:
         cols = tuple(c for c in ("id", "name", "module", "kind", "size", "offset",
                                  "lifetime", "producer") if c in live_at_peak[0])

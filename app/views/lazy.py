@@ -9,7 +9,10 @@ helpers here keep the start-up page to the views above the fold:
   ``None`` reports a change at mount (``undefined`` != ``null``), which fires every callback
   listening to it and makes Dash hold the views behind that chain.
 * :func:`lazy_card` is a card whose body is one closed ``<details>``; :func:`register_lazy`
-  builds the body the first time its summary is clicked (and keeps it mounted after).
+  builds the body the first time the card is open (and keeps it mounted after).  "Open" is
+  the ``<details>``'s own ``open`` state, which ``assets/lazy_open.js`` hands to Dash on the
+  browser's ``toggle`` event (Dash's ``html.Details`` does not send it back): a summary click
+  that Dash missed while the page booted used to open the card with no body.
 * :func:`register_seen` sets a store to ``True`` once an element is scrolled into view (a
   clientside callback that resolves when an ``IntersectionObserver`` sees it).  Callbacks
   that take the store as an input are held by Dash until then.
@@ -23,8 +26,8 @@ from dash import Dash, Input, Output, State, dcc, html
 from dash.development.base_component import Component
 from dash.exceptions import PreventUpdate
 
-__all__ = ["Body", "body_id", "lazy_card", "mount_body", "register_lazy", "register_seen",
-           "store", "summary_id"]
+__all__ = ["Body", "body_id", "details_id", "lazy_card", "mount_body", "register_lazy",
+           "register_seen", "store", "summary_id"]
 
 #: What a lazy card's body is built as.
 Body = Sequence[Component]
@@ -40,6 +43,11 @@ def store(id_: str, data: Mapping[str, object] | str | bool | None = None) -> dc
 def summary_id(card_id: str) -> str:
     """Id of a lazy card's clickable summary (click it to open the card)."""
     return f"{card_id}-open"
+
+
+def details_id(card_id: str) -> str:
+    """Id of a lazy card's ``<details>`` (its ``open`` is what mounts the body)."""
+    return f"{card_id}-details"
 
 
 def body_id(card_id: str) -> str:
@@ -64,31 +72,32 @@ def lazy_card(card_id: str, title: str, hint: str) -> html.Div:
                       html.Span(hint, className="muted lazy-hint")],
                      id=summary_id(card_id), className="lazy-open"),
         html.Div(id=body_id(card_id)),
-    ], className="lazy"), className="card", id=card_id)
+    ], id=details_id(card_id), open=False, className="lazy"), className="card", id=card_id)
 
 
-def mount_body(n_clicks: int | None, current: object, build: Callable[[], Body]) -> Body:
-    """The body on the first click of the summary; unchanged after (kept mounted).
+def mount_body(is_open: bool | None, current: object, build: Callable[[], Body]) -> Body:
+    """The body the first time the card is open; unchanged after (kept mounted, also when
+    the card is closed).
 
-    >>> mount_body(1, None, lambda: "body")
+    >>> mount_body(True, None, lambda: "body")
     'body'
-    >>> mount_body(2, "body", lambda: "other")
+    >>> mount_body(True, "body", lambda: "other")
     Traceback (most recent call last):
     ...
     dash.exceptions.PreventUpdate
     """
-    if not n_clicks or current:
+    if not is_open or current:
         raise PreventUpdate
     return build()
 
 
 def register_lazy(app: Dash, card_id: str, build: Callable[[], Body]) -> None:
-    """Build ``card_id``'s body with ``build()`` when its summary is first clicked."""
-    def mount(n_clicks: int | None, current: object) -> Body:
-        return mount_body(n_clicks, current, build)
+    """Build ``card_id``'s body with ``build()`` when the card is first open."""
+    def mount(is_open: bool | None, current: object) -> Body:
+        return mount_body(is_open, current, build)
 
     mount.__name__ = f"mount_{card_id.replace('-', '_')}"
-    app.callback(Output(body_id(card_id), "children"), Input(summary_id(card_id), "n_clicks"),
+    app.callback(Output(body_id(card_id), "children"), Input(details_id(card_id), "open"),
                  State(body_id(card_id), "children"), prevent_initial_call=True)(mount)
 
 

@@ -11,7 +11,7 @@ import logging
 import sys
 import time
 
-from roam_core.commands.arg_types import positive_int
+from roam_core.commands.arg_types import positive_float, positive_int
 from roam_core.commands.model_args import add_model_args, model_source
 from roam_core.commands.parallel_args import add_parallel_args, parallel_setting
 
@@ -44,6 +44,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="device of the fake tensors (default cpu; cuda needs a GPU machine)")
     p.add_argument("-o", "--output", default=None,
                    help="output file (.json or .json.gz; default <graph name>.json.gz)")
+    p.add_argument("--accumulation-steps", type=positive_int, default=1, metavar="K",
+                   help="gradient accumulation: trace the k-th micro-batch of K (backward of "
+                        "loss / K into resident accumulators, then the update); `roam "
+                        "execute` runs one optimizer step of K micro-batches (default 1)")
+    p.add_argument("--max-grad-norm", type=positive_float, default=None, metavar="N",
+                   help="clip the gradients' total norm to N before the update (as "
+                        "clip_grad_norm_)")
     add_parallel_args(p)
     p.set_defaults(func=_run)
 
@@ -55,6 +62,7 @@ HF_DEFAULT_SEQ_LEN = 128
 def _run(args: argparse.Namespace) -> int:
     from roam_core.base.atomic import check_output_path
     from roam_core.formats.graph_io import save_graph
+    from roam_core.trace.step_spec import StepSpec
 
     source = model_source(args)
     par = parallel_setting(args)
@@ -67,7 +75,7 @@ def _run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     ts = source.trace(args.batch_size, seq, setting=args.setting, optimizer=args.optimizer,
                       precision=args.precision, attention=args.attention, device=args.device,
-                      parallel=par)
+                      parallel=par, spec=StepSpec(args.max_grad_norm, args.accumulation_steps))
     g = ts.graph
     out = args.output or f"{g.name}.json.gz"
     save_graph(g, out)

@@ -24,6 +24,7 @@ GPU machine from the CUDA graph (``roam trace --device cuda`` then ``roam plan``
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -90,6 +91,10 @@ def execute_plan(
     recipe: Recipe | None = None,
     precision: str = "fp32",
     max_grad_norm: float | None = None,
+    accumulation_steps: int = 1,
+    micro_batches: Sequence[Sequence[Any]] | None = None,
+    accumulate_plan: Plan | None = None,
+    grad_scaler: Any = None,
     **optimizer_kwargs: Any,
 ) -> ExecutionReport:
     """Run ``plan`` for ``model``'s training step in one arena and compare with eager.
@@ -127,8 +132,20 @@ def execute_plan(
         The step clips the gradients' total norm to this value before the update, as
         ``clip_grad_norm_(model.parameters(), max_grad_norm)`` (with a grad scaler after
         ``scaler.unscale_(optimizer)``); the plan must be for the graph traced so.
-        Peaks are then measured in this process.  Gradient accumulation runs in
-        :class:`~roam_core.runtime.PlannedStep` (``accumulation_steps``).
+        Peaks are then measured in this process.
+    accumulation_steps : int
+        Micro-batches per optimizer step (:mod:`roam_core.runtime.accumulated_execution`):
+        ``plan`` is for the k-th micro-batch's graph (``trace_training_step(...,
+        accumulation_steps=k)``); one optimizer step of ``k`` micro-batches runs through
+        :class:`~roam_core.runtime.PlannedStep` against the eager loop (``loss / k``
+        backpropagated, clip and update once).  Peaks are then measured in this process.
+    micro_batches : sequence of input lists, optional
+        With accumulation: the ``k`` micro-batches (default: ``example_inputs`` ``k`` times).
+    accumulate_plan : Plan, optional
+        With accumulation: a plan for the first ``k - 1`` micro-batches' graph
+        (``accumulate_only=True``); default: planned here with the default planner.
+    grad_scaler : torch.amp.GradScaler, optional
+        ``fp16-mixed``: both runs use fresh scalers with its settings (it is not changed).
 
     Returns
     -------
@@ -144,6 +161,7 @@ def execute_plan(
         No CUDA device, a tensor off its planned address, overlapping slots, or (``strict``)
         results that differ from eager.
     """
+    from roam_core.trace.precision import scaler_settings
     from roam_core.trace.step_spec import StepSpec
     from roam_core.trace.tracer import trace_fx
 
@@ -153,13 +171,17 @@ def execute_plan(
     if measure not in _MEASURE:
         raise ExecutorError(f"measure={measure!r}: choose one of {', '.join(_MEASURE)}")
     traced = trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting, device=dev,
-                      precision=precision, spec=StepSpec(max_grad_norm=max_grad_norm),
+                      precision=precision,
+                      spec=StepSpec(max_grad_norm, accumulation_steps,
+                                    grad_scaler=scaler_settings(grad_scaler, precision)),
                       **optimizer_kwargs)
-    if max_grad_norm is not None:
-        # a recipe rebuilds the step without the clip: measured here, or refused if asked
+    if accumulation_steps == 1 and (micro_batches is not None or accumulate_plan is not None):
+        raise ExecutorError("micro_batches and accumulate_plan go with accumulation_steps > 1")
+    if max_grad_norm is not None or accumulation_steps > 1 or grad_scaler is not None:
+        # a recipe rebuilds the plain step: measured here, or refused if asked
         if measure == "subprocess":
-            raise ExecutorError("a clipping step (max_grad_norm) is measured in this "
-                                "process: use measure='in-process' or 'auto'")
+            raise ExecutorError("a clipping, accumulating or own-scaler step is measured "
+                                "in this process: use measure='in-process' or 'auto'")
         measure = "in-process"
     if measure == "auto" or (measure == "subprocess" and recipe is None):
         if dev.type == "cuda" and recipe is None:
@@ -169,7 +191,8 @@ def execute_plan(
     return execute_traced(traced, model, example_inputs, plan, loss_fn=loss_fn,
                           optimizer=optimizer, device=dev, steps=steps,
                           check_addresses=check_addresses, seed=seed, strict=strict,
-                          measure=measure, recipe=recipe, optimizer_kwargs=optimizer_kwargs)
+                          measure=measure, recipe=recipe, optimizer_kwargs=optimizer_kwargs,
+                          micro_batches=micro_batches, accumulate_plan=accumulate_plan)
 
 
 def execute_traced(
@@ -189,25 +212,38 @@ def execute_traced(
     recipe: Recipe | None = None,
     optimizer_kwargs: Mapping[str, Any] | None = None,
     snapshot_dir: str | os.PathLike[str] | None = None,
+    micro_batches: Sequence[Sequence[Any]] | None = None,
+    accumulate_plan: Plan | None = None,
 ) -> ExecutionReport:
     """:func:`execute_plan` for an already traced step (``roam_core.trace.trace_fx``).
 
     ``snapshot_dir`` (CUDA only): write ``eager.pickle`` and ``planned.pickle`` memory
     snapshots (one extra recorded step each) there, for https://pytorch.org/memory_viz or
-    :func:`roam_core.formats.snapshot.load_snapshot`.
+    :func:`roam_core.formats.snapshot.load_snapshot`.  A step traced with gradient
+    accumulation runs one optimizer step of its micro-batches
+    (:mod:`roam_core.runtime.accumulated_execution`; ``micro_batches``,
+    ``accumulate_plan``).
     """
     dev = resolve_device(device)
     if measure not in _MEASURE[1:]:
         raise ExecutorError(f"measure={measure!r}: choose subprocess or in-process")
     if measure == "subprocess" and dev.type == "cuda" and recipe is None:
         raise ExecutorError("measuring in fresh processes needs a picklable recipe")
-    if traced.spec.accumulates:
-        raise ExecutorError("execute_plan runs one whole training step; a micro-batch of "
-                            "gradient accumulation runs in PlannedStep(accumulation_steps=k)")
-    if measure == "subprocess" and traced.spec.max_grad_norm is not None:
-        raise ExecutorError("a clipping step (max_grad_norm) is measured in this process: "
-                            "use measure='in-process'")
+    if measure == "subprocess" and (traced.spec.max_grad_norm is not None
+                                    or traced.spec.accumulates
+                                    or traced.spec.grad_scaler is not None):
+        raise ExecutorError("a clipping, accumulating or own-scaler step is measured in "
+                            "this process: use measure='in-process'")
+    if not traced.spec.updates:
+        raise ExecutorError("the step only accumulates (the first k - 1 micro-batches): "
+                            "execute the update micro-batch's plan and pass this one as "
+                            "accumulate_plan")
     check_fingerprint(traced.graph, plan)
+    if traced.spec.accumulates:
+        with _deterministic(dev):
+            return _execute_accumulated(traced, model, example_inputs, plan, loss_fn,
+                                        optimizer, dev, steps, check_addresses, seed, strict,
+                                        optimizer_kwargs, micro_batches, accumulate_plan)
     traced = replayed_step(traced, plan)
     with _deterministic(dev):
         return _execute_checked(traced, model, example_inputs, plan, loss_fn, optimizer, dev,
@@ -338,6 +374,38 @@ def _planned_replay(traced: TracedStep, model: torch.nn.Module, example_inputs: 
     peaks = (measure_planned(runner, traced, plan.order, measured_steps, seed, snapshot_path)
              if measured_steps is not None else None)
     return loss, cmp, stats, peaks
+
+
+def _execute_accumulated(traced: TracedStep, model: torch.nn.Module,
+                         example_inputs: Sequence[Any], plan: Plan, loss_fn: LossFn | None,
+                         optimizer: str | OptimizerFactory | None, dev: torch.device,
+                         steps: int, check_addresses: bool, seed: int, strict: bool,
+                         optimizer_kwargs: Mapping[str, Any] | None,
+                         micro_batches: Sequence[Sequence[Any]] | None,
+                         accumulate_plan: Plan | None) -> ExecutionReport:
+    from roam_core.runtime.accumulated_execution import execute_accumulated
+    from roam_core.trace.optimizers import make_optimizer_factory
+
+    _, factory = make_optimizer_factory(optimizer, traced.setting, **(optimizer_kwargs or {}))
+    run = execute_accumulated(traced, model, example_inputs, plan, loss_fn=loss_fn,
+                              factory=factory, dev=dev, seed=seed, steps=steps,
+                              check_addresses=check_addresses, micro_batches=micro_batches,
+                              accumulate_plan=accumulate_plan)
+    notes = list(run.notes)
+    rtol, atol = TOLERANCE[dev.type]
+    if not run.cmp.ok:
+        msg = (f"planned accumulation step differs from eager: max |diff| "
+               f"{run.cmp.max_abs_diff:.3g} at {run.cmp.worst} (tolerance rtol={rtol}, "
+               f"atol={atol})")
+        if strict:
+            raise ExecutorError(msg)
+        notes.append(msg)
+    how = "in-process" if dev.type == "cuda" else "none"
+    if dev.type != "cuda":
+        notes.append("CPU run: CUDA allocator peaks are not measured (null)")
+    report = _report(dev, plan, run.cmp, *run.losses, run.eager, run.planned, run.stats,
+                     steps, how, notes)
+    return dataclasses.replace(report, arena_bytes=run.arena_bytes)
 
 
 def _host(t: torch.Tensor) -> torch.Tensor:

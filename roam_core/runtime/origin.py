@@ -109,17 +109,27 @@ def execute_origin(origin: Mapping[str, Any], plan: Plan, *, device: str = "cpu"
     PlanFormatError
         The re-traced graph differs from the plan's (e.g. traced on another device).
     """
+    from roam_core.trace.step_spec import StepSpec
     from roam_core.trace.tracer import trace_fx
 
     name, b, _t, setting, _opt, _attention = _zoo_args(origin)
+    if origin.get("micro_batch") == "accumulate":
+        raise ExecutorError(
+            "the graph is a gradient-accumulation micro-batch that only accumulates; "
+            "execute the plan of the update micro-batch (`roam trace --accumulation-steps K` "
+            "traces it), which runs one whole optimizer step of K micro-batches")
+    spec = StepSpec(origin.get("max_grad_norm"), int(origin.get("accumulation_steps", 1)))
     dev = resolve_device(device)
     model, inputs, loss_fn, factory, setting, _, precision = zoo_recipe(origin)
     traced = trace_fx(model, inputs, loss_fn, factory, setting=setting, device=dev,
-                      name=f"{name}-b{b}", origin=dict(origin), precision=precision)
+                      name=f"{name}-b{b}", origin=dict(origin), precision=precision,
+                      spec=spec)
     recipe = functools.partial(zoo_recipe, dict(origin))
     how = measure
     if measure == "auto":
-        how = "subprocess" if dev.type == "cuda" else "in-process"
+        # a recipe rebuilds the plain step: a clipping or accumulating one is measured here
+        plain = spec == StepSpec()
+        how = "subprocess" if dev.type == "cuda" and plain else "in-process"
     return execute_traced(traced, model, inputs, plan, loss_fn=loss_fn, optimizer=factory,
                           device=dev, steps=steps, check_addresses=check_addresses, seed=seed,
                           strict=strict, measure=how, recipe=recipe, snapshot_dir=snapshot_dir)

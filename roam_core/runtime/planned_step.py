@@ -82,7 +82,12 @@ from roam_core.runtime.step_plans import (
 )
 from roam_core.trace.optimizers import make_optimizer_factory
 from roam_core.trace.params import unique_named_buffers, unique_named_parameters
-from roam_core.trace.precision import StepPrecision, resolve_precision
+from roam_core.trace.precision import (
+    StepPrecision,
+    ready_grad_scaler,
+    resolve_precision,
+    scaler_settings,
+)
 from roam_core.trace.step_spec import StepSpec
 from roam_core.trace.tracer import trace_fx
 
@@ -149,6 +154,10 @@ class PlannedStep:
         The precision the plans' step was traced in (see the module notes); ``fp16-mixed``
         not with clipping or accumulation yet.  With ``parallel``: ``fp32``, and with FSDP
         ``bf16-mixed`` (FSDP2's mixed precision policy); others raise ``ConfigError``.
+    grad_scaler : torch.amp.GradScaler, optional
+        ``fp16-mixed``: the user's scaler (``init_scale``, ``growth_factor``,
+        ``backoff_factor``, ``growth_interval``); it becomes :attr:`scaler`, its scale and
+        growth tracker are loaded into the step's buffer.  Default: torch's defaults.
     parallel : ParallelSetting, optional
         The step of one data-parallel rank (``docs/parallel.md``): ``model`` holds the rank's
         shards (:func:`roam_core.trace.parallel.shard_model`) and a process group of
@@ -192,7 +201,7 @@ class PlannedStep:
                  max_grad_norm: float | None = None, accumulation_steps: int = 1,
                  on_new_shape: str = "plan", planner: Any = None,
                  plan_cache: Any = None, precision: str = "fp32",
-                 parallel: ParallelSetting | None = None,
+                 parallel: ParallelSetting | None = None, grad_scaler: Any = None,
                  **optimizer_kwargs: Any) -> None:
         require_type(model, nn.Module, "PlannedStep: model")
         given: list[Plan] = ([] if plan is None else [plan] if isinstance(plan, Plan)
@@ -204,13 +213,15 @@ class PlannedStep:
         self.device = resolve_device(device)
         self.precision = resolve_precision(precision)
         #: autocast and, for ``fp16-mixed``, the grad scaler (its state in the step's buffer)
-        self.mixed = StepPrecision(self.precision, self.device)
+        settings = scaler_settings(grad_scaler, self.precision)
+        self.mixed = StepPrecision(self.precision, self.device, scaler=(
+            None if grad_scaler is None else ready_grad_scaler(grad_scaler, self.device)))
         self.verify = bool(verify)
         self.cuda_graph = bool(cuda_graph)
         if self.cuda_graph and (self.device.type != "cuda"
                                 or not hasattr(torch.cuda, "CUDAGraph")):
             raise ExecutorError("cuda_graph=True needs device='cuda' and torch.cuda.CUDAGraph")
-        self.spec = StepSpec(max_grad_norm, accumulation_steps)
+        self.spec = StepSpec(max_grad_norm, accumulation_steps, grad_scaler=settings)
         self._plans = StepPlans(given, planner, _cache(plan_cache), on_new_shape)
         self._optimizer_spec, self._optimizer_kwargs = optimizer, optimizer_kwargs
         self._graph_hint = graph

@@ -30,7 +30,7 @@ from roam_core.trace.params import (
     unique_named_buffers,
     unique_named_parameters,
 )
-from roam_core.trace.precision import StepPrecision, resolve_precision
+from roam_core.trace.precision import StepPrecision, new_grad_scaler, resolve_precision
 
 if TYPE_CHECKING:
     from roam_core.trace.traced_step import TracedStep
@@ -43,8 +43,10 @@ __all__ = [
     "eager_step",
     "eager_values",
     "load_arena",
+    "materialize",
     "planned_values",
     "prepare_state",
+    "real_input",
     "run_planned_step",
 ]
 
@@ -64,7 +66,7 @@ class StepState:
     max_grad_norm: float | None = None  # the traced step clips the gradients to this norm
 
 
-def _materialize(model: nn.Module, device: torch.device, seed: int) -> nn.Module:
+def materialize(model: nn.Module, device: torch.device, seed: int) -> nn.Module:
     """A copy of ``model`` on ``device``; meta parameters get a seeded ``N(0, 0.02)`` init.
 
     Tied and shared tensors stay tied: ``to_empty`` replaces parameters module by module,
@@ -96,7 +98,9 @@ def _materialize(model: nn.Module, device: torch.device, seed: int) -> nn.Module
     return m
 
 
-def _real_input(x: Any, device: torch.device, gen: torch.Generator) -> Any:
+def real_input(x: Any, device: torch.device, gen: torch.Generator) -> Any:
+    """``x`` on ``device``: a copy of a real tensor, a meta one drawn from ``gen`` (``randn``
+    floats, zero ids and labels); anything else as is."""
     if not isinstance(x, torch.Tensor):
         return x
     if not x.is_meta:
@@ -128,10 +132,10 @@ def prepare_state(traced: TracedStep, model: nn.Module, example_inputs: Sequence
     """
     dev = torch.device(device)
     precision = resolve_precision(traced.precision)
-    m = precision.cast_module(_materialize(model, dev, seed))
+    m = precision.cast_module(materialize(model, dev, seed))
     m.train()
     gen = torch.Generator(device="cpu").manual_seed(seed + 1)
-    inputs = [precision.cast(_real_input(x, dev, gen)) for x in example_inputs]
+    inputs = [precision.cast(real_input(x, dev, gen)) for x in example_inputs]
     params = [p for _, p in unique_named_parameters(m)]
     buffers = [b for _, b in unique_named_buffers(m)]
     opt = factory(params)
@@ -143,7 +147,8 @@ def prepare_state(traced: TracedStep, model: nn.Module, example_inputs: Sequence
         opt.zero_grad(set_to_none=True)
     state = [v for p in params for v in opt.state.get(p, {}).values()
              if isinstance(v, torch.Tensor)]
-    mixed = StepPrecision(precision, dev)
+    mixed = StepPrecision(precision, dev, scaler=(
+        new_grad_scaler(dev, traced.spec.grad_scaler) if precision.grad_scaler else None))
     flat = (params + buffers + state + mixed.state()
             + [x for x in inputs if isinstance(x, torch.Tensor)])
     names = [r.node for r in traced.placeholders]

@@ -45,8 +45,12 @@ __all__ = [
     "SCALER_STATE",
     "AmpGuard",
     "Precision",
+    "ScalerSettings",
     "StepPrecision",
+    "new_grad_scaler",
+    "ready_grad_scaler",
     "resolve_precision",
+    "scaler_settings",
 ]
 
 #: Precision names, as ``--precision`` and ``trace_training_step(precision=...)`` take them.
@@ -241,12 +245,88 @@ class StepPrecision:
             self.scaler._scale, self.scaler._growth_tracker = tensors
 
 
-def new_grad_scaler(device: torch.device) -> Any:
+@dataclass(frozen=True, slots=True)
+class ScalerSettings:
+    """A ``torch.amp.GradScaler``'s hyper-parameters (its constructor's; torch's defaults).
+
+    The growth and backoff factors and the growth interval are constants of the traced
+    scale update (``_amp_update_scale_``); the scale and growth tracker themselves are
+    resident state, loaded from the user's scaler when a step runs.
+
+    Examples
+    --------
+    >>> ScalerSettings.of(torch.amp.GradScaler("cpu", growth_interval=4)).growth_interval
+    4
+    """
+
+    init_scale: float = 2.0**16
+    growth_factor: float = 2.0
+    backoff_factor: float = 0.5
+    growth_interval: int = 2000
+
+    @classmethod
+    def of(cls, scaler: Any) -> ScalerSettings:
+        """The settings of ``scaler`` (a ``torch.amp.GradScaler``).
+
+        Raises
+        ------
+        TraceError
+            Not an enabled ``GradScaler``.
+        """
+        if not isinstance(scaler, torch.amp.GradScaler):
+            raise TraceError(f"grad_scaler must be a torch.amp.GradScaler, not "
+                             f"{type(scaler).__name__}")
+        if not scaler.is_enabled():
+            raise TraceError("grad_scaler is disabled (enabled=False): an fp16-mixed step "
+                             "needs an enabled GradScaler")
+        return cls(float(scaler._init_scale), float(scaler.get_growth_factor()),
+                   float(scaler.get_backoff_factor()), int(scaler.get_growth_interval()))
+
+    def to_dict(self) -> dict[str, float | int]:
+        """The settings, for ``Graph.origin``."""
+        return {"init_scale": self.init_scale, "growth_factor": self.growth_factor,
+                "backoff_factor": self.backoff_factor, "growth_interval": self.growth_interval}
+
+
+def new_grad_scaler(device: torch.device, settings: ScalerSettings | None = None) -> Any:
     """A fresh ``torch.amp.GradScaler`` on ``device`` with its scale already created.
 
-    ``GradScaler`` creates ``scale`` (65536.0) and ``growth_tracker`` (0) on the first
-    ``scale()``; creating them here makes them resident state of the step.
+    ``GradScaler`` creates ``scale`` (``init_scale``) and ``growth_tracker`` (0) on the first
+    ``scale()``; creating them here makes them resident state of the step.  ``settings``:
+    its hyper-parameters (default: torch's).
     """
-    scaler = torch.amp.GradScaler(device.type)
+    s = settings or ScalerSettings()
+    scaler = torch.amp.GradScaler(device.type, init_scale=s.init_scale,
+                                  growth_factor=s.growth_factor,
+                                  backoff_factor=s.backoff_factor,
+                                  growth_interval=s.growth_interval)
     scaler._lazy_init_scale_growth_tracker(device)
+    return scaler
+
+
+def scaler_settings(scaler: Any, precision: str | Precision) -> ScalerSettings | None:
+    """The settings of a user's ``grad_scaler`` (``None`` stays ``None``).
+
+    Raises
+    ------
+    TraceError
+        A scaler with a precision that has none (only ``fp16-mixed`` scales the loss), or
+        not an enabled ``torch.amp.GradScaler``.
+    """
+    if scaler is None:
+        return None
+    prec = resolve_precision(precision)
+    if not prec.grad_scaler:
+        raise TraceError(f"grad_scaler is for precision='fp16-mixed', not {prec.name!r}")
+    return ScalerSettings.of(scaler)
+
+
+def ready_grad_scaler(scaler: Any, device: torch.device) -> Any:
+    """A user's ``GradScaler`` with its scale and growth tracker created on ``device``."""
+    ScalerSettings.of(scaler)  # checks the type and that it is enabled
+    if scaler._scale is None:
+        scaler._lazy_init_scale_growth_tracker(device)
+    elif scaler._scale.device != device:
+        raise TraceError(f"grad_scaler's scale is on {scaler._scale.device}, the step runs "
+                         f"on {device}")
     return scaler

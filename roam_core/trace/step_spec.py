@@ -36,6 +36,7 @@ from typing import Any
 import torch
 
 from roam_core.base.errors import TraceError
+from roam_core.trace.precision import ScalerSettings
 
 __all__ = ["ACCUMULATOR_SUFFIX", "StepSpec", "accumulate_and_clip", "reset_accumulators"]
 
@@ -57,6 +58,8 @@ class StepSpec:
     updates : bool
         Whether this micro-batch ends with the optimizer update (the k-th) or only adds its
         gradients into the accumulators.  Always ``True`` without accumulation.
+    grad_scaler : ScalerSettings or None
+        ``fp16-mixed``: the grad scaler's hyper-parameters (``None``: torch's defaults).
 
     Examples
     --------
@@ -69,6 +72,7 @@ class StepSpec:
     max_grad_norm: float | None = None
     accumulation_steps: int = 1
     updates: bool = True
+    grad_scaler: ScalerSettings | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.accumulation_steps, bool) or not isinstance(
@@ -99,7 +103,8 @@ class StepSpec:
 
     def for_phase(self, phase: str) -> StepSpec:
         """This spec for the micro-batch ``phase`` (``"accumulate"`` or ``"update"``)."""
-        return StepSpec(self.max_grad_norm, self.accumulation_steps, phase != "accumulate")
+        return StepSpec(self.max_grad_norm, self.accumulation_steps, phase != "accumulate",
+                        self.grad_scaler)
 
     def origin(self) -> dict[str, Any]:
         """The non-default settings, for ``Graph.origin``."""
@@ -109,6 +114,8 @@ class StepSpec:
         if self.accumulates:
             out["accumulation_steps"] = self.accumulation_steps
             out["micro_batch"] = self.phase
+        if self.grad_scaler is not None and self.grad_scaler != ScalerSettings():
+            out["grad_scaler"] = self.grad_scaler.to_dict()
         return out
 
 

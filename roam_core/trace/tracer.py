@@ -110,7 +110,9 @@ from roam_core.trace.precision import (
     AmpGuard,
     Precision,
     StepPrecision,
+    new_grad_scaler,
     resolve_precision,
+    scaler_settings,
 )
 from roam_core.trace.rng import RngRecorder, record_rng, rng_timeline
 from roam_core.trace.sources import SourceRecorder, node_sources
@@ -143,6 +145,7 @@ def trace_training_step(
     max_grad_norm: float | None = None,
     accumulation_steps: int = 1,
     accumulate_only: bool = False,
+    grad_scaler: Any = None,
     parallel: str | ParallelSetting | None = None,
     world_size: int = 1,
     reshard_after_forward: bool = True,
@@ -189,6 +192,9 @@ def trace_training_step(
     accumulate_only : bool
         With ``accumulation_steps > 1``: trace a micro-batch that only accumulates (no
         update), the graph of the first ``k - 1`` micro-batches.
+    grad_scaler : torch.amp.GradScaler, optional
+        ``fp16-mixed``: the user's scaler, whose growth factor, backoff factor and growth
+        interval the traced scale update uses (default: torch's defaults).
     parallel : {"fsdp", "ddp"} or ParallelSetting, optional
         Trace the step of one rank of a data-parallel world (``docs/parallel.md``): FSDP2
         (parameters, gradients and optimizer state sharded 1/W; all-gathers and
@@ -223,7 +229,8 @@ def trace_training_step(
     if not isinstance(example_inputs, Sequence) or isinstance(example_inputs, str | bytes):
         raise TraceError("trace_training_step: example_inputs must be a list or tuple of "
                          f"inputs, not {type(example_inputs).__name__}")
-    spec = StepSpec(max_grad_norm, accumulation_steps, not accumulate_only)
+    spec = StepSpec(max_grad_norm, accumulation_steps, not accumulate_only,
+                    scaler_settings(grad_scaler, precision))
     return trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting, name=name,
                     origin=origin, precision=precision, spec=spec, parallel=parallel,
                     world_size=world_size, reshard_after_forward=reshard_after_forward,
@@ -344,8 +351,9 @@ def _trace_fx(
         origin = {"source": "custom", "model": type(model).__name__, "setting": setting,
                   "optimizer": opt_name, "torch": torch.__version__,
                   "input_shapes": [list(x.shape) for x in example_inputs
-                                   if isinstance(x, torch.Tensor)], **spec.origin()}
-    origin = {**origin, "precision": precision.name}
+                                   if isinstance(x, torch.Tensor)]}
+    # the clip and the micro-batch are part of how the step was made, whoever built origin
+    origin = {**origin, **spec.origin(), "precision": precision.name}
     if rank is not None:
         origin = {**origin, "parallel": rank.setting.to_dict()}
     graph, values, loss_value = build_graph(
@@ -415,7 +423,8 @@ class _FakeStep:
         scope = str(getattr(model, SCOPE_ATTRIBUTE, "") or "")
         tracker = ModuleTracker(model, pname, scope)
         with fm:  # the grad scaler's scale and growth tracker: fake resident state
-            mixed = StepPrecision(precision, dev)
+            mixed = StepPrecision(precision, dev, scaler=(
+                new_grad_scaler(dev, spec.grad_scaler) if precision.grad_scaler else None))
         for p in params:
             for k, v in opt.state.get(p, {}).items():
                 if isinstance(v, torch.Tensor):

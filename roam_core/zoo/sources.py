@@ -77,9 +77,10 @@ class ModelSource:
     def trace(self, batch_size: int, seq_len: int | None, *, setting: str = "steady",
               optimizer: str | None = None, precision: str = "fp32",
               attention: str | None = None, device: str = "cpu",
-              parallel: ParallelSetting | None = None) -> TracedStep:
+              parallel: ParallelSetting | None = None, spec: Any = None) -> TracedStep:
         """Trace one training step (fake tensors; nothing is allocated); ``parallel``: the
-        step of one data-parallel rank (zoo models only, ``docs/parallel.md``).
+        step of one data-parallel rank (zoo models only, ``docs/parallel.md``); ``spec``:
+        clipping and accumulation (:class:`~roam_core.trace.step_spec.StepSpec`).
 
         Raises
         ------
@@ -91,7 +92,7 @@ class ModelSource:
 
             return trace_zoo(self.zoo, batch_size, seq_len, setting, optimizer,
                              attention=attention, device=device, parallel=parallel,
-                             precision=precision)
+                             precision=precision, spec=spec)
         if parallel is not None and parallel.active:
             raise ConfigError(f"--parallel {parallel.kind} is supported for zoo models only "
                               "in this version, not with --hf-config")
@@ -99,5 +100,5 @@ class ModelSource:
 
         return trace_hf(self.hf_config, batch_size, seq_len, head=self.hf_task,
                         setting=setting, optimizer=optimizer, precision=precision,
-                        attention=attention or "sdpa", device=device,
+                        attention=attention or "sdpa", device=device, spec=spec,
                         **dict(self.hf_overrides))

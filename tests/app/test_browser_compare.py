@@ -45,7 +45,7 @@ def _cell(page: Any, table: str, row: int, column: str) -> Any:
     return page.locator(f"#{table} td[data-dash-column={column}]").nth(row)
 
 
-def test_compare_two_plans_shows_the_difference(page_factory: Any) -> None:
+def test_compare_two_plans_shows_the_difference(page_factory: Any, tmp_path: Path) -> None:
     page = page_factory()
     _views_rendered(page)
     _upload(page, "#graph-upload", _sample(SAMPLE))
@@ -84,3 +84,11 @@ def test_compare_two_plans_shows_the_difference(page_factory: Any) -> None:
     want = signed_bytes(peak["lescea"] - peak["eager"])
     expect(_cell(page, "compare-metrics", 0, "diff")).to_contain_text(want)
     expect(_cell(page, "compare-metrics", 4, "diff")).to_have_text("+0")  # no re-runs
+    # the HTML report adds the comparison shown: its curves and tables, A and B named
+    with page.expect_download(timeout=T) as dl:
+        page.click("#export-html-btn")
+    dl.value.save_as(tmp_path / "report.html")
+    report = (tmp_path / "report.html").read_text()
+    assert report.count("Plotly.newPlot") == 7  # the six views and the compare curves
+    assert ("Largest lifetime changes (A: baseline: eager (program order) · B: baseline: "
+            "LESCEA") in report

@@ -37,7 +37,8 @@ from app.views.memory_by_module.data import module_attribution
 from roam_core.base.errors import PlanFormatError
 from roam_core.model.graph import TensorId
 
-__all__ = ["BASE", "PLAN", "Comparison", "compare_figure", "comparison", "frontier_keys",
+__all__ = ["BASE", "PLAN", "Compared", "Comparison", "compare_figure", "compared_plans",
+           "compared_ref", "comparison", "frontier_keys",
            "plan_choices", "resolve_choice", "step_seconds"]
 
 BASE, PLAN = "base:", "plan:"
@@ -190,3 +191,33 @@ def compare_figure(graph_key: str, key_a: str, label_a: str, key_b: str, label_b
     """The two memory curves on the normalised step axis (memoised)."""
     return compare_curves_figure(after_data(graph_key, key_a).curve, label_a,
                                  after_data(graph_key, key_b).curve, label_b)
+
+
+@dataclass(frozen=True)
+class Compared:
+    """Two stored plans of one graph compared, with their names (``a_label``, ``b_label``:
+    the pick without its peak, as the figure's legend names them)."""
+
+    key_a: str
+    a_label: str
+    key_b: str
+    b_label: str
+
+
+def compared_ref(graph_key: str, key_a: str, a_label: str, key_b: str, b_label: str
+                 ) -> dict[str, str]:
+    """The store value naming a comparison (read back by :func:`compared_plans`)."""
+    return {"graph": graph_key, "a": key_a, "a_label": a_label, "b": key_b,
+            "b_label": b_label}
+
+
+def compared_plans(graph_key: str, ref: dict[str, str] | None) -> Compared | None:
+    """The comparison ``ref`` names, when it is of graph ``graph_key`` and both plans are
+    still stored; else ``None`` (nothing to compare)."""
+    if not ref or ref.get("graph") != graph_key:
+        return None
+    keys = (ref.get("a"), ref.get("b"))
+    if not all(k and state.has_plan(k) for k in keys):
+        return None
+    return Compared(str(keys[0]), ref.get("a_label") or "A", str(keys[1]),
+                    ref.get("b_label") or "B")

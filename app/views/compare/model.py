@@ -19,11 +19,22 @@ from roam_core.model.plan import Plan
 from roam_core.oracle.attribution import PeakAttribution
 from roam_core.oracle.simulate import lifetimes
 
-__all__ = ["Held", "Row", "held_steps", "lifetime_rows", "metric_rows", "module_diff_rows",
-           "signed_bytes"]
+__all__ = ["LIFETIME_COLUMNS", "METRIC_COLUMNS", "MODULE_COLUMNS", "Columns", "Held", "Row",
+           "held_steps", "lifetime_rows", "metric_rows", "module_diff_rows", "signed_bytes"]
 
 #: One row of a comparison table (JSON for a ``DataTable``).
 Row = dict[str, str | int | float | None]
+#: A table's ``(heading, row key)`` columns, in order (the card and the exported report).
+Columns = tuple[tuple[str, str], ...]
+
+METRIC_COLUMNS: Columns = (("metric", "metric"), ("plan A", "a"), ("plan B", "b"),
+                           ("B − A", "diff"))
+MODULE_COLUMNS: Columns = (("module", "module"), ("A (MiB)", "a_mib"), ("B (MiB)", "b_mib"),
+                           ("B − A (MiB)", "diff_mib"))
+LIFETIME_COLUMNS: Columns = (("tensor", "tensor"), ("module", "module"), ("op", "op"),
+                             ("source", "source"), ("size", "size"), ("A steps", "a_steps"),
+                             ("B steps", "b_steps"), ("re-run in", "rerun"),
+                             ("B − A (MiB × steps)", "diff_mib_steps"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -31,17 +31,18 @@ from app.views.compare.data import (
     BASE,
     PLAN,
     compare_figure,
+    compared_ref,
     comparison,
     frontier_keys,
     plan_choices,
     resolve_choice,
 )
-from app.views.compare.model import Row
+from app.views.compare.model import LIFETIME_COLUMNS, METRIC_COLUMNS, MODULE_COLUMNS, Row
 from app.views.components import GRAPH_CONFIG, blank_figure, how_to_read
 from app.views.spec import PageDefaults, View
 from roam_core.base.errors import ConfigError, RoamError
 
-__all__ = ["CARD", "HOW_TO_READ", "PICK_A", "PICK_B", "VIEW", "compare_options",
+__all__ = ["CARD", "COMPARED", "HOW_TO_READ", "PICK_A", "PICK_B", "VIEW", "compare_options",
            "render_compare"]
 
 CARD = "compare-card"
@@ -53,6 +54,9 @@ METRICS = "compare-metrics"
 NOTE = "compare-note"
 MODULES = "compare-modules"
 LIFETIMES = "compare-lifetimes"
+#: The plans compared last (:func:`app.views.compare.data.compared_ref`): what the HTML
+#: report and the PNG export add as their compare section.
+COMPARED = "compare-compared"
 
 HOW_TO_READ = ("Blue is plan A, red plan B; x is the normalised step (each plan's own order "
                "from 0 to 100 %, so plans with re-runs, which have more steps, line up), y the "
@@ -81,17 +85,12 @@ def _body() -> list[Component]:
         html.Div(id=STATUS, className="status"),
         html.Div(dcc.Graph(id=GRAPH, config=GRAPH_CONFIG, figure=blank_figure(),
                            style={"height": "340px"}), style={"minHeight": "340px"}),
-        _table(METRICS, (("metric", "metric"), ("plan A", "a"), ("plan B", "b"),
-                         ("B − A", "diff"))),
+        _table(METRICS, METRIC_COLUMNS),
         html.Div(id=NOTE, className="muted"),
         html.H4("Bytes at each plan's peak by module"),
-        _table(MODULES, (("module", "module"), ("A (MiB)", "a_mib"), ("B (MiB)", "b_mib"),
-                         ("B − A (MiB)", "diff_mib"))),
+        _table(MODULES, MODULE_COLUMNS),
         html.H4("Largest lifetime changes"),
-        _table(LIFETIMES, (("tensor", "tensor"), ("module", "module"), ("op", "op"),
-                           ("source", "source"), ("size", "size"), ("A steps", "a_steps"),
-                           ("B steps", "b_steps"), ("re-run in", "rerun"),
-                           ("B − A (MiB × steps)", "diff_mib_steps"))),
+        _table(LIFETIMES, LIFETIME_COLUMNS),
     ]
 
 
@@ -141,8 +140,10 @@ def _short(label: str) -> str:
 def render_compare(a: str | None, b: str | None, options: Sequence[dict[str, str]] | None,
                    graph: GraphRef | None, method: str | None, tl: FormNumber,
                    nl: FormNumber, w: FormNumber, al: FormNumber
-                   ) -> tuple[FigureJSON, list[Row], list[Row], list[Row], str, str]:
-    """The curves, the three tables, the note and a status line for picks A and B."""
+                   ) -> tuple[FigureJSON, list[Row], list[Row], list[Row], str, str,
+                              dict[str, str] | None]:
+    """The curves, the three tables, the note, a status line for picks A and B, and the
+    plans compared (for the exports; ``None`` when they cannot be compared)."""
     if not graph or not a or not b:
         raise PreventUpdate
     labels = {o["value"]: o["label"] for o in options or []}
@@ -150,13 +151,14 @@ def render_compare(a: str | None, b: str | None, options: Sequence[dict[str, str
     try:
         ka, kb = (resolve_choice(graph["key"], c, s) for c in (a, b))
         comp = comparison(graph["key"], ka, kb)
-        fig = fresh(compare_figure.frozen(graph["key"], ka, _short(labels.get(a, a)), kb,
-                                          _short(labels.get(b, b))))
+        la, lb = _short(labels.get(a, a)), _short(labels.get(b, b))
+        fig = fresh(compare_figure.frozen(graph["key"], ka, la, kb, lb))
     except RoamError as e:
-        return blank_figure(str(e)), [], [], [], "", f"Cannot compare: {e}"
+        return blank_figure(str(e)), [], [], [], "", f"Cannot compare: {e}", None
     same = " (the same plan twice: no difference)" if ka == kb else ""
     return fig, comp.metrics, comp.modules, comp.lifetimes, comp.note, (
-        f"A: {labels.get(a, a)} · B: {labels.get(b, b)}{same}")
+        f"A: {labels.get(a, a)} · B: {labels.get(b, b)}{same}"), compared_ref(
+            graph["key"], ka, la, kb, lb)
 
 
 def register(app: dash.Dash, config: AppConfig) -> None:
@@ -172,9 +174,12 @@ def register(app: dash.Dash, config: AppConfig) -> None:
                  *form)(compare_options)
     app.callback(Output(GRAPH, "figure"), Output(METRICS, "data"), Output(MODULES, "data"),
                  Output(LIFETIMES, "data"), Output(NOTE, "children"),
-                 Output(STATUS, "children"), Input(PICK_A, "value"), Input(PICK_B, "value"),
+                 Output(STATUS, "children"), Output(COMPARED, "data"),
+                 Input(PICK_A, "value"), Input(PICK_B, "value"),
                  State(PICK_A, "options"), State(ids.GRAPH_KEY, "data"),
-                 *form)(render_compare)
+                 # fired by the picks compare_options sets when the card opens; not at page
+                 # load, where its COMPARED store is present but no pick is
+                 *form, prevent_initial_call=True)(render_compare)
 
 
 def _components(_: PageDefaults) -> list[Component]:
@@ -183,4 +188,5 @@ def _components(_: PageDefaults) -> list[Component]:
                            "difference")]
 
 
-VIEW = View("compare", "main", _components, register)
+VIEW = View("compare", "main", _components, register,
+            stores=lambda: [lazy.store(COMPARED)])

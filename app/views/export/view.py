@@ -12,6 +12,7 @@ from app.core.config import AppConfig
 from app.core.store_types import GraphRef, JobResult
 from app.services.uploads import read_upload
 from app.views.callback_tools import triggered_value
+from app.views.compare.view import COMPARED
 from app.views.components import card
 from app.views.export.data import Payload, export_payload, import_plan
 from app.views.lazy import store
@@ -29,7 +30,7 @@ from roam_core.base.errors import RoamError
 __all__ = ["VIEW", "on_export", "on_plan_upload"]
 
 #: What the PNG export can draw (keys of :func:`app.views.export.data.report_figures`).
-PNG_FIGURES = ("curves", "timeline", "layout", "base_layout", "tree", "modules")
+PNG_FIGURES = ("curves", "timeline", "layout", "base_layout", "tree", "modules", "compare")
 
 
 def _export_card(defaults: PageDefaults) -> list[Component]:
@@ -51,15 +52,16 @@ def _export_card(defaults: PageDefaults) -> list[Component]:
 
 
 def on_export(_j: int | None, _c: int | None, _h: int | None, _p: int | None,
-              graph: GraphRef | None, plan: str | None, base: str, figure: str
-              ) -> tuple[Payload | dash.NoUpdate, str]:
-    """Plan JSON, MiniMalloc CSV, offline HTML report or PNG of one figure."""
+              graph: GraphRef | None, plan: str | None, base: str, figure: str,
+              compared: dict[str, str] | None = None) -> tuple[Payload | dash.NoUpdate, str]:
+    """Plan JSON, MiniMalloc CSV, offline HTML report or PNG of one figure; ``compared``
+    (the Compare card's last two plans) adds the compare section and figure."""
     kind = {ids.EXPORT_JSON: "json", ids.EXPORT_CSV: "csv", ids.EXPORT_HTML: "html",
             ids.EXPORT_PNG: "png"}.get(dash.ctx.triggered_id)
     if not kind or not graph or not triggered_value():
         raise PreventUpdate
     try:
-        payload = export_payload(kind, graph["key"], plan, base, figure)
+        payload = export_payload(kind, graph["key"], plan, base, figure, compared)
     except Exception as e:  # kaleido/chromium failures are shown, not raised
         return dash.no_update, f"Export failed: {type(e).__name__}: {e}"
     return payload, f"exported {payload['filename']}"
@@ -89,7 +91,7 @@ def register(app: dash.Dash, config: AppConfig) -> None:
                                                   ids.EXPORT_HTML, ids.EXPORT_PNG)],
                  State(ids.GRAPH_KEY, "data"), State(ids.PLAN_KEY, "data"),
                  State(ids.BASELINE, "value"), State(ids.PNG_FIGURE, "value"),
-                 prevent_initial_call=True)(on_export)
+                 State(COMPARED, "data"), prevent_initial_call=True)(on_export)
     register_upload(app, "plan", config.max_upload_bytes)
     app.callback(Output(ids.IMPORT_RESULT, "data"), Output(ids.IMPORT_STATUS, "children"),
                  Output(ids.PLAN_STATUS, "children", allow_duplicate=True),

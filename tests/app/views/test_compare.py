@@ -159,7 +159,8 @@ def test_callbacks_default_to_the_baseline_against_the_plan_shown(
     follow = run(view.compare_options, "plan-key", kb, graph, kb, None, None, None,
                  "base:xla", "base:lescea", "eager", *form)
     assert follow[2:] == ("base:xla", "plan:" + kb)
-    fig, metrics, modules, lives, _note, status = view.render_compare(a, b, opts, graph, *form)
+    fig, metrics, modules, lives, _note, status, ref = view.render_compare(a, b, opts, graph,
+                                                                          *form)
     names = [t["name"] for t in fig["data"] if t.get("showlegend") is not False]
     assert names[0] == "A: baseline: eager (program order)"
     assert names[1].startswith("B: plan shown: roam")
@@ -168,12 +169,18 @@ def test_callbacks_default_to_the_baseline_against_the_plan_shown(
     assert modules
     assert lives
     assert status.startswith("A: baseline: eager")
+    # the plans compared, for the exports (named as in the legend)
+    pair = data.compared_plans(two_plans["gk"], ref)
+    assert pair is not None
+    assert (pair.key_b, pair.a_label) == (kb, "baseline: eager (program order)")
+    assert data.compared_plans("another-graph", ref) is None
     # a pick no longer on offer falls back; the same plan twice says so
-    *_, status2 = view.render_compare(b, b, opts, graph, *form)
+    *_, status2, _ref = view.render_compare(b, b, opts, graph, *form)
     assert "no difference" in status2
-    fig3, *_, status3 = view.render_compare("plan:nope", b, opts, graph, *form)
+    fig3, *_, status3, ref3 = view.render_compare("plan:nope", b, opts, graph, *form)
     assert status3.startswith("Cannot compare: ")
     assert not fig3["data"]
+    assert ref3 is None
 
 
 def test_a_frontier_plan_against_the_eager_baseline(cache_dir: Path) -> None:
@@ -194,10 +201,36 @@ def test_a_frontier_plan_against_the_eager_baseline(cache_dir: Path) -> None:
               if p["method"] == "roam" and p["recomputed_ops"])
     assert labels["plan:" + pk].startswith("budget plan: roam at ")
     assert a == "base:eager"
-    *_, status = view.render_compare(a, "plan:" + pk, opts, graph, *form)
+    *_, status, _ref = view.render_compare(a, "plan:" + pk, opts, graph, *form)
     assert "B: budget plan: roam at " in status
     ka = data.resolve_choice(gk, a, SETTINGS)
     kb = data.resolve_choice(gk, "plan:" + pk, SETTINGS)
     rows = {r["metric"]: r for r in data.comparison(gk, ka, kb).metrics}
     assert int(rows["re-runs (ops)"]["b"]) > 0
     assert float(rows["extra time (ms)"]["diff"]) > 0
+
+
+def test_lifetime_changes_name_tensors_by_module_on_a_traced_model(cache_dir: Path) -> None:
+    """tiny_gpt (traced from the zoo): every row is named by its module and role (or the
+    tensor's own name), never a bare op id; the op and source stay their own columns."""
+    g = load_graph(SAMPLE.with_name("tiny_gpt-b2-t32-steady.json.gz"))
+    gk = state.put_graph(g)
+    ka = data.resolve_choice(gk, "base:eager", SETTINGS)
+    b = make_plan(g, PlannerConfig(time_limit_s=2.0, workers=1), method="lescea")
+    rows = data.comparison(gk, ka, state.put_plan(b)).lifetimes
+    assert rows
+    op_ids = {o.id for o in g.ops}
+    for r in rows:
+        t = g.tensors[r["id"]]
+        assert r["tensor"] not in op_ids, r
+        assert f"({t.producer})" not in r["tensor"], r
+        if t.name:
+            assert r["tensor"] == t.name
+        else:
+            op = g.op(t.producer)
+            # the tied LM head's matmul and the loss run outside every module
+            assert r["tensor"].startswith(f"{op.module or 'top-level'} "), r
+            assert r["tensor"].split(" (")[0].endswith(" output"), r
+            assert r["op"] == op.target
+    named = [r["tensor"] for r in rows if not g.tensors[r["id"]].name]
+    assert any(n.startswith("h.") for n in named), named  # blocks' activations among them

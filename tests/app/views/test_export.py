@@ -89,3 +89,60 @@ def test_png_export_uses_kaleido_and_chromium(cache_dir: Path) -> None:
     assert payload["base64"] is True
     assert payload["filename"].endswith("-layout.png")
     assert base64.b64decode(payload["content"])[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _compared(two: dict[str, Any]) -> dict[str, str]:
+    """The Compare card's store after comparing the eager baseline (A) with roam (B)."""
+    from app.views.compare import data as compare_data
+
+    return compare_data.compared_ref(two["gk"], two["ka"], "baseline: eager (program order)",
+                                     two["kb"], "plan shown: roam")
+
+
+@pytest.fixture
+def two_plans(cache_dir: Path) -> dict[str, Any]:
+    """A stored graph with two plans: the eager baseline and roam's."""
+    from app.analysis.settings import PlanSettings
+    from app.views.compare import data as compare_data
+
+    gk, kb = put_planned()
+    ka = compare_data.resolve_choice(gk, "base:eager", PlanSettings(time_limit_s=1.0))
+    return {"gk": gk, "ka": ka, "kb": kb}
+
+
+@pytest.mark.slow
+def test_the_report_has_the_compare_section_when_two_plans_are_compared(
+        two_plans: dict[str, Any]) -> None:
+    gk, kb = two_plans["gk"], two_plans["kb"]
+    plain = export_data.export_payload("html", gk, kb, "eager")["content"]
+    assert "Compare two plans" not in plain  # nothing compared: no section
+    ref = _compared(two_plans)
+    html = export_data.export_payload("html", gk, kb, "eager", compared=ref)["content"]
+    assert html.count("Plotly.newPlot") == 7  # the six views and the compare curves
+    assert "Compare two plans: memory of plan A and plan B" in html
+    names = "A: baseline: eager (program order) · B: plan shown: roam"
+    assert f"Compare two plans ({names}): B − A" in html
+    assert f"Largest lifetime changes ({names})" in html
+    assert "<td>planned peak</td>" in html
+    assert "B: plan shown: roam" in html.split("Compare two plans: memory")[1]  # the legend
+    # a comparison of another graph (a stale store) is left out
+    other = {**ref, "graph": "another"}
+    assert "Compare two plans" not in export_data.export_payload(
+        "html", gk, kb, "eager", compared=other)["content"]
+
+
+def test_the_png_export_draws_the_compare_figure(two_plans: dict[str, Any],
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    drawn: list[Any] = []
+    monkeypatch.setattr(export_data, "figure_png",
+                        lambda fig, **_: drawn.append(fig) or b"png")
+    gk, kb = two_plans["gk"], two_plans["kb"]
+    assert "compare" in export_view.PNG_FIGURES
+    payload, msg = run(export_view.on_export, ids.EXPORT_PNG, 1, None, None, None, 1,
+                       {"key": gk, "name": "g"}, kb, "eager", "compare", _compared(two_plans))
+    assert msg == f"exported {payload['filename']}"
+    assert payload["filename"].endswith("-compare.png")
+    names = [t.name for t in drawn[0].data if t.showlegend is not False]
+    assert names[:2] == ["A: baseline: eager (program order)", "B: plan shown: roam"]
+    with pytest.raises(Exception, match="open \"Compare two plans\""):
+        export_data.export_payload("png", gk, kb, "eager", "compare")

@@ -179,3 +179,19 @@ def test_the_app_offers_roam_cores_precisions_and_tasks() -> None:
     assert loading_data.HF_TASKS == tuple(HF_TASKS) == model_args.HF_TASK_CHOICES
     assert model_args.ATTENTION_CHOICES == ATTENTION_BACKENDS
     assert set(TRANSFORMER_NAMES) == TRANSFORMER_ZOO
+
+
+def test_the_start_up_sample_has_source_lines_on_its_forward_ops(cache_dir: Path) -> None:
+    """The sample the app opens on (the first of ``DEFAULT_SAMPLE`` present) was traced with
+    source lines, so the source column, Explain and hover show where each op came from."""
+    from app import DEFAULT_SAMPLE
+    from roam_core.model.graph import Phase
+
+    values = [o["value"] for o in loading_data.sample_options()]
+    pick = next(v for p in DEFAULT_SAMPLE for v in values if v.startswith(p))
+    g = state.get_graph(loading_data.load_choice(pick))
+    forward = [o for o in g.ops if o.phase is Phase.FORWARD]
+    assert forward
+    missing = [o.id for o in forward if not o.source]
+    assert not missing, f"{pick}: forward ops without a source line: {missing[:5]}"
+    assert all(o.source.startswith("roam_core/zoo/") for o in forward), forward[0].source

@@ -182,13 +182,13 @@ def test_parameters_and_buffers_shared_across_modules_replay(device) -> None:
 
 
 def test_materialising_a_meta_model_keeps_ties_and_real_values() -> None:
-    from roam_core.runtime.step import _materialize
+    from roam_core.runtime.step import materialize
     from roam_core.trace.params import tie_groups, unique_named_parameters
 
     with torch.device("meta"):
         model = TiedLM()
     model.norm.weight = torch.nn.Parameter(torch.full((8,), 3.0))  # a real one among metas
-    m = _materialize(model, torch.device("cpu"), seed=0)
+    m = materialize(model, torch.device("cpu"), seed=0)
     assert m.head.weight is m.emb.weight
     assert tie_groups(m) == tie_groups(model)
     assert len(unique_named_parameters(m)) == len(unique_named_parameters(model)) == 5

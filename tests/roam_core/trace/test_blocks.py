@@ -1,13 +1,14 @@
-"""torch.utils.checkpoint around every block: which modules are blocks, on every family, and
-the wrapped model traces (the real every-block peer of the frontier)."""
+"""The repeated blocks of a model, on every family: what checkpointing every block wraps (the
+frontier's real every-block peer, whose wrapped model must trace) and what FSDP2's
+``blocks`` policy shards one by one."""
 
 from __future__ import annotations
 
 import pytest
 
+from roam_core.trace.blocks import block_modules
 from roam_core.zoo import build_zoo_step
 from roam_core.zoo.families import family_step
-from roam_core.trace.blocks import block_modules
 
 
 def _blocks(model) -> list[str]:  # type: ignore[no-untyped-def]
@@ -77,3 +78,17 @@ def test_a_checkpointed_hf_encoder_decoder_traces() -> None:
     # each checkpointed block's forward ops run again in the backward
     assert any(op.phase is Phase.BACKWARD and op.module
                and op.module.startswith("encoder.block.") for op in g.ops)
+
+
+@pytest.mark.parametrize(("family", "units"), [
+    ("vit", ["", "model.layers.0", "model.layers.1"]),
+    ("moe", ["", "model.layers.0", "model.layers.1"]),
+])
+def test_fsdp_units_are_the_blocks(family: str, units: list[str]) -> None:
+    """FSDP2's ``blocks`` policy shards each block (a ViT's layers sit in an nn.Sequential:
+    they were one unit) plus the root."""
+    from roam_core.model.parallel import ParallelSetting
+    from roam_core.trace.parallel.layout import RankLayout
+
+    model, _, _ = family_step(family, 2)
+    assert [u.path for u in RankLayout.build(model, ParallelSetting("fsdp", 2)).units] == units
