@@ -14,13 +14,16 @@ shared (its load average often exceeds its 2 cores several times over), so both 
 calibration and the steps are timed in this process's CPU seconds (``time.process_time``)
 with one intra-op thread: other processes do not inflate them, and with one thread CPU time
 is the unloaded wall time.  Then one
-process trains every variant -- eager, the plain plan and each budget plan, all with
-``PlannedStep`` except eager -- from copies of the same model on the same batch,
-**interleaved step by step** (the order rotated each round), and takes medians after two
-warm-up steps.  The measured overhead of a budget plan is its median step time less the plain
-plan's (the same runtime without re-runs); eager is reported beside them.  Results:
-``cost_model.md`` / ``cost_model.json`` with Spearman's rank correlation and the median
-relative error over all budget plans, the machine's load and the calibrated profile.
+process trains every variant -- eager, the plain plan (twice: an A/A pair), each budget plan
+and the same order without its re-runs, all with ``PlannedStep`` except eager -- from copies
+of the same model on the same batch, **interleaved step by step** (the order rotated each
+round), and takes medians after two warm-up steps.  The measured overhead of a budget plan is
+its median step time less the same-order plan's, with a 95 % bootstrap interval over the
+paired rounds.  The A/A pair's interval gives each config's noise floor; budget plans whose
+*predicted* overhead is below it are reported as below noise.  Results: ``cost_model.md`` /
+``cost_model.json`` with Spearman's rank correlation and the median relative error, over all
+budget plans and over those above the noise floor, the machine's load and the calibrated
+profile.
 
 Goals (issue 27): rank correlation >= 0.8, median relative error <= 30 %.
 """
@@ -39,12 +42,29 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # this checkout's roam_core
 
-#: (model, batch, seq_len): small steady configs a 2-core CPU trains in milliseconds.
-CONFIGS = [("teach_recompute", 512, None), ("mlp", 1024, None), ("tiny_gpt", 16, 64),
-           ("residual_block", 32, None), ("llama", 2, 128)]
+#: (model, batch, seq_len, rounds factor): small steady configs a 2-core CPU trains in
+#: milliseconds (twice ``--reps`` rounds: cheap, and a tighter noise floor), and a Llama-style
+#: model whose step takes a second (``--reps`` rounds).
+CONFIGS = [("teach_recompute", 512, None, 2), ("mlp", 1024, None, 2), ("tiny_gpt", 16, 64, 2),
+           ("residual_block", 32, None, 2), ("llama", 2, 128, 1)]
 #: Budgets per config, as fractions of the way from the plain arena down to the lowest peak.
 FRACTIONS = (0.2, 0.4, 0.6, 0.8, 1.0)
 GOAL_RANK, GOAL_ERROR = 0.8, 0.30
+#: Bootstrap resamples of the paired rounds for the noise floor and confidence intervals.
+BOOTSTRAP = 2000
+
+
+def median_diff_ci(a: list[float], b: list[float], seed: int = 0) -> tuple[float, float]:
+    """95 % bootstrap interval of ``median(a) - median(b)`` over paired rounds (round k of
+    ``a`` and of ``b`` ran next to each other, so rounds are resampled together)."""
+    import random
+
+    rng = random.Random(seed)
+    n = len(a)
+    med = statistics.median
+    ds = sorted(med([a[i] for i in idx]) - med([b[i] for i in idx])
+                for idx in ([rng.randrange(n) for _ in range(n)] for _ in range(BOOTSTRAP)))
+    return ds[int(0.025 * BOOTSTRAP)], ds[int(0.975 * BOOTSTRAP) - 1]
 
 
 def spearman(a: list[float], b: list[float]) -> float:
@@ -165,18 +185,28 @@ def run_config(name: str, batch: int, seq: int | None, out: Path, reps: int,
     plain, budgeted = _plans(g, cfg)
     plan_s = time.perf_counter() - t0
     same = [_same_order(g, cfg, p) for _, p in budgeted]
-    variants = [plain] + [v for (_, p), q in zip(budgeted, same, strict=True) for v in (p, q)]
+    # the plain plan twice (two PlannedSteps of one plan, interleaved like the rest): their
+    # difference is pure noise, and its interval is the config's noise floor
+    variants = [plain, plain] + [v for (_, p), q in zip(budgeted, same, strict=True)
+                                 for v in (p, q)]
     t_eager, t_plans = _time_variants(zs, variants, reps)
     profile_path.unlink()
     med = statistics.median
     base = med(t_plans[0])
+    aa_lo, aa_hi = median_diff_ci(t_plans[1], t_plans[0])
+    # the largest difference two runs of one plan plausibly show: the interval's far end (two
+    # PlannedSteps of one plan can differ by a steady amount, e.g. their arenas' addresses)
+    noise = max(abs(aa_lo), abs(aa_hi))
     rows = []
     for k, (f, p) in enumerate(budgeted):
-        ts, ts_same = t_plans[1 + 2 * k], t_plans[2 + 2 * k]
+        ts, ts_same = t_plans[2 + 2 * k], t_plans[3 + 2 * k]
         # measured: the budget plan less the same order without its re-runs (an order and
         # layout that differ from the plain plan's move a CPU step by more than re-runs cost)
         meas = med(ts) - med(ts_same)
+        lo, hi = median_diff_ci(ts, ts_same, seed=k + 1)
         rows.append({"fraction": f, "arena_bytes": p.arena_bytes,
+                     "measured_ci95_seconds": [lo, hi],
+                     "below_noise": p.extra_seconds < noise,
                      "recomputed_ops": len(p.recompute), "extra_flops": p.extra_flops,
                      "predicted_seconds": p.extra_seconds, "measured_seconds": meas,
                      "measured_vs_plain_seconds": med(ts) - base,
@@ -184,26 +214,45 @@ def run_config(name: str, batch: int, seq: int | None, out: Path, reps: int,
                      "relative_error": abs(p.extra_seconds - meas) / meas if meas > 0 else None})
     return {"config": g.name, "ops": len(g.ops), "reps": reps, "plan_s": plan_s,
             "eager_step_seconds": med(t_eager), "plain_planned_step_seconds": base,
+            "aa_difference_seconds": med(t_plans[1]) - base,
+            "aa_ci95_seconds": [aa_lo, aa_hi], "noise_floor_seconds": noise,
             "plain_arena_bytes": plain.arena_bytes,
             "predicted_step_seconds": plain.step_seconds, "plans": rows,
             "profile": profile_to_dict(prof),
             "load_before": load0, "load_after": os.getloadavg()}
 
 
-def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
-    pts = [(r["predicted_seconds"], r["measured_seconds"]) for c in results for r in c["plans"]]
+def _stats(pts: list[tuple[float, float]]) -> tuple[float | None, float | None]:
+    """Spearman and median relative error (over measurements above 0) of ``pts``."""
     errs = [abs(p - m) / m for p, m in pts if m > 0]
-    return {"plans": len(pts), "models": len(results),
-            "spearman": spearman([p for p, _ in pts], [m for _, m in pts]) if len(pts) > 2
-            else None,
-            "median_relative_error": statistics.median(errs) if errs else None,
+    rho = spearman([p for p, _ in pts], [m for _, m in pts]) if len(pts) > 2 else None
+    return rho, statistics.median(errs) if errs else None
+
+
+def summary(results: list[dict[str, Any]]) -> dict[str, Any]:
+    rows = [r for c in results for r in c["plans"]]
+    pts = [(r["predicted_seconds"], r["measured_seconds"]) for r in rows]
+    above = [(r["predicted_seconds"], r["measured_seconds"]) for r in rows
+             if not r["below_noise"]]
+    rho, err = _stats(pts)
+    rho_a, err_a = _stats(above)
+    return {"plans": len(pts), "models": len(results), "spearman": rho,
+            "median_relative_error": err, "above_noise_plans": len(above),
+            "spearman_above_noise": rho_a, "median_relative_error_above_noise": err_a,
             "negative_measurements": sum(1 for _, m in pts if m <= 0)}
+
+
+def _verdict(value: float | None, goal: float, higher: bool, pct: bool = False) -> str:
+    if value is None:
+        return "n/a"
+    ok = value >= goal if higher else value <= goal
+    v, g = (f"{100 * value:.1f} %", f"{100 * goal:.0f} %") if pct else (f"{value:.3f}",
+                                                                       f"{goal}")
+    return f"{v} (goal {'>=' if higher else '<='} {g}: {'met' if ok else 'missed'})"
 
 
 def write_md(doc: dict[str, Any], path: Path) -> None:
     s = doc["summary"]
-    ok_r = s["spearman"] is not None and s["spearman"] >= GOAL_RANK
-    ok_e = s["median_relative_error"] is not None and s["median_relative_error"] <= GOAL_ERROR
     lines = [
         "# Cost model vs measured recomputation overhead (CPU)", "",
         f"Run {doc['date_utc']} UTC on {doc['nproc']} CPUs, torch {doc['torch']}; load "
@@ -212,44 +261,68 @@ def write_md(doc: dict[str, Any], path: Path) -> None:
         "are timed in this process's CPU seconds with one intra-op thread (other processes "
         "do not inflate them); medians of interleaved steps.", "",
         "The `cpu` profile is measured by `roam calibrate` right before each config (below, "
-        "per config: matmul and conv GFLOP/s, elementwise, tanh and copy GB/s, launch us).",
-        "",
+        "per config: matmul, conv and attention GFLOP/s, elementwise, tanh (and the "
+        "functions timed one by one), layer norm, batch norm and copy GB/s, launch us).", "",
         "Predicted: the plan's `extra_seconds` on that profile (the planner's objective).  "
         "Measured: median PlannedStep time of the budget plan less that of the *same order "
         "without its re-runs* (laid out and validated as a plan of its own), so that only "
-        "the re-runs and the arena offsets differ.  The difference to the plain plan (roam "
-        "without a budget: another order) is beside it; on CPU an order change moves a step "
-        "by more than the re-runs cost.", "",
-        f"**Spearman rank correlation {s['spearman']:.3f}** (goal >= {GOAL_RANK}: "
-        f"{'met' if ok_r else 'missed'}); **median relative error "
-        f"{100 * s['median_relative_error']:.1f} %** (goal <= {100 * GOAL_ERROR:.0f} %: "
-        f"{'met' if ok_e else 'missed'}); {s['plans']} budget plans on {s['models']} models"
-        + (f"; {s['negative_measurements']} measured at or below 0 (noise)"
-           if s["negative_measurements"] else "") + ".", "",
-        "| config | eager ms | plain planned ms | predicted step ms | budget plan | arena MiB "
-        "| re-runs | predicted +ms | measured +ms | rel. error | vs plain plan +ms |",
-        "|---|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+        "the re-runs and the arena offsets differ, with its 95 % bootstrap interval over the "
+        "paired rounds.  The difference to the plain plan (roam without a budget: another "
+        "order) is beside it; on CPU an order change moves a step by more than the re-runs "
+        "cost.", "",
+        "**Noise rule.** Each config also times the plain plan twice (two PlannedSteps of one "
+        "plan, interleaved like the rest): their difference is noise, and the far end of its "
+        "95 % bootstrap interval (the largest difference two runs of one plan plausibly "
+        "show) is the config's *noise floor*.  A budget plan whose "
+        "*predicted* extra time is below its config's noise floor is marked *below noise*: "
+        "the measurement cannot resolve it.  The rule looks at the prediction and the A/A "
+        "pair only, never at the plan's own measurement.  Both statistics are reported, over "
+        "all plans and over the plans above the noise floor.", "",
+        f"- **all {s['plans']} budget plans** ({s['models']} models): Spearman "
+        f"{_verdict(s['spearman'], GOAL_RANK, True)}; median relative error "
+        f"{_verdict(s['median_relative_error'], GOAL_ERROR, False, True)}"
+        + (f"; {s['negative_measurements']} measured at or below 0"
+           if s["negative_measurements"] else "") + ".",
+        f"- **{s['above_noise_plans']} plans above the noise floor**: Spearman "
+        f"{_verdict(s['spearman_above_noise'], GOAL_RANK, True)}; median relative error "
+        f"{_verdict(s['median_relative_error_above_noise'], GOAL_ERROR, False, True)}.", "",
+        "| config | eager ms | plain planned ms | noise floor ms | predicted step ms | budget "
+        "plan | arena MiB | re-runs | predicted +ms | measured +ms (95 % CI) | rel. error | "
+        "vs plain plan +ms |",
+        "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for c in doc["results"]:
         for i, r in enumerate(c["plans"]):
             head = (f"| {c['config']} | {1e3 * c['eager_step_seconds']:.2f} | "
                     f"{1e3 * c['plain_planned_step_seconds']:.2f} | "
-                    f"{1e3 * c['predicted_step_seconds']:.2f} |") if i == 0 else "| | | | |"
+                    f"{1e3 * c['noise_floor_seconds']:.3f} | "
+                    f"{1e3 * c['predicted_step_seconds']:.2f} |") if i == 0 else "| | | | | |"
             err = "-" if r["relative_error"] is None else f"{100 * r['relative_error']:.0f} %"
+            if r["below_noise"]:
+                err = "below noise"
+            lo, hi = r["measured_ci95_seconds"]
             lines.append(f"{head} {r['fraction']:.1f} of the way down | "
                          f"{r['arena_bytes'] / 2**20:,.2f} | {r['recomputed_ops']} | "
                          f"{1e3 * r['predicted_seconds']:.3f} | "
-                         f"{1e3 * r['measured_seconds']:.3f} | {err} | "
+                         f"{1e3 * r['measured_seconds']:.3f} ({1e3 * lo:.2f} .. "
+                         f"{1e3 * hi:.2f}) | {err} | "
                          f"{1e3 * r['measured_vs_plain_seconds']:.3f} |")
     lines += [""]
     for c in doc["results"]:
         m = c["profile"]["calibrated"]["measured"]
+        att = m.get("attention_flops_per_s", {}).get("float32", 0.0)
         lines.append(
             f"- {c['config']}: {c['reps']} rounds, load {c['load_before'][0]:.1f} -> "
-            f"{c['load_after'][0]:.1f}; profile: matmul "
+            f"{c['load_after'][0]:.1f}; A/A difference "
+            f"{1e3 * c['aa_difference_seconds']:.3f} ms; profile: matmul "
             f"{m['matmul_flops_per_s']['float32'] / 1e9:.1f}, conv "
-            f"{m['conv_flops_per_s']['float32'] / 1e9:.1f} GFLOP/s; elementwise "
-            f"{m['elementwise_bytes_per_s'] / 1e9:.2f}, tanh "
-            f"{m['transcendental_bytes_per_s'] / 1e9:.2f}, copy "
+            f"{m['conv_flops_per_s']['float32'] / 1e9:.1f}, attention {att / 1e9:.1f} "
+            f"GFLOP/s; elementwise {m['elementwise_bytes_per_s'] / 1e9:.2f}, tanh "
+            f"{m['transcendental_bytes_per_s'] / 1e9:.2f} ("
+            + ", ".join(f"{f} {r / 1e9:.2f}"
+                        for f, r in m.get("function_bytes_per_s", {}).items())
+            + f"), layer norm "
+            f"{m.get('norm_bytes_per_s', 0.0) / 1e9:.2f}, batch norm "
+            f"{m.get('batch_norm_bytes_per_s', 0.0) / 1e9:.2f}, copy "
             f"{m['copy_bytes_per_s'] / 1e9:.2f} GB/s; launch {1e6 * m['launch_s']:.2f} us.")
     path.write_text("\n".join(lines) + "\n")
 
@@ -264,16 +337,22 @@ def main() -> None:
     ap.add_argument("--calibrate-seconds", type=float, default=3.0)
     ap.add_argument("--only", default=None)
     ap.add_argument("--out", default="benchmarks/results")
+    ap.add_argument("--md-only", action="store_true",
+                    help="rewrite cost_model.md from the committed cost_model.json")
     args = ap.parse_args()
+    if args.md_only:
+        out = Path(args.out)
+        write_md(json.loads((out / "cost_model.json").read_text()), out / "cost_model.md")
+        return
     torch.set_num_threads(1)  # CPU time of one thread: the unloaded wall time
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     load_start = os.getloadavg()
     results = []
-    for name, b, t in CONFIGS:
+    for name, b, t, factor in CONFIGS:
         if args.only and args.only not in name:
             continue
-        r = run_config(name, b, t, out, args.reps, args.calibrate_seconds)
+        r = run_config(name, b, t, out, factor * args.reps, args.calibrate_seconds)
         print(json.dumps({"config": r["config"], "plans": [
             (round(1e3 * p["predicted_seconds"], 3), round(1e3 * p["measured_seconds"], 3))
             for p in r["plans"]]}), flush=True)

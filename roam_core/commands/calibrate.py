@@ -54,8 +54,13 @@ def _run(args: argparse.Namespace) -> int:
         print(f"  matmul {dt:<9} {r / 1e9:10.1f} GFLOP/s")
     for dt, r in m["conv_flops_per_s"].items():
         print(f"  conv   {dt:<9} {r / 1e9:10.1f} GFLOP/s")
+    for dt, r in m.get("attention_flops_per_s", {}).items():
+        print(f"  attention {dt:<6} {r / 1e9:10.1f} GFLOP/s")
     print(f"  elementwise      {m['elementwise_bytes_per_s'] / 1e9:10.2f} GB/s")
     print(f"  transcendental   {m['transcendental_bytes_per_s'] / 1e9:10.2f} GB/s (tanh)")
+    for key, label in (("norm", "layer norm"), ("batch_norm", "batch norm")):
+        if f"{key}_bytes_per_s" in m:
+            print(f"  {label:<16} {m[f'{key}_bytes_per_s'] / 1e9:10.2f} GB/s")
     print(f"  copy             {m['copy_bytes_per_s'] / 1e9:10.2f} GB/s")
     print(f"  launch           {1e6 * m['launch_s']:10.2f} us per op")
     print(f"  wrote {path} (use --device-profile {prof.name if args.output is None else path})")

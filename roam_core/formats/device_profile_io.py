@@ -12,7 +12,11 @@ File format (``format: "roam-device-profile"``, ``schema_version`` 1)::
      "launch_overhead_s": 4e-6, "efficiency": {"elementwise": 0.7, ...},
      "memory_bytes": 0, "conv_uses_tf32": false, "source": "...",
      "calibrated": {"device": "cpu", "threads": 2, ...},
-     "conv_flops_per_s": {"float32": 6.0e10}}
+     "conv_flops_per_s": {"float32": 6.0e10}, "attention_flops_per_s": {"float32": 4.0e10}}
+
+``conv_flops_per_s`` and ``attention_flops_per_s`` are optional (empty: the matmul rates), as
+are the ``efficiency`` keys (``norm`` and ``batch_norm`` default to ``elementwise``), so files
+written before those fields existed load and price as before.
 """
 
 from __future__ import annotations
@@ -66,7 +70,9 @@ def profile_to_dict(p: DeviceProfile) -> dict[str, Any]:
             "efficiency": {k: float(v) for k, v in p.efficiency.items()},
             "memory_bytes": int(p.memory_bytes), "conv_uses_tf32": bool(p.conv_uses_tf32),
             "source": p.source, "calibrated": dict(p.calibrated),
-            "conv_flops_per_s": {k: float(v) for k, v in p.conv_flops_per_s.items()}}
+            "conv_flops_per_s": {k: float(v) for k, v in p.conv_flops_per_s.items()},
+            "attention_flops_per_s": {k: float(v)
+                                      for k, v in p.attention_flops_per_s.items()}}
 
 
 def profile_from_dict(obj: Any, where: str = "device profile") -> DeviceProfile:
@@ -94,7 +100,9 @@ def profile_from_dict(obj: Any, where: str = "device profile") -> DeviceProfile:
             conv_uses_tf32=bool(obj.get("conv_uses_tf32", False)),
             source=str(obj.get("source", "")), calibrated=dict(obj.get("calibrated", {})),
             conv_flops_per_s={str(k): float(v)
-                              for k, v in obj.get("conv_flops_per_s", {}).items()})
+                              for k, v in obj.get("conv_flops_per_s", {}).items()},
+            attention_flops_per_s={str(k): float(v) for k, v in
+                                   obj.get("attention_flops_per_s", {}).items()})
     except KeyError as e:
         raise ConfigError(f"{where}: missing field {e.args[0]!r}") from None
     except (TypeError, ValueError, AttributeError) as e:

@@ -63,6 +63,9 @@ class OpClass(enum.StrEnum):
 
     MATMUL = "matmul"  # matrix products and attention kernels (FLOPs in torch's counter)
     CONV = "conv"  # convolutions, forward and backward
+    ATTENTION = "attention"  # fused attention kernels (SDPA), forward and backward: FLOP rate
+    NORM = "norm"  # layer / group / RMS norm forward: bandwidth, its own efficiency
+    BATCH_NORM = "batch_norm"  # batch norm forward (training statistics): bandwidth, own
     ELEMENTWISE = "elementwise"  # pointwise ops, reductions, norms: bandwidth
     TRANSCENDENTAL = "transcendental"  # tanh, exp, GELU, softmax...: bandwidth on a GPU,
     # arithmetic on a CPU (its own efficiency, calibrated)
@@ -78,7 +81,16 @@ _COPY_TARGETS = ("aten.copy_.", "aten.clone.", "aten._to_copy.", "aten.cat.", "a
 _TRANSCENDENTAL_TARGETS = tuple(f"aten.{n}." for n in (
     "tanh", "sigmoid", "exp", "exp2", "expm1", "log", "log1p", "log2", "gelu",
     "gelu_backward", "silu", "silu_backward", "_softmax", "_log_softmax", "erf", "erfc",
-    "sin", "cos", "softplus", "mish", "elu", "tanh_", "sigmoid_", "exp_"))
+    "sin", "cos", "softplus", "mish", "elu", "tanh_", "sigmoid_", "exp_", "silu_"))
+#: Fused attention kernels (forward and backward): a FLOP rate of their own, as they reach
+#: less of the matmul peak than one large product (short rows, small head dims).
+_ATTENTION_TARGETS = ("aten._scaled_dot_product_", "aten._flash_attention",
+                      "aten._efficient_attention", "aten._cudnn_attention")
+#: Normalisation forwards: a reduction plus a pointwise pass over the same bytes, slower
+#: per byte than a plain pointwise op (backward ones stay elementwise: never re-run).
+_NORM_TARGETS = ("aten.native_layer_norm.", "aten.native_group_norm.", "aten._fused_rms_norm.")
+_BATCH_NORM_TARGETS = ("aten.native_batch_norm.", "aten._native_batch_norm_legit",
+                       "aten.cudnn_batch_norm.", "aten.miopen_batch_norm.")
 _CONV_TARGETS = ("aten.convolution.", "aten.convolution_backward.", "aten._convolution.",
                  "aten.cudnn_convolution", "aten.mkldnn_convolution")
 
@@ -104,10 +116,14 @@ class DeviceProfile:
     launch_overhead_s : float
         Time added to every op that runs a kernel.
     efficiency : Mapping of str to float
-        Fraction of the peak each :class:`OpClass` reaches (of the FLOP rate for matmul and
-        conv, of the bandwidth for elementwise and copy); ``"memory"``: of the bandwidth
-        for the bytes term of matmul and conv ops (default: the elementwise one).  A missing
-        class reaches 1, except transcendental ops, which default to the elementwise one.
+        Fraction of the peak each :class:`OpClass` reaches (of the FLOP rate for matmul,
+        conv and attention, of the bandwidth for the others); ``"memory"``: of the bandwidth
+        for the bytes term of matmul, conv and attention ops (default: the elementwise one).
+        A missing class reaches 1, except: transcendental, norm and batch_norm default to the
+        elementwise one, attention to the matmul one (so profiles written before these
+        classes existed price those ops as before).  ``"transcendental.<function>"``
+        (``"transcendental.silu"``): one function's own, where a CPU computes some functions
+        much faster than others (default: the transcendental one).
     memory_bytes : int
         Device memory (0: unknown).
     conv_uses_tf32 : bool
@@ -119,6 +135,9 @@ class DeviceProfile:
     conv_flops_per_s : Mapping of str to float
         Measured convolution FLOP/s by dtype (a calibrated profile; empty: the matmul rates,
         TF32 for float32 when ``conv_uses_tf32``).
+    attention_flops_per_s : Mapping of str to float
+        Measured FLOP/s of fused attention by dtype (a calibrated profile; empty: the matmul
+        rates x the attention efficiency).
     """
 
     name: str
@@ -133,11 +152,13 @@ class DeviceProfile:
     source: str = ""
     calibrated: Mapping[str, Any] = field(default_factory=dict)
     conv_flops_per_s: Mapping[str, float] = field(default_factory=dict)
+    attention_flops_per_s: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name:
             raise ConfigError("device profile: name must not be empty")
         rates = [*self.matmul_flops_per_s.values(), *self.conv_flops_per_s.values(),
+                 *self.attention_flops_per_s.values(),
                  self.vector_flops_per_s, self.memory_bandwidth_bytes_per_s]
         if "float32" not in self.matmul_flops_per_s or not all(
                 isinstance(r, (int, float)) and r > 0 for r in rates):
@@ -155,6 +176,13 @@ class DeviceProfile:
         """FLOP/s an op of ``cls`` and ``dtype`` reaches (peak x efficiency)."""
         rates = self.matmul_flops_per_s
         conv = self.conv_flops_per_s
+        att = self.attention_flops_per_s
+        if cls is OpClass.ATTENTION:
+            if att:
+                peak = att.get(dtype, att.get("float32", rates["float32"]))
+                return peak * self.efficiency.get(cls.value, 1.0)
+            return rates.get(dtype, rates["float32"]) * self.efficiency.get(
+                cls.value, self.efficiency.get(OpClass.MATMUL.value, 1.0))
         if cls is OpClass.CONV and conv:
             peak = conv.get(dtype, conv.get("float32", rates["float32"]))
         elif cls is OpClass.CONV and dtype == "float32" and self.conv_uses_tf32 \
@@ -166,11 +194,16 @@ class DeviceProfile:
             peak = self.vector_flops_per_s
         return peak * self.efficiency.get(cls.value, 1.0)
 
-    def bandwidth_bytes_per_s(self, cls: OpClass) -> float:
-        """Bytes/s an op of ``cls`` moves (peak x efficiency)."""
-        if cls in (OpClass.MATMUL, OpClass.CONV):
+    def bandwidth_bytes_per_s(self, cls: OpClass, function: str = "") -> float:
+        """Bytes/s an op of ``cls`` moves (peak x efficiency).  ``function``: a
+        transcendental op's function (``"silu"``; a backward takes its forward's), whose
+        own efficiency ``"transcendental.<function>"`` is used where the profile has one."""
+        fn_key = f"{OpClass.TRANSCENDENTAL.value}.{function.removesuffix('_backward')}"
+        if cls is OpClass.TRANSCENDENTAL and function and fn_key in self.efficiency:
+            eff = self.efficiency[fn_key]
+        elif cls in (OpClass.MATMUL, OpClass.CONV, OpClass.ATTENTION):
             eff = self.efficiency.get("memory", self.efficiency.get("elementwise", 1.0))
-        elif cls is OpClass.TRANSCENDENTAL:
+        elif cls in (OpClass.TRANSCENDENTAL, OpClass.NORM, OpClass.BATCH_NORM):
             eff = self.efficiency.get(cls.value, self.efficiency.get("elementwise", 1.0))
         else:
             eff = self.efficiency.get(cls.value, 1.0)
@@ -178,12 +211,13 @@ class DeviceProfile:
 
 
 def roofline_seconds(profile: DeviceProfile, cls: OpClass, dtype: str, *, flops: int,
-                     bytes_moved: int) -> float:
-    """One run's estimated seconds: ``max(compute, memory) + launch`` (0 for a view)."""
+                     bytes_moved: int, function: str = "") -> float:
+    """One run's estimated seconds: ``max(compute, memory) + launch`` (0 for a view);
+    ``function``: see :meth:`DeviceProfile.bandwidth_bytes_per_s`."""
     if cls is OpClass.VIEW or (flops <= 0 and bytes_moved <= 0):
         return 0.0
     t = max(flops / profile.rate_flops_per_s(cls, dtype) if flops > 0 else 0.0,
-            bytes_moved / profile.bandwidth_bytes_per_s(cls))
+            bytes_moved / profile.bandwidth_bytes_per_s(cls, function))
     return t + profile.launch_overhead_s
 
 
@@ -194,12 +228,18 @@ def op_class(graph: Graph, op: Op) -> OpClass:
         return OpClass.VIEW
     if op.target.startswith(_CONV_TARGETS):
         return OpClass.CONV
+    if op.target.startswith(_ATTENTION_TARGETS):
+        return OpClass.ATTENTION
     if flops > 0:
         return OpClass.MATMUL
     if op.target.startswith(_COPY_TARGETS):
         return OpClass.COPY
     if op.target.startswith(_TRANSCENDENTAL_TARGETS):
         return OpClass.TRANSCENDENTAL
+    if op.target.startswith(_BATCH_NORM_TARGETS):
+        return OpClass.BATCH_NORM
+    if op.target.startswith(_NORM_TARGETS):
+        return OpClass.NORM
     return OpClass.ELEMENTWISE
 
 
@@ -219,8 +259,10 @@ def op_dtype(graph: Graph, op: Op) -> str:
 
 def op_seconds(graph: Graph, op: Op, profile: DeviceProfile) -> float:
     """Estimated seconds of one run of ``op`` on ``profile`` (:func:`roofline_seconds`)."""
-    return roofline_seconds(profile, op_class(graph, op), op_dtype(graph, op),
-                            flops=op_flops(graph, op), bytes_moved=op_bytes_moved(graph, op))
+    cls = op_class(graph, op)
+    fn = op.target.split(".")[1].rstrip("_") if cls is OpClass.TRANSCENDENTAL else ""
+    return roofline_seconds(profile, cls, op_dtype(graph, op), flops=op_flops(graph, op),
+                            bytes_moved=op_bytes_moved(graph, op), function=fn)
 
 
 def ops_seconds(graph: Graph, profile: DeviceProfile) -> dict[OpId, float]:

@@ -158,3 +158,70 @@ def test_rerun_costs_time_and_flops_objectives() -> None:
         RecomputeConfig(objective="energy")
     with pytest.raises(ConfigError, match="unknown device profile"):
         rerun_costs(g, RecomputeConfig(device_profile="nope"))
+
+
+def _one_op_graph(target: str, flops: int = 0) -> Graph:
+    x = Tensor(TensorId("x"), 4 * MiB, "float32", (MiB,), TensorKind.INPUT, None)
+    y = Tensor(TensorId("y"), 4 * MiB, "float32", (MiB,), TensorKind.ACTIVATION, OpId("o"))
+    op = Op(OpId("o"), target, Phase.FORWARD, ("x",), ("y",), flops=flops,
+            bytes_read=4 * MiB, bytes_written=4 * MiB)
+    return Graph.build([op], [x, y], outputs=[TensorId("y")])
+
+
+@pytest.mark.parametrize(("target", "flops", "cls"), [
+    ("aten.native_batch_norm.default", 0, OpClass.BATCH_NORM),
+    ("aten._native_batch_norm_legit.default", 0, OpClass.BATCH_NORM),
+    ("aten.native_layer_norm.default", 0, OpClass.NORM),
+    ("aten.native_group_norm.default", 0, OpClass.NORM),
+    ("aten._scaled_dot_product_flash_attention_for_cpu.default", 10**9, OpClass.ATTENTION),
+    ("aten._scaled_dot_product_efficient_attention_backward.default", 10**9,
+     OpClass.ATTENTION),
+    ("aten.native_batch_norm_backward.default", 0, OpClass.ELEMENTWISE),
+])
+def test_norm_and_attention_classes(target: str, flops: int, cls: OpClass) -> None:
+    g = _one_op_graph(target, flops)
+    assert op_class(g, g.ops[0]) is cls
+
+
+def test_new_classes_keep_old_and_published_prices() -> None:
+    """A profile without norm / attention figures (every published one, and files written
+    before those classes) prices norms as elementwise and attention as a matmul."""
+    bw = 3350e9 * 0.85
+    for target in ("aten.native_batch_norm.default", "aten.native_layer_norm.default"):
+        g = _one_op_graph(target)
+        assert op_seconds(g, g.ops[0], H100) == pytest.approx(8 * MiB / bw + 5e-6)
+    g = _one_op_graph("aten._scaled_dot_product_flash_attention.default", 10**12)
+    assert op_seconds(g, g.ops[0], H100) == pytest.approx(1e12 / (67e12 * 0.7) + 5e-6)
+
+
+def test_calibrated_norm_and_attention_figures_price_their_ops() -> None:
+    p = DeviceProfile("cpu", "", {"float32": 1e11}, 1e11, 1e10, 0.0,
+                      {"elementwise": 1.0, "norm": 0.5, "batch_norm": 0.2},
+                      attention_flops_per_s={"float32": 2.5e10})
+    g = _one_op_graph("aten.native_batch_norm.default")
+    assert op_seconds(g, g.ops[0], p) == pytest.approx(8 * MiB / 2e9)
+    g = _one_op_graph("aten.native_layer_norm.default")
+    assert op_seconds(g, g.ops[0], p) == pytest.approx(8 * MiB / 5e9)
+    g = _one_op_graph("aten._scaled_dot_product_flash_attention_for_cpu.default", 10**9)
+    assert op_seconds(g, g.ops[0], p) == pytest.approx(1e9 / 2.5e10)
+    assert profile_from_dict(profile_to_dict(p)) == p
+
+
+def test_a_profile_file_without_the_new_fields_loads() -> None:
+    d = profile_to_dict(DeviceProfile("cpu", "", {"float32": 1e11}, 1e11, 1e10, 1e-6,
+                                      {"elementwise": 0.8}))
+    del d["attention_flops_per_s"], d["conv_flops_per_s"]
+    p = profile_from_dict(d)
+    assert p.attention_flops_per_s == {}
+    assert p.conv_flops_per_s == {}
+    g = _one_op_graph("aten.native_batch_norm.default")
+    assert op_seconds(g, g.ops[0], p) == pytest.approx(8 * MiB / 8e9 + 1e-6)
+
+
+def test_a_transcendental_op_uses_its_functions_efficiency() -> None:
+    p = DeviceProfile("cpu", "", {"float32": 1e11}, 1e11, 1e10, 0.0,
+                      {"elementwise": 1.0, "transcendental": 0.1, "transcendental.silu": 0.4})
+    for target, rate in (("aten.silu.default", 4e9), ("aten.silu_backward.default", 4e9),
+                         ("aten.silu_.default", 4e9), ("aten.tanh.default", 1e9)):
+        g = _one_op_graph(target)
+        assert op_seconds(g, g.ops[0], p) == pytest.approx(8 * MiB / rate), target
