@@ -14,6 +14,10 @@
 #   scripts/gpu_check.sh --fsdp-only     only the FSDP2 per-rank peaks (below)
 #   scripts/gpu_check.sh --no-fsdp       skip them
 #
+# First the cost model's device profile, measured on the device (roam calibrate --device
+# cuda -> DIR/device_profile.json, at most 60 s, inside this part's time; the dry run
+# measures the CPU): the published GPU profiles are datasheet figures until this runs.
+#
 # Then the exported checkpointing policy (roam_core.apply_checkpoint_plan): peaks held
 # against the budget plan, max_memory_allocated and step times beside torch's checkpoint of
 # every block and the unwrapped model, eager and torch.compile (benchmarks/export_bench.py
@@ -58,7 +62,7 @@ while [ $# -gt 0 ]; do
     --no-export) EXPORT=no; shift ;;
     --fsdp-only) MAIN=no; EXPORT=no; shift ;;
     --no-fsdp) FSDP=no; shift ;;
-    -h|--help) sed -n '2,35p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,39p' "$0"; exit 0 ;;
     --) shift; EXTRA=("$@"); break ;;
     *) echo "gpu_check.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -111,6 +115,8 @@ if [ "$MODE" = cpu ]; then
   say "CPU dry run with tiny models -> $OUT"
   # the limits are sized for the GPU machine; a shared CPU (CI) gets three times as long
   if [ "$MAIN" = yes ]; then
+    mkdir -p "$OUT"
+    timeout 180 "$PY" -m roam_core calibrate --device cpu -o "$OUT/device_profile.json" >&2
     timeout $((3 * TIMEOUT_S)) "$PY" scripts/gpu_check.py --dry-run --out "$OUT" "${EXTRA[@]}"
   fi
   if [ "$EXPORT" = yes ]; then
@@ -145,10 +151,15 @@ ensure_planner_deps "$PY"
 mkdir -p "$OUT"
 rc=0
 if [ "$MAIN" = yes ]; then
-  say "GPU run -> $OUT (time limit ${TIMEOUT_S}s)"
+  say "device profile (roam calibrate --device cuda) -> $OUT/device_profile.json"
   set +e
-  timeout "$TIMEOUT_S" "$PY" scripts/gpu_check.py --device cuda --out "$OUT" \
-    --budget-s $((TIMEOUT_S - 30)) "${EXTRA[@]}"
+  cal_t0=$SECONDS
+  timeout 60 "$PY" -m roam_core calibrate --device cuda -o "$OUT/device_profile.json" >&2 \
+    || say "calibrate failed or timed out; the run goes on without a measured profile"
+  left=$((TIMEOUT_S - (SECONDS - cal_t0)))
+  say "GPU run -> $OUT (time limit ${left}s)"
+  timeout "$left" "$PY" scripts/gpu_check.py --device cuda --out "$OUT" \
+    --budget-s $((left - 30)) "${EXTRA[@]}"
   rc=$?
   set -e
   if [ "$rc" = 124 ]; then say "timed out after ${TIMEOUT_S}s; partial reports are in $OUT"; fi

@@ -120,8 +120,9 @@ def test_gpu_check_shell_script_arguments() -> None:
 
 @pytest.mark.slow
 def test_gpu_check_dry_run_end_to_end(tmp_path) -> None:
-    """``scripts/gpu_check.sh --dry-run``: trace, plan, two fresh training processes, the
-    numerics bit-equal over every step and the final state, the summary written."""
+    """``scripts/gpu_check.sh --dry-run``: the device profile measured, then trace, plan,
+    two fresh training processes, the numerics bit-equal over every step and the final
+    state, the summary written."""
     env = dict(os.environ, ROAM_PYTHON=sys.executable)
     proc = subprocess.run(
         ["bash", str(ROOT / "scripts/gpu_check.sh"), "--dry-run", "--no-export", "--no-fsdp",
@@ -149,6 +150,10 @@ def test_gpu_check_dry_run_end_to_end(tmp_path) -> None:
     assert (loops["max_grad_norm"], loops["accumulation_steps"]) == (1.0, 2)
     assert loops["plans"] == 4  # two shapes, each accumulating and updating
     assert "## Loops: clipping, accumulation, two shapes" in (tmp_path / "summary.md").read_text()
+    # the device profile measured first (the CPU here, the GPU on the device)
+    from roam_core.formats.device_profile_io import load_profile_file
+
+    assert load_profile_file(tmp_path / "device_profile.json").memory_bandwidth_bytes_per_s > 0
 
 
 @pytest.mark.slow
