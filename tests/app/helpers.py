@@ -138,3 +138,22 @@ def click_plot_until(page: Any, where_js: str, done: Callable[[int], None],
             if attempt == tries - 1:
                 raise
     raise AssertionError("unreachable")
+
+
+def click_until(page: Any, selector: str, done: Callable[[int], None], tries: int = 3,
+                wait_ms: int = 20_000) -> None:
+    """Click ``selector`` until ``done(timeout_ms)`` passes (see :func:`click_plot_until`).
+
+    A list that a callback re-renders (search hits) can swap the element under a click that
+    Playwright already aimed: the click lands on the outgoing node and is lost.
+    """
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    for attempt in range(tries):
+        page.click(selector, timeout=wait_ms)
+        try:
+            done(wait_ms)
+            return
+        except (AssertionError, PlaywrightTimeout):
+            if attempt == tries - 1:
+                raise

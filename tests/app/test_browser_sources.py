@@ -15,6 +15,7 @@ import pytest
 from roam_core.formats.graph_io import dumps_graph
 from roam_core.model.graph import Phase
 from tests.app import test_browser as _tb
+from tests.app.helpers import click_until
 from tests.app.test_browser import _upload, _views_rendered
 
 pytestmark = pytest.mark.browser
@@ -35,9 +36,10 @@ def _explain_op(page: Any, op_id: str) -> Any:
     """Search for ``op_id`` and click its hit: Explain shows the op."""
     page.fill("#search-input", op_id)
     page.press("#search-input", "Enter")
-    page.click(f"#search-results button >> text=/^op {op_id} \\(/", timeout=T)
     panel = page.locator("#explain-panel")
-    expect(panel).to_contain_text(op_id, timeout=T)
+    # the previous query's hits can still be on the page (``bmm`` lists ``bmm_10`` too)
+    click_until(page, f"#search-results button >> text=/^op {op_id} \\(/",
+                lambda ms: expect(panel).to_contain_text(f"op {op_id}", timeout=ms))
     return panel
 
 
