@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from ortools.sat.python import cp_model
 
 from roam_core.base.checks import require_type
-from roam_core.base.cpsat import make_solver, status_name
+from roam_core.base.cpsat import make_solver, solve_with_stop
 from roam_core.base.errors import ConfigError
+from roam_core.base.status import SolveStatus
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId, TensorId, round_size
 from roam_core.model.recompute_ops import (
     LATE_PHASES,
@@ -366,10 +367,10 @@ def exact_recompute(graph: Graph, budget_bytes: int, *,
     f = _facts(graph, alignment_bytes)
     costs = costs if costs is not None else rerun_costs(graph)
     m, v, cost = _build(f, budget_bytes, alignment_bytes, costs)
-    solver = make_solver(time_limit_s=time_limit_s)
-    st = solver.solve(m)
-    name = status_name(st)
+    # CPU time, not the wall clock, is the safety net: a loaded machine gets the same plan
+    solver = make_solver(time_limit_s=time_limit_s, cpu_guard=True)
+    name = solve_with_stop(solver, m).status
     wall = time.perf_counter() - t0
-    if st not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    if name not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
         return ExactResult(name, None, None, 0, (), (), (), 0, wall)
     return _extract(solver, f, v, cost, costs, name, alignment_bytes, wall)

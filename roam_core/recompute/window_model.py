@@ -37,7 +37,8 @@ from typing import TypeAlias
 import numpy as np
 from ortools.sat.python import cp_model
 
-from roam_core.base.cpsat import make_solver
+from roam_core.base.cpsat import make_solver, solve_with_stop
+from roam_core.base.status import SolveStatus
 from roam_core.model.graph import OpId, TensorId
 from roam_core.model.recompute_ops import RecomputeOp
 from roam_core.recompute.base_order_index import BaseOrderIndex
@@ -633,9 +634,10 @@ def solve_window_model(wm: WindowModel, *, time_limit_s: float
         The drop set it chose (the fixed drops, then the window's chosen ones), or ``None``
         without a solution.
     """
-    solver = make_solver(time_limit_s=time_limit_s)
-    status = solver.solve(wm.model)
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    # CPU time, not the wall clock, is the safety net: a loaded machine gets the same drops
+    solver = make_solver(time_limit_s=time_limit_s, cpu_guard=True)
+    outcome = solve_with_stop(solver, wm.model)
+    if outcome.status not in (SolveStatus.OPTIMAL, SolveStatus.FEASIBLE):
         return None
     return _extract(solver, wm)
 
