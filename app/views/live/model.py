@@ -6,6 +6,7 @@ import numpy as np
 
 from app.analysis.layout_view import LayoutView
 from app.analysis.modules import tensor_module_label
+from app.analysis.peaks import tensor_label
 from app.core.formatting import fmt_bytes
 from roam_core.model.graph import Graph
 
@@ -20,7 +21,10 @@ def live_rows(graph: Graph, view: LayoutView, step: int, limit: int = 200
     rows = []
     for i in m:
         t = graph.tensors[view.ids[i]]
-        rows.append({"id": t.id, "name": t.name or "", "module": tensor_module_label(graph, t),
+        # a storage without a recorded name (a temporary, an activation) is named by its
+        # module and role, as everywhere else in the app, never left blank
+        rows.append({"id": t.id, "name": tensor_label(graph, t.id),
+                     "module": tensor_module_label(graph, t),
                      "kind": t.kind.value, "size": fmt_bytes(int(view.size[i])),
                      "size_bytes": int(view.size[i]), "offset": fmt_bytes(int(view.offset[i])),
                      "offset_bytes": int(view.offset[i]),

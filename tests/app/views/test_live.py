@@ -23,6 +23,8 @@ def test_layout_view_and_live_rows_match_the_curve() -> None:
         assert sum(r["size_bytes"] for r in rows) == curve[step]
         sizes = [r["size_bytes"] for r in rows]
         assert sizes == sorted(sizes, reverse=True)
+        # every row is named: a recorded name, else its module and role (never blank)
+        assert all(r["name"] for r in rows)
 
 
 def test_units_are_binary_with_exact_bytes_on_demand(planned: dict[str, Any]) -> None:
