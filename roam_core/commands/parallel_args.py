@@ -49,9 +49,9 @@ def add_parallel_args(p: argparse.ArgumentParser, *,
                    help="fsdp: free each block's gathered parameters after its forward "
                         "(default true, FSDP2's default)")
     g.add_argument("--fsdp-wrap", choices=WRAP_POLICIES, default="blocks",
-                   help="fsdp units: blocks (each block of the model's largest ModuleList "
-                        "and the root; default), leaves (every module with parameters), "
-                        "root (one unit)")
+                   help="fsdp units: blocks (each repeated block, e.g. the transformer "
+                        "layers, and the root; default), leaves (every module with "
+                        "parameters), root (one unit)")
 
 
 def parallel_setting(args: argparse.Namespace, world_size: int | None = None) -> ParallelSetting:
