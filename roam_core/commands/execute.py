@@ -35,6 +35,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--steps", type=positive_int, default=1,
                    help="measured steps after the first (numerics) step (default 1)")
     p.add_argument("--seed", type=seed_int, default=0, help="seed of both runs (default 0)")
+    p.add_argument("--accumulate-plan", default=None, metavar="P2",
+                   help="a graph traced with --accumulation-steps K: the plan of its first "
+                        "K-1 micro-batches (traced with --accumulate-only); default: made "
+                        "here by the default planner")
     p.add_argument("--no-address-check", action="store_true",
                    help="skip the per-op address check (faster on big graphs)")
     p.add_argument("-o", "--output", required=True, help="report JSON to write")
@@ -65,6 +69,8 @@ def _run(args: argparse.Namespace) -> int:
     graph = load_graph(args.graph)
     plan = load_plan(args.plan, graph=graph)
     require_valid(graph, plan)  # `roam check`'s rules: a plan it rejects never runs
+    # checked against the accumulate micro-batch's graph once it is traced (execute_origin)
+    acc = load_plan(args.accumulate_plan) if args.accumulate_plan else None
     if graph.origin.get("source") not in ("zoo", "hf"):
         raise ExecutorError(
             f"{args.graph} was traced from a custom model ({graph.origin.get('model', '?')}): "
@@ -85,7 +91,7 @@ def _run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     report = execute_origin(graph.origin, plan, device=args.device, steps=args.steps,
                             check_addresses=not args.no_address_check, seed=args.seed,
-                            snapshot_dir=args.measured_snapshots)
+                            snapshot_dir=args.measured_snapshots, accumulate_plan=acc)
     body = report.to_dict() | {"graph": graph.name, "graph_fingerprint": graph.fingerprint(),
                                "plan_method": plan.method,
                                "wall_time_s": round(time.perf_counter() - t0, 3)}

@@ -48,6 +48,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
                    help="gradient accumulation: trace the k-th micro-batch of K (backward of "
                         "loss / K into resident accumulators, then the update); `roam "
                         "execute` runs one optimizer step of K micro-batches (default 1)")
+    p.add_argument("--accumulate-only", action="store_true",
+                   help="with --accumulation-steps K: trace the first K-1 micro-batches' "
+                        "step instead (backward into the accumulators, no update), to plan "
+                        "it for `roam execute --accumulate-plan`")
     p.add_argument("--max-grad-norm", type=positive_float, default=None, metavar="N",
                    help="clip the gradients' total norm to N before the update (as "
                         "clip_grad_norm_)")
@@ -61,9 +65,13 @@ HF_DEFAULT_SEQ_LEN = 128
 
 def _run(args: argparse.Namespace) -> int:
     from roam_core.base.atomic import check_output_path
+    from roam_core.base.errors import ConfigError
     from roam_core.formats.graph_io import save_graph
     from roam_core.trace.step_spec import StepSpec
 
+    if args.accumulate_only and args.accumulation_steps < 2:
+        raise ConfigError("--accumulate-only traces a micro-batch that only accumulates: "
+                          "it needs --accumulation-steps 2 or more")
     source = model_source(args)
     par = parallel_setting(args)
     if args.output:
@@ -75,7 +83,8 @@ def _run(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     ts = source.trace(args.batch_size, seq, setting=args.setting, optimizer=args.optimizer,
                       precision=args.precision, attention=args.attention, device=args.device,
-                      parallel=par, spec=StepSpec(args.max_grad_norm, args.accumulation_steps))
+                      parallel=par, spec=StepSpec(args.max_grad_norm, args.accumulation_steps,
+                                   not args.accumulate_only))
     g = ts.graph
     out = args.output or f"{g.name}.json.gz"
     save_graph(g, out)

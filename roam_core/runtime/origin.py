@@ -17,12 +17,13 @@ the model in Python.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from roam_core.base.errors import ExecutorError
+from roam_core.base.errors import ExecutorError, PlanFormatError
 from roam_core.model.parallel import ParallelSetting
 from roam_core.runtime.device import resolve_device
 from roam_core.runtime.execution import execute_traced
@@ -86,7 +87,8 @@ def zoo_recipe(origin: Mapping[str, Any]) -> tuple[Any, ...]:
 def execute_origin(origin: Mapping[str, Any], plan: Plan, *, device: str = "cpu",
                    steps: int = 1, check_addresses: bool = True, seed: int = 0,
                    strict: bool = False, measure: str = "auto",
-                   snapshot_dir: str | None = None) -> ExecutionReport:
+                   snapshot_dir: str | None = None,
+                   accumulate_plan: Plan | None = None) -> ExecutionReport:
     """Rebuild the zoo or HF step described by ``origin``, re-trace it, execute ``plan``.
 
     Parameters
@@ -101,6 +103,9 @@ def execute_origin(origin: Mapping[str, Any], plan: Plan, *, device: str = "cpu"
         CUDA peaks: ``auto`` measures in fresh processes.
     snapshot_dir : str, optional
         CUDA: also write ``eager.pickle`` / ``planned.pickle`` memory snapshots there.
+    accumulate_plan : Plan, optional
+        A step traced with gradient accumulation: the plan of its first k - 1 micro-batches,
+        checked (fingerprint and validator) against that micro-batch's graph, traced here.
 
     Raises
     ------
@@ -124,6 +129,19 @@ def execute_origin(origin: Mapping[str, Any], plan: Plan, *, device: str = "cpu"
     traced = trace_fx(model, inputs, loss_fn, factory, setting=setting, device=dev,
                       name=f"{name}-b{b}", origin=dict(origin), precision=precision,
                       spec=spec)
+    if accumulate_plan is not None:
+        if not spec.accumulates:
+            raise ExecutorError("an accumulate plan goes with a graph traced with "
+                                "--accumulation-steps 2 or more")
+        acc = trace_fx(model, inputs, loss_fn, factory, setting=setting, device=dev,
+                       name=f"{name}-b{b}", origin=dict(origin), precision=precision,
+                       spec=dataclasses.replace(spec, updates=False))
+        if accumulate_plan.graph_fingerprint != acc.graph.fingerprint():
+            raise PlanFormatError(
+                "the accumulate plan was made for another graph than this step's first "
+                f"{spec.accumulation_steps - 1} micro-batch(es): plan the graph `roam trace "
+                "... --accumulation-steps K --accumulate-only` writes")
+        require_valid(acc.graph, accumulate_plan)
     recipe = functools.partial(zoo_recipe, dict(origin))
     how = measure
     if measure == "auto":
@@ -132,7 +150,8 @@ def execute_origin(origin: Mapping[str, Any], plan: Plan, *, device: str = "cpu"
         how = "subprocess" if dev.type == "cuda" and plain else "in-process"
     return execute_traced(traced, model, inputs, plan, loss_fn=loss_fn, optimizer=factory,
                           device=dev, steps=steps, check_addresses=check_addresses, seed=seed,
-                          strict=strict, measure=how, recipe=recipe, snapshot_dir=snapshot_dir)
+                          strict=strict, measure=how, recipe=recipe, snapshot_dir=snapshot_dir,
+                          accumulate_plan=accumulate_plan)
 
 
 def execute_graph(graph: Graph, plan: Plan, **kwargs: Any) -> ExecutionReport:

@@ -91,3 +91,30 @@ def test_roam_execute_runs_a_graph_traced_with_accumulation(tmp_path, capsys) ->
     body = json.loads((tmp_path / "r.json").read_text())
     assert body["max_abs_diff"] == 0.0
     assert any("2 accumulated micro-batches" in n for n in body["notes"])
+
+
+@pytest.mark.slow
+def test_roam_execute_takes_the_accumulate_micro_batchs_plan(tmp_path, capsys) -> None:
+    """``roam trace --accumulate-only`` traces the first k - 1 micro-batches' step; its plan
+    runs through ``roam execute --accumulate-plan`` (checked against that step, re-traced):
+    none is made here. Another graph's plan, or the flag without accumulation, is refused."""
+    from roam_core.cli import main
+
+    g, g2, p, p2, r = (str(tmp_path / n) for n in (
+        "g.json.gz", "g2.json.gz", "p.json", "p2.json", "r.json"))
+    common = ["tiny_gpt", "-b", "2", "-t", "16", "--accumulation-steps", "2"]
+    assert main(["trace", *common, "-o", g]) == 0
+    assert main(["trace", *common, "--accumulate-only", "-o", g2]) == 0
+    assert main(["plan", g, "-o", p]) == 0
+    assert main(["plan", g2, "-o", p2]) == 0
+    assert main(["execute", g, p, "--accumulate-plan", p2, "-o", r]) == 0
+    body = json.loads((tmp_path / "r.json").read_text())
+    assert body["max_abs_diff"] == 0.0
+    assert not any("default planner" in n for n in body["notes"])
+    capsys.readouterr()
+    # the update micro-batch's plan is not the accumulate micro-batch's
+    assert main(["execute", g, p, "--accumulate-plan", p, "-o", r]) == 2
+    assert "the accumulate plan was made for another graph" in capsys.readouterr().err
+    assert main(["trace", "tiny_gpt", "-b", "2", "-t", "16", "--accumulate-only",
+                 "-o", g2]) == 2
+    assert "--accumulation-steps 2 or more" in capsys.readouterr().err
