@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from roam_core.base.errors import ExecutorError
+from roam_core.base.errors import ExecutorError, PlanFormatError
 from roam_core.runtime.compare_training import eager_call
 from roam_core.runtime.measure import Peaks
 from roam_core.runtime.planned_step import PlannedStep
@@ -214,6 +214,12 @@ def _planned_loop(traced: TracedStep, model: torch.nn.Module, batches: list[list
                        precision=traced.precision, plan_cache=False, verify=check_addresses,
                        grad_scaler=_scaler(traced, dev))
     losses, _ = _round(lambda i: step(*batches[i]), k, seed, dev)
+    if len(plans) > 1 and any(v.how != "given" for v in step.variants.values()):
+        step.close()
+        # a given accumulate plan that matched no micro-batch would run unused: refuse
+        raise PlanFormatError("accumulate_plan was made for another graph than the first "
+                              f"{k - 1} micro-batch(es) of this step: trace that step with "
+                              "accumulate_only=True (roam trace --accumulate-only) and plan it")
     if any(v.how != "given" for v in step.variants.values()):
         notes.append("the accumulate micro-batch (the first k - 1) ran a plan made here "
                      "with the default planner (pass accumulate_plan= to give one)")

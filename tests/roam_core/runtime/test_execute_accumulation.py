@@ -118,3 +118,16 @@ def test_roam_execute_takes_the_accumulate_micro_batchs_plan(tmp_path, capsys) -
     assert main(["trace", "tiny_gpt", "-b", "2", "-t", "16", "--accumulate-only",
                  "-o", g2]) == 2
     assert "--accumulation-steps 2 or more" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_an_accumulate_plan_of_another_graph_is_refused_not_ignored() -> None:
+    """The update micro-batch's plan passed as ``accumulate_plan`` matches no accumulate
+    step: refused, where it ran unused (planned here) with only a note."""
+    from roam_core.base.errors import PlanFormatError
+
+    net, data, loss_fn, factory = MODELS["tiny_gpt"](0)
+    plan = _plan_for(net, data[0], loss_fn, factory, "fp32", 2, None)
+    with pytest.raises(PlanFormatError, match="accumulate_plan was made for another graph"):
+        rc.execute_plan(net, data[0], plan, loss_fn=loss_fn, optimizer=factory,
+                        accumulation_steps=2, micro_batches=data[:2], accumulate_plan=plan)
