@@ -134,7 +134,8 @@ class FitRow:
 def fit_row(graph: Graph, config: PlannerConfig, *, batch_size: int,
             seq_len: int | None = None,
             limits_pct: Sequence[float] = RECOMPUTE_LIMITS_PCT,
-            memory_bytes: int | None = None, executor: Any = None) -> FitRow:
+            memory_bytes: int | None = None, executor: Any = None,
+            eager_graph: Graph | None = None) -> FitRow:
     """The memory ``graph`` needs: eager reserved, roam, roam with recomputation.
 
     Parameters
@@ -153,6 +154,9 @@ def fit_row(graph: Graph, config: PlannerConfig, *, batch_size: int,
         peak within the limit (an estimate above ``memory_bytes``).
     executor : concurrent.futures.Executor, optional
         Where the sub-task solves of the plans run.
+    eager_graph : Graph, optional
+        The step eager PyTorch runs, when roam plans a different program of the same step
+        (``graph`` traced with ``merge_casts``: eager makes every cast); default ``graph``.
 
     Returns
     -------
@@ -170,7 +174,8 @@ def fit_row(graph: Graph, config: PlannerConfig, *, batch_size: int,
     from roam_core.oracle.allocator_sim import simulate_allocator
     from roam_core.planner.budget import BudgetPlanner
 
-    reserved = int(simulate_allocator(graph, graph.op_ids).peak_reserved_bytes)
+    eager = graph if eager_graph is None else eager_graph
+    reserved = int(simulate_allocator(eager, eager.op_ids).peak_reserved_bytes)
     bp = BudgetPlanner(graph, config, executor=executor)
     base = bp.base.arena_bytes
     peaks: dict[str, int] = {"eager_reserved": reserved, "roam": base}
