@@ -69,12 +69,15 @@ class IndexLiveBytes:
 
     def valid(self, order: np.ndarray) -> bool:
         """True when the complete ``order`` honours every ordering edge."""
+        return self.valid_positions(self.positions(order))
+
+    def valid_positions(self, pos: np.ndarray) -> bool:
+        """:meth:`valid` of the complete order with op steps ``pos``."""
         if self._edges is None:  # built on first use: only the order searches check
             tails = [p for ps in self.cg.preds for p in ps]
             heads = [v for v, ps in enumerate(self.cg.preds) for _ in ps]
             self._edges = (np.asarray(tails, dtype=np.int64), np.asarray(heads, dtype=np.int64))
         src, dst = self._edges
-        pos = self.positions(order)
         return bool(np.all(pos[src] < pos[dst]))
 
     def spans(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -84,7 +87,11 @@ class IndexLiveBytes:
 
     def live(self, order: np.ndarray) -> np.ndarray:
         """Planned bytes live at each step of the complete ``order`` (int64 array)."""
-        start, end = self.spans(self.positions(order))
+        return self.live_at(self.positions(order))
+
+    def live_at(self, pos: np.ndarray) -> np.ndarray:
+        """:meth:`live` of the complete order with op steps ``pos``."""
+        start, end = self.spans(pos)
         diff = np.bincount(start, self.size, self.n + 1) - np.bincount(end, self.size,
                                                                         self.n + 1)
         return np.cumsum(diff[:self.n]).astype(np.int64)
