@@ -277,6 +277,11 @@ class _StorageColumns:
     col_of: dict[int, int]
 
 
+#: :func:`_storage_columns` gathers the groups' bits of this many storages at once (one
+#: numpy pass over a ``rows x N / 8`` byte block, kept small at 100k ops).
+_COLUMN_BATCH = 256
+
+
 def _storage_columns(graph: Graph, alignment_bytes: int, r: Reachability,
                      masks: StorageMasks | None, ch: _Chain,
                      groups: Sequence[tuple[OpId, ...]]) -> _StorageColumns:
@@ -287,28 +292,41 @@ def _storage_columns(graph: Graph, alignment_bytes: int, r: Reachability,
     rows: Iterator[tuple[int, int, int]] = (
         zip(masks.sizes, masks.started, masks.pending, strict=True) if masks is not None
         else iter_storage_masks(graph, alignment_bytes, r))
-    size_l, a_l, b_l, st_l, pd_l = [], [], [], [], []
-    zero = np.zeros((len(cols) + 7) // 8, dtype=np.uint8)
+    size_l, a_l, b_l = [], [], []
+    st_parts: list[np.ndarray] = []
+    pd_parts: list[np.ndarray] = []
+    st_buf: list[bytes] = []
+    pd_buf: list[bytes] = []
+    zero = bytes(nb)
+
+    def flush() -> None:
+        # the groups' bits of the buffered rows: one gather and one packbits per batch
+        for buf, parts in ((st_buf, st_parts), (pd_buf, pd_parts)):
+            block = np.frombuffer(b"".join(buf), np.uint8).reshape(len(buf), nb)
+            parts.append(np.packbits(block[:, byte] >> bit & 1, axis=1))
+            buf.clear()
+
     for size, st, pd in rows:
         size_l.append(size)
         a_k, b_k = _chain_span(st, pd, ch, big)
         a_l.append(a_k)
         b_l.append(b_k)
         if len(cols):
-            st_l.append(np.packbits(np.frombuffer(st.to_bytes(nb, "little"), np.uint8)[byte]
-                                    >> bit & 1))
-            pd_l.append(zero if pd == -1 else np.packbits(
-                np.frombuffer(pd.to_bytes(nb, "little"), np.uint8)[byte] >> bit & 1))
-        else:
-            st_l.append(zero)
-            pd_l.append(zero)
+            st_buf.append(st.to_bytes(nb, "little"))
+            pd_buf.append(zero if pd == -1 else pd.to_bytes(nb, "little"))
+            if len(st_buf) == _COLUMN_BATCH:
+                flush()
     n_st = len(size_l)
+    width = (len(cols) + 7) // 8
+    if st_buf:
+        flush()
+    if not len(cols) or not n_st:
+        st_parts = pd_parts = [np.zeros((n_st, width), np.uint8)]
     return _StorageColumns(
         sizes=np.asarray(size_l, dtype=np.float64).reshape(n_st),
         first=np.asarray(a_l, dtype=np.int64).reshape(n_st),
         last=np.asarray(b_l, dtype=np.int64).reshape(n_st),
-        started=np.stack(st_l) if n_st else np.zeros((0, len(zero)), np.uint8),
-        pending=np.stack(pd_l) if n_st else np.zeros((0, len(zero)), np.uint8),
+        started=np.concatenate(st_parts), pending=np.concatenate(pd_parts),
         col_of={int(g): j for j, g in enumerate(cols)})
 
 
