@@ -5,7 +5,8 @@
 * the infeasible message states a peak that was actually planned, and that budget fits;
 * on block-structured models (a Llama-style decoder, GPT-2, a Hugging Face GPT-2) roam's
   lowest point is at or below the model wrapped in ``torch.utils.checkpoint`` around every
-  block, traced (the real one, not roam's drop set).
+  block, traced (the real one, not roam's drop set), and strictly below it when both are
+  planned by the same stages (the lowest baseline continued by the greedy).
 """
 
 from __future__ import annotations
