@@ -138,7 +138,9 @@ def create_app(
     plan_key = plan_graph(graph_key, settings) if plan_on_start else None
     page.warm(graph_key, plan_key)  # the first page load finds its views computed
     manager, celery_app = _manager(cdir, job_hooks)
-    app = Dash(__name__, assets_folder=str(ASSETS), title="roam",
+    # assets/vendor holds what is loaded on demand (plotly.js: assets/plotly_bundle.js)
+    app = Dash(__name__, assets_folder=str(ASSETS), assets_path_ignore=["^vendor$"],
+               title="roam",
                background_callback_manager=manager, suppress_callback_exceptions=True,
                on_error=show_error)
     sessions.install(app.server)

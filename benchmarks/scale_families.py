@@ -101,9 +101,9 @@ def _f(x: dict[str, Any] | None, k: str, fmt: str = "{:.1f}", scale: float = 1.0
     return fmt.format(x[k] / scale) if x and x.get(k) is not None else "-"
 
 
-def _per_10k(r: dict[str, Any], key: str) -> str:
+def _per_10k(r: dict[str, Any], key: str, what: str = "plan_wall_s") -> str:
     x = r.get(key)
-    return f"{x['plan_wall_s'] / r['ops'] * 1e4:.2f}" if x else "-"
+    return f"{x[what] / r['ops'] * 1e4:.2f}" if x else "-"
 
 
 def _stage_line(run: dict[str, Any] | None) -> str:
@@ -132,9 +132,10 @@ def markdown(res: dict[str, Any]) -> str:
         "224x224; graphs traced by `after` (roam_core.zoo.families).",
         "",
         "| family | depth | ckpt | ops | wall s before / after | CPU s before / after | "
-        "wall s / 10k ops after | max RSS MiB before / after | peak / bound before / after | "
-        "arena - peak KiB before / after | in contract before / after |",
-        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "wall s / 10k ops after | CPU s / 10k ops before / after | max RSS MiB before / after "
+        "| peak / bound before / after | arena - peak KiB before / after | "
+        "in contract before / after |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for r in res["rows"]:
         b, a = r.get("before"), r.get("after")
@@ -149,6 +150,7 @@ def markdown(res: dict[str, Any]) -> str:
             f"| {r['family']} | {r['layers']} | {r['segment']} | {r['ops']:,} | "
             f"{_f(b, 'plan_wall_s')} / {_f(a, 'plan_wall_s')} | "
             f"{_f(b, 'plan_cpu_s')} / {_f(a, 'plan_cpu_s')} | {_per_10k(r, 'after')} | "
+            f"{_per_10k(r, 'before', 'plan_cpu_s')} / {_per_10k(r, 'after', 'plan_cpu_s')} | "
             f"{_f(b, 'max_rss_bytes', '{:.0f}', MIB)} / {_f(a, 'max_rss_bytes', '{:.0f}', MIB)}"
             f" | {_f(b, 'peak_over_bound', '{:.4f}')} / {_f(a, 'peak_over_bound', '{:.4f}')} | "
             f"{gap(b)} / {gap(a)} | {ok(b)} / {ok(a)} |")

@@ -7,7 +7,10 @@ children there), and CI would stall instead of failing.
 
 ``deadline=None`` (CI machines are slow and shared); ``max_examples`` comes from the
 environment variable ``HYPOTHESIS_MAX_EXAMPLES`` (default 30) so a long soak run is one
-``HYPOTHESIS_MAX_EXAMPLES=1000 pytest ...`` away.
+``HYPOTHESIS_MAX_EXAMPLES=1000 pytest ...`` away.  The suite draws the same examples on every
+run (``derandomize``), so a stop's CI cannot fail on a case no earlier run drew; a soak that
+searches new cases sets ``HYPOTHESIS_RANDOM=1`` (docs/testing.md), and what it finds becomes
+a fixed regression test.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ settings.register_profile(
     "roam",
     deadline=None,
     max_examples=int(os.environ.get("HYPOTHESIS_MAX_EXAMPLES", "30")),
+    derandomize=os.environ.get("HYPOTHESIS_RANDOM", "0") != "1",
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile("roam")

@@ -19,6 +19,7 @@ __all__ = ["paint_index", "png_data_uri", "rasterize"]
 def rasterize(
     x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray, kind: np.ndarray,
     colors: np.ndarray, window: tuple[float, float, float, float], width: int, height: int,
+    outline: np.ndarray | None = None,
 ) -> np.ndarray:
     """Paint rectangles ``[x0, x1) x [y0, y1)`` into an RGBA image of the ``window``.
 
@@ -34,6 +35,9 @@ def rasterize(
         The data window mapped to the image.
     width, height : int
         Image size in pixels.
+    outline : ndarray, shape (4,), uint8, optional
+        RGBA of a one-pixel border drawn round every rectangle at least 4 pixels wide and
+        high (as the vector view's white edges), so neighbours of one kind stay apart.
 
     Returns
     -------
@@ -50,7 +54,11 @@ def rasterize(
     """
     img = np.zeros((height, width, 4), np.uint8)
     for a, b, c, d, i in _boxes(x0, x1, y0, y1, window, width, height):
-        img[a:b, c:d] = colors[kind[i]]
+        if outline is not None and b - a >= 4 and d - c >= 4:
+            img[a:b, c:d] = outline
+            img[a + 1:b - 1, c + 1:d - 1] = colors[kind[i]]
+        else:
+            img[a:b, c:d] = colors[kind[i]]
     return img
 
 

@@ -119,6 +119,11 @@ class ChunkedProfile:
         c, i = self._locate(j)
         return int(self._x[c][i]) + int(self._add[c])
 
+    def peak(self) -> int:
+        """``max(prof)`` over the whole sequence (``O(N / chunk)``; an empty one: a large
+        negative number)."""
+        return int((self._pmax + self._add).max())
+
     # ------------------------------------------------------------------ range queries
     def max_prof(self, j0: int, j1: int) -> int | None:
         """``max(prof[j0:j1])`` (``None`` when empty)."""

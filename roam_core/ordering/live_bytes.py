@@ -55,6 +55,11 @@ class IndexLiveBytes:
         self.offsets = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64) \
             if len(counts) else np.zeros(0, dtype=np.int64)
         self._edges: tuple[np.ndarray, np.ndarray] | None = None
+        # the per-order passes' fixed parts, once: where each used storage's users start,
+        # which storages have users, and the weights of the start / end difference array
+        self._user_starts = self.offsets[self.has_users]
+        self._with_users = np.flatnonzero(self.has_users)
+        self._pm_size = np.concatenate((self.size, -self.size))
 
     @classmethod
     def of(cls, graph: Graph, alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES) -> IndexLiveBytes:
@@ -69,12 +74,15 @@ class IndexLiveBytes:
 
     def valid(self, order: np.ndarray) -> bool:
         """True when the complete ``order`` honours every ordering edge."""
+        return self.valid_positions(self.positions(order))
+
+    def valid_positions(self, pos: np.ndarray) -> bool:
+        """:meth:`valid` of the complete order with op steps ``pos``."""
         if self._edges is None:  # built on first use: only the order searches check
             tails = [p for ps in self.cg.preds for p in ps]
             heads = [v for v, ps in enumerate(self.cg.preds) for _ in ps]
             self._edges = (np.asarray(tails, dtype=np.int64), np.asarray(heads, dtype=np.int64))
         src, dst = self._edges
-        pos = self.positions(order)
         return bool(np.all(pos[src] < pos[dst]))
 
     def spans(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -84,9 +92,14 @@ class IndexLiveBytes:
 
     def live(self, order: np.ndarray) -> np.ndarray:
         """Planned bytes live at each step of the complete ``order`` (int64 array)."""
-        start, end = self.spans(self.positions(order))
-        diff = np.bincount(start, self.size, self.n + 1) - np.bincount(end, self.size,
-                                                                        self.n + 1)
+        return self.live_at(self.positions(order))
+
+    def live_at(self, pos: np.ndarray) -> np.ndarray:
+        """:meth:`live` of the complete order with op steps ``pos``."""
+        start, end = self.spans(pos)
+        # one difference array: +size at the start, -size at the end (whole bytes in
+        # float64: the sums are exact)
+        diff = np.bincount(np.concatenate((start, end)), self._pm_size, self.n + 1)
         return np.cumsum(diff[:self.n]).astype(np.int64)
 
     def live_and_freed(self, seq: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -114,7 +127,8 @@ class IndexLiveBytes:
         no user is placed later)."""
         start = pos[self.producer]
         last = start.copy()
-        if self.has_users.any():
-            lu = np.maximum.reduceat(pos[self.users_flat], self.offsets[self.has_users])
-            last[self.has_users] = np.maximum(lu, start[self.has_users])
+        if len(self._with_users):
+            lu = np.maximum.reduceat(pos[self.users_flat], self._user_starts)
+            w = self._with_users
+            last[w] = np.maximum(lu, start[w])
         return start, last

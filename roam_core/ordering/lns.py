@@ -205,6 +205,7 @@ class _PeakSearch:
         live there (biggest first; those forced live at ``p`` in every order skipped)."""
         sc, cg, cur = self.sc, self.cg, self.cur
         pos = sc.positions(cur)
+        at = pos.tolist()  # Python ints: the hoists' walks read one position per edge
         start, end = sc.spans(pos)
         live_ids = np.nonzero((start <= p) & (end > p))[0]
         # biggest storages first: they matter most
@@ -224,7 +225,7 @@ class _PeakSearch:
                 # hoist the users after p (with what they need and what only waits on them)
                 late = sorted({pos[u] for u in users[s] if pos[u] > p})
                 if late:
-                    for mv in _hoist_sets(cur, pos, p, late, cg.preds, cg.succs,
+                    for mv in _hoist_sets(cur, pos, at, p, late, cg.preds, cg.succs,
                                           max_move_ops):
                         candidates.extend(_hoist_orders(cur, pos, p, mv, cg.preds))
             if q != x and pos[q] < p:
@@ -250,9 +251,10 @@ class _PeakSearch:
             if self.stop_reason():
                 break
             self.evals += 1
-            if not self.sc.valid(cand):
+            pos = self.sc.positions(cand)
+            if not self.sc.valid_positions(pos):
                 continue
-            sco = _score(self.sc.live(cand))
+            sco = _score(self.sc.live_at(pos))
             if sco < self.best and (best_cand is None or sco < best_cand[0]):
                 best_cand = (sco, kind, cand)
         if best_cand is None:
@@ -296,16 +298,19 @@ class _PeakSearch:
         return True
 
 
-def _closure_after(v: int, pos: np.ndarray, p: int, x: int,
-                   preds: Sequence[Sequence[int]], have: set[int]) -> set[int] | None:
-    """``v`` and its ancestors placed after step ``p`` (minus ``have``); None if ``x`` is one."""
+def _closure_after(v: int, pos: Sequence[int], p: int, x: int,
+                   preds: Sequence[Sequence[int]], have: set[int], cap: int,
+                   ) -> set[int] | None:
+    """``v`` and its ancestors placed after step ``p`` (minus ``have``); None if ``x`` is one
+    or if there are more than ``cap`` (the callers drop such a set: the walk stops there
+    instead of collecting, say, the whole backward after the peak)."""
     out: set[int] = set()
     stack = [v]
     while stack:
         u = stack.pop()
         if u in out or u in have:
             continue
-        if u == x:
+        if u == x or len(out) >= cap:
             return None
         out.add(u)
         for w in preds[u]:
@@ -314,31 +319,31 @@ def _closure_after(v: int, pos: np.ndarray, p: int, x: int,
     return out
 
 
-def _hoist_sets(cur: np.ndarray, pos: np.ndarray, p: int, late: list[int],
+def _hoist_sets(cur: np.ndarray, pos: np.ndarray, at: Sequence[int], p: int, late: list[int],
                 preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]],
                 limit: int, extra: int = 3) -> list[list[int]]:
     """Step sets (after ``p``) to move before ``p``: the ``late`` users with their ancestors
     after ``p``, then that set grown by the later ops that wait on it and need at most
-    ``extra`` more ops each (e.g. the rest of a parameter's update branch)."""
+    ``extra`` more ops each (e.g. the rest of a parameter's update branch).  ``at`` is
+    ``pos`` as a list."""
     x = int(cur[p])
     chosen: set[int] = set()
     for k in late:
-        c = _closure_after(int(cur[k]), pos, p, x, preds, chosen)
+        c = _closure_after(int(cur[k]), at, p, x, preds, chosen, limit - len(chosen))
         if c is None:
             return []
         chosen |= c
-        if len(chosen) > limit:
-            return []
     out = [sorted(int(pos[v]) for v in chosen)]
     grew = True
     while grew and len(chosen) < limit:
         grew = False
-        for v in sorted(chosen, key=lambda u: pos[u]):
+        for v in sorted(chosen, key=at.__getitem__):
             for w in succs[v]:
-                if w in chosen or pos[w] <= p:
+                if w in chosen or at[w] <= p:
                     continue
-                c = _closure_after(w, pos, p, x, preds, chosen)
-                if c is None or len(c) > extra + 1 or len(chosen) + len(c) > limit:
+                c = _closure_after(w, at, p, x, preds, chosen,
+                                   min(extra + 1, limit - len(chosen)))
+                if c is None:
                     continue
                 chosen |= c
                 grew = True

@@ -141,7 +141,9 @@ def asap_insertion(graph: Graph, reference: Sequence[OpId],
                    groups: Sequence[Sequence[OpId]], reach: Reachability | None = None) -> Order:
     """``reference`` with each group moved right after its last ancestor (ROAM's early rule).
 
-    Groups are processed in the order given; each keeps its ops' relative order.
+    Groups are processed in the order given; each keeps its ops' relative order.  A group
+    that cannot run as one block (an op outside it descends from one member and precedes
+    another member's last ancestor) has each op moved right after its own last ancestor.
 
     Examples
     --------
@@ -157,15 +159,28 @@ def asap_insertion(graph: Graph, reference: Sequence[OpId],
     rank = {op: i for i, op in enumerate(reference)}
     for grp in groups:
         ops = sorted(grp, key=rank.__getitem__)
-        anc = 0
+        anc = desc = 0
         for op in ops:
             anc |= reach.ancestors[reach.index[op]]
-        last = -1
-        for k, op in enumerate(seq):
-            if anc >> reach.index[op] & 1:
-                last = k
-        seq[last + 1:last + 1] = ops
+            desc |= reach.descendants[reach.index[op]]
+        last = _last_in(seq, anc, reach)
+        if any(desc >> reach.index[op] & 1 for op in seq[:last + 1]):
+            # one op at a time: an op's ancestors all precede its descendants in a valid seq
+            for op in ops:
+                k = _last_in(seq, reach.ancestors[reach.index[op]], reach)
+                seq.insert(k + 1, op)
+        else:
+            seq[last + 1:last + 1] = ops
     return tuple(seq)
+
+
+def _last_in(seq: Sequence[OpId], mask: int, reach: Reachability) -> int:
+    """Index of the last op of ``seq`` in the bitset ``mask`` (-1 if none)."""
+    last = -1
+    for k, op in enumerate(seq):
+        if mask >> reach.index[op] & 1:
+            last = k
+    return last
 
 
 def _reference(graph: Graph, policy: str, groups: Sequence[UpdateGroup],

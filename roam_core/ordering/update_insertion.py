@@ -159,11 +159,19 @@ def _prepare(graph: Graph, groups: Sequence[UpdateGroup], base_method: BaseMetho
     return _Prepared(cg, tuple(groups), gops, blocks, tuple(seq), prof, freed)
 
 
-def _insert_all(prep: _Prepared, tie: str, group_order: str) -> tuple[list[int], np.ndarray]:
-    """Step 3: insert every group into a copy of the prepared sequence."""
+def _insert_all(prep: _Prepared, tie: str, group_order: str, stop_at: int | None = None,
+                ) -> tuple[list[int], np.ndarray] | None:
+    """Step 3: insert every group into a copy of the prepared sequence.
+
+    With ``stop_at``, ``None`` as soon as the curve's maximum reaches it: an insertion only
+    adds to the curve (longer lifetimes, new steps), so its final peak is at least that and
+    the caller, which keeps only a strictly lower peak, would drop the result anyway.
+    """
     cg, groups, gops = prep.cg, prep.groups, prep.gops
     store = ChunkedProfile(prep.seq, prep.prof, prep.prof - prep.freed, cg.n_ops,
                            chunk=_CHUNK)
+    if stop_at is not None and store.peak() >= stop_at:
+        return None
     if group_order == "program":
         order_of_groups = sorted(range(len(groups)), key=lambda k: gops[k][0])
     else:
@@ -171,6 +179,8 @@ def _insert_all(prep: _Prepared, tie: str, group_order: str) -> tuple[list[int],
                                  key=lambda k: (-groups[k].peak_extra_bytes, gops[k][0]))
     for k in order_of_groups:
         _insert_block(cg, store, list(prep.blocks[k]), tie)
+        if stop_at is not None and store.peak() >= stop_at:
+            return None
     return store.sequence(), store.prof()
 
 
@@ -189,8 +199,9 @@ def tracked_insertion(
         else:
             seq = list(range(cg.n_ops))
         return cg.order_ids(seq), None
-    seq, prof = _insert_all(_prepare(graph, groups, base_method, alignment_bytes), tie,
-                            group_order)
+    done = _insert_all(_prepare(graph, groups, base_method, alignment_bytes), tie, group_order)
+    assert done is not None  # no stop_at: never stopped
+    seq, prof = done
     return cg.order_ids(seq), prof
 
 
@@ -470,16 +481,23 @@ def best_update_insertion(graph: Graph, *,
     plain = lpmf_order(graph, alignment_bytes=a)
     if not groups:
         return plain
-    best: tuple[int, Order] = (simulate(graph, plain, alignment_bytes=a).peak_bytes, plain)
+    plain_prof = simulate(graph, plain, alignment_bytes=a)
+    best: tuple[int, Order] = (plain_prof.peak_bytes, plain)
     prep = _prepare(graph, groups, "lpmf", a)
     for group_order in ("largest", "program"):
         for tie in ("early", "light"):
+            # the tracked curve excludes the resident bytes; a variant whose curve reaches
+            # the best peak so far cannot win, so it stops there (on most graphs the
+            # sequence without the groups is already at plain LPMF's peak: none runs)
             try:
-                seq, _ = _insert_all(prep, tie, group_order)
+                done = _insert_all(prep, tie, group_order,
+                                   stop_at=best[0] - plain_prof.resident_bytes)
             except GraphError as e:
                 _logger.warning("update insertion failed on %s (%s); using LPMF", graph.name, e)
                 return best[1]
-            order = prep.cg.order_ids(seq)
+            if done is None:
+                continue
+            order = prep.cg.order_ids(done[0])
             peak = simulate(graph, order, alignment_bytes=a).peak_bytes
             if peak < best[0]:
                 best = (peak, order)

@@ -21,7 +21,7 @@ from roam_core.base.cancel import CancelFlag
 from roam_core.model.graph import Graph, TensorId
 from roam_core.model.plan import Plan
 
-__all__ = ["frontier", "frontier_key", "frontier_rows"]
+__all__ = ["frontier", "frontier_key", "frontier_rows", "frontiers_made"]
 
 #: ``progress(done, total, text)`` of the frontier job.
 Progress = Callable[[int, int, str], None]
@@ -35,6 +35,23 @@ def frontier_key(graph_key: str, settings: PlanSettings, budgets: int,
     blob = json.dumps([graph_key, settings.as_dict(), int(budgets), "time-v1"]
                       + ([] if min_cut else ["no-min-cut"]), sort_keys=True).encode()
     return "fr-" + hashlib.sha256(blob).hexdigest()[:32]
+
+
+def _index_key(graph_key: str) -> str:
+    return f"fr-index-{graph_key}"
+
+
+def _remember(graph_key: str, key: str) -> None:
+    index = _index_key(graph_key)
+    keys = state.get_json(index, [])
+    if key not in keys:
+        state.put_json(index, [*keys, key])
+
+
+def frontiers_made(graph_key: str) -> list[str]:
+    """Keys of every frontier record of ``graph_key`` this session made or opened (any
+    settings or number of budgets, on any page load; cancelled ones too), oldest first."""
+    return list(state.get_json(_index_key(graph_key), []))
 
 
 def _min_cut_baselines(graph: Graph, progress: Progress | None, total: int
@@ -77,6 +94,7 @@ def frontier(graph_key: str, settings: PlanSettings, budgets: int = 8,
 
     key = frontier_key(graph_key, settings, budgets, min_cut)
     if state.get_json(key) is not None:
+        _remember(graph_key, key)
         return key, False
     graph = state.get_graph(graph_key)
     cfg = PlannerConfig(time_limit_s=settings.time_limit_s, node_limit=settings.node_limit,
@@ -123,6 +141,7 @@ def frontier(graph_key: str, settings: PlanSettings, budgets: int = 8,
     state.put_json(key, {"graph": graph_key, "graph_name": graph.name, "step_flops": int(sf),
                          "step_seconds": ss, "device_profile": profile,
                          "points": out, "notes": list(notes) + mc_notes})
+    _remember(graph_key, key)  # the Compare card lists its plans on later page loads too
     if progress is not None:
         progress(calls[0] if cancelled else total, total,
                  f"cancelled after {calls[0]} of ~{total} plans: showing the {len(out)} "

@@ -22,7 +22,7 @@ from app.services import planning
 from app.services.figure_cache import copy_figure, figure_json
 from app.services.plan_data import after_data
 from app.services.view_graph import view_graph
-from app.views.budget.data import frontier_key
+from app.views.budget.data import frontier_key, frontiers_made
 from app.views.budget.model import method_label
 from app.views.compare.figure import compare_curves_figure
 from app.views.compare.model import (
@@ -118,12 +118,13 @@ def plan_choices(graph_key: str, shown: str | None, made: Sequence[str | None],
 
 def frontier_keys(graph_key: str, result: dict[str, str] | None,
                   settings: PlanSettings | None) -> list[str | None]:
-    """Frontier records to list plans from: the page's last one, and the one cached for
-    the Plan card's settings at the Budget view's defaults (8 budgets, min-cut on)."""
+    """Frontier records to list plans from: the page's last one, the one cached for the
+    Plan card's settings at the Budget view's defaults (8 budgets, min-cut on), and every
+    other this session made of the graph (other budgets or settings, earlier page loads)."""
     keys: list[str | None] = [result.get("key") if result else None]
     if settings is not None:
         keys.append(frontier_key(graph_key, replace(settings, method="roam"), 8, True))
-    return keys
+    return keys + [k for k in frontiers_made(graph_key) if k not in keys]
 
 
 def resolve_choice(graph_key: str, choice: str, settings: PlanSettings) -> str:

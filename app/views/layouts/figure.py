@@ -1,10 +1,12 @@
 """A memory layout as a figure: x = lifetime steps, y = byte offset, coloured by kind.
 
-Level of detail: a raster overview image when the window holds many storages, filled SVG
-vectors (one trace per kind) once it holds fewer than ``vector_limit``; never one layout
-shape per rectangle.  Hover and click anywhere on a rectangle through an invisible grid
-(WebGL only for invisible markers: in headless or software-GL browsers large WebGL traces
-were the slowest part of a page load).  Pure: a :class:`LayoutView` in, a figure out.
+Level of detail: a raster image of the window (drawn on the server, white edges round every
+rectangle big enough to have them) while the window holds many storages, filled SVG vectors
+(one trace per kind) once it holds at most ``vector_limit``; never one layout shape per
+rectangle.  Hover and click anywhere on a rectangle through an invisible grid.  No WebGL:
+plotly's SVG path for a few thousand filled rectangles, and any WebGL trace in a software-GL
+browser, took about a second per figure to draw, where a window's image takes 0.1 s.
+Pure: a :class:`LayoutView` in, a figure out.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from app.figures.raster import paint_index, png_data_uri, rasterize
 from app.figures.style import BASE_LAYOUT, KIND_COLORS
 
 __all__ = ["drawn_index", "layout_figure", "outline_tensors"]
+
+
+#: The edge round each rectangle in the raster image (the vector fills' white outline).
+EDGE_RGBA = np.array([255, 255, 255, 255], np.uint8)
 
 
 def _rect_xy(x0: np.ndarray, x1: np.ndarray, y0: np.ndarray, y1: np.ndarray
@@ -40,17 +46,17 @@ def _rgba(color: str) -> list[int]:
 
 
 def layout_figure(
-    view: LayoutView, *, x_range: Sequence[float] | None = None, vector_limit: int = 5000,
+    view: LayoutView, *, x_range: Sequence[float] | None = None, vector_limit: int = 800,
     highlight_id: str | None = None, title: str | None = None,
     raster_px: tuple[int, int] = (1400, 700), hover_grid: tuple[int, int] = (200, 100),
 ) -> go.Figure:
     """Tensor layout: x = lifetime steps, y = byte offset, coloured by kind.
 
     Level of detail: when more than ``vector_limit`` storages intersect the x window, the
-    rectangles are drawn as one raster image (``layout.images``) under an invisible
-    ``hover_grid`` heatmap whose cells name the (smallest) storage they show, so hover and
-    click need no WebGL; otherwise as filled SVG vectors, one trace per kind, with an
-    invisible ``Scattergl`` marker at each centre.  ``layout.meta`` records the mode.
+    rectangles are drawn as one raster image of the window (``layout.images``) under an
+    invisible ``hover_grid`` heatmap whose cells name the storage they show; otherwise as
+    filled SVG vectors, one trace per kind, with an invisible marker at each centre (exact
+    bytes in its hover).  ``layout.meta`` records the mode and the window.
     """
     xa, xb = (0.0, float(max(view.n_steps, 1))) if x_range is None else map(float, x_range)
     vis = np.nonzero(view.visible(xa, xb))[0]
@@ -72,7 +78,7 @@ def layout_figure(
         w, h = raster_px
         img = rasterize(view.start[vis], view.end[vis], view.offset[vis],
                         view.offset[vis] + view.size[vis], view.kind[vis], colors,
-                        (xa, xb, 0.0, height), w, h)
+                        (xa, xb, 0.0, height), w, h, outline=EDGE_RGBA)
         fig.add_layout_image(source=png_data_uri(img), xref="x", yref="y", x=xa, y=height,
                              sizex=xb - xa, sizey=height, sizing="stretch", layer="below")
         for name in dict.fromkeys(kind_names[int(c)] for c in np.unique(view.kind[vis])):
@@ -99,7 +105,8 @@ def layout_figure(
         title={"text": title or f"{view.label}: {len(view)} storages, height "
                                   f"{fmt_bytes(view.height_bytes)} ({mode}, {len(vis)} in view)",
                "font": {"size": 13}, "x": 0.01, "y": 0.98},
-        meta={"lod": mode, "visible": len(vis)}, uirevision=view.label, height=460,
+        meta={"lod": mode, "visible": len(vis), "window": [xa, xb]}, uirevision=view.label,
+        height=460,
         hoverdistance=4)  # the grid answers everywhere; a marker only right at its centre
     return fig
 
@@ -115,7 +122,7 @@ def _hover_markers(fig: go.Figure, view: LayoutView, hov: np.ndarray) -> None:
     offs = [fmt_bytes(int(v)) for v in view.offset[hov]]
     cd = [[int(a), int(b), int(c), int(d), e, f] for a, b, c, d, e, f in zip(
         view.size[hov], view.offset[hov], view.start[hov], view.end[hov], sizes, offs)]
-    fig.add_trace(go.Scattergl(
+    fig.add_trace(go.Scatter(
         x=((view.start[hov] + view.end[hov]) / 2).astype(np.float32),
         y=(view.offset[hov] + view.size[hov] / 2).astype(np.float64),
         mode="markers", marker={"size": 6, "color": "rgba(0,0,0,0)"}, name="tensors",

@@ -185,7 +185,7 @@ def chain_group_lower_bound(
         if ds is None:
             continue
         used += 1
-        gb = _interleaving_minimum(sc, m, gidx, pred_local, windows, ds)
+        gb = _interleaving_minimum(sc, m, gidx, pred_local, windows, ds, best)
         if gb is not None and np.isfinite(gb) and int(gb) > best:
             best, best_group = int(gb), tuple(gr)
     _logger.debug("chain-group bound: %d ops in chain, %d groups", m, used)
@@ -277,6 +277,11 @@ class _StorageColumns:
     col_of: dict[int, int]
 
 
+#: :func:`_storage_columns` gathers the groups' bits of this many storages at once (one
+#: numpy pass over a ``rows x N / 8`` byte block, kept small at 100k ops).
+_COLUMN_BATCH = 256
+
+
 def _storage_columns(graph: Graph, alignment_bytes: int, r: Reachability,
                      masks: StorageMasks | None, ch: _Chain,
                      groups: Sequence[tuple[OpId, ...]]) -> _StorageColumns:
@@ -287,28 +292,41 @@ def _storage_columns(graph: Graph, alignment_bytes: int, r: Reachability,
     rows: Iterator[tuple[int, int, int]] = (
         zip(masks.sizes, masks.started, masks.pending, strict=True) if masks is not None
         else iter_storage_masks(graph, alignment_bytes, r))
-    size_l, a_l, b_l, st_l, pd_l = [], [], [], [], []
-    zero = np.zeros((len(cols) + 7) // 8, dtype=np.uint8)
+    size_l, a_l, b_l = [], [], []
+    st_parts: list[np.ndarray] = []
+    pd_parts: list[np.ndarray] = []
+    st_buf: list[bytes] = []
+    pd_buf: list[bytes] = []
+    zero = bytes(nb)
+
+    def flush() -> None:
+        # the groups' bits of the buffered rows: one gather and one packbits per batch
+        for buf, parts in ((st_buf, st_parts), (pd_buf, pd_parts)):
+            block = np.frombuffer(b"".join(buf), np.uint8).reshape(len(buf), nb)
+            parts.append(np.packbits(block[:, byte] >> bit & 1, axis=1))
+            buf.clear()
+
     for size, st, pd in rows:
         size_l.append(size)
         a_k, b_k = _chain_span(st, pd, ch, big)
         a_l.append(a_k)
         b_l.append(b_k)
         if len(cols):
-            st_l.append(np.packbits(np.frombuffer(st.to_bytes(nb, "little"), np.uint8)[byte]
-                                    >> bit & 1))
-            pd_l.append(zero if pd == -1 else np.packbits(
-                np.frombuffer(pd.to_bytes(nb, "little"), np.uint8)[byte] >> bit & 1))
-        else:
-            st_l.append(zero)
-            pd_l.append(zero)
+            st_buf.append(st.to_bytes(nb, "little"))
+            pd_buf.append(zero if pd == -1 else pd.to_bytes(nb, "little"))
+            if len(st_buf) == _COLUMN_BATCH:
+                flush()
     n_st = len(size_l)
+    width = (len(cols) + 7) // 8
+    if st_buf:
+        flush()
+    if not len(cols) or not n_st:
+        st_parts = pd_parts = [np.zeros((n_st, width), np.uint8)]
     return _StorageColumns(
         sizes=np.asarray(size_l, dtype=np.float64).reshape(n_st),
         first=np.asarray(a_l, dtype=np.int64).reshape(n_st),
         last=np.asarray(b_l, dtype=np.int64).reshape(n_st),
-        started=np.stack(st_l) if n_st else np.zeros((0, len(zero)), np.uint8),
-        pending=np.stack(pd_l) if n_st else np.zeros((0, len(zero)), np.uint8),
+        started=np.concatenate(st_parts), pending=np.concatenate(pd_parts),
         col_of={int(g): j for j, g in enumerate(cols)})
 
 
@@ -332,65 +350,112 @@ def _chain_span(st: int, pd: int, ch: _Chain, big: int) -> tuple[int, int]:
 #: The 8 cost vectors of a storage subset (:func:`_cost_vectors`): at chain steps, then in
 #: the gaps between them, each for (started already true?, pending already true?) =
 #: (no, no), (yes, no), (no, yes), (yes, yes).
-_CostVectors = tuple[np.ndarray, ...]
+_CASES = tuple((shift, s, p) for shift in (0, 1)
+               for s, p in ((False, False), (True, False), (False, True), (True, True)))
 
 
-def _cost_vectors(sc: _StorageColumns, m: int, sel: np.ndarray) -> _CostVectors:
-    """Chain/gap cost vectors of a storage subset for the 4 (alpha, beta) cases."""
-    a, b, w = sc.first[sel], sc.last[sel], sc.sizes[sel]
+def _cost_vectors(sc: _StorageColumns, m: int, sel: np.ndarray) -> np.ndarray:
+    """Chain/gap cost vectors of a storage subset for the 4 (alpha, beta) cases, shape
+    ``(8, m + 1)``."""
+    idx = np.nonzero(sel)[0]
+    out: np.ndarray = _class_cost_vectors(sc, m, idx, np.zeros(len(idx), dtype=np.int64), 1)[0]
+    return out
 
-    def count(s_true: bool, p_true: bool, shift: int) -> np.ndarray:
-        # sum of w over storages with (a <= i - shift) and (b >= i), per i in 0..m
-        d = np.zeros(m + 3, dtype=np.float64)
-        start = np.clip(np.zeros_like(a) if s_true else a + shift, 0, m + 2)
-        end = np.clip(np.full_like(b, m + 1) if p_true else b + 1, 0, m + 2)
+
+def _class_cost_vectors(sc: _StorageColumns, m: int, idx: np.ndarray, label: np.ndarray,
+                        n_cls: int) -> np.ndarray:
+    """The cost vectors of each class of storages ``idx`` (class ``label``), shape
+    ``(n_cls, 8, m + 1)``.
+
+    Entry ``i`` sums the sizes of the storages with ``a <= i - shift`` and ``b >= i``: a
+    difference array per class (one ``bincount`` over all classes), then a running sum.  The
+    sizes are whole bytes in float64, so every sum is exact in any order.
+    """
+    a, b, w = sc.first[idx], sc.last[idx], sc.sizes[idx]
+    width = m + 3
+    base = label * width
+    out = np.empty((n_cls, len(_CASES), m + 1))
+    zeros, ends = np.zeros_like(a), np.full_like(b, m + 1)
+    for c, (shift, s_true, p_true) in enumerate(_CASES):
+        start = np.clip(zeros if s_true else a + shift, 0, m + 2)
+        end = np.clip(ends if p_true else b + 1, 0, m + 2)
         ok = start < end
-        np.add.at(d, start[ok], w[ok])
-        np.add.at(d, end[ok], -w[ok])
-        return np.cumsum(d)[:m + 1]
-
-    return tuple(count(s, p, shift) for shift in (0, 1)
-                 for s, p in ((False, False), (True, False), (False, True), (True, True)))
+        d = (np.bincount(base[ok] + start[ok], w[ok], minlength=n_cls * width)
+             - np.bincount(base[ok] + end[ok], w[ok], minlength=n_cls * width))
+        out[:, c] = np.cumsum(d.reshape(n_cls, width), axis=1)[:, :m + 1]
+    return out
 
 
-def _group_classes(sc: _StorageColumns, m: int, gidx: Sequence[int],
-                   ) -> tuple[_CostVectors, list[tuple[int, int, _CostVectors]]]:
+@dataclass(frozen=True, slots=True)
+class _Classes:
+    """The storages a group touches, in classes of equal ``(started & U, pending & U)``.
+
+    ``fixed``: the cost vectors of the storages the group does not touch (``(8, m + 1)``);
+    ``vecs``: each class's (``(classes, 8, m + 1)``); ``loc_st`` / ``loc_pd``: each class's
+    masks as local bit masks of the group's ops; ``rows``: ``arange(classes)``.
+    """
+
+    fixed: np.ndarray
+    vecs: np.ndarray
+    loc_st: np.ndarray
+    loc_pd: np.ndarray
+    rows: np.ndarray
+
+    def chain_cost(self, d: int) -> np.ndarray:
+        """Bytes live at each chain step with down-set ``d`` of the group done."""
+        case = (self.loc_st & d != 0) + 2 * (self.loc_pd & ~d != 0)
+        out: np.ndarray = self.fixed[0] + self.vecs[self.rows, case].sum(axis=0)
+        return out
+
+    def gap_cost(self, d: int, u: int) -> np.ndarray:
+        """Bytes live when group op ``u`` runs in each gap, after down-set ``d``."""
+        case = 4 + (self.loc_st & (d | 1 << u) != 0) + 2 * (self.loc_pd & ~d != 0)
+        out: np.ndarray = self.fixed[4] + self.vecs[self.rows, case].sum(axis=0)
+        return out
+
+
+def _group_classes(sc: _StorageColumns, m: int, gidx: Sequence[int]) -> _Classes:
     """The cost vectors of the storages the group does not touch, and of each class of
-    touched storages with equal ``(started & U, pending & U)`` (as local masks), classes by
-    their first storage."""
+    touched storages with equal ``(started & U, pending & U)`` (as local masks)."""
     k = len(gidx)
     ucols = [sc.col_of[g] for g in gidx]
     bits = np.concatenate((_gather_bits(sc.started, ucols), _gather_bits(sc.pending, ucols)),
                           axis=1)
     touched = cast("np.ndarray", bits.any(axis=1))  # stubs: any() of a 0-d array is a scalar
-    fixed_v = _cost_vectors(sc, m, ~touched)
-    cls_v: list[tuple[int, int, _CostVectors]] = []
     t_idx = np.nonzero(touched)[0]
-    if len(t_idx):
-        uniq, first, inv = np.unique(bits[t_idx], axis=0, return_index=True,
-                                     return_inverse=True)
-        inv = inv.reshape(-1)
-        for c in np.argsort(first, kind="stable"):
-            sel = np.zeros(len(sc.sizes), dtype=bool)
-            sel[t_idx[inv == c]] = True
-            row = uniq[c].tolist()
-            loc_st = sum(1 << j for j in range(k) if row[j])
-            loc_pd = sum(1 << j for j in range(k) if row[k + j])
-            cls_v.append((loc_st, loc_pd, _cost_vectors(sc, m, sel)))
-    return fixed_v, cls_v
+    if 2 * k <= 62:  # a row as one int64 key: bit j started at op j, bit k + j pending
+        keys = bits[t_idx].astype(np.int64) @ (np.int64(1) << np.arange(2 * k, dtype=np.int64))
+        uniq, inv = np.unique(keys, return_inverse=True)
+        loc_st, loc_pd = uniq & ((1 << k) - 1), uniq >> k
+    else:
+        rows_u, inv = np.unique(bits[t_idx], axis=0, return_inverse=True)
+        weights = [1 << j for j in range(k)]
+        loc_st = np.array([sum(wt for wt, x in zip(weights, r[:k], strict=True) if x)
+                           for r in rows_u.tolist()], dtype=object)
+        loc_pd = np.array([sum(wt for wt, x in zip(weights, r[k:], strict=True) if x)
+                           for r in rows_u.tolist()], dtype=object)
+    n_cls = len(loc_st)
+    idx = np.concatenate((np.nonzero(~touched)[0], t_idx))
+    label = np.concatenate((np.zeros(len(idx) - len(t_idx), dtype=np.int64),
+                            np.asarray(inv, dtype=np.int64).reshape(-1) + 1))
+    vecs = _class_cost_vectors(sc, m, idx, label, n_cls + 1)
+    return _Classes(vecs[0], vecs[1:], loc_st, loc_pd, np.arange(n_cls))
 
 
 def _interleaving_minimum(sc: _StorageColumns, m: int, gidx: Sequence[int],
                           pred_local: Sequence[int], windows: Sequence[tuple[int, int]],
-                          ds: Sequence[int]) -> float | None:
+                          ds: Sequence[int], beat: float = -np.inf) -> float | None:
     """The minimum over interleavings of the chain and the group of the maximum step
-    memory (in bytes, resident excluded; ``inf`` or ``None`` when no interleaving ends).
+    memory (in bytes, resident excluded; ``inf`` or ``None`` when no interleaving ends), or
+    ``None`` when it cannot be above ``beat`` (:func:`_one_gap_cost` is at most ``beat``).
 
     ``val[d][i]``: the best maximum so far with ``i`` chain ops and down-set ``d`` done.
     A group op ``u`` joins ``d`` in the gap before chain op ``i`` inside its window; the
     chain then steps as far as no op outside ``d`` is needed (:func:`_chain_scan`)."""
-    fixed_v, cls_v = _group_classes(sc, m, gidx)
+    cls = _group_classes(sc, m, gidx)
     k = len(gidx)
+    if _one_gap_cost(cls, m, pred_local, windows) <= beat:
+        return None
     idx = np.arange(m + 1)
     val: dict[int, np.ndarray] = {}
     # U op j must be done before chain op i >= hi_u[j]: with down-set d the chain can
@@ -404,10 +469,10 @@ def _interleaving_minimum(sc: _StorageColumns, m: int, gidx: Sequence[int],
             prev = d & ~(1 << u)
             if prev not in val or pred_local[u] & ~prev:
                 continue
-            cand = np.maximum(val[prev], _gap_cost(fixed_v, cls_v, prev, u))
+            cand = np.maximum(val[prev], cls.gap_cost(prev, u))
             ok = (idx >= windows[u][0]) & (idx <= windows[u][1])
             v = np.where(ok, np.minimum(v, cand), v)
-        cc = _chain_cost(fixed_v, cls_v, d)
+        cc = cls.chain_cost(d)
         # chain steps: v[i+1] = min(v[i+1], max(v[i], cc[i])) where allowed; the needed set
         # only grows with i, so the allowed steps are a prefix
         stop = min((h for h, j in needed_at if not d >> j & 1), default=m)
@@ -416,36 +481,60 @@ def _interleaving_minimum(sc: _StorageColumns, m: int, gidx: Sequence[int],
     return None if res is None else float(res[m])
 
 
-def _chain_cost(fixed_v: _CostVectors, cls_v: Sequence[tuple[int, int, _CostVectors]],
-                d: int) -> np.ndarray:
-    """Bytes live at each chain step with down-set ``d`` of the group done."""
-    tot = fixed_v[0].copy()
-    for loc_st, loc_pd, v in cls_v:
-        al = bool(loc_st & d)
-        be = bool(loc_pd & ~d)
-        tot += v[(1 if al else 0) + (2 if be else 0)]
-    return tot
-
-
-def _gap_cost(fixed_v: _CostVectors, cls_v: Sequence[tuple[int, int, _CostVectors]],
-              d: int, u: int) -> np.ndarray:
-    """Bytes live when group op ``u`` runs in each gap, after down-set ``d``."""
-    tot = fixed_v[4].copy()
-    du = d | (1 << u)
-    for loc_st, loc_pd, v in cls_v:
-        al = bool(loc_st & du)
-        be = bool(loc_pd & ~d)
-        tot += v[4 + (1 if al else 0) + (2 if be else 0)]
-    return tot
+def _one_gap_cost(cls: _Classes, m: int, pred_local: Sequence[int],
+                  windows: Sequence[tuple[int, int]]) -> float:
+    """The cost of the best interleaving that runs the whole group in one gap (in a
+    topological order; ``inf`` when no gap is in every window): an upper bound of
+    :func:`_interleaving_minimum`'s, which runs the same steps among others.  Where it is
+    no higher than the best group so far, the group's DP cannot raise the bound."""
+    k = len(pred_local)
+    lo, hi = max(w[0] for w in windows), min(w[1] for w in windows)
+    if lo > hi:
+        return np.inf
+    c0, cf = cls.chain_cost(0), cls.chain_cost((1 << k) - 1)
+    # chain ops 0..p-1 with nothing of the group done, then ops p..m-1 with all of it
+    pre = np.zeros(m + 1)
+    pre[1:] = np.maximum.accumulate(c0[:m])
+    suf = np.zeros(m + 1)
+    suf[:m] = np.maximum.accumulate(cf[:m][::-1])[::-1]
+    tot = np.maximum(pre, suf)
+    done = 0
+    for _ in range(k):
+        u = next((j for j in range(k) if not done >> j & 1 and not pred_local[j] & ~done), -1)
+        if u < 0:
+            return np.inf  # a cycle (cannot happen in a DAG): no such interleaving
+        tot = np.maximum(tot, cls.gap_cost(done, u))
+        done |= 1 << u
+    return float(tot[lo:hi + 1].min())
 
 
 def _chain_scan(entry: np.ndarray, cost: np.ndarray, stop: int) -> np.ndarray:
     """``w[0] = entry[0]``, ``w[i+1] = min(entry[i+1], max(w[i], cost[i]))`` for ``i < stop``
-    and ``w[i+1] = entry[i+1]`` after: a prefix scan of clamp maps ``x -> min(h, max(l, x))``
-    (closed under composition), in ``log2(len)`` numpy steps."""
+    and ``w[i+1] = entry[i+1]`` after.
+
+    Before the first finite entry ``f`` the scan stays ``inf``, and after the last finite
+    entry ``l`` (up to ``stop``) it is a running maximum, so only ``[f, l]`` needs the
+    general scan (:func:`_clamp_scan`); in the DP most entries are ``inf``.  Only ``min`` and
+    ``max`` are taken: the values are those of the one-step recurrence exactly.
+    """
+    out = np.array(entry, dtype=np.float64)
+    fin = np.flatnonzero(np.isfinite(out[:stop + 1]))
+    if not len(fin):
+        return out  # all inf up to stop: so is the scan
+    f, last = int(fin[0]), int(fin[-1])
+    out[f:last + 1] = _clamp_scan(out[f:last + 1], cost[f:last])
+    if last < stop:
+        run = np.maximum.accumulate(cost[last:stop])
+        out[last + 1:stop + 1] = np.maximum(run, out[last])
+    return out
+
+
+def _clamp_scan(entry: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """``w[0] = entry[0]``, ``w[i+1] = min(entry[i+1], max(w[i], cost[i]))`` for every ``i``:
+    a prefix scan of clamp maps ``x -> min(h, max(l, x))`` (closed under composition), in
+    ``log2(len)`` numpy steps."""
     m = len(entry) - 1
-    lo = np.full(m, np.inf)
-    lo[:stop] = cost[:stop]
+    lo = np.asarray(cost, dtype=np.float64).copy()
     hi = np.asarray(entry[1:], dtype=np.float64).copy()
     s = 1
     while s < m:  # Hillis-Steele: P_j = f_j o ... o f_0

@@ -26,3 +26,16 @@ def test_paint_index_puts_small_storages_on_top() -> None:
                       np.array([10, 5]), (0, 10, 0, 10), 10, 10)
     assert idx[4, 4] == 1
     assert (idx == 0).sum() == 99
+
+
+def test_outline_keeps_neighbours_of_one_kind_apart() -> None:
+    colors = np.array([[255, 0, 0, 255]], np.uint8)
+    white = np.array([255, 255, 255, 255], np.uint8)
+    img = rasterize(np.array([0, 5, 0]), np.array([5, 10, 1]), np.array([0, 0, 8]),
+                    np.array([5, 5, 9]), np.array([0, 0, 0]), colors, (0, 10, 0, 10), 10, 10,
+                    outline=white)
+    assert (img[0, :5] == white).all()
+    assert (img[0, 5:] == white).all()
+    assert (img[1:4, 1:4] == colors[0]).all()
+    assert (img[1:4, 6:9] == colors[0]).all()
+    assert (img[8, 0] == colors[0]).all()  # too small for a border: all colour

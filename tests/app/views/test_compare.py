@@ -201,6 +201,11 @@ def test_a_frontier_plan_against_the_eager_baseline(cache_dir: Path) -> None:
               if p["method"] == "roam" and p["recomputed_ops"])
     assert labels["plan:" + pk].startswith("budget plan: roam at ")
     assert a == "base:eager"
+    # a later page load (no frontier in the page; 2 budgets is not the Budget view's
+    # default) still offers that frontier's plans, from the session's cache
+    later, *_ = run(view.compare_options, "graph-key", graph, graph, None, None, None, None,
+                    None, None, "eager", *form)
+    assert "plan:" + pk in {o["value"] for o in later}
     *_, status, _ref = view.render_compare(a, "plan:" + pk, opts, graph, *form)
     assert "B: budget plan: roam at " in status
     ka = data.resolve_choice(gk, a, SETTINGS)

@@ -146,3 +146,30 @@ def test_the_png_export_draws_the_compare_figure(two_plans: dict[str, Any],
     assert names[:2] == ["A: baseline: eager (program order)", "B: plan shown: roam"]
     with pytest.raises(Exception, match="open \"Compare two plans\""):
         export_data.export_payload("png", gk, kb, "eager", "compare")
+
+
+@pytest.mark.slow
+@pytest.mark.browser
+def test_png_export_of_the_compare_figure_renders_with_kaleido(
+        two_plans: dict[str, Any]) -> None:
+    """The compare figure through the real kaleido + chromium render (not a stub): a PNG
+    with both plans' curves painted (colours besides the white and grey of the axes)."""
+    if not Path("/usr/bin/chromium").exists():
+        pytest.skip("/usr/bin/chromium is missing: kaleido needs it for PNG export")
+    import io
+
+    import numpy as np
+    from PIL import Image
+
+    gk, kb = two_plans["gk"], two_plans["kb"]
+    payload = export_data.export_payload("png", gk, kb, "eager", "compare",
+                                         compared=_compared(two_plans))
+    assert payload["filename"].endswith("-compare.png")
+    raw = base64.b64decode(payload["content"])
+    assert raw[:8] == b"\x89PNG\r\n\x1a\n"
+    img = np.asarray(Image.open(io.BytesIO(raw)).convert("RGB")).astype(int)
+    assert img.shape[0] > 200
+    assert img.shape[1] > 400
+    # a coloured pixel: its channels differ (white, black and greys have equal channels)
+    coloured = (img.max(axis=2) - img.min(axis=2)) > 60
+    assert coloured.sum() > 500, "the compare PNG has no curves drawn"

@@ -21,7 +21,7 @@ def test_layout_raster_when_crowded_vector_when_zoomed() -> None:
     assert fig.layout.meta["lod"] == "raster"
     assert len(fig.layout.images) == 1
     assert not fig.layout.shapes  # never one shape per tensor
-    assert not [t for t in fig.data if t.type == "scattergl"]  # no WebGL in the overview
+    assert not [t for t in fig.data if t.type == "scattergl"]  # no WebGL anywhere
     grid = fig.data[-1]
     assert grid.type == "heatmap"
     assert np.asarray(grid.z).shape == (100, 200)
@@ -43,8 +43,16 @@ def test_layout_raster_when_crowded_vector_when_zoomed() -> None:
     assert small.layout.meta["visible"] == n_vis
     fills = [t for t in small.data if t.type == "scatter" and t.fill == "toself"]
     assert sum(np.isnan(np.asarray(t.x, dtype=float)).sum() for t in fills) == n_vis
-    assert small.data[-1].type == "scattergl"
+    assert small.data[-1].type == "scatter"
+    assert small.data[-1].mode == "markers"
     assert len(small.data[-1].x) == n_vis
+    # a window of many storages is a raster image of that window (no vectors to draw)
+    mid = layouts_figure.layout_figure(view, x_range=[100, 400], vector_limit=50)
+    assert mid.layout.meta["lod"] == "raster"
+    assert mid.layout.meta["window"] == [100.0, 400.0]
+    assert mid.layout.images[0].x == 100
+    assert mid.layout.images[0].sizex == 300
+    assert not [t for t in mid.data if t.type == "scattergl"]
 
 
 def test_layout_of_plan_and_highlight() -> None:
@@ -75,7 +83,8 @@ def test_hover_names_the_storage_drawn_there_anywhere_on_it() -> None:
         assert (text == "").sum() == 0  # the whole window is covered: hover anywhere
         assert "MiB" in grid.hovertemplate or "KiB" in grid.hovertemplate
     vec = layouts_figure.layout_figure(view, vector_limit=5000)
-    assert vec.data[-1].type == "scattergl"  # exact markers stay on top
+    assert vec.data[-1].type == "scatter"  # exact markers stay on top
+    assert vec.data[-1].mode == "markers"
     assert vec.layout.hoverdistance == 4
     cd = vec.data[-1].customdata[0]
     assert cd[4] == "500.00 KiB"  # binary units first, exact bytes after

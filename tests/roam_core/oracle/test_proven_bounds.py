@@ -587,3 +587,20 @@ def test_forward_value_bound_on_hf_gpt2():
     cb = choice_lower_bound(g, 512, groups=groups)
     assert cb.bound_bytes > best_lower_bound(g, 512).bound_bytes
     assert cb.bound_bytes <= simulate(g, alignment_bytes=512).peak_bytes
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.data())
+def test_chain_group_one_gap_skip_keeps_the_bound(data):
+    """Skipping a group whose one-gap interleaving is no higher than the best so far leaves
+    the bound and its group as the full DP of every group gives them."""
+    from unittest import mock
+
+    from roam_core.oracle.bounds import chain, chain_group_lower_bound
+
+    g = data.draw(random_graphs(max_ops=10))
+    a = data.draw(st.sampled_from([1, 512]))
+    got = chain_group_lower_bound(g, None, a)
+    with mock.patch.object(chain, "_one_gap_cost", return_value=float("inf")):
+        full = chain_group_lower_bound(g, None, a)
+    assert (got.bound_bytes, got.group) == (full.bound_bytes, full.group)

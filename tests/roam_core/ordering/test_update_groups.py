@@ -166,3 +166,29 @@ def test_groups_on_traced_graphs(name):
     order = best_update_insertion(g)
     assert check_order(g, order) == []
     assert simulate(g, order).peak_bytes <= simulate(g, lpmf_order(g)).peak_bytes
+
+
+@pytest.mark.parametrize("name", [
+    pytest.param("gpt2-b1-t128-steady", marks=pytest.mark.slow),
+    pytest.param("resnet50-b8-steady", marks=pytest.mark.slow),
+    "tiny_gpt-b2-t32-steady"])
+def test_insertion_variants_that_cannot_win_stop_early(name):
+    """A variant stops once its curve reaches the best peak so far (an insertion only adds
+    to the curve): the order is the one every variant run in full gives."""
+    from unittest import mock
+
+    from roam_core.formats.graph_io import load_graph
+    from roam_core.ordering import update_insertion as ui
+
+    g = load_graph(SAMPLE_DIR / f"{name}.json.gz")
+    full_run = ui._insert_all
+
+    def no_stop(prep, tie, group_order, stop_at=None):
+        return full_run(prep, tie, group_order)
+
+    with mock.patch.object(ui, "_insert_block", wraps=ui._insert_block) as blocks:
+        got = ui.best_update_insertion(g)
+    with mock.patch.object(ui, "_insert_all", no_stop):
+        want = ui.best_update_insertion(g)
+    assert got == want
+    assert blocks.call_count < 4 * len(update_groups(g))
