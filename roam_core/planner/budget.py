@@ -65,6 +65,10 @@ __all__ = ["BudgetPlanner", "plan_with_budget"]
 #: Labels of the candidates that are roam's own search (greedy prefix, pruned, swapped).
 _OWN = ("roam", "roam+swap")
 
+#: Most drops the greedy adds below the lowest baseline's drop set (:meth:`BudgetPlanner.
+#: below_baselines`): on GPT2-XL it takes 6 (the embeddings and their dropout).
+BELOW_BASELINE_STEPS = 32
+
 
 @dataclass(frozen=True, slots=True)
 class _Choice:
@@ -164,6 +168,8 @@ class BudgetPlanner:
         self._single: GreedyTrajectory | None = None
         self._cache: dict[tuple[int, int, bool], list[tuple[str, _Choice]]] = {}
         self._others: list[tuple[str, tuple[TensorId, ...]]] | None = None
+        self._below_done = False
+        self._below_found: tuple[str, tuple[TensorId, ...]] | None = None
         #: the whole portfolio per just-in-time target (for :meth:`plan_fewest_flops`)
         self._portfolio: dict[int, list[Candidate]] = {}
         #: per just-in-time target: what the exact windows did (``recompute.windows``)
@@ -189,25 +195,63 @@ class BudgetPlanner:
                                    cancel=self._cancel, executor=self._executor)
 
     def other_candidates(self) -> list[tuple[str, tuple[TensorId, ...]]]:
-        """The portfolio's drop sets besides the greedy prefix: baselines, then seeds."""
+        """The portfolio's drop sets besides the greedy prefix: baselines, the lowest
+        baseline continued by the greedy (:meth:`below_baselines`), then seeds."""
         if self._others is None:
             out: list[tuple[str, tuple[TensorId, ...]]] = []
             for name in BASELINES:
                 d = baseline_drop_set(self.graph, name)
                 if d:
                     out.append((name, tuple(d)))
+            below = self._below(out)
+            out.extend([below] if below is not None else [])
             out.extend((k, tuple(v)) for k, v in self.seeds.items() if v)
             self._others = out
         return self._others
+
+    def below_baselines(self) -> tuple[str, tuple[TensorId, ...]] | None:
+        """``("<baseline>+greedy", drops)``: the drop set of the baseline with the lowest
+        just-in-time peak, continued by the greedy (at most :data:`BELOW_BASELINE_STEPS`
+        more drops), or ``None`` when the greedy lowers it no further.
+
+        The module-structure baselines keep what lies outside the blocks (GPT-2's
+        embeddings and their dropout, the input of the first block), as
+        ``torch.utils.checkpoint`` around every block does; the greedy drops what of it
+        still lowers the peak, so roam's lowest point lies below the real every-block
+        checkpoint by that margin and not only by the luck of the layout.
+        """
+        self.other_candidates()
+        return self._below_found
+
+    def _below(self, baselines: Sequence[tuple[str, tuple[TensorId, ...]]]
+               ) -> tuple[str, tuple[TensorId, ...]] | None:
+        if self._below_done:
+            return self._below_found
+        self._below_done = True
+        if not baselines:
+            return None
+        ev = self._evaluator()
+        name, drop = min(baselines, key=lambda nd: (ev.evaluate(nd[1]).peak_bytes, nd[0]))
+        t = GreedyTrajectory(self.graph, self.base.order, evaluator=ev, start=drop).run(
+            max_steps=len(drop) + BELOW_BASELINE_STEPS)
+        if t.current.peak_bytes < t.points[0].peak_bytes:
+            self._below_found = (f"{name}+greedy", tuple(t.dropped))
+        return self._below_found
+
+    def _evaluator(self) -> JitEvaluator:
+        """The just-in-time evaluator over the plain order (the greedy run's)."""
+        if self._greedy is None:
+            self._greedy = GreedyTrajectory(self.graph, self.base.order,
+                                            alignment_bytes=self.config.alignment_bytes,
+                                            costs=self.costs)
+        return self._greedy.evaluator
 
     def _greedy_until(self, peak_bytes: int | None = None) -> GreedyTrajectory:
         """The greedy run over the plain order, advanced until its peak is at most
         ``peak_bytes`` (or to its end): a budget pays only for the prefix it needs, and
         later budgets go on from there."""
-        if self._greedy is None:
-            self._greedy = GreedyTrajectory(self.graph, self.base.order,
-                                            alignment_bytes=self.config.alignment_bytes,
-                                            costs=self.costs)
+        self._evaluator()
+        assert self._greedy is not None
         t = self._greedy.run(stop_at_bytes=peak_bytes)
         if peak_bytes is None or t.current.peak_bytes <= peak_bytes:
             return t
@@ -244,11 +288,18 @@ class BudgetPlanner:
     def frontier_budgets(self, n: int, baseline_arenas: Mapping[str, int]) -> list[int]:
         """The budgets ``roam frontier`` plans roam at, highest first: ``n`` evenly spaced
         between the lowest just-in-time peak and the plan without recomputation, each
-        baseline's arena and the midway budget between no recomputation and every block,
-        rounded up to the alignment."""
+        baseline's arena, the arena of the lowest baseline continued by the greedy (with
+        the portfolio, :meth:`below_baselines`) and the midway budget between no
+        recomputation and every block, rounded up to the alignment."""
         a = self.config.alignment_bytes
         hi, lo = self.base.arena_bytes, self.lowest_bytes()
         extra = list(baseline_arenas.values())
+        below = self.below_baselines() if self.portfolio else None
+        if below is not None:  # roam's lowest point: the lowest baseline, continued
+            try:
+                extra.append(self.plan_for_drops(below[1], below[0]).arena_bytes)
+            except PlanInvalidError:
+                pass
         if "none" in baseline_arenas and "checkpoint_blocks" in baseline_arenas:
             extra.append((baseline_arenas["none"] + baseline_arenas["checkpoint_blocks"]) // 2)
         grid = [int(lo + (hi - lo) * i / max(n - 1, 1)) for i in range(n)]
@@ -278,9 +329,9 @@ class BudgetPlanner:
         t = self._greedy_until(target)  # the same prefix as the whole run's
         points = t.points
         idx = next((i for i, p in enumerate(points) if p.peak_bytes <= target), None)
+        # where the greedy prefix does not reach, the portfolio's candidates may (also when
+        # aiming lower after an overshoot: the lowest baseline, continued)
         if idx is None and not (self.portfolio and self.other_candidates()):
-            return None
-        if idx is None and not last_resort:
             return None
         key = (-1 if idx is None else idx, target, last_resort)
         if key not in self._cache:

@@ -119,13 +119,17 @@ class GreedyTrajectory:
     ----------
     graph, base_order, alignment_bytes, costs, tries_per_step, evaluator
         As for :func:`greedy_trajectory`.
+    start : sequence of TensorId, optional
+        Start from this drop set instead of ``{}`` (a baseline's: the trajectory then goes
+        on below it); the first point is that drop set's.
     """
 
     def __init__(self, graph: Graph, base_order: Sequence[OpId], *,
                  alignment_bytes: int = DEFAULT_ALIGNMENT_BYTES,
                  costs: RerunCosts | None = None,
                  tries_per_step: int = 8, evaluator: JitEvaluator | None = None,
-                 group_moves: bool = True, max_group: int = GROUP_MAX_STORAGES) -> None:
+                 group_moves: bool = True, max_group: int = GROUP_MAX_STORAGES,
+                 start: Sequence[TensorId] = ()) -> None:
         self.evaluator = ev = evaluator or JitEvaluator(graph, base_order, alignment_bytes,
                                                         costs)
         #: added to a cost in the bytes-per-cost scores (keeps free re-runs finite)
@@ -136,11 +140,12 @@ class GreedyTrajectory:
         self.max_group = max_group
         self._rejected_groups: set[frozenset[TensorId]] = set()
         #: the drop sequence so far
-        self.dropped: list[TensorId] = []
-        self.current = ev.evaluate(())
-        #: one point per prefix (the first is "drop nothing")
+        self.dropped: list[TensorId] = list(start)
+        self.current = c = ev.evaluate(self.dropped)
+        #: one point per prefix (the first is ``start``'s, "drop nothing" by default)
         self.points: list[TrajectoryPoint] = [
-            TrajectoryPoint(0, self.current.peak_bytes, 0, 0)]
+            TrajectoryPoint(len(self.dropped), c.peak_bytes, c.extra_flops, c.extra_bytes,
+                            c.extra_cost, c.extra_seconds)]
         #: True once no candidate lowers the peak (at once for a step without ops: no peak
         #: step to drop anything across)
         self.finished = self.current.live is not None and len(self.current.live) == 0

@@ -96,6 +96,24 @@ def test_a_trajectory_stopped_at_a_budget_goes_on_to_the_same_end(name):
     assert (t.dropped, t.points) == whole
 
 
+def test_a_trajectory_started_from_a_drop_set_goes_on_below_it():
+    """``start``: the first point is that drop set's, every later one extends it and lowers
+    the peak (the portfolio's lowest baseline, continued)."""
+    g = GRAPHS["tiny_gpt-b2-t32-steady"]
+    whole = greedy_trajectory(g, g.op_ids)
+    start = whole[0][:whole[1][1].n_dropped]
+    t = GreedyTrajectory(g, g.op_ids, start=start).run()
+    e = t.evaluator.evaluate(start)
+    assert t.points[0].n_dropped == len(start)
+    assert (t.points[0].peak_bytes, t.points[0].extra_cost) == (e.peak_bytes, e.extra_cost)
+    assert t.dropped[:len(start)] == list(start)
+    assert len(t.points) > 1
+    assert all(b.peak_bytes <= a.peak_bytes for a, b in zip(t.points, t.points[1:]))
+    assert t.points[-1].peak_bytes < t.points[0].peak_bytes
+    assert t.current.peak_bytes == t.points[-1].peak_bytes
+    assert GreedyTrajectory(g, g.op_ids).points == whole[1][:1]  # no start: from nothing
+
+
 def test_indexed_recompute_ops_raise_what_recompute_ops_for_raises():
     from roam_core.base.errors import GraphError
 
