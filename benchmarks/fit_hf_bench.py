@@ -5,14 +5,17 @@ Usage::
     nice python benchmarks/fit_hf_bench.py [--configs docs/examples/hf/llama-1b.json
         docs/examples/hf/gpt2-xl.json] [--seq-len 2048] [--memory 80GiB]
         [--precision bf16-mixed] [--batch-sizes 1 2 4 8 16 24 32]
-        [--out benchmarks/results/fit_hf] [--keep]
+        [--out benchmarks/results/fit_hf] [--keep] [--merge-casts]
 
 A config entry is ``PATH[@ATTENTION][+KEY=VALUE...]``: the attention kernel
 (``sdpa`` by default: what torch picks on CPU) and config settings to change, e.g.
 ``docs/examples/hf/gpt2-xl.json@flash+attn_pdrop=0`` (CPU's flash kernel has no dropout;
 CUDA's flash kernel re-draws its dropout mask from a seed and saves what the CPU kernel saves
 without dropout, so this models GPT2-XL with flash attention on a GPU).  ``--keep`` adds the
-configs to an existing result file.
+configs to an existing result file.  ``--merge-casts``: roam's methods plan the step with
+autocast's repeated casts made once (``roam fit --merge-casts``,
+:mod:`roam_core.trace.identical_casts`); eager's column is the step as eager runs it, both
+traced in the same run.
 
 The rules of ``roam fit --hf-config CONFIG --precision bf16-mixed --memory 80GiB --seq-lens
 2048`` (:mod:`roam_core.zoo.fit_sweep`, :func:`roam_core.planner.whatfits.fit_row` with the
@@ -57,8 +60,11 @@ def parse_entry(entry: str) -> tuple[str, str, dict[str, Any]]:
     return path, attention or "sdpa", settings
 
 
-def measure(config: str, batch: int, seq: int, memory: int, precision: str) -> dict[str, Any]:
-    """Trace one batch and measure it as ``roam fit`` does, with stage timings."""
+def measure(config: str, batch: int, seq: int, memory: int, precision: str,
+            merge_casts: bool = False) -> dict[str, Any]:
+    """Trace one batch and measure it as ``roam fit`` does, with stage timings
+    (``merge_casts``: as ``roam fit --merge-casts``, eager on the step as eager runs it, roam
+    on the step with autocast's repeated casts made once; traced twice)."""
     from roam_core.planner.config import PlannerConfig
     from roam_core.planner.whatfits import fit_row
     from roam_core.zoo.sources import ModelSource
@@ -67,10 +73,14 @@ def measure(config: str, batch: int, seq: int, memory: int, precision: str) -> d
     t0 = time.perf_counter()
     src = ModelSource(hf_config=path, hf_overrides=settings)
     g = src.trace(batch, seq, precision=precision, attention=attention).graph
+    eager = None
+    if merge_casts:
+        eager, g = g, src.trace(batch, seq, precision=precision, attention=attention,
+                                merge_casts=True).graph
     trace_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     row = fit_row(g, PlannerConfig(workers=1), batch_size=batch, seq_len=seq,
-                  memory_bytes=memory)
+                  memory_bytes=memory, eager_graph=eager)
     return {"batch_size": batch, "seq_len": seq, "graph": g.name, "ops": len(g.ops),
             "resident_bytes": g.resident_bytes(), "peak_bytes": dict(row.peak_bytes),
             "extra_time_pct": dict(row.extra_time_pct), "fits": row.fits(memory),
@@ -155,6 +165,9 @@ def main() -> None:
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[1, 2, 4, 8, 12, 16, 24, 32])
     ap.add_argument("--out", default="benchmarks/results/fit_hf")
     ap.add_argument("--keep", action="store_true", help="add to an existing result file")
+    ap.add_argument("--merge-casts", action="store_true",
+                    help="roam's methods on the step with autocast's repeated casts made "
+                         "once (roam fit --merge-casts); eager's column unchanged")
     args = ap.parse_args()
     out = Path(args.out)
     res: dict[str, Any] = {
@@ -170,10 +183,12 @@ def main() -> None:
     for entry in args.configs:
         path, attention, settings = parse_entry(entry)
         name = Path(path).stem + ("" if attention == "sdpa" else f", attention {attention}") \
-            + "".join(f", {k}={v}" for k, v in settings.items())
+            + "".join(f", {k}={v}" for k, v in settings.items()) \
+            + (", roam with merge_casts" if args.merge_casts else "")
         res["configs"][name] = {"path": entry, "rows": []}
         for b in sorted(args.batch_sizes):
-            row = measure(entry, b, args.seq_len, args.memory, args.precision)
+            row = measure(entry, b, args.seq_len, args.memory, args.precision,
+                          args.merge_casts)
             res["configs"][name]["rows"].append(row)
             res["load_end"] = [round(x, 2) for x in os.getloadavg()]
             write(res, out)

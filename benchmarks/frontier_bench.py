@@ -18,6 +18,9 @@ and cost model:
   mapped onto the graph (:mod:`roam_core.trace.min_cut`);
 * ``torch_checkpoint_blocks``: the model with every block in ``torch.utils.checkpoint``,
   traced (the real one);
+* ``torch_sac_save_matmuls``: every block in ``torch.utils.checkpoint`` under the "save
+  matmuls" selective policy (``create_selective_checkpoint_contexts``: matmul and attention
+  outputs saved, the rest recomputed), traced (:mod:`roam_core.zoo.traced_peers`);
 * ``torch_autosac_<k>``: torch's AutoSAC ILP at 5 budgets, its decisions run in the model
   and traced (:mod:`roam_core.zoo.autosac`).
 
@@ -187,8 +190,10 @@ def write_md(results: list[dict[str, Any]], path: Path) -> None:
              "objective; FLOPs (torch's formulas) and bytes moved are kept as columns.  Every "
              "peer runs on the same graph, simulator, planner stages and cost model: the "
              "module-structure baselines and torch's min-cut as drop sets on roam's graph; "
-             "`torch_checkpoint_blocks` (every block in `torch.utils.checkpoint`) and "
-             "`torch_autosac_<k>` (torch's AutoSAC ILP) run in the model and traced by roam.",
+             "`torch_checkpoint_blocks` (every block in `torch.utils.checkpoint`), "
+             "`torch_sac_save_matmuls` (every block under torch's \"save matmuls\" selective "
+             "policy) and `torch_autosac_<k>` (torch's AutoSAC ILP) run in the model and "
+             "traced by roam.",
              ""]
     for r in results:
         sf, ss = r["step_flops"] or 1, r["step_seconds"] or 1e-12

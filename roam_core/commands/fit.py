@@ -83,6 +83,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--executor", default="local", metavar="SPEC",
                    help=EXECUTOR_HELP + "; with Dask every configuration of the sweep is one "
                         "task on the cluster")
+    p.add_argument("--merge-casts", action="store_true",
+                   help="roam's methods plan the step with autocast's repeated casts of one "
+                        "activation made once (bit-identical values; eager makes every copy, "
+                        "so eager's column is unchanged); each configuration is traced twice")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     add_parallel_args(p, world_sizes=True)
     p.set_defaults(func=_run)
@@ -120,11 +124,13 @@ def fit_dict(model: str | ModelSource, memory: int, batch_sizes: list[int],
              executor: cf.Executor | None = None, *, precision: str | None = None,
              attention: str | None = None,
              settings: Sequence[ParallelSetting] | None = None,
-             device_profile: str | None = None) -> dict[str, Any]:
+             device_profile: str | None = None,
+             merge_casts: bool = False) -> dict[str, Any]:
     """The object ``roam fit --json`` prints (``executor``: a Dask client's executor runs
     every configuration as a task, see :mod:`roam_core.zoo.fit_sweep`; ``settings``: one
     sweep per data-parallel world, default one device; ``device_profile``: where extra time
-    is estimated, default the planner's)."""
+    is estimated, default the planner's; ``merge_casts``: roam plans the step with
+    autocast's repeated casts made once, :mod:`roam_core.trace.identical_casts`)."""
     from roam_core.formats.device_profile_io import resolve_profile
     from roam_core.planner.config import PlannerConfig
     from roam_core.planner.whatfits import EXTRA_TIME_ESTIMATE, largest_fitting
@@ -147,7 +153,7 @@ def fit_dict(model: str | ModelSource, memory: int, batch_sizes: list[int],
     for i, par in enumerate(worlds):
         rows = fit_sweep(source, batch_sizes, lengths, memory_bytes=memory, precision=prec,
                          attention=attention, planner=planner,
-                         executor=executor, parallel=par)
+                         executor=executor, parallel=par, merge_casts=merge_casts)
         configs += [_config_dict(r, memory, par) for r in rows]
         best = largest_fitting(rows, memory)
         by_world[str(par.world_size)] = {
@@ -162,7 +168,7 @@ def fit_dict(model: str | ModelSource, memory: int, batch_sizes: list[int],
             "precision_default": precision is None,
             "attention": attention_note(attention or "sdpa"),
             "extra_time_estimate": EXTRA_TIME_ESTIMATE, "device_profile": profile.name,
-            "memory_bytes": memory,
+            "memory_bytes": memory, "merge_casts": merge_casts,
             "parallel": worlds[0].kind, "configs": configs,
             "largest": by_world[str(worlds[0].world_size)],
             "largest_by_seq_len": by_seq, "largest_by_world_size": by_world}
@@ -185,13 +191,15 @@ def _run(args: argparse.Namespace) -> int:
     with open_executor(spec) as executor:
         d = fit_dict(source, args.memory, args.batch_sizes, args.seq_lens, args.workers,
                      executor, precision=args.precision, attention=args.attention,
-                     settings=settings, device_profile=args.device_profile)
+                     settings=settings, device_profile=args.device_profile,
+                     merge_casts=args.merge_casts)
     if args.json:
         print(json.dumps(d, sort_keys=True))
         return 0
     print(f"{d['model']} in {format_bytes(args.memory)}, {d['precision']}, "
-          f"attention {d['attention']}; {d['extra_time_estimate']}, on "
-          f"{d['device_profile']}:")
+          f"attention {d['attention']}"
+          + (", roam with repeated casts made once" if d["merge_casts"] else "")
+          + f"; {d['extra_time_estimate']}, on {d['device_profile']}:")
     if not any(par.active for par in settings):
         for t, per in d["largest_by_seq_len"].items():
             if t != "None":

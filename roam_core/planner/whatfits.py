@@ -24,7 +24,7 @@ for each method over a sweep of rows.  Torch-free: the caller traces (``roam_cor
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -134,7 +134,8 @@ class FitRow:
 def fit_row(graph: Graph, config: PlannerConfig, *, batch_size: int,
             seq_len: int | None = None,
             limits_pct: Sequence[float] = RECOMPUTE_LIMITS_PCT,
-            memory_bytes: int | None = None, executor: Any = None) -> FitRow:
+            memory_bytes: int | None = None, executor: Any = None,
+            eager_graph: Graph | None = None) -> FitRow:
     """The memory ``graph`` needs: eager reserved, roam, roam with recomputation.
 
     Parameters
@@ -153,6 +154,12 @@ def fit_row(graph: Graph, config: PlannerConfig, *, batch_size: int,
         peak within the limit (an estimate above ``memory_bytes``).
     executor : concurrent.futures.Executor, optional
         Where the sub-task solves of the plans run.
+    eager_graph : Graph, optional
+        The step eager PyTorch runs, when roam plans a different program of the same step
+        (``graph`` traced with ``merge_casts``: eager makes every cast); default ``graph``.
+        Eager's reserved memory is this graph's, and the recomputation methods' extra time
+        is roam's step (``graph``'s seconds plus the re-runs') against this graph's seconds,
+        on the same device profile.
 
     Returns
     -------
@@ -169,27 +176,36 @@ def fit_row(graph: Graph, config: PlannerConfig, *, batch_size: int,
     """
     from roam_core.oracle.allocator_sim import simulate_allocator
     from roam_core.planner.budget import BudgetPlanner
+    from roam_core.recompute.objective import rerun_costs
 
-    reserved = int(simulate_allocator(graph, graph.op_ids).peak_reserved_bytes)
+    eager = graph if eager_graph is None else eager_graph
+    reserved = int(simulate_allocator(eager, eager.op_ids).peak_reserved_bytes)
     bp = BudgetPlanner(graph, config, executor=executor)
+    ref_s = bp.step_seconds if eager_graph is None else float(sum(rerun_costs(
+        eager_graph, config.recompute, bp.costs.profile).seconds.values()))
+
+    def pct_of(extra_s: float) -> float:  # roam's step against eager's, in percent
+        if eager_graph is None:
+            return extra_time_pct(extra_s, ref_s)
+        return extra_time_pct(bp.step_seconds + extra_s - ref_s, ref_s)
+
     base = bp.base.arena_bytes
     peaks: dict[str, int] = {"eager_reserved": reserved, "roam": base}
     pcts: dict[str, float] = {"eager_reserved": 0.0, "roam": 0.0}
     names = [f"roam_recompute_{lim:g}pct" for lim in limits_pct]
     precision = str(graph.origin.get("precision", "fp32"))
     if memory_bytes is not None:
-        peaks.update(_recompute_at(bp, memory_bytes, limits_pct, names, pcts))
+        peaks.update(_recompute_at(bp, memory_bytes, limits_pct, names, pcts, pct_of))
         return FitRow(batch_size, seq_len, graph.name, peaks, pcts, bp.step_flops, precision,
                       bp.step_seconds, bp.device_profile)
     points = bp.trajectory[2] if bp.step_seconds > 0 else []
     for lim, name in zip(limits_pct, names, strict=True):
-        within = [p.peak_bytes for p in points
-                  if extra_time_pct(p.extra_seconds, bp.step_seconds) <= lim]
+        within = [p.peak_bytes for p in points if pct_of(p.extra_seconds) <= lim]
         best, pct = base, 0.0
         if within and min(within) < base:
             try:
                 plan = bp.plan_at(int(min(within)))
-                got = extra_time_pct(plan.extra_seconds, bp.step_seconds)
+                got = pct_of(plan.extra_seconds)
                 if got <= lim and plan.arena_bytes < best:
                     best, pct = plan.arena_bytes, got
             except BudgetInfeasibleError:
@@ -200,9 +216,11 @@ def fit_row(graph: Graph, config: PlannerConfig, *, batch_size: int,
 
 
 def _recompute_at(bp: Any, memory_bytes: int, limits_pct: Sequence[float],
-                  names: Sequence[str], pcts: dict[str, float]) -> dict[str, int]:
+                  names: Sequence[str], pcts: dict[str, float],
+                  pct_of: Callable[[float], float]) -> dict[str, int]:
     """Peaks of the recomputation methods when only "does it fit ``memory_bytes``" matters:
-    no plan when roam fits without recomputation, else the cheapest plan that fits."""
+    no plan when roam fits without recomputation, else the cheapest plan that fits
+    (``pct_of``: a plan's extra seconds -> its extra time in percent)."""
     base = bp.base.arena_bytes
     if base <= memory_bytes:
         pcts.update(dict.fromkeys(names, 0.0))
@@ -212,15 +230,14 @@ def _recompute_at(bp: Any, memory_bytes: int, limits_pct: Sequence[float],
         plan = bp.plan_at(memory_bytes)
     except BudgetInfeasibleError:
         pass
-    got = extra_time_pct(plan.extra_seconds, bp.step_seconds) if plan is not None else None
+    got = pct_of(plan.extra_seconds) if plan is not None else None
     points = bp.trajectory[2] if bp.step_seconds > 0 else []
     out: dict[str, int] = {}
     for lim, name in zip(limits_pct, names, strict=True):
         if plan is not None and got is not None and got <= lim:
             out[name], pcts[name] = int(plan.arena_bytes), got
             continue
-        within = [p.peak_bytes for p in points
-                  if extra_time_pct(p.extra_seconds, bp.step_seconds) <= lim]
+        within = [p.peak_bytes for p in points if pct_of(p.extra_seconds) <= lim]
         # no plan within the limit fits: the lowest peak the greedy reaches within it, and
         # the extra time the cheapest plan that fits needs (none when nothing fits)
         out[name] = max(int(min(within, default=base)), memory_bytes + 1)

@@ -162,11 +162,13 @@ def fake_of_value(gm: Any, values: Mapping[str, Any], value_id: str) -> Any:
 
 
 def _node_by_name(gm: Any) -> dict[str, Any]:
-    cache = getattr(gm, "_roam_nodes", None)
-    if cache is None:
-        cache = {n.name: n for n in gm.graph.nodes}
-        gm._roam_nodes = cache
-    return cache
+    # keyed by the FX graph: a recompute plan's expanded view of a step forwards attribute
+    # reads to the step's module, whose cache holds the nodes of the unexpanded graph
+    cached = getattr(gm, "_roam_nodes", None)
+    if cached is None or cached[0] is not gm.graph:
+        cached = (gm.graph, {n.name: n for n in gm.graph.nodes})
+        gm._roam_nodes = cached
+    return cached[1]
 
 
 @dataclass(frozen=True, slots=True)

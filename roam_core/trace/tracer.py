@@ -85,6 +85,7 @@ from roam_core.model.graph import Graph, Phase, TensorKind
 from roam_core.model.parallel import ParallelSetting
 from roam_core.trace.fx_graph import build_graph, is_random
 from roam_core.trace.guards import explain, failed_at, guard_data_dependence
+from roam_core.trace.identical_casts import merge_identical_casts
 from roam_core.trace.kernel_fakes import KernelFakeMode, fix_fake_values
 from roam_core.trace.modules import (
     SCOPE_ATTRIBUTE,
@@ -253,13 +254,17 @@ def trace_fx(
     world_size: int = 1,
     reshard_after_forward: bool = True,
     fsdp_wrap: str = "blocks",
+    merge_casts: bool = False,
     **optimizer_kwargs: Any,
 ) -> TracedStep:
     """Trace a training step and keep the FX program (internal API for the executor).
 
     Same parameters as :func:`trace_training_step`, plus ``device``: the device of the fake
-    tensors (``"cpu"``; ``"cuda"`` only works on a machine with a GPU), and ``spec``, the
-    clipping and accumulation of the step (:class:`~roam_core.trace.step_spec.StepSpec`).
+    tensors (``"cpu"``; ``"cuda"`` only works on a machine with a GPU), ``spec``, the
+    clipping and accumulation of the step (:class:`~roam_core.trace.step_spec.StepSpec`),
+    and ``merge_casts``: make autocast's repeated casts of one activation once
+    (:mod:`roam_core.trace.identical_casts`; bit-identical values, fewer bytes than eager;
+    recorded in ``Graph.origin``).
     Returns a :class:`TracedStep`.  The placeholders of ``TracedStep.gm`` are, in order,
     the deduplicated parameters, the buffers, the resident optimizer state (``steady`` only:
     per parameter, the tensor entries of ``opt.state[p]`` in insertion order), the grad
@@ -286,12 +291,13 @@ def trace_fx(
         if not par.active:
             return _trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting,
                              name=name, origin=origin, device=device, precision=prec,
-                             spec=spec, **optimizer_kwargs)
+                             spec=spec, merge_casts=merge_casts, **optimizer_kwargs)
         with rank_process_group(par.world_size) as group:
             rank = _RankTrace.make(model, par, group, prec.name)
             return _trace_fx(model, example_inputs, loss_fn, optimizer, setting=setting,
                              name=name, origin=origin, device=device, precision=prec,
-                             spec=spec, rank=rank, **optimizer_kwargs)
+                             spec=spec, rank=rank, merge_casts=merge_casts,
+                             **optimizer_kwargs)
 
 
 def _trace_fx(
@@ -307,6 +313,7 @@ def _trace_fx(
     precision: Precision,
     spec: StepSpec,
     rank: _RankTrace | None = None,
+    merge_casts: bool = False,
     **optimizer_kwargs: Any,
 ) -> TracedStep:
     t0 = time.perf_counter()
@@ -337,6 +344,7 @@ def _trace_fx(
     phases = ctx.phases(gm.graph)
     rng = rng_timeline(gm, rng_calls, is_random)
     _strip(gm)  # gm is lazy: its recompile() only marks the code stale
+    merged = merge_identical_casts(gm) if merge_casts else 0
     # a micro-batch that only accumulates has no unscale and no update to gate
     amp = _amp_guard(gm, ctx) if fake.mixed.scaler is not None and spec.updates else None
     fix_fake_values(gm)  # where torch's fake kernels disagree with the real ones
@@ -354,6 +362,8 @@ def _trace_fx(
                                    if isinstance(x, torch.Tensor)]}
     # the clip and the micro-batch are part of how the step was made, whoever built origin
     origin = {**origin, **spec.origin(), "precision": precision.name}
+    if merge_casts:
+        origin = {**origin, "merge_casts": True, "merged_casts": merged}
     if rank is not None:
         origin = {**origin, "parallel": rank.setting.to_dict()}
     graph, values, loss_value = build_graph(

@@ -37,14 +37,21 @@ __all__ = ["fit_config", "fit_sweep"]
 def fit_config(source: ModelSource, batch_size: int, seq_len: int | None, *,
                memory_bytes: int | None, precision: str, attention: str | None,
                planner: PlannerConfig, executor: cf.Executor | None = None,
-               parallel: ParallelSetting | None = None) -> FitRow:
+               parallel: ParallelSetting | None = None, merge_casts: bool = False) -> FitRow:
     """Trace one configuration (steady setting, AdamW; ``parallel``: the step of one rank)
-    and measure it (a :class:`FitRow`)."""
+    and measure it (a :class:`FitRow`).  ``merge_casts``: roam plans the step with
+    autocast's repeated casts made once (:mod:`roam_core.trace.identical_casts`), eager's
+    reserved memory stays that of the step as eager runs it (traced twice)."""
     graph = source.trace(batch_size, seq_len, precision=precision, attention=attention,
                          parallel=parallel).graph
+    eager = None
+    if merge_casts:
+        eager, graph = graph, source.trace(batch_size, seq_len, precision=precision,
+                                           attention=attention, parallel=parallel,
+                                           merge_casts=True).graph
     return fit_row(graph, planner, batch_size=batch_size,
                    seq_len=graph.origin.get("seq_len") or seq_len,
-                   memory_bytes=memory_bytes, executor=executor)
+                   memory_bytes=memory_bytes, executor=executor, eager_graph=eager)
 
 
 def fit_sweep(source: ModelSource, batch_sizes: Sequence[int],
@@ -52,7 +59,8 @@ def fit_sweep(source: ModelSource, batch_sizes: Sequence[int],
               attention: str | None = None, planner: PlannerConfig | None = None,
               executor: cf.Executor | None = None,
               progress: Callable[[int, int, str], None] | None = None,
-              parallel: ParallelSetting | None = None) -> list[FitRow]:
+              parallel: ParallelSetting | None = None,
+              merge_casts: bool = False) -> list[FitRow]:
     """Measure every (batch, sequence length); see the module notes for the two ways.
 
     Parameters
@@ -74,6 +82,9 @@ def fit_sweep(source: ModelSource, batch_sizes: Sequence[int],
     parallel : ParallelSetting, optional
         Every configuration is the step of one rank of this data-parallel world (batch
         sizes per rank; ``memory_bytes`` is one rank's device).
+    merge_casts : bool
+        roam's methods plan the step with autocast's repeated casts made once (see
+        :func:`fit_config`).
 
     Returns
     -------
@@ -85,7 +96,8 @@ def fit_sweep(source: ModelSource, batch_sizes: Sequence[int],
     lengths = list(seq_lens) or [None]
     total = len(batches) * len(lengths)
     kw: dict[str, Any] = {"memory_bytes": memory_bytes, "precision": precision,
-                          "attention": attention, "planner": cfg, "parallel": parallel}
+                          "attention": attention, "planner": cfg, "parallel": parallel,
+                          "merge_casts": merge_casts}
     if executor is not None:
         futs = {(t, b): executor.submit(fit_config, source, b, t, **kw)
                 for t in lengths for b in batches}

@@ -351,12 +351,14 @@ def hf_batches(step: ZooStep, steps: int, seed: int) -> list[list[torch.Tensor]]
 def trace_hf(config: Any, batch_size: int, seq_len: int | None, *, head: str = "causal-lm",
              setting: str = "steady", optimizer: str | None = None,
              precision: str = "fp32", attention: str = "sdpa", device: str = "cpu",
-             spec: Any = None, **overrides: Any) -> TracedStep:
+             spec: Any = None, merge_casts: bool = False, **overrides: Any) -> TracedStep:
     """Trace one training step of an HF model built from a config; returns a TracedStep.
 
     ``head`` is the task (:data:`HF_TASKS`); ``Graph.origin`` is :func:`hf_origin`'s record
     and the graph is named ``hf-<model type>-b<B>[-t<T>]-<setting>``.  ``spec``: the step's
-    clipping and accumulation (:class:`~roam_core.trace.step_spec.StepSpec`).
+    clipping and accumulation (:class:`~roam_core.trace.step_spec.StepSpec`);
+    ``merge_casts``: autocast's repeated casts made once
+    (:mod:`roam_core.trace.identical_casts`).
     """
     from roam_core.trace.tracer import trace_fx
 
@@ -371,4 +373,4 @@ def trace_hf(config: Any, batch_size: int, seq_len: int | None, *, head: str = "
     name = f"hf-{cfg.model_type}-b{batch_size}" + (f"-t{t}" if t else "") + f"-{setting}"
     return trace_fx(step.model, step.example_inputs, step.loss_fn, step.optimizer_factory,
                     setting=setting, name=name, origin=origin, precision=precision,
-                    device=device, spec=spec)
+                    device=device, spec=spec, merge_casts=merge_casts)

@@ -77,10 +77,13 @@ class ModelSource:
     def trace(self, batch_size: int, seq_len: int | None, *, setting: str = "steady",
               optimizer: str | None = None, precision: str = "fp32",
               attention: str | None = None, device: str = "cpu",
-              parallel: ParallelSetting | None = None, spec: Any = None) -> TracedStep:
+              parallel: ParallelSetting | None = None, spec: Any = None,
+              merge_casts: bool = False) -> TracedStep:
         """Trace one training step (fake tensors; nothing is allocated); ``parallel``: the
         step of one data-parallel rank (zoo models only, ``docs/parallel.md``); ``spec``:
-        clipping and accumulation (:class:`~roam_core.trace.step_spec.StepSpec`).
+        clipping and accumulation (:class:`~roam_core.trace.step_spec.StepSpec`);
+        ``merge_casts``: autocast's repeated casts made once
+        (:mod:`roam_core.trace.identical_casts`).
 
         Raises
         ------
@@ -92,7 +95,7 @@ class ModelSource:
 
             return trace_zoo(self.zoo, batch_size, seq_len, setting, optimizer,
                              attention=attention, device=device, parallel=parallel,
-                             precision=precision, spec=spec)
+                             precision=precision, spec=spec, merge_casts=merge_casts)
         if parallel is not None and parallel.active:
             raise ConfigError(f"--parallel {parallel.kind} is supported for zoo models only "
                               "in this version, not with --hf-config")
@@ -101,4 +104,4 @@ class ModelSource:
         return trace_hf(self.hf_config, batch_size, seq_len, head=self.hf_task,
                         setting=setting, optimizer=optimizer, precision=precision,
                         attention=attention or "sdpa", device=device, spec=spec,
-                        **dict(self.hf_overrides))
+                        merge_casts=merge_casts, **dict(self.hf_overrides))

@@ -212,7 +212,8 @@ def zoo_origin(name: str, batch_size: int, seq_len: int | None, setting: str,
 def trace_zoo(name: str, batch_size: int, seq_len: int | None = None, setting: str = "steady",
               optimizer: str | None = None, *, attention: str | None = None,
               device: str = "cpu", parallel: Any = None,
-              precision: str = "fp32", spec: Any = None) -> TracedStep:
+              precision: str = "fp32", spec: Any = None,
+              merge_casts: bool = False) -> TracedStep:
     """Trace a zoo config; returns a :class:`~roam_core.trace.traced_step.TracedStep`.
 
     The model is built on the meta device (no memory) and traced with fake tensors on
@@ -221,6 +222,8 @@ def trace_zoo(name: str, batch_size: int, seq_len: int | None = None, setting: s
     one rank of a data-parallel world (``parallel``: a
     :class:`~roam_core.model.parallel.ParallelSetting`; ``docs/parallel.md``).  ``spec``: the
     step's clipping and accumulation (:class:`~roam_core.trace.step_spec.StepSpec`).
+    ``merge_casts``: autocast's repeated casts made once
+    (:mod:`roam_core.trace.identical_casts`).
     """
     from roam_core.trace.tracer import trace_fx
 
@@ -235,4 +238,5 @@ def trace_zoo(name: str, batch_size: int, seq_len: int | None = None, setting: s
             gname += f"-{parallel.kind}{parallel.world_size}"
         return trace_fx(step.model, step.example_inputs, step.loss_fn, step.optimizer_factory,
                         setting=setting, name=gname, origin=origin, device=device,
-                        parallel=parallel, precision=precision, spec=spec)
+                        parallel=parallel, precision=precision, spec=spec,
+                        merge_casts=merge_casts)

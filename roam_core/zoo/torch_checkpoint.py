@@ -1,8 +1,10 @@
 """torch's own activation checkpointing applied to a zoo model, traced by roam.
 
-The peers that decide per module -- ``torch.utils.checkpoint`` around every block, and the
+The peers that decide per module -- ``torch.utils.checkpoint`` around every block, the
 per-operator policies of torch's AutoSAC (:mod:`roam_core.zoo.autosac`, selective
-checkpointing through ``create_selective_checkpoint_contexts``) -- run *in the model*, so
+checkpointing through ``create_selective_checkpoint_contexts``), and the "save matmuls"
+selective policy of torch's documentation around every block (:data:`SAVE_MATMUL_OPS`) --
+run *in the model*, so
 they are measured on the model wrapped as torch would run it and traced by roam's tracer:
 the traced graph holds torch's own re-runs in the backward, and roam's simulator, order and
 layout stages and cost model score it like any other graph.
@@ -32,12 +34,35 @@ from roam_core.trace.blocks import block_modules
 from roam_core.trace.tracer import trace_fx
 from roam_core.zoo.steps import ZooStep, build_zoo_step
 
-__all__ = ["OpPolicy", "block_modules", "checkpoint_modules", "trace_checkpointed",
-           "trace_wrapped", "zoo_step_of"]
+__all__ = ["SAVE_MATMUL_OPS", "OpPolicy", "block_modules", "checkpoint_modules",
+           "save_matmul_ops", "trace_checkpointed", "trace_wrapped", "zoo_step_of"]
 
 #: A per-operator decision list for one module's forward: 1 saves the op's output, 0
 #: recomputes it (AutoSAC's ``get_optimal_checkpointing_policy_per_module`` order).
 OpPolicy = Sequence[int]
+
+#: The ATen ops the "save matmuls" selective policy saves: matmul and attention-kernel
+#: outputs (the ``create_selective_checkpoint_contexts`` example of torch's documentation,
+#: and torchtitan's op-level policy without its every-other-matmul rule); every other op in
+#: a checkpointed block is recomputed.  ``aten.linear`` and ``aten.matmul`` are not listed:
+#: they decompose to these before the policy sees them.
+SAVE_MATMUL_OPS: tuple[str, ...] = (
+    "mm.default", "addmm.default", "bmm.default",
+    "_scaled_dot_product_flash_attention.default",
+    "_scaled_dot_product_flash_attention_for_cpu.default",
+    "_scaled_dot_product_efficient_attention.default",
+    "_scaled_dot_product_cudnn_attention.default")
+
+
+def save_matmul_ops() -> list[Any]:
+    """:data:`SAVE_MATMUL_OPS` as ATen overloads (those this torch has)."""
+    out = []
+    for name in SAVE_MATMUL_OPS:
+        packet, overload = name.rsplit(".", 1)
+        op = getattr(getattr(torch.ops.aten, packet, None), overload, None)
+        if op is not None:
+            out.append(op)
+    return out
 
 
 def _policy(decisions: OpPolicy, skip: frozenset[Any]) -> Callable[..., CheckpointPolicy]:
@@ -70,7 +95,8 @@ def _wrap(module: nn.Module, context: Callable[[], Any] | None) -> None:
 
 
 def zoo_step_of(graph: Graph, device: str = "meta") -> ZooStep:
-    """The zoo step a graph was traced from (its ``origin``), built on ``device``.
+    """The zoo (or Hugging Face config) step a graph was traced from (its ``origin``), built
+    on ``device``.
 
     Raises
     ------
@@ -78,6 +104,10 @@ def zoo_step_of(graph: Graph, device: str = "meta") -> ZooStep:
         The graph is not a zoo trace.
     """
     o = dict(graph.origin or {})
+    if o.get("source") == "hf":  # a Hugging Face config's step (``roam trace --hf-config``)
+        from roam_core.zoo.hf import hf_step_from_origin
+
+        return hf_step_from_origin(o, device)
     if o.get("source") != "zoo":
         raise TraceError("the graph is not a zoo model's trace: torch's checkpointing needs "
                          "the model")
@@ -87,7 +117,8 @@ def zoo_step_of(graph: Graph, device: str = "meta") -> ZooStep:
 
 
 def checkpoint_modules(model: nn.Module, policies: Mapping[str, OpPolicy | None] | None = None,
-                       skip_ops: frozenset[Any] = frozenset()) -> list[str]:
+                       skip_ops: frozenset[Any] = frozenset(),
+                       save_ops: Sequence[Any] = ()) -> list[str]:
     """Wrap modules of ``model`` in ``torch.utils.checkpoint`` in place; returns their paths.
 
     Parameters
@@ -96,10 +127,15 @@ def checkpoint_modules(model: nn.Module, policies: Mapping[str, OpPolicy | None]
         The model.
     policies : Mapping of str to OpPolicy or None, optional
         Module path (``model.named_modules()`` names) -> its selective policy, or ``None``
-        for plain ``torch.utils.checkpoint`` (recompute everything inside).  Default: every
-        block (:func:`~roam_core.trace.blocks.block_modules`) plainly checkpointed.
+        for plain ``torch.utils.checkpoint`` (recompute everything inside; with
+        ``save_ops``, everything but those ops' outputs).  Default: every block
+        (:func:`~roam_core.trace.blocks.block_modules`), each with ``None``.
     skip_ops : frozenset
         Ops a policy does not count (see :func:`_policy`).
+    save_ops : Sequence
+        ATen overloads whose outputs a module without its own policy saves
+        (``create_selective_checkpoint_contexts`` given the list, e.g.
+        :func:`save_matmul_ops`); empty: plain checkpointing.
 
     Raises
     ------
@@ -122,8 +158,12 @@ def checkpoint_modules(model: nn.Module, policies: Mapping[str, OpPolicy | None]
     for path, pol in policies.items():
         if path not in mods:
             raise TraceError(f"no module {path!r} to checkpoint")
-        ctx = None if pol is None else functools.partial(
-            lambda p: create_selective_checkpoint_contexts(_policy(p, skip_ops)), pol)
+        ctx: Callable[[], Any] | None = None
+        if pol is not None:
+            ctx = functools.partial(
+                lambda p: create_selective_checkpoint_contexts(_policy(p, skip_ops)), pol)
+        elif save_ops:
+            ctx = functools.partial(create_selective_checkpoint_contexts, list(save_ops))
         _wrap(mods[path], ctx)
     return list(policies)
 
@@ -137,19 +177,19 @@ def trace_wrapped(model: nn.Module, example_inputs: Sequence[Any], loss_fn: Any,
 
 
 def trace_checkpointed(graph: Graph, *, policies: Mapping[str, OpPolicy | None] | None = None,
-                       skip_ops: frozenset[Any] = frozenset(), name_suffix: str = "ckpt"
-                       ) -> Graph:
-    """The zoo model of ``graph`` with torch's checkpointing applied
+                       skip_ops: frozenset[Any] = frozenset(), save_ops: Sequence[Any] = (),
+                       name_suffix: str = "ckpt") -> Graph:
+    """The zoo (or Hugging Face config) model of ``graph`` with torch's checkpointing applied
     (:func:`checkpoint_modules`), traced by roam.
 
     Raises
     ------
     TraceError
-        Not a zoo trace, no blocks, or a module path the model does not have.
+        Not a zoo or HF trace, no blocks, or a module path the model does not have.
     """
     step = zoo_step_of(graph)
     try:
-        checkpoint_modules(step.model, policies, skip_ops)
+        checkpoint_modules(step.model, policies, skip_ops, save_ops)
     except TraceError as e:
         raise TraceError(f"{graph.name}: {e}") from None
     origin = {**dict(graph.origin), "checkpointed": name_suffix}

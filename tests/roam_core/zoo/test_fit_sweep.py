@@ -156,3 +156,32 @@ def test_roam_fit_parallel_cli(capsys) -> None:  # type: ignore[no-untyped-def]
     out, err = capsys.readouterr()
     assert "precision: fp32 (the transformers' bf16-mixed is not traced" in err
     assert "per rank (" in out
+
+
+@pytest.mark.slow
+def test_roam_fit_merge_casts_keeps_eager_and_lowers_roam(capsys, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """``--merge-casts``: eager's column is the step as eager runs it (every cast), roam's
+    plans the step with autocast's repeated casts made once."""
+    pytest.importorskip("transformers")
+    from roam_core.cli import main
+
+    cfg = str(tmp_path / "llama.json")  # wide for its vocabulary: the casts count
+    (tmp_path / "llama.json").write_text(json.dumps({
+        "model_type": "llama", "hidden_size": 128, "intermediate_size": 256,
+        "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2,
+        "max_position_embeddings": 256, "vocab_size": 32}))
+    runs = {}
+    for flag in ([], ["--merge-casts"]):
+        assert main(["fit", "--hf-config", cfg, "--memory", "64MiB", "--batch-sizes", "4",
+                     "--seq-lens", "64", "--json", *flag]) == 0
+        runs[bool(flag)] = json.loads(capsys.readouterr().out)
+    plain, merged = runs[False], runs[True]
+    assert merged["merge_casts"] is True
+    assert plain["merge_casts"] is False
+    a, b = plain["configs"][0], merged["configs"][0]
+    assert a["eager_reserved_bytes"] == b["eager_reserved_bytes"]
+    assert b["graph"] == a["graph"]
+    assert b["roam_arena_bytes"] < a["roam_arena_bytes"]
+    assert main(["fit", "--hf-config", cfg, "--memory", "64MiB", "--batch-sizes", "1",
+                 "--seq-lens", "32", "--merge-casts"]) == 0
+    assert "roam with repeated casts made once" in capsys.readouterr().out
