@@ -196,6 +196,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(d, sort_keys=True))
         return 0
+    if d["merge_casts"]:
+        # the roam rows are for the merged step: say how to run that step, not eager's
+        print("note: roam's rows are for the step with merged casts: train it with `roam trace "
+              "... --merge-casts` + `roam execute`, or `roam train ... --merge-casts` "
+              "(docs/precision.md)", file=sys.stderr)
     print(f"{d['model']} in {format_bytes(args.memory)}, {d['precision']}, "
           f"attention {d['attention']}"
           + (", roam with repeated casts made once" if d["merge_casts"] else "")

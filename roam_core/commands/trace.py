@@ -55,6 +55,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--max-grad-norm", type=positive_float, default=None, metavar="N",
                    help="clip the gradients' total norm to N before the update (as "
                         "clip_grad_norm_)")
+    p.add_argument("--merge-casts", action="store_true",
+                   help="make autocast's repeated casts of one activation once (bit-identical "
+                        "values, fewer bytes than eager; recorded in the graph, so `roam "
+                        "execute` rebuilds the merged step); off by default")
     add_parallel_args(p)
     p.set_defaults(func=_run)
 
@@ -78,13 +82,15 @@ def _run(args: argparse.Namespace) -> int:
         check_output_path(args.output, "-o/--output")
     seq = args.seq_len or (HF_DEFAULT_SEQ_LEN if source.hf_config else None)
     what = f"{source.label} (batch {args.batch_size}, {args.setting}, {args.precision}"
+    what += ", casts merged" if args.merge_casts else ""
     what += f", one rank of {par.describe()})" if par.active else ")"
     print(f"tracing {what} ...", file=sys.stderr, flush=True)
     t0 = time.perf_counter()
     ts = source.trace(args.batch_size, seq, setting=args.setting, optimizer=args.optimizer,
                       precision=args.precision, attention=args.attention, device=args.device,
                       parallel=par, spec=StepSpec(args.max_grad_norm, args.accumulation_steps,
-                                   not args.accumulate_only))
+                                   not args.accumulate_only),
+                      merge_casts=args.merge_casts)
     g = ts.graph
     out = args.output or f"{g.name}.json.gz"
     save_graph(g, out)

@@ -71,6 +71,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     p.add_argument("--other-batch-size", type=positive_int, default=None, metavar="B",
                    help="every third micro-batch has this batch size (the planned step plans "
                         "the shape on first use)")
+    p.add_argument("--merge-casts", action="store_true",
+                   help="trace, plan and run the planned step with autocast's repeated casts "
+                        "of one activation made once (as `roam trace --merge-casts`; the "
+                        "eager loop makes every cast; numerics still compared bit for bit)")
     p.add_argument("--seed", type=int, default=0, help="seed of weights and batches")
     p.add_argument("--json", action="store_true", help="print one JSON object on stdout")
     add_parallel_args(p)
@@ -92,7 +96,8 @@ def _run(args: argparse.Namespace) -> int:
     if par.active:
         return _run_ranks(args, choice, par, plan)
     print(f"roam train: {choice.label} batch {args.batch_size}, {args.steps} steps on "
-          f"{args.device} ({args.precision}) ...", file=sys.stderr, flush=True)
+          f"{args.device} ({args.precision}{', casts merged' if args.merge_casts else ''}) ...",
+          file=sys.stderr, flush=True)
     seq = args.seq_len or (32 if choice.hf_config else None)
     r = compare_training(args.model, args.batch_size, seq, setting=args.setting,
                          optimizer=args.optimizer, steps=args.steps, device=args.device,
@@ -101,7 +106,7 @@ def _run(args: argparse.Namespace) -> int:
                          hf_config=choice.hf_config, hf_task=choice.hf_task,
                          hf_overrides=dict(choice.hf_overrides), max_grad_norm=args.max_grad_norm,
                          accumulation_steps=args.accumulation_steps,
-                         other_batch_size=args.other_batch_size)
+                         other_batch_size=args.other_batch_size, merge_casts=args.merge_casts)
     if args.json:
         print(json.dumps(r, sort_keys=True))
     else:
@@ -133,7 +138,8 @@ def _run_ranks(args: argparse.Namespace, choice: ModelSource, par: ParallelSetti
         ("--hf-config", choice.hf_config is not None), ("--attention", args.attention is not None),
         ("--max-grad-norm", args.max_grad_norm is not None),
         ("--accumulation-steps", args.accumulation_steps > 1),
-        ("--other-batch-size", args.other_batch_size is not None)) if given]
+        ("--other-batch-size", args.other_batch_size is not None),
+        ("--merge-casts", args.merge_casts)) if given]
     if unsupported:
         raise ConfigError(f"{', '.join(unsupported)} with --parallel {par.kind} is not "
                           "supported in this version")

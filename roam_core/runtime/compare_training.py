@@ -150,6 +150,7 @@ def compare_training(
     max_grad_norm: float | None = None,
     accumulation_steps: int = 1,
     other_batch_size: int | None = None,
+    merge_casts: bool = False,
 ) -> dict[str, Any]:
     """Train a model eagerly and planned for ``steps`` steps; returns a JSON-ready dict.
 
@@ -177,6 +178,10 @@ def compare_training(
         Seed of the model init, the batches and the per-step RNG.
     max_grad_norm, accumulation_steps, other_batch_size
         The loop's clipping, micro-batches per update and second batch size (module notes).
+    merge_casts : bool
+        Plan and run the step with autocast's repeated casts made once
+        (:mod:`roam_core.trace.identical_casts`); the eager loop makes every cast, and the
+        numerics are still compared bit for bit.
 
     Returns
     -------
@@ -196,10 +201,11 @@ def compare_training(
     gname = (f"{'hf-' if hf_config is not None else ''}{model_name}-b{batch_size}"
              + (f"-t{tseq}" if tseq else "") + "-steady")
     loop = _Loop(max_grad_norm, accumulation_steps, _planner(method, planner_time_limit_s),
-                 precision)
+                 precision, merge_casts)
     traced = trace_fx(zs.model, zs.example_inputs, zs.loss_fn, zs.optimizer_factory,
                       setting="steady", name=gname, origin=origin, device=dev,
-                      spec=StepSpec(max_grad_norm, accumulation_steps), precision=precision)
+                      spec=StepSpec(max_grad_norm, accumulation_steps), precision=precision,
+                      merge_casts=merge_casts)
     trace_s = time.perf_counter() - t0
     plan_s = 0.0
     if plan is None:
@@ -224,7 +230,7 @@ def compare_training(
         "precision": precision, "attention": origin.get("attention"), "steps": steps,
         "graph": gname, "trace_seconds": trace_s, "plan_seconds": plan_s,
         "max_grad_norm": max_grad_norm, "accumulation_steps": accumulation_steps,
-        "other_batch_size": other_batch_size, "calls": calls})
+        "other_batch_size": other_batch_size, "calls": calls, "merge_casts": merge_casts})
 
 
 def _report(loops: _TwoLoops, plan: Plan, graph: Graph, dev: torch.device,
@@ -272,6 +278,7 @@ class _Loop:
     accumulation_steps: int
     planner: Callable[[Graph], Plan]
     precision: str = "fp32"
+    merge_casts: bool = False
 
 
 def _planner(method: str, time_limit_s: float | None) -> Callable[[Graph], Plan]:
@@ -325,7 +332,7 @@ class _TwoLoops:
                                  max_grad_norm=lp.max_grad_norm,
                                  accumulation_steps=lp.accumulation_steps,
                                  planner=lp.planner, plan_cache=False,
-                                 precision=lp.precision)
+                                 precision=lp.precision, merge_casts=lp.merge_casts)
 
     def _batch(self, i: int) -> list[Any]:
         torch.manual_seed(self.seed + 100 + i)

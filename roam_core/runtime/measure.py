@@ -4,7 +4,8 @@ Each measurement runs in a **fresh process** (``spawn``): the caching allocator 
 blocks and statistics for the life of a process, so an eager step measured after a planned
 one (or the reverse) would be measured against a warm, fragmented pool.  The child rebuilds
 everything from a picklable *recipe* (a zero-argument callable returning
-``(model, example_inputs, loss_fn, optimizer, setting, optimizer_kwargs)``), re-traces on
+``(model, example_inputs, loss_fn, optimizer, setting, optimizer_kwargs)``, optionally
+followed by the precision and ``merge_casts``), re-traces on
 the device, checks the fingerprint against the plan's, runs one warm-up step (it creates
 cuBLAS/cuDNN workspaces and, in eager, the autograd caches), resets the peak statistics and
 measures ``steps`` more steps:
@@ -184,11 +185,12 @@ def _child(recipe: Recipe, which: str, plan_light: dict[str, Any], device: str, 
            seed: int, check_addresses: bool,
            snapshot_path: str | None) -> tuple[int | None, int | None, float]:
     """Runs in a fresh process: rebuild, re-trace, check the fingerprint, measure."""
-    rest: list[Any]  # the precision, when the recipe gives one
+    rest: list[Any]  # the precision and merge_casts, when the recipe gives them
     model, inputs, loss_fn, optimizer, setting, kw, *rest = recipe()
     dev = torch.device(device)
     traced = trace_fx(model, inputs, loss_fn, optimizer, setting=setting, device=dev,
-                      precision=rest[0] if rest else "fp32", **kw)
+                      precision=rest[0] if rest else "fp32",
+                      merge_casts=bool(rest[1]) if len(rest) > 1 else False, **kw)
     if traced.graph.fingerprint() != plan_light["fingerprint"]:
         raise ExecutorError("re-traced graph in the measuring process differs from the plan's")
     if plan_light.get("recompute"):  # the re-runs (and RNG replays) of a recompute plan

@@ -3,8 +3,9 @@
 Graphs traced from the zoo or from a Hugging Face config record how they were made
 (``Graph.origin = {"source": "zoo", "model", "batch_size", "seq_len", "setting",
 "optimizer", "attention", "precision"}``, or ``"source": "hf"`` with the config:
-:func:`roam_core.zoo.hf.hf_origin`).  :func:`execute_origin` rebuilds that step, re-traces
-it on the target device in its precision, checks the fingerprint against the plan, and runs
+:func:`roam_core.zoo.hf.hf_origin`; ``"merge_casts": true`` when traced with merged casts).
+:func:`execute_origin` rebuilds that step, re-traces it on the target device in its precision
+(casts merged as recorded), checks the fingerprint against the plan, and runs
 :func:`roam_core.runtime.execution.execute_traced`.
 
 The model is built on the meta device and given a seeded ``N(0, 0.02)`` init directly on
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
     from roam_core.model.plan import Plan
     from roam_core.zoo.steps import ZooStep
 
-__all__ = ["REBUILDABLE", "execute_graph", "execute_origin", "origin_step", "zoo_recipe"]
+__all__ = ["REBUILDABLE", "execute_graph", "execute_origin", "merged_zoo_recipe", "origin_step",
+           "zoo_recipe"]
 
 #: ``Graph.origin["source"]`` values a graph file can be rebuilt from.
 REBUILDABLE = ("zoo", "hf")
@@ -84,6 +86,12 @@ def zoo_recipe(origin: Mapping[str, Any]) -> tuple[Any, ...]:
             origin.get("setting", "steady"), {}, origin.get("precision", "fp32"))
 
 
+def merged_zoo_recipe(origin: Mapping[str, Any]) -> tuple[Any, ...]:
+    """:func:`zoo_recipe` of a step traced with ``merge_casts`` (``Graph.origin
+    ["merge_casts"]``): its tuple and ``True`` (the measuring process re-traces it merged)."""
+    return (*zoo_recipe(origin), True)
+
+
 def execute_origin(origin: Mapping[str, Any], plan: Plan, *, device: str = "cpu",
                    steps: int = 1, check_addresses: bool = True, seed: int = 0,
                    strict: bool = False, measure: str = "auto",
@@ -126,23 +134,25 @@ def execute_origin(origin: Mapping[str, Any], plan: Plan, *, device: str = "cpu"
     spec = StepSpec(origin.get("max_grad_norm"), int(origin.get("accumulation_steps", 1)))
     dev = resolve_device(device)
     model, inputs, loss_fn, factory, setting, _, precision = zoo_recipe(origin)
+    # a graph traced with merged casts is planned for the merged step (eager makes every cast)
+    merged = bool(origin.get("merge_casts", False))
     traced = trace_fx(model, inputs, loss_fn, factory, setting=setting, device=dev,
                       name=f"{name}-b{b}", origin=dict(origin), precision=precision,
-                      spec=spec)
+                      spec=spec, merge_casts=merged)
     if accumulate_plan is not None:
         if not spec.accumulates:
             raise ExecutorError("an accumulate plan goes with a graph traced with "
                                 "--accumulation-steps 2 or more")
         acc = trace_fx(model, inputs, loss_fn, factory, setting=setting, device=dev,
                        name=f"{name}-b{b}", origin=dict(origin), precision=precision,
-                       spec=dataclasses.replace(spec, updates=False))
+                       spec=dataclasses.replace(spec, updates=False), merge_casts=merged)
         if accumulate_plan.graph_fingerprint != acc.graph.fingerprint():
             raise PlanFormatError(
                 "the accumulate plan was made for another graph than this step's first "
                 f"{spec.accumulation_steps - 1} micro-batch(es): plan the graph `roam trace "
                 "... --accumulation-steps K --accumulate-only` writes")
         require_valid(acc.graph, accumulate_plan)
-    recipe = functools.partial(zoo_recipe, dict(origin))
+    recipe = functools.partial(merged_zoo_recipe if merged else zoo_recipe, dict(origin))
     how = measure
     if measure == "auto":
         # a recipe rebuilds the plain step: a clipping or accumulating one is measured here

@@ -154,6 +154,11 @@ class PlannedStep:
         The precision the plans' step was traced in (see the module notes); ``fp16-mixed``
         not with clipping or accumulation yet.  With ``parallel``: ``fp32``, and with FSDP
         ``bf16-mixed`` (FSDP2's mixed precision policy); others raise ``ConfigError``.
+    merge_casts : bool
+        Trace the step with autocast's repeated casts of one activation made once
+        (:mod:`roam_core.trace.identical_casts`; bit-identical values, fewer bytes), as
+        ``roam trace --merge-casts``: the plans must be made for that step (a plan of the
+        other setting is refused with a :class:`PlanFormatError` naming it).
     grad_scaler : torch.amp.GradScaler, optional
         ``fp16-mixed``: the user's scaler (``init_scale``, ``growth_factor``,
         ``backoff_factor``, ``growth_interval``); it becomes :attr:`scaler`, its scale and
@@ -202,7 +207,7 @@ class PlannedStep:
                  on_new_shape: str = "plan", planner: Any = None,
                  plan_cache: Any = None, precision: str = "fp32",
                  parallel: ParallelSetting | None = None, grad_scaler: Any = None,
-                 **optimizer_kwargs: Any) -> None:
+                 merge_casts: bool = False, **optimizer_kwargs: Any) -> None:
         require_type(model, nn.Module, "PlannedStep: model")
         given: list[Plan] = ([] if plan is None else [plan] if isinstance(plan, Plan)
                              else _plan_list(plan))
@@ -212,6 +217,7 @@ class PlannedStep:
         self.model, self.loss_fn = model, loss_fn
         self.device = resolve_device(device)
         self.precision = resolve_precision(precision)
+        self._merge_casts = bool(merge_casts)
         #: autocast and, for ``fp16-mixed``, the grad scaler (its state in the step's buffer)
         settings = scaler_settings(grad_scaler, self.precision)
         self.mixed = StepPrecision(self.precision, self.device, scaler=(
@@ -262,7 +268,7 @@ class PlannedStep:
         traced = [self._trace(self._example, ph) for ph in phases]
         found = [self._plans.lookup(t[1].graph) for t in traced]
         if self._plans.given and not any(f is not None and f[1] == "given" for f in found):
-            raise PlanFormatError(self._first_mismatch(traced[-1][1]))
+            raise PlanFormatError(self._first_mismatch(traced[-1][1], phases[-1]))
         # the step's dtypes (``bf16``; the optimizer and its probes see them): a cast keeps
         # the parameter objects but replaces the buffers
         self.precision.cast_module(model)
@@ -283,20 +289,49 @@ class PlannedStep:
         self._grads = GradGuard(named_params)
         self._ready = True
 
-    def _first_mismatch(self, traced: TracedStep) -> str:
+    def _first_mismatch(self, traced: TracedStep, phase: str) -> str:
         plan = next(iter(self._plans.given.values()))
         try:
             check_fingerprint(traced.graph, plan)
         except PlanFormatError as e:
-            return _mismatch(traced, self._graph_hint) or str(e)
+            return (self._merge_mismatch(phase) or _mismatch(traced, self._graph_hint)
+                    or str(e))
         return "the plans given match no step of this model"  # pragma: no cover
 
-    def _trace(self, batch: Sequence[Any], phase: str) -> tuple[VariantKey, TracedStep, float]:
-        """The step traced for ``batch`` and the micro-batch ``phase``."""
+    def _merge_mismatch(self, phase: str) -> str | None:
+        """The plans' step merged autocast's casts and this one not (or the reverse): said
+        from the graph given, else found by tracing the step with the other setting."""
+        other = not self._merge_casts
+        hint = self._graph_hint
+        if hint is not None:
+            differs = bool(hint.origin.get("merge_casts", False)) == other
+        else:  # only on the error path: one more trace names the setting that differs
+            _, alt, _ = self._trace(self._example, phase, merge_casts=other)
+            differs = alt.graph.fingerprint() in self._plans.given
+        if not differs:
+            return None
+        made = "with" if other else "without"
+        return (f"the plan was made for this step traced {made} merged casts (merge_casts="
+                f"{other}) but this PlannedStep has merge_casts={self._merge_casts}: build it "
+                f"with merge_casts={other} ({'add' if other else 'leave out'} --merge-casts "
+                "in `roam train`), or plan the step as traced here")
+
+    @property
+    def merge_casts(self) -> bool:
+        """Whether the step makes autocast's repeated casts once (set when built: the plans
+        are made for that step)."""
+        return self._merge_casts
+
+    def _trace(self, batch: Sequence[Any], phase: str,
+               merge_casts: bool | None = None) -> tuple[VariantKey, TracedStep, float]:
+        """The step traced for ``batch`` and the micro-batch ``phase`` (``merge_casts``:
+        default the step's own setting)."""
         t0 = time.perf_counter()
+        merge = self._merge_casts if merge_casts is None else merge_casts
         traced = trace_fx(self.model, batch, self.loss_fn, self._factory, setting="steady",
                           device=self.device, spec=self.spec.for_phase(phase),
-                          precision=self.precision, parallel=self._parallel)
+                          precision=self.precision, parallel=self._parallel,
+                          merge_casts=merge)
         return batch_key(batch, phase), traced, time.perf_counter() - t0
 
     def _new_variant(self, key: VariantKey, traced: TracedStep, trace_s: float, *,

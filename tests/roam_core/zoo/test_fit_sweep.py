@@ -184,4 +184,6 @@ def test_roam_fit_merge_casts_keeps_eager_and_lowers_roam(capsys, tmp_path) -> N
     assert b["roam_arena_bytes"] < a["roam_arena_bytes"]
     assert main(["fit", "--hf-config", cfg, "--memory", "64MiB", "--batch-sizes", "1",
                  "--seq-lens", "32", "--merge-casts"]) == 0
-    assert "roam with repeated casts made once" in capsys.readouterr().out
+    out = capsys.readouterr()
+    assert "roam with repeated casts made once" in out.out
+    assert "roam train ... --merge-casts" in out.err
