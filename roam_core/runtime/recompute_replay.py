@@ -43,6 +43,7 @@ from roam_core.model.recompute_ops import (
     expand_graph,
     running_stats_writes,
 )
+from roam_core.trace.kernel_fakes import rerun_fake_value
 
 if TYPE_CHECKING:
     from roam_core.model.graph import Graph
@@ -63,27 +64,10 @@ class _GraphView:
         return getattr(self.__dict__["_gm"], name)
 
 
-def _fake_mode(vals: Sequence[Any]) -> Any:
-    from torch._guards import detect_fake_mode
-
-    return detect_fake_mode([v for v in vals if isinstance(v, torch.Tensor)])
-
-
 def _rerun_meta(node: Any) -> None:
     """Recompute ``node.meta['val']`` from its inputs' fake values."""
-    if node.target is operator.getitem:
-        parent, idx = node.args
-        node.meta["val"] = parent.meta["val"][idx]
-        return
-    args = torch.fx.node.map_arg(node.args, lambda n: n.meta.get("val"))
-    kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: n.meta.get("val"))
-    # the node's own (copied) fake value names the mode when it reads no tensor (factories)
-    mode = _fake_mode(list(torch.utils._pytree.tree_leaves((args, kwargs, node.meta.get(
-        "val")))))
-    if mode is None:
+    if not rerun_fake_value(node):
         raise ExecutorError(f"op {node.name!r}: no fake inputs to recompute its value from")
-    with mode:
-        node.meta["val"] = node.target(*args, **kwargs)
 
 
 def _without_running_stats(node: Any) -> None:

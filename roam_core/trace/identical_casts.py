@@ -26,6 +26,7 @@ import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from roam_core.base.errors import TraceError
+from roam_core.trace.kernel_fakes import rerun_fake_value
 
 __all__ = ["CAST_TARGETS", "merge_identical_casts"]
 
@@ -54,25 +55,6 @@ def _storages(val: Any) -> set[Any]:
             for t in torch.utils._pytree.tree_leaves(val) if isinstance(t, torch.Tensor)}
 
 
-def _rerun_meta(node: Any) -> None:
-    """Recompute ``node.meta['val']`` from its inputs' fake values (a view of a merged cast
-    must alias the kept cast's storage: the graph's storages follow the fake values)."""
-    from torch._guards import detect_fake_mode
-
-    if node.target is operator.getitem:
-        parent, idx = node.args
-        node.meta["val"] = parent.meta["val"][idx]
-        return
-    args = torch.fx.node.map_arg(node.args, lambda n: n.meta.get("val"))
-    kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: n.meta.get("val"))
-    mode = detect_fake_mode([v for v in torch.utils._pytree.tree_leaves((args, kwargs))
-                             if isinstance(v, torch.Tensor)])
-    if mode is None:  # a traced view always reads a fake tensor
-        raise TraceError(f"merging casts: op {node.name!r} reads no fake tensor")
-    with mode:
-        node.meta["val"] = node.target(*args, **kwargs)
-
-
 def _same_fake(a: Any, b: Any) -> bool:
     va, vb = a.meta.get("val"), b.meta.get("val")
     if not isinstance(va, torch.Tensor) or not isinstance(vb, torch.Tensor):
@@ -99,7 +81,9 @@ def merge_identical_casts(gm: Any) -> int:
     gone: set[Any] = set()  # the storages of the merged casts
     for n in list(gm.graph.nodes):
         if gone and n.op == "call_function" and _storages(n.meta.get("val")) & gone:
-            _rerun_meta(n)  # a view of a merged cast: now of the kept one
+            # a view of a merged cast: now of the kept one (a traced view reads a fake tensor)
+            if not rerun_fake_value(n):
+                raise TraceError(f"merging casts: op {n.name!r} reads no fake tensor")
             continue
         if _writes(n):
             seen.clear()  # a write may change any input: later casts start afresh

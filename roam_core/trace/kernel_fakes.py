@@ -41,7 +41,7 @@ import torch
 from torch._prims_common import make_contiguous_strides_for
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-__all__ = ["KernelFakeMode", "fix_fake_values"]
+__all__ = ["KernelFakeMode", "fix_fake_values", "rerun_fake_value"]
 
 _aten = torch.ops.aten
 _REDUCED = (torch.bfloat16, torch.float16)
@@ -147,3 +147,38 @@ def fix_fake_values(gm: Any) -> int:
     return sum(_batch_norm_backward(node) for node in gm.graph.nodes
                if node.op == "call_function"
                and node.target is _aten.native_batch_norm_backward.default)
+
+
+def rerun_fake_value(node: Any) -> bool:
+    """Recompute an FX node's ``meta["val"]`` from its inputs' fake values, in place.
+
+    For a node whose inputs changed after tracing (a view of a merged cast, a re-run's copy):
+    the graph's storages and aliases follow the fake values.
+
+    Parameters
+    ----------
+    node : torch.fx.Node
+        The node; ``getitem`` takes its element of the parent's value.
+
+    Returns
+    -------
+    bool
+        False when no fake tensor names the fake mode (neither an input's value nor the
+        node's own, e.g. a copied factory's): the value is left as it was.
+    """
+    from torch._guards import detect_fake_mode
+
+    if node.target is operator.getitem:
+        parent, idx = node.args
+        node.meta["val"] = parent.meta["val"][idx]
+        return True
+    args = torch.fx.node.map_arg(node.args, lambda n: n.meta.get("val"))
+    kwargs = torch.fx.node.map_arg(node.kwargs, lambda n: n.meta.get("val"))
+    # the node's own value names the mode when it reads no tensor (a factory)
+    leaves = torch.utils._pytree.tree_leaves((args, kwargs, node.meta.get("val")))
+    mode = detect_fake_mode([v for v in leaves if isinstance(v, torch.Tensor)])
+    if mode is None:
+        return False
+    with mode:
+        node.meta["val"] = node.target(*args, **kwargs)
+    return True
