@@ -237,6 +237,10 @@ def test_6_figures_read(page_factory: Any, browser: Any, app_url: str,
     ticks = page.evaluate("""() => document.querySelector('#timeline-graph .js-plotly-plot')
         ._fullLayout.yaxis.ticktext""")
     assert not any(t.endswith("…") for t in ticks), ticks
+    # the layouts render last (a fresh-clone run read them before their first draw)
+    page.wait_for_function("""() => {
+        const gd = document.querySelector('#layout-graph .js-plotly-plot');
+        return gd && gd._fullData && gd._fullData.length > 0; }""", timeout=T)
     marker = page.evaluate("""() => {
         const gd = document.querySelector('#layout-graph .js-plotly-plot');
         const t = gd._fullData[gd._fullData.length - 1];
