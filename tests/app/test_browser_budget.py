@@ -53,7 +53,7 @@ def test_budget_frontier_click_loads_the_plan(page_factory: Any, tmp_path: Path)
     expect(page.locator("#frontier-btn")).to_be_enabled(timeout=T)
     page.click("#frontier-btn", timeout=T)
     expect(page.locator("#frontier-status")).to_contain_text("plans", timeout=T)
-    expect(page.locator("#frontier-progress-text")).to_contain_text("done")
+    expect(page.locator("#frontier-progress-text")).to_contain_text("done", timeout=T)
     expect(page.locator("#frontier-table td").first).to_be_visible(timeout=T)
     n = page.evaluate("""() => {
         const gd = document.querySelector('#frontier-graph .js-plotly-plot');
