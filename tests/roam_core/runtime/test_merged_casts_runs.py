@@ -14,23 +14,12 @@ import roam_core as rc
 from roam_core.base.errors import PlanFormatError
 from roam_core.runtime import PlannedStep
 from roam_core.trace.tracer import trace_fx
+from tests.roam_core.trace.cast_models import Fanout
 
 #: A small Llama (GQA, RMSNorm): q/k/v and gate/up read one activation each.
 LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
          "vocab_size": 128, "max_position_embeddings": 64}
-
-
-class Fanout(nn.Module):
-    """One fp32 activation read by three linears (a Llama layer's q, k and v projections)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.q, self.k, self.v = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = torch.relu(x)
-        return (self.q(h) * self.k(h) + self.v(h)).float().square().mean()
 
 
 def _plan(model: nn.Module, x: torch.Tensor, merge: bool) -> tuple[rc.Graph, rc.Plan]:

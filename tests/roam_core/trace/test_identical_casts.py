@@ -10,20 +10,9 @@ from torch import nn
 
 import roam_core as rc
 from roam_core.trace.identical_casts import merge_identical_casts
+from tests.roam_core.trace.cast_models import Fanout
 
 CAST = "aten._to_copy.default"
-
-
-class Fanout(nn.Module):
-    """One fp32 activation read by three linears (a Llama layer's q, k and v projections)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.q, self.k, self.v = nn.Linear(8, 8), nn.Linear(8, 8), nn.Linear(8, 8)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = torch.relu(x)
-        return (self.q(h) * self.k(h) + self.v(h)).float().square().mean()
 
 
 def _casts(g: rc.Graph) -> int:
