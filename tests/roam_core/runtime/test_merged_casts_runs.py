@@ -22,6 +22,14 @@ LLAMA = {"model_type": "llama", "hidden_size": 64, "intermediate_size": 128,
          "vocab_size": 128, "max_position_embeddings": 64}
 
 
+@pytest.fixture
+def llama_config(tmp_path) -> str:
+    """The small Llama's config as a ``--hf-config`` file."""
+    cfg = tmp_path / "config.json"
+    cfg.write_text(json.dumps(LLAMA))
+    return str(cfg)
+
+
 def _plan(model: nn.Module, x: torch.Tensor, merge: bool) -> tuple[rc.Graph, rc.Plan]:
     g = trace_fx(model, [x], optimizer="adamw", precision="bf16-mixed",
                  merge_casts=merge).graph
@@ -71,15 +79,13 @@ def test_a_plan_of_the_other_merge_setting_is_refused(planned_merged: bool,
 
 
 @pytest.mark.slow
-def test_roam_trace_merge_casts_then_execute_is_bit_exact(tmp_path, capsys) -> None:
+def test_roam_trace_merge_casts_then_execute_is_bit_exact(tmp_path, llama_config) -> None:
     from roam_core.cli import main
     from roam_core.formats.graph_io import load_graph
     from roam_core.formats.plan_io import save_plan
 
-    cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps(LLAMA))
     gpath, ppath, rpath = (tmp_path / n for n in ("g.json.gz", "p.json", "r.json"))
-    assert main(["trace", "--hf-config", str(cfg), "-b", "2", "-t", "16", "--precision",
+    assert main(["trace", "--hf-config", llama_config, "-b", "2", "-t", "16", "--precision",
                  "bf16-mixed", "--merge-casts", "-o", str(gpath)]) == 0
     g = load_graph(gpath)
     assert g.origin["merge_casts"] is True
@@ -92,12 +98,10 @@ def test_roam_trace_merge_casts_then_execute_is_bit_exact(tmp_path, capsys) -> N
 
 
 @pytest.mark.slow
-def test_roam_train_merge_casts_is_bit_exact(tmp_path, capsys) -> None:
+def test_roam_train_merge_casts_is_bit_exact(llama_config, capsys) -> None:
     from roam_core.cli import main
 
-    cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps(LLAMA))
-    assert main(["train", "--hf-config", str(cfg), "-b", "2", "-t", "16", "--precision",
+    assert main(["train", "--hf-config", llama_config, "-b", "2", "-t", "16", "--precision",
                  "bf16-mixed", "--merge-casts", "--steps", "2", "--time-limit", "2",
                  "--json"]) == 0
     r = json.loads(capsys.readouterr().out)
@@ -107,17 +111,16 @@ def test_roam_train_merge_casts_is_bit_exact(tmp_path, capsys) -> None:
 
 
 @pytest.mark.slow
-def test_roam_train_refuses_a_merged_plan_without_the_flag(tmp_path, capsys) -> None:
+def test_roam_train_refuses_a_merged_plan_without_the_flag(tmp_path, llama_config,
+                                                           capsys) -> None:
     from roam_core.cli import main
     from roam_core.formats.plan_io import save_plan
     from roam_core.zoo.hf import trace_hf
 
-    cfg = tmp_path / "config.json"
-    cfg.write_text(json.dumps(LLAMA))
     g = trace_hf(LLAMA, 2, 16, precision="bf16-mixed", merge_casts=True).graph
     ppath = tmp_path / "p.json"
     save_plan(rc.make_plan(g, rc.PlannerConfig(workers=1, time_limit_s=2)), ppath)
-    assert main(["train", "--hf-config", str(cfg), "-b", "2", "-t", "16", "--precision",
+    assert main(["train", "--hf-config", llama_config, "-b", "2", "-t", "16", "--precision",
                  "bf16-mixed", "--plan", str(ppath), "--steps", "1"]) == 2
     err = capsys.readouterr().err
     assert "merge_casts=True" in err
