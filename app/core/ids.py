@@ -36,6 +36,7 @@ ZOO_STATUS = "zoo-status"
 ZOO_PROGRESS = "zoo-progress"  # "tracing gpt2-xl… 12 s" while the trace job runs
 ZOO_PRECISION = "zoo-precision"  # fp32 | bf16-mixed | bf16 | fp16-mixed
 ZOO_ATTENTION = "zoo-attention"  # sdpa | math | flash | efficient
+ZOO_MERGE_CASTS = "zoo-merge-casts"  # checklist: ["merge"] merges autocast's repeated casts
 HF_UPLOAD = "hf-config-upload"  # a dropped Hugging Face config.json
 HF_TASK = "hf-task"
 HF_CONFIG = "hf-config"  # store: the dropped config (a dict) or None

@@ -20,6 +20,7 @@ from app.core.store_types import GraphRef
 from app.services.uploads import read_upload
 from app.views import running
 from app.views.callback_tools import bind_config
+from app.views.casts import merge_casts_choice, merge_casts_field, merge_casts_state, note_id
 from app.views.components import card, number_field
 from app.views.lazy import store
 from app.views.loading import data
@@ -74,6 +75,7 @@ def _loading_card(defaults: PageDefaults) -> html.Div:
                 id=ids.ZOO_ATTENTION, clearable=False,
                 options=["sdpa", "math", "flash", "efficient"], value="sdpa")],
                 className="field"),
+            merge_casts_field(ids.ZOO_MERGE_CASTS, "fp32"),
             html.Div([html.Button("Trace", id=ids.ZOO_TRACE_BTN, disabled=not zoo),
                       html.Button("Cancel", id=ids.ZOO_CANCEL_BTN, disabled=True)],
                      className="buttons"),
@@ -144,17 +146,23 @@ def hf_config_dropped(contents: str | None, filename: str | None,
 def trace_job(set_progress: Callable[[tuple[str]], None], n: int | None, model: str,
               batch: int | None, seq: int | None, optimizer: str, setting: str,
               precision: str | None = "fp32", attention: str | None = "sdpa",
-              hf_config: dict[str, Any] | None = None, hf_task: str | None = "causal-lm"
+              merge: Sequence[str] | None = None, hf_config: dict[str, Any] | None = None,
+              hf_task: str | None = "causal-lm"
               ) -> tuple[dict[str, str] | dash.NoUpdate, str]:
     """Background: trace a zoo model, or the dropped Hugging Face config, server-side (a
-    status line ticks while it runs)."""
+    status line ticks while it runs; ``merge``: the merge-casts checkbox's value)."""
     if not n or not model:
         raise PreventUpdate
     hf = model == data.HF_CHOICE
     if hf and not hf_config:
         return dash.no_update, "Trace failed: drop a Hugging Face config.json first"
+    try:
+        merged = merge_casts_choice(merge, precision or "fp32")
+    except RoamError as e:
+        return dash.no_update, f"Trace failed: {e}"
     name = str(hf_config.get("model_type")) if hf and hf_config else model
-    what = f"tracing {name} (batch {int(batch or 1)}, {precision or 'fp32'})"
+    what = (f"tracing {name} (batch {int(batch or 1)}, {precision or 'fp32'}"
+            + (", casts merged)" if merged else ")"))
     done = threading.Event()
     t0 = time.monotonic()
 
@@ -167,7 +175,7 @@ def trace_job(set_progress: Callable[[tuple[str]], None], n: int | None, model: 
     threading.Thread(target=tick, name="roam-trace-status", daemon=True).start()
     try:
         args = (int(batch or 1), int(seq or 0) or None, optimizer, setting,
-                precision or "fp32", attention or None)
+                precision or "fp32", attention or None, merged)
         key = (data.trace_hf_graph(hf_config or {}, hf_task or "causal-lm", *args) if hf
                else data.trace_zoo_graph(model, *args))
     except Exception as e:  # a trace failure must not kill the app
@@ -199,7 +207,7 @@ def register(app: dash.Dash, config: AppConfig) -> None:
         Input(ids.ZOO_TRACE_BTN, "n_clicks"),
         *[State(i, "value") for i in (ids.ZOO_MODEL, ids.ZOO_BATCH, ids.ZOO_SEQ,
                                       ids.ZOO_OPTIMIZER, ids.ZOO_SETTING, ids.ZOO_PRECISION,
-                                      ids.ZOO_ATTENTION)],
+                                      ids.ZOO_ATTENTION, ids.ZOO_MERGE_CASTS)],
         State(ids.HF_CONFIG, "data"), State(ids.HF_TASK, "value"),
         background=True, prevent_initial_call=True, interval=500,
         running=[(Output(ids.RUNNING, "data"), running.running_patch("trace", True),
@@ -217,6 +225,10 @@ def register(app: dash.Dash, config: AppConfig) -> None:
     app.callback(Output(ids.ZOO_TRACE_BTN, "disabled"), Output(ids.ZOO_CANCEL_BTN, "disabled"),
                  Input(ids.RUNNING, "data"), State(ids.ZOO_MODEL, "options"),
                  prevent_initial_call=True)(trace_buttons)
+    app.callback(Output(ids.ZOO_MERGE_CASTS, "options"), Output(ids.ZOO_MERGE_CASTS, "value"),
+                 Output(note_id(ids.ZOO_MERGE_CASTS), "children"),
+                 Input(ids.ZOO_PRECISION, "value"), State(ids.ZOO_MERGE_CASTS, "value"),
+                 prevent_initial_call=True)(merge_casts_state)  # the layout starts in step
 
 
 VIEW = View("loading", "side", lambda defaults: [_loading_card(defaults)], register,
