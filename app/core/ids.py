@@ -74,6 +74,7 @@ LIVE_TITLE = "live-title"
 SEARCH_INPUT = "search-input"
 SEARCH_RESULTS = "search-results"
 SEARCH_HIT = "search-hit"  # pattern-matching type: {"type": SEARCH_HIT, "index": "op:x"}
+SEARCH_PICK = "search-pick"  # store: {"index": "op:x", "n": k}, the hit picked (search_hits.js)
 RESET_ZOOM = "reset-zoom"
 RANGE_TEXT = "range-text"
 EXPLAIN = "explain-panel"
