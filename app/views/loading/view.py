@@ -11,6 +11,7 @@ from typing import Any
 
 import dash
 from dash import Input, Output, State, dcc, html
+from dash.development.base_component import Component
 from dash.exceptions import PreventUpdate
 
 from app.core import ids
@@ -22,7 +23,7 @@ from app.views import running
 from app.views.callback_tools import bind_config
 from app.views.casts import merge_casts_choice, merge_casts_field, merge_casts_state, note_id
 from app.views.components import card, number_field
-from app.views.lazy import store
+from app.views.lazy import lazy_section, register_lazy, store
 from app.views.loading import data
 from app.views.spec import PageDefaults, View
 from app.views.uploads import (
@@ -39,8 +40,11 @@ __all__ = ["VIEW", "hf_config_dropped", "load_graph", "sample_pick_for", "trace_
            "trace_job"]
 
 
+#: The trace panel (a lazy section of the Graph card, :func:`app.views.lazy.lazy_section`).
+ZOO_SECTION = "zoo"
+
+
 def _loading_card(defaults: PageDefaults) -> html.Div:
-    zoo = list(defaults.zoo_models)
     return card(
         "Graph",
         dcc.Dropdown(id=ids.SAMPLE_PICK, options=list(defaults.sample_options),
@@ -50,39 +54,45 @@ def _loading_card(defaults: PageDefaults) -> html.Div:
             f"Drop a graph (.json / .json.gz, ≤ {defaults.max_upload_bytes // 2**20} MiB) or ",
             html.A("browse")], accept=".json,.gz,.json.gz"),
         html.Div(defaults.load_message, id=ids.LOAD_STATUS, className="status"),
-        html.Details([
-            html.Summary("Trace a zoo or Hugging Face model"),
-            dcc.Dropdown(id=ids.ZOO_MODEL, options=zoo, value=zoo[0] if zoo else None,
-                         placeholder="no zoo (torch missing)" if not zoo else None),
-            dcc.Upload(id=ids.HF_UPLOAD, className="upload", children=html.Div([
-                "Drop a Hugging Face config.json (no weights needed) or ", html.A("browse")])),
-            html.Label(["task", dcc.Dropdown(id=ids.HF_TASK, clearable=False,
-                                             options=list(data.HF_TASKS),
-                                             value="causal-lm")], className="field"),
-            html.Div(id=ids.HF_STATUS, className="status"),
-            number_field(ids.ZOO_BATCH, "batch", 1, min_=1),
-            number_field(ids.ZOO_SEQ, "sequence length (0 = default)", 0),
-            html.Label(["optimizer", dcc.Dropdown(id=ids.ZOO_OPTIMIZER, clearable=False,
-                                                  options=["adamw", "adam", "sgd"],
-                                                  value="adamw")], className="field"),
-            html.Label(["setting", dcc.Dropdown(id=ids.ZOO_SETTING, clearable=False,
-                                                options=["steady", "roam"],
-                                                value="steady")], className="field"),
-            html.Label(["precision", dcc.Dropdown(id=ids.ZOO_PRECISION, clearable=False,
-                                                  options=list(data.PRECISIONS),
-                                                  value="fp32")], className="field"),
-            html.Label(["attention", dcc.Dropdown(
-                id=ids.ZOO_ATTENTION, clearable=False,
-                options=["sdpa", "math", "flash", "efficient"], value="sdpa")],
-                className="field"),
-            merge_casts_field(ids.ZOO_MERGE_CASTS, "fp32"),
-            html.Div([html.Button("Trace", id=ids.ZOO_TRACE_BTN, disabled=not zoo),
-                      html.Button("Cancel", id=ids.ZOO_CANCEL_BTN, disabled=True)],
-                     className="buttons"),
-            html.Div(id=ids.ZOO_PROGRESS, className="status"),
-            html.Div(id=ids.ZOO_STATUS, className="status"),
-        ], className="zoo"),
+        lazy_section(ZOO_SECTION, "Trace a zoo or Hugging Face model", "zoo"),
     )
+
+
+def _zoo_body(zoo: Sequence[str]) -> list[Component]:
+    """The trace panel's controls, mounted when it is first opened: the page's first render
+    need not build its six dropdowns (each builds a search index when mounted)."""
+    zoo = list(zoo)
+    return [
+        dcc.Dropdown(id=ids.ZOO_MODEL, options=zoo, value=zoo[0] if zoo else None,
+                     placeholder="no zoo (torch missing)" if not zoo else None),
+        dcc.Upload(id=ids.HF_UPLOAD, className="upload", children=html.Div([
+            "Drop a Hugging Face config.json (no weights needed) or ", html.A("browse")])),
+        html.Label(["task", dcc.Dropdown(id=ids.HF_TASK, clearable=False,
+                                         options=list(data.HF_TASKS),
+                                         value="causal-lm")], className="field"),
+        html.Div(id=ids.HF_STATUS, className="status"),
+        number_field(ids.ZOO_BATCH, "batch", 1, min_=1),
+        number_field(ids.ZOO_SEQ, "sequence length (0 = default)", 0),
+        html.Label(["optimizer", dcc.Dropdown(id=ids.ZOO_OPTIMIZER, clearable=False,
+                                              options=["adamw", "adam", "sgd"],
+                                              value="adamw")], className="field"),
+        html.Label(["setting", dcc.Dropdown(id=ids.ZOO_SETTING, clearable=False,
+                                            options=["steady", "roam"],
+                                            value="steady")], className="field"),
+        html.Label(["precision", dcc.Dropdown(id=ids.ZOO_PRECISION, clearable=False,
+                                              options=list(data.PRECISIONS),
+                                              value="fp32")], className="field"),
+        html.Label(["attention", dcc.Dropdown(
+            id=ids.ZOO_ATTENTION, clearable=False,
+            options=["sdpa", "math", "flash", "efficient"], value="sdpa")],
+            className="field"),
+        merge_casts_field(ids.ZOO_MERGE_CASTS, "fp32"),
+        html.Div([html.Button("Trace", id=ids.ZOO_TRACE_BTN, disabled=not zoo),
+                  html.Button("Cancel", id=ids.ZOO_CANCEL_BTN, disabled=True)],
+                 className="buttons"),
+        html.Div(id=ids.ZOO_PROGRESS, className="status"),
+        html.Div(id=ids.ZOO_STATUS, className="status"),
+    ]
 
 
 def load_graph(sample: str | None, upload: UploadRef | None, trace: GraphRef | None
@@ -195,6 +205,7 @@ def trace_buttons(running_jobs: dict[str, bool] | None, zoo: Sequence[str] | Non
 def register(app: dash.Dash, config: AppConfig) -> None:
     """The Graph card's callbacks."""
     register_upload(app, "graph", config.max_upload_bytes)
+    register_lazy(app, ZOO_SECTION, lambda: _zoo_body(data.zoo_models()))
     app.callback(Output(ids.GRAPH_KEY, "data"), Output(ids.LOAD_STATUS, "children"),
                  Input(ids.SAMPLE_PICK, "value"), Input(result_id(ids.UPLOAD), "data"),
                  Input(ids.TRACE_RESULT, "data"), prevent_initial_call=True)(load_graph)
