@@ -120,7 +120,7 @@ def test_sample_plan_views_tree_tensor_export_reimport(page_factory: Any,
     _upload(page, "#plan-upload", tmp_path / "tree.plan.json")
     expect(page.locator("#import-status")).to_contain_text("valid for this graph", timeout=T)
     expect(page.locator("#task-tree button.node >> text=/^t1a[: ]/")).to_have_count(0)
-    page.click("#task-tree button.more >> text='+ 1 more sub-tasks'")
+    page.click("#task-tree button.more >> text='+ 1 more sub-task'")
     page.click("#task-tree button.node >> text=/^t1a[: ]/", timeout=T)
     expect(page.locator("#range-text")).to_contain_text("steps", timeout=T)
     expect(page.locator("#layout-graph .xtick").first).to_be_visible()
