@@ -452,8 +452,8 @@ def main(argv: list[str] | None = None) -> int:
         "* server-side figure build (cold figure memo, derived arrays cached): " + ", ".join(
             f"{k} {v:.2f} s" for k, v in info["py"].items()),
         *([f"* the machine was overloaded (1-min load average above its {os.cpu_count()} "
-           "cores): every second here is inflated, the before's most (its 4.7 MB plotly.js "
-           "is the most CPU); compare the columns, not the targets"]
+           "cores): every second here is inflated, and by how much changes from one page "
+           "load to the next; compare the columns, not the targets"]
           if max(load_before[0], load_after[0]) > (os.cpu_count() or 1) else []),
         "", f"Seconds from navigation start to first render, {len(now)} page loads after "
         "one warm-up (target: <= 3 s per view):", "",

@@ -3,7 +3,7 @@
 Starts the app in-process on a free port (its own cache in a temporary folder; the start-up
 sample, planned), opens it in Debian chromium with Playwright, opens the cards that draw
 on demand, and writes one PNG per card and size, plus the first screen of the page, into
-``docs/images/`` (``app-<card>-<w>x<h>.png``)::
+``docs/images/`` (``app-<card>-<w>x<h>.png``; 256-colour palette PNGs where smaller)::
 
     PYTHONPATH=$PWD .venv/bin/python scripts/app_screenshots.py [--out docs/images]
 """
@@ -40,6 +40,24 @@ def _serve(cache_dir: str) -> tuple[str, Any]:
     return f"http://127.0.0.1:{srv.server_port}", srv
 
 
+def optimise_png(path: Path) -> None:
+    """Rewrite a screenshot as a 256-colour palette PNG (Pillow, zlib at its best), when that
+    is smaller: a page of text and flat charts has far fewer colours, and the docs stay
+    small."""
+    from PIL import Image
+
+    raw = path.stat().st_size
+    with Image.open(path) as img:
+        pal = img.convert("RGB").quantize(colors=256, method=Image.Quantize.MEDIANCUT,
+                                          dither=Image.Dither.NONE)
+    tmp = path.with_suffix(".tmp.png")
+    pal.save(tmp, optimize=True)
+    if tmp.stat().st_size < raw:
+        tmp.replace(path)
+    else:
+        tmp.unlink()
+
+
 def _slug(title: str) -> str:
     """The first three words of a title, for a file name."""
     words = re.sub(r"[^a-z0-9]+", " ", title.lower()).split()
@@ -57,6 +75,8 @@ def _rendered(page: Any) -> None:
 
 def shoot(url: str, out: Path, browser: Any, width: int, height: int) -> list[Path]:
     """Every card of one page at one viewport size; returns the files written."""
+    from app.core import ids
+
     ctx = browser.new_context(viewport={"width": width, "height": height})
     page = ctx.new_page()
     written: list[Path] = []
@@ -70,6 +90,9 @@ def shoot(url: str, out: Path, browser: Any, width: int, height: int) -> list[Pa
             if page.locator(f"#{card}-open").count():
                 page.locator(f"#{card}-open").scroll_into_view_if_needed()
                 page.click(f"#{card}-open")
+        tour = page.locator(f"#{ids.TOUR} details").first  # the guided walkthrough, open
+        if tour.count() and tour.get_attribute("open") is None:
+            tour.locator("summary").first.click()
         page.locator("#module-card").scroll_into_view_if_needed()
         page.wait_for_timeout(2000)  # the lazily drawn views finish drawing
         cards = page.locator(".card")
@@ -86,6 +109,8 @@ def shoot(url: str, out: Path, browser: Any, width: int, height: int) -> list[Pa
             name = name if name not in seen else f"{name}-{i}"
             seen.add(name)
             card.scroll_into_view_if_needed()
+            page.mouse.move(0, 0)  # no hover label left over a chart from the clicks
+            page.wait_for_timeout(200)
             path = out / f"app-{name}-{width}x{height}.png"
             card.screenshot(path=str(path))
             written.append(path)
@@ -112,6 +137,7 @@ def main(argv: list[str] | None = None) -> None:
                 try:
                     for w, h in SIZES:
                         for path in shoot(url, out, browser, w, h):
+                            optimise_png(path)
                             print(path)
                 finally:
                     browser.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from roam_core.base.units import format_bytes
 
-__all__ = ["byte_unit", "flops_text", "fmt_bytes"]
+__all__ = ["byte_unit", "flops_text", "fmt_bytes", "order_name"]
 
 #: Binary units for people (``fmt_bytes(1536) == '1.50 KiB'``; ``'n/a'`` for ``None``).
 fmt_bytes = format_bytes
@@ -34,3 +34,13 @@ def flops_text(flops: float) -> str:
         if flops >= div:
             return f"{flops / div:,.2f} {name}"
     return f"{flops:,.0f} FLOP"
+
+
+def order_name(label: str) -> str:
+    """An order's label as a noun: ``"<label> order"``, unless the label names its order
+    already (no "eager (program order) order").
+
+    >>> order_name("eager (program order)"), order_name("planned (roam)")
+    ('eager (program order)', 'planned (roam) order')
+    """
+    return label if label.endswith("order)") else f"{label} order"

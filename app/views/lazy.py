@@ -26,8 +26,8 @@ from dash import Dash, Input, Output, State, dcc, html
 from dash.development.base_component import Component
 from dash.exceptions import PreventUpdate
 
-__all__ = ["Body", "body_id", "details_id", "lazy_card", "mount_body", "register_lazy",
-           "register_seen", "store", "summary_id"]
+__all__ = ["Body", "body_id", "details_id", "lazy_card", "lazy_section", "mount_body",
+           "register_lazy", "register_seen", "store", "summary_id"]
 
 #: What a lazy card's body is built as.
 Body = Sequence[Component]
@@ -73,6 +73,14 @@ def lazy_card(card_id: str, title: str, hint: str) -> html.Div:
                      id=summary_id(card_id), className="lazy-open"),
         html.Div(id=body_id(card_id)),
     ], id=details_id(card_id), open=False, className="lazy"), className="card", id=card_id)
+
+
+def lazy_section(section_id: str, summary: str, cls: str = "") -> html.Details:
+    """A closed ``<details>`` inside a card whose body is built when first opened (as
+    :func:`lazy_card`'s, with :func:`register_lazy` and the same ids)."""
+    return html.Details([html.Summary(summary, id=summary_id(section_id)),
+                         html.Div(id=body_id(section_id))],
+                        id=details_id(section_id), open=False, className=f"lazy {cls}".strip())
 
 
 def mount_body(is_open: bool | None, current: object, build: Callable[[], Body]) -> Body:

@@ -120,7 +120,7 @@ def test_sample_plan_views_tree_tensor_export_reimport(page_factory: Any,
     _upload(page, "#plan-upload", tmp_path / "tree.plan.json")
     expect(page.locator("#import-status")).to_contain_text("valid for this graph", timeout=T)
     expect(page.locator("#task-tree button.node >> text=/^t1a[: ]/")).to_have_count(0)
-    page.click("#task-tree button.more >> text='+ 1 more sub-tasks'")
+    page.click("#task-tree button.more >> text='+ 1 more sub-task'")
     page.click("#task-tree button.node >> text=/^t1a[: ]/", timeout=T)
     expect(page.locator("#range-text")).to_contain_text("steps", timeout=T)
     expect(page.locator("#layout-graph .xtick").first).to_be_visible()
@@ -392,3 +392,30 @@ def test_teaching_sample_says_what_it_teaches(page_factory: Any, sample: str, le
     for view in ("curves-graph", "layout-graph", "base-layout-graph"):
         page.locator(f"#{view}").screenshot(path=str(_shot(f"{sample}-{view}")))
     tour.screenshot(path=str(_shot(f"{sample}-walkthrough")))
+
+
+def test_merge_casts_is_offered_for_autocast_precisions_only(page_factory: Any) -> None:
+    """The trace panel (built when opened) offers "merge autocast's repeated casts" only in
+    a mixed precision; going back to fp32 clears and disables it, with the reason."""
+    page = page_factory()
+    _views_rendered(page)
+    page.click("details.zoo summary")
+    box = page.locator("#zoo-merge-casts input[type=checkbox]")
+    note = page.locator("#zoo-merge-casts-note")
+    expect(box).to_be_disabled(timeout=T)
+    expect(note).to_contain_text("only for autocast precisions")
+
+    def precision(name: str) -> None:
+        page.click("#zoo-precision")
+        page.locator(".dash-dropdown-content .dash-dropdown-option",
+                     has_text=name).first.click()
+
+    precision("bf16-mixed")
+    expect(box).to_be_enabled(timeout=T)
+    expect(note).to_contain_text("eager PyTorch makes every copy")
+    box.check()
+    expect(box).to_be_checked()
+    precision("fp32")
+    expect(box).to_be_disabled(timeout=T)
+    expect(box).not_to_be_checked()
+    expect(note).to_contain_text("fp32 makes no casts to merge")

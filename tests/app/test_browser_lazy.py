@@ -1,10 +1,11 @@
-"""Browser: a lazy card opened while the page boots still gets its body (Playwright, Debian
+"""Browser: a lazy card opened while the page boots gets its body (Playwright, Debian
 chromium).
 
-A summary click used to reach Dash as ``n_clicks``; a click that Dash missed (it landed while
-the page booted, on a loaded machine) opened the ``<details>`` with no body, for good.  The
-card is now mounted on the ``<details>``'s own open state (``app.views.lazy``,
-``assets/lazy_open.js``).
+The card is mounted on the ``<details>``'s own open state (``app.views.lazy``,
+``assets/lazy_open.js``).  Here the page really is booting when the card is clicked: every
+callback request of the page's first load is held in the page's ``fetch`` (no view has its
+data, no figure is drawn) while Playwright clicks the card's summary as a user would, and is
+let go only after the click.  The card must open, and get its body once Dash answers.
 """
 
 from __future__ import annotations
@@ -17,28 +18,24 @@ from tests.app.test_browser import T
 
 pytestmark = pytest.mark.browser
 
-#: Clicks the card's summary the moment Dash inserts it, before the page's first callbacks
-#: have answered, and keeps that first click from Dash (React listens at its root; the click
-#: is stopped on its way there): what a click that Dash missed during boot looked like. The
-#: browser still opens the <details> (the click's default action).
-EARLY_CLICK = """
+#: Holds every Dash callback request until ``window.__releaseBoot()`` (then sends them, in
+#: order); later requests go straight through.
+HOLD_BOOT = """
 (() => {
-  const card = %r;
-  let missed = false;
-  window.addEventListener('click', e => {
-    if (!missed && e.target.closest && e.target.closest('#' + card + '-open')) {
-      missed = true;
-      e.stopPropagation();
+  window.__held = [];
+  window.__holding = true;
+  const orig = window.fetch.bind(window);
+  window.fetch = function (input, init) {
+    const url = typeof input === 'string' ? input : (input && input.url) || '';
+    if (window.__holding && url.includes('_dash-update-component')) {
+      return new Promise(res => window.__held.push(() => res(orig(input, init))));
     }
-  }, true);
-  new MutationObserver((_, obs) => {
-    const s = document.getElementById(card + '-open');
-    if (s) {
-      obs.disconnect();
-      window.__roamEarly = document.querySelectorAll('#curves-graph .main-svg').length;
-      s.click();
-    }
-  }).observe(document, {childList: true, subtree: true});
+    return orig(input, init);
+  };
+  window.__releaseBoot = () => {
+    window.__holding = false;
+    window.__held.splice(0).forEach(f => f());
+  };
 })();
 """
 
@@ -53,18 +50,27 @@ def test_a_card_opened_during_boot_gets_its_body(browser: Any, app_url: str,
         page = ctx.new_page()
         errors: list[str] = []
         page.on("pageerror", lambda e: errors.append(str(e)))
-        page.add_init_script(EARLY_CLICK % card)
+        page.add_init_script(HOLD_BOOT)
         page.goto(app_url)
+        # the page is booting: its first callbacks are asked for, none is answered
+        page.wait_for_function("window.__held.length > 0", timeout=T)
+        summary = page.locator(f"#{card}-open")
+        summary.scroll_into_view_if_needed(timeout=T)
+        summary.click(timeout=T)  # a real click, as a user's during the boot
         details = page.locator(f"#{card} > details")
-        expect(details).to_have_attribute("open", "", timeout=T)  # the click opened it
+        expect(details).to_have_attribute("open", "", timeout=T)
+        assert not page.evaluate(  # no curve drawn yet (the blank figure has no trace)
+            "(g => !!(g && g._fullData && g._fullData.length))"
+            "(document.querySelector('#curves-graph .js-plotly-plot'))")
+        assert page.locator("#summary-card table").count() == 0
+        page.evaluate("window.__releaseBoot()")
         body = page.locator(f"#{card}-body > *").first
         expect(body).to_be_attached(timeout=T)
-        # the click came before the page's views were drawn (the boot was not over)
-        assert page.evaluate("window.__roamEarly") == 0
+        expect(page.locator("#summary-card")).to_contain_text("planned peak", timeout=T)
         # closed and opened again, the body is kept (mounted once)
-        page.click(f"#{card}-open")
+        summary.click()
         expect(details).not_to_have_attribute("open", "", timeout=T)
-        page.click(f"#{card}-open")
+        summary.click()
         expect(body).to_be_attached()
         assert not errors, errors
     finally:

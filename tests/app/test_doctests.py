@@ -15,7 +15,7 @@ import pytest
     "app.views.linking.data", "app.views.live.data", "app.views.planning.model",
     "app.views.search.model", "app.views.tree.model", "app.views.verify.data",
     "app.views.walkthrough.model", "app.analysis.modules", "app.analysis.layout_view",
-    "app.views.explain.model"])
+    "app.views.explain.model", "app.views.use_plan.model", "app.views.casts"])
 def test_docstring_examples(name: str) -> None:
     result = doctest.testmod(importlib.import_module(name))
     assert result.attempted > 0

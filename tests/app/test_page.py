@@ -94,7 +94,10 @@ LOAD_OUTPUTS = {
     "live-table.tooltip_data", "explain-panel.children",
     "..module-table.data...module-icicle.figure...module-title.children..",
     "module-seen.data",
-    "..verify-device.options...verify-device.value...verify-note.children...verify-off.data..",
+    # the Verify card's whole state in one answer (no chain of four on load)
+    "..verify-device.options...verify-device.value...verify-note.children...verify-off.data..."
+    "verify-btn.children...verify-result.children...verify-btn.disabled..."
+    "verify-cancel-btn.disabled..",
 }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from app.core.formatting import byte_unit, flops_text, fmt_bytes
+from app.figures.style import empty_figure
 from app.views.budget.model import BASELINE_LABELS, MIN_CUT, FrontierRecord, method_label
 
 __all__ = ["MIN_CUT_COLOR", "ROAM_COLOR", "frontier_figure"]
@@ -64,11 +65,11 @@ def frontier_figure(record: FrontierRecord | None, selected_plan: str | None = N
                     ) -> go.Figure:
     """Peak memory against extra time (ms): roam's budget plans as a line, each baseline as
     its own marker; ``customdata`` is the plan key (a click loads it)."""
-    fig = go.Figure()
-    if not record or not record.get("points"):
-        fig.update_layout(title="No frontier yet: press “Compute frontier”",
-                          xaxis={"visible": False}, yaxis={"visible": False}, height=380)
+    if not record or not record.get("points"):  # no axes, no grey plot area
+        fig = empty_figure("No frontier yet: press “Compute frontier”")
+        fig.update_layout(height=380)
         return fig
+    fig = go.Figure()
     pts = record["points"]
     sf = record.get("step_flops") or 0
     div, unit = byte_unit(max(p["peak_bytes"] for p in pts))

@@ -68,7 +68,10 @@ _TEXT = {"textAlign": "left", "maxWidth": "240px", "overflowWrap": "anywhere"}
 
 
 def _table(id_: str, cols: Sequence[tuple[str, str]], page_size: int = 10) -> DataTable:
-    return DataTable(id=id_, columns=[{"name": n, "id": i} for n, i in cols],
+    # numbers of MiB (× steps) with one set of decimals (the table sorts them as numbers)
+    mib: dict[str, object] = {"type": "numeric", "format": {"specifier": ",.3f"}}
+    columns = [{"name": n, "id": i, **(mib if "mib" in i else {})} for n, i in cols]
+    return DataTable(id=id_, columns=columns,  # type: ignore[arg-type]  # the stubs' Columns
                      page_size=page_size, sort_action="native", style_cell=_CELL,
                      style_cell_conditional=[{"if": {"column_id": c}, **_TEXT}
                                              for c in ("metric", "module", "tensor", "op",

@@ -71,41 +71,48 @@ def _world(parallel: ParallelSetting | None) -> list[dict[str, Any]]:
 _ROW_FORMAT = "time"
 
 
+def _merged(merge_casts: bool) -> list[str]:
+    """The merged-casts part of a cache key (empty when off: those keys unchanged)."""
+    return ["merge_casts"] if merge_casts else []
+
+
 def _settings_blob(model: str, settings: PlanSettings, precision: str,
-                   parallel: ParallelSetting | None = None) -> str:
+                   parallel: ParallelSetting | None = None, merge_casts: bool = False) -> str:
     return json.dumps([model, "steady", "adamw", _plain(settings), precision, _ROW_FORMAT,
-                       *_world(parallel)], sort_keys=True)
+                       *_world(parallel), *_merged(merge_casts)], sort_keys=True)
 
 
 def _row_key(model: str, b: int, t: int | None, settings: PlanSettings,
-             precision: str = "fp32", parallel: ParallelSetting | None = None) -> str:
+             precision: str = "fp32", parallel: ParallelSetting | None = None,
+             merge_casts: bool = False) -> str:
     blob = json.dumps([model, b, t, "steady", "adamw", _plain(settings), precision,
-                       _ROW_FORMAT, *_world(parallel)],
+                       _ROW_FORMAT, *_world(parallel), *_merged(merge_casts)],
                       sort_keys=True)
     return "fit-" + hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
 def _index_key(model: str, settings: PlanSettings, precision: str,
-               parallel: ParallelSetting | None = None) -> str:
+               parallel: ParallelSetting | None = None, merge_casts: bool = False) -> str:
     """Cache key of the list of every row measured for ``model`` under these settings."""
-    blob = _settings_blob(model, settings, precision, parallel)
+    blob = _settings_blob(model, settings, precision, parallel, merge_casts)
     return "fit-index-" + hashlib.sha256(blob.encode()).hexdigest()[:32]
 
 
 def _remember(model: str, settings: PlanSettings, key: str, precision: str = "fp32",
-              parallel: ParallelSetting | None = None) -> None:
-    index = _index_key(model, settings, precision, parallel)
+              parallel: ParallelSetting | None = None, merge_casts: bool = False) -> None:
+    index = _index_key(model, settings, precision, parallel, merge_casts)
     keys = state.get_json(index, [])
     if key not in keys:
         state.put_json(index, [*keys, key])
 
 
 def known_rows(model: str, settings: PlanSettings, precision: str = "fp32",
-               parallel: ParallelSetting | None = None) -> list[FitRow]:
+               parallel: ParallelSetting | None = None,
+               merge_casts: bool = False) -> list[FitRow]:
     """Every configuration of ``model`` measured so far under these settings (by any sweep),
     smallest first: the answer is about all of them, not only the last sweep's."""
-    rows = [FitRow.from_dict(d) for k in state.get_json(_index_key(model, settings, precision,
-                                                                      parallel), [])
+    index = _index_key(model, settings, precision, parallel, merge_casts)
+    rows = [FitRow.from_dict(d) for k in state.get_json(index, [])
             if (d := state.get_json(k)) is not None]
     return sorted(rows, key=lambda r: (r.seq_len or 0, r.batch_size))
 
@@ -121,7 +128,8 @@ def sweep_rows(result: Mapping[str, Any] | None) -> list[FitRow]:
         try:
             known = known_rows(result["model"], PlanSettings(**result["settings"]),
                                result.get("precision") or "fp32",
-                               ParallelSetting.from_mapping(result.get("parallel")))
+                               ParallelSetting.from_mapping(result.get("parallel")),
+                               bool(result.get("merge_casts")))
         except TypeError:  # settings of another version of the app
             pass
     # the sweep's own rows always count (a row is one batch size and sequence length)
@@ -132,15 +140,17 @@ def sweep_rows(result: Mapping[str, Any] | None) -> list[FitRow]:
 def sweep(model: str, batch_sizes: Sequence[int], seq_lens: Sequence[int | None],
           settings: PlanSettings,
           progress: Callable[[int, int, str], None] | None = None,
-          trace: Callable[[str, int, int | None], Graph] | None = None,
+          trace: Callable[[str, int, int | None, bool], Graph] | None = None,
           cancel: CancelFlag | None = None, precision: str = "fp32",
-          parallel: ParallelSetting | None = None) -> Sweep:
+          parallel: ParallelSetting | None = None, merge_casts: bool = False) -> Sweep:
     """Measure every (batch, sequence length) of ``model`` (cached rows are re-used).
 
-    ``trace(model, batch, seq_len)`` returns a graph (default: the zoo tracer, steady
-    setting, AdamW, in ``precision``; with ``parallel``, the step of one rank, so every row
-    is per rank).  ``cancel`` stops the sweep between configurations; the rows measured are
-    kept (and cached).
+    ``trace(model, batch, seq_len, merge_casts)`` returns a graph (default: the zoo tracer,
+    steady setting, AdamW, in ``precision``; with ``parallel``, the step of one rank, so
+    every row is per rank).  ``merge_casts``: roam's methods plan the step with autocast's
+    repeated casts made once, eager's column stays the step as eager runs it (every cast),
+    as ``roam fit --merge-casts``: each configuration is traced twice.  ``cancel`` stops
+    the sweep between configurations; the rows measured are kept (and cached).
 
     Raises
     ------
@@ -163,11 +173,11 @@ def sweep(model: str, batch_sizes: Sequence[int], seq_lens: Sequence[int | None]
                "measured earlier are kept, so sweep the rest next") + ")")
     par = parallel or ParallelSetting()
     if trace is None:
-        def trace(m: str, b: int, t: int | None) -> Graph:
+        def trace(m: str, b: int, t: int | None, merge: bool) -> Graph:
             from roam_core.zoo import trace_zoo
 
             return trace_zoo(m, b, t, "steady", "adamw", precision=precision,
-                             parallel=par).graph
+                             parallel=par, merge_casts=merge).graph
 
     cfg = PlannerConfig(time_limit_s=settings.time_limit_s, node_limit=settings.node_limit,
                         workers=settings.workers, alignment_bytes=settings.alignment_bytes)
@@ -181,16 +191,20 @@ def sweep(model: str, batch_sizes: Sequence[int], seq_lens: Sequence[int | None]
         what = f"{model} batch {b}" + (f", seq {t}" if t else "")
         if progress is not None:
             progress(i, len(configs), f"{i}/{len(configs)}: tracing and planning {what}")
-        key = _row_key(model, b, t, settings, precision, par)
+        key = _row_key(model, b, t, settings, precision, par, merge_casts)
         cached = state.get_json(key)
         if cached is not None:
             rows.append(FitRow.from_dict(cached))
-            _remember(model, settings, key, precision, par)
+            _remember(model, settings, key, precision, par, merge_casts)
             continue
-        graph = trace(model, b, t)
-        row = fit_row(graph, cfg, batch_size=b, seq_len=t or graph.origin.get("seq_len"))
+        graph = trace(model, b, t, False)
+        eager = None
+        if merge_casts:  # eager runs every cast: its column is the unmerged step's
+            eager, graph = graph, trace(model, b, t, True)
+        row = fit_row(graph, cfg, batch_size=b, seq_len=t or graph.origin.get("seq_len"),
+                      eager_graph=eager)
         state.put_json(key, row.to_dict())
-        _remember(model, settings, key, precision, par)
+        _remember(model, settings, key, precision, par, merge_casts)
         rows.append(row)
     if progress is not None:
         progress(len(configs), len(configs), f"done: {len(configs)} configurations")

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 
 from app.core.formatting import fmt_bytes
+from app.figures.style import empty_figure
 from app.views.fit.model import GPU_SIZES_GIB
 from roam_core.planner.whatfits import FIT_METHODS, FitRow, method_label
 
@@ -27,11 +28,11 @@ _DASH = {"eager_reserved": "solid", "roam": "solid", "roam_recompute_5pct": "das
 def fit_figure(rows: Sequence[FitRow], memory_gib: float | None = None) -> go.Figure:
     """Peak (log scale) against batch size, one line per method (and sequence length), with
     horizontal lines at :data:`GPU_SIZES_GIB` and ``memory_gib``."""
-    fig = go.Figure()
-    if not rows:
-        fig.update_layout(title="No sweep yet: pick a model and press “Sweep”", height=420,
-                          xaxis={"visible": False}, yaxis={"visible": False})
+    if not rows:  # no axes and no grey plot area: an empty chart read as a broken one
+        fig = empty_figure("No sweep yet: pick a model and press “Sweep”")
+        fig.update_layout(height=420)
         return fig
+    fig = go.Figure()
     seqs = sorted({r.seq_len for r in rows}, key=lambda t: t or 0)
     for t in seqs:
         group = sorted((r for r in rows if r.seq_len == t), key=lambda r: r.batch_size)

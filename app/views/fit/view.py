@@ -22,6 +22,7 @@ from app.core import ids
 from app.core.config import AppConfig
 from app.services import cancel_requests
 from app.views import lazy
+from app.views.casts import merge_casts_choice, merge_casts_field, merge_casts_state, note_id
 from app.views.fit.data import sweep, sweep_rows
 from app.views.fit.figure import fit_figure
 from app.views.fit.model import GPU_SIZES_GIB, fit_answer, parse_ints
@@ -31,8 +32,8 @@ from roam_core.base.catalog import default_precision
 from roam_core.base.errors import ConfigError, RoamError
 from roam_core.model.parallel import PARALLEL_PRECISIONS, ParallelSetting
 
-__all__ = ["CARD", "VIEW", "body", "cancel_fit", "card", "fit_job", "parallel_choice",
-           "render_fit"]
+__all__ = ["CARD", "VIEW", "body", "cancel_fit", "card", "fit_job", "merge_casts_for",
+           "parallel_choice", "render_fit"]
 
 _logger = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ FIT_MEMORY = "fit-memory-gib"
 FIT_PRECISION = "fit-precision"
 #: The precision dropdown's default: bf16-mixed for transformers, fp32 otherwise.
 AUTO = "auto"
+FIT_MERGE = "fit-merge-casts"  # checklist: ["merge"] plans roam's rows with merged casts
 FIT_PARALLEL = "fit-parallel"
 FIT_WORLD = "fit-world-size"
 FIT_BTN = "fit-btn"
@@ -77,7 +79,10 @@ def body(models: Sequence[str]) -> list[Component]:
             "recompute up to 5% or 25% extra time (estimated per op on the device profile: "
             "compute or memory bandwidth, whichever is slower). Where a line "
             "crosses a GPU size, the batch stops fitting. The y axis is logarithmic. "
-            "Transformers are traced in bf16 mixed precision unless you pick another.",
+            "Transformers are traced in bf16 mixed precision unless you pick another. "
+            "\"Merge autocast's repeated casts\" (mixed precisions only) plans roam's lines "
+            "for the step with each activation cast once; eager's line stays the step as "
+            "PyTorch runs it, every copy made.",
             className="muted")]),
         html.Div([
             html.Label(["model", dcc.Dropdown(id=FIT_MODEL, options=models, value=default,
@@ -97,6 +102,7 @@ def body(models: Sequence[str]) -> list[Component]:
                 options=[{"label": "bf16-mixed for transformers, else fp32", "value": AUTO},
                          *["fp32", "bf16-mixed", "bf16", "fp16-mixed"]])],
                 className="field"),
+            merge_casts_field(FIT_MERGE, default_precision(default)),  # "auto", one device
             html.Label(["data parallel (memory per rank)",
                         dcc.Dropdown(id=FIT_PARALLEL, clearable=False, value="none",
                                      options=[{"label": "none (one device)", "value": "none"},
@@ -128,11 +134,14 @@ def fit_job(set_progress: Callable[[tuple[int, int, str]], None], n: int | None,
             model: str | None, batches: str | float | None, seqs: str | float | None,
             precision: str | None, kind: str | None, world: int | str | None,
             tl: FormNumber, nl: FormNumber, w: FormNumber, al: FormNumber,
-            session: str | None = None,
+            session: str | None = None, merge: Sequence[str] | None = None,
             ) -> tuple[dict[str, Any] | dash.NoUpdate, str]:
     """Background: the sweep, with progress (``precision`` ``"auto"``: bf16-mixed for
     transformers, fp32 otherwise, and the status says so; per rank with a data-parallel
     setting, where ``"auto"`` is fp32 when the rank does not trace in bf16-mixed: DDP).
+    ``merge`` ticked (autocast precisions only): roam's rows plan the step with autocast's
+    repeated casts made once, eager's stay the step as eager runs it (``roam fit
+    --merge-casts``).
 
     Cancel is cooperative (:func:`cancel_fit`): the sweep stops between configurations and
     keeps the rows measured.
@@ -143,20 +152,23 @@ def fit_job(set_progress: Callable[[tuple[int, int, str]], None], n: int | None,
     try:
         par = parallel_choice(kind, world)
         prec, how = _precision_choice(model, precision, par)
+        merged = merge_casts_choice(merge, prec)
         s = settings_from_form("roam", tl, nl, w, al)
         bs = parse_ints(batches, "batch sizes")
         ts: list[int | None] = list(parse_ints(seqs, "sequence lengths")) or [None]
         done = sweep(model, bs, ts, s, lambda d, t, msg: set_progress((d, t, msg)),
-                     cancel=cancel, precision=prec, parallel=par)
+                     cancel=cancel, precision=prec, parallel=par, merge_casts=merged)
     except RoamError as e:
         return dash.no_update, f"Sweep failed: {e}"
     except Exception as e:  # a trace/planner failure must reach the user, not kill the app
         _logger.exception("fit sweep failed")
         return dash.no_update, f"Sweep failed: {type(e).__name__}: {e}"
     where = f" per rank ({par.describe()})" if par.active else ""
+    how += ", casts merged for roam" if merged else ""
     out = {"model": model, "precision": prec, "settings": s.as_dict(),
            "rows": [r.to_dict() for r in done.rows], "parallel": par.to_dict(),
-           "where": where}
+           "where": where + (", roam with repeated casts made once" if merged else ""),
+           "merge_casts": merged}
     if done.cancelled:
         return out, (f"cancelled: {len(done.rows)} of {done.total} configurations measured "
                      "(kept; the answer uses every configuration measured so far)")
@@ -173,6 +185,18 @@ def _precision_choice(model: str, precision: str | None,
     if par.active and prec not in PARALLEL_PRECISIONS[par.kind]:
         return "fp32", f"fp32 ({par.kind} ranks trace in fp32 only)"
     return prec, f"{prec} (the default for {'transformers' if prec != 'fp32' else 'this model'})"
+
+
+def merge_casts_for(model: str | None, precision: str | None, kind: str | None,
+                    world: int | str | None, value: Sequence[str] | None
+                    ) -> tuple[list[dict[str, Any]], list[str], str]:
+    """The merge-casts checkbox for the precision the sweep would trace in (``auto``
+    resolved for the model and data-parallel setting)."""
+    try:
+        prec = _precision_choice(model or "", precision, parallel_choice(kind, world))[0]
+    except RoamError:  # a world size without a data parallelism: the sweep says so
+        prec = precision if precision not in (None, AUTO) else default_precision(model)
+    return merge_casts_state(prec, value)
 
 
 def cancel_fit(n: int | None, session: str | None, run: int | None) -> tuple[str, str]:
@@ -230,6 +254,7 @@ def register(app: dash.Dash, config: AppConfig) -> None:
         Input(FIT_BTN, "n_clicks"), State(FIT_MODEL, "value"), State(FIT_BATCHES, "value"),
         State(FIT_SEQS, "value"), State(FIT_PRECISION, "value"), State(FIT_PARALLEL, "value"),
         State(FIT_WORLD, "value"), *settings, State(ids.SESSION, "data"),
+        State(FIT_MERGE, "value"),
         background=True, prevent_initial_call=True, interval=500,
         running=[(Output(FIT_BTN, "disabled"), True, False),
                  (Output(FIT_CANCEL, "disabled"), False, True)],
@@ -241,6 +266,11 @@ def register(app: dash.Dash, config: AppConfig) -> None:
                  State(FIT_BTN, "n_clicks"), prevent_initial_call=True)(cancel_fit)
     app.callback(Output(FIT_GRAPH, "figure"), Output(FIT_ANSWER, "children"),
                  Input(FIT_RESULT, "data"), Input(FIT_MEMORY, "value"))(render_fit)
+    app.callback(Output(FIT_MERGE, "options"), Output(FIT_MERGE, "value"),
+                 Output(note_id(FIT_MERGE), "children"), Input(FIT_MODEL, "value"),
+                 Input(FIT_PRECISION, "value"), Input(FIT_PARALLEL, "value"),
+                 Input(FIT_WORLD, "value"), State(FIT_MERGE, "value"),
+                 prevent_initial_call=True)(merge_casts_for)  # the body starts in step
 
 
 VIEW = View("fit", "main", lambda _: [card()], register, stores=stores)

@@ -72,7 +72,7 @@ def layout_figure(
             name = kind_names[int(code)]
             fig.add_trace(go.Scatter(
                 x=xs, y=ys, fill="toself", mode="lines", line={"width": 0.5, "color": "#fff"},
-                fillcolor=KIND_COLORS[name], name=name, hoverinfo="skip"))
+                fillcolor=KIND_COLORS[name], name=name.replace("_", " "), hoverinfo="skip"))
     else:
         colors = np.array([_rgba(KIND_COLORS[k]) for k in kind_names], np.uint8)
         w, h = raster_px
@@ -82,7 +82,8 @@ def layout_figure(
         fig.add_layout_image(source=png_data_uri(img), xref="x", yref="y", x=xa, y=height,
                              sizex=xb - xa, sizey=height, sizing="stretch", layer="below")
         for name in dict.fromkeys(kind_names[int(c)] for c in np.unique(view.kind[vis])):
-            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers", name=name,
+            fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers",
+                                     name=name.replace("_", " "),
                                      marker={"color": KIND_COLORS[name], "symbol": "square"}))
     # hover and click anywhere on a rectangle: a transparent grid naming the storage drawn
     # at each cell's centre (vector mode adds exact markers at the centres, on top)
@@ -102,8 +103,11 @@ def layout_figure(
     step_axis(fig, view.n_steps)
     fig.update_xaxes(range=[xa, xb], autorange=False, title="step")
     fig.update_layout(
-        title={"text": title or f"{view.label}: {len(view)} storages, height "
-                                  f"{fmt_bytes(view.height_bytes)} ({mode}, {len(vis)} in view)",
+        # short enough to clear the mode bar at 1280 px; how it is drawn is in ``meta``
+        title={"text": title or f"{view.label}: {len(view)} storages, "
+                                  f"{fmt_bytes(view.height_bytes)} high"
+                                  + (f", {len(vis)} in this window" if x_range is not None
+                                     else ""),
                "font": {"size": 13}, "x": 0.01, "y": 0.98},
         meta={"lod": mode, "visible": len(vis), "window": [xa, xb]}, uirevision=view.label,
         height=460,

@@ -29,7 +29,8 @@ __all__ = ["VIEW", "on_range", "on_select"]
 def on_range(*args: Any) -> tuple[list[float] | None, str]:
     """One step window for every view: zoom events, tree clicks, search hits, reset.
 
-    ``args``: the four figures' ``relayoutData``, the tree, search and walkthrough clicks,
+    ``args``: the four figures' ``relayoutData``, the tree clicks, the search pick, the
+    walkthrough clicks,
     Reset zoom, then the plan key, the graph and the "before" method (Dash passes them all;
     :func:`dash.ctx.triggered_id` says which fired).
     """
@@ -38,7 +39,9 @@ def on_range(*args: Any) -> tuple[list[float] | None, str]:
     if trig in (ids.PLAN_KEY, ids.RESET_ZOOM):
         return None, "whole step axis"
     rng: list[float] | Literal["keep"] | None
-    if isinstance(trig, dict):
+    if trig == ids.SEARCH_PICK:
+        rng = range_of(graph["key"], plan, base, *_picked(triggered_value()))
+    elif isinstance(trig, dict):
         if not triggered_value():
             raise PreventUpdate
         kind, ident = ("node", trig["index"]) if trig["type"] == ids.TREE_NODE else \
@@ -53,14 +56,26 @@ def on_range(*args: Any) -> tuple[list[float] | None, str]:
     return rng, f"steps {max(math.ceil(rng[0]), 0)} – {math.floor(rng[1])}"
 
 
+def _picked(pick: dict[str, Any] | None) -> tuple[str, str]:
+    """``(kind, id)`` of the search hit in ``SEARCH_PICK`` (``{"index": "op:mm", "n": 3}``)."""
+    index = (pick or {}).get("index")
+    if not isinstance(index, str) or ":" not in index:
+        raise PreventUpdate
+    kind, ident = index.split(":", 1)
+    return kind, ident
+
+
 def on_select(layout_click: PlotlyEvent | None, base_click: PlotlyEvent | None,
-              tl_click: PlotlyEvent | None, hits: list[int | None],
+              tl_click: PlotlyEvent | None, pick: dict[str, Any] | None,
               graph: GraphRef | None, tour_hits: list[int | None] | None = None
               ) -> Selection | None:
-    """Selected op or tensor (from a click or a search hit)."""
+    """Selected op or tensor (from a click, a search hit or a walkthrough tensor)."""
     trig, value = dash.ctx.triggered_id, triggered_value()
     if trig == ids.GRAPH_KEY:
         return None
+    if trig == ids.SEARCH_PICK:
+        kind, ident = _picked(value)
+        return {"kind": kind, "id": ident}
     if not value:
         raise PreventUpdate
     if isinstance(trig, dict):
@@ -75,7 +90,7 @@ def on_select(layout_click: PlotlyEvent | None, base_click: PlotlyEvent | None,
 def register(app: dash.Dash, config: AppConfig) -> None:
     """The window's and the selection's callbacks."""
     tour_hits = Input({"type": ids.TOUR_HIT, "index": ALL, "step": ALL}, "n_clicks")
-    search_hits = Input({"type": ids.SEARCH_HIT, "index": ALL}, "n_clicks")
+    search_hits = Input(ids.SEARCH_PICK, "data")  # assets/search_hits.js: not n_clicks
     app.callback(Output(ids.VIEW_RANGE, "data"), Output(ids.RANGE_TEXT, "children"),
                  *[Input(g, "relayoutData") for g in (ids.CURVES, ids.TIMELINE, ids.LAYOUT,
                                                       ids.BASE_LAYOUT)],

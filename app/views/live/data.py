@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from app.core import state
-from app.core.formatting import fmt_bytes
+from app.core.formatting import fmt_bytes, order_name
 from app.services.plan_data import after_data, before_data
 from app.services.view_graph import view_graph
 from app.views.live.model import live_rows
@@ -34,7 +34,7 @@ def live_table(graph_key: str, plan_key: str | None, base: str, step: int | None
     total = fmt_bytes(int(curve[s])) if 0 <= s < len(curve) else "n/a"
     where = "its layout: the caching allocator's addresses" if what == (
         before_data(graph_key, base).label) else "the planned arena"
-    return rows, (f"Live at step {s}{tag} in the {what} order: {total}, largest first "
+    return rows, (f"Live at step {s}{tag} in the {order_name(what)}: {total}, largest first "
                   f"(offsets in {where})")
 
 

@@ -27,6 +27,7 @@ HOW_TO_READ = ("The tensors live at the step clicked on the memory curves (the p
                "the tensor.")
 _COLUMNS = ("id", "name", "module", "kind", "size", "offset", "lifetime", "producer",
             "source")
+_TEXT_COLUMNS = ("id", "name", "module", "kind", "producer", "source")
 
 
 def render_live(graph: GraphRef | None, plan: str | None, base: str, step: StepRef | None
@@ -60,6 +61,9 @@ def _components(_: PageDefaults) -> list[Component]:
                      id=ids.LIVE_TABLE, page_size=15, sort_action="native",
                      columns=[{"name": c, "id": c} for c in _COLUMNS],
                      style_cell={"fontFamily": "monospace", "fontSize": 12},
+                     # names read from the left; sizes and steps stay right-aligned
+                     style_cell_conditional=[{"if": {"column_id": c}, "textAlign": "left"}
+                                             for c in _TEXT_COLUMNS],
                      tooltip_delay=300, tooltip_duration=None,
                      style_table={"overflowX": "auto"}))]
 

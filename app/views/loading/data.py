@@ -63,25 +63,28 @@ def graph_from_upload(raw: bytes, filename: str | None) -> str:
 
 
 def trace_zoo_graph(model: str, batch_size: int, seq_len: int | None, optimizer: str | None,
-                    setting: str, precision: str = "fp32", attention: str | None = None) -> str:
-    """Trace a zoo model (torch imported here, in the job process); returns the graph key."""
+                    setting: str, precision: str = "fp32", attention: str | None = None,
+                    merge_casts: bool = False) -> str:
+    """Trace a zoo model (torch imported here, in the job process); returns the graph key
+    (``merge_casts``: autocast's repeated casts made once, recorded in ``Graph.origin``)."""
     from roam_core.zoo import trace_zoo  # torch: never in the web server's process
 
     traced = trace_zoo(model, int(batch_size), seq_len or None, setting, optimizer or None,
-                       precision=precision, attention=attention or None)
+                       precision=precision, attention=attention or None,
+                       merge_casts=merge_casts)
     return state.put_graph(traced.graph)
 
 
 def trace_hf_graph(config: dict[str, Any], task: str, batch_size: int, seq_len: int | None,
                    optimizer: str | None, setting: str, precision: str = "fp32",
-                   attention: str | None = None) -> str:
+                   attention: str | None = None, merge_casts: bool = False) -> str:
     """Trace a Hugging Face model from a dropped config (no weights, offline); returns the
-    graph key."""
+    graph key (``merge_casts`` as :func:`trace_zoo_graph`)."""
     from roam_core.zoo.hf import trace_hf  # torch and transformers: in the job process only
 
     traced = trace_hf(config, int(batch_size), seq_len or 128, head=task, setting=setting,
                       optimizer=optimizer or None, precision=precision,
-                      attention=attention or "sdpa")
+                      attention=attention or "sdpa", merge_casts=merge_casts)
     return state.put_graph(traced.graph)
 
 

@@ -67,7 +67,7 @@ def module_icicle_figure(
         parts = [f"{fmt_bytes(total)} at the peak ({100 * total / peak:.1f} %)"]
         if was is not None:
             parts.append(f"before: {fmt_bytes(was)}")
-        parts += [f"{k}: {fmt_bytes(b)}" for k, b in
+        parts += [f"{k.replace('_', ' ')}: {fmt_bytes(b)}" for k, b in
                   sorted(kinds.items(), key=lambda kv: -kv[1]) if b]
         text.append("<br>".join(parts))
         lines.append(3 if selected is not None and path == selected else 1)
@@ -80,8 +80,8 @@ def module_icicle_figure(
         hovertemplate="<b>%{id}</b><br>%{text}<extra></extra>", textinfo="label"),
         layout=BASE_LAYOUT)
     shown = {k for kinds in after.values() for k, b in kinds.items() if b}
-    key = "  ".join(f'<span style="color:{c}">■</span> {k}' for k, c in KIND_COLORS.items()
-                    if k in shown)
+    key = "  ".join(f'<span style="color:{c}">■</span> {k.replace("_", " ")}'
+                    for k, c in KIND_COLORS.items() if k in shown)
     head = title or f"bytes at the peak by module: {fmt_bytes(peak)}"
     fig.update_layout(height=440, margin={"l": 10, "r": 10, "t": 56, "b": 10},
                       title={"text": f"{head}<br><sup>colour: the largest kind · {key}</sup>",

@@ -52,7 +52,7 @@ def module_card() -> html.Div:
             {"name": "after (MiB)", "id": "after_mib", **mib},
             {"name": "change (MiB)", "id": "change_mib", **mib},
             {"name": "share %", "id": "share_pct", "type": "numeric"}]
-    cols += [{"name": f"{k} (MiB)", "id": f"{k}_mib", **mib}
+    cols += [{"name": f"{k.replace('_', ' ')} (MiB)", "id": f"{k}_mib", **mib}
              for k in (*MODULE_KINDS, "other")]
     controls = html.Div([
         html.Label(["group by", dcc.Dropdown(

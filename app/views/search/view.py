@@ -1,4 +1,9 @@
-"""The Search card: hits as buttons (a click selects, highlights and zooms every view)."""
+"""The Search card: hits as buttons (a click selects, highlights and zooms every view).
+
+A hit is picked by ``assets/search_hits.js`` (the press names the hit, the release hands it
+to ``SEARCH_PICK``), not by the button's ``n_clicks``: a newer query's answer replacing the
+list between the press and the release lost the click, or gave it to another hit.
+"""
 
 from __future__ import annotations
 
@@ -13,6 +18,7 @@ from app.core.config import AppConfig
 from app.core.state import get_graph
 from app.core.store_types import GraphRef
 from app.views.components import card
+from app.views.lazy import store
 from app.views.search.model import regex_problem, search
 from app.views.spec import PageDefaults, View
 
@@ -50,4 +56,4 @@ def register(app: dash.Dash, config: AppConfig) -> None:
                  Input(ids.GRAPH_KEY, "data"), prevent_initial_call=True)(on_search)
 
 
-VIEW = View("search", "side", _search_card, register)
+VIEW = View("search", "side", _search_card, register, stores=lambda: [store(ids.SEARCH_PICK)])

@@ -52,7 +52,8 @@ def _tree_node(node: TreeNode, depth: int,
                             + (" (its peak fell: part of the saving)" if fell else ""))
     kids = node.get("children") or ()
     n_shown = shown_children(node, depth, shown)
-    more = [html.Button(f"+ {len(kids) - n_shown} more sub-tasks",
+    hidden = len(kids) - n_shown
+    more = [html.Button(f"+ {hidden} more sub-task{'s' if hidden != 1 else ''}",
                         id={"type": ids.TREE_MORE, "index": nid}, className="more",
                         title="show more of this sub-task's children")
             ] if n_shown < len(kids) else []

@@ -53,6 +53,7 @@ def cli_lines(graph_name: str, origin: Mapping[str, Any], method: str,
         for key in ("optimizer", "attention"):
             if origin.get(key):
                 trace.append(f"--{key} {origin[key]}")
+        trace += _precision_flags(origin)
         lines.append(" ".join([*trace, f"-o {stem}.json.gz"]))
     plan = [f"roam plan {stem}.json.gz", f"-o {stem}.plan.json"]
     if method != "roam":
@@ -67,6 +68,27 @@ def cli_lines(graph_name: str, origin: Mapping[str, Any], method: str,
         plan.append(f"--budget {budget}")
     lines.append(" ".join(plan))
     return "\n".join(lines)
+
+
+def _precision_flags(origin: Mapping[str, Any]) -> list[str]:
+    """``--precision`` (unless fp32) and ``--merge-casts`` of the trace the graph records.
+
+    >>> _precision_flags({"precision": "bf16-mixed", "merge_casts": True})
+    ['--precision bf16-mixed', '--merge-casts']
+    >>> _precision_flags({"precision": "fp32"})
+    []
+    """
+    prec = origin.get("precision") or "fp32"
+    return ([f"--precision {prec}"] if prec != "fp32" else []) + (
+        ["--merge-casts"] if origin.get("merge_casts") else [])
+
+
+def _step_kwargs(origin: Mapping[str, Any]) -> str:
+    """``PlannedStep``'s precision arguments for the step the graph records (the plan is
+    refused for a step traced otherwise)."""
+    prec = origin.get("precision") or "fp32"
+    return ((f", precision={prec!r}" if prec != "fp32" else "")
+            + (", merge_casts=True" if origin.get("merge_casts") else ""))
 
 
 def python_code(graph_name: str, origin: Mapping[str, Any], recompute: bool) -> str:
@@ -88,13 +110,13 @@ def python_code(graph_name: str, origin: Mapping[str, Any], recompute: bool) -> 
                 origin.get("setting") or "steady", origin.get("optimizer"), "cpu")
         body += [f"model, inputs, loss_fn, make_optimizer = build_zoo_step{args!r}",
                  "step = rc.PlannedStep(model, plan, loss_fn, make_optimizer, "
-                 "example_inputs=inputs)",
+                 f"example_inputs=inputs{_step_kwargs(origin)})",
                  "for batch in [inputs]:  # your data loader: batches shaped like inputs",
                  "    loss = step(*batch)  # forward, backward and update in the plan's order"]
     else:
         body += ["# model, loss_fn and optimizer: the ones the graph was traced with",
                  "step = rc.PlannedStep(model, plan, loss_fn, optimizer, "
-                 "example_inputs=inputs)",
+                 f"example_inputs=inputs{_step_kwargs(origin)})",
                  "for batch in loader:",
                  "    loss = step(*batch)  # forward, backward and update in the plan's order"]
     if recompute:

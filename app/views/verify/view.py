@@ -21,8 +21,8 @@ from app.views.lazy import store
 from app.views.spec import PageDefaults, View
 from app.views.verify import data
 
-__all__ = ["VIEW", "render_verify", "verify_buttons", "verify_children", "verify_job",
-           "verify_label", "verify_label_text", "verify_options"]
+__all__ = ["VIEW", "render_verify", "verify_buttons", "verify_card_state", "verify_children",
+           "verify_job", "verify_label", "verify_label_text", "verify_options"]
 
 _logger = logging.getLogger(__name__)
 
@@ -70,6 +70,23 @@ def verify_options(graph: GraphRef | None, plan: str | None, current: str | None
     return o["options"], o["value"], o["note"], o["disabled"]
 
 
+def verify_card_state(graph: GraphRef | None, plan: str | None, current: str | None,
+                      running_jobs: dict[str, bool] | None
+                      ) -> tuple[list[dict[str, str | bool]], str | dash.NoUpdate | None, str,
+                                 bool, str, list[Component], bool, bool]:
+    """Everything the card shows for a graph and plan, in one answer: device options,
+    device (left as it is when unchanged, so nothing chained on it fires), note, whether
+    Verify is off, the button's label, the stored report, and the buttons' ``disabled``.
+
+    The page's first load used to ask four callbacks in a chain (options -> label, report,
+    buttons): three more requests, each answered with a redraw, before the views settled.
+    """
+    options, value, note, off = verify_options(graph, plan, current)
+    running_off = verify_buttons(running_jobs, off)
+    return (options, dash.no_update if value == current else value, note, off,
+            verify_label_text(value), render_verify(None, graph, plan, value), *running_off)
+
+
 def verify_label(device: str | None) -> str:
     """The button says where it runs."""
     return verify_label_text(device)
@@ -112,12 +129,17 @@ def register(app: dash.Dash, config: AppConfig) -> None:
     """The Verify card's callbacks (CUDA is probed once, now, in a subprocess: no torch in
     the server)."""
     data.cuda_status()
-    gk, pk = Input(ids.GRAPH_KEY, "data"), Input(ids.PLAN_KEY, "data")
+    gk, pk = State(ids.GRAPH_KEY, "data"), State(ids.PLAN_KEY, "data")
     app.callback(Output(ids.VERIFY_DEVICE, "options"), Output(ids.VERIFY_DEVICE, "value"),
-                 Output(ids.VERIFY_NOTE, "children"), Output(ids.VERIFY_OFF, "data"), gk, pk,
-                 State(ids.VERIFY_DEVICE, "value"))(verify_options)
-    app.callback(Output(ids.VERIFY_BTN, "children"), Input(ids.VERIFY_DEVICE, "value"),
-                 prevent_initial_call=True)(verify_label)  # verify_options sets the device
+                 Output(ids.VERIFY_NOTE, "children"), Output(ids.VERIFY_OFF, "data"),
+                 Output(ids.VERIFY_BTN, "children"), Output(ids.VERIFY_RESULT, "children"),
+                 Output(ids.VERIFY_BTN, "disabled"), Output(ids.VERIFY_CANCEL_BTN, "disabled"),
+                 Input(ids.GRAPH_KEY, "data"), Input(ids.PLAN_KEY, "data"),
+                 State(ids.VERIFY_DEVICE, "value"), State(ids.RUNNING, "data"),
+                 )(verify_card_state)
+    # the user's device pick (verify_card_state answers for a new graph or plan)
+    app.callback(Output(ids.VERIFY_BTN, "children", allow_duplicate=True),
+                 Input(ids.VERIFY_DEVICE, "value"), prevent_initial_call=True)(verify_label)
     app.callback(
         Output(ids.VERIFY_DONE, "data"), Output(ids.VERIFY_STATUS, "children"),
         Input(ids.VERIFY_BTN, "n_clicks"), State(ids.GRAPH_KEY, "data"),
@@ -129,13 +151,14 @@ def register(app: dash.Dash, config: AppConfig) -> None:
     app.callback(Output(ids.VERIFY_STATUS, "children", allow_duplicate=True),
                  Input(ids.VERIFY_CANCEL_BTN, "n_clicks"),
                  prevent_initial_call=True)(running.cancelled)
-    app.callback(Output(ids.VERIFY_RESULT, "children"), Input(ids.VERIFY_DONE, "data"), gk, pk,
-                 Input(ids.VERIFY_DEVICE, "value"),
-                 prevent_initial_call=True)(render_verify)  # verify_options sets the device
+    app.callback(Output(ids.VERIFY_RESULT, "children", allow_duplicate=True),
+                 Input(ids.VERIFY_DONE, "data"), gk, pk, Input(ids.VERIFY_DEVICE, "value"),
+                 prevent_initial_call=True)(render_verify)
     # one callback per job: Dash holds a callback back while any of its inputs may still be
     # changed by a running chain, so the Plan buttons must not wait on the verify inputs
-    app.callback(Output(ids.VERIFY_BTN, "disabled"), Output(ids.VERIFY_CANCEL_BTN, "disabled"),
-                 Input(ids.RUNNING, "data"), Input(ids.VERIFY_OFF, "data"),
+    app.callback(Output(ids.VERIFY_BTN, "disabled", allow_duplicate=True),
+                 Output(ids.VERIFY_CANCEL_BTN, "disabled", allow_duplicate=True),
+                 Input(ids.RUNNING, "data"), State(ids.VERIFY_OFF, "data"),
                  prevent_initial_call=True)(verify_buttons)
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from app.analysis.layout_view import LayoutView
 from app.analysis.peaks import peak_tensors, tensor_label
-from app.core.formatting import fmt_bytes
+from app.core.formatting import fmt_bytes, order_name
 from roam_core.model.graph import Graph, OpId, TensorId, round_size
 from roam_core.model.plan import Plan
 from roam_core.oracle.simulate import lifetimes
@@ -95,7 +95,8 @@ def walkthrough(graph: Graph, plan: Plan, before_order: Sequence[OpId], before_l
     k = int(np.argmax(before_curve)) if len(before_curve) else 0
     top = peak_tensors(before_view, k)
     lesson = teaching_lesson(graph.name)
-    step1 = (f"1. The {before_label} order peaks at step {k}: "
+    order = order_name(before_label)
+    step1 = (f"1. The {order} peaks at step {k}: "
              f"{fmt_bytes(int(before_curve[k]) if len(before_curve) else 0)}. "
              "The largest tensors live there:",
              [(t, f"{tensor_label(graph, t)} ({fmt_bytes(b)})") for t, b in top])
@@ -109,7 +110,7 @@ def walkthrough(graph: Graph, plan: Plan, before_order: Sequence[OpId], before_l
     ptop = peak_tensors(after_view, pk)
     step3 = (f"3. The layout packs every tensor into one arena of {fmt_bytes(plan.arena_bytes)} "
              f"({100 * plan.fragmentation:.1f} % above the planned peak); the caching allocator "
-             f"reserves {fmt_bytes(reserved_bytes)} for the {before_label} order. Click a "
+             f"reserves {fmt_bytes(reserved_bytes)} for the {order}. Click a "
              "rectangle of the layout and Explain says why it sits at its offset, for example "
              "the tensors at the planned peak:",
              [(t, f"{tensor_label(graph, t)} ({fmt_bytes(b)})") for t, b in ptop])

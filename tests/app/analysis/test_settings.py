@@ -35,7 +35,7 @@ def test_the_plan_settings_form_is_read_one_way_everywhere(cache_dir: Path) -> N
     fig, rows, notes = budget_view.render_frontier(None, {"key": gk}, None, 8, [], "roam", -5,
                                                    60, 1, 512)
     assert (rows, notes) == ([], [])
-    assert fig.layout.title.text.startswith("No frontier yet")
+    assert fig.layout.annotations[0].text.startswith("No frontier yet")
 
 
 def test_no_view_parses_the_form_by_itself() -> None:

@@ -17,7 +17,7 @@ from tests.builders import two_param_step
 S = PlanSettings(time_limit_s=1)
 
 
-def _fake_trace(model: str, b: int, t: int | None) -> Any:
+def _fake_trace(model: str, b: int, t: int | None, merge: bool = False) -> Any:
     from dataclasses import replace
 
     g = two_param_step(act_bytes=8192 * b)
@@ -28,7 +28,7 @@ def _fake_trace(model: str, b: int, t: int | None) -> Any:
 def test_fit_sweep_caches_rows_and_answers(cache_dir: Path) -> None:
     calls: list[int] = []
 
-    def trace(m: str, b: int, t: int | None) -> Any:
+    def trace(m: str, b: int, t: int | None, merge: bool = False) -> Any:
         calls.append(b)
         return _fake_trace(m, b, t)
 
@@ -106,7 +106,7 @@ def test_fit_job_defaults_transformers_to_bf16_mixed(monkeypatch: pytest.MonkeyP
     seen: list[str] = []
 
     def fake_sweep(model, bs, ts, s, progress, cancel, precision,  # type: ignore[no-untyped-def]
-                   parallel):
+                   parallel, merge_casts):
         seen.append(precision)
         return fit_data.Sweep([], False, 1)
 
@@ -145,7 +145,7 @@ def test_world_size_selector(cache_dir: Path) -> None:
     par = fit_view.parallel_choice("fsdp", 8)
     seen: list[int] = []
 
-    def trace(m: str, b: int, t: int | None) -> Any:
+    def trace(m: str, b: int, t: int | None, merge: bool = False) -> Any:
         seen.append(b)
         return _fake_trace(m, b, t)
 
@@ -168,3 +168,45 @@ def test_fit_sweep_of_one_rank(cache_dir: Path) -> None:
     rows = fit_data.sweep("tiny_gpt", [1], [16], S,
                           parallel=fit_view.parallel_choice("fsdp", 4)).rows
     assert [r.graph_name for r in rows] == ["tiny_gpt-b1-t16-steady-fsdp4"]
+
+
+def test_merge_casts_follows_the_precision_the_sweep_traces_in(cache_dir: Path) -> None:
+    """The checkbox is on offer where the sweep traces under autocast ("auto" resolved per
+    model and data parallelism); a stale tick in fp32 is refused before any trace."""
+    def offered(model: str, prec: str, kind: str = "none", world: int = 1) -> bool:
+        options, value, _note = fit_view.merge_casts_for(model, prec, kind, world, ["merge"])
+        assert value == (["merge"] if not options[0]["disabled"] else [])
+        return not options[0]["disabled"]
+
+    assert offered("tiny_gpt", "auto")  # transformers: bf16-mixed
+    assert not offered("mlp", "auto")  # fp32
+    assert offered("mlp", "fp16-mixed")
+    assert not offered("gpt2", "bf16")
+    assert not offered("gpt2", "auto", "ddp", 2)  # DDP ranks trace in fp32
+    _, msg = fit_view.fit_job(print, 1, "mlp", "1", "", "fp32", "none", 1, 1, 60, 1, 512,
+                              None, ["merge"])
+    assert msg.startswith("Sweep failed: merge autocast's repeated casts: precision fp32")
+
+
+@pytest.mark.slow
+def test_fit_job_with_merged_casts_keeps_eager_and_plans_roam_merged(cache_dir: Path) -> None:
+    """As ``roam fit --merge-casts``: eager's column is the step eager runs (every cast),
+    roam's plans the merged step; the merged rows are cached apart and the answer says so."""
+    pytest.importorskip("torch")
+    outs = {}
+    for merge in ([], ["merge"]):
+        out, msg = fit_view.fit_job(print, 1, "tiny_llama", "2", "", "bf16-mixed", "none", 1,
+                                    5, 60, 1, 512, None, merge)
+        assert msg.startswith("swept tiny_llama in bf16-mixed"), msg
+        outs[bool(merge)] = out
+    assert "casts merged for roam" in msg
+    plain, merged = (outs[k]["rows"][0] for k in (False, True))
+    assert merged["peak_bytes"]["eager_reserved"] == plain["peak_bytes"]["eager_reserved"]
+    assert merged["graph_name"] == plain["graph_name"]
+    assert merged["peak_bytes"]["roam"] < plain["peak_bytes"]["roam"]
+    assert outs[True]["merge_casts"] is True
+    # each answer reads its own rows: the merged sweep's are not the plain sweep's
+    assert [r.peak_bytes["roam"] for r in fit_data.sweep_rows(outs[True])] == [
+        merged["peak_bytes"]["roam"]]
+    _fig, answer = fit_view.render_fit(outs[True], 24)
+    assert "roam with repeated casts made once" in str(answer[0].children)

@@ -27,6 +27,10 @@ def test_on_range_sources(planned: dict[str, Any]) -> None:
     assert rng(ids.CURVES, {"xaxis.range[0]": 2, "xaxis.range[1]": 5}) == (
         [2.0, 5.0], "steps 2 – 5")
     assert rng(ids.RESET_ZOOM, 1) == (None, "whole step axis")
+    r, _ = rng(ids.SEARCH_PICK, {"index": "op:update", "n": 1})  # a search hit: its op
+    assert r[0] < 7 < r[1]
+    with pytest.raises(PreventUpdate):
+        rng(ids.SEARCH_PICK, None)
     r, text = rng({"index": "t1", "type": ids.TREE_NODE}, 1)
     assert r[0] < 4 < r[1]
     assert text.startswith("steps")
@@ -42,9 +46,11 @@ def test_on_select_and_step(planned: dict[str, Any]) -> None:
         "kind": "tensor", "id": "relu"}
     assert run(linking_view.on_select, ids.TIMELINE, click, None, None, click, [], None)["kind"] \
         == "op"
-    hit = {"index": "op:mm", "type": ids.SEARCH_HIT}
-    assert run(linking_view.on_select, hit, 1, None, None, None, [1], None) == {
-        "kind": "op", "id": "mm"}
+    pick = {"index": "op:mm", "n": 1}  # a search hit (assets/search_hits.js)
+    assert run(linking_view.on_select, ids.SEARCH_PICK, pick, None, None, None, pick,
+               None) == {"kind": "op", "id": "mm"}
+    with pytest.raises(PreventUpdate):
+        run(linking_view.on_select, ids.SEARCH_PICK, None, None, None, None, None, None)
     assert run(curves_view.on_step, ids.CURVES, click, click, None) == {"step": 3,
                                                                        "side": "after"}
     before = {"points": [{"customdata": 0, "x": 7.5}]}  # the compared order's curve

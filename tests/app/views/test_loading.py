@@ -12,6 +12,7 @@ import pytest
 
 from app.core import ids, state
 from app.services.uploads import UploadError, save_upload, upload_dir
+from app.views.casts import AUTOCAST_PRECISIONS, merge_casts_state
 from app.views.loading import data as loading_data
 from app.views.loading import view as loading_view
 from app.views.planning import view as planning_view
@@ -157,12 +158,13 @@ def test_a_dropped_hf_config_is_offered_and_traced(cache_dir: Path,
 
     monkeypatch.setattr(loading_data, "trace_hf_graph", fake_hf)
     _out, msg = loading_view.trace_job(lambda _: None, 1, loading_data.HF_CHOICE, 2, 64,
-                                       "adamw", "steady", "bf16-mixed", "flash", cfg,
-                                       "causal-lm")
+                                       "adamw", "steady", "bf16-mixed", "flash", ["merge"],
+                                       cfg, "causal-lm")
     assert msg == "traced llama"
-    assert seen == [(cfg, "causal-lm", (2, 64, "adamw", "steady", "bf16-mixed", "flash"))]
+    assert seen == [(cfg, "causal-lm",
+                     (2, 64, "adamw", "steady", "bf16-mixed", "flash", True))]
     _, msg = loading_view.trace_job(lambda _: None, 1, loading_data.HF_CHOICE, 2, 64,
-                                    "adamw", "steady", "fp32", "sdpa", None, "causal-lm")
+                                    "adamw", "steady", "fp32", "sdpa", [], None, "causal-lm")
     assert msg == "Trace failed: drop a Hugging Face config.json first"
 
 
@@ -195,3 +197,41 @@ def test_the_start_up_sample_has_source_lines_on_its_forward_ops(cache_dir: Path
     missing = [o.id for o in forward if not o.source]
     assert not missing, f"{pick}: forward ops without a source line: {missing[:5]}"
     assert all(o.source.startswith("roam_core/zoo/") for o in forward), forward[0].source
+
+
+def test_merge_casts_is_offered_only_for_autocast_precisions() -> None:
+    """The trace panel's checkbox is disabled and cleared outside autocast, and a stale
+    form that still asks to merge in fp32 is refused before anything is traced."""
+    for prec in ("fp32", "bf16"):
+        options, value, note = merge_casts_state(prec, ["merge"])
+        assert options[0]["disabled"] is True
+        assert value == []
+        assert "only for autocast precisions" in note
+    for prec in AUTOCAST_PRECISIONS:
+        options, value, note = merge_casts_state(prec, ["merge"])
+        assert options[0]["disabled"] is False
+        assert value == ["merge"]
+        assert "eager PyTorch makes every copy" in note
+    out, msg = loading_view.trace_job(lambda _: None, 1, "tiny_llama", 1, 0, "adamw",
+                                      "steady", "fp32", "sdpa", ["merge"])
+    assert out is dash.no_update
+    assert msg.startswith("Trace failed: merge autocast's repeated casts: precision fp32")
+
+
+@pytest.mark.slow
+def test_trace_job_with_merged_casts_records_it_in_the_origin(cache_dir: Path) -> None:
+    """Ticked in the trace panel, the casts reach the tracer: the traced graph's origin
+    records ``merge_casts`` (what every way of running a plan rebuilds the step from), and
+    tiny_llama's q/k/v casts are made once, so the step has fewer storages."""
+    pytest.importorskip("torch")
+    graphs = {}
+    for merge in ([], ["merge"]):
+        out, msg = loading_view.trace_job(lambda _: None, 1, "tiny_llama", 1, 0, "adamw",
+                                          "steady", "bf16-mixed", "sdpa", merge)
+        assert msg == "traced tiny_llama", msg
+        graphs[bool(merge)] = state.get_graph(out["key"])
+    plain, merged = graphs[False], graphs[True]
+    assert merged.origin["merge_casts"] is True
+    assert merged.origin["merged_casts"] > 0
+    assert "merge_casts" not in plain.origin
+    assert len(merged.tensors) < len(plain.tensors)

@@ -66,3 +66,17 @@ def test_the_python_code_trains_with_the_plan(tmp_path: Path, monkeypatch: Any) 
     scope: dict[str, Any] = {}
     exec(model.python_code(graph.name, graph.origin, False), scope)
     assert float(scope["loss"]) > 0
+
+
+def test_a_mixed_precision_merged_trace_is_made_and_trained_as_traced() -> None:
+    """A graph traced in bf16-mixed with merged casts: the trace line and PlannedStep say
+    both (a plan of that step is refused by a PlannedStep built otherwise)."""
+    origin = {**ZOO, "precision": "bf16-mixed", "merge_casts": True}
+    cli = model.cli_lines("gpt2-b1-t128-steady", origin, "roam", {"time_limit_s": 5.0})
+    assert "--precision bf16-mixed --merge-casts -o gpt2-b1-t128-steady.json.gz" in cli
+    code = model.python_code("gpt2-b1-t128-steady", origin, False)
+    ast.parse(code)
+    assert "example_inputs=inputs, precision='bf16-mixed', merge_casts=True)" in code
+    plain = model.python_code("gpt2-b1-t128-steady", ZOO, False)
+    assert "precision=" not in plain
+    assert "--precision" not in model.cli_lines("gpt2-b1-t128-steady", ZOO, "roam", {})

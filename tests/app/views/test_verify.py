@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import dash
 import pytest
 from dash.exceptions import PreventUpdate
 
@@ -148,6 +149,15 @@ def test_callbacks(mlp: tuple[str, str], no_cuda: None,
     assert verify_view.verify_label(value) == "Verify on CPU"
     assert verify_view.verify_label("cuda") == "Verify on GPU"
     assert "not verified yet" in str(verify_view.render_verify(None, graph, pkey, "cpu"))
+    # the page's first answer: the whole card at once (no chain of four callbacks)
+    idle = {"plan": False, "trace": False, "verify": False}
+    first = verify_view.verify_card_state(graph, pkey, None, idle)
+    assert first[1:5] == ("cpu", note, False, "Verify on CPU")
+    assert "not verified yet" in str(first[5])
+    assert first[6:] == (False, True)  # Verify on, Cancel off
+    again = verify_view.verify_card_state(graph, pkey, "cpu", {**idle, "verify": True})
+    assert again[1] is dash.no_update  # unchanged: what listens to the device stays quiet
+    assert again[6:] == (True, False)  # a verify job runs: Verify off, Cancel on
 
     rep = {"device": "cpu", "numerics_ok": True, "max_abs_diff": 0.0, "arena_bytes": 4096,
            "loss_eager": 1.5, "loss_planned": 1.5}

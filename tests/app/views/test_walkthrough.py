@@ -30,7 +30,7 @@ def test_walkthrough_on_a_teaching_graph(cache_dir: Path) -> None:
     body = walkthrough_view.render_walkthrough(g, pk, "eager")
     text = str(body)
     assert "open=True" in text
-    for n in ("1. The eager (program order) order peaks at step", "2. ", "3. The layout packs",
+    for n in ("1. The eager (program order) peaks at step", "2. ", "3. The layout packs",
               "4. Recomputation"):
         assert n in text
     open_, steps = walkthrough_data.walkthrough_steps(gk, pk, "eager")
@@ -101,4 +101,4 @@ def test_walkthrough_opens_on_teach_order_with_its_lesson(cache_dir: Path) -> No
     assert steps[0][1].startswith("What this graph teaches: the order.")
     text = str(walkthrough_view.render_walkthrough({"key": gk, "name": g.name}, pk, "eager"))
     assert "What this graph teaches: the order." in text
-    assert "1. The eager (program order) order peaks" in text
+    assert "1. The eager (program order) peaks" in text
