@@ -165,8 +165,8 @@ def peak_search(
         moved = srch.best_move(srch.moves(p, max_move_ops, max_storages))
         if not moved and window > 1 and srch.windows < max_windows:
             moved = srch.window_move(p, window, wcfg, floor_bytes)
-        if not moved:
-            stopped = "no move"
+        if not moved:  # none lowered the peak, or a stop cut the round short
+            stopped = srch.stop_reason() or "no move"
             break
     out = srch.cg.order_ids(srch.cur)
     _logger.info("peak search on %s: %d -> %d bytes (%s), %d evaluations, %d windows",
