@@ -226,6 +226,7 @@ class _PeakSearch:
         # biggest storages first: they matter most
         live_ids = live_ids[np.argsort(-sc.size[live_ids], kind="stable")]
         candidates: list[_Candidate] = []
+        failed: set[int] = set()  # ops whose hoist closure failed, this round
         x = int(cur[p])
         # storages forced live at p in every order cannot be moved away from it: skip them
         anc_x = self.reach.ancestors[x] | (1 << x)
@@ -241,7 +242,7 @@ class _PeakSearch:
                 late = sorted({pos[u] for u in users[s] if pos[u] > p})
                 if late:
                     for mv in _hoist_sets(cur, pos, at, p, late, cg.preds, cg.succs,
-                                          max_move_ops):
+                                          max_move_ops, failed):
                         candidates.extend(_hoist_orders(cur, pos, p, mv, cg.preds))
             if q != x and pos[q] < p:
                 for mv in _sink_sets(cur, pos, p, int(pos[q]), cg.preds, cg.succs,
@@ -315,17 +316,23 @@ class _PeakSearch:
 
 def _closure_after(v: int, pos: Sequence[int], p: int, x: int,
                    preds: Sequence[Sequence[int]], have: set[int], cap: int,
-                   ) -> set[int] | None:
+                   failed: set[int] | None = None) -> set[int] | None:
     """``v`` and its ancestors placed after step ``p`` (minus ``have``); None if ``x`` is one
     or if there are more than ``cap`` (the callers drop such a set: the walk stops there
-    instead of collecting, say, the whole backward after the peak)."""
+    instead of collecting, say, the whole backward after the peak).
+
+    ``failed`` (only with an empty ``have``, the same ``p``, order and ``cap``): the ops
+    whose closure was None; one reached makes this one None too (it holds that closure),
+    and ``v`` is added when its own is."""
     out: set[int] = set()
     stack = [v]
     while stack:
         u = stack.pop()
         if u in out or u in have:
             continue
-        if u == x or len(out) >= cap:
+        if u == x or len(out) >= cap or (failed is not None and u in failed):
+            if failed is not None:
+                failed.add(v)
             return None
         out.add(u)
         for w in preds[u]:
@@ -336,15 +343,17 @@ def _closure_after(v: int, pos: Sequence[int], p: int, x: int,
 
 def _hoist_sets(cur: np.ndarray, pos: np.ndarray, at: Sequence[int], p: int, late: list[int],
                 preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]],
-                limit: int, extra: int = 3) -> list[list[int]]:
+                limit: int, failed: set[int], extra: int = 3) -> list[list[int]]:
     """Step sets (after ``p``) to move before ``p``: the ``late`` users with their ancestors
     after ``p``, then that set grown by the later ops that wait on it and need at most
     ``extra`` more ops each (e.g. the rest of a parameter's update branch).  ``at`` is
-    ``pos`` as a list."""
+    ``pos`` as a list; ``failed`` the ops whose closure alone was too big or held the op
+    at ``p`` (shared by the calls of one round, see :func:`_closure_after`)."""
     x = int(cur[p])
     chosen: set[int] = set()
     for k in late:
-        c = _closure_after(int(cur[k]), at, p, x, preds, chosen, limit - len(chosen))
+        c = _closure_after(int(cur[k]), at, p, x, preds, chosen, limit - len(chosen),
+                           None if chosen else failed)
         if c is None:
             return []
         chosen |= c
