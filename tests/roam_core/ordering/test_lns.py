@@ -123,3 +123,28 @@ def test_the_search_stage_says_why_it_stopped(evaluations: int, stopped: str) ->
     assert f"{s.work_done}/{evaluations} evaluations" in format_stages([s])
     if stopped == "at_bound":
         assert plan.planned_peak_bytes == plan.lower_bound_bytes
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_graphs(max_ops=14), st.data())
+def test_hoist_closures_fail_alike_with_the_shared_failures(graph, data):
+    """Within a round (one peak step, one order), a closure that reaches an op whose own
+    closure failed fails at once: every op after the step gets the same closure (or the same
+    failure) as a walk without the shared set, in any order of the walks."""
+    from roam_core.model.dag_view import compact
+    from roam_core.ordering.lns import _closure_after
+
+    order = data.draw(orders_of(graph))
+    cg = compact(graph, 512)
+    at = [0] * cg.n_ops
+    for k, o in enumerate(order):
+        at[cg.index[o]] = k
+    p = data.draw(st.integers(0, len(order) - 1))
+    cap = data.draw(st.integers(1, 6))
+    x = cg.index[order[p]]
+    after = [cg.index[o] for o in order[p + 1:]]
+    failed: set[int] = set()
+    for v in data.draw(st.permutations(after)):
+        alone = _closure_after(v, at, p, x, cg.preds, set(), cap)
+        assert _closure_after(v, at, p, x, cg.preds, set(), cap, failed) == alone
+        assert (v in failed) == (alone is None)
