@@ -49,16 +49,14 @@ class BlockMoves:
 
     def __init__(self, sc: IndexLiveBytes, order: np.ndarray) -> None:
         self.sc = sc
-        n = sc.n
-        sids = np.arange(len(sc.size), dtype=np.int64)
-        counts = np.diff(np.append(sc.offsets, len(sc.users_flat)))
-        # per op: the storages it makes or uses, and the ordering edges it is an end of
-        self._touch = _csr(np.concatenate((sc.producer, sc.users_flat)),
-                           np.concatenate((sids, np.repeat(sids, counts))), n)
-        self._src, self._dst = sc.edge_arrays()
-        self._incident = _csr(np.concatenate((self._src, self._dst)),
-                              np.tile(np.arange(len(self._src), dtype=np.int64), 2), n)
-        self._user_counts = counts
+        cg = sc.cg
+        # a move takes one or a few ops (at most max_move_ops): their edges, storages and
+        # the storages' users are walked in Python, the curve over the changed steps in numpy
+        self._preds, self._succs, self._users = cg.preds, cg.succs, cg.users
+        self._touch = [tuple(sorted({*made, *used})) for made, used in zip(cg.creates, cg.uses,
+                                                                             strict=True)]
+        self._size = [int(x) for x in sc.size]
+        self._producer, self._output = list(cg.producer), list(cg.is_output)
         self.set_order(order)
 
     def set_order(self, order: np.ndarray) -> None:
@@ -67,6 +65,7 @@ class BlockMoves:
         self.order = order
         self.pos = sc.positions(order)
         self.start, self.end = sc.spans(self.pos)
+        self._start_l, self._end_l = self.start.tolist(), self.end.tolist()
         self.live = sc.live_at(self.pos)
         # bytes whose last step is each step (graph outputs are never freed)
         freed = ~sc.is_output
@@ -83,41 +82,39 @@ class BlockMoves:
         steps ``moved`` (sorted, without ``after``) taken out and put back, in their order,
         right after the op at step ``after`` (-1: first); ``None`` when ``cand`` breaks an
         ordering edge.  The same as the score of ``sc.live(cand)``."""
-        sc, k = self.sc, len(moved)
-        ops = self.order[moved]
+        k = len(moved)
+        ops = self.order[moved].tolist()
         # only the steps lo..hi-1 hold other ops than before: the curve outside is the same
         lo, hi = min(int(moved[0]), after + 1), max(int(moved[-1]), after) + 1
         pos = self.pos.copy()
         pos[cand[lo:hi]] = np.arange(lo, hi)
-        e = _gather(*self._incident, ops)
-        if not np.all(pos[self._src[e]] < pos[self._dst[e]]):
-            return None
-        st = np.unique(_gather(*self._touch, ops))
-        size = sc.size[st]
-        old_s, old_e = self.start[st], self.end[st]
+        for v in ops:  # only the moved ops' edges can break
+            pv = pos[v]
+            if any(pos[u] >= pv for u in self._preds[v]) or any(
+                    pos[w] <= pv for w in self._succs[v]):
+                return None
+        st = sorted({s for v in ops for s in self._touch[v]})
+        size, start, end, output = self._size, self._start_l, self._end_l, self._output
         # the other storages' bytes at the old steps lo..hi-1, moved with their ops
-        others = self.live[lo:hi] - _curve(old_s, old_e, size, lo, hi)
+        others = self.live[lo:hi].copy()
+        across = int(self.live[after]) - int(self.freed[after]) if after >= 0 else 0
+        for s in st:
+            a, b = max(start[s], lo), min(end[s], hi)
+            if a < b:
+                others[a - lo:b - lo] -= size[s]
+            if after >= 0 and start[s] <= after < end[s]:  # not one of the others
+                across -= size[s]
+                if not output[s] and end[s] - 1 == after:
+                    across += size[s]  # nor freed with them
         inside = others[self.pos[cand[lo:hi]] - lo]
-        if after >= 0:  # the others live across the gap after ``after``
-            at = (old_s <= after) & (old_e > after)
-            gone = ~sc.is_output[st] & (old_e - 1 == after)
-            across = (int(self.live[after]) - int(size[at].sum()) - int(self.freed[after])
-                      + int(size[gone].sum()))
-        else:
-            across = 0
         b0 = after + 1 - int(np.count_nonzero(moved <= after)) - lo
-        inside[b0:b0 + k] = across
-        new_s = pos[sc.producer[st]]
-        last = new_s.copy()
-        cnt = self._user_counts[st]
-        has = cnt > 0
-        if has.any():
-            lens = cnt[has]
-            users = sc.users_flat[_segments(sc.offsets[st[has]], lens)]
-            last[has] = np.maximum(np.maximum.reduceat(pos[users], np.cumsum(lens) - lens),
-                                   new_s[has])
-        new_e = np.where(sc.is_output[st], sc.n, last + 1)
-        inside += _curve(new_s, new_e, size, lo, hi)
+        inside[b0:b0 + k] = across  # the others live across the gap after ``after``
+        for s in st:  # the moved storages' new spans
+            s0 = int(pos[self._producer[s]])
+            last = max([s0, *(int(pos[u]) for u in self._users[s])])
+            a, b = max(s0, lo), min(self.sc.n if output[s] else last + 1, hi)
+            if a < b:
+                inside[a - lo:b - lo] += size[s]
         peak = max(int(inside.max()), int(self._pre_max[lo]), int(self._suf_max[hi]))
         steps = (int(np.count_nonzero(inside == peak))
                  + (int(self._pre_count[lo]) if self._pre_max[lo] == peak else 0)
@@ -140,32 +137,3 @@ def _running_peak(live: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         base = (at - (live == run))[rise]
         peak[1:], count[1:] = run, at - base[group]
     return peak, count
-
-
-def _curve(start: np.ndarray, end: np.ndarray, size: np.ndarray, lo: int, hi: int,
-           ) -> np.ndarray:
-    """Bytes live at the steps ``lo..hi-1`` of storages of ``size`` live over
-    ``[start, end)`` (whole bytes in float64 while counted: exact)."""
-    ends = np.minimum(np.maximum(np.concatenate((start, end)), lo), hi) - lo
-    diff = np.bincount(ends, np.concatenate((size, -size)).astype(np.float64), hi - lo + 1)
-    return np.cumsum(diff[:hi - lo].astype(np.int64))
-
-
-def _csr(keys: np.ndarray, values: np.ndarray, n: int,
-         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``values`` grouped by ``keys`` in ``0..n-1``: ``(flat, offsets, counts)``."""
-    order = np.argsort(keys, kind="stable")
-    counts = np.bincount(keys, minlength=n).astype(np.int64)
-    return values[order], np.cumsum(counts) - counts, counts
-
-
-def _segments(offsets: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """The flat indices of the segments ``[offsets[i], offsets[i] + lens[i])``, in turn."""
-    firsts = np.cumsum(lens) - lens
-    return np.repeat(offsets - firsts, lens) + np.arange(int(lens.sum()), dtype=np.int64)
-
-
-def _gather(flat: np.ndarray, offsets: np.ndarray, counts: np.ndarray,
-            keys: np.ndarray) -> np.ndarray:
-    """The values of ``keys`` in the CSR ``(flat, offsets, counts)``, concatenated."""
-    return flat[_segments(offsets[keys], counts[keys])]
