@@ -78,16 +78,12 @@ class IndexLiveBytes:
 
     def valid_positions(self, pos: np.ndarray) -> bool:
         """:meth:`valid` of the complete order with op steps ``pos``."""
-        src, dst = self.edge_arrays()
-        return bool(np.all(pos[src] < pos[dst]))
-
-    def edge_arrays(self) -> tuple[np.ndarray, np.ndarray]:
-        """Every ordering edge (data and control) as ``(tails, heads)`` op index arrays."""
         if self._edges is None:  # built on first use: only the order searches check
             tails = [p for ps in self.cg.preds for p in ps]
             heads = [v for v, ps in enumerate(self.cg.preds) for _ in ps]
             self._edges = (np.asarray(tails, dtype=np.int64), np.asarray(heads, dtype=np.int64))
-        return self._edges
+        src, dst = self._edges
+        return bool(np.all(pos[src] < pos[dst]))
 
     def spans(self, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``[start, end)`` of every storage for the complete order with op steps ``pos``."""
