@@ -44,7 +44,9 @@ class StageCost:
     stage : str
         ``"baselines"``, ``"rewrite"``, ``"decompose"``, ``"subtasks"``, ``"polish"``,
         ``"search"``, ``"bound"``, ``"layout.<step>"`` (``greedy``, ``promote``, ``roam``,
-        ``dsa``, ``flip``, ``repair``, ``shake``, ``polish``) or ``"validate"``.
+        ``restart``, ``dsa``, ``flip``, ``repair``, ``shake``, ``polish``), ``"validate"``,
+        and, first in a plan with a budget, ``"recompute.windows"`` (the exact windows that
+        chose its drop set; they gain no bytes, they lower the recomputation's cost).
     wall_s, cpu_s : float
         Seconds spent (CPU: this process, all threads).
     gained_bytes : int

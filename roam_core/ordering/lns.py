@@ -17,7 +17,8 @@ never worse than where it starts.  Its moves, around the current peak step ``p``
 
 Every candidate is checked against every ordering edge and scored with the same liveness
 rule as :func:`roam_core.oracle.simulate.simulate` (vectorised:
-:class:`~roam_core.ordering.live_bytes.IndexLiveBytes`); the
+:class:`~roam_core.ordering.live_bytes.IndexLiveBytes`; a hoist or a sink is scored from
+the current order's curve, :class:`~roam_core.ordering.block_moves.BlockMoves`); the
 final order is re-simulated by the caller.  Work is counted in candidate evaluations and
 CP-SAT deterministic seconds, so the result does not depend on machine load unless the
 optional wall-clock ``deadline`` cuts it short.
@@ -35,6 +36,7 @@ import numpy as np
 from roam_core.base.cancel import CancelFlag, CancelToken, as_cancel_flag
 from roam_core.model.graph import DEFAULT_ALIGNMENT_BYTES, Graph, OpId
 from roam_core.model.reach import reachability
+from roam_core.ordering.block_moves import BlockMoves
 from roam_core.ordering.config import OrderSolverConfig
 from roam_core.ordering.live_bytes import IndexLiveBytes
 
@@ -74,6 +76,11 @@ class LnsResult:
     windows: int
     wall_time_s: float
     stopped: str
+
+
+#: A candidate order: its kind (``hoist``, ``sink``), the order (op indices), the steps of
+#: the current order it moves (sorted) and the step they go right after (-1: first).
+_Candidate = tuple[str, np.ndarray, np.ndarray, int]
 
 
 def _score(live: np.ndarray) -> tuple[int, int]:
@@ -158,8 +165,8 @@ def peak_search(
         moved = srch.best_move(srch.moves(p, max_move_ops, max_storages))
         if not moved and window > 1 and srch.windows < max_windows:
             moved = srch.window_move(p, window, wcfg, floor_bytes)
-        if not moved:
-            stopped = "no move"
+        if not moved:  # none lowered the peak, or a stop cut the round short
+            stopped = srch.stop_reason() or "no move"
             break
     out = srch.cg.order_ids(srch.cur)
     _logger.info("peak search on %s: %d -> %d bytes (%s), %d evaluations, %d windows",
@@ -178,9 +185,9 @@ class _PeakSearch:
         self.graph, self.alignment_bytes = graph, alignment_bytes
         self.sc = IndexLiveBytes.of(graph, alignment_bytes)
         self.cg = self.sc.cg
-        self.cur = np.asarray([self.cg.index[o] for o in order], dtype=np.int64)
-        assert self.sc.valid(self.cur), "peak_search needs a valid start order"
-        self.live = self.sc.live(self.cur)
+        start = np.asarray([self.cg.index[o] for o in order], dtype=np.int64)
+        assert self.sc.valid(start), "peak_search needs a valid start order"
+        self.bm = BlockMoves(self.sc, start)
         self.best = _score(self.live)
         self.reach = reachability(graph)  # program numbering, like the compact view
         self.max_evaluations, self.deadline, self.cancel = max_evaluations, deadline, cancel
@@ -188,6 +195,16 @@ class _PeakSearch:
         self.windows = 0
         self.accepted = {"hoist": 0, "sink": 0, "window": 0}
         self.tried_windows: set[tuple[int, ...]] = set()
+
+    @property
+    def cur(self) -> np.ndarray:
+        """The current order (op indices)."""
+        return self.bm.order
+
+    @property
+    def live(self) -> np.ndarray:
+        """The current order's curve."""
+        return self.bm.live
 
     def stop_reason(self) -> str | None:
         """Why the search must stop now (``None``: it may go on)."""
@@ -199,18 +216,17 @@ class _PeakSearch:
             return "budget"
         return None
 
-    def moves(self, p: int, max_move_ops: int, max_storages: int,
-              ) -> list[tuple[str, np.ndarray]]:
+    def moves(self, p: int, max_move_ops: int, max_storages: int) -> list[_Candidate]:
         """Candidate orders around the peak step ``p``: hoists and sinks of the storages
         live there (biggest first; those forced live at ``p`` in every order skipped)."""
         sc, cg, cur = self.sc, self.cg, self.cur
-        pos = sc.positions(cur)
+        pos, start, end = self.bm.pos, self.bm.start, self.bm.end
         at = pos.tolist()  # Python ints: the hoists' walks read one position per edge
-        start, end = sc.spans(pos)
         live_ids = np.nonzero((start <= p) & (end > p))[0]
         # biggest storages first: they matter most
         live_ids = live_ids[np.argsort(-sc.size[live_ids], kind="stable")]
-        candidates: list[tuple[str, np.ndarray]] = []
+        candidates: list[_Candidate] = []
+        failed: set[int] = set()  # ops whose hoist closure failed, this round
         x = int(cur[p])
         # storages forced live at p in every order cannot be moved away from it: skip them
         anc_x = self.reach.ancestors[x] | (1 << x)
@@ -226,7 +242,7 @@ class _PeakSearch:
                 late = sorted({pos[u] for u in users[s] if pos[u] > p})
                 if late:
                     for mv in _hoist_sets(cur, pos, at, p, late, cg.preds, cg.succs,
-                                          max_move_ops):
+                                          max_move_ops, failed):
                         candidates.extend(_hoist_orders(cur, pos, p, mv, cg.preds))
             if q != x and pos[q] < p:
                 for mv in _sink_sets(cur, pos, p, int(pos[q]), cg.preds, cg.succs,
@@ -235,15 +251,15 @@ class _PeakSearch:
                     keep[mv] = False
                     rest_before = cur[:p + 1][keep[:p + 1]]
                     candidates.append(("sink", np.concatenate(
-                        [rest_before, cur[mv], cur[p + 1:]])))
+                        [rest_before, cur[mv], cur[p + 1:]]), np.asarray(mv), p))
         return candidates
 
-    def best_move(self, candidates: Sequence[tuple[str, np.ndarray]]) -> bool:
+    def best_move(self, candidates: Sequence[_Candidate]) -> bool:
         """Score every distinct candidate (until a stop) and take the best one that lowers
         the score; True when one was taken."""
         best_cand: tuple[tuple[int, int], str, np.ndarray] | None = None
         seen: set[bytes] = set()
-        for kind, cand in candidates:
+        for kind, cand, moved, after in candidates:
             key = cand.tobytes()
             if key in seen:
                 continue
@@ -251,16 +267,15 @@ class _PeakSearch:
             if self.stop_reason():
                 break
             self.evals += 1
-            pos = self.sc.positions(cand)
-            if not self.sc.valid_positions(pos):
-                continue
-            sco = _score(self.sc.live_at(pos))
+            sco = self.bm.score_of(cand, moved, after)
+            if sco is None:
+                continue  # breaks an ordering edge
             if sco < self.best and (best_cand is None or sco < best_cand[0]):
                 best_cand = (sco, kind, cand)
         if best_cand is None:
             return False
-        self.best, kind, self.cur = best_cand
-        self.live = self.sc.live(self.cur)
+        self.best, kind, new = best_cand
+        self.bm.set_order(new)
         self.accepted[kind] += 1
         return True
 
@@ -293,24 +308,31 @@ class _PeakSearch:
         sco = _score(nl)
         if sco >= self.best:
             return False
-        self.best, self.cur, self.live = sco, new, nl
+        self.best = sco
+        self.bm.set_order(new)
         self.accepted["window"] += 1
         return True
 
 
 def _closure_after(v: int, pos: Sequence[int], p: int, x: int,
                    preds: Sequence[Sequence[int]], have: set[int], cap: int,
-                   ) -> set[int] | None:
+                   failed: set[int] | None = None) -> set[int] | None:
     """``v`` and its ancestors placed after step ``p`` (minus ``have``); None if ``x`` is one
     or if there are more than ``cap`` (the callers drop such a set: the walk stops there
-    instead of collecting, say, the whole backward after the peak)."""
+    instead of collecting, say, the whole backward after the peak).
+
+    ``failed`` (only with an empty ``have``, the same ``p``, order and ``cap``): the ops
+    whose closure was None; one reached makes this one None too (it holds that closure),
+    and ``v`` is added when its own is."""
     out: set[int] = set()
     stack = [v]
     while stack:
         u = stack.pop()
         if u in out or u in have:
             continue
-        if u == x or len(out) >= cap:
+        if u == x or len(out) >= cap or (failed is not None and u in failed):
+            if failed is not None:
+                failed.add(v)
             return None
         out.add(u)
         for w in preds[u]:
@@ -321,15 +343,17 @@ def _closure_after(v: int, pos: Sequence[int], p: int, x: int,
 
 def _hoist_sets(cur: np.ndarray, pos: np.ndarray, at: Sequence[int], p: int, late: list[int],
                 preds: Sequence[Sequence[int]], succs: Sequence[Sequence[int]],
-                limit: int, extra: int = 3) -> list[list[int]]:
+                limit: int, failed: set[int], extra: int = 3) -> list[list[int]]:
     """Step sets (after ``p``) to move before ``p``: the ``late`` users with their ancestors
     after ``p``, then that set grown by the later ops that wait on it and need at most
     ``extra`` more ops each (e.g. the rest of a parameter's update branch).  ``at`` is
-    ``pos`` as a list."""
+    ``pos`` as a list; ``failed`` the ops whose closure alone was too big or held the op
+    at ``p`` (shared by the calls of one round, see :func:`_closure_after`)."""
     x = int(cur[p])
     chosen: set[int] = set()
     for k in late:
-        c = _closure_after(int(cur[k]), at, p, x, preds, chosen, limit - len(chosen))
+        c = _closure_after(int(cur[k]), at, p, x, preds, chosen, limit - len(chosen),
+                           None if chosen else failed)
         if c is None:
             return []
         chosen |= c
@@ -353,7 +377,7 @@ def _hoist_sets(cur: np.ndarray, pos: np.ndarray, at: Sequence[int], p: int, lat
 
 
 def _hoist_orders(cur: np.ndarray, pos: np.ndarray, p: int, steps: list[int],
-                  preds: Sequence[Sequence[int]]) -> list[tuple[str, np.ndarray]]:
+                  preds: Sequence[Sequence[int]]) -> list[_Candidate]:
     n = len(cur)
     moved = cur[steps]
     keep = np.ones(n, dtype=bool)
@@ -362,7 +386,9 @@ def _hoist_orders(cur: np.ndarray, pos: np.ndarray, p: int, steps: list[int],
     mset = {int(v) for v in moved}
     # just before p
     cut = p  # steps before p are untouched; p keeps its index among the rest
-    out = [("hoist", np.concatenate([rest[:cut], moved, rest[cut:]]))]
+    at = np.asarray(steps)
+    out: list[_Candidate] = [("hoist", np.concatenate([rest[:cut], moved, rest[cut:]]), at,
+                              cut - 1)]
     # as early as possible: right after the last outside predecessor
     earliest = 0
     for v in moved:
@@ -370,10 +396,12 @@ def _hoist_orders(cur: np.ndarray, pos: np.ndarray, p: int, steps: list[int],
             if u not in mset:
                 earliest = max(earliest, int(pos[u]) + 1)
     if earliest < p:
-        out.append(("hoist", np.concatenate([rest[:earliest], moved, rest[earliest:]])))
+        out.append(("hoist", np.concatenate([rest[:earliest], moved, rest[earliest:]]), at,
+                    earliest - 1))
         mid = (earliest + p) // 2
         if earliest < mid < p:
-            out.append(("hoist", np.concatenate([rest[:mid], moved, rest[mid:]])))
+            out.append(("hoist", np.concatenate([rest[:mid], moved, rest[mid:]]), at,
+                        mid - 1))
     return out
 
 

@@ -55,48 +55,70 @@ def range_beats(rng: RangeProblem, below: int, max_work: int = HINT_CHECK_WORK
     # A step's bytes split into what is live once the ops in ``done`` ran (the term was made
     # before the range or by ``done``, and is kept after the range or read by an op not in
     # ``done``; a term made before, kept nowhere and read by no op is live at step 0 only),
-    # plus every term the step's op makes: computed once per down-set, not per candidate op.
-    # ``work`` still counts every candidate's terms, so the limit decides as it always did.
+    # plus every term the step's op makes.  The first part is carried from a down-set to the
+    # next one (only the terms the added op makes or reads change), the ops a down-set may
+    # run next likewise; ``work`` still counts every candidate's terms, and the candidates
+    # come in the same order as in a scan of every op, so the limit decides as it always did.
     terms = [(t.size_bytes, 0 if t.producer is None else 1 << t.producer,
               sum(1 << u for u in t.users), t.live_after) for t in rng.terms]
     made_by = [0] * n
-    for t in rng.terms:
+    touch: list[list[int]] = [[] for _ in range(n)]  # the terms each op makes or reads
+    for k, t in enumerate(rng.terms):
         if t.producer is not None:
             made_by[t.producer] += t.size_bytes
+            touch[t.producer].append(k)
+        for u in set(t.users):
+            touch[u].append(k)
+    step0 = [k for k, t in enumerate(rng.terms) if t.producer is None and not t.users]
     full = (1 << n) - 1
 
-    def live_after_ops(done: int) -> int:
-        total = rng.const_bytes
-        for size, prod, users, after in terms:
-            if prod and not done & prod:
-                continue  # not created yet (or made by the step's op: counted in made_by)
-            if after or users & ~done or (not users and not prod and done == 0):
-                total += size
-        return total
+    def counted(k: int, done: int) -> bool:
+        _, prod, users, after = terms[k]
+        if prod and not done & prod:
+            return False  # not created yet (or made by the step's op: counted in made_by)
+        return bool(after or users & ~done or (not users and not prod and done == 0))
 
+    succs: list[list[int]] = [[] for _ in range(n)]
+    for i, ps in enumerate(rng.preds):
+        for q in ps:
+            succs[q].append(i)
+    # per down-set of the frontier: the ops it may run next (predecessors done) and its live
+    # bytes
+    state = {0: (sum(1 << v for v in range(n) if not pred_mask[v]),
+                 rng.const_bytes + sum(terms[k][0] for k in range(len(terms))
+                                       if counted(k, 0)))}
     frontier = {0}
     work = 0
     per_step = len(terms) + 1
     for _ in range(n):
         nxt: set[int] = set()
+        state_next: dict[int, tuple[int, int]] = {}
         for done in frontier:
-            live: int | None = None
-            for v in range(n):
-                if done >> v & 1 or pred_mask[v] & ~done:
-                    continue
-                d2 = done | (1 << v)
+            can, live = state[done]
+            rest = can
+            while rest:
+                low = rest & -rest
+                rest ^= low
+                v = low.bit_length() - 1
+                d2 = done | low
                 if d2 in nxt:
                     continue
                 work += per_step
                 if work > max_work:
                     return None
-                if live is None:
-                    live = live_after_ops(done)
                 if live + made_by[v] < below:
                     nxt.add(d2)
+                    r2 = can ^ low
+                    for w in succs[v]:
+                        if not pred_mask[w] & ~d2:
+                            r2 |= 1 << w
+                    live2 = live
+                    for k in (touch[v] if done else touch[v] + step0):
+                        live2 += terms[k][0] * (counted(k, d2) - counted(k, done))
+                    state_next[d2] = (r2, live2)
         if not nxt:
             return False
-        frontier = nxt
+        frontier, state = nxt, state_next
     return full in frontier
 
 

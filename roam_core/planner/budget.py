@@ -49,6 +49,7 @@ from roam_core.model.recompute_ops import (
     recompute_ops_for,
     step_flops,
 )
+from roam_core.model.stage_cost import StageCost
 from roam_core.oracle.validate import check_plan
 from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import PlanProgress, plan_without_budget
@@ -438,7 +439,10 @@ class BudgetPlanner:
         return self._finish(_Choice(tuple(dropped), rops, order, flops, cost, secs), None, [],
                             label)
 
-    def _finish(self, c: _Choice, budget: int | None, notes: list[str], method: str) -> Plan:
+    def _finish(self, c: _Choice, budget: int | None, notes: list[str], method: str,
+                stages: tuple[StageCost, ...] = ()) -> Plan:
+        """The plan of the drop set ``c`` (its expanded graph planned once), with ``notes``
+        and ``stages`` (what chose the drop set: the exact windows) before the planner's."""
         g = self.graph
         key = (tuple(c.recompute), tuple(c.order))
         p2 = self._planned.get(key)
@@ -452,6 +456,7 @@ class BudgetPlanner:
             extra_seconds=float(c.extra_seconds), step_seconds=ss,
             device_profile=self.device_profile,
             settings={**self.config.to_dict(), "method": method, "budget_bytes": budget},
+            stages=(*stages, *p2.stages),
             notes=(*p2.notes, *self.notes, *notes,
                    f"recomputes {len(c.recompute)} ops ({len(c.dropped)} storages dropped) "
                    f"for +{1e3 * c.extra_seconds:.3f} ms "
@@ -590,8 +595,9 @@ class BudgetPlanner:
                 why.append(f"exact windows: {rep.windows} CP-SAT windows, "
                            + ("no cheaper drop set found" if not rep.improved else
                               "their drop set's arena did not fit; this one did")
-                           + f" ({rep.cpu_s:.1f} CPU s)")
-            plan = self._finish(c, budget, [*notes, *why], "roam")
+                           + f" ({rep.cpu_s:.1f} CPU s, {rep.stopped})")
+            plan = self._finish(c, budget, [*notes, *why], "roam",
+                                () if rep is None else (rep.stage_cost(),))
             if plan.arena_bytes <= budget:
                 self.last_pick = (label, target)
                 return plan, plan.arena_bytes

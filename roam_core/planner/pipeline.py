@@ -239,9 +239,10 @@ def _pipeline(graph: Graph, config: PlannerConfig, method: str,
     if config.search_evaluations > 0 and prof.peak_bytes > lower and not run.cancelled():
         run.emit("order", len(problems), len(problems), "searching the whole order")
         clock, before = StageClock(), prof.peak_bytes
-        order, prof = search_whole_order(graph, order, prof, config, floor, run.cancel_fn,
-                                         run.deadline, run.records)
-        run.cost("search", clock, before, prof.peak_bytes)
+        order, prof, sw = search_whole_order(graph, order, prof, config, floor,
+                                             run.cancel_fn, run.deadline, run.records)
+        run.cost("search", clock, before, prof.peak_bytes, "evaluations", sw.evaluations,
+                 sw.limit, sw.stopped)
     order, prof = _never_worse(run, order, prof, heur)
     if config.tighten_bound and prof.peak_bytes > lower and not run.cancelled():
         clock = StageClock()

@@ -4,7 +4,8 @@
   graph (no rewrites, no tree borders): far moves that the task tree and the pinned weight
   updates forbid (a weight-gradient matmul run where its input is made, a backward-only
   product of forward values run after the peak).  Kept only if the simulated peak drops;
-  its limit is a count of candidate orders (``PlannerConfig.search_evaluations``).
+  its limit is a count of candidate orders (``PlannerConfig.search_evaluations``), and
+  it says why it stopped (:class:`SearchWork`).
 * :func:`tighter_bound` computes the choice bound over forward-value groups
   (:func:`~roam_core.oracle.bounds.op_groups.forward_value_groups`), the peak-window chain
   bound (:func:`~roam_core.oracle.bounds.chain.peak_window_chain_bound`) and the
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from roam_core.base.cancel import CancelFlag
 from roam_core.base.status import SolveStatus
@@ -26,15 +28,33 @@ from roam_core.oracle.simulate import MemoryProfile, simulate
 from roam_core.oracle.validate import check_order
 from roam_core.planner.config import PlannerConfig
 
-__all__ = ["TIGHTER_BOUNDS", "search_whole_order", "tighter_bound"]
+__all__ = ["SEARCH_STOPS", "TIGHTER_BOUNDS", "SearchWork", "search_whole_order",
+           "tighter_bound"]
+
+#: The ``StageCost`` reason of each way :func:`~roam_core.ordering.lns.peak_search` stops:
+#: at the proven bound, no candidate lowers the peak (its own end), the evaluation budget
+#: spent, the planner's time limit, cancelled.
+SEARCH_STOPS = {"bound": "at_bound", "no move": "done", "budget": "work", "deadline": "time",
+                "cancelled": "cancelled"}
+
+
+@dataclass(frozen=True, slots=True)
+class SearchWork:
+    """What the whole-order search spent: candidate orders scored (``evaluations``) against
+    its budget (``limit``, ``PlannerConfig.search_evaluations``) and why it stopped (a
+    ``StageCost`` reason, :data:`SEARCH_STOPS`)."""
+
+    evaluations: int
+    limit: int
+    stopped: str
 
 
 def search_whole_order(graph: Graph, order: tuple[OpId, ...], prof: MemoryProfile,
                        config: PlannerConfig, floor: int,
                        cancel: CancelFlag | None, deadline: float | None,
                        records: list[SolveRecord]
-                       ) -> tuple[tuple[OpId, ...], MemoryProfile]:
-    """Peak-directed moves on the input graph; ``(order, profile)``, never worse."""
+                       ) -> tuple[tuple[OpId, ...], MemoryProfile, SearchWork]:
+    """Peak-directed moves on the input graph; ``(order, profile, work)``, never worse."""
     from roam_core.ordering.lns import peak_search
 
     res = peak_search(graph, order, alignment_bytes=config.alignment_bytes, floor_bytes=floor,
@@ -43,12 +63,13 @@ def search_whole_order(graph: Graph, order: tuple[OpId, ...], prof: MemoryProfil
     status = SolveStatus.FEASIBLE if res.peak_bytes < res.start_peak_bytes else SolveStatus.HINT
     records.append(SolveRecord("search", "global", status, res.peak_bytes + prof.resident_bytes,
                                None, res.wall_time_s, res.evaluations))
+    work = SearchWork(res.evaluations, config.search_evaluations, SEARCH_STOPS[res.stopped])
     if res.peak_bytes >= res.start_peak_bytes:
-        return order, prof
+        return order, prof, work
     new_prof = simulate(graph, res.order, alignment_bytes=config.alignment_bytes)
     assert new_prof.peak_bytes < prof.peak_bytes
     assert not check_order(graph, res.order)
-    return tuple(res.order), new_prof
+    return tuple(res.order), new_prof, work
 
 
 #: The bounds :func:`tighter_bound` computes, cheapest first.

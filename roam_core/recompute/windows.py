@@ -10,7 +10,9 @@ which storages of ``W`` to drop (:mod:`~roam_core.recompute.window_model`), mini
 added cost (the evaluator's objective, estimated time by default) subject to the limit at
 every step the window affects.  A window's solution is kept only when
 :class:`~roam_core.recompute.evaluator.JitEvaluator` confirms that it fits and costs less;
-windows are tried until none improves or ``max_windows`` models were solved.
+windows are tried until none improves or ``max_windows`` models were solved; the report says
+which (:attr:`WindowReport.stopped`) and :meth:`WindowReport.stage_cost` is the plan's
+``recompute.windows`` stage.
 
 The models are built and solved in the calling process, with one worker, a fixed seed and
 a deterministic time limit, so the result is reproducible.
@@ -26,6 +28,7 @@ import numpy as np
 
 from roam_core.base.errors import GraphError
 from roam_core.model.graph import TensorId
+from roam_core.model.stage_cost import StageCost
 from roam_core.recompute.evaluator import Evaluation, JitEvaluator
 from roam_core.recompute.window_model import (
     build_window_model,
@@ -55,6 +58,14 @@ class WindowReport:
         Extra FLOPs before and after.
     cpu_s : float
         CPU seconds spent (``time.process_time``).
+    max_windows : int
+        The budget: models solved at most.
+    stopped : str
+        Why the refinement ended (a ``StageCost`` reason): ``"done"`` (a whole round of
+        windows improved nothing), ``"work"`` (``max_windows`` models solved) or
+        ``"skipped"`` (the drop set did not fit, dropped nothing, or no windows allowed).
+    wall_s : float
+        Wall seconds spent.
     """
 
     windows: int
@@ -64,6 +75,15 @@ class WindowReport:
     start_flops: int
     end_flops: int
     cpu_s: float
+    max_windows: int = 0
+    stopped: str = "done"
+    wall_s: float = 0.0
+
+    def stage_cost(self) -> StageCost:
+        """The ``recompute.windows`` stage: seconds, models solved against the budget and
+        why it stopped (it lowers the cost of the recomputation, not bytes)."""
+        return StageCost("recompute.windows", self.wall_s, self.cpu_s, 0, self.windows,
+                         self.max_windows, "solves", self.stopped)
 
     def note(self, step_flops: int) -> str:
         """One line for the plan notes."""
@@ -71,7 +91,7 @@ class WindowReport:
         return (f"exact windows: {self.windows} CP-SAT windows, {self.improved} improved the "
                 f"drop set: extra FLOPs +{100 * self.start_flops / sf:.2f}% -> "
                 f"+{100 * self.end_flops / sf:.2f}%, cost {self.start_cost:.4g} -> "
-                f"{self.end_cost:.4g} ({self.cpu_s:.1f} CPU s)")
+                f"{self.end_cost:.4g} ({self.cpu_s:.1f} CPU s, {self.stopped})")
 
 
 def _feasible(ev: JitEvaluator, drops: Iterable[TensorId]) -> bool:
@@ -212,24 +232,26 @@ def refine_windows(ev: JitEvaluator, start: Evaluation, limit_bytes: int, *,
     (Evaluation, WindowReport)
         A drop set that fits and costs at most ``start``'s, and what was done.
     """
-    t0 = time.process_time()
+    t0, w0 = time.process_time(), time.perf_counter()
     cur = start
     solved = improved = 0
     if start.peak_bytes > limit_bytes or not start.dropped or max_windows <= 0:
         return cur, WindowReport(0, 0, start.extra_cost, start.extra_cost, start.extra_flops,
-                                 start.extra_flops, time.process_time() - t0)
+                                 start.extra_flops, time.process_time() - t0, max_windows,
+                                 "skipped", time.perf_counter() - w0)
     own = {s: ev.producer_cost(s) for s in ev.droppable if ev.size[s]}
     for s in start.dropped:
         own.setdefault(s, ev.producer_cost(s))
     pool = [s for s in ev.droppable if ev.size[s]]
     cap = limit_bytes - ev.resident
     tried: set[tuple[frozenset[TensorId], frozenset[TensorId]]] = set()
-    progress = True
+    progress, cut = True, False
     while progress and solved < max_windows:
         progress = False
         acc = jit_accounting(ev, cur.dropped)
         for _x, win in _WindowChooser(ev, cur, cap, window_size, pool, own).windows():
             if solved >= max_windows:
+                cut = True  # windows left untried
                 break
             key = (frozenset(win), frozenset(cur.dropped))
             if key in tried:
@@ -249,6 +271,9 @@ def refine_windows(ev: JitEvaluator, start: Evaluation, limit_bytes: int, *,
                 improved += 1
                 progress = True
                 break  # windows are chosen again around the new drop set
+    # the loop ends with a round that improved nothing, or with the budget spent (after an
+    # improvement, or with windows of the round left untried)
     return cur, WindowReport(solved, improved, start.extra_cost, cur.extra_cost,
-                             start.extra_flops,
-                             cur.extra_flops, time.process_time() - t0)
+                             start.extra_flops, cur.extra_flops, time.process_time() - t0,
+                             max_windows, "work" if progress or cut else "done",
+                             time.perf_counter() - w0)

@@ -99,3 +99,52 @@ def test_sink_takes_the_feeders_along():
     assert not check_order(g, res.order)
     assert res.peak_bytes == brute_force_order(g, alignment_bytes=1).peak_bytes
     assert res.peak_bytes < simulate(g, order, alignment_bytes=1).peak_bytes
+
+
+@pytest.mark.parametrize(("evaluations", "stopped"), [(1, "work"), (2, "work"),
+                                                       (4000, "at_bound")])
+def test_the_search_stage_says_why_it_stopped(evaluations: int, stopped: str) -> None:
+    """``teach_order``: the search reaches the proven bound (after 14 evaluations; 3 when
+    only 3 are allowed); with 1 or 2 its budget stops it (also in the middle of a round of
+    candidates, where no candidate scored so far lowered the peak).  The stage records its
+    evaluations against ``search_evaluations`` and the reason, and ``roam plan``'s stage
+    line shows them."""
+    from roam_core.formats.graph_io import load_graph
+    from roam_core.model.stage_cost import format_stages
+    from roam_core.planner import make_plan
+    from roam_core.planner.config import PlannerConfig
+    from tests.paths import SAMPLE_DIR
+
+    g = load_graph(SAMPLE_DIR / "teach_order-b256-steady.json.gz")
+    plan = make_plan(g, PlannerConfig(workers=1, search_evaluations=evaluations))
+    (s,) = [s for s in plan.stages if s.stage == "search"]
+    assert (s.work_unit, s.work_limit, s.stopped) == ("evaluations", evaluations, stopped)
+    assert 0 < s.work_done <= evaluations
+    assert f"{s.work_done}/{evaluations} evaluations" in format_stages([s])
+    if stopped == "at_bound":
+        assert plan.planned_peak_bytes == plan.lower_bound_bytes
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(random_graphs(max_ops=14), st.data())
+def test_hoist_closures_fail_alike_with_the_shared_failures(graph, data):
+    """Within a round (one peak step, one order), a closure that reaches an op whose own
+    closure failed fails at once: every op after the step gets the same closure (or the same
+    failure) as a walk without the shared set, in any order of the walks."""
+    from roam_core.model.dag_view import compact
+    from roam_core.ordering.lns import _closure_after
+
+    order = data.draw(orders_of(graph))
+    cg = compact(graph, 512)
+    at = [0] * cg.n_ops
+    for k, o in enumerate(order):
+        at[cg.index[o]] = k
+    p = data.draw(st.integers(0, len(order) - 1))
+    cap = data.draw(st.integers(1, 6))
+    x = cg.index[order[p]]
+    after = [cg.index[o] for o in order[p + 1:]]
+    failed: set[int] = set()
+    for v in data.draw(st.permutations(after)):
+        alone = _closure_after(v, at, p, x, cg.preds, set(), cap)
+        assert _closure_after(v, at, p, x, cg.preds, set(), cap, failed) == alone
+        assert (v in failed) == (alone is None)

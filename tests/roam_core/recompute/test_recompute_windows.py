@@ -13,6 +13,7 @@ from roam_core.base.cpsat import make_solver
 from roam_core.base.errors import ConfigError
 from roam_core.formats.graph_io import load_graph
 from roam_core.model.recompute_ops import expand_graph
+from roam_core.model.stage_cost import format_stages
 from roam_core.oracle.simulate import simulate
 from roam_core.oracle.validate import check_plan
 from roam_core.planner import make_plan
@@ -161,6 +162,26 @@ def test_windows_close_a_gap_the_greedy_leaves():
     assert r.extra_cost <= 1.02 * 6_636  # exact_recompute's optimum (the slow test above)
 
 
+@pytest.mark.parametrize(("max_windows", "stopped"), [(1, "work"), (2, "work"), (3, "done"),
+                                                       (16, "done")])
+def test_windows_say_why_they_stopped(max_windows, stopped):
+    """seed 1 at 90%: the first window improves the drop set, the second (around the new
+    one) does not, and no third is left: a budget of 1 or 2 models stops the windows with
+    some untried (``work``), 3 or more let them finish (``done``).  The report is the
+    plan's ``recompute.windows`` stage."""
+    g = random_train_graph(1, 8)
+    ev, b, e = _greedy(g, 0.9)
+    assert e is not None
+    r, rep = refine_windows(ev, e, b, max_windows=max_windows)
+    assert rep.stopped == stopped
+    assert rep.windows == min(max_windows, 2)
+    assert r.extra_cost < e.extra_cost
+    s = rep.stage_cost()
+    assert (s.stage, s.work_done, s.work_limit, s.work_unit, s.stopped) == (
+        "recompute.windows", rep.windows, max_windows, "solves", stopped)
+    assert s.within_budget
+
+
 def test_windows_are_deterministic():
     g = random_train_graph(6, 8)
     ev, b, e = _greedy(g, 0.8)
@@ -177,6 +198,7 @@ def test_a_drop_set_over_the_limit_is_returned_as_is():
     r, rep = refine_windows(ev, e, e.peak_bytes - 1)
     assert r is e
     assert rep.windows == 0
+    assert rep.stopped == "skipped"
 
 
 @pytest.mark.parametrize("windows", [0, 16])
@@ -197,8 +219,16 @@ def test_budget_planner_uses_the_windows(windows):
     if windows:
         assert any(n.startswith("exact windows") for n in plan.notes)
         assert bp.window_reports
+        # the windows are the plan's first stage, with their budget and stop reason
+        first = plan.stages[0]
+        assert (first.stage, first.work_limit, first.work_unit) == (
+            "recompute.windows", windows, "solves")
+        assert first.stopped == "done"
+        assert "recompute.windows" in format_stages(plan.stages)
+        assert plan.stages[1].stage == "baselines"
     else:
         assert not any(n.startswith("exact windows") for n in plan.notes)
+        assert all(s.stage != "recompute.windows" for s in plan.stages)
 
 
 @pytest.mark.slow
