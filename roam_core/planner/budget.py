@@ -13,7 +13,10 @@
    need (:func:`~roam_core.recompute.greedy.prune`), expand the graph with its recompute ops
    and plan the expanded graph with the same pipeline (sub-task CP-SAT orders move the
    recompute ops together with everything else; the layout packs the copies);
-4. if fragmentation pushes the arena over the budget, aim lower and repeat.
+4. if fragmentation pushes the arena over the budget although the planned peak fits, lay
+   the candidate out again with ``recompute.relayout_effort`` times the layout's work
+   (:func:`~roam_core.planner.summary.relay_out`); if it still overshoots, try the next
+   candidate, then aim lower and repeat.
 
 The result is an ordinary :class:`~roam_core.model.plan.Plan` for the *input* graph with
 ``recompute`` ops, ``extra_flops``, ``step_flops`` and the cost model's estimates
@@ -52,6 +55,7 @@ from roam_core.model.recompute_ops import (
 from roam_core.oracle.validate import check_plan
 from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import PlanProgress, plan_without_budget
+from roam_core.planner.summary import relay_out
 from roam_core.recompute.baselines import BASELINES, baseline_drop_set
 from roam_core.recompute.evaluator import Evaluation, JitEvaluator, hoist_views, jit_order
 from roam_core.recompute.exact import exact_recompute
@@ -64,6 +68,11 @@ __all__ = ["BudgetPlanner", "plan_with_budget"]
 
 #: Labels of the candidates that are roam's own search (greedy prefix, pruned, swapped).
 _OWN = ("roam", "roam+swap")
+
+#: How many of the plans already made (cheapest first) :meth:`BudgetPlanner.plan_at` lays
+#: out again with more effort before refusing a budget their planned peaks fit (each is a
+#: full layout of an expanded graph: minutes on GPT2-XL).
+RELAYOUT_MADE = 2
 
 #: Most drops the greedy adds below the lowest baseline's drop set (:meth:`BudgetPlanner.
 #: below_baselines`): on GPT2-XL it takes 6 (the embeddings and their dropout).
@@ -180,6 +189,10 @@ class BudgetPlanner:
         #: every finished plan with recomputation made so far (the fallback of a refused
         #: budget looks here first)
         self.made: list[Plan] = []
+        #: the drop set and the method of each plan in ``made`` (to lay it out again)
+        self._made_from: list[tuple[_Choice, str]] = []
+        #: keys of ``_planned`` laid out again with more effort (:meth:`_relayout_pays`)
+        self._relaid: set[tuple[tuple[RecomputeOp, ...], tuple[OpId, ...]]] = set()
         self._swept = False
 
     @property
@@ -442,8 +455,15 @@ class BudgetPlanner:
         g = self.graph
         key = (tuple(c.recompute), tuple(c.order))
         p2 = self._planned.get(key)
+        eg: Graph | None = None
         if p2 is None:  # the same drop set at another budget, or a baseline's: planned once
-            p2 = self._planned[key] = self._plan(expand_graph(g, c.recompute, order=c.order))
+            eg = expand_graph(g, c.recompute, order=c.order)
+            p2 = self._planned[key] = self._plan(eg)
+        if self._relayout_pays(p2, budget, key):
+            self._relaid.add(key)
+            eg = eg if eg is not None else expand_graph(g, c.recompute, order=c.order)
+            effort = self.plain.arena.with_effort(self.config.recompute.relayout_effort)
+            p2 = self._planned[key] = relay_out(eg, p2, effort, self._cancel)
         sf, ss = self.step_flops, self.step_seconds
         plan = replace(
             p2, graph_fingerprint=g.fingerprint(), graph_name=g.name, method=method,
@@ -462,7 +482,20 @@ class BudgetPlanner:
         if bad:
             raise PlanInvalidError(bad)
         self.made.append(plan)
+        self._made_from.append((c, method))
         return plan
+
+    def _relayout_pays(self, p2: Plan, budget: int | None,
+                       key: tuple[tuple[RecomputeOp, ...], tuple[OpId, ...]]) -> bool:
+        """Whether ``p2`` (an expanded graph's plan) is worth laying out again: its planned
+        peak fits ``budget`` but its arena does not (the overshoot is the layout's), it was
+        not laid out again before, and ``recompute.relayout_effort`` is on."""
+        return (budget is not None and self.config.recompute.relayout_effort > 0
+                and p2.planned_peak_bytes <= budget < p2.arena_bytes and key not in self._relaid)
+
+    def relaid_keys(self) -> frozenset[tuple[tuple[RecomputeOp, ...], tuple[OpId, ...]]]:
+        """The drop sets (recompute ops, order) laid out again with more effort so far."""
+        return frozenset(self._relaid)
 
     def _timed(self, plan: Plan) -> Plan:
         """``plan`` (without recomputation) with the step's estimated seconds."""
@@ -477,7 +510,10 @@ class BudgetPlanner:
         made so far and the frontier's own plans (:meth:`sweep`: roam at the frontier's
         budgets with the portfolio, and each baseline's drop set) are tried, and the
         cheapest whose arena fits is returned, so a budget at or above any peak the
-        frontier reaches is never refused.
+        frontier reaches is never refused.  A candidate whose planned peak fits but whose
+        arena overshoots is laid out again with more effort first
+        (``recompute.relayout_effort``), in the search and, for the cheapest made plans,
+        before a refusal.
 
         Raises
         ------
@@ -510,6 +546,8 @@ class BudgetPlanner:
         if plan is None and not self._swept:
             self.sweep()
             plan = self._from_made(budget)
+        if plan is None and self.relay_out_made(budget):
+            plan = self._from_made(budget)
         if plan is not None:
             return replace(plan, solve_seconds=time.perf_counter() - t0)
         smallest = min((p.arena_bytes for p in self.made), default=self.base.arena_bytes)
@@ -533,6 +571,26 @@ class BudgetPlanner:
                 return plan
             target -= max(lowest_arena - budget, self.config.alignment_bytes)
         return None
+
+    def relay_out_made(self, budget: int) -> bool:
+        """Lay out again (:meth:`_relayout_pays`) the cheapest :data:`RELAYOUT_MADE` plans
+        made so far whose planned peak fits ``budget`` but whose arena does not (a baseline's
+        drop set, planned without a budget by :meth:`sweep`, or one made for another
+        budget); whether any was."""
+        cost = self.costs.cost
+        tries = sorted(
+            ((sum(cost[r.source] for r in p.recompute), i) for i, p in enumerate(self.made)
+             if p.planned_peak_bytes <= budget < p.arena_bytes),
+            key=lambda t: t[0])
+        done = 0
+        for _, i in tries:
+            c, method = self._made_from[i]
+            key = (tuple(c.recompute), tuple(c.order))
+            if done >= RELAYOUT_MADE or key in self._relaid:
+                continue
+            self._finish(c, budget, [], method)
+            done += 1
+        return done > 0
 
     def _from_made(self, budget: int) -> Plan | None:
         """The cheapest plan made so far whose arena fits ``budget`` (a note says where it
