@@ -100,8 +100,8 @@ def relay_out(graph: Graph, plan: Plan, config: ArenaConfig, cancel: CancelToken
     lay = plan_arena(graph, plan.order, config=config, cancel=cancel)
     if lay.arena_bytes >= plan.arena_bytes:
         return replace(plan, notes=(*plan.notes, (
-            f"laid out again with more effort: arena {format_bytes(lay.arena_bytes)}, not "
-            f"below {format_bytes(plan.arena_bytes)}; kept the first")))
+            f"laid out again with more effort: arena {lay.arena_bytes / 2**20:,.2f} MiB, not "
+            f"below {plan.arena_bytes / 2**20:,.2f} MiB; kept the first")))
     stages = tuple(replace(c, stage="relayout." + c.stage.removeprefix("layout."))
                    for c in lay.stats.get("stages", ()))
     new = replace(plan, offsets=dict(lay.offsets), arena_bytes=int(lay.arena_bytes),
@@ -109,7 +109,7 @@ def relay_out(graph: Graph, plan: Plan, config: ArenaConfig, cancel: CancelToken
                   stages=(*plan.stages, *stages),
                   notes=(*plan.notes, (
                       f"laid out again with more effort: arena "
-                      f"{format_bytes(plan.arena_bytes)} -> {format_bytes(lay.arena_bytes)}")))
+                      f"{plan.arena_bytes / 2**20:,.2f} -> {lay.arena_bytes / 2**20:,.2f} MiB")))
     bad = check_plan(graph, new)
     if bad:
         raise PlanInvalidError(bad)

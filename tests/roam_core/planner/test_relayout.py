@@ -79,3 +79,17 @@ def test_plans_made_without_a_budget_are_laid_out_again_before_a_refusal() -> No
     assert again.arena_bytes <= BUDGET
     assert check_plan(bp.graph, again) == []
     assert not bp.relay_out_made(BUDGET)  # once per drop set
+
+
+def test_the_cheapest_candidate_aimed_lower_beats_a_costlier_fit() -> None:
+    cfg = PlannerConfig(workers=1, arena=GREEDY_ONLY).with_recompute(relayout_effort=0.0,
+                                                                      exact_max_ops=0)
+    bp = BudgetPlanner(random_train_graph(1, 12), cfg, portfolio=True)
+    budget = 28_672
+    plan = bp.plan_at(budget)
+    assert plan.arena_bytes <= budget
+    assert check_plan(bp.graph, plan) == []
+    assert any("aimed that much lower" in n for n in plan.notes), plan.notes
+    costlier = [p for p in bp.made if p.arena_bytes <= budget
+                and p.extra_seconds > plan.extra_seconds]
+    assert costlier  # the search's first fit, which this plan replaced
