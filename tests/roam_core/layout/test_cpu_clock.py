@@ -11,6 +11,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import pytest
+
 from roam_core.base.cpu_clock import cpu_now
 from roam_core.layout.arena_layout import ArenaLayout, plan_arena
 from roam_core.layout.config import ArenaConfig
@@ -36,6 +38,7 @@ def _lay_out(wait_s: float) -> tuple[ArenaLayout, int, float]:
     return lay, len(calls), time.perf_counter() - t0
 
 
+@pytest.mark.slow
 def test_waiting_does_not_count_against_the_layout_limit() -> None:
     quiet, _, _ = _lay_out(0.0)
     loaded, calls, wall_s = _lay_out(0.06)

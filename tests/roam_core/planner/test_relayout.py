@@ -31,6 +31,7 @@ def _planner(effort: float) -> BudgetPlanner:
     return BudgetPlanner(random_train_graph(1, 12), cfg)
 
 
+@pytest.mark.slow
 def test_the_relayout_fits_the_cheaper_drop_set() -> None:
     without = _planner(0.0).plan_at(BUDGET)  # aims lower: one more drop
     bp = _planner(4.0)
@@ -45,6 +46,7 @@ def test_the_relayout_fits_the_cheaper_drop_set() -> None:
     assert not any(n.startswith("laid out again") for n in without.notes)
 
 
+@pytest.mark.slow
 def test_a_refusal_states_the_smallest_arena_made_relaid_ones_included() -> None:
     bp = _planner(4.0)
     relaid = bp.plan_at(BUDGET)
@@ -68,6 +70,7 @@ def test_effort_scales_every_work_limit_and_turns_every_stage_on() -> None:
         RecomputeConfig(relayout_effort=0.5)
 
 
+@pytest.mark.slow
 def test_plans_made_without_a_budget_are_laid_out_again_before_a_refusal() -> None:
     bp = _planner(4.0)
     drops = bp.trajectory[1][:1]
