@@ -3,7 +3,9 @@
 Usage::
 
     nice python benchmarks/frontier_bench.py [--only NAME] [--budgets 8] [--profile h100-sxm]
-        [--no-min-cut] [--no-autosac] [--out benchmarks/results] [--png assets/frontier.png]
+        [--no-min-cut] [--no-autosac] [--layout-time-limit 60] [--out benchmarks/results]
+        [--png assets/frontier.png]
+    nice python benchmarks/frontier_bench.py --only gpt2-xl --plan-at 18809
     python benchmarks/frontier_bench.py --plot-only [--png assets/frontier.png]
 
 For each config (steady AdamW steps; math attention for the transformers) the step is
@@ -50,22 +52,65 @@ CONFIGS = [("resnet50", 32, None), ("llama", 4, 256), ("vit_b_16", 32, None),
            ("gpt2", 2, 512), ("gpt2-xl", 1, 1024)]
 
 
+def planner_config(args: argparse.Namespace) -> Any:
+    """The planner settings of every roam plan here: one process, 2 deterministic seconds
+    per ordering solve, ``--layout-time-limit`` CPU seconds of layout safety limit."""
+    from roam_core.planner.config import PlannerConfig
+
+    return PlannerConfig(workers=1, layout_time_limit_s=args.layout_time_limit).with_order(
+        time_limit_s=2.0).with_recompute(device_profile=args.profile)
+
+
+def _trace(name: str, batch: int, seq: int | None) -> Any:
+    from roam_core.zoo import ZOO, trace_zoo
+
+    attention = "math" if ZOO[name].family in ("gpt", "roberta") or name == "vit_b_16" \
+        else None
+    return trace_zoo(name, batch, seq, "steady", attention=attention)
+
+
+def plan_at(name: str, batch: int, seq: int | None, mib: float, args: argparse.Namespace
+            ) -> dict[str, Any]:
+    """One budget only (``--plan-at MIB``): :meth:`BudgetPlanner.plan_at` with this
+    benchmark's planner settings and, as the frontier plans its budgets, the portfolio on
+    (``roam plan --budget B --portfolio``)."""
+    from roam_core.base.errors import BudgetInfeasibleError
+    from roam_core.planner.budget import BudgetPlanner
+
+    load0 = os.getloadavg()
+    g = _trace(name, batch, seq).graph
+    t0, c0 = time.perf_counter(), time.process_time()
+    bp = BudgetPlanner(g, planner_config(args), portfolio=True)
+    out: dict[str, Any] = {"config": g.name, "budget_mib": mib,
+                           "layout_time_limit_s": args.layout_time_limit}
+    try:
+        p = bp.plan_at(int(mib * MIB))
+        out.update(fits=True, arena_mib=p.arena_bytes / MIB,
+                   planned_peak_mib=p.planned_peak_bytes / MIB,
+                   extra_ms=1e3 * p.extra_seconds, reruns=len(p.recompute),
+                   notes=[n for n in p.notes if "again" in n or "overshot" in n
+                          or "portfolio" in n])
+    except BudgetInfeasibleError as e:
+        out.update(fits=False, smallest_mib=e.smallest_peak_bytes / MIB, message=str(e))
+    out.update(plans_made=len(bp.made), relaid=len(bp.relaid_keys()),
+               wall_s=time.perf_counter() - t0, cpu_s=time.process_time() - c0,
+               load_before=load0, load_after=os.getloadavg(),
+               run_utc=time.strftime("%Y-%m-%d %H:%M", time.gmtime()))
+    return out
+
+
 def run_config(name: str, batch: int, seq: int | None, args: argparse.Namespace
                ) -> dict[str, Any]:
     from roam_core.commands.frontier import min_cut_record, point_dict
     from roam_core.formats.device_profile_io import resolve_profile
     from roam_core.planner.budget_frontier import recompute_frontier, step_time
-    from roam_core.planner.config import PlannerConfig
     from roam_core.trace.min_cut import MIN_CUT_BUDGETS
-    from roam_core.zoo import ZOO, trace_zoo
     from roam_core.zoo.min_cut import zoo_min_cut
     from roam_core.zoo.traced_peers import traced_peers
 
     load0 = os.getloadavg()
     t0 = time.perf_counter()
-    attention = "math" if ZOO[name].family in ("gpt", "roberta") or name == "vit_b_16" \
-        else None
-    traced = trace_zoo(name, batch, seq, "steady", attention=attention)
+    traced = _trace(name, batch, seq)
     g = traced.graph
     trace_s = time.perf_counter() - t0
     notes: list[str] = []
@@ -81,8 +126,7 @@ def run_config(name: str, batch: int, seq: int | None, args: argparse.Namespace
     notes.extend(more)
     peers_s = (time.perf_counter() - t0, time.process_time() - c0)
     t0, c0 = time.perf_counter(), time.process_time()
-    cfg = PlannerConfig(workers=1, layout_time_limit_s=5.0).with_order(
-        time_limit_s=2.0).with_recompute(device_profile=args.profile)
+    cfg = planner_config(args)
     sf, points, fnotes = recompute_frontier(g, cfg, budgets=args.budgets, extra_baselines=extra,
                                             traced_peers=peers, fewest_flops=False)
     ss, profile = step_time(g, cfg)
@@ -296,7 +340,18 @@ def main() -> None:
     ap.add_argument("--png-config", default="gpt2-b2", help="the config drawn (prefix)")
     ap.add_argument("--plot-only", action="store_true",
                     help="redraw the PNG from the committed frontier.json")
+    ap.add_argument("--layout-time-limit", type=float, default=60.0,
+                    help="the layout's safety limit, CPU seconds (the planner's default)")
+    ap.add_argument("--plan-at", type=float, default=None, metavar="MIB",
+                    help="only plan the --only model at this budget (MiB), portfolio on, "
+                         "and print it")
     args = ap.parse_args()
+    if args.plan_at is not None:
+        for name, b, t in CONFIGS:
+            if name == args.only:
+                print(json.dumps(plan_at(name, b, t, args.plan_at, args), indent=1),
+                      flush=True)
+        return
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     old = out / "frontier.json"

@@ -48,9 +48,10 @@ worth buying.  Each step is cut by a count of work, not by the clock.
 
 The lowest candidate wins.  ``ArenaLayout.stats["stages"]`` holds one
 :class:`~roam_core.model.stage_cost.StageCost` per step that ran (seconds, arena bytes
-gained, work against budget, why it stopped).  ``time_limit_s`` is a wall-clock safety limit
-only: the same graph, order and settings give the same layout on an idle or a loaded
-machine unless it cuts a step short.
+gained, work against budget, why it stopped).  ``time_limit_s`` is a safety limit only, in
+CPU seconds of the calling thread (:mod:`roam_core.base.cpu_clock`): the same graph, order
+and settings give the same layout on an idle or a loaded machine unless it cuts a step
+short, and the load does not make it cut sooner.
 
 Examples
 --------
@@ -210,7 +211,7 @@ def plan_arena(graph: Graph, order: Sequence[OpId], *, task_tree: SubtaskTree | 
         method otherwise).
     """
     require_type(graph, Graph, "plan_arena: graph", ConfigError)
-    t0 = time.monotonic()
+    t0 = time.perf_counter()
     a = max(1, config.alignment_bytes)
     problem = layout_problem(graph, order, a, lifetimes(graph, order))
     st = ArenaStages(problem, config, cancel, t0, graph.resident_bytes(a))
@@ -236,7 +237,7 @@ def _finish(st: ArenaStages, graph: Graph) -> ArenaLayout:
         "good_enough_bytes": resident + st.target * a,
         "candidates": {k: resident + v.height * a for k, v in st.candidates.items()},
         "stages": tuple(st.costs),
-        "wall_time_s": time.monotonic() - st.t0,
+        "wall_time_s": time.perf_counter() - st.t0,
     }
     lay = arena_layout(graph, st.problem, st.sol.offsets, a, st.records, stats)
     lay = replace(lay, stats={**lay.stats,

@@ -11,8 +11,9 @@ the arena bytes it gained, the work it did against its budget and why it stopped
 Budgets are counts of work, so the same problem gives the same layout on an idle or a loaded
 machine: greedy passes (the promotion, the flip-compaction and the shake), search nodes (the
 DSA candidate's exact search and the peak repair) and CP-SAT deterministic seconds (the
-sub-task groups and the polish).  ``ArenaConfig.time_limit_s`` is only a wall-clock safety
-limit (``stopped == "time"`` when it, not the work, ended a step).
+sub-task groups and the polish).  ``ArenaConfig.time_limit_s`` is only a safety limit, in
+CPU seconds of the layout's thread (:mod:`roam_core.base.cpu_clock`), so a loaded machine
+does not cut it sooner (``stopped == "time"`` when it, not the work, ended a step).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from roam_core.base.cancel import CancelToken, is_cancelled
+from roam_core.base.cpu_clock import cpu_now
 from roam_core.base.status import SolveStatus
 from roam_core.layout.config import ArenaConfig
 from roam_core.layout.dsa_heuristics import named_order, place_in_order, promote_high
@@ -75,7 +77,8 @@ class ArenaStages:
     def __init__(self, problem: Problem, config: ArenaConfig, cancel: CancelToken,
                  t0: float, resident_bytes: int) -> None:
         self.problem, self.config, self.cancel, self.t0 = problem, config, cancel, t0
-        self.deadline = t0 + config.time_limit_s
+        #: the safety limit, on this thread's CPU clock (:mod:`roam_core.base.cpu_clock`)
+        self.deadline = cpu_now() + config.time_limit_s
         self.a = max(1, config.alignment_bytes)
         self.lb = problem.lower_bound()
         peak = resident_bytes + self.lb * self.a
@@ -104,8 +107,8 @@ class ArenaStages:
         return is_cancelled(self.cancel)
 
     def late(self) -> bool:
-        """Whether the wall-clock safety limit has passed."""
-        return time.monotonic() > self.deadline
+        """Whether the CPU-time safety limit has passed."""
+        return cpu_now() > self.deadline
 
     def pick(self) -> None:
         """The winner: the lowest candidate (the task tree's among equals)."""
@@ -256,7 +259,7 @@ def dsa(st: ArenaStages, tally: StepTally) -> None:
     contract."""
     cfg = st.config
     t = time.perf_counter()
-    res = solve_dsa(st.problem, time_limit_s=max(0.1, st.deadline - time.monotonic()),
+    res = solve_dsa(st.problem, time_limit_s=max(0.1, st.deadline - cpu_now()),
                     cancel=st.cancel, exact=cfg.dsa_exact, work_limit=cfg.search_nodes,
                     known=st.passes, good_enough=st.target,
                     max_search_buffers=cfg.search_max_buffers,

@@ -8,7 +8,7 @@ Examples
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from roam_core.base.checks import at_least as _at_least
 
@@ -29,14 +29,18 @@ class ArenaConfig:
     the arena is within the value contract of the planned peak (``max(good_enough_gap x
     peak, good_enough_bytes)``, ``docs/planning_time.md``), and its budget is a count of
     work (greedy passes, search nodes, CP-SAT deterministic seconds), so the layout does not
-    depend on the machine's load; ``time_limit_s`` is only a wall-clock safety limit.
+    depend on the machine's load; ``time_limit_s`` is only a safety limit, counted in CPU
+    seconds of the layout's thread (:mod:`roam_core.base.cpu_clock`), so a loaded machine
+    does not cut the layout sooner (it used to be wall-clock seconds; the field keeps its
+    name and its saved values load unchanged).
 
     Parameters
     ----------
     alignment_bytes : int
         Offset and size granularity (512 like CUDA's caching allocator).
     time_limit_s : float
-        Wall-clock safety limit of the whole layout (the stages are cut by work first).
+        Safety limit of the whole layout, in CPU seconds of the calling thread (the stages
+        are cut by work first).
     task_time_limit_s : float
         CP-SAT deterministic seconds per sub-task group (step 2) and per top-band round of
         the polish.
@@ -99,6 +103,45 @@ class ArenaConfig:
     polish_rounds: int = 6
     good_enough_gap: float = 1e-4
     good_enough_bytes: int = 64 * 1024
+
+    def with_effort(self, factor: float) -> ArenaConfig:
+        """These settings with every stage on and ``factor`` times the work.
+
+        Each work budget (promotion and shake passes, search nodes, CP-SAT deterministic
+        seconds and polish rounds) and the safety limit become ``factor`` times the larger of
+        this config's and the default's, so a layout made with cut-down limits gets at
+        least ``factor`` times the default effort.  The per-node cost caps
+        (``search_max_buffers``, ``search_max_cells``) stay.
+
+        Parameters
+        ----------
+        factor : float
+            At least 1.
+
+        Returns
+        -------
+        ArenaConfig
+
+        Examples
+        --------
+        >>> ArenaConfig(shake_rounds=0, use_dsa=False).with_effort(2).shake_rounds
+        32
+        """
+        _at_least("layout effort factor", factor, 1.0)
+        d = ArenaConfig()
+
+        def more(mine: float, default: float) -> float:
+            return factor * max(mine, default)
+
+        return replace(
+            self, use_cpsat=True, use_dsa=True, dsa_exact=True, flip_compact=True,
+            peak_repair=True,
+            time_limit_s=more(self.time_limit_s, d.time_limit_s),
+            task_time_limit_s=more(self.task_time_limit_s, d.task_time_limit_s),
+            shake_rounds=round(more(self.shake_rounds, d.shake_rounds)),
+            promote_passes=round(more(self.promote_passes, d.promote_passes)),
+            search_nodes=round(more(self.search_nodes, d.search_nodes)),
+            polish_rounds=round(more(self.polish_rounds, d.polish_rounds)))
 
     def __post_init__(self) -> None:
         _at_least("arena.alignment_bytes", self.alignment_bytes, 1)

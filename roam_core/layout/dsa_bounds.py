@@ -11,12 +11,12 @@ run it; it rounds the bounds its bisection proves to the grain.
 
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 import numpy as np
 
 from roam_core.base.cancel import CancelToken, is_cancelled
+from roam_core.base.cpu_clock import cpu_now
 from roam_core.layout.dsa_heuristics import buffer_arrays
 from roam_core.layout.dsa_search import SearchCache, search_capacity
 from roam_core.model.dsa import Problem
@@ -93,7 +93,7 @@ def window_lower_bound(problem: Problem, *, node_budget: int, deadline: float,
     node_budget : int
         Search nodes for all windows together.
     deadline : float
-        ``time.monotonic()`` safety limit.
+        ``cpu_now()`` safety limit.
     cancel : threading.Event or callable, optional
         Stops the windows early (the bound so far is still valid).
     start : int, optional
@@ -146,7 +146,7 @@ def window_lower_bound(problem: Problem, *, node_budget: int, deadline: float,
         cache = SearchCache()
         while True:
             left = node_budget - nodes
-            if left < 64 or time.monotonic() >= deadline or is_cancelled(cancel):
+            if left < 64 or cpu_now() >= deadline or is_cancelled(cancel):
                 return bound, nodes
             sol, proven, _, k = search_capacity(sub, bound, deadline=deadline, cancel=cancel,
                                                 cache=cache, node_budget=max(64, left // 8))

@@ -24,11 +24,11 @@ import heapq
 import itertools
 import logging
 import math
-import time
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from roam_core.base.cpu_clock import cpu_now
 from roam_core.model.dsa import Problem, Solution
 
 __all__ = [
@@ -148,7 +148,7 @@ def place_in_order(problem: Problem, order: Sequence[int], fit: str = "best",
     fit : {"best", "first"}
         Smallest gap that holds the buffer, or the lowest one.
     deadline : float, optional
-        ``time.monotonic()`` value after which the pass gives up and returns ``None``.
+        ``cpu_now()`` value after which the pass gives up and returns ``None``.
     partial : bool
         At the deadline, return the layout so far completed instead of ``None``: the
         buffers not yet placed go above it, in lanes (:func:`lane_offsets`, ``O(n log n)``).
@@ -362,7 +362,7 @@ def _place_core(lower: np.ndarray, upper: np.ndarray, size: np.ndarray, align: n
             box[2, :k], box[3, :k], box[4, :k] = tops - size[kept], tops, free_last[at]
     for step, i in itertools.islice(enumerate(order), start, None):
         if step % _COMPACT_EVERY == 0:
-            if deadline is not None and time.monotonic() > deadline:
+            if deadline is not None and cpu_now() > deadline:
                 return step
             if k:
                 keep = box[4, :k] >= step
@@ -632,7 +632,7 @@ def portfolio(problem: Problem, *, deadline: float | None = None,
     problem : Problem
         The buffers.
     deadline : float, optional
-        ``time.monotonic()`` safety limit for every pass after the first.
+        ``cpu_now()`` safety limit for every pass after the first.
     orders, fits : sequence of str
         The pairs to run (order-major).
     target : int, optional
@@ -664,7 +664,7 @@ def portfolio(problem: Problem, *, deadline: float | None = None,
             name = f"greedy:{oname}:{fit}"
             sol = known.get(name)
             if sol is None and best is not None and deadline is not None \
-                    and time.monotonic() > deadline:
+                    and cpu_now() > deadline:
                 return best, best_name, tried  # no time for another pass
             if sol is None:
                 if order is None:
@@ -674,10 +674,10 @@ def portfolio(problem: Problem, *, deadline: float | None = None,
                 first = best is None and deadline is not None
                 cut = deadline
                 if first and deadline is not None:
-                    cut = time.monotonic() + 0.8 * max(
-                        0.0, deadline - time.monotonic() - _LANE_S * len(problem))
+                    cut = cpu_now() + 0.8 * max(
+                        0.0, deadline - cpu_now() - _LANE_S * len(problem))
                 sol = place_in_order(problem, order, fit, cut, partial=first)
-                if first and sol is not None and cut is not None and time.monotonic() > cut:
+                if first and sol is not None and cut is not None and cpu_now() > cut:
                     name += "+rest"
             if sol is None:
                 return best, best_name, tried  # type: ignore[return-value]  # set: pair 1 ends
@@ -701,7 +701,7 @@ def promote_high(problem: Problem, order: Sequence[int], fit: str, start: Soluti
     order of the rest), and places them all again with the same ``fit`` ("squeaky wheel"
     optimisation).  The lowest layout is kept, so the result is never higher than
     ``start``.  The work is a fixed count of passes (deterministic); ``deadline`` is a
-    wall-clock safety limit.
+    CPU-time safety limit (this thread's, :mod:`roam_core.base.cpu_clock`).
 
     (pangu_2.6B, 18,692 buffers: the total/size order ends with three 20 MB buffers at
     1.0076 x the live-set bound; one pass with them in front places everything at the
@@ -722,7 +722,7 @@ def promote_high(problem: Problem, order: Sequence[int], fit: str, start: Soluti
     passes : int
         Most passes.
     deadline : float, optional
-        ``time.monotonic()`` safety limit.
+        ``cpu_now()`` safety limit.
 
     Returns
     -------

@@ -12,13 +12,13 @@ for several layouts at once, their searches run round-robin.  Both are cut by se
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
 
 from roam_core.base.cancel import CancelToken, is_cancelled
+from roam_core.base.cpu_clock import cpu_now
 from roam_core.layout.dsa_heuristics import buffer_arrays
 from roam_core.layout.dsa_search import (
     MAX_SEARCH_BUFFERS,
@@ -65,7 +65,7 @@ def repair_peak(problem: Problem, solution: Solution, target: int | None = None,
     ``solution``, and :func:`search_capacity` looks for a layout of the freed ones within
     ``target`` around the fixed ones (the fixed buffers live nowhere in the window, so the
     search meets them only at the window's edges).  Each window gets half of the nodes left,
-    the last all of them (a deterministic work limit; ``deadline`` is the wall-clock safety
+    the last all of them (a deterministic work limit; ``deadline`` is the CPU-time safety
     limit).
 
     Parameters
@@ -79,7 +79,7 @@ def repair_peak(problem: Problem, solution: Solution, target: int | None = None,
     node_budget : int
         Search nodes of all windows together.
     deadline : float
-        ``time.monotonic()`` safety limit.
+        ``cpu_now()`` safety limit.
     cancel : threading.Event or callable, optional
         Checked during the search.
     fractions : tuple of float
@@ -110,7 +110,7 @@ def repair_peak(problem: Problem, solution: Solution, target: int | None = None,
     nodes = 0
     seen: set[bytes] = set()
     for k, frac in enumerate(fractions):
-        if nodes >= node_budget or time.monotonic() >= deadline or is_cancelled(cancel):
+        if nodes >= node_budget or cpu_now() >= deadline or is_cancelled(cancel):
             break
         win = _RepairWindow.build(problem, solution, target, frac)
         if win is None or win.key in seen:
@@ -230,7 +230,7 @@ def repair_from_starts(problem: Problem, starts: Sequence[Solution], target: int
     within ``target`` or ``node_budget`` is spent: no single search can use up the budget
     while another would succeed cheaply, and a search that succeeds at node ``k`` costs at
     most ``2k`` plus the other pairs' runs.  Deterministic: node counts, not the clock,
-    decide (``deadline`` is the wall-clock safety limit).
+    decide (``deadline`` is the CPU-time safety limit).
 
     A window is the buffers live where the load is at least ``fraction`` of ``target``, and
     those reaching above ``target``.  On a training step the load is a mountain: at 0.6 it
@@ -283,7 +283,7 @@ def repair_from_starts(problem: Problem, starts: Sequence[Solution], target: int
         for pair in list(pairs):
             k, win, frac, pre, cache = pair
             run = min(limit, node_budget - nodes)
-            if run <= 0 or time.monotonic() >= deadline or is_cancelled(cancel):
+            if run <= 0 or cpu_now() >= deadline or is_cancelled(cancel):
                 return None, nodes, "repair", -1
             sol, _, meth, used = search_capacity(
                 win.sub, target, deadline=deadline, cancel=cancel, options=options,

@@ -32,12 +32,12 @@ from __future__ import annotations
 import hashlib
 import itertools
 import sys
-import time
 from dataclasses import dataclass
 
 import numpy as np
 
 from roam_core.base.cancel import CancelToken, is_cancelled
+from roam_core.base.cpu_clock import cpu_now
 from roam_core.layout.dsa_heuristics import buffer_arrays, section_totals
 from roam_core.model.dsa import Problem, Solution
 
@@ -426,7 +426,7 @@ class _Search:
         self.nodes += 1
         if self.nodes > self.node_limit:
             raise _NodeLimit
-        if (self.nodes & 63) == 0 and (time.monotonic() > self.deadline
+        if (self.nodes & 63) == 0 and (cpu_now() > self.deadline
                                         or is_cancelled(self.cancel)):
             raise _Stop
 
@@ -557,7 +557,7 @@ def search_capacity(problem: Problem, capacity: int, *, deadline: float,
     ``cache`` (a :class:`SearchCache` owned by the caller) keeps the search set-up, and the
     failed states still valid, between calls on the same problem at different capacities.
     ``node_budget`` caps the nodes of all restarts together (a deterministic work limit);
-    ``deadline`` (``time.monotonic()``) is the wall-clock safety limit.  ``first_limit``
+    ``deadline`` (``cpu_now()``, this thread's CPU seconds) is the safety limit.  ``first_limit``
     sets the node limit of the first restart (default: 32 per buffer, at most an eighth of
     ``node_budget``).
 

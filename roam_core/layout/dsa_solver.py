@@ -28,8 +28,9 @@ Deterministic work limits
 Where the answer depends on how far a search got, it is cut by a *work count* (search nodes),
 never by the clock: the same problem and ``work_limit`` give the same layout on an idle or a
 loaded machine.  ``work_limit`` defaults to ``time_limit_s * NODES_PER_S`` (a rate a loaded
-2-core machine still reaches); the wall-clock ``time_limit_s`` stays only as an outer safety
-limit, and ``DsaResult.stopped_by`` says ``"time"`` when it, not the work count, ended a run.
+2-core machine still reaches); ``time_limit_s`` stays only as an outer safety limit, in CPU
+seconds of the calling thread (:mod:`roam_core.base.cpu_clock`, so the load does not cut it
+sooner), and ``DsaResult.stopped_by`` says ``"time"`` when it, not the work count, ended a run.
 With a capacity, a layout found is the same whatever the load (the node limits of the
 restarts are fixed); only whether one is found before the clock runs out can differ.
 
@@ -46,6 +47,7 @@ from dataclasses import dataclass, field
 
 from roam_core.base.cancel import CancelToken, is_cancelled
 from roam_core.base.checks import require_type
+from roam_core.base.cpu_clock import cpu_now
 from roam_core.base.errors import ConfigError, InfeasibleError, PlanInvalidError
 from roam_core.base.status import SolveStatus
 from roam_core.layout.dsa_bounds import height_grain, round_up
@@ -113,8 +115,8 @@ class DsaResult:
     stopped_by : str
         What ended the search early: ``""`` (it finished: optimal, infeasible, or a layout
         within the capacity), ``"work"`` (the deterministic work limit; the layout depends
-        only on the problem and the limit), ``"time"`` (the wall-clock safety limit; the
-        layout may differ from run to run) or ``"cancel"``.
+        only on the problem and the limit), ``"time"`` (the CPU-time safety limit; the
+        layout may differ between machines) or ``"cancel"``.
     """
 
     solution: Solution | None
@@ -156,7 +158,7 @@ class _Run:
             bad = check_dsa_solution(self.problem.with_capacity(self.cap), sol)
             if bad:
                 raise PlanInvalidError(bad)
-        return DsaResult(sol, bound, status, time.monotonic() - self.t0, method, self.nodes,
+        return DsaResult(sol, bound, status, time.perf_counter() - self.t0, method, self.nodes,
                          tuple(self.tried), self.stopped)
 
 
@@ -176,8 +178,8 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     problem : Problem
         The buffers.  ``problem.capacity`` is used when ``capacity`` is not given.
     time_limit_s : float
-        Wall-clock safety limit for the whole call (and, when ``work_limit`` is not given,
-        the scale of the default work limit).
+        Safety limit for the whole call, in CPU seconds of the calling thread (and, when
+        ``work_limit`` is not given, the scale of the default work limit).
     capacity : int, optional
         With a capacity: find any layout of height at most it.  Without: minimise the height.
     cancel : threading.Event or callable, optional
@@ -190,7 +192,7 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
         Receives one-line progress messages.
     work_limit : int, optional
         Search nodes allowed when minimising (default ``time_limit_s * NODES_PER_S``).  The
-        layout depends only on the problem and this count, unless the wall-clock limit
+        layout depends only on the problem and this count, unless the CPU-time limit
         stops the call first (``stopped_by == "time"``).  With a capacity the search runs
         until it finds a layout or proves none exists, cut by ``work_limit`` only if given.
     known : Mapping of str to Solution, optional
@@ -228,12 +230,12 @@ def solve_dsa(problem: Problem, *, time_limit_s: float = 60.0, capacity: int | N
     (3, 3, <SolveStatus.OPTIMAL: 'optimal'>)
     """
     require_type(problem, Problem, "solve_dsa: problem", ConfigError)
-    t0 = time.monotonic()
+    t0 = time.perf_counter()  # the result's wall seconds; the safety limit is CPU time
     cap = capacity if capacity is not None else problem.capacity
     lb = problem.lower_bound()
     if cap is not None and lb > cap:
         raise InfeasibleError(f"live-set lower bound {lb} exceeds capacity {cap}")
-    run = _Run(problem, cap, lb, t0, t0 + time_limit_s, cancel,
+    run = _Run(problem, cap, lb, t0, cpu_now() + time_limit_s, cancel,
                log or (lambda m: _logger.info("%s", m)), good_enough)
     n_free = sum(1 for b in problem.buffers if b.offset is None and b.size > 0)
     large = (n_free > min(max_search_buffers, MAX_SEARCH_BUFFERS)
@@ -360,7 +362,7 @@ def _why_stop(run: _Run, budget: int) -> str:
         return run.stopped or "work"
     if is_cancelled(run.cancel):
         return "cancel"
-    if time.monotonic() >= run.deadline:
+    if cpu_now() >= run.deadline:
         return "time"
     return ""
 

@@ -11,8 +11,8 @@ the clock only a safety limit.
 from __future__ import annotations
 
 import random
-import time
 
+from roam_core.base.cpu_clock import cpu_now
 from roam_core.layout.dsa_heuristics import place_in_order
 from roam_core.model.dsa import Problem, Solution
 
@@ -41,7 +41,7 @@ def flip_passes(problem: Problem, sol: Solution, deadline: float, max_rounds: in
     best = cur = sol
     stale = passes = 0
     while passes < max_rounds and stale < 2 and best.height > goal:
-        if time.monotonic() > deadline:
+        if cpu_now() > deadline:
             break
         h = cur.height
         mirrored = [h - o - b.size for o, b in zip(cur.offsets, bs)]
@@ -83,7 +83,7 @@ def shake_passes(problem: Problem, sol: Solution, deadline: float, seed: int,
     goal = problem.lower_bound() if target is None else target
     best = cur = sol
     passes = 0
-    while passes < max_passes and best.height > goal and time.monotonic() <= deadline:
+    while passes < max_passes and best.height > goal and cpu_now() <= deadline:
         h = cur.height
         keys = [(rng.random() >= promote_fraction, h - o - b.size)
                 for o, b in zip(cur.offsets, bs)]

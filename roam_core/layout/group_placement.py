@@ -28,6 +28,7 @@ from ortools.sat.python import cp_model
 
 from roam_core.base import cpsat
 from roam_core.base.cancel import CancelFlag, CancelToken, as_cancel_flag
+from roam_core.base.cpu_clock import cpu_now
 from roam_core.base.status import SolveStatus
 from roam_core.layout.config import ArenaConfig
 from roam_core.layout.dsa_heuristics import buffer_arrays, place_against
@@ -178,7 +179,7 @@ def polish_top_band(problem: Problem, sol: Solution, target: int, config: ArenaC
     minimising the height, stopping at ``target`` (the value contract).  ``delta`` grows
     while a round fails, until the band holds ``max_group_tensors`` buffers.  At most
     ``config.polish_rounds`` rounds of ``config.task_time_limit_s`` deterministic seconds
-    each (the work); ``deadline`` is a wall-clock safety limit.
+    each (the work); ``deadline`` is a CPU-time safety limit (``cpu_now()``).
     """
     bs = problem.buffers
     offs = list(sol.offsets)
@@ -186,7 +187,7 @@ def polish_top_band(problem: Problem, sol: Solution, target: int, config: ArenaC
     cancel_flag = as_cancel_flag(cancel)
     band = 1
     for _ in range(config.polish_rounds):
-        if time.monotonic() > deadline or (cancel_flag and cancel_flag()):
+        if cpu_now() > deadline or (cancel_flag and cancel_flag()):
             break
         height = max(o + b.size for o, b in zip(offs, bs))
         if height <= target:

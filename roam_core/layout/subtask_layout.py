@@ -20,6 +20,7 @@ from typing import Protocol
 import numpy as np
 
 from roam_core.base.cancel import CancelToken, is_cancelled
+from roam_core.base.cpu_clock import cpu_now
 from roam_core.base.status import SolveStatus
 from roam_core.layout.config import ArenaConfig
 from roam_core.layout.dsa_heuristics import buffer_arrays, place_in_order
@@ -115,7 +116,7 @@ def roam_candidate(graph: Graph, order: Sequence[OpId], problem: Problem,
     config : ArenaConfig
         CP-SAT settings and the group size.
     deadline : float
-        ``time.monotonic()`` safety limit: groups placed after it keep their greedy hint
+        ``cpu_now()`` safety limit: groups placed after it keep their greedy hint
         (each CP-SAT solve is cut by ``config.task_time_limit_s`` deterministic seconds).
     cancel : CancelToken
         Stops the CP-SAT solves (the greedy hints are kept).
@@ -160,7 +161,7 @@ def _place_groups(problem: Problem, placed: dict[int, int],
     top = int(p_top[nz].max()) if nz.any() else 0
     for gid, members in groups:
         share = config.task_time_limit_s
-        if is_cancelled(cancel) or time.monotonic() > deadline:
+        if is_cancelled(cancel) or cpu_now() > deadline:
             share = 0.0
         g_lo = min(int(lower[i]) for i in members)
         g_hi = max(int(upper[i]) for i in members)

@@ -13,7 +13,10 @@
    need (:func:`~roam_core.recompute.greedy.prune`), expand the graph with its recompute ops
    and plan the expanded graph with the same pipeline (sub-task CP-SAT orders move the
    recompute ops together with everything else; the layout packs the copies);
-4. if fragmentation pushes the arena over the budget, aim lower and repeat.
+4. if fragmentation pushes the arena over the budget although the planned peak fits, lay
+   the candidate out again with ``recompute.relayout_effort`` times the layout's work
+   (:func:`~roam_core.planner.summary.relay_out`); if it still overshoots, try the next
+   candidate, then aim lower and repeat.
 
 The result is an ordinary :class:`~roam_core.model.plan.Plan` for the *input* graph with
 ``recompute`` ops, ``extra_flops``, ``step_flops`` and the cost model's estimates
@@ -53,6 +56,7 @@ from roam_core.model.stage_cost import StageCost
 from roam_core.oracle.validate import check_plan
 from roam_core.planner.config import PlannerConfig
 from roam_core.planner.pipeline import PlanProgress, plan_without_budget
+from roam_core.planner.summary import relay_out
 from roam_core.recompute.baselines import BASELINES, baseline_drop_set
 from roam_core.recompute.evaluator import Evaluation, JitEvaluator, hoist_views, jit_order
 from roam_core.recompute.exact import exact_recompute
@@ -65,6 +69,11 @@ __all__ = ["BudgetPlanner", "plan_with_budget"]
 
 #: Labels of the candidates that are roam's own search (greedy prefix, pruned, swapped).
 _OWN = ("roam", "roam+swap")
+
+#: How many of the plans already made (cheapest first) :meth:`BudgetPlanner.plan_at` lays
+#: out again with more effort before refusing a budget their planned peaks fit (each is a
+#: full layout of an expanded graph: minutes on GPT2-XL).
+RELAYOUT_MADE = 2
 
 #: Most drops the greedy adds below the lowest baseline's drop set (:meth:`BudgetPlanner.
 #: below_baselines`): on GPT2-XL it takes 6 (the embeddings and their dropout).
@@ -181,6 +190,10 @@ class BudgetPlanner:
         #: every finished plan with recomputation made so far (the fallback of a refused
         #: budget looks here first)
         self.made: list[Plan] = []
+        #: the drop set and the method of each plan in ``made`` (to lay it out again)
+        self._made_from: list[tuple[_Choice, str]] = []
+        #: keys of ``_planned`` laid out again with more effort (:meth:`_relayout_pays`)
+        self._relaid: set[tuple[tuple[RecomputeOp, ...], tuple[OpId, ...]]] = set()
         self._swept = False
 
     @property
@@ -446,8 +459,15 @@ class BudgetPlanner:
         g = self.graph
         key = (tuple(c.recompute), tuple(c.order))
         p2 = self._planned.get(key)
+        eg: Graph | None = None
         if p2 is None:  # the same drop set at another budget, or a baseline's: planned once
-            p2 = self._planned[key] = self._plan(expand_graph(g, c.recompute, order=c.order))
+            eg = expand_graph(g, c.recompute, order=c.order)
+            p2 = self._planned[key] = self._plan(eg)
+        if self._relayout_pays(p2, budget, key):
+            self._relaid.add(key)
+            eg = eg if eg is not None else expand_graph(g, c.recompute, order=c.order)
+            effort = self.plain.arena.with_effort(self.config.recompute.relayout_effort)
+            p2 = self._planned[key] = relay_out(eg, p2, effort, self._cancel)
         sf, ss = self.step_flops, self.step_seconds
         plan = replace(
             p2, graph_fingerprint=g.fingerprint(), graph_name=g.name, method=method,
@@ -467,7 +487,20 @@ class BudgetPlanner:
         if bad:
             raise PlanInvalidError(bad)
         self.made.append(plan)
+        self._made_from.append((c, method))
         return plan
+
+    def _relayout_pays(self, p2: Plan, budget: int | None,
+                       key: tuple[tuple[RecomputeOp, ...], tuple[OpId, ...]]) -> bool:
+        """Whether ``p2`` (an expanded graph's plan) is worth laying out again: its planned
+        peak fits ``budget`` but its arena does not (the overshoot is the layout's), it was
+        not laid out again before, and ``recompute.relayout_effort`` is on."""
+        return (budget is not None and self.config.recompute.relayout_effort > 0
+                and p2.planned_peak_bytes <= budget < p2.arena_bytes and key not in self._relaid)
+
+    def relaid_keys(self) -> frozenset[tuple[tuple[RecomputeOp, ...], tuple[OpId, ...]]]:
+        """The drop sets (recompute ops, order) laid out again with more effort so far."""
+        return frozenset(self._relaid)
 
     def _timed(self, plan: Plan) -> Plan:
         """``plan`` (without recomputation) with the step's estimated seconds."""
@@ -482,7 +515,10 @@ class BudgetPlanner:
         made so far and the frontier's own plans (:meth:`sweep`: roam at the frontier's
         budgets with the portfolio, and each baseline's drop set) are tried, and the
         cheapest whose arena fits is returned, so a budget at or above any peak the
-        frontier reaches is never refused.
+        frontier reaches is never refused.  A candidate whose planned peak fits but whose
+        arena overshoots is laid out again with more effort first
+        (``recompute.relayout_effort``), in the search and, for the cheapest made plans,
+        before a refusal.
 
         Raises
         ------
@@ -515,6 +551,8 @@ class BudgetPlanner:
         if plan is None and not self._swept:
             self.sweep()
             plan = self._from_made(budget)
+        if plan is None and self.relay_out_made(budget):
+            plan = self._from_made(budget)
         if plan is not None:
             return replace(plan, solve_seconds=time.perf_counter() - t0)
         smallest = min((p.arena_bytes for p in self.made), default=self.base.arena_bytes)
@@ -533,11 +571,55 @@ class BudgetPlanner:
             cs = self._choice(target, exact, notes, last_resort=attempt == 0)
             if not cs:
                 return None
-            plan, lowest_arena = self._first_that_fits(cs, budget, target, notes)
+            plan, lowest_arena, first_over = self._first_that_fits(cs, budget, target, notes)
             if plan is not None:
-                return plan
+                if first_over is None:
+                    return plan
+                return self._cheaper_aimed_lower(plan, budget, target, first_over, exact, notes)
             target -= max(lowest_arena - budget, self.config.alignment_bytes)
         return None
+
+    def _cheaper_aimed_lower(self, fit: Plan, budget: int, target: int, over: int,
+                             exact: bool, notes: list[str]) -> Plan:
+        """``fit``, or a cheaper plan: the cheapest candidate overshot ``budget`` (its arena
+        ``over``) and a costlier one fitted, so the cheapest candidate for a target lower by
+        that overshoot is planned once (GPT2-XL at the real every-block checkpoint's arena:
+        every block's drop set pruned to the budget re-runs 3.5 ms less than the candidate
+        that fits, but its layout leaves 9.5 MiB of holes above its planned peak)."""
+        fit_cost = sum(self.costs.cost[r.source] for r in fit.recompute)
+        lower = target - max(over - budget, self.config.alignment_bytes)
+        cs = [(lab, c) for lab, c in self._choice(lower, exact, []) or []
+              if c.extra_cost < fit_cost][:1]
+        if not cs:
+            return fit
+        pick = self.last_pick
+        note = (f"the cheapest candidate's arena overshot by {format_bytes(over - budget)}; "
+                "aimed that much lower")
+        plan, _, _ = self._first_that_fits(cs, budget, lower, [*notes, note])
+        if plan is None:
+            self.last_pick = pick
+            return fit
+        return plan
+
+    def relay_out_made(self, budget: int) -> bool:
+        """Lay out again (:meth:`_relayout_pays`) the cheapest :data:`RELAYOUT_MADE` plans
+        made so far whose planned peak fits ``budget`` but whose arena does not (a baseline's
+        drop set, planned without a budget by :meth:`sweep`, or one made for another
+        budget); whether any was."""
+        cost = self.costs.cost
+        tries = sorted(
+            ((sum(cost[r.source] for r in p.recompute), i) for i, p in enumerate(self.made)
+             if p.planned_peak_bytes <= budget < p.arena_bytes),
+            key=lambda t: t[0])
+        done = 0
+        for _, i in tries:
+            c, method = self._made_from[i]
+            key = (tuple(c.recompute), tuple(c.order))
+            if done >= RELAYOUT_MADE or key in self._relaid:
+                continue
+            self._finish(c, budget, [], method)
+            done += 1
+        return done > 0
 
     def _from_made(self, budget: int) -> Plan | None:
         """The cheapest plan made so far whose arena fits ``budget`` (a note says where it
@@ -579,11 +661,13 @@ class BudgetPlanner:
             self._search(b, [])
 
     def _first_that_fits(self, cs: Sequence[tuple[str, _Choice]], budget: int, target: int,
-                         notes: list[str]) -> tuple[Plan | None, int]:
+                         notes: list[str]) -> tuple[Plan | None, int, int | None]:
         """Plan the choices for ``target`` cheapest first until an arena fits ``budget``:
-        that plan (``last_pick`` says which), or ``None`` and the lowest arena made."""
+        that plan (``last_pick`` says which), or ``None`` and the lowest arena made; third,
+        the arena of the cheapest choice when it overshot (``None`` when it fitted)."""
         rep = self.window_reports.get(target)
         over: int | None = None
+        first_over: int | None = None
         for label, c in cs:  # cheapest first; the next one when the arena overshoots
             base_label = label.removesuffix("+windows")
             why = [] if base_label in _OWN else [
@@ -600,10 +684,11 @@ class BudgetPlanner:
                                 () if rep is None else (rep.stage_cost(),))
             if plan.arena_bytes <= budget:
                 self.last_pick = (label, target)
-                return plan, plan.arena_bytes
+                return plan, plan.arena_bytes, first_over
+            first_over = plan.arena_bytes if over is None else first_over
             over = plan.arena_bytes if over is None else min(over, plan.arena_bytes)
         assert over is not None
-        return None, over
+        return None, over, first_over
 
 
 def plan_with_budget(graph: Graph, config: PlannerConfig, *,

@@ -79,11 +79,11 @@ class PlannerConfig:
     tighten_bound: bool = True
     # Compute the arena layout with the layout solvers (False: greedy best-fit only).
     solve_layout: bool = True
-    # Wall-clock safety limit of the layout stage, seconds (its steps are cut by work).  It
-    # only binds on a loaded machine, and then the layout depends on the load: 60 s leaves
-    # the default work budgets room at a few processes per core (efficientnet_b0 b1's layout
-    # is about 8 CPU s; at 20 s its flip, repair, shake and polish were cut by the clock at
-    # load 4.9 on 2 cores: 228 KiB above its peak instead of 41 KiB).
+    # Safety limit of the layout stage, CPU seconds of the layout's thread (its steps are
+    # cut by work; roam_core/base/cpu_clock.py).  On the wall clock it bound on a loaded
+    # machine and the layout moved with the load (efficientnet_b0 b1's layout is about 8
+    # CPU s; at 20 wall s its flip, repair, shake and polish were cut at load 4.9 on 2
+    # cores: 228 KiB above its peak instead of 41 KiB); CPU seconds do not grow with it.
     layout_time_limit_s: float = 60.0
     # The value contract (docs/planning_time.md): every stage that only polishes (the
     # layout's promotion, repair, flip, shake and CP-SAT polish, the peak windows, the

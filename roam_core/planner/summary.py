@@ -15,6 +15,7 @@ from roam_core.base.cancel import CancelToken
 from roam_core.base.errors import PlanInvalidError
 from roam_core.base.units import format_bytes
 from roam_core.layout.arena_layout import ArenaLayout, greedy_arena, plan_arena
+from roam_core.layout.config import ArenaConfig
 from roam_core.model.graph import ControlEdge, Graph, OpId
 from roam_core.model.plan import Plan, SolveRecord
 from roam_core.model.stage_cost import StageClock, StageCost
@@ -23,7 +24,7 @@ from roam_core.oracle.validate import check_order, check_plan
 from roam_core.ordering.decompose import TaskTree
 from roam_core.planner.config import PlannerConfig
 
-__all__ = ["ChosenOrder", "finish_plan", "lay_out"]
+__all__ = ["ChosenOrder", "finish_plan", "lay_out", "relay_out"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,53 @@ def lay_out(graph: Graph, order: Sequence[OpId], tree: TaskTree | None, cfg: Pla
         budget = min(budget, max(1.0, cfg.time_limit_s - (time.perf_counter() - t_start)))
     acfg = replace(cfg.arena, time_limit_s=budget)  # alignment and seed: the planner's
     return plan_arena(graph, order, task_tree=tree, config=acfg, cancel=cancel)
+
+
+def relay_out(graph: Graph, plan: Plan, config: ArenaConfig, cancel: CancelToken) -> Plan:
+    """``plan`` with its order laid out again under ``config`` (more effort), if lower.
+
+    The budget planner calls this when a plan's planned peak fits a budget its arena
+    overshoots.  The new layout is kept only when its arena is lower; its stages join the
+    plan's as ``relayout.<step>`` and a note gives both arenas.
+
+    Parameters
+    ----------
+    graph : Graph
+        The graph ``plan`` was made for (an expanded graph with its recompute ops).
+    plan : Plan
+        A plan of ``graph``.
+    config : ArenaConfig
+        The layout's settings (e.g. ``ArenaConfig.with_effort``).
+    cancel : threading.Event or callable, optional
+        Stops the layout early (the best so far is used).
+
+    Returns
+    -------
+    Plan
+        The lower of the two; the validator passes on it.
+
+    Raises
+    ------
+    PlanInvalidError
+        If the new layout fails the validator (a bug, never expected).
+    """
+    lay = plan_arena(graph, plan.order, config=config, cancel=cancel)
+    if lay.arena_bytes >= plan.arena_bytes:
+        return replace(plan, notes=(*plan.notes, (
+            f"laid out again with more effort: arena {lay.arena_bytes / 2**20:,.2f} MiB, not "
+            f"below {plan.arena_bytes / 2**20:,.2f} MiB; kept the first")))
+    stages = tuple(replace(c, stage="relayout." + c.stage.removeprefix("layout."))
+                   for c in lay.stats.get("stages", ()))
+    new = replace(plan, offsets=dict(lay.offsets), arena_bytes=int(lay.arena_bytes),
+                  provenance=(*plan.provenance, *lay.provenance),
+                  stages=(*plan.stages, *stages),
+                  notes=(*plan.notes, (
+                      f"laid out again with more effort: arena "
+                      f"{plan.arena_bytes / 2**20:,.2f} -> {lay.arena_bytes / 2**20:,.2f} MiB")))
+    bad = check_plan(graph, new)
+    if bad:
+        raise PlanInvalidError(bad)
+    return new
 
 
 def finish_plan(graph: Graph, config: PlannerConfig, chosen: ChosenOrder, *,

@@ -65,6 +65,11 @@ class RecomputeConfig:
     window_size: int = 12
     # CP-SAT deterministic seconds per window (one worker, fixed seed: reproducible).
     window_time_limit_s: float = 1.0
+    # A candidate whose planned (order) peak fits the budget but whose laid-out arena does
+    # not is laid out again with this many times the layout's work and safety limit
+    # (ArenaConfig.with_effort) before the planner aims lower or takes a costlier drop set:
+    # the overshoot is the layout's, not the drop set's.  0: off.
+    relayout_effort: float = 4.0
 
     def __post_init__(self) -> None:
         if self.objective not in OBJECTIVES:
@@ -79,3 +84,5 @@ class RecomputeConfig:
         _at_least("recompute.windows", self.windows, 0)
         _at_least("recompute.window_size", self.window_size, 1)
         _at_least("recompute.window_time_limit_s", self.window_time_limit_s, 0.0)
+        if self.relayout_effort != 0:
+            _at_least("recompute.relayout_effort", self.relayout_effort, 1.0)

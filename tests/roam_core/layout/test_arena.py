@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import time
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from roam_core.base.cpu_clock import cpu_now
 from roam_core.base.status import SolveStatus
 from roam_core.formats.graph_io import load_graph
 from roam_core.layout.arena_layout import (
@@ -104,11 +104,11 @@ def test_flip_compact_lowers_a_stuck_layout() -> None:
     start = place_in_order(p, [0, 1, 2], "first")
     assert start is not None
     assert start.height == 7
-    out = flip_compact(p, start, time.monotonic() + 5)
+    out = flip_compact(p, start, cpu_now() + 5)
     assert out.height == p.lower_bound() == 5
     assert _overlap_free(p, out)
-    assert flip_compact(p, start, time.monotonic() - 1) == start  # no time: unchanged
-    assert shake(p, start, time.monotonic() - 1, seed=0, max_rounds=5) == start
+    assert flip_compact(p, start, cpu_now() - 1) == start  # no time: unchanged
+    assert shake(p, start, cpu_now() - 1, seed=0, max_rounds=5) == start
 
 
 @given(st.data())
@@ -122,15 +122,15 @@ def test_flip_compact_and_shake_never_raise_and_stay_valid(data: st.DataObject) 
     perm = data.draw(st.permutations(range(len(p))))
     start = place_in_order(p, perm, data.draw(st.sampled_from(["first", "best"])))
     assert start is not None
-    out = flip_compact(p, start, time.monotonic() + 5)
+    out = flip_compact(p, start, cpu_now() + 5)
     assert out.height <= start.height
     assert out.height >= p.lower_bound()
     assert _overlap_free(p, out)
-    shaken = shake(p, start, time.monotonic() + 5, seed=3, max_rounds=5)
+    shaken = shake(p, start, cpu_now() + 5, seed=3, max_rounds=5)
     assert shaken.height <= start.height
     assert shaken.height >= p.lower_bound()
     assert _overlap_free(p, shaken)
-    assert shake(p, start, time.monotonic() + 5, seed=3, max_rounds=5) == shaken
+    assert shake(p, start, cpu_now() + 5, seed=3, max_rounds=5) == shaken
 
 
 def test_real_graph_fragmentation_below_a_tenth_percent() -> None:
@@ -184,7 +184,7 @@ def test_dsa_candidate_is_cut_by_work_not_by_the_time_left(monkeypatch: Any) -> 
 def _stages_of(p: Problem, cfg: ArenaConfig, **candidates: Solution) -> Any:
     from roam_core.layout.arena_stages import ArenaStages
 
-    st = ArenaStages(p, cfg, None, time.monotonic(), 0)
+    st = ArenaStages(p, cfg, None, cpu_now(), 0)
     st.candidates.update(candidates)
     st.pick()
     return st

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import time
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from roam_core.base.cpu_clock import cpu_now
 from roam_core.base.errors import InfeasibleError
 from roam_core.base.status import SolveStatus
 from roam_core.cli import main
@@ -90,7 +90,7 @@ class TestSolveDsa:
     def test_search_proves_infeasibility(self) -> None:
         p = _stairs()
         sol, proven, _, _ = search_capacity(p, p.lower_bound() - 1,
-                                            deadline=time.monotonic() + 5)
+                                            deadline=cpu_now() + 5)
         assert sol is None
         assert proven
 
@@ -230,7 +230,7 @@ def test_flag_matrix_same_verdicts(combo: tuple[bool, ...]) -> None:
     for p in _CASES:
         lb = p.lower_bound()
         for cap in (lb - 1, lb, lb + 1):
-            sol, proven, _, _ = search_capacity(p, cap, deadline=time.monotonic() + 10,
+            sol, proven, _, _ = search_capacity(p, cap, deadline=cpu_now() + 10,
                                                 options=opts)
             expect = _fits(p, cap)
             assert (sol is not None) == expect, (p, cap)
@@ -326,7 +326,7 @@ def test_repair_with_the_whole_run_as_window_is_exact(problem: Problem) -> None:
     start = _raised(problem)
     best = _brute_min_height(problem)
     sol, _nodes, how = repair_peak(problem, start, best, node_budget=10**6,
-                                  deadline=time.monotonic() + 60, fractions=(0.0,))
+                                  deadline=cpu_now() + 60, fractions=(0.0,))
     if start.height <= best:  # nothing to repair: no buffer above the target, no window
         assert sol is None or sol.height <= best
         return
@@ -351,7 +351,7 @@ def test_repair_in_narrow_windows_is_valid_keeps_pins_and_is_deterministic(
     p = Problem(tuple(bs))
     start = _raised(p)
     lb = p.lower_bound()
-    runs = [repair_peak(p, start, lb, node_budget=200, deadline=time.monotonic() + 60,
+    runs = [repair_peak(p, start, lb, node_budget=200, deadline=cpu_now() + 60,
                         fractions=(0.99, 0.7)) for _ in range(2)]
     assert runs[0] == runs[1]
     sol, nodes, _ = runs[0]
@@ -376,7 +376,7 @@ def test_repair_from_starts_with_the_whole_run_as_window_is_exact(problem: Probl
     starts = [_raised(problem), greedy_by_size(problem)][: 1 + pin % 2]
     best = _brute_min_height(problem)
     runs = [repair_from_starts(problem, starts, best, node_budget=10**5,
-                               deadline=time.monotonic() + 60, fraction=0.0)
+                               deadline=cpu_now() + 60, fraction=0.0)
             for _ in range(2)]
     assert runs[0] == runs[1]
     sol, nodes, how, k = runs[0]
@@ -407,7 +407,7 @@ def test_repair_from_starts_turns_to_the_start_that_repairs() -> None:
     assert check_dsa_solution(p, high) == []
     best = _brute_min_height(p)
     assert best == 8
-    deadline = time.monotonic() + 60
+    deadline = cpu_now() + 60
     assert repair_peak(p, low, best, node_budget=10**4, deadline=deadline,
                        fractions=(0.9,))[0] is None
     sol, nodes, how, k = repair_from_starts(p, [low, high, low], best, node_budget=10**4,
@@ -436,7 +436,7 @@ def test_repair_fixes_a_layout_stuck_above_its_peak() -> None:
     start = Solution.from_offsets(p, offs)
     assert check_dsa_solution(p, start) == []
     assert start.height == 12
-    sol, _nodes, how = repair_peak(p, start, node_budget=1000, deadline=time.monotonic() + 60)
+    sol, _nodes, how = repair_peak(p, start, node_budget=1000, deadline=cpu_now() + 60)
     assert sol is not None
     assert sol.height == 11
     assert check_dsa_solution(p, sol) == []
