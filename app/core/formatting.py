@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from roam_core.base.units import format_bytes
 
-__all__ = ["byte_unit", "flops_text", "fmt_bytes", "order_name"]
+__all__ = ["byte_unit", "flops_text", "fmt_bytes", "kind_label", "order_name"]
 
 #: Binary units for people (``fmt_bytes(1536) == '1.50 KiB'``; ``'n/a'`` for ``None``).
 fmt_bytes = format_bytes
@@ -44,3 +44,24 @@ def order_name(label: str) -> str:
     ('eager (program order)', 'planned (roam) order')
     """
     return label if label.endswith("order)") else f"{label} order"
+
+
+def kind_label(kind: object) -> str:
+    """A storage kind as people read it: ``"optimizer state"`` for ``optimizer_state``.
+
+    Parameters
+    ----------
+    kind : str or enum
+        A kind name, or a :class:`~roam_core.model.graph.TensorKind` (its ``value``).
+
+    Returns
+    -------
+    str
+        The name with underscores as spaces.
+
+    Examples
+    --------
+    >>> kind_label("optimizer_state")
+    'optimizer state'
+    """
+    return str(getattr(kind, "value", kind)).replace("_", " ")

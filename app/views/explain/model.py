@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.analysis.modules import module_label, module_members, tensor_module_label
-from app.core.formatting import fmt_bytes
+from app.core.formatting import fmt_bytes, kind_label
 from roam_core.formats.device_profile_io import resolve_profile
 from roam_core.model.cost_model import op_seconds, step_seconds
 from roam_core.model.device_profiles import DEFAULT_PROFILE
@@ -95,7 +95,7 @@ def explain_tensor(graph: Graph, plan: Plan, before_order: Sequence[OpId], tenso
     size = round_size(t.size_bytes, a)
     off = plan.offsets.get(tensor_id)
     lines = [*([f"name {t.name}"] if t.name else []),
-             f"{t.kind.value}, {t.dtype} {list(t.shape)}, {fmt_bytes(size)}, "
+             f"{kind_label(t.kind)}, {t.dtype} {list(t.shape)}, {fmt_bytes(size)}, "
              f"module {tensor_module_label(graph, t)}",
              f"offset {fmt_bytes(off)} .. {fmt_bytes((off or 0) + size)}",
              f"producer: {t.producer or '(resident: lives the whole step)'}",
@@ -182,7 +182,7 @@ def _tensor_line(graph: Graph, tid: TensorId) -> str:
     """``"h.0.c_fc.weight (params__11, parameter, 64.00 KiB)"`` (the id alone if unnamed)."""
     t = graph.tensors[tid]
     head = f"{t.name} ({tid}, " if t.name else f"{tid} ("
-    return f"{head}{t.kind.value}, {fmt_bytes(t.size_bytes)})"
+    return f"{head}{kind_label(t.kind)}, {fmt_bytes(t.size_bytes)})"
 
 
 def explain_recompute(graph: Graph, plan: Plan, kind: str, ident: str) -> list[Section]:

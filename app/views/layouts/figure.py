@@ -17,7 +17,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from app.analysis.layout_view import KINDS, LayoutView
-from app.core.formatting import byte_unit, fmt_bytes
+from app.core.formatting import byte_unit, fmt_bytes, kind_label
 from app.figures.axes import binary_ticks, step_axis
 from app.figures.raster import paint_index, png_data_uri, rasterize
 from app.figures.style import BASE_LAYOUT, KIND_COLORS
@@ -72,7 +72,7 @@ def layout_figure(
             name = kind_names[int(code)]
             fig.add_trace(go.Scatter(
                 x=xs, y=ys, fill="toself", mode="lines", line={"width": 0.5, "color": "#fff"},
-                fillcolor=KIND_COLORS[name], name=name.replace("_", " "), hoverinfo="skip"))
+                fillcolor=KIND_COLORS[name], name=kind_label(name), hoverinfo="skip"))
     else:
         colors = np.array([_rgba(KIND_COLORS[k]) for k in kind_names], np.uint8)
         w, h = raster_px
@@ -83,7 +83,7 @@ def layout_figure(
                              sizex=xb - xa, sizey=height, sizing="stretch", layer="below")
         for name in dict.fromkeys(kind_names[int(c)] for c in np.unique(view.kind[vis])):
             fig.add_trace(go.Scatter(x=[None], y=[None], mode="markers",
-                                     name=name.replace("_", " "),
+                                     name=kind_label(name),
                                      marker={"color": KIND_COLORS[name], "symbol": "square"}))
     # hover and click anywhere on a rectangle: a transparent grid naming the storage drawn
     # at each cell's centre (vector mode adds exact markers at the centres, on top)

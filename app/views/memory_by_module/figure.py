@@ -7,7 +7,7 @@ from collections.abc import Mapping
 import plotly.graph_objects as go
 
 from app.analysis.modules import TOP_LEVEL, module_label, natural_key
-from app.core.formatting import fmt_bytes
+from app.core.formatting import fmt_bytes, kind_label
 from app.figures.style import BASE_LAYOUT, KIND_COLORS, empty_figure
 
 __all__ = ["module_icicle_figure"]
@@ -80,7 +80,7 @@ def module_icicle_figure(
         hovertemplate="<b>%{id}</b><br>%{text}<extra></extra>", textinfo="label"),
         layout=BASE_LAYOUT)
     shown = {k for kinds in after.values() for k, b in kinds.items() if b}
-    key = "  ".join(f'<span style="color:{c}">■</span> {k.replace("_", " ")}'
+    key = "  ".join(f'<span style="color:{c}">■</span> {kind_label(k)}'
                     for k, c in KIND_COLORS.items() if k in shown)
     head = title or f"bytes at the peak by module: {fmt_bytes(peak)}"
     fig.update_layout(height=440, margin={"l": 10, "r": 10, "t": 56, "b": 10},

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from app.core.formatting import fmt_bytes
+from app.core.formatting import fmt_bytes, kind_label
 from roam_core.model.graph import Graph
 from roam_core.oracle.attribution import module_ancestors
 
@@ -69,7 +69,7 @@ def search(graph: Graph, query: str, limit: int = 30) -> list[tuple[str, str, st
     for t in graph.tensors.values():
         if match(t.id) or (t.name and match(t.name)):
             ident = f"{t.name} ({t.id}, " if t.name else f"{t.id} ("
-            hits.append(("tensor", t.id, f"tensor {ident}{t.kind.value}, "
+            hits.append(("tensor", t.id, f"tensor {ident}{kind_label(t.kind)}, "
                                           f"{fmt_bytes(t.size_bytes)})"))
             if len(hits) >= limit:
                 break

@@ -27,6 +27,20 @@ def test_layout_view_and_live_rows_match_the_curve() -> None:
         assert all(r["name"] for r in rows)
 
 
+def test_live_kinds_read_as_words() -> None:
+    """``optimizer state``, never the enum id ``optimizer_state``."""
+    import roam_core as rc
+    from tests.builders import two_param_step
+
+    graph = two_param_step()
+    plan = rc.make_plan(graph, rc.PlannerConfig(workers=1, time_limit_s=1))
+    view = layout_view.layout_from_plan(graph, plan)
+    kinds = {r["kind"] for s in range(len(plan.order))
+             for r in live_model.live_rows(graph, view, s)}
+    assert "optimizer state" in kinds
+    assert not any("_" in str(k) for k in kinds)
+
+
 def test_units_are_binary_with_exact_bytes_on_demand(planned: dict[str, Any]) -> None:
     g, pk = planned["graph"], planned["plan"]
     rows, _ = live_view.render_live(g, pk, "eager", None)
