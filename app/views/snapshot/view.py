@@ -52,6 +52,8 @@ SNAP_KEY = "snapshot-key"  # store: {"key": cache key, "name": file name}
 SNAP_CURVES = "snapshot-curves"
 SNAP_SEGMENTS = "snapshot-segments"
 SNAP_SUMMARY = "snapshot-summary"
+SNAP_CHARTS = "snapshot-charts"  # the two charts' row: hidden until a snapshot is loaded
+_HIDDEN = {"display": "none"}
 
 CARD = "snapshot-card"
 
@@ -79,7 +81,8 @@ def body(max_bytes: int = MAX_SNAPSHOT_UPLOAD_BYTES) -> list[Component]:
         html.Div([dcc.Graph(id=SNAP_CURVES, config={"displaylogo": False},
                             style={"height": "380px"}),
                   dcc.Graph(id=SNAP_SEGMENTS, config={"displaylogo": False},
-                            style={"height": "380px"})], className="row2"),
+                            style={"height": "380px"})],
+                 id=SNAP_CHARTS, className="row2", style=_HIDDEN),
     ]
 
 
@@ -101,12 +104,14 @@ def on_snapshot_upload(upload: UploadRef | None
 
 def render_snapshot(snap: Mapping[str, str] | None, graph: GraphRef | None,
                     plan: str | None, base: str | None
-                    ) -> tuple[go.Figure, go.Figure, list[Component]]:
-    """Curves, segments and fragmentation of the loaded snapshot against the current plan."""
+                    ) -> tuple[go.Figure, go.Figure, list[Component], dict[str, str]]:
+    """Curves, segments and fragmentation of the loaded snapshot against the current plan,
+    and the charts' style: without a snapshot one line says what to do, and the two empty
+    charts stay hidden (two blank panels read as a broken view)."""
     rec = state.get_json(snap["key"]) if snap else None
     if rec is None or not graph:
         msg = "drop a memory snapshot to compare it with the plan"
-        return empty_figure(msg), empty_figure(msg), []
+        return empty_figure(msg), empty_figure(msg), [html.Li(msg, className="muted")], _HIDDEN
     b = before_data(graph["key"], base or "eager")
     arena = peak = None
     blocks: list[tuple[int, int, str]] = []
@@ -118,7 +123,7 @@ def render_snapshot(snap: Mapping[str, str] | None, graph: GraphRef | None,
         planned, label = a.curve, f"planned ({a.plan.method})"
     curves = snapshot_curves_figure(rec, b.curve, planned, label, b.label)
     segs = segments_figure(rec, arena, blocks)
-    return curves, segs, [html.Li(x) for x in summary_lines(rec, arena, peak)]
+    return curves, segs, [html.Li(x) for x in summary_lines(rec, arena, peak)], {}
 
 
 def register(app: dash.Dash, config: AppConfig) -> None:
@@ -129,7 +134,8 @@ def register(app: dash.Dash, config: AppConfig) -> None:
                  Input(result_id(SNAP_UPLOAD), "data"),
                  prevent_initial_call=True)(on_snapshot_upload)
     app.callback(Output(SNAP_CURVES, "figure"), Output(SNAP_SEGMENTS, "figure"),
-                 Output(SNAP_SUMMARY, "children"), Input(SNAP_KEY, "data"),
+                 Output(SNAP_SUMMARY, "children"), Output(SNAP_CHARTS, "style"),
+                 Input(SNAP_KEY, "data"),
                  Input(ids.GRAPH_KEY, "data"), Input(ids.PLAN_KEY, "data"),
                  Input(ids.BASELINE, "value"))(render_snapshot)
 

@@ -37,7 +37,12 @@ def test_snapshot_overlay_segments_and_fragmentation(cache_dir: Path) -> None:
     plan = state.get_plan(pk)
     data, msg = snapshot_view.on_snapshot_upload(uploaded(_snapshot_bytes(gk, pk), "run.pickle"))
     assert msg == "loaded snapshot run.pickle"
-    curves, segs, summary = snapshot_view.render_snapshot(data, {"key": gk}, pk, "eager")
+    curves, segs, summary, style = snapshot_view.render_snapshot(data, {"key": gk}, pk,
+                                                                 "eager")
+    assert style == {}  # the charts show once a snapshot is loaded
+    *_, none_summary, none_style = snapshot_view.render_snapshot(None, {"key": gk}, pk, "eager")
+    assert none_style == {"display": "none"}
+    assert "drop a memory snapshot" in str(none_summary)
     names = [t.name for t in curves.data]
     assert names[:2] == ["simulated: eager (program order)", "simulated: planned (roam)"]
     measured = curves.data[names.index("exported allocated")]  # roam wrote it: not measured
