@@ -78,9 +78,11 @@ case "${1:-}" in
     # turns a hang that pytest-timeout cannot see (interpreter exit) into a failure; the 25
     # slowest tests are listed at the end, to keep the suite's time in view. One worker per
     # core, at most 4 (each holds torch and a browser), whole files per worker so that a
-    # module's traced graphs are made once; ROAM_TEST_WORKERS=0 runs in this process.
+    # module's traced graphs are made once, the longest files first (tests/schedule.py: kept in
+    # that order, not xdist's most-tests-first); ROAM_TEST_WORKERS=0 runs in this process.
     PYTHONUNBUFFERED=1 timeout -k 30 "${ROAM_TEST_TIMEOUT_S:-4500}" "$PY" -m pytest \
-      -n "${ROAM_TEST_WORKERS:-auto}" --maxprocesses=4 --dist loadfile --durations=25 "$@"
+      -n "${ROAM_TEST_WORKERS:-auto}" --maxprocesses=4 --dist loadfile --no-loadscope-reorder \
+      --durations=25 "$@"
     rc=$?
     set -e
     if [ "$rc" = 5 ]; then echo "pytest collected no tests: failing" >&2; exit 1; fi

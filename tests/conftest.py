@@ -24,6 +24,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests.builders import shared_data_dir
+from tests.schedule import longest_first
 
 settings.register_profile(
     "roam",
@@ -33,6 +34,29 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile("roam")
+
+
+def worker_threads(workers: int, cores: int) -> int:
+    """Intra-op threads for each of ``workers`` test processes sharing ``cores``: the cores
+    shared out, at least one."""
+    return max(1, cores // max(1, workers))
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In an xdist worker, torch (and the processes the tests start) get a share of the cores,
+    not one thread per core each: two workers with two OpenMP threads each on two cores spin
+    for each other, which made a zoo replay take 4x the CPU seconds (docs/testing.md).
+    Inductor compiles in the worker rather than in a pool of processes that each import torch.
+    An ``OMP_NUM_THREADS`` set by the user is kept."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers is None or "OMP_NUM_THREADS" in os.environ:
+        return
+    threads = worker_threads(int(workers), len(os.sched_getaffinity(0)))
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+    os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", str(threads))
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -46,10 +70,13 @@ def full_matrix(config: pytest.Config) -> bool:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``full_matrix`` tests (the rest of a matrix the suite samples: every fuzz case through
+    """In an xdist worker, the longest files first (:mod:`tests.schedule`).  ``full_matrix``
+    tests (the rest of a matrix the suite samples: every fuzz case through
     every command, every Hugging Face family at both batch sizes, the property soak) run
     only with ``--full-matrix``: deselected, not skipped, otherwise, so that the tiers' ``-m``
     expressions need not name them."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the order the workers take the files in
+        items[:] = longest_first(items)
     if full_matrix(config):
         return
     keep = [i for i in items if i.get_closest_marker("full_matrix") is None]

@@ -335,6 +335,10 @@ def test_layout_hover_and_click_anywhere_on_a_rectangle(page_factory: Any) -> No
     _views_rendered(page)
     page.locator("#layout-graph").scroll_into_view_if_needed()
     time.sleep(0.5)
+    # its axes show before its data: a loaded machine read the figure before its first draw
+    page.wait_for_function("""() => {
+        const gd = document.querySelector('#layout-graph .js-plotly-plot');
+        return gd && gd._fullData && gd._fullData.length > 0; }""", timeout=T)
     # the largest storage of the view, at 10 % of its width and height from its corner
     xy = page.evaluate("""() => {
         const gd = document.querySelector('#layout-graph .js-plotly-plot');

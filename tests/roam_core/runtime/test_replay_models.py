@@ -7,7 +7,7 @@ state).  The zoo cases use the zoo's own classes; the HF cases build on the meta
 (tied embeddings, rotary/position buffers) and get the runtime's seeded init.  Cases that
 take more than a few seconds on a small CI machine are marked ``slow``; the two zoo models
 built of the same layer kinds as another (:data:`SAME_KINDS_AS`) replay at ``./dev.sh
-matrix`` only.
+matrix`` only; zoo names that share one small case (the Llama names) replay it once.
 """
 
 from __future__ import annotations
@@ -54,8 +54,28 @@ def test_the_models_left_to_the_matrix_have_a_sibling_in_the_suite() -> None:
     assert set(SAME_KINDS_AS.values()) <= set(ZOO_SMALL)
 
 
+def _same_case() -> dict[str, tuple[str, ...]]:
+    """Zoo names whose small case is the same builder (the Llama names all build one small
+    Llama): the first name replays for all of them, which run the same check on the same
+    input."""
+    groups: dict[int, list[str]] = {}
+    for n, (build, _) in ZOO_SMALL.items():
+        groups.setdefault(id(build), []).append(n)
+    return {names[0]: tuple(names) for names in groups.values()}
+
+
+def test_names_of_one_case_share_its_builder() -> None:
+    cases = _same_case()
+    assert sorted(n for names in cases.values() for n in names) == sorted(ZOO_SMALL)
+    assert cases["llama"] == ("llama", "llama-125m", "llama2-7b", "tiny_llama")
+    for first, names in cases.items():
+        assert {ZOO_SMALL[n] for n in names} == {ZOO_SMALL[first]}
+        assert not set(names[1:]) & set(SAME_KINDS_AS)
+
+
 @pytest.mark.parametrize("name", [
-    pytest.param(n, marks=_marks(n, slow)) for n, (_, slow) in ZOO_SMALL.items()])
+    pytest.param(n, marks=_marks(n, ZOO_SMALL[n][1]), id="+".join(names))
+    for n, names in _same_case().items()])
 def test_zoo_model_replays_bit_exact(name: str) -> None:
     model, inputs, loss_fn, optimizer = ZOO_SMALL[name][0]()
     _check(model, inputs, loss_fn, optimizer)
