@@ -360,7 +360,10 @@ def _place_core(lower: np.ndarray, upper: np.ndarray, size: np.ndarray, align: n
             k = len(kept)
             box[0, :k], box[1, :k] = lower[kept], upper[kept]
             box[2, :k], box[3, :k], box[4, :k] = tops - size[kept], tops, free_last[at]
-    for step, i in itertools.islice(enumerate(order), start, None):
+    # Python ints: a numpy array compares against them faster than against numpy scalars
+    cols = zip(free.tolist(), lower[free].tolist(), upper[free].tolist(), size[free].tolist(),
+               align[free].tolist(), free_last.tolist())
+    for step, (i, lo_i, hi_i, s, a, last_i) in itertools.islice(enumerate(cols), start, None):
         if step % _COMPACT_EVERY == 0:
             if deadline is not None and cpu_now() > deadline:
                 return step
@@ -370,28 +373,31 @@ def _place_core(lower: np.ndarray, upper: np.ndarray, size: np.ndarray, align: n
                 if n_kept < k:
                     box[:, :n_kept] = box[:, :k][:, keep]
                     k = n_kept
-        s = int(size[i])
         if s == 0:
             offsets[i] = 0
             continue
-        a = int(align[i])
-        lo_i, hi_i = lower[i], upper[i]
-        idx = np.flatnonzero((b_lo[:k] < hi_i) & (b_hi[:k] > lo_i))
+        idx = ((b_lo[:k] < hi_i) & (b_hi[:k] > lo_i)).nonzero()[0]
         offs, tops = b_off[idx], b_top[idx]
         if stack is not None:
             offs, tops = stack.merged(lo_i, hi_i, offs, tops)
         m = len(offs)
         if m == 0:
             off = 0
-        elif m < _CANDIDATES_FROM:
-            off = _lowest_gap(offs, tops, s, a, best)
-        else:
+        elif m >= _CANDIDATES_FROM:
             off = _lowest_gap_wide(offs, tops, s, a, best)
+        elif a == 1:
+            off = _lowest_gap_unit(offs, tops, s, best)
+        else:
+            off = _lowest_gap(offs, tops, s, a, best)
         offsets[i] = off
-        pos = int(np.searchsorted(b_off[:k], off, "right"))
+        pos = int(b_off[:k].searchsorted(off, "right"))
         if pos < k:
             box[:, pos + 1:k + 1] = box[:, pos:k]
-        box[:, pos] = (lo_i, hi_i, off, off + s, free_last[step])
+        box[0, pos] = lo_i
+        box[1, pos] = hi_i
+        box[2, pos] = off
+        box[3, pos] = off + s
+        box[4, pos] = last_i
         k += 1
     return len(order)
 
@@ -509,6 +515,29 @@ def _lowest_gap(offs: np.ndarray, tops: np.ndarray, s: int, a: int, best: bool) 
     boxes below it); the smallest one that fits (``best``) or the lowest one, else the top."""
     runmax = np.maximum.accumulate(tops)  # runmax[j - 1]: the highest top below box j
     return _pick_gap(offs, runmax, s, a, best)
+
+
+def _lowest_gap_unit(offs: np.ndarray, tops: np.ndarray, s: int, best: bool) -> int:
+    """:func:`_lowest_gap` for alignment 1, same answer in fewer numpy calls (a pass over a
+    few hundred boxes a buffer costs mostly their overhead): the gap below the first box
+    (from 0) is looked at in Python, the others (below box ``j``, from the highest top below
+    it) in one vector, and the lowest of the smallest fitting gaps wins as in the scan."""
+    room0 = int(offs[0])
+    if len(offs) == 1:
+        return 0 if room0 >= s else int(tops[0])
+    if room0 >= s and not best:
+        return 0
+    runmax = np.maximum.accumulate(tops)
+    spare = offs[1:] - runmax[:-1]  # the room left by the gap below box j + 1
+    spare -= s
+    if best:  # as unsigned, a gap too small (spare < 0) is above every one that fits
+        j = int(spare.view(np.uint64).argmin())
+    else:
+        j = int((spare >= 0).argmax())
+    r = int(spare[j])
+    if room0 >= s and (r < 0 or room0 - s <= r):
+        return 0  # the first gap ties or beats the others: the scan keeps the lowest
+    return int(runmax[j]) if r >= 0 else int(runmax[-1])
 
 
 def _lowest_gap_wide(offs: np.ndarray, tops: np.ndarray, s: int, a: int, best: bool) -> int:

@@ -251,6 +251,28 @@ def test_the_candidate_gap_scan_equals_the_plain_one_on_medium_problems() -> Non
                             == dh._lowest_gap(offs, tops, s, a, best)), (offs, tops, s, a)
 
 
+def test_the_unit_gap_scan_equals_the_plain_one_on_random_boxes() -> None:
+    """The alignment-1 scan (first gap in Python, the others in one vector) picks the plain
+    scan's gap, ties between the first gap and a later one included (small ranges)."""
+    import roam_core.layout.dsa_heuristics as dh
+
+    rng = np.random.default_rng(11)
+    tied = 0
+    for _ in range(600):
+        m = int(rng.integers(1, 40))
+        span = int(rng.choice([20, 400]))
+        tops = np.sort(rng.integers(1, span, m))
+        offs = np.sort(np.minimum(tops - 1, rng.integers(0, span, m)))
+        tops = np.maximum(tops, offs + 1)
+        for s in (1, 2, 3, 17, 90):
+            for best in (True, False):
+                got = dh._lowest_gap_unit(offs, tops, s, best)
+                assert got == dh._lowest_gap(offs, tops, s, 1, best), (offs, tops, s, best)
+                tied += bool(best and got == 0 < s <= offs[0] and m > 1
+                             and (offs[1:] - np.maximum.accumulate(tops)[:-1] == offs[0]).any())
+    assert tied  # the first gap won a tie with a later one somewhere
+
+
 @st.composite
 def _peak_first_problems(draw: st.DrawFn) -> tuple[Problem, list[int]]:
     """Buffers live at one common step first (some of size 0, now and then one of alignment
