@@ -2,7 +2,7 @@
 
 Usage::
 
-    nice python benchmarks/greedy_pass_bench.py [--before 76d6ae7] [--repeat 3]
+    nice python benchmarks/greedy_pass_bench.py [--before e53ba78] [--repeat 3]
         [--time moe:20] [--same moe:10 moe:20 llama:26 t5:11 resnet:67]
 
 The ``--before`` revision's ``roam_core/layout/dsa_heuristics.py`` is loaded beside this one
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     """Run the comparison and print the report."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     # the last commit before the vectorised pass (``main`` would compare the code with itself)
-    ap.add_argument("--before", default="76d6ae7")
+    ap.add_argument("--before", default="e53ba78")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--time", default="moe:20")
     ap.add_argument("--same", nargs="*",
