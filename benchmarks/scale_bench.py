@@ -29,8 +29,9 @@ planned peak, lower bound, peak / bound, arena bytes.  ``scale.json`` holds ever
 ``scale.md`` the table and the growth exponents (slope of log CPU seconds against log ops).
 
 Timings on a shared machine are noisy: CPU time is the steadier figure, wall time is shown
-beside it.  The layout stage runs until its wall-clock budget (``layout_time_limit_s``), so
-its CPU time and the arena depend on the machine's load.
+beside it.  The layout's stages are cut by counts of work, and its safety limit
+(``layout_time_limit_s``) counts the layout thread's CPU seconds, so a loaded machine does not
+change the arena.
 """
 
 from __future__ import annotations
